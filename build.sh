@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# build.sh — the project's two commands (see README.md):
+#   ./build.sh demo   install what is missing, build, run the demo
+#   ./build.sh test   install what is missing, build, run the whole test suite: the normal
+#                     build (warnings as errors) and an AddressSanitizer + UBSan build
+# Both are idempotent: packages already present are not reinstalled and configured build
+# directories are reused.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev python3)
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "build.sh: installing ${missing[*]}" >&2
+  local sudo=()
+  [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# configure DIR [meson options...]: set up DIR once, reconfigure if options changed
+configure() {
+  local dir=$1; shift
+  if [ -f "$dir/build.ninja" ]; then
+    meson configure "$dir" "$@" >/dev/null
+  else
+    meson setup "$dir" "$@"
+  fi
+}
+
+cmd=${1:-}
+case "$cmd" in
+  demo)
+    install_missing
+    configure build --buildtype=debugoptimized
+    ninja -C build
+    ./build/tools/ragjit-demo
+    ;;
+  test)
+    install_missing
+    configure build --buildtype=debugoptimized -Dwerror=true -Ddebug_verify=true
+    ninja -C build
+    meson test -C build --print-errorlogs --num-processes 2
+    configure build-san --buildtype=debug -Dwerror=true -Ddebug_verify=true \
+      -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dc_args=-fno-sanitize-recover=all
+    ninja -C build-san
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
+      meson test -C build-san --print-errorlogs --num-processes 2 --suite ragjit
+    ;;
+  *)
+    echo "usage: ./build.sh demo | test" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,375 @@
+/*
+ * ragjit.h — the public interface of ragjit, a JIT compiler for ragged (jagged) tensor
+ * expressions.
+ *
+ * A program is described once as an expression graph over jagged tensors, checked when it is
+ * built, compiled for a target, and run many times on new data:
+ *
+ *     rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+ *     rj_graph *g = rj_graph_new(ctx);
+ *     rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", B);
+ *     rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, J, 64});
+ *     rj_node y = rj_graph_softmax(g, rj_graph_unary(g, RJ_OP_RELU, x), 1);
+ *     rj_graph_output(g, y, "y");
+ *     if (rj_graph_status(g) != RJ_OK) puts(rj_ctx_error(ctx));   // one check for the build
+ *     rj_program *p = rj_program_new(g, RJ_TARGET_CPU);
+ *     rj_bind *b = rj_bind_new(p);
+ *     rj_bind_offsets(b, J, batch, offsets, NULL);
+ *     rj_bind_input(b, x, values, rows * 64);
+ *     rj_program_run(p, b);
+ *     const rj_tensor *out = rj_bind_result(b, y);
+ *
+ * Model (see docs/guide.md):
+ *   - A dim is a constant (>= 0), a named dense size bound at run time ("B", "D"), or a
+ *     ragged symbol ("j1") whose extent varies with the index of its parent dim.
+ *   - A jagged tensor f32[B, j1, 64] is a packed values buffer of shape (rows, 64) plus the
+ *     int64 offsets of its ragged symbol (length B+1). Offsets belong to the symbol: every tensor
+ *     naming j1 in one run is addressed through the same offsets (and optional lengths, for
+ *     views with holes).
+ *   - pad/unpad convert between jagged and padded dense form; ops on padded tensors have plain
+ *     dense semantics, which the compiler reproduces without materialising the padding.
+ *
+ * Conventions:
+ *   - Every object belongs to one rj_ctx and every allocation goes through its allocator hook.
+ *     A context and everything created from it must be used from one thread at a time
+ *     (programs use worker threads internally).
+ *   - Functions return an rj_status, or an object / node that signals failure (NULL, RJ_NONE,
+ *     RJ_DIM_NONE). After any failure rj_ctx_error() describes what is wrong.
+ *   - Graph building is "sticky": the first failure is recorded in the graph, later builder
+ *     calls given RJ_NONE fail quietly, so a whole graph can be built and checked once.
+ *   - One free call per object; free functions accept NULL.
+ */
+#ifndef RAGJIT_H
+#define RAGJIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RJ_BUILDING_LIBRARY) && defined(__GNUC__)
+#define RJ_API __attribute__((visibility("default")))
+#else
+#define RJ_API
+#endif
+
+#define RJ_VERSION_MAJOR 0
+#define RJ_VERSION_MINOR 1
+#define RJ_VERSION_PATCH 0
+
+/* Largest tensor rank. */
+#define RJ_MAX_RANK 8
+
+/* ----------------------------------------------------------------------------------------------
+ * Status codes. Each failure that callers may want to tell apart has its own code; the
+ * per-context message (rj_ctx_error) names the object and, for data errors, the first bad index.
+ */
+typedef enum rj_status {
+    RJ_OK = 0,
+    RJ_ERR_NOMEM,          /* the allocator returned NULL */
+    RJ_ERR_ARG,            /* NULL pointer, unknown enum, index out of range, bad name */
+    RJ_ERR_GRAPH,          /* a builder argument is RJ_NONE or the graph already failed */
+    RJ_ERR_SHAPE,          /* ranks or dims do not combine (incl. ragged symbol mismatch) */
+    RJ_ERR_DTYPE,          /* the op does not accept this dtype */
+    RJ_ERR_UNSUPPORTED,    /* well-formed, but not supported by this version or target */
+    RJ_ERR_UNBOUND,        /* an input, output, dense size or ragged symbol is not bound */
+    RJ_ERR_SIZE,           /* a buffer's element count or a dense size disagrees */
+    RJ_ERR_BATCH,          /* batch sizes (offsets lengths, B) disagree */
+    RJ_ERR_OFFSETS_START,  /* offsets[0] != 0, or a negative offset in a view with holes */
+    RJ_ERR_OFFSETS_ORDER,  /* offsets decrease, or a negative length */
+    RJ_ERR_OFFSETS_END,    /* last offset != rows of a values buffer (or beyond it, with holes) */
+    RJ_ERR_SAME,           /* symbols declared `same` have different lengths */
+    RJ_ERR_OVERFLOW,       /* a size computation overflows */
+    RJ_ERR_PAD_LEN,        /* a pad/unpad length is smaller than the longest row */
+    RJ_ERR_PARSE,          /* text format syntax error */
+    RJ_ERR_IO,             /* file could not be read or written, or is malformed */
+    RJ_ERR_COMPILE,        /* the backend failed to compile the program */
+    RJ_ERR_NO_DEVICE,      /* no CUDA driver or device */
+    RJ_ERR_INTERNAL,       /* a bug in ragjit: please report it */
+    RJ_STATUS_COUNT
+} rj_status;
+
+/* Short constant description of a status ("out of memory", ...). */
+RJ_API const char *rj_status_str(rj_status s);
+
+/* ----------------------------------------------------------------------------------------------
+ * Context. The allocator follows Lua's contract: nsize == 0 frees ptr (returning NULL);
+ * otherwise it (re)allocates ptr from osize to nsize bytes and returns NULL on failure, leaving
+ * ptr untouched. osize is the size previously requested for ptr (0 when ptr is NULL).
+ * Returned blocks must be aligned for any scalar type (malloc alignment).
+ */
+typedef void *(*rj_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+typedef struct rj_ctx rj_ctx;
+
+/* A new context; alloc == NULL selects malloc/realloc/free. NULL if out of memory. */
+RJ_API rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud);
+/* Frees the context. All graphs, programs, bindings and tensors of the context must be freed
+ * first; the context frees its compiler (JIT) state. */
+RJ_API void rj_ctx_free(rj_ctx *ctx);
+/* The message of the last failure in this context ("" if none); valid until the next call. */
+RJ_API const char *rj_ctx_error(const rj_ctx *ctx);
+/* Number of worker threads for CPU programs; 0 (the default) means all cores. */
+RJ_API rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads);
+/* Frees a string returned by ragjit (dumps, shape strings). */
+RJ_API void rj_string_free(rj_ctx *ctx, char *s);
+
+/* ----------------------------------------------------------------------------------------------
+ * Dtypes. Promotion follows PyTorch: float beats int beats bool and the wider type wins; a
+ * scalar literal never widens a tensor (f32 * 2.0 stays f32), but lifts an int tensor to f32
+ * (resp. a bool tensor to i64) when it is of a higher category.
+ */
+typedef enum rj_dtype { RJ_BOOL, RJ_I32, RJ_I64, RJ_F32, RJ_F64, RJ_DTYPE_COUNT } rj_dtype;
+
+RJ_API const char *rj_dtype_name(rj_dtype t); /* "bool", "i32", ... or NULL */
+RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid */
+
+/* ----------------------------------------------------------------------------------------------
+ * Ops, defined once in this table: X(ENUM, text name, kind, result dtype rule).
+ * Kinds: LEAF inputs and literals; UNARY, BINARY, COMPARE elementwise; SELECT where/masked_fill;
+ * CAST; REDUCE over one dim; SOFTMAX over one dim; NORM over trailing dense dims; PAD/UNPAD.
+ * Dtype rules: SAME (promoted inputs), FLOAT (promoted, then int/bool -> f32), BOOL (bool),
+ * SUM (bool/int -> i64), ATTR (given by an attribute).
+ */
+#define RJ_OP_TABLE(X)                                   \
+    X(INPUT, "input", LEAF, ATTR)                        \
+    X(SCALAR, "scalar", LEAF, ATTR)                      \
+    X(NEG, "neg", UNARY, SAME)                           \
+    X(ABS, "abs", UNARY, SAME)                           \
+    X(SGN, "sgn", UNARY, SAME)                           \
+    X(RELU, "relu", UNARY, SAME)                         \
+    X(GELU, "gelu", UNARY, FLOAT)                        \
+    X(GELU_TANH, "gelu_tanh", UNARY, FLOAT)              \
+    X(SILU, "silu", UNARY, FLOAT)                        \
+    X(SIGMOID, "sigmoid", UNARY, FLOAT)                  \
+    X(TANH, "tanh", UNARY, FLOAT)                        \
+    X(EXP, "exp", UNARY, FLOAT)                          \
+    X(LOG, "log", UNARY, FLOAT)                          \
+    X(SQRT, "sqrt", UNARY, FLOAT)                        \
+    X(RSQRT, "rsqrt", UNARY, FLOAT)                      \
+    X(SIN, "sin", UNARY, FLOAT)                          \
+    X(COS, "cos", UNARY, FLOAT)                          \
+    X(LOGICAL_NOT, "logical_not", UNARY, BOOL)           \
+    X(ADD, "add", BINARY, SAME)                          \
+    X(SUB, "sub", BINARY, SAME)                          \
+    X(MUL, "mul", BINARY, SAME)                          \
+    X(DIV, "div", BINARY, FLOAT)                         \
+    X(POW, "pow", BINARY, SAME)                          \
+    X(MAXIMUM, "maximum", BINARY, SAME)                  \
+    X(MINIMUM, "minimum", BINARY, SAME)                  \
+    X(EQ, "eq", COMPARE, BOOL)                           \
+    X(NE, "ne", COMPARE, BOOL)                           \
+    X(LT, "lt", COMPARE, BOOL)                           \
+    X(LE, "le", COMPARE, BOOL)                           \
+    X(GT, "gt", COMPARE, BOOL)                           \
+    X(GE, "ge", COMPARE, BOOL)                           \
+    X(LOGICAL_AND, "logical_and", COMPARE, BOOL)         \
+    X(LOGICAL_OR, "logical_or", COMPARE, BOOL)           \
+    X(WHERE, "where", SELECT, SAME)                      \
+    X(MASKED_FILL, "masked_fill", SELECT, SAME)          \
+    X(CAST, "cast", CAST, ATTR)                          \
+    X(SUM, "sum", REDUCE, SUM)                           \
+    X(MEAN, "mean", REDUCE, FLOAT)                       \
+    X(MAX, "max", REDUCE, SAME)                          \
+    X(MIN, "min", REDUCE, SAME)                          \
+    X(PROD, "prod", REDUCE, SUM)                         \
+    X(SOFTMAX, "softmax", SOFTMAX, FLOAT)                \
+    X(LOG_SOFTMAX, "log_softmax", SOFTMAX, FLOAT)        \
+    X(LAYER_NORM, "layer_norm", NORM, FLOAT)             \
+    X(RMS_NORM, "rms_norm", NORM, FLOAT)                 \
+    X(PAD, "pad", PAD, SAME)                             \
+    X(UNPAD, "unpad", PAD, SAME)
+
+typedef enum rj_op {
+#define RJ_X_(e, name, kind, rule) RJ_OP_##e,
+    RJ_OP_TABLE(RJ_X_)
+#undef RJ_X_
+    RJ_OP_COUNT
+} rj_op;
+
+RJ_API const char *rj_op_name(rj_op op);      /* "add", ... or NULL */
+RJ_API rj_op rj_op_from_name(const char *s);  /* RJ_OP_COUNT if unknown */
+
+/* ----------------------------------------------------------------------------------------------
+ * Graphs. A graph owns its nodes (ids, valid until the graph is freed) and shape symbols.
+ *
+ * rj_dim: a constant size (>= 0) or a symbol (< 0) returned by rj_graph_dense/rj_graph_ragged.
+ * RJ_DIM_NONE marks a failed symbol call, or "default" where documented.
+ */
+typedef struct rj_graph rj_graph;
+typedef int64_t rj_dim;
+typedef int32_t rj_node;
+#define RJ_NONE ((rj_node)-1)
+#define RJ_DIM_NONE INT64_MIN
+
+RJ_API rj_graph *rj_graph_new(rj_ctx *ctx);
+RJ_API void rj_graph_free(rj_graph *g);
+/* RJ_OK, or the status of the first failure while building (its message is in the context). */
+RJ_API rj_status rj_graph_status(const rj_graph *g);
+
+/* A named dense size bound at run time; the same name gives the same symbol. */
+RJ_API rj_dim rj_graph_dense(rj_graph *g, const char *name);
+/* A ragged symbol whose extent varies with the index of `parent` (a dense size symbol, the
+ * batch dim). Declaring an existing name again with the same parent returns the same symbol. */
+RJ_API rj_dim rj_graph_ragged(rj_graph *g, const char *name, rj_dim parent);
+/* Declares two ragged symbols with the same parent equal: tensors using them combine, and the
+ * runtime compares the lengths bound to them once per run (RJ_ERR_SAME if they differ). */
+RJ_API rj_status rj_graph_same(rj_graph *g, rj_dim a, rj_dim b);
+/* The symbol named `name`, or RJ_DIM_NONE. */
+RJ_API rj_dim rj_graph_find_dim(const rj_graph *g, const char *name);
+
+/* A graph input. A ragged dim must directly follow its parent dim (f32[B, j1, 64]). */
+RJ_API rj_node rj_graph_input(rj_graph *g, const char *name, rj_dtype dtype, int rank,
+                              const rj_dim *dims);
+/* Marks a node as an output under `name` (NULL: "out<k>"). A node may be output once. */
+RJ_API rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name);
+
+/* Scalar literals. They take part in dtype promotion as Python numbers do in PyTorch. */
+RJ_API rj_node rj_graph_scalar(rj_graph *g, double v);       /* a float literal */
+RJ_API rj_node rj_graph_scalar_int(rj_graph *g, int64_t v);  /* an int literal */
+RJ_API rj_node rj_graph_scalar_bool(rj_graph *g, bool v);    /* True / False */
+
+/* Elementwise ops (kinds UNARY, BINARY, COMPARE); operands broadcast as in NumPy on trailing
+ * dims, a size-1 dim broadcasting against any dim, ragged included. Two operands may differ
+ * in a dim only if one of them is 1. */
+RJ_API rj_node rj_graph_unary(rj_graph *g, rj_op op, rj_node x);
+RJ_API rj_node rj_graph_binary(rj_graph *g, rj_op op, rj_node a, rj_node b);
+/* where(c, a, b): c must be bool. */
+RJ_API rj_node rj_graph_where(rj_graph *g, rj_node c, rj_node a, rj_node b);
+/* masked_fill(x, mask, value): mask is bool and broadcasts to x's shape; result has x's dtype. */
+RJ_API rj_node rj_graph_masked_fill(rj_graph *g, rj_node x, rj_node mask, double value);
+RJ_API rj_node rj_graph_cast(rj_graph *g, rj_node x, rj_dtype to);
+
+/* Reductions (SUM, MEAN, MAX, MIN, PROD) over one dim; dim may be negative. Over the ragged
+ * dim they give a dense [B, ...] tensor; an empty row gives the identity (sum 0, prod 1,
+ * max -inf / the type's minimum, min +inf / maximum, mean NaN). */
+RJ_API rj_node rj_graph_reduce(rj_graph *g, rj_op op, rj_node x, int dim, bool keepdim);
+/* softmax / log_softmax over one dim (the ragged dim or a dense dim). */
+RJ_API rj_node rj_graph_softmax(rj_graph *g, rj_node x, int dim);
+RJ_API rj_node rj_graph_log_softmax(rj_graph *g, rj_node x, int dim);
+/* layer_norm over the last `ndims` dims, which must be dense. weight and bias are RJ_NONE or
+ * tensors of exactly those dims. eps < 0 selects the default 1e-5. */
+RJ_API rj_node rj_graph_layer_norm(rj_graph *g, rj_node x, int ndims, rj_node weight,
+                                   rj_node bias, double eps);
+/* rms_norm over the last `ndims` dims; eps < 0 selects the dtype's machine epsilon (as
+ * PyTorch's eps=None). */
+RJ_API rj_node rj_graph_rms_norm(rj_graph *g, rj_node x, int ndims, rj_node weight,
+                                 double eps);
+/* pad(x, value, len): T[B, j, ...] -> T[B, len, ...]; len RJ_DIM_NONE pads to the longest
+ * row (a run-time size printed max(j)); a constant or dense len smaller than the longest row
+ * fails at run time with RJ_ERR_PAD_LEN (truncation is not supported). */
+RJ_API rj_node rj_graph_pad(rj_graph *g, rj_node x, double value, rj_dim len);
+/* unpad(p, j): T[B, L, ...] -> T[B, j, ...], keeping the first len_b rows of item b; L must be
+ * at least the longest row of j (checked at run time). */
+RJ_API rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged);
+
+/* Introspection. */
+RJ_API int rj_graph_input_count(const rj_graph *g);
+RJ_API rj_node rj_graph_input_at(const rj_graph *g, int i);
+RJ_API int rj_graph_output_count(const rj_graph *g);
+RJ_API rj_node rj_graph_output_at(const rj_graph *g, int i);
+RJ_API rj_node rj_graph_find(const rj_graph *g, const char *name); /* input or output name */
+RJ_API const char *rj_node_name(const rj_graph *g, rj_node n);     /* input/output name or NULL */
+RJ_API rj_dtype rj_node_dtype(const rj_graph *g, rj_node n);
+/* Rank (or -1) and, if dims != NULL, the dims. */
+RJ_API int rj_node_shape(const rj_graph *g, rj_node n, rj_dim dims[RJ_MAX_RANK]);
+RJ_API const char *rj_dim_name(const rj_graph *g, rj_dim d); /* symbol name, NULL if constant */
+/* The type of a node as text, e.g. "f32[B, j1, 64]"; free with rj_string_free. */
+RJ_API char *rj_node_type_str(const rj_graph *g, rj_node n);
+
+/* ----------------------------------------------------------------------------------------------
+ * Tensors: runtime jagged or dense data. A jagged tensor has exactly one ragged dim, dim 1,
+ * addressed by offsets (B+1) and, for a view with holes, lengths (B): row b of the ragged dim
+ * spans values rows offsets[b] .. offsets[b] + len_b, where len_b = lengths[b] or
+ * offsets[b+1] - offsets[b]. A tensor either owns its memory or borrows the caller's.
+ */
+typedef struct rj_tensor rj_tensor;
+
+/* A plain description of a tensor's memory; the shape's ragged dim holds the longest row. */
+typedef struct rj_tensor_info {
+    rj_dtype dtype;
+    int rank;
+    int ragged_dim;               /* 1 for a jagged tensor, -1 for a dense one */
+    int64_t shape[RJ_MAX_RANK];   /* shape[0] = B for a jagged tensor */
+    void *values;                 /* packed rows (jagged) or the dense array, C order */
+    int64_t rows;                 /* jagged: rows in values; dense: number of elements */
+    const int64_t *offsets;       /* jagged: B+1 entries */
+    const int64_t *lengths;       /* jagged view with holes: B entries; else NULL */
+} rj_tensor_info;
+
+/* A dense tensor over caller memory (borrowed) or, with data == NULL, zero-filled owned memory. */
+RJ_API rj_tensor *rj_tensor_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64_t *shape,
+                                  void *data);
+/* A jagged tensor from packed values (rows x inner) and offsets (B+1), borrowed, no copy, like
+ * torch.nested.nested_tensor_from_jagged. inner has inner_rank dims; the result's rank is
+ * inner_rank + 2. The offsets are validated. */
+RJ_API rj_tensor *rj_tensor_from_values(rj_ctx *ctx, rj_dtype dtype, int inner_rank,
+                                        const int64_t *inner, void *values, int64_t rows,
+                                        const int64_t *offsets, int64_t batch);
+/* A jagged tensor copied from n components; component k has rank ranks[k] >= 1 and shape
+ * shapes[k] = (len_k, inner...); all must agree in rank and inner dims (like
+ * torch.nested.nested_tensor). */
+RJ_API rj_tensor *rj_tensor_from_components(rj_ctx *ctx, rj_dtype dtype, int64_t n,
+                                            const void *const *data, const int *ranks,
+                                            const int64_t *const *shapes);
+/* A view with holes over a padded dense array (B, L, inner...) keeping the first lengths[b]
+ * rows of item b (like torch.nested.narrow); borrows padded; copies lengths. */
+RJ_API rj_tensor *rj_tensor_from_padded(rj_ctx *ctx, rj_dtype dtype, int rank,
+                                        const int64_t *shape, void *padded,
+                                        const int64_t *lengths);
+/* A new dense tensor (B, len, inner...) filled with value beyond each row; len < 0 selects the
+ * longest row; a len shorter than the longest row is RJ_ERR_PAD_LEN. */
+RJ_API rj_tensor *rj_tensor_to_padded(const rj_tensor *t, double value, int64_t len);
+/* A packed copy (a view with holes becomes contiguous); also copies dense tensors. */
+RJ_API rj_tensor *rj_tensor_contiguous(const rj_tensor *t);
+/* Fills views[0..B) with dense descriptions of the components of jagged t (no copy). */
+RJ_API rj_status rj_tensor_unbind(const rj_tensor *t, rj_tensor_info *views, int64_t capacity);
+RJ_API rj_status rj_tensor_get_info(const rj_tensor *t, rj_tensor_info *info);
+RJ_API void rj_tensor_free(rj_tensor *t);
+
+/* ----------------------------------------------------------------------------------------------
+ * Programs and bindings.
+ *
+ * rj_program_new compiles a graph for a target; the program keeps its own copy of the graph,
+ * so node ids and symbols of `g` stay valid for binding and g may be freed. Identical graphs
+ * compile once per context (a program cache). RJ_TARGET_REFERENCE is the reference
+ * interpreter: op by op, every intermediate materialised; the oracle for the other targets.
+ */
+typedef enum rj_target { RJ_TARGET_REFERENCE, RJ_TARGET_CPU, RJ_TARGET_CUDA } rj_target;
+typedef struct rj_program rj_program;
+typedef struct rj_bind rj_bind;
+
+RJ_API rj_program *rj_program_new(rj_graph *g, rj_target target);
+RJ_API void rj_program_free(rj_program *p);
+
+/* A set of buffers for running a program; reusable across runs (rebinding what changes). */
+RJ_API rj_bind *rj_bind_new(rj_program *p);
+RJ_API void rj_bind_free(rj_bind *b);
+/* The value of a named dense size. The batch size of a ragged symbol's parent comes from its
+ * offsets; pad lengths of the form max(j) are computed. */
+RJ_API rj_status rj_bind_size(rj_bind *b, rj_dim sym, int64_t value);
+/* The offsets (batch + 1 entries) and, for a view with holes, lengths (batch entries) of a
+ * ragged symbol; borrowed until the binding is freed or rebound. */
+RJ_API rj_status rj_bind_offsets(rj_bind *b, rj_dim ragged, int64_t batch,
+                                 const int64_t *offsets, const int64_t *lengths);
+/* An input buffer holding numel elements (for a jagged input: rows x inner). Borrowed. */
+RJ_API rj_status rj_bind_input(rj_bind *b, rj_node input, const void *data, int64_t numel);
+/* Caller memory for an output, with room for capacity elements; without it ragjit allocates
+ * (and reuses) the output memory. */
+RJ_API rj_status rj_bind_output(rj_bind *b, rj_node output, void *data, int64_t capacity);
+/* Binds a tensor's data and, for a jagged tensor, its offsets/lengths to the ragged symbol of
+ * the input (which must then agree with any offsets bound to that symbol). */
+RJ_API rj_status rj_bind_tensor(rj_bind *b, rj_node input, const rj_tensor *t);
+/* Runs the program: validates the bindings (offsets, sizes, `same` symbols), allocates or
+ * checks outputs and computes them. */
+RJ_API rj_status rj_program_run(rj_program *p, rj_bind *b);
+/* After a successful run: an output as a tensor owned by the binding, valid until the next
+ * run or rj_bind_free. */
+RJ_API const rj_tensor *rj_bind_result(rj_bind *b, rj_node output);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAGJIT_H */

@@ -1,0 +1,172 @@
+/*
+ * builder.c — the graph builder: one public call per op family, each creating a node and
+ * inferring its type on the spot.
+ *
+ * Builder calls share one shape: check the graph and the operands, fill a node with the op
+ * and its attributes, let infer_node decide dtype and shape (or reject the node with a
+ * message), append it. An operand of RJ_NONE after an earlier failure fails quietly, keeping
+ * the first message; RJ_NONE with no earlier failure is reported, since it means the caller
+ * passed a node that never existed.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ir.h"
+
+static bool operands_ok(rj_graph *g, const char *op, const rj_node *ops, int n) {
+    for (int i = 0; i < n; i++) {
+        if (ops[i] >= 0 && ops[i] < g->n) continue;
+        if (ops[i] == RJ_NONE && g->status != RJ_OK) return false;
+        graph_fail(g, RJ_ERR_GRAPH, "%s: operand %d is %s", op, i + 1,
+                   ops[i] == RJ_NONE ? "RJ_NONE (no node)" : "not a node of this graph");
+        return false;
+    }
+    return true;
+}
+
+static rj_node build(rj_graph *g, node *n) {
+    n->loc = g->cur_loc;
+    if (infer_node(g, n) != RJ_OK) return RJ_NONE;
+    return graph_add_node(g, n);
+}
+
+static node make(rj_op op, int nin, rj_node a, rj_node b, rj_node c) {
+    return (node){.op = op, .nin = (uint8_t)nin, .in = {a, b, c}, .loc = -1};
+}
+
+static bool op_is(rj_graph *g, rj_op op, const char *call, op_kind k1, op_kind k2) {
+    if ((unsigned)op < RJ_OP_COUNT && (op_table[op].kind == k1 || op_table[op].kind == k2))
+        return true;
+    graph_fail(g, RJ_ERR_ARG, "%s: op %d (%s) is not a %s op", call, (int)op,
+               (unsigned)op < RJ_OP_COUNT ? op_table[op].name : "invalid", call + 9);
+    return false;
+}
+
+static rj_node scalar(rj_graph *g, int weak, double f, int64_t i) {
+    if (!g) return RJ_NONE;
+    node n = make(RJ_OP_SCALAR, 0, -1, -1, -1);
+    n.weak = (uint8_t)weak;
+    n.fval = f;
+    n.ival = i;
+    return build(g, &n);
+}
+
+rj_node rj_graph_scalar(rj_graph *g, double v) { return scalar(g, WEAK_FLOAT, v, 0); }
+rj_node rj_graph_scalar_int(rj_graph *g, int64_t v) {
+    return scalar(g, WEAK_INT, (double)v, v);
+}
+rj_node rj_graph_scalar_bool(rj_graph *g, bool v) { return scalar(g, WEAK_BOOL, v, v); }
+
+rj_node rj_graph_unary(rj_graph *g, rj_op op, rj_node x) {
+    if (!g || !op_is(g, op, "rj_graph_unary", KIND_UNARY, KIND_UNARY)) return RJ_NONE;
+    if (!operands_ok(g, op_table[op].name, &x, 1)) return RJ_NONE;
+    node n = make(op, 1, x, -1, -1);
+    return build(g, &n);
+}
+
+rj_node rj_graph_binary(rj_graph *g, rj_op op, rj_node a, rj_node b) {
+    if (!g || !op_is(g, op, "rj_graph_binary", KIND_BINARY, KIND_COMPARE)) return RJ_NONE;
+    if (!operands_ok(g, op_table[op].name, (rj_node[]){a, b}, 2)) return RJ_NONE;
+    node n = make(op, 2, a, b, -1);
+    return build(g, &n);
+}
+
+rj_node rj_graph_where(rj_graph *g, rj_node c, rj_node a, rj_node b) {
+    if (!g || !operands_ok(g, "where", (rj_node[]){c, a, b}, 3)) return RJ_NONE;
+    node n = make(RJ_OP_WHERE, 3, c, a, b);
+    return build(g, &n);
+}
+
+rj_node rj_graph_masked_fill(rj_graph *g, rj_node x, rj_node mask, double value) {
+    if (!g || !operands_ok(g, "masked_fill", (rj_node[]){x, mask}, 2)) return RJ_NONE;
+    node n = make(RJ_OP_MASKED_FILL, 2, x, mask, -1);
+    n.fval = value;
+    return build(g, &n);
+}
+
+rj_node rj_graph_cast(rj_graph *g, rj_node x, rj_dtype to) {
+    if (!g || !operands_ok(g, "cast", &x, 1)) return RJ_NONE;
+    node n = make(RJ_OP_CAST, 1, x, -1, -1);
+    n.ival = (int64_t)to;
+    return build(g, &n);
+}
+
+rj_node rj_graph_reduce(rj_graph *g, rj_op op, rj_node x, int dim, bool keepdim) {
+    if (!g || !op_is(g, op, "rj_graph_reduce", KIND_REDUCE, KIND_REDUCE)) return RJ_NONE;
+    if (!operands_ok(g, op_table[op].name, &x, 1)) return RJ_NONE;
+    node n = make(op, 1, x, -1, -1);
+    n.axis = dim;
+    n.keepdim = keepdim;
+    return build(g, &n);
+}
+
+static rj_node softmax(rj_graph *g, rj_op op, rj_node x, int dim) {
+    if (!g || !operands_ok(g, op_table[op].name, &x, 1)) return RJ_NONE;
+    node n = make(op, 1, x, -1, -1);
+    n.axis = dim;
+    return build(g, &n);
+}
+
+rj_node rj_graph_softmax(rj_graph *g, rj_node x, int dim) {
+    return softmax(g, RJ_OP_SOFTMAX, x, dim);
+}
+
+rj_node rj_graph_log_softmax(rj_graph *g, rj_node x, int dim) {
+    return softmax(g, RJ_OP_LOG_SOFTMAX, x, dim);
+}
+
+/* Optional operands (weight, bias) are appended only when present; NORM nodes therefore
+ * have nin 1..3 and a flag in ival telling which of weight/bias they hold (bit 0: weight,
+ * bit 1: bias). */
+static rj_node norm(rj_graph *g, rj_op op, rj_node x, int ndims, rj_node w, rj_node b,
+                    double eps) {
+    const char *name = op_table[op].name;
+    if (!g || !operands_ok(g, name, &x, 1)) return RJ_NONE;
+    node n = make(op, 1, x, -1, -1);
+    if (w != RJ_NONE) {
+        if (!operands_ok(g, name, &w, 1)) return RJ_NONE;
+        n.in[n.nin++] = w;
+        n.ival |= 1;
+    }
+    if (b != RJ_NONE) {
+        if (!operands_ok(g, name, &b, 1)) return RJ_NONE;
+        n.in[n.nin++] = b;
+        n.ival |= 2;
+    }
+    if (isnan(eps)) {
+        graph_fail(g, RJ_ERR_ARG, "%s: eps is NaN", name);
+        return RJ_NONE;
+    }
+    n.axis = ndims;
+    n.fval = eps;
+    return build(g, &n);
+}
+
+rj_node rj_graph_layer_norm(rj_graph *g, rj_node x, int ndims, rj_node weight, rj_node bias,
+                            double eps) {
+    return norm(g, RJ_OP_LAYER_NORM, x, ndims, weight, bias, eps < 0 ? 1e-5 : eps);
+}
+
+rj_node rj_graph_rms_norm(rj_graph *g, rj_node x, int ndims, rj_node weight, double eps) {
+    /* eps < 0 is resolved to the dtype's epsilon once the dtype is known (lowering) */
+    return norm(g, RJ_OP_RMS_NORM, x, ndims, weight, RJ_NONE, eps < 0 ? -1.0 : eps);
+}
+
+rj_node rj_graph_pad(rj_graph *g, rj_node x, double value, rj_dim len) {
+    if (!g || !operands_ok(g, "pad", &x, 1)) return RJ_NONE;
+    if (len != RJ_DIM_NONE && !graph_is_valid_dim(g, len)) {
+        graph_fail(g, RJ_ERR_ARG, "pad: len is not a constant or a symbol of this graph");
+        return RJ_NONE;
+    }
+    node n = make(RJ_OP_PAD, 1, x, -1, -1);
+    n.fval = value;
+    n.ival = len;
+    return build(g, &n);
+}
+
+rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged) {
+    if (!g || !operands_ok(g, "unpad", &p, 1)) return RJ_NONE;
+    node n = make(RJ_OP_UNPAD, 1, p, -1, -1);
+    n.ival = ragged;
+    return build(g, &n);
+}

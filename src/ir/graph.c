@@ -1,0 +1,393 @@
+/*
+ * graph.c — graph storage: nodes, symbols, inputs and outputs, cloning, hashing, and the
+ * public declaration and introspection calls.
+ *
+ * Storage is a few growable arrays owned by the graph and allocated through the context, so
+ * one free releases everything. Building is sticky: the first failure is kept in the graph
+ * (status and message) and later failures do not overwrite it, which lets callers build a
+ * whole graph and check rj_graph_status once, and lets rj_program_new report the root cause.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir.h"
+
+rj_graph *graph_new(rj_ctx *ctx) {
+    rj_graph *g = mem_zalloc(ctx, sizeof *g);
+    if (!g) return NULL;
+    g->ctx = ctx;
+    g->cur_loc = -1;
+    return g;
+}
+
+rj_graph *rj_graph_new(rj_ctx *ctx) {
+    if (!ctx) return NULL;
+    return graph_new(ctx);
+}
+
+void rj_graph_free(rj_graph *g) {
+    if (!g) return;
+    rj_ctx *ctx = g->ctx;
+    for (int32_t i = 0; i < g->n; i++) mem_strfree(ctx, g->nodes[i].name);
+    for (int32_t i = 0; i < g->nsym; i++) mem_strfree(ctx, g->syms[i].name);
+    for (int32_t i = 0; i < g->noutputs; i++) mem_strfree(ctx, g->outputs[i].name);
+    mem_free(ctx, g->nodes, (size_t)g->cap * sizeof(node));
+    mem_free(ctx, g->syms, (size_t)g->capsym * sizeof(sym));
+    mem_free(ctx, g->inputs, (size_t)g->capinputs * sizeof(int32_t));
+    mem_free(ctx, g->outputs, (size_t)g->capoutputs * sizeof(output));
+    mem_free(ctx, g, sizeof *g);
+}
+
+rj_status rj_graph_status(const rj_graph *g) {
+    return g ? g->status : RJ_ERR_ARG;
+}
+
+rj_status graph_fail(rj_graph *g, rj_status s, const char *fmt, ...) {
+    if (g->status != RJ_OK) return s; /* keep the first failure's message */
+    va_list ap;
+    va_start(ap, fmt);
+    ctx_failv(g->ctx, s, fmt, ap);
+    va_end(ap);
+    g->status = s;
+    snprintf(g->first_err, sizeof g->first_err, "%s", rj_ctx_error(g->ctx));
+    return s;
+}
+
+node *graph_node(const rj_graph *g, rj_node id) {
+    return (id >= 0 && id < g->n) ? &g->nodes[id] : NULL;
+}
+
+int32_t graph_add_node(rj_graph *g, const node *n) {
+    if (!mem_grow(g->ctx, (void **)&g->nodes, &g->cap, g->n + 1, sizeof(node))) {
+        graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
+        return -1;
+    }
+    g->nodes[g->n] = *n;
+    return g->n++;
+}
+
+int32_t graph_add_sym(rj_graph *g, const char *name, int kind, int32_t parent) {
+    char *nm = mem_strdup(g->ctx, name);
+    if (!nm || !mem_grow(g->ctx, (void **)&g->syms, &g->capsym, g->nsym + 1, sizeof(sym))) {
+        mem_strfree(g->ctx, nm);
+        graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
+        return -1;
+    }
+    g->syms[g->nsym] = (sym){.name = nm, .kind = (uint8_t)kind, .parent = parent, .uf = g->nsym};
+    return g->nsym++;
+}
+
+int32_t graph_find_sym(const rj_graph *g, const char *name) {
+    for (int32_t i = 0; i < g->nsym; i++)
+        if (!strcmp(g->syms[i].name, name)) return i;
+    return -1;
+}
+
+int32_t sym_root(const rj_graph *g, int32_t s) {
+    while (g->syms[s].uf != s) s = g->syms[s].uf;
+    return s;
+}
+
+bool graph_is_valid_dim(const rj_graph *g, rj_dim d) {
+    if (d >= 0) return true;
+    return dim_is_sym(d) && dim_sym(d) < g->nsym;
+}
+
+const sym *graph_sym(const rj_graph *g, rj_dim d) {
+    return dim_is_sym(d) && dim_sym(d) < g->nsym ? &g->syms[dim_sym(d)] : NULL;
+}
+
+/* Two dims are equal if they are the same constant or symbols of the same `same` class; the
+ * run-time size max(j) of equal ragged symbols is equal too. */
+bool dim_equal(const rj_graph *g, rj_dim a, rj_dim b) {
+    if (a >= 0 || b >= 0) return a == b;
+    const sym *sa = graph_sym(g, a), *sb = graph_sym(g, b);
+    if (!sa || !sb || sa->kind != sb->kind) return false;
+    if (sa->kind == SYM_MAXLEN) return sym_root(g, sa->parent) == sym_root(g, sb->parent);
+    return sym_root(g, dim_sym(a)) == sym_root(g, dim_sym(b));
+}
+
+int dim_ragged_pos(const rj_graph *g, const node *n) {
+    for (int i = 0; i < n->rank; i++) {
+        const sym *s = graph_sym(g, n->dims[i]);
+        if (s && s->kind == SYM_RAGGED) return i;
+    }
+    return -1;
+}
+
+static bool valid_name(const char *s) {
+    if (!s || !*s) return false;
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
+            return false;
+    return strlen(s) < 128;
+}
+
+static rj_dim declare_sym(rj_graph *g, const char *what, const char *name, int kind,
+                          int32_t parent) {
+    if (!valid_name(name)) {
+        graph_fail(g, RJ_ERR_ARG, "%s: '%s' is not a valid name (letters, digits, _; not "
+                   "starting with a digit)", what, name ? name : "(NULL)");
+        return RJ_DIM_NONE;
+    }
+    int32_t s = graph_find_sym(g, name);
+    if (s >= 0) {
+        const sym *o = &g->syms[s];
+        if (o->kind == kind && o->parent == parent) return sym_dim(s);
+        graph_fail(g, RJ_ERR_ARG, "%s: '%s' is already declared as a %s", what, name,
+                   o->kind == SYM_DENSE ? "dense size" : "ragged symbol with another parent");
+        return RJ_DIM_NONE;
+    }
+    s = graph_add_sym(g, name, kind, parent);
+    return s < 0 ? RJ_DIM_NONE : sym_dim(s);
+}
+
+rj_dim rj_graph_dense(rj_graph *g, const char *name) {
+    if (!g) return RJ_DIM_NONE;
+    return declare_sym(g, "rj_graph_dense", name, SYM_DENSE, -1);
+}
+
+rj_dim rj_graph_ragged(rj_graph *g, const char *name, rj_dim parent) {
+    if (!g) return RJ_DIM_NONE;
+    const sym *p = graph_sym(g, parent);
+    if (!p) {
+        graph_fail(g, RJ_ERR_ARG, "rj_graph_ragged: the parent of '%s' must be a declared "
+                   "size symbol", name ? name : "(NULL)");
+        return RJ_DIM_NONE;
+    }
+    if (p->kind != SYM_DENSE) {
+        graph_fail(g, RJ_ERR_UNSUPPORTED, "rj_graph_ragged: parent '%s' of '%s' is ragged: "
+                   "nested raggedness is not supported yet", p->name, name ? name : "(NULL)");
+        return RJ_DIM_NONE;
+    }
+    return declare_sym(g, "rj_graph_ragged", name, SYM_RAGGED, dim_sym(parent));
+}
+
+rj_status rj_graph_same(rj_graph *g, rj_dim a, rj_dim b) {
+    if (!g) return RJ_ERR_ARG;
+    const sym *sa = graph_sym(g, a), *sb = graph_sym(g, b);
+    if (!sa || !sb || sa->kind != SYM_RAGGED || sb->kind != SYM_RAGGED)
+        return graph_fail(g, RJ_ERR_ARG, "same: both arguments must be ragged symbols");
+    if (sym_root(g, sa->parent) != sym_root(g, sb->parent))
+        return graph_fail(g, RJ_ERR_SHAPE, "same: %s and %s have different parents (%s vs %s)",
+                          sa->name, sb->name, g->syms[sa->parent].name,
+                          g->syms[sb->parent].name);
+    int32_t ra = sym_root(g, dim_sym(a)), rb = sym_root(g, dim_sym(b));
+    /* the older symbol stays the representative, so printed shapes are stable */
+    if (ra < rb) g->syms[rb].uf = ra;
+    else if (rb < ra) g->syms[ra].uf = rb;
+    return RJ_OK;
+}
+
+rj_dim rj_graph_find_dim(const rj_graph *g, const char *name) {
+    if (!g || !name) return RJ_DIM_NONE;
+    int32_t s = graph_find_sym(g, name);
+    return s < 0 ? RJ_DIM_NONE : sym_dim(s);
+}
+
+const char *rj_dim_name(const rj_graph *g, rj_dim d) {
+    const sym *s = g ? graph_sym(g, d) : NULL;
+    return s ? s->name : NULL;
+}
+
+/* ---- inputs and outputs ---------------------------------------------------------------- */
+
+rj_node rj_graph_find(const rj_graph *g, const char *name) {
+    if (!g || !name) return RJ_NONE;
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (!strcmp(g->outputs[i].name, name)) return g->outputs[i].node;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        if (!strcmp(g->nodes[g->inputs[i]].name, name)) return g->inputs[i];
+    return RJ_NONE;
+}
+
+rj_node rj_graph_input(rj_graph *g, const char *name, rj_dtype dtype, int rank,
+                       const rj_dim *dims) {
+    if (!g) return RJ_NONE;
+    if (!valid_name(name)) {
+        graph_fail(g, RJ_ERR_ARG, "input: '%s' is not a valid name", name ? name : "(NULL)");
+        return RJ_NONE;
+    }
+    if (rj_graph_find(g, name) != RJ_NONE) {
+        graph_fail(g, RJ_ERR_ARG, "input: the name '%s' is already used", name);
+        return RJ_NONE;
+    }
+    if ((unsigned)dtype >= RJ_DTYPE_COUNT) {
+        graph_fail(g, RJ_ERR_ARG, "input %s: invalid dtype %d", name, (int)dtype);
+        return RJ_NONE;
+    }
+    if (rank < 0 || rank > RJ_MAX_RANK || (rank > 0 && !dims)) {
+        graph_fail(g, RJ_ERR_ARG, "input %s: rank %d is out of range 0..%d%s", name, rank,
+                   RJ_MAX_RANK, rank > 0 && !dims ? " or dims is NULL" : "");
+        return RJ_NONE;
+    }
+    node n = {.op = RJ_OP_INPUT, .dtype = dtype, .rank = (uint8_t)rank, .loc = g->cur_loc,
+              .in = {-1, -1, -1}};
+    for (int i = 0; i < rank; i++) {
+        if (!graph_is_valid_dim(g, dims[i])) {
+            graph_fail(g, RJ_ERR_ARG, "input %s: dim %d is not a constant or a symbol of this "
+                       "graph", name, i);
+            return RJ_NONE;
+        }
+        n.dims[i] = dims[i];
+    }
+    if (infer_node(g, &n) != RJ_OK) return RJ_NONE;
+    if (!mem_grow(g->ctx, (void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t)) ||
+        !(n.name = mem_strdup(g->ctx, name))) {
+        graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
+        return RJ_NONE;
+    }
+    int32_t id = graph_add_node(g, &n);
+    if (id < 0) {
+        mem_strfree(g->ctx, n.name);
+        return RJ_NONE;
+    }
+    g->inputs[g->ninputs++] = id;
+    return id;
+}
+
+rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
+    if (!g) return RJ_ERR_ARG;
+    if (n == RJ_NONE && g->status != RJ_OK) return RJ_ERR_GRAPH;
+    node *nd = graph_node(g, n);
+    if (!nd) return graph_fail(g, RJ_ERR_GRAPH, "output: node %d does not exist", (int)n);
+    if (nd->op == RJ_OP_SCALAR)
+        return graph_fail(g, RJ_ERR_ARG, "output: a scalar literal cannot be an output");
+    char auto_name[32];
+    if (!name) {
+        snprintf(auto_name, sizeof auto_name, "out%d", g->noutputs);
+        name = auto_name;
+    }
+    if (!valid_name(name))
+        return graph_fail(g, RJ_ERR_ARG, "output: '%s' is not a valid name", name);
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        if (g->outputs[i].node == n)
+            return graph_fail(g, RJ_ERR_ARG, "output %s: node is already output '%s'", name,
+                              g->outputs[i].name);
+    }
+    rj_node other = rj_graph_find(g, name);
+    if (other != RJ_NONE && other != n)
+        return graph_fail(g, RJ_ERR_ARG, "output: the name '%s' is already used", name);
+    char *nm = mem_strdup(g->ctx, name);
+    if (!nm || !mem_grow(g->ctx, (void **)&g->outputs, &g->capoutputs, g->noutputs + 1,
+                         sizeof(output))) {
+        mem_strfree(g->ctx, nm);
+        return graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
+    }
+    g->outputs[g->noutputs++] = (output){.node = n, .name = nm};
+    return RJ_OK;
+}
+
+int rj_graph_input_count(const rj_graph *g) { return g ? g->ninputs : 0; }
+int rj_graph_output_count(const rj_graph *g) { return g ? g->noutputs : 0; }
+
+rj_node rj_graph_input_at(const rj_graph *g, int i) {
+    return g && i >= 0 && i < g->ninputs ? g->inputs[i] : RJ_NONE;
+}
+
+rj_node rj_graph_output_at(const rj_graph *g, int i) {
+    return g && i >= 0 && i < g->noutputs ? g->outputs[i].node : RJ_NONE;
+}
+
+const char *rj_node_name(const rj_graph *g, rj_node n) {
+    const node *nd = g ? graph_node(g, n) : NULL;
+    if (!nd) return NULL;
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].node == n) return g->outputs[i].name;
+    return nd->name;
+}
+
+rj_dtype rj_node_dtype(const rj_graph *g, rj_node n) {
+    const node *nd = g ? graph_node(g, n) : NULL;
+    return nd ? nd->dtype : RJ_DTYPE_COUNT;
+}
+
+int rj_node_shape(const rj_graph *g, rj_node n, rj_dim dims[RJ_MAX_RANK]) {
+    const node *nd = g ? graph_node(g, n) : NULL;
+    if (!nd) return -1;
+    if (dims) memcpy(dims, nd->dims, sizeof(rj_dim) * nd->rank);
+    return nd->rank;
+}
+
+char *rj_node_type_str(const rj_graph *g, rj_node n) {
+    if (!g) return NULL;
+    const node *nd = graph_node(g, n);
+    if (!nd) {
+        ctx_fail(g->ctx, RJ_ERR_ARG, "rj_node_type_str: node %d does not exist", (int)n);
+        return NULL;
+    }
+    sbuf b;
+    sbuf_init(&b, g->ctx);
+    print_node_type(&b, g, nd);
+    return sbuf_finish(&b);
+}
+
+/* ---- clone and hash -------------------------------------------------------------------- */
+
+rj_graph *graph_clone(rj_ctx *ctx, const rj_graph *g) {
+    rj_graph *c = graph_new(ctx);
+    if (!c) return NULL;
+    c->status = g->status;
+    if (!mem_grow(ctx, (void **)&c->nodes, &c->cap, g->n, sizeof(node)) ||
+        !mem_grow(ctx, (void **)&c->syms, &c->capsym, g->nsym, sizeof(sym)) ||
+        !mem_grow(ctx, (void **)&c->inputs, &c->capinputs, g->ninputs, sizeof(int32_t)) ||
+        !mem_grow(ctx, (void **)&c->outputs, &c->capoutputs, g->noutputs, sizeof(output)))
+        goto fail;
+    for (int32_t i = 0; i < g->n; i++) {
+        c->nodes[i] = g->nodes[i];
+        c->nodes[i].name = NULL;
+        c->n = i + 1;
+        if (g->nodes[i].name && !(c->nodes[i].name = mem_strdup(ctx, g->nodes[i].name)))
+            goto fail;
+    }
+    for (int32_t i = 0; i < g->nsym; i++) {
+        c->syms[i] = g->syms[i];
+        c->syms[i].name = NULL;
+        c->nsym = i + 1;
+        if (!(c->syms[i].name = mem_strdup(ctx, g->syms[i].name))) goto fail;
+    }
+    memcpy(c->inputs, g->inputs, sizeof(int32_t) * (size_t)g->ninputs);
+    c->ninputs = g->ninputs;
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        c->outputs[i].node = g->outputs[i].node;
+        c->outputs[i].name = NULL;
+        c->noutputs = i + 1;
+        if (!(c->outputs[i].name = mem_strdup(ctx, g->outputs[i].name))) goto fail;
+    }
+    return c;
+fail:
+    rj_graph_free(c);
+    return NULL;
+}
+
+/* Structural hash: everything that changes generated code, nothing that only names things,
+ * so graphs differing in input names share compiled kernels. */
+uint64_t graph_hash(const rj_graph *g) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = hash_mix(h, (uint64_t)g->nsym);
+    for (int32_t i = 0; i < g->nsym; i++) {
+        const sym *s = &g->syms[i];
+        h = hash_mix(h, s->kind);
+        h = hash_mix(h, (uint64_t)(int64_t)s->parent);
+        h = hash_mix(h, (uint64_t)sym_root(g, i));
+    }
+    h = hash_mix(h, (uint64_t)g->n);
+    for (int32_t i = 0; i < g->n; i++) {
+        const node *n = &g->nodes[i];
+        h = hash_mix(h, (uint64_t)n->op);
+        h = hash_mix(h, (uint64_t)n->dtype);
+        h = hash_mix(h, ((uint64_t)n->rank << 16) | ((uint64_t)n->weak << 8) | n->keepdim);
+        for (int k = 0; k < n->nin; k++) h = hash_mix(h, (uint64_t)(int64_t)n->in[k]);
+        h = hash_mix(h, (uint64_t)(int64_t)n->axis);
+        uint64_t fb;
+        memcpy(&fb, &n->fval, sizeof fb);
+        h = hash_mix(h, fb);
+        h = hash_mix(h, (uint64_t)n->ival);
+        for (int k = 0; k < n->rank; k++) h = hash_mix(h, (uint64_t)n->dims[k]);
+    }
+    for (int32_t i = 0; i < g->ninputs; i++) h = hash_mix(h, (uint64_t)g->inputs[i]);
+    for (int32_t i = 0; i < g->noutputs; i++) h = hash_mix(h, (uint64_t)g->outputs[i].node);
+    return h;
+}

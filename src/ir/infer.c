@@ -1,0 +1,337 @@
+/*
+ * infer.c — shape and dtype inference, and the checks that make a graph well-formed.
+ *
+ * Every node is inferred when it is built, so an ill-formed graph is rejected at the call
+ * that made it, with a message naming the op and the shapes involved:
+ *
+ *     add: f32[B, j1, 128] and f32[B, j2, 128] differ in dim 1 (ragged j1 vs j2)
+ *
+ * The rules, all of them in this file:
+ *   - Broadcasting aligns trailing dims (NumPy). Two dims combine when they are equal
+ *     (same constant, same dense symbol, same ragged class) or one is the constant 1; a
+ *     dense size never matches a ragged symbol, so a dense tensor only crosses a ragged dim
+ *     through pad/unpad.
+ *   - A ragged dim must directly follow its parent dim. This version supports one ragged dim
+ *     per tensor, at position 1 (after the batch dim); the representation itself allows more
+ *     (several ragged dims, nested symbols), which later versions will accept here.
+ *   - Dtypes follow the op table's rule (see ops.c for promotion).
+ * The verifier re-runs this inference over a whole graph to check a pass's output.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir.h"
+
+/* A shape as text for a message; short enough for a stack buffer. */
+typedef struct tybuf {
+    char s[256];
+} tybuf;
+
+static tybuf type_text(const rj_graph *g, const node *n) {
+    tybuf t = {{0}};
+    sbuf b;
+    sbuf_init(&b, g->ctx);
+    print_node_type(&b, g, n);
+    if (b.s) snprintf(t.s, sizeof t.s, "%s", b.s);
+    else snprintf(t.s, sizeof t.s, "?");
+    sbuf_free(&b);
+    return t;
+}
+
+static void dim_text(const rj_graph *g, rj_dim d, char *out, size_t n) {
+    const sym *s = graph_sym(g, d);
+    if (!s) snprintf(out, n, "%lld", (long long)d);
+    else snprintf(out, n, "%s%s", s->kind == SYM_RAGGED ? "ragged " : "", s->name);
+}
+
+static rj_status fail_dims(rj_graph *g, const char *op, const node *a, const node *b, int k,
+                           rj_dim da, rj_dim db) {
+    char x[160], y[160];
+    dim_text(g, da, x, sizeof x);
+    const sym *sa = graph_sym(g, da), *sb = graph_sym(g, db);
+    if (sa && sb && sa->kind == SYM_RAGGED && sb->kind == SYM_RAGGED)
+        snprintf(y, sizeof y, "%s", sb->name);
+    else
+        dim_text(g, db, y, sizeof y);
+    return graph_fail(g, RJ_ERR_SHAPE, "%s: %s and %s differ in dim %d (%s vs %s)", op,
+                      type_text(g, a).s, type_text(g, b).s, k, x, y);
+}
+
+static bool dim_is_one(rj_dim d) { return d == 1; }
+
+/* Broadcast the shape in *out (rank *rank) with operand b; out starts as operand a. */
+static rj_status broadcast(rj_graph *g, const char *op, const node *a, const node *b,
+                           int *rank, rj_dim *out) {
+    int ra = *rank, rb = b->rank, r = ra > rb ? ra : rb;
+    rj_dim res[RJ_MAX_RANK];
+    for (int k = 0; k < r; k++) {
+        int ka = k - (r - ra), kb = k - (r - rb);
+        rj_dim da = ka >= 0 ? out[ka] : 1, db = kb >= 0 ? b->dims[kb] : 1;
+        if (dim_equal(g, da, db) || dim_is_one(db)) res[k] = da;
+        else if (dim_is_one(da)) res[k] = db;
+        else return fail_dims(g, op, a, b, k, da, db);
+    }
+    memcpy(out, res, sizeof(rj_dim) * (size_t)r);
+    *rank = r;
+    return RJ_OK;
+}
+
+/* A shape is supported when each ragged dim follows its parent; today also: at most one
+ * ragged dim, at position 1. */
+static rj_status check_ragged_layout(rj_graph *g, const char *what, const node *n) {
+    int count = 0;
+    for (int k = 0; k < n->rank; k++) {
+        const sym *s = graph_sym(g, n->dims[k]);
+        if (!s || s->kind != SYM_RAGGED) continue;
+        count++;
+        if (k == 0 || !dim_equal(g, n->dims[k - 1], sym_dim(s->parent)))
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: %s: ragged %s must directly follow its "
+                              "parent dim %s", what, type_text(g, n).s, s->name,
+                              g->syms[s->parent].name);
+        if (k != 1)
+            return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s: a ragged dim at position %d is "
+                              "not supported yet (only dim 1, after the batch dim)", what,
+                              type_text(g, n).s, k);
+    }
+    if (count > 1)
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s: several ragged dims in one tensor "
+                          "are not supported yet", what, type_text(g, n).s);
+    return RJ_OK;
+}
+
+static const node *in(const rj_graph *g, const node *n, int i) {
+    return &g->nodes[n->in[i]];
+}
+
+static rj_status infer_input(rj_graph *g, node *n) {
+    for (int k = 0; k < n->rank; k++)
+        if (n->dims[k] < 0 && graph_sym(g, n->dims[k]) == NULL)
+            return graph_fail(g, RJ_ERR_ARG, "input %s: dim %d is invalid", n->name, k);
+    return check_ragged_layout(g, "input", n);
+}
+
+static rj_status elementwise(rj_graph *g, node *n, const char *op) {
+    const node *a = in(g, n, 0);
+    int rank = a->rank;
+    rj_dim dims[RJ_MAX_RANK];
+    memcpy(dims, a->dims, sizeof(rj_dim) * (size_t)rank);
+    for (int i = 1; i < n->nin; i++) {
+        /* for messages, compare against the running result's type */
+        node acc = *a;
+        acc.rank = (uint8_t)rank;
+        memcpy(acc.dims, dims, sizeof(rj_dim) * (size_t)rank);
+        if (i > 1) acc.weak = 0;
+        rj_status s = broadcast(g, op, &acc, in(g, n, i), &rank, dims);
+        if (s) return s;
+    }
+    n->rank = (uint8_t)rank;
+    memcpy(n->dims, dims, sizeof(rj_dim) * (size_t)rank);
+    return check_ragged_layout(g, op, n);
+}
+
+static rj_status infer_unary(rj_graph *g, node *n, const char *op) {
+    const node *x = in(g, n, 0);
+    if (op_table[n->op].rule == RULE_SAME && x->dtype == RJ_BOOL && !x->weak)
+        return graph_fail(g, RJ_ERR_DTYPE, "%s: %s: not supported for bool%s", op,
+                          type_text(g, x).s, n->op == RJ_OP_NEG ? " (use logical_not)" : "");
+    n->rank = x->rank;
+    memcpy(n->dims, x->dims, sizeof(rj_dim) * x->rank);
+    rj_dtype ct = node_compute_dtype(g, n);
+    n->dtype = op_table[n->op].rule == RULE_BOOL ? RJ_BOOL : ct;
+    return RJ_OK;
+}
+
+static rj_status infer_binary(rj_graph *g, node *n, const char *op) {
+    rj_status s = elementwise(g, n, op);
+    if (s) return s;
+    rj_dtype ct = node_compute_dtype(g, n);
+    if (ct == RJ_BOOL && (n->op == RJ_OP_SUB || n->op == RJ_OP_POW))
+        return graph_fail(g, RJ_ERR_DTYPE, "%s: %s and %s: not supported for bool%s", op,
+                          type_text(g, in(g, n, 0)).s, type_text(g, in(g, n, 1)).s,
+                          n->op == RJ_OP_SUB ? " (use logical ops)" : "");
+    n->dtype = op_table[n->op].rule == RULE_BOOL ? RJ_BOOL : ct;
+    return RJ_OK;
+}
+
+static rj_status infer_select(rj_graph *g, node *n, const char *op) {
+    const node *c = in(g, n, n->op == RJ_OP_WHERE ? 0 : 1);
+    if (c->dtype != RJ_BOOL)
+        return graph_fail(g, RJ_ERR_DTYPE, "%s: the %s must be bool, got %s", op,
+                          n->op == RJ_OP_WHERE ? "condition" : "mask", type_text(g, c).s);
+    rj_status s = elementwise(g, n, op);
+    if (s) return s;
+    if (n->op == RJ_OP_MASKED_FILL) {
+        const node *x = in(g, n, 0);
+        bool same = n->rank == x->rank;
+        for (int k = 0; same && k < n->rank; k++) same = dim_equal(g, n->dims[k], x->dims[k]);
+        if (!same)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: mask %s does not broadcast to %s", op,
+                              type_text(g, c).s, type_text(g, x).s);
+    }
+    n->dtype = node_compute_dtype(g, n);
+    return RJ_OK;
+}
+
+static rj_status normalise_axis(rj_graph *g, node *n, const node *x, const char *op) {
+    int r = x->rank;
+    if (r == 0)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot reduce a scalar %s", op, type_text(g, x).s);
+    if (n->axis < -r || n->axis >= r)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: dim %d is out of range for %s (rank %d)", op,
+                          n->axis, type_text(g, x).s, r);
+    if (n->axis < 0) n->axis += r;
+    int rp = dim_ragged_pos(g, x);
+    if (rp > 0 && n->axis < rp)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot reduce over the batch dim %d of the "
+                          "jagged tensor %s", op, n->axis, type_text(g, x).s);
+    return RJ_OK;
+}
+
+static rj_status infer_reduce(rj_graph *g, node *n, const char *op) {
+    const node *x = in(g, n, 0);
+    rj_status s = normalise_axis(g, n, x, op);
+    if (s) return s;
+    switch (op_table[n->op].rule) {
+    case RULE_SUM: n->dtype = dtype_is_float(x->dtype) ? x->dtype : RJ_I64; break;
+    case RULE_FLOAT:
+        if (!dtype_is_float(x->dtype))
+            return graph_fail(g, RJ_ERR_DTYPE, "%s: %s: expected a float tensor (cast it first)",
+                              op, type_text(g, x).s);
+        n->dtype = x->dtype;
+        break;
+    default: n->dtype = x->dtype; break;
+    }
+    int r = 0;
+    for (int k = 0; k < x->rank; k++) {
+        if (k == n->axis) {
+            if (n->keepdim) n->dims[r++] = 1;
+        } else {
+            n->dims[r++] = x->dims[k];
+        }
+    }
+    n->rank = (uint8_t)r;
+    return RJ_OK;
+}
+
+static rj_status infer_softmax(rj_graph *g, node *n, const char *op) {
+    const node *x = in(g, n, 0);
+    rj_status s = normalise_axis(g, n, x, op);
+    if (s) return s;
+    n->dtype = dtype_is_float(x->dtype) ? x->dtype : RJ_F32;
+    n->rank = x->rank;
+    memcpy(n->dims, x->dims, sizeof(rj_dim) * x->rank);
+    return RJ_OK;
+}
+
+static rj_status infer_norm(rj_graph *g, node *n, const char *op) {
+    const node *x = in(g, n, 0);
+    int k = n->axis;
+    if (k < 1 || k > x->rank)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: normalized_shape has %d dims but %s has rank %d",
+                          op, k, type_text(g, x).s, x->rank);
+    for (int d = x->rank - k; d < x->rank; d++) {
+        const sym *sy = graph_sym(g, x->dims[d]);
+        if (sy && sy->kind == SYM_RAGGED)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot normalise over the ragged dim %d of "
+                              "%s (normalized dims must be dense)", op, d, type_text(g, x).s);
+    }
+    if (!dtype_is_float(x->dtype))
+        return graph_fail(g, RJ_ERR_DTYPE, "%s: %s: expected a float tensor (cast it first)", op,
+                          type_text(g, x).s);
+    rj_dtype t = x->dtype;
+    static const char *const role[] = {"input", "weight", "bias"};
+    for (int i = 1; i < n->nin; i++) {
+        const node *w = in(g, n, i);
+        bool ok = w->rank == k;
+        for (int d = 0; ok && d < k; d++) ok = dim_equal(g, w->dims[d], x->dims[x->rank - k + d]);
+        if (!ok) {
+            node tail = *x;
+            tail.rank = (uint8_t)k;
+            memmove(tail.dims, x->dims + x->rank - k, sizeof(rj_dim) * (size_t)k);
+            tail.weak = 0;
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: %s %s must have the normalized shape %s",
+                              op, role[i], type_text(g, w).s, type_text(g, &tail).s);
+        }
+        if (!dtype_is_float(w->dtype))
+            return graph_fail(g, RJ_ERR_DTYPE, "%s: %s %s must be a float tensor", op, role[i],
+                              type_text(g, w).s);
+        t = dtype_promote(t, w->dtype);
+    }
+    n->dtype = t;
+    n->rank = x->rank;
+    memcpy(n->dims, x->dims, sizeof(rj_dim) * x->rank);
+    return RJ_OK;
+}
+
+static rj_status infer_pad(rj_graph *g, node *n, const char *op) {
+    const node *x = in(g, n, 0);
+    n->dtype = x->dtype;
+    n->rank = x->rank;
+    memcpy(n->dims, x->dims, sizeof(rj_dim) * x->rank);
+    if (n->op == RJ_OP_PAD) {
+        int rp = dim_ragged_pos(g, x);
+        if (rp != 1)
+            return graph_fail(g, RJ_ERR_SHAPE, "pad: %s has no ragged dim to pad",
+                              type_text(g, x).s);
+        rj_dim len = n->ival == RJ_DIM_NONE ? RJ_DIM_NONE : (rj_dim)n->ival;
+        if (len == RJ_DIM_NONE) {
+            const sym *j = graph_sym(g, x->dims[1]);
+            char name[160];
+            snprintf(name, sizeof name, "max(%s)", j->name);
+            int32_t s = graph_find_sym(g, name);
+            if (s < 0) s = graph_add_sym(g, name, SYM_MAXLEN, dim_sym(x->dims[1]));
+            if (s < 0) return g->status;
+            len = sym_dim(s);
+        } else {
+            const sym *s = graph_sym(g, len);
+            if (len < 0 && (!s || s->kind == SYM_RAGGED))
+                return graph_fail(g, RJ_ERR_ARG, "pad: len must be a constant or a dense size");
+        }
+        n->dims[1] = len;
+        return RJ_OK;
+    }
+    /* unpad(p, j) */
+    rj_dim j = (rj_dim)n->ival;
+    const sym *sj = graph_sym(g, j);
+    if (!sj || sj->kind != SYM_RAGGED)
+        return graph_fail(g, RJ_ERR_ARG, "%s: the second argument must be a ragged symbol", op);
+    if (x->rank < 2 || dim_ragged_pos(g, x) >= 0)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: expected a padded dense tensor [%s, L, ...], "
+                          "got %s", op, g->syms[sj->parent].name, type_text(g, x).s);
+    if (!dim_equal(g, x->dims[0], sym_dim(sj->parent))) {
+        char d0[160];
+        dim_text(g, x->dims[0], d0, sizeof d0);
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: %s: dim 0 is %s but %s varies over %s", op,
+                          type_text(g, x).s, d0, sj->name, g->syms[sj->parent].name);
+    }
+    n->dims[1] = j;
+    return RJ_OK;
+}
+
+rj_status infer_node(rj_graph *g, node *n) {
+    const char *op = op_table[n->op].name;
+    switch (op_table[n->op].kind) {
+    case KIND_LEAF:
+        if (n->op == RJ_OP_INPUT) return infer_input(g, n);
+        /* a literal is stored at full precision; promotion ignores its dtype (ops.c) */
+        n->rank = 0;
+        n->dtype = n->weak == WEAK_FLOAT ? RJ_F64 : n->weak == WEAK_INT ? RJ_I64 : RJ_BOOL;
+        return RJ_OK;
+    case KIND_UNARY: return infer_unary(g, n, op);
+    case KIND_BINARY:
+    case KIND_COMPARE: return infer_binary(g, n, op);
+    case KIND_SELECT: return infer_select(g, n, op);
+    case KIND_CAST:
+        if ((unsigned)n->ival >= RJ_DTYPE_COUNT)
+            return graph_fail(g, RJ_ERR_ARG, "cast: invalid dtype %lld", (long long)n->ival);
+        n->dtype = (rj_dtype)n->ival;
+        n->rank = in(g, n, 0)->rank;
+        memcpy(n->dims, in(g, n, 0)->dims, sizeof(rj_dim) * n->rank);
+        return RJ_OK;
+    case KIND_REDUCE: return infer_reduce(g, n, op);
+    case KIND_SOFTMAX: return infer_softmax(g, n, op);
+    case KIND_NORM: return infer_norm(g, n, op);
+    case KIND_PAD: return infer_pad(g, n, op);
+    }
+    return graph_fail(g, RJ_ERR_INTERNAL, "infer: unknown op %d", (int)n->op);
+}

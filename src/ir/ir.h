@@ -1,0 +1,133 @@
+/*
+ * ir.h — the graph IR: nodes, shape symbols, and the op properties that every pass reads.
+ *
+ * A graph is an append-only array of nodes in topological order (an operand always has a
+ * smaller id than its user), so passes walk it forwards and need no worklists. Each node
+ * carries its inferred dtype and shape; shapes are lists of rj_dim where a negative value
+ * names a symbol of the graph:
+ *
+ *   SYM_DENSE   a size bound at run time (B, D)
+ *   SYM_RAGGED  a size varying with the index of its parent dim (j1 : B); the model allows the
+ *               parent to be ragged too (nested raggedness) and several ragged dims per tensor
+ *   SYM_MAXLEN  the run-time size max_b len_b of a ragged symbol, created by pad's default
+ *
+ * Symbols declared `same` are merged with union-find; shape checks compare class
+ * representatives (sym_root) while nodes keep the symbol they were built with, so each tensor
+ * is still addressed through its own bound offsets at run time.
+ *
+ * Node ids, symbol ids and the order of inputs and outputs are preserved by graph_clone, so
+ * a program's private copy answers to the ids of the user's graph.
+ */
+#ifndef RJ_IR_H
+#define RJ_IR_H
+
+#include "../util/util.h"
+
+enum { SYM_DENSE, SYM_RAGGED, SYM_MAXLEN };
+
+typedef struct sym {
+    char *name;
+    uint8_t kind;
+    int32_t parent; /* RAGGED: parent sym id; MAXLEN: the ragged sym id; else -1 */
+    int32_t uf;     /* union-find link for `same` (itself when a root) */
+} sym;
+
+/* Kinds and dtype rules of the op table (see ragjit.h). */
+typedef enum { KIND_LEAF, KIND_UNARY, KIND_BINARY, KIND_COMPARE, KIND_SELECT, KIND_CAST,
+               KIND_REDUCE, KIND_SOFTMAX, KIND_NORM, KIND_PAD } op_kind;
+typedef enum { RULE_ATTR, RULE_SAME, RULE_FLOAT, RULE_BOOL, RULE_SUM } op_rule;
+
+typedef struct op_info {
+    const char *name;
+    op_kind kind;
+    op_rule rule;
+} op_info;
+
+extern const op_info op_table[RJ_OP_COUNT];
+
+/* Scalar literal categories (node.weak); 0 is a typed tensor. */
+enum { WEAK_NONE, WEAK_BOOL, WEAK_INT, WEAK_FLOAT };
+
+typedef struct node {
+    rj_op op;
+    rj_dtype dtype;
+    uint8_t rank;
+    uint8_t nin;
+    uint8_t weak;     /* SCALAR: literal category */
+    uint8_t keepdim;  /* REDUCE */
+    int32_t in[3];
+    int32_t axis;     /* REDUCE/SOFTMAX: dim (normalised); NORM: ndims */
+    double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps */
+    int64_t ival;     /* SCALAR (int/bool) */
+    char *name;       /* INPUT name */
+    int32_t loc;      /* source position for text-format errors, or -1 */
+    rj_dim dims[RJ_MAX_RANK];
+} node;
+
+typedef struct output {
+    int32_t node;
+    char *name;
+} output;
+
+struct rj_graph {
+    rj_ctx *ctx;
+    node *nodes;
+    int32_t n, cap;
+    sym *syms;
+    int32_t nsym, capsym;
+    int32_t *inputs;
+    int32_t ninputs, capinputs;
+    output *outputs;
+    int32_t noutputs, capoutputs;
+    rj_status status; /* first failure while building */
+    char first_err[512]; /* its message */
+    int32_t cur_loc;  /* stamped into new nodes (text format) */
+};
+
+/* dims <-> symbol ids */
+static inline bool dim_is_sym(rj_dim d) { return d < 0 && d != RJ_DIM_NONE; }
+static inline int32_t dim_sym(rj_dim d) { return (int32_t)(-d - 1); }
+static inline rj_dim sym_dim(int32_t id) { return -(rj_dim)id - 1; }
+
+/* graph.c */
+rj_graph *graph_new(rj_ctx *ctx);
+rj_graph *graph_clone(rj_ctx *ctx, const rj_graph *g);
+node *graph_node(const rj_graph *g, rj_node id);       /* NULL if out of range */
+int32_t graph_add_node(rj_graph *g, const node *n);      /* copies n; -1 on OOM */
+int32_t graph_add_sym(rj_graph *g, const char *name, int kind, int32_t parent);
+int32_t graph_find_sym(const rj_graph *g, const char *name);
+int32_t sym_root(const rj_graph *g, int32_t s);
+const sym *graph_sym(const rj_graph *g, rj_dim d);      /* NULL for constants */
+bool graph_is_valid_dim(const rj_graph *g, rj_dim d);
+rj_status graph_fail(rj_graph *g, rj_status s, const char *fmt, ...) RJ_PRINTF(3, 4);
+uint64_t graph_hash(const rj_graph *g);
+
+/* dims and shapes */
+bool dim_equal(const rj_graph *g, rj_dim a, rj_dim b);   /* same constant / class */
+int dim_ragged_pos(const rj_graph *g, const node *n);    /* index of the ragged dim, or -1 */
+static inline bool node_is_jagged(const rj_graph *g, const node *n) {
+    return dim_ragged_pos(g, n) >= 0;
+}
+
+/* ops.c */
+rj_dtype dtype_promote(rj_dtype a, rj_dtype b);
+bool dtype_is_float(rj_dtype t);
+bool dtype_is_int(rj_dtype t); /* i32, i64 (not bool) */
+/* The dtype an elementwise node computes in (its operands are converted to it); for
+ * comparisons this differs from the bool result. */
+rj_dtype node_compute_dtype(const rj_graph *g, const node *n);
+
+/* infer.c: fills dtype/rank/dims of n from its operands and attributes, or fails with a
+ * message naming the op and the shapes. */
+rj_status infer_node(rj_graph *g, node *n);
+
+/* print.c */
+void print_dim(sbuf *b, const rj_graph *g, rj_dim d);
+void print_type(sbuf *b, const rj_graph *g, rj_dtype t, int rank, const rj_dim *dims);
+void print_node_type(sbuf *b, const rj_graph *g, const node *n);
+void print_graph(sbuf *b, const rj_graph *g);
+
+/* verify.c */
+rj_status verify_graph(rj_graph *g);
+
+#endif

@@ -1,0 +1,471 @@
+/*
+ * bind.c — bindings: what the caller bound for a run, and the validation that resolves a run.
+ *
+ * Binding calls only record pointers and counts (they check what can be checked without
+ * reading the data: ids, NULLs, kinds). bind_prepare, called by rj_program_run, validates in
+ * the order a user would fix problems:
+ *   1. every input, and every ragged symbol the graph uses, is bound;
+ *   2. offsets are well formed (offsets_check), batch sizes agree per parent dim;
+ *   3. symbols declared `same` have equal lengths;
+ *   4. dense sizes are bound or solvable from input element counts; max(j) sizes computed;
+ *   5. every input buffer has exactly the elements its shape needs (for jagged inputs: the
+ *      last offset equals its row count);
+ *   6. pad lengths and unpad sources are long enough for the longest row;
+ *   7. outputs: caller memory is large enough, or ragjit memory is (re)allocated.
+ * Each failure has its own status and names the input or symbol and the first bad index.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime.h"
+
+/* Symbols appearing in some node's shape; only those need bindings. */
+static void mark_used(const rj_graph *g, uint8_t *used) {
+    for (int32_t i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].rank; k++)
+            if (dim_is_sym(g->nodes[i].dims[k])) used[dim_sym(g->nodes[i].dims[k])] = 1;
+}
+
+rj_bind *rj_bind_new(rj_program *p) {
+    if (!p) return NULL;
+    rj_ctx *ctx = p->ctx;
+    const rj_graph *g = p->g;
+    rj_bind *b = mem_zalloc(ctx, sizeof *b);
+    if (!b) return NULL;
+    b->ctx = ctx;
+    b->p = p;
+    b->g = g;
+    b->nsym = g->nsym;
+    size_t ns = (size_t)(g->nsym ? g->nsym : 1);
+    if (!(b->size = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
+        !(b->size_set = mem_zalloc(ctx, ns)) ||
+        !(b->rag = mem_zalloc(ctx, ns * sizeof(rag_bind))) ||
+        !(b->val = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
+        !(b->rows = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
+        !(b->used = mem_zalloc(ctx, ns)) ||
+        !(b->in = mem_zalloc(ctx, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind))) ||
+        !(b->out = mem_zalloc(ctx, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind)))) {
+        rj_bind_free(b);
+        return NULL;
+    }
+    mark_used(g, b->used);
+    return b;
+}
+
+void rj_bind_free(rj_bind *b) {
+    if (!b) return;
+    rj_ctx *ctx = b->ctx;
+    const rj_graph *g = b->g;
+    size_t ns = (size_t)(b->nsym ? b->nsym : 1);
+    if (b->out)
+        for (int32_t i = 0; i < g->noutputs; i++) mem_free(ctx, b->out[i].own, b->out[i].own_bytes);
+    mem_free(ctx, b->size, ns * sizeof(int64_t));
+    mem_free(ctx, b->size_set, ns);
+    mem_free(ctx, b->rag, ns * sizeof(rag_bind));
+    mem_free(ctx, b->val, ns * sizeof(int64_t));
+    mem_free(ctx, b->rows, ns * sizeof(int64_t));
+    mem_free(ctx, b->used, ns);
+    mem_free(ctx, b->in, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind));
+    mem_free(ctx, b->out, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind));
+    mem_free(ctx, b, sizeof *b);
+}
+
+static const sym *bound_sym(rj_bind *b, rj_dim d, const char *call) {
+    const sym *s = graph_sym(b->g, d);
+    if (!s) ctx_fail(b->ctx, RJ_ERR_ARG, "%s: not a symbol of the program's graph", call);
+    return s;
+}
+
+rj_status rj_bind_size(rj_bind *b, rj_dim d, int64_t value) {
+    if (!b) return RJ_ERR_ARG;
+    const sym *s = bound_sym(b, d, "rj_bind_size");
+    if (!s) return RJ_ERR_ARG;
+    if (s->kind != SYM_DENSE)
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_size: %s is not a dense size%s", s->name,
+                        s->kind == SYM_RAGGED ? " (bind offsets for a ragged symbol)" : "");
+    if (value < 0)
+        return ctx_fail(b->ctx, RJ_ERR_SIZE, "rj_bind_size: %s = %lld is negative", s->name,
+                        (long long)value);
+    b->size[dim_sym(d)] = value;
+    b->size_set[dim_sym(d)] = 1;
+    b->prepared = false;
+    return RJ_OK;
+}
+
+rj_status rj_bind_offsets(rj_bind *b, rj_dim d, int64_t batch, const int64_t *offsets,
+                          const int64_t *lengths) {
+    if (!b) return RJ_ERR_ARG;
+    const sym *s = bound_sym(b, d, "rj_bind_offsets");
+    if (!s) return RJ_ERR_ARG;
+    if (s->kind != SYM_RAGGED)
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_offsets: %s is not a ragged symbol",
+                        s->name);
+    if (!offsets) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_offsets: %s: offsets is NULL",
+                                  s->name);
+    if (batch < 0)
+        return ctx_fail(b->ctx, RJ_ERR_BATCH, "rj_bind_offsets: %s: batch %lld is negative",
+                        s->name, (long long)batch);
+    b->rag[dim_sym(d)] = (rag_bind){.off = offsets, .len = lengths, .batch = batch, .set = true};
+    b->prepared = false;
+    return RJ_OK;
+}
+
+static int input_index(rj_bind *b, rj_node n, const char *call) {
+    for (int32_t i = 0; i < b->g->ninputs; i++)
+        if (b->g->inputs[i] == n) return i;
+    ctx_fail(b->ctx, RJ_ERR_ARG, "%s: node %d is not an input of the program", call, (int)n);
+    return -1;
+}
+
+static int output_index(rj_bind *b, rj_node n, const char *call) {
+    for (int32_t i = 0; i < b->g->noutputs; i++)
+        if (b->g->outputs[i].node == n) return i;
+    ctx_fail(b->ctx, RJ_ERR_ARG, "%s: node %d is not an output of the program", call, (int)n);
+    return -1;
+}
+
+rj_status rj_bind_input(rj_bind *b, rj_node n, const void *data, int64_t numel) {
+    if (!b) return RJ_ERR_ARG;
+    int i = input_index(b, n, "rj_bind_input");
+    if (i < 0) return RJ_ERR_ARG;
+    const char *name = b->g->nodes[n].name;
+    if (numel < 0)
+        return ctx_fail(b->ctx, RJ_ERR_SIZE, "rj_bind_input: %s: numel %lld is negative", name,
+                        (long long)numel);
+    if (!data && numel > 0)
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_input: %s: data is NULL", name);
+    b->in[i] = (in_bind){.data = data, .numel = numel, .set = true};
+    b->prepared = false;
+    return RJ_OK;
+}
+
+rj_status rj_bind_output(rj_bind *b, rj_node n, void *data, int64_t capacity) {
+    if (!b) return RJ_ERR_ARG;
+    int i = output_index(b, n, "rj_bind_output");
+    if (i < 0) return RJ_ERR_ARG;
+    if (capacity < 0 || (!data && capacity > 0))
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_output: %s: %s", b->g->outputs[i].name,
+                        capacity < 0 ? "negative capacity" : "data is NULL");
+    b->out[i].user = data;
+    b->out[i].cap = data ? capacity : 0;
+    b->prepared = false;
+    return RJ_OK;
+}
+
+rj_status rj_bind_tensor(rj_bind *b, rj_node n, const rj_tensor *t) {
+    if (!b) return RJ_ERR_ARG;
+    if (!t) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_tensor: tensor is NULL");
+    int i = input_index(b, n, "rj_bind_tensor");
+    if (i < 0) return RJ_ERR_ARG;
+    const node *nd = &b->g->nodes[n];
+    const rj_tensor_info *ti = &t->info;
+    int rp = dim_ragged_pos(b->g, nd);
+    if (ti->dtype != nd->dtype || ti->rank != nd->rank || (rp >= 0) != (ti->ragged_dim >= 0))
+        return ctx_fail(b->ctx, RJ_ERR_SHAPE, "rj_bind_tensor: %s is %s%s[rank %d] but the "
+                        "tensor is %s%s[rank %d]", nd->name, rp >= 0 ? "jagged " : "",
+                        rj_dtype_name(nd->dtype), nd->rank, ti->ragged_dim >= 0 ? "jagged " : "",
+                        rj_dtype_name(ti->dtype), ti->rank);
+    int64_t numel = ti->rows;
+    if (rp >= 0) {
+        int64_t inner = 1;
+        for (int d = 2; d < ti->rank; d++) inner *= ti->shape[d];
+        numel = ti->rows * inner;
+        rj_dim j = nd->dims[rp];
+        rag_bind *r = &b->rag[dim_sym(j)];
+        if (r->set && (r->off != ti->offsets || r->len != ti->lengths)) {
+            /* another tensor bound this symbol: they must address rows identically */
+            bool same = r->batch == ti->shape[0] && (!r->len) == (!ti->lengths);
+            for (int64_t k = 0; same && k <= r->batch; k++)
+                same = r->off[k] == ti->offsets[k] && (k == r->batch || !r->len ||
+                                                        r->len[k] == ti->lengths[k]);
+            if (!same)
+                return ctx_fail(b->ctx, RJ_ERR_SAME, "rj_bind_tensor: %s: its offsets differ "
+                                "from those already bound to %s", nd->name,
+                                graph_sym(b->g, j)->name);
+        } else {
+            rj_status s = rj_bind_offsets(b, j, ti->shape[0], ti->offsets, ti->lengths);
+            if (s) return s;
+        }
+    }
+    return rj_bind_input(b, n, ti->values, numel);
+}
+
+/* ---- validation -------------------------------------------------------------------------- */
+
+int64_t bind_dim_value(const rj_bind *b, rj_dim d) {
+    return d >= 0 ? d : b->val[dim_sym(d)];
+}
+
+/* Number of elements of node n in this run: rows x inner for jagged, the product for dense. */
+static rj_status node_numel(rj_bind *b, const node *n, const char *what, int64_t *out) {
+    const rj_graph *g = b->g;
+    int rp = dim_ragged_pos(g, n);
+    int64_t c = 1;
+    for (int k = 0; k < n->rank; k++) {
+        int64_t v;
+        if (k == rp) v = b->rows[dim_sym(n->dims[k])];
+        else if (k == rp - 1) continue; /* the batch dim is folded into the rows */
+        else v = bind_dim_value(b, n->dims[k]);
+        if (!mul_i64(c, v, &c))
+            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: the element count overflows", what);
+    }
+    *out = c;
+    return RJ_OK;
+}
+
+static rj_status check_ragged(rj_bind *b) {
+    const rj_graph *g = b->g;
+    rj_ctx *ctx = b->ctx;
+    for (int32_t s = 0; s < g->nsym; s++) {
+        const sym *sy = &g->syms[s];
+        if (sy->kind != SYM_RAGGED || !b->used[s]) continue;
+        rag_bind *r = &b->rag[s];
+        if (!r->set)
+            return ctx_fail(ctx, RJ_ERR_UNBOUND, "ragged symbol %s has no offsets bound "
+                            "(rj_bind_offsets or rj_bind_tensor)", sy->name);
+        char what[200];
+        snprintf(what, sizeof what, "ragged symbol %s", sy->name);
+        rj_status st = offsets_check(ctx, what, r->batch, r->off, r->len, &b->rows[s], &b->val[s]);
+        if (st) return st;
+        int32_t p = sy->parent;
+        if (b->size_set[p] && b->size[p] != r->batch)
+            return ctx_fail(ctx, RJ_ERR_BATCH, "ragged symbol %s has %lld offsets (batch %lld) "
+                            "but %s is bound to %lld", sy->name, (long long)(r->batch + 1),
+                            (long long)r->batch, g->syms[p].name, (long long)b->size[p]);
+        for (int32_t o = 0; o < s; o++) {
+            const sym *so = &g->syms[o];
+            if (so->kind == SYM_RAGGED && so->parent == p && b->rag[o].set &&
+                b->used[o] && b->rag[o].batch != r->batch)
+                return ctx_fail(ctx, RJ_ERR_BATCH, "ragged symbols %s and %s vary over the same "
+                                "dim %s but have batch sizes %lld and %lld", so->name, sy->name,
+                                g->syms[p].name, (long long)b->rag[o].batch,
+                                (long long)r->batch);
+        }
+        b->val[p] = r->batch;
+    }
+    /* `same` symbols: equal lengths, row by row */
+    for (int32_t s = 0; s < g->nsym; s++) {
+        int32_t root = sym_root(g, s);
+        if (root == s || !b->rag[s].set || !b->rag[root].set) continue;
+        const rag_bind *x = &b->rag[root], *y = &b->rag[s];
+        if (x->batch != y->batch)
+            return ctx_fail(ctx, RJ_ERR_SAME, "%s and %s are declared same but have batch sizes "
+                            "%lld and %lld", g->syms[root].name, g->syms[s].name,
+                            (long long)x->batch, (long long)y->batch);
+        for (int64_t k = 0; k < x->batch; k++) {
+            int64_t lx = row_len(x->off, x->len, k), ly = row_len(y->off, y->len, k);
+            if (lx != ly)
+                return ctx_fail(ctx, RJ_ERR_SAME, "%s and %s are declared same but item %lld has "
+                                "length %lld vs %lld", g->syms[root].name, g->syms[s].name,
+                                (long long)k, (long long)lx, (long long)ly);
+        }
+    }
+    return RJ_OK;
+}
+
+/* Dense sizes: bound ones, then ones solvable from an input's element count (a dense size
+ * appearing exactly once among otherwise known dims of an input). */
+static rj_status resolve_dense(rj_bind *b, uint8_t *known) {
+    const rj_graph *g = b->g;
+    for (int32_t s = 0; s < g->nsym; s++) {
+        const sym *sy = &g->syms[s];
+        if (sy->kind == SYM_RAGGED && b->rag[s].set) known[s] = known[sy->parent] = 1;
+        if (sy->kind == SYM_DENSE && b->size_set[s] && !known[s]) {
+            b->val[s] = b->size[s];
+            known[s] = 1;
+        }
+        if (sy->kind == SYM_MAXLEN && b->rag[sy->parent].set) {
+            b->val[s] = b->val[sy->parent];
+            known[s] = 1;
+        }
+    }
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (int32_t i = 0; i < g->ninputs; i++) {
+            const node *n = &g->nodes[g->inputs[i]];
+            if (!b->in[i].set) continue;
+            int rp = dim_ragged_pos(g, n), unknown = -1, nunknown = 0;
+            int64_t c = 1;
+            bool ok = true;
+            for (int k = 0; k < n->rank && ok; k++) {
+                if (k == rp - 1) continue;
+                rj_dim d = n->dims[k];
+                int64_t v;
+                if (k == rp) v = b->rows[dim_sym(d)];
+                else if (d >= 0) v = d;
+                else if (known[dim_sym(d)]) v = b->val[dim_sym(d)];
+                else {
+                    if (unknown >= 0 && n->dims[unknown] == d) ok = false;
+                    unknown = k;
+                    nunknown++;
+                    continue;
+                }
+                ok = mul_i64(c, v, &c);
+            }
+            if (!ok || nunknown != 1 || c == 0 || b->in[i].numel % c) continue;
+            int32_t s = dim_sym(n->dims[unknown]);
+            b->val[s] = b->in[i].numel / c;
+            known[s] = 1;
+            progress = true;
+        }
+    }
+    for (int32_t s = 0; s < g->nsym; s++)
+        if (!known[s] && g->syms[s].kind == SYM_DENSE && b->used[s])
+            return ctx_fail(b->ctx, RJ_ERR_UNBOUND, "dense size %s is not bound (rj_bind_size) "
+                            "and cannot be derived from the inputs", g->syms[s].name);
+    return RJ_OK;
+}
+
+static rj_status check_inputs(rj_bind *b) {
+    const rj_graph *g = b->g;
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const node *n = &g->nodes[g->inputs[i]];
+        const in_bind *ib = &b->in[i];
+        int64_t need;
+        char what[200];
+        snprintf(what, sizeof what, "input %s", n->name);
+        rj_status s = node_numel(b, n, what, &need);
+        if (s) return s;
+        size_t bytes;
+        if (!bytes_of(need, rj_dtype_size(n->dtype), &bytes))
+            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: %lld elements overflow the address "
+                            "space", what, (long long)need);
+        if (ib->numel == need) continue;
+        int rp = dim_ragged_pos(g, n);
+        if (rp < 0)
+            return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s: bound %lld elements but its shape needs "
+                            "%lld", what, (long long)ib->numel, (long long)need);
+        int32_t j = dim_sym(n->dims[rp]);
+        const rag_bind *r = &b->rag[j];
+        int64_t rows = b->rows[j], inner = rows ? need / rows : 0;
+        if (!rows) {
+            /* no rows addressed: inner size alone decides */
+            int64_t c = 1;
+            for (int k = rp + 1; k < n->rank; k++) c *= bind_dim_value(b, n->dims[k]);
+            inner = c;
+        }
+        if (inner == 0 || ib->numel % inner)
+            return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s: bound %lld elements, not a whole number "
+                            "of rows of %lld", what, (long long)ib->numel, (long long)inner);
+        int64_t have = ib->numel / inner;
+        if (r->len && have >= rows) continue; /* a view with holes may have spare rows */
+        return ctx_fail(b->ctx, RJ_ERR_OFFSETS_END, "%s: the offsets of %s %s %lld (index "
+                        "%lld) but the values have %lld rows", what, g->syms[j].name,
+                        r->len ? "address rows up to" : "end at", (long long)rows,
+                        (long long)r->batch, (long long)have);
+    }
+    return RJ_OK;
+}
+
+/* pad(x, len=L) and unpad(p[B, L, ...], j) need L >= the longest row. */
+static rj_status check_pad_lengths(rj_bind *b) {
+    const rj_graph *g = b->g;
+    for (int32_t i = 0; i < g->n; i++) {
+        const node *n = &g->nodes[i];
+        if (op_table[n->op].kind != KIND_PAD) continue;
+        const node *x = &g->nodes[n->in[0]];
+        rj_dim L = n->op == RJ_OP_PAD ? n->dims[1] : x->dims[1];
+        int32_t j = dim_sym(n->op == RJ_OP_PAD ? x->dims[1] : n->dims[1]);
+        int64_t lv = bind_dim_value(b, L), maxlen = b->val[j];
+        if (lv >= maxlen) continue;
+        const rag_bind *r = &b->rag[j];
+        int64_t item = 0;
+        while (item < r->batch && row_len(r->off, r->len, item) <= lv) item++;
+        sbuf lb;
+        sbuf_init(&lb, b->ctx);
+        print_dim(&lb, g, L);
+        rj_status s = ctx_fail(b->ctx, RJ_ERR_PAD_LEN, "%s: length %s = %lld is shorter than "
+                               "item %lld of %s (%lld rows); truncation is not supported",
+                               op_table[n->op].name, lb.s ? lb.s : "?", (long long)lv,
+                               (long long)item, g->syms[j].name, (long long)maxlen);
+        sbuf_free(&lb);
+        return s;
+    }
+    return RJ_OK;
+}
+
+static rj_status prepare_outputs(rj_bind *b) {
+    const rj_graph *g = b->g;
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        const node *n = &g->nodes[g->outputs[i].node];
+        out_bind *o = &b->out[i];
+        char what[200];
+        snprintf(what, sizeof what, "output %s", g->outputs[i].name);
+        int64_t need;
+        size_t bytes;
+        rj_status s = node_numel(b, n, what, &need);
+        if (s) return s;
+        if (!bytes_of(need, rj_dtype_size(n->dtype), &bytes))
+            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: %lld elements overflow the address "
+                            "space", what, (long long)need);
+        if (o->user) {
+            if (o->cap < need)
+                return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s: the bound buffer holds %lld elements "
+                                "but this run writes %lld", what, (long long)o->cap,
+                                (long long)need);
+            o->data = o->user;
+        } else {
+            if (bytes > o->own_bytes || !o->own) {
+                size_t nb = bytes ? bytes : 1;
+                void *m = mem_realloc(b->ctx, o->own, o->own_bytes, nb);
+                if (!m) return RJ_ERR_NOMEM;
+                o->own = m;
+                o->own_bytes = nb;
+            }
+            o->data = o->own;
+        }
+        o->numel = need;
+        /* the result tensor describes the memory with the symbol's addressing */
+        rj_tensor *t = &o->result;
+        memset(t, 0, sizeof *t);
+        t->ctx = b->ctx;
+        t->owned_by_bind = true;
+        t->info.dtype = n->dtype;
+        t->info.rank = n->rank;
+        t->info.values = o->data;
+        int rp = dim_ragged_pos(g, n);
+        t->info.ragged_dim = rp;
+        for (int k = 0; k < n->rank; k++) t->info.shape[k] = bind_dim_value(b, n->dims[k]);
+        if (rp >= 0) {
+            int32_t j = dim_sym(n->dims[rp]);
+            t->info.rows = b->rows[j];
+            t->info.offsets = b->rag[j].off;
+            t->info.lengths = b->rag[j].len;
+        } else {
+            t->info.rows = need;
+        }
+    }
+    return RJ_OK;
+}
+
+rj_status bind_prepare(rj_bind *b) {
+    const rj_graph *g = b->g;
+    rj_ctx *ctx = b->ctx;
+    b->prepared = false;
+    for (int32_t i = 0; i < g->ninputs; i++)
+        if (!b->in[i].set)
+            return ctx_fail(ctx, RJ_ERR_UNBOUND, "input %s is not bound (rj_bind_input or "
+                            "rj_bind_tensor)", g->nodes[g->inputs[i]].name);
+    rj_status s = check_ragged(b);
+    if (s) return s;
+    uint8_t stack_known[64], *known = stack_known;
+    size_t kn = (size_t)g->nsym;
+    if (kn > sizeof stack_known && !(known = mem_alloc(ctx, kn))) return RJ_ERR_NOMEM;
+    memset(known, 0, kn ? kn : 1);
+    s = resolve_dense(b, known);
+    if (known != stack_known) mem_free(ctx, known, kn);
+    if (s) return s;
+    return (s = check_inputs(b)) || (s = check_pad_lengths(b)) ? s : prepare_outputs(b);
+}
+
+const rj_tensor *rj_bind_result(rj_bind *b, rj_node n) {
+    if (!b) return NULL;
+    int i = output_index(b, n, "rj_bind_result");
+    if (i < 0) return NULL;
+    if (!b->prepared) {
+        ctx_fail(b->ctx, RJ_ERR_UNBOUND, "rj_bind_result: %s: the program has not run "
+                 "successfully with this binding", b->g->outputs[i].name);
+        return NULL;
+    }
+    return &b->out[i].result;
+}

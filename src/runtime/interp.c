@@ -1,0 +1,598 @@
+/*
+ * interp.c — the reference interpreter: the oracle every backend is tested against.
+ *
+ * It is deliberately naive. Nodes are evaluated one at a time in graph order, each into its
+ * own freshly allocated buffer, padded tensors included; every element is visited through a
+ * general index odometer and loaded through an explicit broadcasting index map. Arithmetic
+ * runs on one scalar at a time in double (floating types; the result is rounded to the node's
+ * dtype after each op, as f32 hardware would) or in wrapping 64-bit integers (integer and
+ * bool types). Reductions accumulate in double or int64. Nothing here is fast, and nothing
+ * here is clever: if a backend and this file disagree, this file is presumed right.
+ *
+ * Jagged values are stored packed: the rows of item b start at the prefix sum of the lengths
+ * before it (per `same` class). Inputs with holes are packed on entry and outputs are
+ * scattered into the caller's layout on exit.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "runtime.h"
+
+typedef union elem {
+    double f;
+    int64_t i;
+} elem;
+
+/* A materialised value and its run-time shape. */
+typedef struct ival {
+    void *data;
+    size_t bytes;
+    rj_dtype dtype;
+    int rank;
+    int rp;                 /* ragged dim or -1 */
+    int64_t ext[RJ_MAX_RANK];
+    const int64_t *lens;    /* rp >= 0: length of each item's ragged dim */
+    const int64_t *poff;    /* rp >= 0: packed row offsets (B+1) */
+    int64_t inner;          /* elements per row (jagged) */
+} ival;
+
+typedef struct interp {
+    rj_ctx *ctx;
+    const rj_graph *g;
+    rj_bind *b;
+    ival *vals;
+    int64_t **lens, **poff; /* per symbol root, lengths and packed offsets */
+    int64_t batch_alloc;    /* size of each lens/poff array */
+} interp;
+
+/* ---- scalar conversions ------------------------------------------------------------------ */
+
+static bool is_f(rj_dtype t) { return dtype_is_float(t); }
+
+static elem load(const void *p, rj_dtype t, int64_t k) {
+    elem e;
+    switch (t) {
+    case RJ_BOOL: e.i = ((const uint8_t *)p)[k] != 0; break;
+    case RJ_I32: e.i = ((const int32_t *)p)[k]; break;
+    case RJ_I64: e.i = ((const int64_t *)p)[k]; break;
+    case RJ_F32: e.f = ((const float *)p)[k]; break;
+    default: e.f = ((const double *)p)[k]; break;
+    }
+    return e;
+}
+
+static void store(void *p, rj_dtype t, int64_t k, elem e) {
+    switch (t) {
+    case RJ_BOOL: ((uint8_t *)p)[k] = e.i != 0; break;
+    case RJ_I32: ((int32_t *)p)[k] = (int32_t)(uint32_t)(uint64_t)e.i; break;
+    case RJ_I64: ((int64_t *)p)[k] = e.i; break;
+    case RJ_F32: ((float *)p)[k] = (float)e.f; break;
+    default: ((double *)p)[k] = e.f; break;
+    }
+}
+
+/* Float to integer saturates (NaN gives 0), as the generated code does (fptosi.sat). */
+static int64_t sat_i(double f, rj_dtype to) {
+    double lo = to == RJ_I32 ? -2147483648.0 : -9223372036854775808.0;
+    double hi = to == RJ_I32 ? 2147483647.0 : 9223372036854775807.0;
+    if (isnan(f)) return 0;
+    if (f <= lo) return to == RJ_I32 ? INT32_MIN : INT64_MIN;
+    if (f >= hi) return to == RJ_I32 ? INT32_MAX : INT64_MAX;
+    return (int64_t)f;
+}
+
+static elem conv(elem e, rj_dtype from, rj_dtype to) {
+    elem r;
+    if (to == RJ_BOOL) {
+        r.i = is_f(from) ? e.f != 0 || isnan(e.f) : e.i != 0;
+    } else if (is_f(to)) {
+        if (is_f(from)) r.f = to == RJ_F32 ? (double)(float)e.f : e.f;
+        else r.f = to == RJ_F32 ? (double)(float)e.i : (double)e.i;
+    } else if (is_f(from)) {
+        r.i = sat_i(e.f, to);
+    } else {
+        r.i = to == RJ_I32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)e.i : e.i;
+    }
+    return r;
+}
+
+/* Rounds a double result to the precision of t, so f32 chains round after every op. */
+static elem fin(elem e, rj_dtype t) {
+    if (t == RJ_F32) e.f = (double)(float)e.f;
+    if (t == RJ_I32) e.i = (int64_t)(int32_t)(uint32_t)(uint64_t)e.i;
+    return e;
+}
+
+/* ---- scalar ops -------------------------------------------------------------------------- */
+
+static int64_t ipow(int64_t a, int64_t e) {
+    if (e < 0) return a == 1 ? 1 : a == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, x = (uint64_t)a;
+    while (e) {
+        if (e & 1) r *= x;
+        x *= x;
+        e >>= 1;
+    }
+    return (int64_t)r;
+}
+
+static elem unary(rj_op op, rj_dtype t, elem a) {
+    elem r;
+    if (!is_f(t)) {
+        uint64_t u = (uint64_t)a.i;
+        switch (op) {
+        case RJ_OP_NEG: r.i = (int64_t)(0 - u); break;
+        case RJ_OP_ABS: r.i = a.i < 0 ? (int64_t)(0 - u) : a.i; break;
+        case RJ_OP_SGN: r.i = (a.i > 0) - (a.i < 0); break;
+        case RJ_OP_RELU: r.i = a.i > 0 ? a.i : 0; break;
+        case RJ_OP_LOGICAL_NOT: r.i = a.i == 0; break;
+        default: r.i = 0; break; /* float-only ops never see integers (promoted) */
+        }
+        return r;
+    }
+    double x = a.f;
+    switch (op) {
+    case RJ_OP_NEG: r.f = -x; break;
+    case RJ_OP_ABS: r.f = fabs(x); break;
+    case RJ_OP_SGN: r.f = (double)((x > 0) - (x < 0)); break;
+    case RJ_OP_RELU: r.f = x < 0 ? 0.0 : x; break;
+    case RJ_OP_GELU: r.f = 0.5 * x * (1.0 + erf(x * M_SQRT1_2)); break;
+    case RJ_OP_GELU_TANH:
+        r.f = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        break;
+    case RJ_OP_SILU: r.f = x / (1.0 + exp(-x)); break;
+    case RJ_OP_SIGMOID: r.f = 1.0 / (1.0 + exp(-x)); break;
+    case RJ_OP_TANH: r.f = tanh(x); break;
+    case RJ_OP_EXP: r.f = exp(x); break;
+    case RJ_OP_LOG: r.f = log(x); break;
+    case RJ_OP_SQRT: r.f = sqrt(x); break;
+    case RJ_OP_RSQRT: r.f = 1.0 / sqrt(x); break;
+    case RJ_OP_SIN: r.f = sin(x); break;
+    case RJ_OP_COS: r.f = cos(x); break;
+    case RJ_OP_LOGICAL_NOT: r.i = !(x != 0 || isnan(x)); break;
+    default: r.f = NAN; break;
+    }
+    return r;
+}
+
+/* Binary arithmetic in compute type t (operands already converted to t). */
+static elem binary(rj_op op, rj_dtype t, elem a, elem b) {
+    elem r;
+    if (!is_f(t)) {
+        uint64_t x = (uint64_t)a.i, y = (uint64_t)b.i;
+        bool bl = t == RJ_BOOL; /* bool + bool is or, bool * bool is and (PyTorch) */
+        switch (op) {
+        case RJ_OP_ADD: r.i = bl ? (a.i | b.i) : (int64_t)(x + y); break;
+        case RJ_OP_SUB: r.i = (int64_t)(x - y); break;
+        case RJ_OP_MUL: r.i = bl ? (a.i & b.i) : (int64_t)(x * y); break;
+        case RJ_OP_POW: r.i = ipow(a.i, b.i); break;
+        case RJ_OP_MAXIMUM: r.i = a.i > b.i ? a.i : b.i; break;
+        case RJ_OP_MINIMUM: r.i = a.i < b.i ? a.i : b.i; break;
+        default: r.i = 0; break;
+        }
+        return r;
+    }
+    double x = a.f, y = b.f;
+    switch (op) {
+    case RJ_OP_ADD: r.f = x + y; break;
+    case RJ_OP_SUB: r.f = x - y; break;
+    case RJ_OP_MUL: r.f = x * y; break;
+    case RJ_OP_DIV: r.f = x / y; break;
+    case RJ_OP_POW: r.f = pow(x, y); break;
+    case RJ_OP_MAXIMUM: r.f = isnan(x) || isnan(y) ? NAN : x > y ? x : y; break;
+    case RJ_OP_MINIMUM: r.f = isnan(x) || isnan(y) ? NAN : x < y ? x : y; break;
+    default: r.f = NAN; break;
+    }
+    return r;
+}
+
+static bool truth(elem a, rj_dtype t) {
+    return is_f(t) ? (a.f != 0 || isnan(a.f)) : a.i != 0;
+}
+
+static int64_t compare(rj_op op, rj_dtype t, elem a, elem b) {
+    if (is_f(t)) {
+        double x = a.f, y = b.f;
+        switch (op) {
+        case RJ_OP_EQ: return x == y;
+        case RJ_OP_NE: return x != y;
+        case RJ_OP_LT: return x < y;
+        case RJ_OP_LE: return x <= y;
+        case RJ_OP_GT: return x > y;
+        default: return x >= y;
+        }
+    }
+    int64_t x = a.i, y = b.i;
+    switch (op) {
+    case RJ_OP_EQ: return x == y;
+    case RJ_OP_NE: return x != y;
+    case RJ_OP_LT: return x < y;
+    case RJ_OP_LE: return x <= y;
+    case RJ_OP_GT: return x > y;
+    default: return x >= y;
+    }
+}
+
+/* ---- indices ----------------------------------------------------------------------------- */
+
+static int64_t ext_at(const ival *v, const int64_t *idx, int k) {
+    if (k != v->rp) return v->ext[k];
+    int64_t b = idx[v->rp - 1];
+    return b < v->ext[v->rp - 1] ? v->lens[b] : 0;
+}
+
+static bool idx_valid(const ival *v, const int64_t *idx) {
+    for (int k = 0; k < v->rank; k++)
+        if (idx[k] >= ext_at(v, idx, k)) return false;
+    return true;
+}
+
+/* Advances idx over all valid indices of v (dim `pinned` held at 0). */
+static bool idx_next(const ival *v, int64_t *idx, int pinned) {
+    do {
+        int k = v->rank - 1;
+        for (; k >= 0; k--) {
+            if (k == pinned) continue;
+            if (++idx[k] < ext_at(v, idx, k)) break;
+            idx[k] = 0;
+        }
+        if (k < 0) return false;
+    } while (!idx_valid(v, idx));
+    return true;
+}
+
+static bool idx_first(const ival *v, int64_t *idx, int pinned) {
+    memset(idx, 0, sizeof(int64_t) * RJ_MAX_RANK);
+    if (v->rank == 0) return true;
+    return idx_valid(v, idx) || idx_next(v, idx, pinned);
+}
+
+/* Linear element index in v of the result index idx (of rank R), with broadcasting: v's dims
+ * align with the trailing dims of the result, and a dense dim of extent 1 reads index 0. */
+static int64_t elem_at(const ival *v, const int64_t *idx, int R) {
+    int shift = R - v->rank;
+    int64_t off = 0;
+    int k = 0;
+    if (v->rp >= 0) {
+        off = v->poff[idx[shift + v->rp - 1]] + idx[shift + v->rp];
+        k = v->rp + 1;
+    }
+    for (; k < v->rank; k++) off = off * v->ext[k] + (v->ext[k] == 1 ? 0 : idx[shift + k]);
+    return off;
+}
+
+/* ---- values ------------------------------------------------------------------------------ */
+
+static rj_status val_alloc(interp *in, const node *n, ival *v) {
+    const rj_graph *g = in->g;
+    memset(v, 0, sizeof *v);
+    v->dtype = n->dtype;
+    v->rank = n->rank;
+    v->rp = dim_ragged_pos(g, n);
+    for (int k = 0; k < n->rank; k++) v->ext[k] = bind_dim_value(in->b, n->dims[k]);
+    int64_t numel = 1;
+    for (int k = 0; k < n->rank; k++) {
+        if (k == v->rp - 1) continue;
+        int64_t e = v->ext[k];
+        if (k == v->rp) {
+            int32_t r = sym_root(g, dim_sym(n->dims[k]));
+            v->lens = in->lens[r];
+            v->poff = in->poff[r];
+            e = v->poff[v->ext[k - 1]];
+        }
+        if (!mul_i64(numel, e, &numel))
+            return ctx_fail(in->ctx, RJ_ERR_OVERFLOW, "interp: node %d is too large",
+                            (int)(n - g->nodes));
+    }
+    v->inner = 1;
+    for (int k = v->rp + 1; v->rp >= 0 && k < v->rank; k++) v->inner *= v->ext[k];
+    if (!bytes_of(numel, rj_dtype_size(n->dtype), &v->bytes))
+        return ctx_fail(in->ctx, RJ_ERR_OVERFLOW, "interp: node %d is too large",
+                        (int)(n - g->nodes));
+    v->bytes = v->bytes ? v->bytes : 1;
+    v->data = mem_zalloc(in->ctx, v->bytes);
+    return v->data ? RJ_OK : RJ_ERR_NOMEM;
+}
+
+/* Copies an input into packed form (rows of a view with holes are gathered). */
+static void eval_input(interp *in, const node *n, ival *v, const in_bind *ib) {
+    size_t es = rj_dtype_size(n->dtype);
+    if (v->rp < 0) {
+        if (v->bytes && ib->numel) memcpy(v->data, ib->data, (size_t)ib->numel * es);
+        return;
+    }
+    const rag_bind *r = &in->b->rag[dim_sym(n->dims[v->rp])];
+    int64_t B = v->ext[v->rp - 1];
+    for (int64_t b = 0; b < B; b++) {
+        int64_t l = row_len(r->off, r->len, b);
+        if (l)
+            memcpy((char *)v->data + (size_t)(v->poff[b] * v->inner) * es,
+                   (const char *)ib->data + (size_t)(r->off[b] * v->inner) * es,
+                   (size_t)(l * v->inner) * es);
+    }
+}
+
+static void eval_elementwise(interp *in, const node *n, ival *v) {
+    const rj_graph *g = in->g;
+    rj_dtype ct = node_compute_dtype(g, n);
+    int64_t idx[RJ_MAX_RANK];
+    for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+        elem a[3], r;
+        for (int i = 0; i < n->nin; i++) {
+            const ival *o = &in->vals[n->in[i]];
+            a[i] = load(o->data, o->dtype, elem_at(o, idx, n->rank));
+        }
+        const node *x = &g->nodes[n->in[0]];
+        switch (op_table[n->op].kind) {
+        case KIND_UNARY:
+            r = unary(n->op, ct, conv(a[0], x->dtype, ct));
+            r = op_table[n->op].rule == RULE_BOOL ? r : fin(r, ct);
+            break;
+        case KIND_BINARY:
+            r = fin(binary(n->op, ct, conv(a[0], x->dtype, ct),
+                           conv(a[1], g->nodes[n->in[1]].dtype, ct)), ct);
+            break;
+        case KIND_COMPARE:
+            if (n->op == RJ_OP_LOGICAL_AND || n->op == RJ_OP_LOGICAL_OR) {
+                bool p = truth(a[0], x->dtype), q = truth(a[1], g->nodes[n->in[1]].dtype);
+                r.i = n->op == RJ_OP_LOGICAL_AND ? (p && q) : (p || q);
+            } else {
+                r.i = compare(n->op, ct, conv(a[0], x->dtype, ct),
+                              conv(a[1], g->nodes[n->in[1]].dtype, ct));
+            }
+            break;
+        case KIND_SELECT:
+            if (n->op == RJ_OP_WHERE) {
+                int pick = a[0].i ? 1 : 2;
+                r = conv(a[pick], g->nodes[n->in[pick]].dtype, ct);
+            } else {
+                r = a[1].i ? conv((elem){.f = n->fval}, RJ_F64, ct) : a[0];
+            }
+            break;
+        default: /* CAST */
+            r = conv(a[0], x->dtype, n->dtype);
+            break;
+        }
+        store(v->data, v->dtype, elem_at(v, idx, n->rank), r);
+    }
+}
+
+/* Input index (of x's rank) for output index oi of a reduction over `axis`. */
+static void reduce_src(const node *n, const int64_t *oi, int xrank, int64_t *xi) {
+    int k = 0;
+    for (int d = 0; d < xrank; d++) {
+        if (d == n->axis) {
+            xi[d] = 0;
+            if (n->keepdim) k++;
+        } else {
+            xi[d] = oi[k++];
+        }
+    }
+}
+
+static void eval_reduce(interp *in, const node *n, ival *v) {
+    const ival *x = &in->vals[n->in[0]];
+    bool fl = is_f(x->dtype);
+    int64_t oi[RJ_MAX_RANK], xi[RJ_MAX_RANK];
+    for (bool ok = idx_first(v, oi, -1); ok; ok = idx_next(v, oi, -1)) {
+        reduce_src(n, oi, x->rank, xi);
+        int64_t cnt = ext_at(x, xi, n->axis);
+        double fa;
+        int64_t ia;
+        switch (n->op) {
+        case RJ_OP_MAX:
+            fa = -INFINITY;
+            ia = x->dtype == RJ_I32 ? INT32_MIN : x->dtype == RJ_BOOL ? 0 : INT64_MIN;
+            break;
+        case RJ_OP_MIN:
+            fa = INFINITY;
+            ia = x->dtype == RJ_I32 ? INT32_MAX : x->dtype == RJ_BOOL ? 1 : INT64_MAX;
+            break;
+        case RJ_OP_PROD: fa = 1; ia = 1; break;
+        default: fa = 0; ia = 0; break;
+        }
+        for (int64_t r = 0; r < cnt; r++) {
+            xi[n->axis] = r;
+            elem e = load(x->data, x->dtype, elem_at(x, xi, x->rank));
+            if (fl) {
+                switch (n->op) {
+                case RJ_OP_MAX: fa = isnan(e.f) || isnan(fa) ? NAN : fmax(fa, e.f); break;
+                case RJ_OP_MIN: fa = isnan(e.f) || isnan(fa) ? NAN : fmin(fa, e.f); break;
+                case RJ_OP_PROD: fa *= e.f; break;
+                default: fa += e.f; break;
+                }
+            } else {
+                switch (n->op) {
+                case RJ_OP_MAX: ia = e.i > ia ? e.i : ia; break;
+                case RJ_OP_MIN: ia = e.i < ia ? e.i : ia; break;
+                case RJ_OP_PROD: ia = (int64_t)((uint64_t)ia * (uint64_t)e.i); break;
+                default: ia = (int64_t)((uint64_t)ia + (uint64_t)e.i); break;
+                }
+            }
+        }
+        elem r;
+        if (fl) r.f = n->op == RJ_OP_MEAN ? fa / (double)cnt : fa;
+        else r.i = ia;
+        store(v->data, v->dtype, elem_at(v, oi, n->rank), r);
+    }
+}
+
+static void eval_softmax(interp *in, const node *n, ival *v) {
+    const ival *x = &in->vals[n->in[0]];
+    int64_t idx[RJ_MAX_RANK];
+    for (bool ok = idx_first(x, idx, n->axis); ok; ok = idx_next(x, idx, n->axis)) {
+        int64_t cnt = ext_at(x, idx, n->axis);
+        double m = -INFINITY, s = 0;
+        for (int64_t r = 0; r < cnt; r++) {
+            idx[n->axis] = r;
+            double e = conv(load(x->data, x->dtype, elem_at(x, idx, x->rank)), x->dtype, RJ_F64).f;
+            m = isnan(e) || isnan(m) ? NAN : fmax(m, e);
+        }
+        for (int64_t r = 0; r < cnt; r++) {
+            idx[n->axis] = r;
+            double e = conv(load(x->data, x->dtype, elem_at(x, idx, x->rank)), x->dtype, RJ_F64).f;
+            s += exp(e - m);
+        }
+        for (int64_t r = 0; r < cnt; r++) {
+            idx[n->axis] = r;
+            double e = conv(load(x->data, x->dtype, elem_at(x, idx, x->rank)), x->dtype, RJ_F64).f;
+            elem o = {.f = n->op == RJ_OP_SOFTMAX ? exp(e - m) / s : e - m - log(s)};
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), o);
+        }
+        idx[n->axis] = 0;
+    }
+}
+
+static void eval_norm(interp *in, const node *n, ival *v) {
+    const rj_graph *g = in->g;
+    const ival *x = &in->vals[n->in[0]];
+    const ival *w = (n->ival & 1) ? &in->vals[n->in[1]] : NULL;
+    const ival *bias = (n->ival & 2) ? &in->vals[n->in[n->nin - 1]] : NULL;
+    int k = n->axis, lead = x->rank - k;
+    int64_t cnt = 1;
+    for (int d = lead; d < x->rank; d++) cnt *= x->ext[d];
+    double eps = n->fval >= 0 ? n->fval : (g->nodes[n->in[0]].dtype == RJ_F32 ? FLT_EPSILON
+                                                                               : DBL_EPSILON);
+    /* iterate over the leading index; the normalised block is contiguous in both layouts */
+    ival lv = *x;
+    lv.rank = lead;
+    int64_t idx[RJ_MAX_RANK];
+    for (bool ok = idx_first(&lv, idx, -1); ok; ok = idx_next(&lv, idx, -1)) {
+        for (int d = lead; d < x->rank; d++) idx[d] = 0;
+        int64_t base = elem_at(x, idx, x->rank), obase = elem_at(v, idx, n->rank);
+        double mean = 0, var = 0;
+        for (int64_t t = 0; t < cnt; t++) mean += load(x->data, x->dtype, base + t).f;
+        mean = cnt ? mean / (double)cnt : NAN;
+        for (int64_t t = 0; t < cnt; t++) {
+            double e = load(x->data, x->dtype, base + t).f;
+            var += n->op == RJ_OP_LAYER_NORM ? (e - mean) * (e - mean) : e * e;
+        }
+        var = cnt ? var / (double)cnt : NAN;
+        double inv = 1.0 / sqrt(var + eps);
+        for (int64_t t = 0; t < cnt; t++) {
+            double e = load(x->data, x->dtype, base + t).f;
+            double y = n->op == RJ_OP_LAYER_NORM ? (e - mean) * inv : e * inv;
+            if (w) y *= load(w->data, w->dtype, t).f;
+            if (bias) y += load(bias->data, bias->dtype, t).f;
+            store(v->data, v->dtype, obase + t, (elem){.f = y});
+        }
+    }
+}
+
+static void eval_pad(interp *in, const node *n, ival *v) {
+    const ival *x = &in->vals[n->in[0]];
+    elem pv = conv((elem){.f = n->fval}, RJ_F64, n->dtype);
+    int64_t idx[RJ_MAX_RANK];
+    for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+        elem e;
+        if (n->op == RJ_OP_PAD) e = idx[1] < x->lens[idx[0]] ? load(x->data, x->dtype,
+                                                                     elem_at(x, idx, n->rank))
+                                                             : pv;
+        else e = load(x->data, x->dtype, elem_at(x, idx, n->rank));
+        store(v->data, v->dtype, elem_at(v, idx, n->rank), e);
+    }
+}
+
+/* Scatters a packed value into the output memory with its symbol's addressing. */
+static void write_output(interp *in, const ival *v, out_bind *o) {
+    size_t es = rj_dtype_size(v->dtype);
+    const rj_tensor_info *ti = &o->result.info;
+    if (v->rp < 0) {
+        if (o->numel) memcpy(o->data, v->data, (size_t)o->numel * es);
+        return;
+    }
+    int64_t B = v->ext[v->rp - 1];
+    for (int64_t b = 0; b < B; b++) {
+        int64_t l = v->lens[b];
+        if (l)
+            memcpy((char *)o->data + (size_t)(ti->offsets[b] * v->inner) * es,
+                   (char *)v->data + (size_t)(v->poff[b] * v->inner) * es,
+                   (size_t)(l * v->inner) * es);
+    }
+    RJ_UNUSED(in);
+}
+
+static rj_status setup_lengths(interp *in) {
+    const rj_graph *g = in->g;
+    rj_bind *b = in->b;
+    size_t ns = (size_t)(g->nsym ? g->nsym : 1);
+    if (!(in->lens = mem_zalloc(in->ctx, ns * sizeof(int64_t *))) ||
+        !(in->poff = mem_zalloc(in->ctx, ns * sizeof(int64_t *))))
+        return RJ_ERR_NOMEM;
+    in->batch_alloc = 0;
+    for (int32_t s = 0; s < g->nsym; s++)
+        if (g->syms[s].kind == SYM_RAGGED && b->rag[s].set && b->rag[s].batch > in->batch_alloc)
+            in->batch_alloc = b->rag[s].batch;
+    for (int32_t s = 0; s < g->nsym; s++) {
+        int32_t r = sym_root(g, s);
+        if (g->syms[s].kind != SYM_RAGGED || r != s || !b->rag[s].set) continue;
+        const rag_bind *rb = &b->rag[s];
+        size_t n = (size_t)in->batch_alloc + 1;
+        if (!(in->lens[s] = mem_zalloc(in->ctx, n * sizeof(int64_t))) ||
+            !(in->poff[s] = mem_alloc(in->ctx, n * sizeof(int64_t))))
+            return RJ_ERR_NOMEM;
+        in->poff[s][0] = 0;
+        for (int64_t k = 0; k < rb->batch; k++) {
+            in->lens[s][k] = row_len(rb->off, rb->len, k);
+            in->poff[s][k + 1] = in->poff[s][k] + in->lens[s][k];
+        }
+    }
+    return RJ_OK;
+}
+
+static void teardown(interp *in) {
+    const rj_graph *g = in->g;
+    size_t ns = (size_t)(g->nsym ? g->nsym : 1), n = (size_t)in->batch_alloc + 1;
+    if (in->vals)
+        for (int32_t i = 0; i < g->n; i++) mem_free(in->ctx, in->vals[i].data, in->vals[i].bytes);
+    mem_free(in->ctx, in->vals, (size_t)(g->n ? g->n : 1) * sizeof(ival));
+    for (size_t s = 0; in->lens && s < ns; s++) {
+        if (in->lens[s]) mem_free(in->ctx, in->lens[s], n * sizeof(int64_t));
+        if (in->poff[s]) mem_free(in->ctx, in->poff[s], n * sizeof(int64_t));
+    }
+    mem_free(in->ctx, in->lens, ns * sizeof(int64_t *));
+    mem_free(in->ctx, in->poff, ns * sizeof(int64_t *));
+}
+
+rj_status interp_run(rj_program *p, rj_bind *b) {
+    interp in = {.ctx = p->ctx, .g = p->g, .b = b};
+    const rj_graph *g = p->g;
+    rj_status s = setup_lengths(&in);
+    if (!s && !(in.vals = mem_zalloc(in.ctx, (size_t)(g->n ? g->n : 1) * sizeof(ival))))
+        s = RJ_ERR_NOMEM;
+    for (int32_t i = 0; !s && i < g->n; i++) {
+        const node *n = &g->nodes[i];
+        ival *v = &in.vals[i];
+        if ((s = val_alloc(&in, n, v))) break;
+        switch (op_table[n->op].kind) {
+        case KIND_LEAF:
+            if (n->op == RJ_OP_SCALAR) {
+                elem e = n->weak == WEAK_FLOAT ? (elem){.f = n->fval} : (elem){.i = n->ival};
+                store(v->data, v->dtype, 0, e);
+            } else {
+                for (int32_t k = 0; k < g->ninputs; k++)
+                    if (g->inputs[k] == i) eval_input(&in, n, v, &b->in[k]);
+            }
+            break;
+        case KIND_REDUCE: eval_reduce(&in, n, v); break;
+        case KIND_SOFTMAX: eval_softmax(&in, n, v); break;
+        case KIND_NORM: eval_norm(&in, n, v); break;
+        case KIND_PAD: eval_pad(&in, n, v); break;
+        default: eval_elementwise(&in, n, v); break;
+        }
+    }
+    for (int32_t k = 0; !s && k < g->noutputs; k++)
+        write_output(&in, &in.vals[g->outputs[k].node], &b->out[k]);
+    teardown(&in);
+    return s;
+}
+
+static rj_status ref_compile(rj_program *p) {
+    RJ_UNUSED(p);
+    return RJ_OK;
+}
+
+static void ref_release(rj_program *p) { RJ_UNUSED(p); }
+
+const backend backend_reference = {"reference", ref_compile, interp_run, ref_release};

@@ -1,0 +1,90 @@
+/*
+ * util.h — small shared helpers: checked size arithmetic, memory through the context's
+ * allocator hook, and a growable text buffer.
+ *
+ * Every allocation in ragjit goes through mem_alloc/mem_realloc/mem_free, which call the
+ * user's hook with Lua's (ptr, osize, nsize) contract. Callers therefore remember the size of
+ * what they allocated; arrays keep an explicit capacity for that reason. A failed allocation
+ * records RJ_ERR_NOMEM in the context and returns NULL, so call sites only propagate.
+ *
+ * The text buffer (sbuf) is used by every printer and error formatter. It never fails loudly:
+ * an allocation failure sets a flag that sbuf_finish reports, so printing code stays linear.
+ */
+#ifndef RJ_UTIL_H
+#define RJ_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ragjit.h"
+
+#define RJ_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define RJ_UNUSED(x) ((void)(x))
+
+#if defined(__GNUC__)
+#define RJ_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define RJ_PRINTF(f, a)
+#endif
+
+/* Checked arithmetic on sizes: return false on overflow (or a negative operand). */
+static inline bool mul_i64(int64_t a, int64_t b, int64_t *r) {
+    return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, r);
+}
+static inline bool add_i64(int64_t a, int64_t b, int64_t *r) {
+    return a >= 0 && b >= 0 && !__builtin_add_overflow(a, b, r);
+}
+/* Bytes for n elements of size s, refusing anything above PTRDIFF_MAX. */
+static inline bool bytes_of(int64_t n, size_t s, size_t *r) {
+    int64_t b;
+    if (!mul_i64(n, (int64_t)s, &b) || (uint64_t)b > (uint64_t)PTRDIFF_MAX) return false;
+    *r = (size_t)b;
+    return true;
+}
+
+/* Memory through the context hook (see ctx.c). NULL on failure, with the error recorded. */
+void *mem_alloc(rj_ctx *ctx, size_t n);
+void *mem_zalloc(rj_ctx *ctx, size_t n);
+void *mem_realloc(rj_ctx *ctx, void *p, size_t osize, size_t nsize);
+void mem_free(rj_ctx *ctx, void *p, size_t n);
+char *mem_strdup(rj_ctx *ctx, const char *s);
+void mem_strfree(rj_ctx *ctx, char *s);
+/* Grows *arr (of elem-size es) so it holds at least need elements; *cap is updated. */
+bool mem_grow(rj_ctx *ctx, void **arr, int32_t *cap, int32_t need, size_t es);
+
+/* Errors: record a message in the context and return the status. */
+rj_status ctx_fail(rj_ctx *ctx, rj_status s, const char *fmt, ...) RJ_PRINTF(3, 4);
+rj_status ctx_failv(rj_ctx *ctx, rj_status s, const char *fmt, va_list ap);
+void ctx_clear_error(rj_ctx *ctx);
+rj_status ctx_last_status(const rj_ctx *ctx);
+
+/* Growable text. */
+typedef struct sbuf {
+    rj_ctx *ctx;
+    char *s;
+    size_t len, cap;
+    bool failed;
+} sbuf;
+
+void sbuf_init(sbuf *b, rj_ctx *ctx);
+void sbuf_puts(sbuf *b, const char *s);
+void sbuf_putc(sbuf *b, char c);
+void sbuf_printf(sbuf *b, const char *fmt, ...) RJ_PRINTF(2, 3);
+void sbuf_vprintf(sbuf *b, const char *fmt, va_list ap);
+/* Hands the text to the caller (free with rj_string_free); NULL with RJ_ERR_NOMEM recorded. */
+char *sbuf_finish(sbuf *b);
+void sbuf_free(sbuf *b);
+
+/* Shortest text that reads back as the same double ("0.5", "1e-05", "inf", "nan"). */
+void fmt_double(char *out, size_t n, double v);
+
+/* 64-bit FNV-1a style hashing for structural hashes. */
+static inline uint64_t hash_mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0x100000001b3ull;
+}
+uint64_t hash_str(uint64_t h, const char *s);
+
+#endif

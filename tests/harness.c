@@ -1,0 +1,155 @@
+/*
+ * harness.c — the tracking allocator, fixtures and random ragged data used by every test.
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAGIC 0x52414a4954ull /* "RAJIT" */
+
+typedef struct hdr {
+    uint64_t magic;
+    uint64_t size;
+} hdr;
+
+void *tracking_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    tracker *t = ud;
+    hdr *h = ptr ? (hdr *)ptr - 1 : NULL;
+    if (h && (h->magic != MAGIC || h->size != osize)) {
+        fprintf(stderr, "tracking_alloc: block %p has size %llu but ragjit says %zu%s\n", ptr,
+                (unsigned long long)h->size, osize, h->magic != MAGIC ? " (bad magic)" : "");
+        t->bad_size = 1;
+    }
+    if (nsize == 0) {
+        if (h) {
+            t->live_blocks--;
+            t->live_bytes -= (long long)h->size;
+            h->magic = 0;
+            free(h);
+        }
+        return NULL;
+    }
+    t->attempts++;
+    if (t->fail_at && t->attempts == t->fail_at) return NULL;
+    hdr *n = realloc(h, sizeof(hdr) + nsize);
+    if (!n) return NULL;
+    if (!h) t->live_blocks++;
+    t->live_bytes += (long long)nsize - (long long)(h ? osize : 0);
+    t->allocs++;
+    n->magic = MAGIC;
+    n->size = nsize;
+    return n + 1;
+}
+
+int fx_setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    f->ctx = rj_ctx_new(tracking_alloc, &f->tr);
+    if (!f->ctx) return -1;
+    *state = f;
+    return 0;
+}
+
+int fx_teardown(void **state) {
+    fixture *f = *state;
+    rj_ctx_free(f->ctx);
+    long live = f->tr.live_blocks;
+    int bad = f->tr.bad_size;
+    free(f);
+    if (live != 0) fprintf(stderr, "LEAK: %ld blocks still allocated after the test\n", live);
+    if (bad) fprintf(stderr, "BAD SIZE: ragjit misreported a block size\n");
+    return live != 0 || bad ? -1 : 0;
+}
+
+/* ---- random data ----------------------------------------------------------------------- */
+
+uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double rng_uniform(uint64_t *s, double lo, double hi) {
+    return lo + (hi - lo) * (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int64_t rng_int(uint64_t *s, int64_t lo, int64_t hi) {
+    return lo + (int64_t)(rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+const char *const len_pattern_names[LEN_PATTERN_COUNT] = {
+    "uniform", "B=1", "empty rows", "all empty", "one row 1000x longer", "skewed", "B=0"};
+
+int64_t make_offsets(len_pattern p, uint64_t *seed, int64_t **offsets) {
+    int64_t B;
+    switch (p) {
+    case LEN_B1: B = 1; break;
+    case LEN_ALL_EMPTY: B = 4; break;
+    case LEN_ONE_LONG: B = 5; break;
+    case LEN_SKEWED: B = 12; break;
+    case LEN_B0: B = 0; break;
+    default: B = 7; break;
+    }
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    off[0] = 0;
+    int64_t longone = rng_int(seed, 0, B > 0 ? B - 1 : 0);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t len;
+        switch (p) {
+        case LEN_B1: len = rng_int(seed, 1, 12); break;
+        case LEN_EMPTY: len = (b == 0 || b == B - 1 || b % 3 == 1) ? 0 : rng_int(seed, 1, 6); break;
+        case LEN_ALL_EMPTY: len = 0; break;
+        case LEN_ONE_LONG: len = b == longone ? 1000 : 1; break;
+        case LEN_SKEWED: len = (int64_t)1 << rng_int(seed, 0, 7); break;
+        default: len = rng_int(seed, 0, 9); break;
+        }
+        off[b + 1] = off[b] + len;
+    }
+    *offsets = off;
+    return B;
+}
+
+void *random_values(rj_dtype t, int64_t n, uint64_t *seed) {
+    size_t es = rj_dtype_size(t);
+    void *p = malloc(es * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        switch (t) {
+        case RJ_BOOL: ((uint8_t *)p)[i] = (uint8_t)(rng_next(seed) & 1); break;
+        case RJ_I32: ((int32_t *)p)[i] = (int32_t)rng_int(seed, -5, 5); break;
+        case RJ_I64: ((int64_t *)p)[i] = rng_int(seed, -5, 5); break;
+        case RJ_F32: ((float *)p)[i] = (float)rng_uniform(seed, -2, 2); break;
+        default: ((double *)p)[i] = rng_uniform(seed, -2, 2); break;
+        }
+    }
+    return p;
+}
+
+double elem_get(const void *p, rj_dtype t, int64_t i) {
+    switch (t) {
+    case RJ_BOOL: return ((const uint8_t *)p)[i];
+    case RJ_I32: return ((const int32_t *)p)[i];
+    case RJ_I64: return (double)((const int64_t *)p)[i];
+    case RJ_F32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+void assert_close_f(const char *what, const void *got, rj_dtype t, const double *want,
+                    int64_t n, double atol, double rtol) {
+    for (int64_t i = 0; i < n; i++) {
+        double g = elem_get(got, t, i), w = want[i];
+        if (isnan(w) && isnan(g)) continue;
+        if (isinf(w) && g == w) continue;
+        if (fabs(g - w) <= atol + rtol * fabs(w)) continue;
+        fail_msg("%s: element %lld is %.9g, expected %.9g", what, (long long)i, g, w);
+    }
+}
+
+void assert_error_contains(rj_ctx *ctx, const char *needle) {
+    const char *msg = rj_ctx_error(ctx);
+    if (!strstr(msg, needle)) fail_msg("expected an error containing \"%s\", got \"%s\"", needle, msg);
+}

@@ -1,0 +1,88 @@
+/*
+ * harness.h — shared test support: a tracking allocator, fixtures, random ragged data, and
+ * helpers to run graphs and compare results.
+ *
+ * Every test runs on a context whose allocator records each block's size in a header and
+ * checks it against the osize ragjit passes back, counts live blocks, and can fail the Nth
+ * allocation. The teardown fails the test if anything leaked or a size was misreported.
+ *
+ * Length patterns cover the shapes of real ragged batches that break naive code: B = 1, B = 0,
+ * empty rows, all rows empty, one row 1000x longer than the rest, and skewed (geometric)
+ * lengths.
+ */
+#ifndef RJ_TEST_HARNESS_H
+#define RJ_TEST_HARNESS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "ragjit.h"
+
+typedef struct tracker {
+    long live_blocks;
+    long long live_bytes;
+    long allocs;      /* successful allocations (incl. reallocs that move) so far */
+    long fail_at;     /* fail the allocation with this 1-based number; 0 = never */
+    long attempts;    /* allocation attempts counted for fail_at */
+    int bad_size;     /* an osize did not match the recorded size */
+} tracker;
+
+void *tracking_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+
+/* Fixture state: a tracker and a context using it. */
+typedef struct fixture {
+    tracker tr;
+    rj_ctx *ctx;
+} fixture;
+
+int fx_setup(void **state);
+int fx_teardown(void **state);
+#define FX(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
+
+/* ---- random data ----------------------------------------------------------------------- */
+
+uint64_t rng_next(uint64_t *s);
+double rng_uniform(uint64_t *s, double lo, double hi); /* [lo, hi) */
+int64_t rng_int(uint64_t *s, int64_t lo, int64_t hi);  /* [lo, hi] */
+
+typedef enum {
+    LEN_UNIFORM,   /* B = 7, lengths 0..9 */
+    LEN_B1,        /* B = 1 */
+    LEN_EMPTY,     /* some rows empty, including the first and last */
+    LEN_ALL_EMPTY, /* every row empty */
+    LEN_ONE_LONG,  /* one row 1000x longer than the others */
+    LEN_SKEWED,    /* geometric lengths */
+    LEN_B0,        /* no items at all */
+    LEN_PATTERN_COUNT
+} len_pattern;
+
+extern const char *const len_pattern_names[LEN_PATTERN_COUNT];
+
+/* Offsets for a pattern (malloc'd, B+1 entries); returns B. */
+int64_t make_offsets(len_pattern p, uint64_t *seed, int64_t **offsets);
+/* n random values of dtype t, malloc'd; floats in [-2, 2), ints in [-5, 5], bools 50/50. */
+void *random_values(rj_dtype t, int64_t n, uint64_t *seed);
+
+/* ---- running --------------------------------------------------------------------------- */
+
+/* Element as double, whatever the dtype. */
+double elem_get(const void *p, rj_dtype t, int64_t i);
+
+/* Asserts |a - b| <= atol + rtol |b| elementwise (NaNs must match, infs must be equal). */
+void assert_close_f(const char *what, const void *got, rj_dtype t, const double *want,
+                    int64_t n, double atol, double rtol);
+
+/* Fails the test with the context's message when s != RJ_OK. */
+#define assert_ok(ctx, s)                                                                     \
+    do {                                                                                      \
+        rj_status s_ = (s);                                                                   \
+        if (s_ != RJ_OK) fail_msg("%s: %s", rj_status_str(s_), rj_ctx_error(ctx));            \
+    } while (0)
+
+/* Asserts that the context's last message contains `needle`. */
+void assert_error_contains(rj_ctx *ctx, const char *needle);
+
+#endif

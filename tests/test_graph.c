@@ -1,0 +1,409 @@
+/*
+ * test_graph.c — graph building and checking: types inferred for every op family, and every
+ * way a graph can be ill-formed rejected at the call that made it, with the op and the shapes
+ * named in the message.
+ */
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct env {
+    rj_ctx *ctx;
+    rj_graph *g;
+    rj_dim B, J, J2, D;
+    rj_node x, y, w, z;
+} env;
+
+/* x, z: f32[B, j1, 64]; y: f32[B, j2, 64]; w: f32[64] */
+static env make_env(void **state) {
+    fixture *f = *state;
+    env e = {.ctx = f->ctx};
+    e.g = rj_graph_new(f->ctx);
+    e.B = rj_graph_dense(e.g, "B");
+    e.D = rj_graph_dense(e.g, "D");
+    e.J = rj_graph_ragged(e.g, "j1", e.B);
+    e.J2 = rj_graph_ragged(e.g, "j2", e.B);
+    e.x = rj_graph_input(e.g, "x", RJ_F32, 3, (rj_dim[]){e.B, e.J, 64});
+    e.y = rj_graph_input(e.g, "y", RJ_F32, 3, (rj_dim[]){e.B, e.J2, 64});
+    e.w = rj_graph_input(e.g, "w", RJ_F32, 1, (rj_dim[]){64});
+    e.z = rj_graph_input(e.g, "z", RJ_F32, 3, (rj_dim[]){e.B, e.J, 64});
+    assert_int_equal(rj_graph_status(e.g), RJ_OK);
+    return e;
+}
+
+static void assert_type(env *e, rj_node n, const char *want) {
+    if (n == RJ_NONE) fail_msg("node failed: %s", rj_ctx_error(e->ctx));
+    char *s = rj_node_type_str(e->g, n);
+    assert_non_null(s);
+    assert_string_equal(s, want);
+    rj_string_free(e->ctx, s);
+}
+
+/* The node failed with status s and the exact message msg (or containing it, if partial). */
+static void assert_fails(env *e, rj_node n, rj_status s, const char *msg) {
+    assert_int_equal(n, RJ_NONE);
+    assert_int_equal(rj_graph_status(e->g), s);
+    assert_error_contains(e->ctx, msg);
+    rj_graph_free(e->g);
+    e->g = NULL;
+}
+
+static void test_ragged_mismatch_message(void **state) {
+    env e = make_env(state);
+    rj_node a = rj_graph_input(e.g, "a", RJ_F32, 3, (rj_dim[]){e.B, e.J, 128});
+    rj_node b = rj_graph_input(e.g, "b", RJ_F32, 3, (rj_dim[]){e.B, e.J2, 128});
+    rj_node n = rj_graph_binary(e.g, RJ_OP_ADD, a, b);
+    assert_int_equal(n, RJ_NONE);
+    assert_string_equal(rj_ctx_error(e.ctx),
+                        "add: f32[B, j1, 128] and f32[B, j2, 128] differ in dim 1 (ragged j1 vs j2)");
+    assert_fails(&e, n, RJ_ERR_SHAPE, "ragged j1 vs j2");
+}
+
+static void test_dim_mismatch_messages(void **state) {
+    env e = make_env(state);
+    rj_node v = rj_graph_input(e.g, "v", RJ_F32, 1, (rj_dim[]){32});
+    assert_fails(&e, rj_graph_binary(e.g, RJ_OP_MUL, e.x, v), RJ_ERR_SHAPE,
+                 "mul: f32[B, j1, 64] and f32[32] differ in dim 2 (64 vs 32)");
+    e = make_env(state);
+    rj_node p = rj_graph_input(e.g, "p", RJ_F32, 3, (rj_dim[]){e.B, 5, 64});
+    assert_fails(&e, rj_graph_binary(e.g, RJ_OP_SUB, e.x, p), RJ_ERR_SHAPE,
+                 "sub: f32[B, j1, 64] and f32[B, 5, 64] differ in dim 1 (ragged j1 vs 5)");
+    e = make_env(state);
+    rj_node q = rj_graph_input(e.g, "q", RJ_F32, 1, (rj_dim[]){e.D});
+    assert_fails(&e, rj_graph_binary(e.g, RJ_OP_MAXIMUM, e.x, q), RJ_ERR_SHAPE,
+                 "maximum: f32[B, j1, 64] and f32[D] differ in dim 2 (64 vs D)");
+    /* a padded tensor does not combine with a jagged one */
+    e = make_env(state);
+    rj_node pd = rj_graph_pad(e.g, e.x, 0, RJ_DIM_NONE);
+    assert_fails(&e, rj_graph_binary(e.g, RJ_OP_ADD, pd, e.z), RJ_ERR_SHAPE,
+                 "add: f32[B, max(j1), 64] and f32[B, j1, 64] differ in dim 1 (max(j1) vs ragged j1)");
+}
+
+static void test_broadcasting(void **state) {
+    env e = make_env(state);
+    rj_node b1 = rj_graph_input(e.g, "b1", RJ_F32, 3, (rj_dim[]){e.B, 1, 64});
+    rj_node one = rj_graph_input(e.g, "one", RJ_F32, 2, (rj_dim[]){1, 64});
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_MUL, e.x, e.w), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, e.x, b1), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, b1, e.x), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, one, e.x), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, e.x, rj_graph_scalar(e.g, 1)), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, rj_graph_scalar(e.g, 1), e.w), "f32[64]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, b1, e.w), "f32[B, 1, 64]");
+    assert_type(&e, rj_graph_where(e.g, rj_graph_binary(e.g, RJ_OP_GT, e.x, e.w), e.x,
+                                   rj_graph_scalar(e.g, 0)), "f32[B, j1, 64]");
+    assert_int_equal(rj_graph_status(e.g), RJ_OK);
+    rj_graph_free(e.g);
+}
+
+static void test_same_symbols(void **state) {
+    env e = make_env(state);
+    assert_int_equal(rj_graph_same(e.g, e.J, e.J2), RJ_OK);
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, e.x, e.y), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, e.y, e.x), "f32[B, j2, 64]");
+    rj_dim C = rj_graph_dense(e.g, "C");
+    rj_dim K = rj_graph_ragged(e.g, "k", C);
+    assert_int_equal(rj_graph_same(e.g, e.J, K), RJ_ERR_SHAPE);
+    assert_error_contains(e.ctx, "same: j1 and k have different parents (B vs C)");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_same(e.g, e.J, e.B), RJ_ERR_ARG);
+    rj_graph_free(e.g);
+}
+
+static void test_dtype_promotion(void **state) {
+    env e = make_env(state);
+    rj_graph *g = e.g;
+    rj_node i32 = rj_graph_input(g, "i32", RJ_I32, 3, (rj_dim[]){e.B, e.J, 64});
+    rj_node i64 = rj_graph_input(g, "i64", RJ_I64, 1, (rj_dim[]){64});
+    rj_node f64 = rj_graph_input(g, "f64", RJ_F64, 1, (rj_dim[]){64});
+    rj_node bl = rj_graph_input(g, "bl", RJ_BOOL, 1, (rj_dim[]){64});
+    assert_type(&e, rj_graph_binary(g, RJ_OP_MUL, e.x, rj_graph_scalar(g, 2.0)), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_MUL, i32, rj_graph_scalar(g, 2.5)), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_MUL, i32, rj_graph_scalar_int(g, 2)), "i32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_ADD, i32, i64), "i64[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_ADD, i64, e.w), "f32[64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_ADD, f64, e.w), "f64[64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_ADD, bl, rj_graph_scalar_int(g, 1)), "i64[64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_ADD, bl, bl), "bool[64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_DIV, i32, i32), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_LT, i32, e.x), "bool[B, j1, 64]");
+    assert_type(&e, rj_graph_binary(g, RJ_OP_LOGICAL_AND, i32, e.x), "bool[B, j1, 64]");
+    assert_type(&e, rj_graph_unary(g, RJ_OP_EXP, i32), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_unary(g, RJ_OP_ABS, i32), "i32[B, j1, 64]");
+    assert_type(&e, rj_graph_unary(g, RJ_OP_LOGICAL_NOT, e.x), "bool[B, j1, 64]");
+    assert_type(&e, rj_graph_reduce(g, RJ_OP_SUM, bl, 0, false), "i64[]");
+    assert_type(&e, rj_graph_reduce(g, RJ_OP_PROD, i32, 1, false), "i64[B, 64]");
+    assert_type(&e, rj_graph_reduce(g, RJ_OP_MAX, i32, 1, false), "i32[B, 64]");
+    assert_type(&e, rj_graph_softmax(g, i32, 1), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_cast(g, e.x, RJ_I64), "i64[B, j1, 64]");
+    assert_type(&e, rj_graph_masked_fill(g, i32, rj_graph_binary(g, RJ_OP_GT, e.x, e.w), 3),
+                "i32[B, j1, 64]");
+    assert_type(&e, rj_graph_where(g, bl, i32, e.w), "f32[B, j1, 64]");
+    assert_int_equal(rj_graph_status(g), RJ_OK);
+    rj_graph_free(g);
+}
+
+static void test_dtype_errors(void **state) {
+    env e = make_env(state);
+    rj_node bl = rj_graph_input(e.g, "bl", RJ_BOOL, 1, (rj_dim[]){64});
+    assert_fails(&e, rj_graph_unary(e.g, RJ_OP_NEG, bl), RJ_ERR_DTYPE,
+                 "neg: bool[64]: not supported for bool (use logical_not)");
+    e = make_env(state);
+    bl = rj_graph_input(e.g, "bl", RJ_BOOL, 1, (rj_dim[]){64});
+    assert_fails(&e, rj_graph_binary(e.g, RJ_OP_SUB, bl, bl), RJ_ERR_DTYPE, "sub: bool[64] and bool[64]");
+    e = make_env(state);
+    rj_node i = rj_graph_input(e.g, "i", RJ_I32, 1, (rj_dim[]){64});
+    assert_fails(&e, rj_graph_reduce(e.g, RJ_OP_MEAN, i, 0, false), RJ_ERR_DTYPE,
+                 "mean: i32[64]: expected a float tensor");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_where(e.g, e.x, e.x, e.x), RJ_ERR_DTYPE,
+                 "where: the condition must be bool, got f32[B, j1, 64]");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_masked_fill(e.g, e.x, e.w, 0), RJ_ERR_DTYPE, "masked_fill: the mask must be bool");
+    e = make_env(state);
+    i = rj_graph_input(e.g, "i", RJ_I32, 3, (rj_dim[]){e.B, e.J, 64});
+    assert_fails(&e, rj_graph_layer_norm(e.g, i, 1, RJ_NONE, RJ_NONE, -1), RJ_ERR_DTYPE,
+                 "layer_norm: i32[B, j1, 64]: expected a float tensor");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_cast(e.g, e.x, (rj_dtype)42), RJ_ERR_ARG, "cast: invalid dtype 42");
+}
+
+static void test_reductions(void **state) {
+    env e = make_env(state);
+    assert_type(&e, rj_graph_reduce(e.g, RJ_OP_SUM, e.x, 1, false), "f32[B, 64]");
+    assert_type(&e, rj_graph_reduce(e.g, RJ_OP_SUM, e.x, 1, true), "f32[B, 1, 64]");
+    assert_type(&e, rj_graph_reduce(e.g, RJ_OP_MEAN, e.x, -1, false), "f32[B, j1]");
+    assert_type(&e, rj_graph_reduce(e.g, RJ_OP_MAX, e.x, 2, true), "f32[B, j1, 1]");
+    assert_type(&e, rj_graph_reduce(e.g, RJ_OP_MIN, rj_graph_pad(e.g, e.x, 0, RJ_DIM_NONE), 1, false),
+                "f32[B, 64]");
+    assert_type(&e, rj_graph_softmax(e.g, e.x, 1), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_log_softmax(e.g, e.x, -1), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_reduce(e.g, RJ_OP_SUM, e.w, 0, false), "f32[]");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_fails(&e, rj_graph_reduce(e.g, RJ_OP_SUM, e.x, 0, false), RJ_ERR_SHAPE,
+                 "sum: cannot reduce over the batch dim 0 of the jagged tensor f32[B, j1, 64]");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_reduce(e.g, RJ_OP_SUM, e.x, 3, false), RJ_ERR_SHAPE,
+                 "sum: dim 3 is out of range for f32[B, j1, 64] (rank 3)");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_softmax(e.g, e.x, -4), RJ_ERR_SHAPE, "softmax: dim -4 is out of range");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_reduce(e.g, RJ_OP_SUM, rj_graph_scalar(e.g, 1), 0, false),
+                 RJ_ERR_SHAPE, "sum: cannot reduce a scalar");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_reduce(e.g, RJ_OP_ADD, e.x, 1, false), RJ_ERR_ARG,
+                 "rj_graph_reduce: op 18 (add) is not a reduce op");
+}
+
+static void test_norms(void **state) {
+    env e = make_env(state);
+    rj_node w2 = rj_graph_input(e.g, "w2", RJ_F32, 1, (rj_dim[]){32});
+    rj_node r4 = rj_graph_input(e.g, "r4", RJ_F64, 4, (rj_dim[]){e.B, e.J, 4, 16});
+    rj_node w416 = rj_graph_input(e.g, "w416", RJ_F32, 2, (rj_dim[]){4, 16});
+    assert_type(&e, rj_graph_layer_norm(e.g, e.x, 1, e.w, e.w, -1), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_rms_norm(e.g, e.x, 1, RJ_NONE, -1), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_layer_norm(e.g, r4, 2, w416, RJ_NONE, 1e-6), "f64[B, j1, 4, 16]");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_fails(&e, rj_graph_layer_norm(e.g, e.x, 2, RJ_NONE, RJ_NONE, -1), RJ_ERR_SHAPE,
+                 "layer_norm: cannot normalise over the ragged dim 1 of f32[B, j1, 64]");
+    e = make_env(state);
+    w2 = rj_graph_input(e.g, "w2", RJ_F32, 1, (rj_dim[]){32});
+    assert_fails(&e, rj_graph_rms_norm(e.g, e.x, 1, w2, -1), RJ_ERR_SHAPE,
+                 "rms_norm: weight f32[32] must have the normalized shape f32[64]");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_layer_norm(e.g, e.x, 4, RJ_NONE, RJ_NONE, -1), RJ_ERR_SHAPE,
+                 "layer_norm: normalized_shape has 4 dims but f32[B, j1, 64] has rank 3");
+}
+
+static void test_pad_unpad(void **state) {
+    env e = make_env(state);
+    rj_node p = rj_graph_pad(e.g, e.x, 0, RJ_DIM_NONE);
+    assert_type(&e, p, "f32[B, max(j1), 64]");
+    assert_type(&e, rj_graph_pad(e.g, e.x, -1, 128), "f32[B, 128, 64]");
+    rj_dim L = rj_graph_dense(e.g, "L");
+    assert_type(&e, rj_graph_pad(e.g, e.x, -1, L), "f32[B, L, 64]");
+    assert_type(&e, rj_graph_unpad(e.g, p, e.J), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_unpad(e.g, rj_graph_binary(e.g, RJ_OP_MUL, p, rj_graph_scalar(e.g, 2)), e.J2),
+                "f32[B, j2, 64]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_ADD, p, rj_graph_pad(e.g, e.z, 1, RJ_DIM_NONE)),
+                "f32[B, max(j1), 64]");
+    assert_int_equal(rj_graph_find_dim(e.g, "max(j1)") < 0, 1);
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_fails(&e, rj_graph_pad(e.g, e.w, 0, RJ_DIM_NONE), RJ_ERR_SHAPE,
+                 "pad: f32[64] has no ragged dim to pad");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_pad(e.g, e.x, 0, e.J), RJ_ERR_ARG, "pad: len must be a constant or a dense size");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_unpad(e.g, e.x, e.J), RJ_ERR_SHAPE,
+                 "unpad: expected a padded dense tensor [B, L, ...], got f32[B, j1, 64]");
+    e = make_env(state);
+    rj_dim C = rj_graph_dense(e.g, "C");
+    rj_node pc = rj_graph_input(e.g, "pc", RJ_F32, 3, (rj_dim[]){C, 10, 64});
+    assert_fails(&e, rj_graph_unpad(e.g, pc, e.J), RJ_ERR_SHAPE,
+                 "unpad: f32[C, 10, 64]: dim 0 is C but j1 varies over B");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_unpad(e.g, rj_graph_pad(e.g, e.x, 0, RJ_DIM_NONE), e.B), RJ_ERR_ARG,
+                 "unpad: the second argument must be a ragged symbol");
+}
+
+static void test_input_errors(void **state) {
+    env e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, "a", RJ_F32, 2, (rj_dim[]){e.J, e.B}), RJ_ERR_SHAPE,
+                 "input: f32[j1, B]: ragged j1 must directly follow its parent dim B");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, "a", RJ_F32, 3, (rj_dim[]){4, e.B, e.J}), RJ_ERR_UNSUPPORTED,
+                 "a ragged dim at position 2 is not supported yet");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, "x", RJ_F32, 1, (rj_dim[]){4}), RJ_ERR_ARG,
+                 "input: the name 'x' is already used");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, "9a", RJ_F32, 1, (rj_dim[]){4}), RJ_ERR_ARG,
+                 "'9a' is not a valid name");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, NULL, RJ_F32, 1, (rj_dim[]){4}), RJ_ERR_ARG, "(NULL)");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, "a", RJ_F32, 9, (rj_dim[9]){0}), RJ_ERR_ARG,
+                 "rank 9 is out of range 0..8");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, "a", RJ_F32, 1, (rj_dim[]){-1000}), RJ_ERR_ARG,
+                 "dim 0 is not a constant or a symbol of this graph");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, "a", RJ_F32, 1, NULL), RJ_ERR_ARG, "dims is NULL");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_input(e.g, "a", (rj_dtype)7, 1, (rj_dim[]){3}), RJ_ERR_ARG,
+                 "input a: invalid dtype 7");
+    /* nested raggedness is representable but not supported yet */
+    e = make_env(state);
+    assert_int_equal(rj_graph_ragged(e.g, "k", e.J), RJ_DIM_NONE);
+    assert_int_equal(rj_graph_status(e.g), RJ_ERR_UNSUPPORTED);
+    assert_error_contains(e.ctx, "nested raggedness is not supported yet");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_ragged(e.g, "B", e.B), RJ_DIM_NONE);
+    assert_error_contains(e.ctx, "'B' is already declared as a dense size");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_ragged(e.g, "k", 5), RJ_DIM_NONE);
+    assert_error_contains(e.ctx, "the parent of 'k' must be a declared size symbol");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_dense(e.g, "B"), e.B); /* declaring again is idempotent */
+    assert_int_equal(rj_graph_ragged(e.g, "j1", e.B), e.J);
+    rj_graph_free(e.g);
+}
+
+static void test_sticky_errors(void **state) {
+    env e = make_env(state);
+    rj_node bad = rj_graph_binary(e.g, RJ_OP_ADD, e.x, e.y);
+    assert_int_equal(bad, RJ_NONE);
+    char first[512];
+    strcpy(first, rj_ctx_error(e.ctx));
+    rj_node r = rj_graph_unary(e.g, RJ_OP_RELU, bad);
+    r = rj_graph_reduce(e.g, RJ_OP_SUM, r, 1, false);
+    assert_int_equal(r, RJ_NONE);
+    assert_int_equal(rj_graph_output(e.g, r, "r"), RJ_ERR_GRAPH);
+    assert_string_equal(rj_ctx_error(e.ctx), first);
+    assert_int_equal(rj_graph_status(e.g), RJ_ERR_SHAPE);
+    assert_null(rj_program_new(e.g, RJ_TARGET_REFERENCE));
+    assert_error_contains(e.ctx, "the graph has errors: add: f32[B, j1, 64] and f32[B, j2, 64]");
+    rj_graph_free(e.g);
+    /* RJ_NONE without an earlier failure is reported */
+    e = make_env(state);
+    assert_int_equal(rj_graph_unary(e.g, RJ_OP_EXP, RJ_NONE), RJ_NONE);
+    assert_int_equal(rj_graph_status(e.g), RJ_ERR_GRAPH);
+    assert_error_contains(e.ctx, "exp: operand 1 is RJ_NONE");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_binary(e.g, RJ_OP_ADD, e.x, 12345), RJ_NONE);
+    assert_error_contains(e.ctx, "add: operand 2 is not a node of this graph");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_unary(e.g, RJ_OP_ADD, e.x), RJ_NONE);
+    assert_error_contains(e.ctx, "is not a unary op");
+    rj_graph_free(e.g);
+}
+
+static void test_null_arguments(void **state) {
+    fixture *f = *state;
+    assert_int_equal(rj_graph_status(NULL), RJ_ERR_ARG);
+    assert_int_equal(rj_graph_unary(NULL, RJ_OP_EXP, 0), RJ_NONE);
+    assert_int_equal(rj_graph_dense(NULL, "B"), RJ_DIM_NONE);
+    assert_int_equal(rj_graph_input(NULL, "x", RJ_F32, 0, NULL), RJ_NONE);
+    assert_null(rj_program_new(NULL, RJ_TARGET_REFERENCE));
+    assert_null(rj_bind_new(NULL));
+    assert_int_equal(rj_program_run(NULL, NULL), RJ_ERR_ARG);
+    assert_null(rj_graph_new(NULL));
+    assert_null(rj_node_type_str(NULL, 0));
+    rj_graph_free(NULL);
+    rj_program_free(NULL);
+    rj_bind_free(NULL);
+    rj_tensor_free(NULL);
+    rj_string_free(f->ctx, NULL);
+    assert_string_equal(rj_ctx_error(NULL), "no context (NULL)");
+    assert_string_equal(rj_status_str((rj_status)999), "unknown status");
+    for (int s = 0; s < RJ_STATUS_COUNT; s++) assert_non_null(rj_status_str((rj_status)s));
+}
+
+static void test_outputs(void **state) {
+    env e = make_env(state);
+    rj_node r = rj_graph_unary(e.g, RJ_OP_RELU, e.x);
+    assert_int_equal(rj_graph_output(e.g, r, "r"), RJ_OK);
+    assert_int_equal(rj_graph_output(e.g, r, "r2"), RJ_ERR_ARG);
+    assert_error_contains(e.ctx, "output r2: node is already output 'r'");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_output(e.g, rj_graph_scalar(e.g, 1), "s"), RJ_ERR_ARG);
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_output(e.g, e.w, "x"), RJ_ERR_ARG);
+    assert_error_contains(e.ctx, "the name 'x' is already used");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_output(e.g, e.x, NULL), RJ_OK);
+    assert_int_equal(rj_graph_output(e.g, e.w, NULL), RJ_OK);
+    assert_string_equal(rj_node_name(e.g, e.w), "out1");
+    assert_int_equal(rj_graph_output_count(e.g), 2);
+    assert_int_equal(rj_graph_find(e.g, "out0"), e.x);
+    assert_int_equal(rj_graph_find(e.g, "w"), e.w);
+    assert_int_equal(rj_graph_find(e.g, "nope"), RJ_NONE);
+    assert_int_equal(rj_graph_input_count(e.g), 4);
+    assert_int_equal(rj_graph_input_at(e.g, 2), e.w);
+    assert_int_equal(rj_graph_input_at(e.g, 4), RJ_NONE);
+    rj_dim dims[RJ_MAX_RANK];
+    assert_int_equal(rj_node_shape(e.g, e.x, dims), 3);
+    assert_true(dims[1] == e.J);
+    assert_string_equal(rj_dim_name(e.g, dims[1]), "j1");
+    assert_null(rj_dim_name(e.g, 64));
+    assert_int_equal(rj_node_dtype(e.g, e.x), RJ_F32);
+    assert_int_equal(rj_node_shape(e.g, 999, NULL), -1);
+    rj_graph_free(e.g);
+}
+
+static void test_op_table(void **state) {
+    (void)state;
+    for (int i = 0; i < RJ_OP_COUNT; i++) {
+        const char *n = rj_op_name((rj_op)i);
+        assert_non_null(n);
+        assert_int_equal(rj_op_from_name(n), i);
+    }
+    assert_int_equal(rj_op_from_name("nope"), RJ_OP_COUNT);
+    assert_null(rj_op_name(RJ_OP_COUNT));
+    assert_string_equal(rj_dtype_name(RJ_F32), "f32");
+    assert_int_equal(rj_dtype_size(RJ_F64), 8);
+    assert_int_equal(rj_dtype_size((rj_dtype)99), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
+        FX(test_same_symbols), FX(test_dtype_promotion), FX(test_dtype_errors),
+        FX(test_reductions), FX(test_norms), FX(test_pad_unpad), FX(test_input_errors),
+        FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs), FX(test_op_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
