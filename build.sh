@@ -52,7 +52,7 @@ case "$cmd" in
     ninja -C build-san
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
-      meson test -C build-san --print-errorlogs --num-processes 2 --suite ragjit
+      meson test -C build-san --print-errorlogs --num-processes 2 --no-suite install
     ;;
   *)
     echo "usage: ./build.sh demo | test" >&2

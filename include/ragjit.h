@@ -111,6 +111,9 @@ RJ_API rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud);
 RJ_API void rj_ctx_free(rj_ctx *ctx);
 /* The message of the last failure in this context ("" if none); valid until the next call. */
 RJ_API const char *rj_ctx_error(const rj_ctx *ctx);
+/* The status of the last failure in this context (RJ_OK if none): the status behind a NULL or
+ * RJ_NONE result. */
+RJ_API rj_status rj_ctx_status(const rj_ctx *ctx);
 /* Number of worker threads for CPU programs; 0 (the default) means all cores. */
 RJ_API rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads);
 /* Frees a string returned by ragjit (dumps, shape strings). */

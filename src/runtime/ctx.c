@@ -44,6 +44,10 @@ const char *rj_ctx_error(const rj_ctx *ctx) {
     return ctx ? ctx->err : "no context (NULL)";
 }
 
+rj_status rj_ctx_status(const rj_ctx *ctx) {
+    return ctx ? ctx->status : RJ_ERR_ARG;
+}
+
 rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads) {
     if (!ctx) return RJ_ERR_ARG;
     if (threads < 0 || threads > 4096)
@@ -115,7 +119,9 @@ bool mem_grow(rj_ctx *ctx, void **arr, int32_t *cap, int32_t need, size_t es) {
 
 rj_status ctx_failv(rj_ctx *ctx, rj_status s, const char *fmt, va_list ap) {
     if (!ctx) return s;
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    char msg[sizeof ctx->err]; /* the arguments may point into ctx->err */
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(ctx->err, msg, sizeof msg);
     ctx->status = s;
     return s;
 }

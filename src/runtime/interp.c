@@ -547,9 +547,9 @@ static void teardown(interp *in) {
     if (in->vals)
         for (int32_t i = 0; i < g->n; i++) mem_free(in->ctx, in->vals[i].data, in->vals[i].bytes);
     mem_free(in->ctx, in->vals, (size_t)(g->n ? g->n : 1) * sizeof(ival));
-    for (size_t s = 0; in->lens && s < ns; s++) {
-        if (in->lens[s]) mem_free(in->ctx, in->lens[s], n * sizeof(int64_t));
-        if (in->poff[s]) mem_free(in->ctx, in->poff[s], n * sizeof(int64_t));
+    for (size_t s = 0; s < ns; s++) {
+        if (in->lens && in->lens[s]) mem_free(in->ctx, in->lens[s], n * sizeof(int64_t));
+        if (in->poff && in->poff[s]) mem_free(in->ctx, in->poff[s], n * sizeof(int64_t));
     }
     mem_free(in->ctx, in->lens, ns * sizeof(int64_t *));
     mem_free(in->ctx, in->poff, ns * sizeof(int64_t *));

@@ -239,12 +239,12 @@ rj_tensor *rj_tensor_from_components(rj_ctx *ctx, rj_dtype dtype, int64_t n,
     rj_tensor *t = tensor_alloc(ctx);
     if (!t) return NULL;
     t->own_batch = n;
-    if (!(t->own_values = mem_alloc(ctx, bytes ? bytes : 1)) ||
+    t->own_bytes = bytes ? bytes : 1;
+    if (!(t->own_values = mem_alloc(ctx, t->own_bytes)) ||
         !(t->own_offsets = mem_alloc(ctx, sizeof(int64_t) * (size_t)(n + 1)))) {
         rj_tensor_free(t);
         return NULL;
     }
-    t->own_bytes = bytes ? bytes : 1;
     int64_t row = 0;
     t->own_offsets[0] = 0;
     for (int64_t k = 0; k < n; k++) {
@@ -375,12 +375,12 @@ rj_tensor *rj_tensor_contiguous(const rj_tensor *t) {
     rj_tensor *o = tensor_alloc(ctx);
     if (!o) return NULL;
     o->own_batch = B;
-    if (!(o->own_values = mem_alloc(ctx, bytes ? bytes : 1)) ||
+    o->own_bytes = bytes ? bytes : 1;
+    if (!(o->own_values = mem_alloc(ctx, o->own_bytes)) ||
         !(o->own_offsets = mem_alloc(ctx, sizeof(int64_t) * (size_t)(B + 1)))) {
         rj_tensor_free(o);
         return NULL;
     }
-    o->own_bytes = bytes ? bytes : 1;
     int64_t row = 0;
     o->own_offsets[0] = 0;
     for (int64_t b = 0; b < B; b++) {
