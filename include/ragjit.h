@@ -347,6 +347,15 @@ typedef struct rj_bind rj_bind;
 RJ_API rj_program *rj_program_new(rj_graph *g, rj_target target);
 RJ_API void rj_program_free(rj_program *p);
 
+/* The text of one compilation stage, to free with rj_string_free (NULL on error):
+ *   "graph"     the program's graph as written (text format)
+ *   "opt"       the graph after canonicalisation and pad/unpad elimination
+ *   "fused"     the kernels fusion chose and the nodes each computes
+ *   "loops"     the loop IR of every kernel
+ *   "llvm"      LLVM IR before optimisation;  "llvm-opt" after;  "asm"  host assembly
+ * Stages are regenerated on demand and do not depend on the program's target. */
+RJ_API char *rj_program_dump(rj_program *p, const char *stage);
+
 /* A set of buffers for running a program; reusable across runs (rebinding what changes). */
 RJ_API rj_bind *rj_bind_new(rj_program *p);
 RJ_API void rj_bind_free(rj_bind *b);

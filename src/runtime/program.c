@@ -6,11 +6,16 @@
  * single entry point for every target: it validates the binding (bind.c) and only then hands
  * the resolved run to the backend, so backends never see unchecked data.
  */
+#include <string.h>
+
+#include "../codegen/llvm/llvm_backend.h"
+#include "../ir/pipeline.h"
 #include "runtime.h"
 
 static const backend *backend_for(rj_target t) {
     switch (t) {
     case RJ_TARGET_REFERENCE: return &backend_reference;
+    case RJ_TARGET_CPU: return &backend_cpu;
     default: return NULL;
     }
 }
@@ -70,6 +75,36 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
     return s;
 }
 
-void backends_shutdown(rj_ctx *ctx) {
-    RJ_UNUSED(ctx);
+char *rj_program_dump(rj_program *p, const char *stage) {
+    if (!p) return NULL;
+    rj_ctx *ctx = p->ctx;
+    if (!stage) {
+        ctx_fail(ctx, RJ_ERR_ARG, "rj_program_dump: stage is NULL");
+        return NULL;
+    }
+    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm"};
+    size_t k = 0;
+    while (k < sizeof stages / sizeof stages[0] && strcmp(stages[k], stage)) k++;
+    if (k == sizeof stages / sizeof stages[0]) {
+        ctx_fail(ctx, RJ_ERR_ARG, "rj_program_dump: unknown stage '%s' (graph, opt, fused, loops, "
+                 "llvm, llvm-opt, asm)", stage);
+        return NULL;
+    }
+    sbuf b;
+    sbuf_init(&b, ctx);
+    if (k == 0) {
+        print_graph(&b, p->g);
+        return sbuf_finish(&b);
+    }
+    compiled c;
+    if (pipeline_run(p->g, &c) != RJ_OK) return NULL;
+    char *text = NULL;
+    switch (k) {
+    case 1: print_graph(&b, c.opt); break;
+    case 2: print_fuse_plan(&b, c.opt, &c.plan); break;
+    case 3: print_lprog(&b, c.opt, &c.lp); break;
+    default: text = llvm_dump(ctx, &c.lp, stage); break;
+    }
+    compiled_free(&c);
+    return k >= 4 ? text : sbuf_finish(&b);
 }

@@ -1,0 +1,483 @@
+/*
+ * emit.c — loop IR to LLVM IR.
+ *
+ * A direct translation: each kernel becomes a function with one parameter per loop-IR
+ * parameter (pointers noalias, nocapture, readonly where only read: inputs never overlap
+ * outputs, which the runtime checks), each variable an alloca that mem2reg promotes, each FOR
+ * a canonical counted loop, each expression a handful of instructions. The optimiser does the
+ * rest: LICM hoists row starts and loop bounds, unswitching splits loops on the invariant
+ * predicates of pads, and the vectoriser turns the innermost loops (contiguous in memory by
+ * construction) into SIMD code. Innermost loops that accumulate in floating point carry
+ * llvm.loop.vectorize.enable, which is what allows the vectoriser to reassociate the sum.
+ *
+ * Expressions are emitted at their use, memoised within one statement; a guarded load gets
+ * its own basic block, and what is emitted inside it is forgotten when the block ends, so a
+ * value is never used outside the block that defines it.
+ *
+ * Kernels with streaming stores are emitted twice under one branch on the `nt` parameter: a
+ * copy whose stores carry !nontemporal, and one without, so the runtime can pick per run.
+ */
+#include <llvm-c/Analysis.h>
+#include <llvm-c/DebugInfo.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "llvm_backend.h"
+
+typedef struct em {
+    rj_ctx *ctx;
+    LLVMContextRef c;
+    LLVMModuleRef m;
+    LLVMBuilderRef b;
+    mathlib ml;
+    const lkernel *k;
+    LLVMValueRef fn;
+    LLVMValueRef *args, *vars, *cache;
+    int32_t *stack;
+    int32_t nstack, capstack;
+    bool nt;
+    unsigned md_nt, md_loop;
+    bool fail;
+} em;
+
+static LLVMTypeRef vty(em *E, int t) {
+    switch (t) {
+    case RJ_BOOL: return LLVMInt1TypeInContext(E->c);
+    case RJ_I32: return LLVMInt32TypeInContext(E->c);
+    case RJ_I64: return LLVMInt64TypeInContext(E->c);
+    case RJ_F32: return LLVMFloatTypeInContext(E->c);
+    default: return LLVMDoubleTypeInContext(E->c);
+    }
+}
+
+/* In memory, bool is a byte. */
+static LLVMTypeRef mty(em *E, int t) {
+    return t == RJ_BOOL ? LLVMInt8TypeInContext(E->c) : vty(E, t);
+}
+
+static bool isf(int t) { return t == RJ_F32 || t == RJ_F64; }
+
+static LLVMValueRef fconst(em *E, int t, double v) { return LLVMConstReal(vty(E, t), v); }
+static LLVMValueRef iconst(em *E, int t, long long v) {
+    return LLVMConstInt(vty(E, t), (unsigned long long)v, 1);
+}
+
+/* ---- conversions --------------------------------------------------------------------------- */
+
+static LLVMValueRef convert(em *E, LLVMValueRef v, int from, int to) {
+    LLVMBuilderRef b = E->b;
+    if (from == to) return v;
+    if (to == RJ_BOOL)
+        return isf(from) ? LLVMBuildFCmp(b, LLVMRealUNE, v, fconst(E, from, 0), "")
+                         : LLVMBuildICmp(b, LLVMIntNE, v, iconst(E, from, 0), "");
+    if (isf(to)) {
+        if (isf(from)) return to == RJ_F64 ? LLVMBuildFPExt(b, v, vty(E, to), "") : LLVMBuildFPTrunc(b, v, vty(E, to), "");
+        return from == RJ_BOOL ? LLVMBuildUIToFP(b, v, vty(E, to), "") : LLVMBuildSIToFP(b, v, vty(E, to), "");
+    }
+    if (isf(from)) return ml_fptosi_sat(&E->ml, b, v, vty(E, to));
+    if (from == RJ_BOOL) return LLVMBuildZExt(b, v, vty(E, to), "");
+    return to == RJ_I64 ? LLVMBuildSExt(b, v, vty(E, to), "") : LLVMBuildTrunc(b, v, vty(E, to), "");
+}
+
+/* ---- ops ------------------------------------------------------------------------------------ */
+
+static LLVMValueRef call_f(em *E, int t, ml_func f32fn, const char *libm, LLVMValueRef x) {
+    return t == RJ_F32 ? ml_call(&E->ml, E->b, f32fn, &x, 1) : ml_libm(&E->ml, E->b, libm, &x, 1);
+}
+
+static LLVMValueRef sigmoid(em *E, int t, LLVMValueRef x) {
+    LLVMValueRef e = call_f(E, t, ML_EXPF, "exp", LLVMBuildFNeg(E->b, x, ""));
+    return LLVMBuildFDiv(E->b, fconst(E, t, 1), LLVMBuildFAdd(E->b, fconst(E, t, 1), e, ""), "");
+}
+
+static LLVMValueRef unary(em *E, int fn, int t, LLVMValueRef x) {
+    LLVMBuilderRef b = E->b;
+    if (!isf(t)) {
+        LLVMValueRef z = iconst(E, t, 0);
+        switch (fn) {
+        case RJ_OP_NEG: return LLVMBuildSub(b, z, x, "");
+        case RJ_OP_ABS: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, z, ""), LLVMBuildSub(b, z, x, ""), x, "");
+        case RJ_OP_SGN:
+            return LLVMBuildSub(b, LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSGT, x, z, ""), vty(E, t), ""),
+                                LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, x, z, ""), vty(E, t), ""), "");
+        case RJ_OP_RELU: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, z, ""), x, z, "");
+        case RJ_OP_LOGICAL_NOT: return LLVMBuildNot(b, x, "");
+        default: break;
+        }
+        E->fail = true;
+        return x;
+    }
+    LLVMValueRef zero = fconst(E, t, 0), one = fconst(E, t, 1), half = fconst(E, t, 0.5);
+    switch (fn) {
+    case RJ_OP_NEG: return LLVMBuildFNeg(b, x, "");
+    case RJ_OP_ABS: return ml_intrinsic(&E->ml, b, "llvm.fabs", &x, 1);
+    case RJ_OP_SGN:
+        return LLVMBuildFSub(b, LLVMBuildUIToFP(b, LLVMBuildFCmp(b, LLVMRealOGT, x, zero, ""), vty(E, t), ""),
+                             LLVMBuildUIToFP(b, LLVMBuildFCmp(b, LLVMRealOLT, x, zero, ""), vty(E, t), ""), "");
+    case RJ_OP_RELU: return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, zero, ""), zero, x, "");
+    case RJ_OP_GELU: {
+        LLVMValueRef e = call_f(E, t, ML_ERFF, "erf", LLVMBuildFMul(b, x, fconst(E, t, M_SQRT1_2), ""));
+        return LLVMBuildFMul(b, LLVMBuildFMul(b, half, x, ""), LLVMBuildFAdd(b, one, e, ""), "");
+    }
+    case RJ_OP_GELU_TANH: {
+        LLVMValueRef x3 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
+        LLVMValueRef in = LLVMBuildFMul(b, fconst(E, t, 0.7978845608028654),
+                                        LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(E, t, 0.044715), x3, ""), ""), "");
+        LLVMValueRef th = call_f(E, t, ML_TANHF, "tanh", in);
+        return LLVMBuildFMul(b, LLVMBuildFMul(b, half, x, ""), LLVMBuildFAdd(b, one, th, ""), "");
+    }
+    case RJ_OP_SILU: return LLVMBuildFMul(b, x, sigmoid(E, t, x), "");
+    case RJ_OP_SIGMOID: return sigmoid(E, t, x);
+    case RJ_OP_TANH: return call_f(E, t, ML_TANHF, "tanh", x);
+    case RJ_OP_EXP: return call_f(E, t, ML_EXPF, "exp", x);
+    case RJ_OP_LOG: return call_f(E, t, ML_LOGF, "log", x);
+    case RJ_OP_SQRT: return ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1);
+    case RJ_OP_RSQRT: return LLVMBuildFDiv(b, one, ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1), "");
+    case RJ_OP_SIN: return ml_intrinsic(&E->ml, b, "llvm.sin", &x, 1);
+    case RJ_OP_COS: return ml_intrinsic(&E->ml, b, "llvm.cos", &x, 1);
+    default: break;
+    }
+    E->fail = true;
+    return x;
+}
+
+/* max/min that propagate NaN (PyTorch's maximum): pick, then a + b if either is NaN. */
+static LLVMValueRef fminmax(em *E, bool max, LLVMValueRef x, LLVMValueRef y) {
+    LLVMBuilderRef b = E->b;
+    LLVMValueRef pick = LLVMBuildSelect(b, LLVMBuildFCmp(b, max ? LLVMRealOGT : LLVMRealOLT, x, y, ""), x, y, "");
+    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, y, ""), LLVMBuildFAdd(b, x, y, ""), pick, "");
+}
+
+static LLVMValueRef fpow(em *E, int t, LLVMValueRef x, LLVMValueRef y) {
+    LLVMBuilderRef b = E->b;
+    if (LLVMIsAConstantFP(y)) {
+        LLVMBool lossy;
+        double v = LLVMConstRealGetDouble(y, &lossy);
+        if (v == 1) return x;
+        if (v == 2) return LLVMBuildFMul(b, x, x, "");
+        if (v == 3) return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
+        if (v == 0.5) return ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1);
+        if (v == -1) return LLVMBuildFDiv(b, fconst(E, t, 1), x, "");
+    }
+    LLVMValueRef a[2] = {x, y};
+    return ml_intrinsic(&E->ml, b, "llvm.pow", a, 2);
+}
+
+static LLVMValueRef binary(em *E, int fn, int t, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
+    LLVMBuilderRef b = E->b;
+    if (t == RJ_BOOL) {
+        switch (fn) {
+        case RJ_OP_ADD:
+        case RJ_OP_MAXIMUM:
+        case RJ_OP_LOGICAL_OR: return LLVMBuildOr(b, x, y, "");
+        case RJ_OP_MUL:
+        case RJ_OP_MINIMUM:
+        case RJ_OP_LOGICAL_AND: return LLVMBuildAnd(b, x, y, "");
+        default: break;
+        }
+    } else if (!isf(t)) {
+        switch (fn) {
+        case RJ_OP_ADD: return LLVMBuildAdd(b, x, y, "");
+        case RJ_OP_SUB: return LLVMBuildSub(b, x, y, "");
+        case RJ_OP_MUL: return LLVMBuildMul(b, x, y, "");
+        case RJ_OP_MAXIMUM: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, y, ""), x, y, "");
+        case RJ_OP_MINIMUM: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, y, ""), x, y, "");
+        case RJ_OP_POW: return ml_call(&E->ml, b, t == RJ_I32 ? ML_IPOW32 : ML_IPOW64, (LLVMValueRef[]){x, y}, 2);
+        case LOP_IDIV: return LLVMBuildSDiv(b, x, y, "");
+        case LOP_IREM: return LLVMBuildSRem(b, x, y, "");
+        case LOP_FMA: return LLVMBuildAdd(b, LLVMBuildMul(b, x, y, ""), z, "");
+        default: break;
+        }
+    } else {
+        switch (fn) {
+        case RJ_OP_ADD: return LLVMBuildFAdd(b, x, y, "");
+        case RJ_OP_SUB: return LLVMBuildFSub(b, x, y, "");
+        case RJ_OP_MUL: return LLVMBuildFMul(b, x, y, "");
+        case RJ_OP_DIV: return LLVMBuildFDiv(b, x, y, "");
+        case RJ_OP_POW: return fpow(E, t, x, y);
+        case RJ_OP_MAXIMUM: return fminmax(E, true, x, y);
+        case RJ_OP_MINIMUM: return fminmax(E, false, x, y);
+        case LOP_FMA: return ml_intrinsic(&E->ml, b, "llvm.fmuladd", (LLVMValueRef[]){x, y, z}, 3);
+        default: break;
+        }
+    }
+    E->fail = true;
+    return x;
+}
+
+static LLVMValueRef compare(em *E, int fn, int t, LLVMValueRef x, LLVMValueRef y) {
+    LLVMBuilderRef b = E->b;
+    if (isf(t)) {
+        static const LLVMRealPredicate p[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT, LLVMRealOLE,
+                                              LLVMRealOGT, LLVMRealOGE};
+        return LLVMBuildFCmp(b, p[fn - RJ_OP_EQ], x, y, "");
+    }
+    static const LLVMIntPredicate s[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    static const LLVMIntPredicate u[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT, LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+    return LLVMBuildICmp(b, t == RJ_BOOL ? u[fn - RJ_OP_EQ] : s[fn - RJ_OP_EQ], x, y, "");
+}
+
+/* ---- expressions ----------------------------------------------------------------------------- */
+
+static void remember(em *E, int32_t id, LLVMValueRef v) {
+    E->cache[id] = v;
+    if (!mem_grow(E->ctx, (void **)&E->stack, &E->capstack, E->nstack + 1, sizeof(int32_t))) {
+        E->fail = true;
+        return;
+    }
+    E->stack[E->nstack++] = id;
+}
+
+static void forget_to(em *E, int32_t mark) {
+    while (E->nstack > mark) E->cache[E->stack[--E->nstack]] = NULL;
+}
+
+static LLVMValueRef addr(em *E, int32_t param, int t, LLVMValueRef idx) {
+    return LLVMBuildInBoundsGEP2(E->b, mty(E, t), E->args[param], &idx, 1, "");
+}
+
+static LLVMValueRef expr(em *E, int32_t id);
+
+static LLVMValueRef load(em *E, const lx *e) {
+    LLVMValueRef p = addr(E, e->ref, e->type, expr(E, e->a));
+    LLVMValueRef v = LLVMBuildLoad2(E->b, mty(E, e->type), p, "");
+    LLVMSetAlignment(v, (unsigned)rj_dtype_size((rj_dtype)e->type));
+    return e->type == RJ_BOOL ? LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(mty(E, RJ_BOOL), 0, 0), "") : v;
+}
+
+static LLVMValueRef guarded_load(em *E, const lx *e) {
+    LLVMValueRef g = expr(E, e->b), dflt = expr(E, e->c);
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(E->b);
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(E->c, E->fn, "guarded");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "join");
+    LLVMBuildCondBr(E->b, g, yes, join);
+    LLVMPositionBuilderAtEnd(E->b, yes);
+    int32_t mark = E->nstack;
+    LLVMValueRef v = load(E, e);
+    forget_to(E, mark);
+    LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(E->b);
+    LLVMBuildBr(E->b, join);
+    LLVMPositionBuilderAtEnd(E->b, join);
+    LLVMValueRef phi = LLVMBuildPhi(E->b, vty(E, e->type), "");
+    LLVMAddIncoming(phi, (LLVMValueRef[]){v, dflt}, (LLVMBasicBlockRef[]){yes_end, from}, 2);
+    return phi;
+}
+
+static LLVMValueRef expr(em *E, int32_t id) {
+    if (E->cache[id]) return E->cache[id];
+    const lx *e = &E->k->ex[id];
+    LLVMValueRef v;
+    switch (e->kind) {
+    case LX_CONST: v = isf(e->type) ? fconst(E, e->type, e->f) : iconst(E, e->type, e->i); break;
+    case LX_PARAM: v = E->args[e->ref]; break;
+    case LX_VAR: v = LLVMBuildLoad2(E->b, vty(E, e->type), E->vars[e->ref], ""); break;
+    case LX_LOAD: v = e->b >= 0 ? guarded_load(E, e) : load(E, e); break;
+    case LX_UNARY: v = unary(E, e->fn, e->type, expr(E, e->a)); break;
+    case LX_BINARY:
+        v = binary(E, e->fn, e->type, expr(E, e->a), expr(E, e->b), e->c >= 0 ? expr(E, e->c) : NULL);
+        break;
+    case LX_CMP: v = compare(E, e->fn, E->k->ex[e->a].type, expr(E, e->a), expr(E, e->b)); break;
+    case LX_SELECT: v = LLVMBuildSelect(E->b, expr(E, e->a), expr(E, e->b), expr(E, e->c), ""); break;
+    default: v = convert(E, expr(E, e->a), E->k->ex[e->a].type, e->type); break;
+    }
+    remember(E, id, v);
+    return v;
+}
+
+/* ---- statements ------------------------------------------------------------------------------ */
+
+/* A distinct, self-referencing loop id: !{!self, !{"llvm.loop.vectorize.enable", i1 true}}. */
+static LLVMValueRef loop_md(em *E) {
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->c, NULL, 0);
+    static const char key[] = "llvm.loop.vectorize.enable";
+    LLVMMetadataRef kv[2] = {LLVMMDStringInContext2(E->c, key, sizeof key - 1),
+                             LLVMValueAsMetadata(LLVMConstInt(LLVMInt1TypeInContext(E->c), 1, 0))};
+    LLVMMetadataRef opt = LLVMMDNodeInContext2(E->c, kv, 2);
+    LLVMMetadataRef ops[2] = {tmp, opt};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(E->c, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(tmp, id);
+    return LLVMMetadataAsValue(E->c, id);
+}
+
+/* Does the block set a floating-point variable (an accumulator)? */
+static bool sets_float(const lkernel *k, int32_t s) {
+    for (; s >= 0; s = k->st[s].next) {
+        const ls *st = &k->st[s];
+        if (st->kind == LS_SET && isf(k->vars[st->var].type)) return true;
+        if ((st->kind == LS_FOR || st->kind == LS_IF) && (sets_float(k, st->body) || sets_float(k, st->els)))
+            return true;
+    }
+    return false;
+}
+
+static void block(em *E, int32_t s);
+
+static void stmt(em *E, const ls *st) {
+    LLVMBuilderRef b = E->b;
+    const lkernel *k = E->k;
+    forget_to(E, 0);
+    switch (st->kind) {
+    case LS_SET: {
+        LLVMValueRef v = expr(E, st->a);
+        LLVMBuildStore(b, v, E->vars[st->var]);
+        break;
+    }
+    case LS_STORE: {
+        int t = k->params[st->ref].dtype;
+        LLVMValueRef v = expr(E, st->b);
+        if (t == RJ_BOOL) v = LLVMBuildZExt(b, v, mty(E, RJ_BOOL), "");
+        LLVMValueRef p = addr(E, st->ref, t, expr(E, st->a));
+        LLVMValueRef s = LLVMBuildStore(b, v, p);
+        LLVMSetAlignment(s, (unsigned)rj_dtype_size((rj_dtype)t));
+        if ((st->flags & LF_NT) && E->nt) {
+            LLVMValueRef one = LLVMConstInt(LLVMInt32TypeInContext(E->c), 1, 0);
+            LLVMMetadataRef md = LLVMMDNodeInContext2(E->c, (LLVMMetadataRef[]){LLVMValueAsMetadata(one)}, 1);
+            LLVMSetMetadata(s, E->md_nt, LLVMMetadataAsValue(E->c, md));
+        }
+        break;
+    }
+    case LS_IF: {
+        LLVMValueRef c = expr(E, st->a);
+        LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(E->c, E->fn, "then");
+        LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(E->c, E->fn, "else");
+        LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "endif");
+        LLVMBuildCondBr(b, c, yes, no);
+        LLVMPositionBuilderAtEnd(b, yes);
+        block(E, st->body);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, no);
+        block(E, st->els);
+        LLVMBuildBr(b, join);
+        LLVMPositionBuilderAtEnd(b, join);
+        break;
+    }
+    case LS_FOR: {
+        LLVMValueRef lo = expr(E, st->a), hi = expr(E, st->b);
+        LLVMValueRef var = E->vars[st->var];
+        LLVMBuildStore(b, lo, var);
+        LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(E->c, E->fn, "loop");
+        LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(E->c, E->fn, "body");
+        LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(E->c, E->fn, "exit");
+        LLVMBuildBr(b, head);
+        LLVMPositionBuilderAtEnd(b, head);
+        LLVMValueRef i = LLVMBuildLoad2(b, vty(E, RJ_I64), var, "");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i, hi, ""), body, exit);
+        LLVMPositionBuilderAtEnd(b, body);
+        block(E, st->body);
+        LLVMValueRef i2 = LLVMBuildLoad2(b, vty(E, RJ_I64), var, "");
+        LLVMBuildStore(b, LLVMBuildAdd(b, i2, iconst(E, RJ_I64, 1), ""), var);
+        LLVMValueRef br = LLVMBuildBr(b, head);
+        if ((st->flags & LF_INNER) && sets_float(k, st->body)) LLVMSetMetadata(br, E->md_loop, loop_md(E));
+        LLVMPositionBuilderAtEnd(b, exit);
+        break;
+    }
+    }
+    forget_to(E, 0);
+}
+
+static void block(em *E, int32_t s) {
+    for (; s >= 0 && !E->fail; s = E->k->st[s].next) stmt(E, &E->k->st[s]);
+}
+
+static void add_attr(em *E, LLVMValueRef fn, unsigned idx, const char *name) {
+    LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(E->c, LLVMGetEnumAttributeKindForName(name, strlen(name)), 0));
+}
+
+static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_target *t) {
+    E->k = k;
+    LLVMTypeRef ptr = LLVMPointerTypeInContext(E->c, 0), i64 = vty(E, RJ_I64);
+    LLVMTypeRef *pt = mem_alloc(E->ctx, sizeof(LLVMTypeRef) * (size_t)(k->nparams + 1));
+    size_t na = (size_t)(k->nparams + 1), nv = (size_t)(k->nvars + 1), ne = (size_t)(k->nex + 1);
+    E->args = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * na);
+    E->vars = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * nv);
+    E->cache = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * ne);
+    bool ok = pt && E->args && E->vars && E->cache;
+    if (ok) {
+        for (int32_t i = 0; i < k->nparams; i++) {
+            int kind = k->params[i].kind;
+            pt[i] = kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH ? ptr : i64;
+        }
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", prefix, k->name);
+        LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(E->c), pt, (unsigned)k->nparams, 0);
+        E->fn = LLVMAddFunction(E->m, name, fty);
+        add_attr(E, E->fn, LLVMAttributeFunctionIndex, "nounwind");
+        LLVMAddTargetDependentFunctionAttr(E->fn, "target-cpu", t->cpu);
+        LLVMAddTargetDependentFunctionAttr(E->fn, "target-features", t->features);
+        for (int32_t i = 0; i < k->nparams; i++) {
+            const lparam *p = &k->params[i];
+            E->args[i] = LLVMGetParam(E->fn, (unsigned)i);
+            LLVMSetValueName2(E->args[i], p->name, strlen(p->name));
+            if (pt[i] != ptr) continue;
+            add_attr(E, E->fn, (unsigned)i + 1, "noalias");
+            add_attr(E, E->fn, (unsigned)i + 1, "nocapture");
+            if (p->kind != PK_SCRATCH && !(p->kind == PK_BUF && p->written))
+                add_attr(E, E->fn, (unsigned)i + 1, "readonly");
+        }
+        LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(E->c, E->fn, "entry");
+        LLVMPositionBuilderAtEnd(E->b, entry);
+        for (int32_t v = 0; v < k->nvars; v++)
+            E->vars[v] = LLVMBuildAlloca(E->b, vty(E, k->vars[v].type), k->vars[v].name);
+        int32_t ntp = -1;
+        for (int32_t i = 0; i < k->nparams; i++)
+            if (k->params[i].kind == PK_NT) ntp = i;
+        if (k->has_nt && ntp >= 0) {
+            LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(E->c, E->fn, "streaming");
+            LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(E->c, E->fn, "cached");
+            LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(E->c, E->fn, "done");
+            LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntNE, E->args[ntp], iconst(E, RJ_I64, 0), ""), fast, plain);
+            LLVMPositionBuilderAtEnd(E->b, fast);
+            E->nt = true;
+            block(E, k->body);
+            LLVMBuildBr(E->b, done);
+            LLVMPositionBuilderAtEnd(E->b, plain);
+            E->nt = false;
+            block(E, k->body);
+            LLVMBuildBr(E->b, done);
+            LLVMPositionBuilderAtEnd(E->b, done);
+        } else {
+            block(E, k->body);
+        }
+        LLVMBuildRetVoid(E->b);
+    }
+    mem_free(E->ctx, pt, sizeof(LLVMTypeRef) * na);
+    mem_free(E->ctx, E->args, sizeof(LLVMValueRef) * na);
+    mem_free(E->ctx, E->vars, sizeof(LLVMValueRef) * nv);
+    mem_free(E->ctx, E->cache, sizeof(LLVMValueRef) * ne);
+    E->args = E->vars = E->cache = NULL;
+    E->nstack = 0;
+    if (!ok) return false;
+    if (E->fail) ctx_fail(E->ctx, RJ_ERR_INTERNAL, "emit: kernel %s uses an operation the LLVM "
+                          "backend does not implement", k->name);
+    return !E->fail;
+}
+
+LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, const char *prefix,
+                               const emit_target *t) {
+    em E = {.ctx = ctx, .c = c};
+    E.m = LLVMModuleCreateWithNameInContext(prefix, c);
+    LLVMSetTarget(E.m, t->triple);
+    LLVMSetDataLayout(E.m, t->layout);
+    E.b = LLVMCreateBuilderInContext(c);
+    E.ml = (mathlib){.c = c, .m = E.m};
+    E.md_nt = LLVMGetMDKindIDInContext(c, "nontemporal", 11);
+    E.md_loop = LLVMGetMDKindIDInContext(c, "llvm.loop", 9);
+    bool ok = true;
+    for (int32_t i = 0; i < p->nkernels && ok; i++) ok = kernel(&E, &p->kernels[i], prefix, t);
+    LLVMDisposeBuilder(E.b);
+    mem_free(ctx, E.stack, sizeof(int32_t) * (size_t)E.capstack);
+    if (ok) {
+        char *msg = NULL;
+        if (LLVMVerifyModule(E.m, LLVMReturnStatusAction, &msg)) {
+            ctx_fail(ctx, RJ_ERR_INTERNAL, "emit: generated LLVM IR is invalid: %.600s", msg ? msg : "");
+            ok = false;
+        }
+        LLVMDisposeMessage(msg);
+    }
+    if (!ok) {
+        LLVMDisposeModule(E.m);
+        return NULL;
+    }
+    return E.m;
+}

@@ -1,0 +1,231 @@
+/*
+ * jit.c — the context's LLVM JIT: one ORC LLJIT per context, one resource tracker per
+ * compiled program.
+ *
+ * The LLJIT is created on the first CPU compile of a context and reused: creating one costs
+ * milliseconds (target detection, the execution session), adding a module to an existing one
+ * does not. Each program's module gets a unique symbol prefix in the shared JITDylib and its
+ * own resource tracker, so freeing a program evicts exactly its machine code. Calls the
+ * generated code makes into libm (f64 transcendental functions, pow) resolve through a
+ * process symbol generator.
+ *
+ * Optimisation runs LLVM's new pass manager ("default<O3>") with a TargetMachine for the
+ * host CPU, so the vectoriser's cost model sees the real vector width. The same pipeline
+ * produces the dumps (LLVM IR before and after optimisation, assembly), from a fresh module.
+ *
+ * Memory: LLVM allocates its own memory (the JIT, compiled code); that is the one place where
+ * ragjit's allocator hook is not consulted.
+ */
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../runtime/runtime.h"
+#include "llvm_backend.h"
+
+struct llvm_jit {
+    LLVMOrcLLJITRef jit;
+    LLVMTargetMachineRef tm;
+    char *cpu, *features, *layout;
+    const char *triple; /* owned by jit */
+    uint64_t next_id;
+};
+
+struct llvm_module_code {
+    LLVMOrcResourceTrackerRef rt;
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static void init_llvm(void) {
+    LLVMInitializeNativeTarget();
+    LLVMInitializeNativeAsmPrinter();
+}
+
+static rj_status llvm_error(rj_ctx *ctx, LLVMErrorRef err, const char *what) {
+    char *m = LLVMGetErrorMessage(err);
+    rj_status s = ctx_fail(ctx, RJ_ERR_COMPILE, "%s: %s", what, m);
+    LLVMDisposeErrorMessage(m);
+    return s;
+}
+
+void llvm_jit_free(struct llvm_jit *j) {
+    if (!j) return;
+    if (j->tm) LLVMDisposeTargetMachine(j->tm);
+    if (j->jit) {
+        LLVMErrorRef e = LLVMOrcDisposeLLJIT(j->jit);
+        if (e) LLVMConsumeError(e);
+    }
+    LLVMDisposeMessage(j->cpu);
+    LLVMDisposeMessage(j->features);
+    LLVMDisposeMessage(j->layout);
+    free(j);
+}
+
+rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out) {
+    if (ctx->jit) {
+        *out = ctx->jit;
+        return RJ_OK;
+    }
+    pthread_once(&init_once, init_llvm);
+    struct llvm_jit *j = calloc(1, sizeof *j); /* lives with LLVM's own allocations */
+    if (!j) return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory creating the JIT");
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&j->jit, NULL);
+    if (err) {
+        j->jit = NULL;
+        llvm_jit_free(j);
+        return llvm_error(ctx, err, "creating the LLVM JIT");
+    }
+    LLVMOrcDefinitionGeneratorRef gen;
+    err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit),
+                                                              NULL, NULL);
+    if (err) {
+        llvm_jit_free(j);
+        return llvm_error(ctx, err, "creating the process symbol generator");
+    }
+    LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->jit), gen);
+    j->triple = LLVMOrcLLJITGetTripleString(j->jit);
+    LLVMTargetRef target;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(j->triple, &target, &msg)) {
+        rj_status s = ctx_fail(ctx, RJ_ERR_COMPILE, "no LLVM target for %s: %s", j->triple, msg);
+        LLVMDisposeMessage(msg);
+        llvm_jit_free(j);
+        return s;
+    }
+    j->cpu = LLVMGetHostCPUName();
+    j->features = LLVMGetHostCPUFeatures();
+    j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
+                                    LLVMRelocDefault, LLVMCodeModelJITDefault);
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
+    j->layout = LLVMCopyStringRepOfTargetData(td);
+    LLVMDisposeTargetData(td);
+    ctx->jit = j;
+    *out = j;
+    return RJ_OK;
+}
+
+static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMModuleRef m) {
+    LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
+    LLVMErrorRef err = LLVMRunPasses(m, "default<O3>", j->tm, o);
+    LLVMDisposePassBuilderOptions(o);
+    return err ? llvm_error(ctx, err, "optimising") : RJ_OK;
+}
+
+static emit_target target_of(const struct llvm_jit *j) {
+    return (emit_target){.triple = j->triple, .layout = j->layout, .cpu = j->cpu, .features = j->features};
+}
+
+rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code **code) {
+    struct llvm_jit *j;
+    rj_status s = llvm_jit_get(ctx, &j);
+    if (s) return s;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "rj%llu_", (unsigned long long)j->next_id++);
+    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+    LLVMContextRef c = LLVMOrcThreadSafeContextGetContext(tsc);
+    emit_target t = target_of(j);
+    LLVMModuleRef m = llvm_emit_module(ctx, c, p, prefix, &t);
+    if (!m) {
+        LLVMOrcDisposeThreadSafeContext(tsc);
+        return ctx_last_status(ctx);
+    }
+    if ((s = optimise(ctx, j, m))) {
+        LLVMDisposeModule(m);
+        LLVMOrcDisposeThreadSafeContext(tsc);
+        return s;
+    }
+    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
+    LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(jd);
+    LLVMErrorRef err = LLVMOrcLLJITAddLLVMIRModuleWithRT(j->jit, rt, tsm);
+    if (err) {
+        LLVMOrcDisposeThreadSafeModule(tsm);
+        LLVMOrcReleaseResourceTracker(rt);
+        return llvm_error(ctx, err, "adding the module to the JIT");
+    }
+    for (int32_t i = 0; i < p->nkernels; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", prefix, p->kernels[i].name);
+        LLVMOrcExecutorAddress addr = 0;
+        if ((err = LLVMOrcLLJITLookup(j->jit, &addr, name))) {
+            s = llvm_error(ctx, err, "generating machine code");
+            LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
+            if (e2) LLVMConsumeError(e2);
+            LLVMOrcReleaseResourceTracker(rt);
+            return s;
+        }
+        fns[i] = (void *)(uintptr_t)addr;
+    }
+    llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
+    if (!mc) {
+        LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
+        if (e2) LLVMConsumeError(e2);
+        LLVMOrcReleaseResourceTracker(rt);
+        return RJ_ERR_NOMEM;
+    }
+    mc->rt = rt;
+    *code = mc;
+    return RJ_OK;
+}
+
+void llvm_code_free(rj_ctx *ctx, llvm_module_code *code) {
+    if (!code) return;
+    LLVMErrorRef e = LLVMOrcResourceTrackerRemove(code->rt);
+    if (e) LLVMConsumeError(e);
+    LLVMOrcReleaseResourceTracker(code->rt);
+    mem_free(ctx, code, sizeof *code);
+}
+
+char *llvm_dump(rj_ctx *ctx, const lprog *p, const char *stage) {
+    struct llvm_jit *j;
+    if (llvm_jit_get(ctx, &j)) return NULL;
+    LLVMContextRef c = LLVMContextCreate();
+    emit_target t = target_of(j);
+    LLVMModuleRef m = llvm_emit_module(ctx, c, p, "rj_", &t);
+    char *text = NULL;
+    if (m) {
+        char *raw = NULL;
+        LLVMMemoryBufferRef buf = NULL;
+        bool asm_ = !strcmp(stage, "asm");
+        if (!strcmp(stage, "llvm")) {
+            raw = LLVMPrintModuleToString(m);
+        } else if (optimise(ctx, j, m) == RJ_OK) {
+            if (!asm_) {
+                raw = LLVMPrintModuleToString(m);
+            } else {
+                char *msg = NULL;
+                if (LLVMTargetMachineEmitToMemoryBuffer(j->tm, m, LLVMAssemblyFile, &msg, &buf)) {
+                    ctx_fail(ctx, RJ_ERR_COMPILE, "emitting assembly: %s", msg);
+                    LLVMDisposeMessage(msg);
+                    buf = NULL;
+                }
+            }
+        }
+        sbuf sb;
+        sbuf_init(&sb, ctx);
+        if (raw) {
+            sbuf_puts(&sb, raw);
+            LLVMDisposeMessage(raw);
+            text = sbuf_finish(&sb);
+        } else if (buf) {
+            size_t n = LLVMGetBufferSize(buf);
+            const char *s = LLVMGetBufferStart(buf);
+            for (size_t i = 0; i < n; i++) sbuf_putc(&sb, s[i]);
+            LLVMDisposeMemoryBuffer(buf);
+            text = sbuf_finish(&sb);
+        }
+        LLVMDisposeModule(m);
+    }
+    LLVMContextDispose(c);
+    return text;
+}

@@ -1,0 +1,57 @@
+/*
+ * llvm_backend.h — the CPU backend's internal interface: loop IR to LLVM IR (emit.c), the
+ * vectorisable math functions (mathlib.c), and the JIT (jit.c).
+ */
+#ifndef RJ_LLVM_BACKEND_H
+#define RJ_LLVM_BACKEND_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "../../ir/loopir.h"
+
+/* ---- mathlib.c: f32 exp/log/tanh/erf as branch-free inline IR, so loops calling them
+ * vectorise; f64 and rarer functions go to libm. */
+typedef struct mathlib {
+    LLVMContextRef c;
+    LLVMModuleRef m;
+    LLVMValueRef fn[16];
+    LLVMTypeRef ty[16];
+} mathlib;
+
+typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_IPOW32, ML_IPOW64, ML_COUNT } ml_func;
+
+/* Calls function f on args (declaring or building it in the module on first use). */
+LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n);
+/* Calls an LLVM intrinsic overloaded on the type of its first argument. */
+LLVMValueRef ml_intrinsic(mathlib *ml, LLVMBuilderRef b, const char *name, LLVMValueRef *args,
+                          unsigned n);
+/* Saturating float -> integer conversion (NaN gives 0), as the interpreter defines casts. */
+LLVMValueRef ml_fptosi_sat(mathlib *ml, LLVMBuilderRef b, LLVMValueRef v, LLVMTypeRef to);
+/* Calls a libm function of one or two double (or float) arguments. */
+LLVMValueRef ml_libm(mathlib *ml, LLVMBuilderRef b, const char *name, LLVMValueRef *args,
+                     unsigned n);
+
+/* ---- emit.c ---- */
+typedef struct emit_target {
+    const char *triple, *layout, *cpu, *features;
+} emit_target;
+
+/* A module holding every kernel of p, named <prefix><kernel name>. NULL with the error in ctx. */
+LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, const char *prefix,
+                               const emit_target *t);
+
+/* ---- jit.c ---- */
+struct llvm_jit;
+typedef struct llvm_module_code llvm_module_code;
+
+/* Creates the context's JIT on first use. */
+rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out);
+void llvm_jit_free(struct llvm_jit *j);
+/* Optimises and JIT-compiles the kernels of p; fills fns[i] with kernel i's address. */
+rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code **code);
+void llvm_code_free(rj_ctx *ctx, llvm_module_code *code);
+/* Dumps: "llvm" (before optimisation), "llvm-opt", "asm". Text to free with rj_string_free. */
+char *llvm_dump(rj_ctx *ctx, const lprog *p, const char *stage);
+
+#endif

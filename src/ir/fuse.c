@@ -1,0 +1,198 @@
+/*
+ * fuse.c — fusion: decide which kernels exist and what each computes.
+ *
+ * The unit of fusion is the root: every reduction, softmax, log_softmax, layer_norm and
+ * rms_norm gets a kernel whose loop structure it dictates. Elementwise work is never given a
+ * kernel of its own if it can be avoided:
+ *   - producers (elementwise ops, casts, literals, pads, unpads) are INLINE: recomputed at
+ *     every index where a kernel needs them, so softmax(relu(x*w+b)) reads x straight from the
+ *     caller's memory inside the softmax kernel;
+ *   - consumers of a root that have the root's output shape become its EPILOGUE and are
+ *     computed as the root's results are written (relu(sum(x)) is one kernel); unpad of a
+ *     softmax over a padded dim counts as such a consumer;
+ *   - what remains to be written — outputs that are inline expressions — forms MAP kernels,
+ *     one per output domain, each writing all outputs of that domain in one pass.
+ * A node is materialised (written to memory) only if it is an output or another kernel reads
+ * it. Inline nodes never are: recomputing an elementwise expression costs less than a round
+ * trip through memory, and padded tensors in particular are never written unless they are
+ * outputs.
+ *
+ * Kernels run in this order: root kernels by node id (a root only reads roots and epilogues
+ * built before it), then map kernels (nothing reads an output of a map kernel).
+ */
+#include <string.h>
+
+#include "passes.h"
+
+static bool is_root_kind(op_kind k) {
+    return k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM;
+}
+
+static bool same_dims(const rj_graph *g, const node *a, const node *b) {
+    if (a->rank != b->rank) return false;
+    for (int k = 0; k < a->rank; k++)
+        if (!dim_equal(g, a->dims[k], b->dims[k])) return false;
+    return true;
+}
+
+/* c may be computed in r's kernel, at r's output index. */
+static bool fits_epilogue(const rj_graph *g, const node *c, const node *r) {
+    op_kind k = op_table[c->op].kind;
+    if (k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT ||
+        k == KIND_CAST)
+        return same_dims(g, c, r);
+    /* unpad of a softmax over a padded dim: written for rows i < len_b only */
+    if (c->op == RJ_OP_UNPAD && op_table[r->op].kind == KIND_SOFTMAX && r->axis == 1 &&
+        dim_ragged_pos(g, r) < 0)
+        return same_dims(g, &g->nodes[c->in[0]], r);
+    return false;
+}
+
+static rj_status add_member(fuse_plan *p, fuse_group *gr, int32_t id) {
+    if (!mem_grow(p->ctx, (void **)&gr->members, &gr->capmembers, gr->nmembers + 1,
+                  sizeof(int32_t)))
+        return RJ_ERR_NOMEM;
+    gr->members[gr->nmembers++] = id;
+    return RJ_OK;
+}
+
+static int32_t new_group(fuse_plan *p, uint8_t kind, int32_t root) {
+    if (!mem_grow(p->ctx, (void **)&p->groups, &p->capgroups, p->ngroups + 1, sizeof(fuse_group)))
+        return -1;
+    p->groups[p->ngroups] = (fuse_group){.kind = kind, .root = root};
+    return p->ngroups++;
+}
+
+/* Marks what kernel `grp` reads from other kernels, expanding inline nodes from `from`. */
+static void mark_reads(const rj_graph *g, fuse_plan *p, int32_t from, int32_t grp, uint8_t *seen) {
+    const node *n = &g->nodes[from];
+    for (int k = 0; k < n->nin; k++) {
+        int32_t o = n->in[k];
+        fuse_node *f = &p->nodes[o];
+        if (f->role == FR_ROOT || f->role == FR_EPILOGUE) {
+            if (f->group != grp) {
+                f->mat = 1;
+                continue;
+            }
+            if (f->role == FR_ROOT) continue; /* the root's own value is at hand */
+        }
+        if (f->role == FR_INPUT || seen[o]) continue;
+        seen[o] = 1;
+        mark_reads(g, p, o, grp, seen);
+    }
+}
+
+rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
+    rj_ctx *ctx = g->ctx;
+    memset(p, 0, sizeof *p);
+    p->ctx = ctx;
+    p->n = g->n;
+    size_t nb = (size_t)(g->n ? g->n : 1);
+    uint8_t *live = mem_alloc(ctx, nb), *seen = mem_alloc(ctx, nb);
+    int32_t *maxroot = mem_alloc(ctx, nb * sizeof(int32_t));
+    rj_status s = RJ_ERR_NOMEM;
+    if (!live || !seen || !maxroot || !(p->nodes = mem_zalloc(ctx, nb * sizeof(fuse_node))))
+        goto out;
+    /* live nodes, inputs included */
+    memset(live, 0, nb);
+    for (int32_t i = 0; i < g->noutputs; i++) live[g->outputs[i].node] = 1;
+    for (int32_t i = g->n - 1; i >= 0; i--)
+        if (live[i])
+            for (int k = 0; k < g->nodes[i].nin; k++) live[g->nodes[i].in[k]] = 1;
+    for (int32_t i = 0; i < g->n; i++) {
+        const node *n = &g->nodes[i];
+        fuse_node *f = &p->nodes[i];
+        f->group = -1;
+        maxroot[i] = -1;
+        if (n->op == RJ_OP_INPUT) {
+            f->role = FR_INPUT;
+            continue;
+        }
+        if (!live[i]) continue;
+        for (int k = 0; k < n->nin; k++)
+            if (maxroot[n->in[k]] > maxroot[i]) maxroot[i] = maxroot[n->in[k]];
+        if (is_root_kind(op_table[n->op].kind)) {
+            f->role = FR_ROOT;
+            if ((f->group = new_group(p, FG_ROOT, i)) < 0) goto out;
+            maxroot[i] = i;
+            continue;
+        }
+        f->role = FR_INLINE;
+        int32_t r = maxroot[i];
+        if (r >= 0 && fits_epilogue(g, n, &g->nodes[r])) {
+            /* every path to r must run through r's epilogue: an inline node in between has
+             * another shape and is evaluated elsewhere */
+            bool ok = true;
+            for (int k = 0; k < n->nin && ok; k++) {
+                int32_t o = n->in[k];
+                if (maxroot[o] == r && o != r && p->nodes[o].role != FR_EPILOGUE) ok = false;
+            }
+            if (ok) {
+                f->role = FR_EPILOGUE;
+                f->group = p->nodes[r].group;
+                if (add_member(p, &p->groups[f->group], i)) goto out;
+            }
+        }
+    }
+    for (int32_t i = 0; i < g->noutputs; i++) p->nodes[g->outputs[i].node].mat = 1;
+    /* what each root kernel reads from other kernels must be materialised */
+    memset(seen, 0, nb);
+    for (int32_t gi = 0; gi < p->ngroups; gi++) {
+        fuse_group *gr = &p->groups[gi];
+        mark_reads(g, p, gr->root, gi, seen);
+        for (int32_t m = 0; m < gr->nmembers; m++) mark_reads(g, p, gr->members[m], gi, seen);
+        memset(seen, 0, nb);
+    }
+    /* map kernels: inline (or input) outputs, one kernel per output domain */
+    int32_t nroot_groups = p->ngroups;
+    for (int32_t i = 0; i < g->n; i++) {
+        fuse_node *f = &p->nodes[i];
+        if (!f->mat || (f->role != FR_INLINE && f->role != FR_INPUT)) continue;
+        int32_t gi = -1;
+        for (int32_t k = nroot_groups; k < p->ngroups && gi < 0; k++)
+            if (same_dims(g, &g->nodes[p->groups[k].root], &g->nodes[i])) gi = k;
+        if (gi < 0 && (gi = new_group(p, FG_MAP, i)) < 0) goto out;
+        f->group = gi;
+        if (add_member(p, &p->groups[gi], i)) goto out;
+        mark_reads(g, p, i, gi, seen);
+        memset(seen, 0, nb);
+    }
+    s = RJ_OK;
+out:
+    mem_free(ctx, live, nb);
+    mem_free(ctx, seen, nb);
+    mem_free(ctx, maxroot, nb * sizeof(int32_t));
+    if (s) {
+        fuse_plan_free(p);
+        if (ctx_last_status(ctx) != RJ_ERR_NOMEM) ctx_fail(ctx, s, "fuse: out of memory");
+    }
+    return s;
+}
+
+void fuse_plan_free(fuse_plan *p) {
+    if (!p->ctx) return;
+    for (int32_t i = 0; i < p->ngroups; i++)
+        mem_free(p->ctx, p->groups[i].members, sizeof(int32_t) * (size_t)p->groups[i].capmembers);
+    mem_free(p->ctx, p->groups, sizeof(fuse_group) * (size_t)p->capgroups);
+    mem_free(p->ctx, p->nodes, sizeof(fuse_node) * (size_t)(p->n ? p->n : 1));
+    memset(p, 0, sizeof *p);
+}
+
+void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
+    static const char *const roles[] = {"dead", "input", "inline", "root", "epilogue"};
+    for (int32_t gi = 0; gi < p->ngroups; gi++) {
+        const fuse_group *gr = &p->groups[gi];
+        const node *r = &g->nodes[gr->root];
+        sbuf_printf(b, "kernel %d: %s", gi, gr->kind == FG_ROOT ? op_table[r->op].name : "map");
+        sbuf_puts(b, gr->kind == FG_ROOT ? " of v" : " over ");
+        if (gr->kind == FG_ROOT) sbuf_printf(b, "%d", gr->root);
+        else print_node_type(b, g, r);
+        if (gr->kind == FG_ROOT && p->nodes[gr->root].mat) sbuf_puts(b, " (written)");
+        sbuf_putc(b, '\n');
+        for (int32_t m = 0; m < gr->nmembers; m++) {
+            int32_t id = gr->members[m];
+            sbuf_printf(b, "  %s v%d = %s%s\n", roles[p->nodes[id].role], id,
+                        op_table[g->nodes[id].op].name, p->nodes[id].mat ? " (written)" : "");
+        }
+    }
+}

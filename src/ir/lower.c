@@ -1,0 +1,1118 @@
+/*
+ * lower.c — lowering: the fused graph becomes loop IR.
+ *
+ * Every node is evaluated "at an index": value(n, at) returns a loop-IR expression computing
+ * element `at` of node n. Inline nodes expand recursively into their operands (broadcast dims
+ * read index 0); nodes computed by other kernels, and inputs, are loads. The index carries
+ * what is known about the padded dim, which is how padding disappears:
+ *
+ *   at.inclass = c   idx[1] < len_b for ragged class c: pad(x) of class c reads x directly,
+ *                    with no predicate (this is unpad(f(pad(x))) == f(x));
+ *   at.outclass = c  idx[1] >= len_b: pad(x) of class c is its padding value, no load at all;
+ *   otherwise        pad(x) is (i < len_b ? x : v), every load under it guarded.
+ *
+ * Reductions and softmax over a padded dim therefore split their axis loop in two: rows
+ * i < len_b, evaluated with inclass, and the padding rows, evaluated with outclass. When the
+ * padding rows' value does not depend on i (the usual case: the padding value combined with
+ * per-item or per-column operands) their contribution is added in closed form — sum adds
+ * (L - len_b) * v, max folds v in once, prod multiplies by v^(L - len_b), softmax adds
+ * (L - len_b) * exp(v - m) — so the padding costs O(1) per item instead of O(L - len_b).
+ *
+ * Kernel templates (see loopir.h for unit domains):
+ *   map      one pass over an output domain writing every output of that domain
+ *   reduce   over the ragged or padded dim: per (item, inner tile), accumulators in scratch;
+ *            over a dense dim: per leading index, a scalar accumulator
+ *   softmax  max pass, sum-of-exp pass, write pass (same split as reduce)
+ *   norm     mean (and variance) passes over the normalised block, then the write pass
+ * Each root kernel finishes by computing its epilogue (fused elementwise consumers) from the
+ * root's value and storing every materialised node of its group.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loopir.h"
+#include "passes.h"
+
+typedef struct at {
+    int rank;
+    int32_t idx[RJ_MAX_RANK];
+    int32_t inclass;  /* idx[1] < len_b of this class (root sym), or -1 */
+    int32_t outclass; /* idx[1] >= len_b of this class, or -1 */
+    int32_t guard;    /* loads are guarded by this bool expression, or -1 */
+} at;
+
+typedef struct memo_ent {
+    int32_t node;
+    uint64_t key;
+    int32_t expr;
+} memo_ent;
+
+typedef struct lower {
+    rj_ctx *ctx;
+    const rj_graph *g, *orig;
+    const fuse_plan *plan;
+    lprog *prog;
+    int32_t *bufof;     /* node -> first buffer holding it, or -1 */
+    lkernel *k;
+    int32_t group;      /* group being lowered */
+    rj_status err;
+    int32_t subst_node, subst_expr; /* the root's value while lowering its epilogue */
+    memo_ent *memo;
+    int32_t memo_cap, memo_n;
+} lower;
+
+typedef struct blk {
+    int32_t first, last;
+} blk;
+
+#define NEWBLK ((blk){-1, -1})
+
+/* ---- expressions --------------------------------------------------------------------------- */
+
+static int32_t X(lower *L, lx e) {
+    if (L->err) return 0;
+    int32_t id = lk_expr(L->k, &e);
+    if (id < 0) {
+        L->err = RJ_ERR_NOMEM;
+        return 0;
+    }
+    return id;
+}
+
+static const lx *E(lower *L, int32_t id) { return &L->k->ex[id]; }
+
+static bool is_const(lower *L, int32_t id, int64_t v) {
+    const lx *e = E(L, id);
+    return e->kind == LX_CONST && e->type == RJ_I64 && e->i == v;
+}
+
+static int32_t xi(lower *L, int64_t v) {
+    return X(L, (lx){.kind = LX_CONST, .type = RJ_I64, .i = v, .a = -1, .b = -1, .c = -1, .ref = -1});
+}
+
+static int32_t xconst(lower *L, rj_dtype t, double f) {
+    lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
+    if (dtype_is_float(t)) e.f = t == RJ_F32 ? (double)(float)f : f;
+    else if (t == RJ_BOOL) e.i = f != 0 || isnan(f);
+    else e.i = isnan(f) ? 0 : (int64_t)f;
+    return X(L, e);
+}
+
+/* The smallest / largest value of t (identities of max / min). */
+static int32_t xextreme(lower *L, rj_dtype t, bool lowest) {
+    lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
+    switch (t) {
+    case RJ_BOOL: e.i = !lowest; break;
+    case RJ_I32: e.i = lowest ? INT32_MIN : INT32_MAX; break;
+    case RJ_I64: e.i = lowest ? INT64_MIN : INT64_MAX; break;
+    default: e.f = lowest ? -INFINITY : INFINITY; break;
+    }
+    return X(L, e);
+}
+
+static int32_t xparam(lower *L, param_kind kind, int32_t ref, const char *name) {
+    if (L->err) return 0;
+    int32_t p = lk_param(L->k, kind, ref, RJ_I64, name);
+    if (p < 0) {
+        L->err = RJ_ERR_NOMEM;
+        return 0;
+    }
+    return X(L, (lx){.kind = LX_PARAM, .type = RJ_I64, .ref = p, .a = -1, .b = -1, .c = -1});
+}
+
+static int32_t xvar(lower *L, int32_t v) {
+    return X(L, (lx){.kind = LX_VAR, .type = L->k->vars[v].type, .ref = v, .a = -1, .b = -1, .c = -1});
+}
+
+static int32_t newvar(lower *L, const char *name, rj_dtype t) {
+    if (L->err) return 0;
+    int32_t v = lk_var(L->k, name, t);
+    if (v < 0) L->err = RJ_ERR_NOMEM;
+    return v < 0 ? 0 : v;
+}
+
+static int32_t xbin(lower *L, int fn, rj_dtype t, int32_t a, int32_t b) {
+    if (t == RJ_I64 && !L->err) { /* fold index arithmetic, for readable dumps */
+        const lx *x = E(L, a), *y = E(L, b);
+        bool cx = x->kind == LX_CONST, cy = y->kind == LX_CONST;
+        if (cx && cy) {
+            int64_t p = x->i, q = y->i;
+            switch (fn) {
+            case RJ_OP_ADD: return xi(L, p + q);
+            case RJ_OP_SUB: return xi(L, p - q);
+            case RJ_OP_MUL: return xi(L, p * q);
+            default: break;
+            }
+        }
+        if (fn == RJ_OP_ADD && is_const(L, a, 0)) return b;
+        if ((fn == RJ_OP_ADD || fn == RJ_OP_SUB) && is_const(L, b, 0)) return a;
+        if (fn == RJ_OP_MUL && is_const(L, a, 1)) return b;
+        if ((fn == RJ_OP_MUL || fn == LOP_IDIV) && is_const(L, b, 1)) return a;
+        if (fn == RJ_OP_MUL && (is_const(L, a, 0) || is_const(L, b, 0))) return xi(L, 0);
+    }
+    return X(L, (lx){.kind = LX_BINARY, .type = (uint8_t)t, .fn = (uint16_t)fn, .a = a, .b = b,
+                     .c = -1, .ref = -1});
+}
+
+static int32_t xfma(lower *L, rj_dtype t, int32_t a, int32_t b, int32_t c) {
+    return X(L, (lx){.kind = LX_BINARY, .type = (uint8_t)t, .fn = LOP_FMA, .a = a, .b = b, .c = c,
+                     .ref = -1});
+}
+
+static int32_t xun(lower *L, int fn, rj_dtype t, int32_t a) {
+    return X(L, (lx){.kind = LX_UNARY, .type = (uint8_t)t, .fn = (uint16_t)fn, .a = a, .b = -1,
+                     .c = -1, .ref = -1});
+}
+
+static int32_t xcmp(lower *L, int fn, int32_t a, int32_t b) {
+    return X(L, (lx){.kind = LX_CMP, .type = RJ_BOOL, .fn = (uint16_t)fn, .a = a, .b = b, .c = -1,
+                     .ref = -1});
+}
+
+static int32_t xsel(lower *L, int32_t c, int32_t a, int32_t b) {
+    return X(L, (lx){.kind = LX_SELECT, .type = E(L, a)->type, .a = c, .b = a, .c = b, .ref = -1});
+}
+
+static int32_t xcast(lower *L, rj_dtype t, int32_t a) {
+    if (L->err || E(L, a)->type == t) return a;
+    return X(L, (lx){.kind = LX_CAST, .type = (uint8_t)t, .a = a, .b = -1, .c = -1, .ref = -1});
+}
+
+static int32_t xmin(lower *L, int32_t a, int32_t b) { return xbin(L, RJ_OP_MINIMUM, RJ_I64, a, b); }
+static int32_t xmax(lower *L, int32_t a, int32_t b) { return xbin(L, RJ_OP_MAXIMUM, RJ_I64, a, b); }
+static int32_t xadd(lower *L, int32_t a, int32_t b) { return xbin(L, RJ_OP_ADD, RJ_I64, a, b); }
+static int32_t xsub(lower *L, int32_t a, int32_t b) { return xbin(L, RJ_OP_SUB, RJ_I64, a, b); }
+static int32_t xmul(lower *L, int32_t a, int32_t b) { return xbin(L, RJ_OP_MUL, RJ_I64, a, b); }
+
+static int32_t xload(lower *L, int32_t param, int32_t idx, rj_dtype t, int32_t guard) {
+    int32_t dflt = guard >= 0 ? xconst(L, t, 0) : -1;
+    return X(L, (lx){.kind = LX_LOAD, .type = (uint8_t)t, .ref = param, .a = idx, .b = guard,
+                     .c = dflt});
+}
+
+/* ---- statements ---------------------------------------------------------------------------- */
+
+static int32_t put(lower *L, blk *b, ls s) {
+    if (L->err) return -1;
+    s.next = -1;
+    int32_t id = lk_stmt(L->k, &s);
+    if (id < 0) {
+        L->err = RJ_ERR_NOMEM;
+        return -1;
+    }
+    if (b->last >= 0) L->k->st[b->last].next = id;
+    else b->first = id;
+    b->last = id;
+    return id;
+}
+
+static void s_set(lower *L, blk *b, int32_t var, int32_t val) {
+    put(L, b, (ls){.kind = LS_SET, .var = var, .a = val, .b = -1, .ref = -1, .body = -1, .els = -1});
+}
+
+static void s_store(lower *L, blk *b, int32_t param, int32_t idx, int32_t val, uint8_t flags) {
+    put(L, b, (ls){.kind = LS_STORE, .flags = flags, .var = -1, .a = idx, .b = val, .ref = param,
+                   .body = -1, .els = -1});
+    if (!L->err) L->k->params[param].written = 1;
+}
+
+static int32_t s_for(lower *L, blk *b, int32_t var, int32_t lo, int32_t hi, uint8_t flags) {
+    return put(L, b, (ls){.kind = LS_FOR, .flags = flags, .var = var, .a = lo, .b = hi, .ref = -1,
+                          .body = -1, .els = -1});
+}
+
+static void close_body(lower *L, int32_t stmt, const blk *inner) {
+    if (!L->err && stmt >= 0) L->k->st[stmt].body = inner->first;
+}
+
+/* ---- sizes, offsets, addresses ------------------------------------------------------------- */
+
+static int32_t root_of(const rj_graph *g, rj_dim d) { return sym_root(g, dim_sym(d)); }
+
+static int32_t xsize(lower *L, rj_dim d) {
+    if (d >= 0) return xi(L, d);
+    const sym *s = graph_sym(L->g, d);
+    return xparam(L, PK_SIZE, dim_sym(d), s->name);
+}
+
+static int32_t loff_param(lower *L, int32_t cls) {
+    char name[64];
+    snprintf(name, sizeof name, "%s.loff", L->g->syms[cls].name);
+    if (L->err) return 0;
+    int32_t p = lk_param(L->k, PK_LOFF, cls, RJ_I64, name);
+    if (p < 0) L->err = RJ_ERR_NOMEM;
+    return p < 0 ? 0 : p;
+}
+
+static int32_t xloff(lower *L, int32_t cls, int32_t b) {
+    return xload(L, loff_param(L, cls), b, RJ_I64, -1);
+}
+
+static int32_t xlen(lower *L, int32_t cls, int32_t b) {
+    return xsub(L, xloff(L, cls, xadd(L, b, xi(L, 1))), xloff(L, cls, b));
+}
+
+/* Physical row of buffer bi at item b, row i. */
+static int32_t xrow(lower *L, int32_t bi, int32_t b, int32_t i) {
+    const lbuf *lb = &L->prog->bufs[bi];
+    int32_t s = dim_sym(lb->dims[1]);
+    if (lb->kind == LB_TEMP) return xadd(L, xloff(L, sym_root(L->g, s), b), i);
+    char name[64];
+    snprintf(name, sizeof name, "%s.off", L->g->syms[s].name);
+    int32_t p = L->err ? 0 : lk_param(L->k, PK_OFF, s, RJ_I64, name);
+    if (p < 0) {
+        L->err = RJ_ERR_NOMEM;
+        p = 0;
+    }
+    return xadd(L, xload(L, p, b, RJ_I64, -1), i);
+}
+
+static int32_t xaddr(lower *L, int32_t bi, const at *a) {
+    const lbuf *lb = &L->prog->bufs[bi];
+    int32_t off = xi(L, 0), k = 0;
+    const sym *s = lb->rank > 1 ? graph_sym(L->g, lb->dims[1]) : NULL;
+    if (s && s->kind == SYM_RAGGED) {
+        off = xrow(L, bi, a->idx[0], a->idx[1]);
+        k = 2;
+    }
+    for (; k < lb->rank; k++) off = xadd(L, xmul(L, off, xsize(L, lb->dims[k])), a->idx[k]);
+    return off;
+}
+
+static int32_t buf_param(lower *L, int32_t bi) {
+    if (L->err) return 0;
+    const lbuf *lb = &L->prog->bufs[bi];
+    char name[64];
+    const rj_graph *g = L->g;
+    switch (lb->kind) {
+    case LB_INPUT: snprintf(name, sizeof name, "%s", g->nodes[g->inputs[lb->index]].name); break;
+    case LB_OUTPUT: snprintf(name, sizeof name, "%s", g->outputs[lb->index].name); break;
+    default: snprintf(name, sizeof name, "t%d", lb->index); break;
+    }
+    int32_t p = lk_param(L->k, PK_BUF, bi, (rj_dtype)lb->dtype, name);
+    if (p < 0) L->err = RJ_ERR_NOMEM;
+    return p < 0 ? 0 : p;
+}
+
+/* ---- values at an index -------------------------------------------------------------------- */
+
+static int32_t value(lower *L, int32_t n, const at *a);
+
+static at operand_at(lower *L, const node *n, const node *o, const at *a) {
+    at r = {.rank = o->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
+    int shift = n->rank - o->rank;
+    for (int k = 0; k < o->rank; k++) r.idx[k] = o->dims[k] == 1 ? xi(L, 0) : a->idx[shift + k];
+    if (shift == 0) {
+        r.inclass = a->inclass;
+        r.outclass = a->outclass;
+    }
+    return r;
+}
+
+static int32_t load_node(lower *L, int32_t n, const at *a) {
+    int32_t bi = L->bufof[n];
+    if (bi < 0) {
+        L->err = RJ_ERR_INTERNAL;
+        ctx_fail(L->ctx, RJ_ERR_INTERNAL, "lower: node %d is read but never written", n);
+        return 0;
+    }
+    return xload(L, buf_param(L, bi), xaddr(L, bi, a), (rj_dtype)L->prog->bufs[bi].dtype, a->guard);
+}
+
+static int32_t truth(lower *L, int32_t e) {
+    return xcast(L, RJ_BOOL, e);
+}
+
+static int32_t operand(lower *L, const node *n, int k, const at *a, rj_dtype t) {
+    const node *o = &L->g->nodes[n->in[k]];
+    at oa = operand_at(L, n, o, a);
+    return xcast(L, t, value(L, n->in[k], &oa));
+}
+
+static int32_t pad_value(lower *L, const node *n, const at *a) {
+    const rj_graph *g = L->g;
+    const node *x = &g->nodes[n->in[0]];
+    int32_t cls = root_of(g, x->dims[1]);
+    int32_t pv = xconst(L, n->dtype, n->fval);
+    if (a->outclass == cls) return pv;
+    at xa = *a;
+    xa.inclass = cls;
+    xa.outclass = -1;
+    if (a->inclass == cls) return value(L, n->in[0], &xa);
+    int32_t in_row = xcmp(L, RJ_OP_LT, a->idx[1], xlen(L, cls, a->idx[0]));
+    xa.guard = a->guard >= 0 ? xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, a->guard, in_row) : in_row;
+    return xsel(L, in_row, value(L, n->in[0], &xa), pv);
+}
+
+static int32_t compute(lower *L, int32_t id, const at *a) {
+    const rj_graph *g = L->g;
+    const node *n = &g->nodes[id];
+    rj_dtype ct = node_compute_dtype(g, n);
+    switch (op_table[n->op].kind) {
+    case KIND_LEAF: /* literals; inputs are loaded by value() */
+        return n->weak == WEAK_FLOAT ? xconst(L, RJ_F64, n->fval) : xconst(L, n->dtype, (double)n->ival);
+    case KIND_UNARY:
+        if (n->op == RJ_OP_LOGICAL_NOT) return xun(L, RJ_OP_LOGICAL_NOT, RJ_BOOL, truth(L, operand(L, n, 0, a, ct)));
+        return xun(L, n->op, ct, operand(L, n, 0, a, ct));
+    case KIND_BINARY:
+        return xbin(L, n->op, ct, operand(L, n, 0, a, ct), operand(L, n, 1, a, ct));
+    case KIND_COMPARE:
+        if (n->op == RJ_OP_LOGICAL_AND || n->op == RJ_OP_LOGICAL_OR) {
+            int32_t p = truth(L, operand(L, n, 0, a, g->nodes[n->in[0]].dtype));
+            int32_t q = truth(L, operand(L, n, 1, a, g->nodes[n->in[1]].dtype));
+            return xbin(L, n->op, RJ_BOOL, p, q);
+        }
+        return xcmp(L, n->op, operand(L, n, 0, a, ct), operand(L, n, 1, a, ct));
+    case KIND_SELECT:
+        if (n->op == RJ_OP_WHERE)
+            return xsel(L, operand(L, n, 0, a, RJ_BOOL), operand(L, n, 1, a, ct), operand(L, n, 2, a, ct));
+        return xsel(L, operand(L, n, 1, a, RJ_BOOL), xconst(L, n->dtype, n->fval),
+                    operand(L, n, 0, a, n->dtype));
+    case KIND_CAST: return operand(L, n, 0, a, n->dtype);
+    case KIND_PAD:
+        if (n->op == RJ_OP_PAD) return pad_value(L, n, a);
+        {
+            at pa = *a;
+            pa.inclass = root_of(g, (rj_dim)n->ival);
+            pa.outclass = -1;
+            return value(L, n->in[0], &pa);
+        }
+    default:
+        L->err = RJ_ERR_INTERNAL;
+        ctx_fail(L->ctx, RJ_ERR_INTERNAL, "lower: %s node %d cannot be computed inline",
+                 op_table[n->op].name, id);
+        return 0;
+    }
+}
+
+static uint64_t at_key(const at *a) {
+    uint64_t h = hash_mix(0x51ed27ull, (uint64_t)a->rank);
+    for (int k = 0; k < a->rank; k++) h = hash_mix(h, (uint64_t)a->idx[k]);
+    h = hash_mix(h, (uint64_t)(uint32_t)a->inclass | ((uint64_t)(uint32_t)a->outclass << 32));
+    return hash_mix(h, (uint64_t)(uint32_t)a->guard);
+}
+
+static int32_t value(lower *L, int32_t id, const at *a) {
+    if (L->err) return 0;
+    if (id == L->subst_node) return L->subst_expr;
+    const fuse_node *f = &L->plan->nodes[id];
+    if (f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != L->group))
+        return load_node(L, id, a);
+    uint64_t key = at_key(a);
+    for (int32_t m = 0; m < L->memo_n; m++)
+        if (L->memo[m].node == id && L->memo[m].key == key) return L->memo[m].expr;
+    int32_t e = compute(L, id, a);
+    if (!L->err && mem_grow(L->ctx, (void **)&L->memo, &L->memo_cap, L->memo_n + 1, sizeof(memo_ent)))
+        L->memo[L->memo_n++] = (memo_ent){.node = id, .key = key, .expr = e};
+    return e;
+}
+
+/* Evaluates n at a with the root's value bound (for epilogues) and a fresh memo. */
+static int32_t value_fresh(lower *L, int32_t n, const at *a) {
+    L->memo_n = 0;
+    return value(L, n, a);
+}
+
+/* Does expression e (transitively) read variable v? */
+static bool uses_var(const lkernel *k, int32_t e, int32_t v, uint8_t *seen) {
+    if (e < 0 || seen[e]) return false;
+    seen[e] = 1;
+    const lx *x = &k->ex[e];
+    if (x->kind == LX_VAR && x->ref == v) return true;
+    return uses_var(k, x->a, v, seen) || uses_var(k, x->b, v, seen) || uses_var(k, x->c, v, seen);
+}
+
+static bool expr_uses_var(lower *L, int32_t e, int32_t v) {
+    if (L->err) return true;
+    uint8_t *seen = mem_zalloc(L->ctx, (size_t)L->k->nex);
+    if (!seen) {
+        L->err = RJ_ERR_NOMEM;
+        return true;
+    }
+    bool r = uses_var(L->k, e, v, seen);
+    mem_free(L->ctx, seen, (size_t)L->k->nex);
+    return r;
+}
+
+/* ---- stores of a group's results ----------------------------------------------------------- */
+
+/* Stores node n's value v at index a into every buffer written for it. */
+static void store_node(lower *L, blk *b, int32_t n, int32_t v, const at *a, uint8_t flags) {
+    for (int32_t bi = 0; bi < L->prog->nbufs; bi++) {
+        const lbuf *lb = &L->prog->bufs[bi];
+        if (lb->node != n || lb->kind == LB_INPUT) continue;
+        s_store(L, b, buf_param(L, bi), xaddr(L, bi, a), xcast(L, (rj_dtype)lb->dtype, v), flags);
+    }
+}
+
+/* Root value r at index a: store the root if written, then its epilogue nodes. `rows_only`:
+ * a is a row of the ragged class (i < len_b), where unpad epilogues are written too. */
+static void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, bool in_rows) {
+    const fuse_group *gr = &L->plan->groups[L->group];
+    int32_t rv = newvar(L, "r", L->g->nodes[root].dtype);
+    s_set(L, b, rv, r);
+    L->subst_node = root;
+    L->subst_expr = xvar(L, rv);
+    if (L->plan->nodes[root].mat) store_node(L, b, root, L->subst_expr, a, 0);
+    for (int32_t m = 0; m < gr->nmembers; m++) {
+        int32_t id = gr->members[m];
+        if (!L->plan->nodes[id].mat) continue;
+        if (L->g->nodes[id].op == RJ_OP_UNPAD && !in_rows) continue;
+        store_node(L, b, id, value_fresh(L, id, a), a, 0);
+    }
+    L->subst_node = -1;
+}
+
+/* ---- loop nests ---------------------------------------------------------------------------- */
+
+typedef void (*body_fn)(lower *L, blk *b, at *a, void *ud);
+
+/* Nested loops over dims[k..end) of an index; the last one is the vector loop if `vec`. */
+static void loops_v(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end, body_fn fn,
+                    void *ud, bool vec) {
+    if (k >= end || L->err) {
+        if (!L->err) fn(L, b, a, ud);
+        return;
+    }
+    if (dims[k] == 1) {
+        a->idx[k] = xi(L, 0);
+        loops_v(L, b, a, dims, k + 1, end, fn, ud, vec);
+        return;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "d%d", k);
+    int32_t v = newvar(L, name, RJ_I64);
+    int32_t st = s_for(L, b, v, xi(L, 0), xsize(L, dims[k]), vec && k == end - 1 ? LF_INNER : 0);
+    blk inner = NEWBLK;
+    a->idx[k] = xvar(L, v);
+    loops_v(L, &inner, a, dims, k + 1, end, fn, ud, vec);
+    close_body(L, st, &inner);
+}
+
+static void loops(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end, body_fn fn, void *ud) {
+    loops_v(L, b, a, dims, k, end, fn, ud, true);
+}
+
+/* Unit loop for UD_ROWS over class cls: for b in blo..bhi, i in the unit range of item b.
+ * Returns the block inside the i loop; a->idx[0..1] are set. */
+static blk *rows_loop(lower *L, blk *b, at *a, int32_t cls, blk *scratch_blocks) {
+    lkernel *k = L->k;
+    k->domain = UD_ROWS;
+    k->dom_class = cls;
+    int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi");
+    int32_t blo = xparam(L, PK_BLO, 0, "blo"), bhi = xparam(L, PK_BHI, 0, "bhi");
+    int32_t vb = newvar(L, "b", RJ_I64), vi = newvar(L, "i", RJ_I64);
+    int32_t fb = s_for(L, b, vb, blo, bhi, 0);
+    blk *inb = &scratch_blocks[0];
+    *inb = NEWBLK;
+    int32_t xb = xvar(L, vb), lb = xloff(L, cls, xb);
+    int32_t vlb = newvar(L, "start", RJ_I64);
+    s_set(L, inb, vlb, lb);
+    int32_t start = xvar(L, vlb);
+    int32_t i0 = xmax(L, xsub(L, lo, start), xi(L, 0));
+    int32_t i1 = xmin(L, xsub(L, hi, start), xsub(L, xloff(L, cls, xadd(L, xb, xi(L, 1))), start));
+    int32_t fi = s_for(L, inb, vi, i0, i1, 0);
+    close_body(L, fb, inb);
+    blk *ini = &scratch_blocks[1];
+    *ini = NEWBLK;
+    a->idx[0] = xb;
+    a->idx[1] = xvar(L, vi);
+    a->inclass = cls;
+    scratch_blocks[2].first = fi;
+    return ini;
+}
+
+static void rows_close(lower *L, blk *scratch_blocks) {
+    close_body(L, scratch_blocks[2].first, &scratch_blocks[1]);
+}
+
+/* Unit loop for UD_DENSE over dims[0..n): units flattened; returns the unit block. */
+static blk *dense_loop(lower *L, blk *b, at *a, const rj_dim *dims, int n, blk *inner, int32_t *fstmt) {
+    lkernel *k = L->k;
+    k->domain = UD_DENSE;
+    k->dom_rank = n;
+    memcpy(k->dom_dims, dims, sizeof(rj_dim) * (size_t)n);
+    int32_t vu = newvar(L, "u", RJ_I64);
+    *fstmt = s_for(L, b, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), 0);
+    *inner = NEWBLK;
+    int32_t rem = xvar(L, vu);
+    for (int d = n - 1; d >= 0; d--) {
+        if (d == 0) {
+            a->idx[0] = rem;
+            break;
+        }
+        int32_t sz = xsize(L, dims[d]);
+        a->idx[d] = dims[d] == 1 ? xi(L, 0) : xbin(L, LOP_IREM, RJ_I64, rem, sz);
+        rem = xbin(L, LOP_IDIV, RJ_I64, rem, sz);
+    }
+    return inner;
+}
+
+/* ---- map kernels --------------------------------------------------------------------------- */
+
+static void map_body(lower *L, blk *b, at *a, void *ud) {
+    const fuse_group *gr = ud;
+    for (int32_t m = 0; m < gr->nmembers; m++) {
+        int32_t id = gr->members[m];
+        store_node(L, b, id, value_fresh(L, id, a), a, LF_NT);
+    }
+    L->k->has_nt = true;
+}
+
+static void lower_map(lower *L, const fuse_group *gr) {
+    const node *d = &L->g->nodes[gr->root];
+    at a = {.rank = d->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    blk top = NEWBLK;
+    int rp = dim_ragged_pos(L->g, d);
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_puts(&w, "map over ");
+    print_node_type(&w, L->g, d);
+    snprintf(L->k->what, sizeof L->k->what, "%s", w.s ? w.s : "map");
+    sbuf_free(&w);
+    if (rp == 1) {
+        blk sb[3];
+        blk *in = rows_loop(L, &top, &a, root_of(L->g, d->dims[1]), sb);
+        loops(L, in, &a, d->dims, 2, d->rank, map_body, (void *)gr);
+        rows_close(L, sb);
+    } else {
+        blk inner;
+        int32_t fs;
+        int lead = d->rank > 0 ? d->rank - 1 : 0;
+        dense_loop(L, &top, &a, d->dims, lead, &inner, &fs);
+        loops(L, &inner, &a, d->dims, lead, d->rank, map_body, (void *)gr);
+        close_body(L, fs, &inner);
+    }
+    L->k->body = top.first;
+}
+
+/* ---- reductions and softmax over an axis ----------------------------------------------------- */
+
+typedef struct axis_info {
+    const node *root, *x;
+    int axis;
+    bool items;       /* over the ragged (or padded) dim: UD_ITEMS */
+    int32_t cls;      /* its class */
+    bool padded;      /* the axis is a padded dim: rows [len_b, L) are padding */
+    rj_dim L;         /* the padded extent */
+} axis_info;
+
+/* The ragged class padded along dim 1 of x's expression, or -1. */
+static int32_t pad_class(lower *L, int32_t id, rj_dim dim1, uint8_t *seen) {
+    const rj_graph *g = L->g;
+    const node *n = &g->nodes[id];
+    if (seen[id]) return -1;
+    seen[id] = 1;
+    const fuse_node *f = &L->plan->nodes[id];
+    if (f->role != FR_INLINE) return -1;
+    if (n->op == RJ_OP_PAD && n->dims[1] == dim1) return root_of(g, g->nodes[n->in[0]].dims[1]);
+    for (int k = 0; k < n->nin; k++) {
+        const node *o = &g->nodes[n->in[k]];
+        if (o->rank != n->rank) continue; /* only operands varying along dim 1 */
+        int32_t c = pad_class(L, n->in[k], dim1, seen);
+        if (c >= 0) return c;
+    }
+    return -1;
+}
+
+static axis_info axis_of(lower *L, const node *root) {
+    const rj_graph *g = L->g;
+    axis_info ai = {.root = root, .x = &g->nodes[root->in[0]], .axis = root->axis, .cls = -1};
+    if (ai.axis != 1) return ai;
+    const sym *s = graph_sym(g, ai.x->dims[1]);
+    if (s && s->kind == SYM_RAGGED) {
+        ai.items = true;
+        ai.cls = root_of(g, ai.x->dims[1]);
+        return ai;
+    }
+    uint8_t *seen = mem_zalloc(L->ctx, (size_t)g->n);
+    if (!seen) {
+        L->err = RJ_ERR_NOMEM;
+        return ai;
+    }
+    int32_t c = pad_class(L, root->in[0], ai.x->dims[1], seen);
+    mem_free(L->ctx, seen, (size_t)g->n);
+    if (c >= 0 && dim_equal(g, ai.x->dims[0], sym_dim(g->syms[c].parent))) {
+        ai.items = ai.padded = true;
+        ai.cls = c;
+        ai.L = ai.x->dims[1];
+    }
+    return ai;
+}
+
+typedef enum { ACC_REDUCE, ACC_MAX, ACC_SUMEXP } acc_kind;
+
+/* The combining step of a reduction in type t. */
+static int32_t combine(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v) {
+    switch (op) {
+    case RJ_OP_MAX: return xbin(L, RJ_OP_MAXIMUM, t, acc, v);
+    case RJ_OP_MIN: return xbin(L, RJ_OP_MINIMUM, t, acc, v);
+    case RJ_OP_PROD: return xbin(L, RJ_OP_MUL, t, acc, v);
+    default: return xbin(L, RJ_OP_ADD, t, acc, v);
+    }
+}
+
+static int32_t identity(lower *L, rj_op op, rj_dtype t) {
+    switch (op) {
+    case RJ_OP_MAX: return xextreme(L, t, true);
+    case RJ_OP_MIN: return xextreme(L, t, false);
+    case RJ_OP_PROD: return xconst(L, t, 1);
+    default: return xconst(L, t, 0);
+    }
+}
+
+/* `times` copies of v folded into acc in closed form (times >= 0, an i64 expression). */
+static int32_t combine_n(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v, int32_t times) {
+    switch (op) {
+    case RJ_OP_MAX:
+    case RJ_OP_MIN:
+        return xsel(L, xcmp(L, RJ_OP_GT, times, xi(L, 0)), combine(L, op, t, acc, v), acc);
+    case RJ_OP_PROD:
+        return xbin(L, RJ_OP_MUL, t, acc, xbin(L, RJ_OP_POW, t, v, xcast(L, t, times)));
+    default:
+        return xbin(L, RJ_OP_ADD, t, acc, xbin(L, RJ_OP_MUL, t, v, xcast(L, t, times)));
+    }
+}
+
+typedef struct red_ctx {
+    axis_info ai;
+    rj_dtype acc_t;      /* accumulator type */
+    int32_t f0;          /* tile start (items) */
+    int32_t ntile;       /* tile extent expression */
+    int32_t vi;          /* axis variable */
+} red_ctx;
+
+/* Element of the reduction input at the current index, as the accumulator type. */
+static int32_t red_input(lower *L, red_ctx *rc, const at *a) {
+    L->memo_n = 0;
+    return xcast(L, rc->acc_t, value(L, rc->ai.root->in[0], a));
+}
+
+/* ---- reductions over the ragged or padded dim: per (item, tile) ---------------------------- */
+
+
+/* Builds "for i in lo..hi { body }" along the axis. */
+static int32_t axis_for(lower *L, blk *b, red_ctx *rc, int32_t lo, int32_t hi, blk *inner) {
+    *inner = NEWBLK;
+    return s_for(L, b, rc->vi, lo, hi, 0);
+}
+
+static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
+    const rj_graph *g = L->g;
+    const node *root = rc->ai.root, *x = rc->ai.x;
+    lkernel *k = L->k;
+    bool softmax = op_table[root->op].kind == KIND_SOFTMAX;
+    int32_t cls = rc->ai.cls;
+    k->domain = UD_ITEMS;
+    k->dom_class = cls;
+    k->dom_rank = x->rank - 2;
+    memcpy(k->dom_dims, x->dims + 2, sizeof(rj_dim) * (size_t)k->dom_rank);
+    k->tiled = x->rank == 3;
+    k->scratch_type = (uint8_t)rc->acc_t;
+    k->scratch_per_tile = softmax ? 2 : 1;
+    blk top = NEWBLK;
+    int32_t vu = newvar(L, "u", RJ_I64);
+    int32_t fu = s_for(L, &top, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), 0);
+    blk ub = NEWBLK;
+    /* unit -> item b, tile [f0, f0 + ntile) of the inner extent N */
+    int32_t N = xi(L, 1);
+    for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
+    int32_t T = k->tiled ? xparam(L, PK_TILE, 0, "tile") : N;
+    int32_t nt = k->tiled ? xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xsub(L, T, xi(L, 1))), T) : xi(L, 1);
+    int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
+    int32_t vlen = newvar(L, "len", RJ_I64);
+    int32_t u = xvar(L, vu);
+    s_set(L, &ub, vb, xbin(L, LOP_IDIV, RJ_I64, u, nt));
+    int32_t b = xvar(L, vb);
+    s_set(L, &ub, vf0, xmul(L, xsub(L, u, xmul(L, b, nt)), T));
+    int32_t f0 = xvar(L, vf0);
+    s_set(L, &ub, vnt, xmin(L, T, xsub(L, N, f0)));
+    rc->f0 = f0;
+    rc->ntile = xvar(L, vnt);
+    s_set(L, &ub, vlen, xlen(L, cls, b));
+    int32_t len = xvar(L, vlen);
+    int32_t cnt = rc->ai.padded ? xsub(L, xsize(L, rc->ai.L), len) : xi(L, 0);
+    int32_t scr = L->err ? 0 : lk_param(k, PK_SCRATCH, 0, rc->acc_t, "scratch");
+    if (scr < 0) {
+        L->err = RJ_ERR_NOMEM;
+        scr = 0;
+    }
+    rc->vi = newvar(L, "i", RJ_I64);
+    int32_t vt = newvar(L, "t", RJ_I64);
+
+    /* index of element (b, i, f0 + t) with the inner dims unflattened */
+    at a = {.rank = x->rank, .inclass = cls, .outclass = -1, .guard = -1};
+    a.idx[0] = b;
+    a.idx[1] = xvar(L, rc->vi);
+    int32_t flat = xadd(L, f0, xvar(L, vt)), rem = flat;
+    for (int d = x->rank - 1; d >= 2; d--) {
+        if (d == 2) {
+            a.idx[2] = rem;
+            break;
+        }
+        int32_t sz = xsize(L, x->dims[d]);
+        a.idx[d] = x->dims[d] == 1 ? xi(L, 0) : xbin(L, LOP_IREM, RJ_I64, rem, sz);
+        rem = xbin(L, LOP_IDIV, RJ_I64, rem, sz);
+    }
+    at tail = a;
+    tail.inclass = -1;
+    tail.outclass = cls;
+    int32_t t = xvar(L, vt);
+    int32_t s0 = t, s1 = xadd(L, rc->ntile, t);
+    rj_dtype at_ = rc->acc_t;
+    int passes = softmax ? 3 : 1;
+    for (int pass = 0; pass < passes; pass++) {
+        bool write = pass == passes - 1;
+        int32_t slot = softmax && pass == 1 ? s1 : s0;
+        /* init */
+        if (!(softmax && write)) {
+            int32_t ft = s_for(L, &ub, vt, xi(L, 0), rc->ntile, LF_INNER);
+            blk ib = NEWBLK;
+            int32_t init = softmax ? (pass == 0 ? xextreme(L, at_, true) : xconst(L, at_, 0))
+                                   : identity(L, root->op, at_);
+            s_store(L, &ib, scr, slot, init, 0);
+            close_body(L, ft, &ib);
+        }
+        if (!write || !softmax) {
+            /* accumulate over real rows, then the padding rows */
+            for (int part = 0; part < (rc->ai.padded ? 2 : 1); part++) {
+                const at *pa = part ? &tail : &a;
+                int32_t acc = xload(L, scr, slot, at_, -1);
+                int32_t m = softmax && pass == 1 ? xload(L, scr, s0, at_, -1) : -1;
+                int32_t v = red_input(L, rc, pa);
+                int32_t upd;
+                if (!softmax) upd = combine(L, root->op, at_, acc, v);
+                else if (pass == 0) upd = xbin(L, RJ_OP_MAXIMUM, at_, acc, v);
+                else upd = xbin(L, RJ_OP_ADD, at_, acc, xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, v, m)));
+                if (part == 1 && !expr_uses_var(L, v, rc->vi)) {
+                    /* padding rows all hold the same value: fold them in at once */
+                    int32_t ft = s_for(L, &ub, vt, xi(L, 0), rc->ntile, LF_INNER);
+                    blk ib = NEWBLK;
+                    int32_t cf;
+                    if (!softmax) cf = combine_n(L, root->op, at_, acc, v, cnt);
+                    else if (pass == 0) cf = combine_n(L, RJ_OP_MAX, at_, acc, v, cnt);
+                    else cf = combine_n(L, RJ_OP_SUM, at_, acc,
+                                        xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, v, m)), cnt);
+                    s_store(L, &ib, scr, slot, cf, 0);
+                    close_body(L, ft, &ib);
+                    continue;
+                }
+                blk ib = NEWBLK, tb = NEWBLK;
+                int32_t fi = axis_for(L, &ub, rc, part ? len : xi(L, 0),
+                                      part ? xadd(L, len, cnt) : len, &ib);
+                int32_t ft = s_for(L, &ib, vt, xi(L, 0), rc->ntile, LF_INNER);
+                s_store(L, &tb, scr, slot, upd, 0);
+                close_body(L, ft, &tb);
+                close_body(L, fi, &ib);
+            }
+        }
+        if (write) {
+            /* results: reductions write one value per (b, f); softmax one per row */
+            if (!softmax) {
+                int32_t ft = s_for(L, &ub, vt, xi(L, 0), rc->ntile, LF_INNER);
+                blk ib = NEWBLK;
+                int32_t r = xload(L, scr, s0, at_, -1);
+                if (root->op == RJ_OP_MEAN) {
+                    int32_t n = rc->ai.padded ? xsize(L, rc->ai.L) : len;
+                    r = xbin(L, RJ_OP_DIV, at_, r, xcast(L, at_, n));
+                }
+                r = xcast(L, root->dtype, r);
+                at oa = {.rank = root->rank, .inclass = -1, .outclass = -1, .guard = -1};
+                oa.idx[0] = b;
+                int o = 1;
+                if (root->keepdim) oa.idx[o++] = xi(L, 0);
+                for (int d = 2; d < x->rank; d++) oa.idx[o++] = a.idx[d];
+                store_group(L, &ib, (int32_t)(root - g->nodes), r, &oa, false);
+                close_body(L, ft, &ib);
+            } else {
+                for (int part = 0; part < 2; part++) {
+                    /* padding rows are written only if the padded softmax itself is */
+                    if (part == 1 && (!rc->ai.padded || !L->plan->nodes[root - g->nodes].mat)) {
+                        bool any = false;
+                        for (int32_t m = 0; m < gr->nmembers; m++)
+                            any |= L->plan->nodes[gr->members[m]].mat &&
+                                   g->nodes[gr->members[m]].op != RJ_OP_UNPAD;
+                        if (!rc->ai.padded || !any) continue;
+                    }
+                    const at *pa = part ? &tail : &a;
+                    blk ib = NEWBLK, tb = NEWBLK;
+                    int32_t fi = axis_for(L, &ub, rc, part ? len : xi(L, 0),
+                                          part ? xadd(L, len, cnt) : len, &ib);
+                    int32_t ft = s_for(L, &ib, vt, xi(L, 0), rc->ntile, LF_INNER);
+                    int32_t v = red_input(L, rc, pa);
+                    int32_t m = xload(L, scr, s0, at_, -1), s = xload(L, scr, s1, at_, -1);
+                    int32_t y = root->op == RJ_OP_SOFTMAX
+                                    ? xbin(L, RJ_OP_DIV, at_, xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, v, m)), s)
+                                    : xbin(L, RJ_OP_SUB, at_, xbin(L, RJ_OP_SUB, at_, v, m),
+                                           xun(L, RJ_OP_LOG, at_, s));
+                    store_group(L, &tb, (int32_t)(root - g->nodes), y, pa, part == 0);
+                    close_body(L, ft, &tb);
+                    close_body(L, fi, &ib);
+                }
+            }
+        }
+    }
+    close_body(L, fu, &ub);
+    k->body = top.first;
+}
+
+/* ---- reductions and softmax over a dense dim: per leading index ----------------------------- */
+
+/* At a full index except the axis: the axis loops (max / sum / write for softmax, one fold for
+ * a reduction) with scalar accumulators, then the result for a reduction. */
+static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
+    red_ctx *rc = ud;
+    const rj_graph *g = L->g;
+    const node *root = rc->ai.root, *x = rc->ai.x;
+    int32_t rid = (int32_t)(root - g->nodes);
+    bool softmax = op_table[root->op].kind == KIND_SOFTMAX;
+    rj_dtype t = rc->acc_t;
+    int ax = rc->ai.axis;
+    int32_t ext = x->dims[ax] == 1 ? xi(L, 1) : xsize(L, x->dims[ax]);
+    int32_t acc = newvar(L, "acc", t), acc2 = newvar(L, "acc2", t);
+    int32_t va = newvar(L, "k", RJ_I64);
+    int32_t saved = a->idx[ax];
+    a->idx[ax] = xvar(L, va);
+    bool vec = ax == x->rank - 1; /* contiguous along the axis */
+    int passes = softmax ? 3 : 1;
+    for (int pass = 0; pass < passes; pass++) {
+        bool write = softmax && pass == 2;
+        int32_t target = softmax && pass == 1 ? acc2 : acc;
+        if (!write)
+            s_set(L, b, target, softmax ? (pass == 0 ? xextreme(L, t, true) : xconst(L, t, 0))
+                                        : identity(L, root->op, t));
+        blk ib = NEWBLK;
+        int32_t fa = s_for(L, b, va, xi(L, 0), ext, vec ? LF_INNER : 0);
+        int32_t v = red_input(L, rc, a);
+        int32_t cur = xvar(L, target);
+        if (!softmax) {
+            s_set(L, &ib, target, combine(L, root->op, t, cur, v));
+        } else if (pass == 0) {
+            s_set(L, &ib, target, xbin(L, RJ_OP_MAXIMUM, t, cur, v));
+        } else if (pass == 1) {
+            s_set(L, &ib, target, xbin(L, RJ_OP_ADD, t, cur,
+                                       xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, acc)))));
+        } else {
+            int32_t m = xvar(L, acc), s = xvar(L, acc2);
+            int32_t y = root->op == RJ_OP_SOFTMAX
+                            ? xbin(L, RJ_OP_DIV, t, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, m)), s)
+                            : xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, m), xun(L, RJ_OP_LOG, t, s));
+            store_group(L, &ib, rid, y, a, a->inclass >= 0);
+        }
+        close_body(L, fa, &ib);
+    }
+    a->idx[ax] = saved;
+    if (softmax) return;
+    int32_t r = xvar(L, acc);
+    if (root->op == RJ_OP_MEAN) r = xbin(L, RJ_OP_DIV, t, r, xcast(L, t, ext));
+    r = xcast(L, root->dtype, r);
+    at oa = {.rank = root->rank, .inclass = a->inclass, .outclass = -1, .guard = -1};
+    int o = 0;
+    for (int d = 0; d < x->rank; d++) {
+        if (d != ax) oa.idx[o++] = a->idx[d];
+        else if (root->keepdim) oa.idx[o++] = xi(L, 0);
+    }
+    store_group(L, b, rid, r, &oa, oa.inclass >= 0);
+}
+
+/* Units over the leading dims of a tensor of shape dims: rows of its class when it is jagged
+ * (dims 0 and 1), else dims [0, upto) flattened. Inside each unit, loops (not vectorised) over
+ * dims [first, stop) where first is 2 or upto, then fn at the full index. */
+static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int upto, int stop,
+                          body_fn fn, void *ud) {
+    at a = {.rank = rank, .inclass = -1, .outclass = -1, .guard = -1};
+    const sym *s = rank > 1 ? graph_sym(L->g, dims[1]) : NULL;
+    if (s && s->kind == SYM_RAGGED) {
+        blk sb[3];
+        blk *in = rows_loop(L, top, &a, root_of(L->g, dims[1]), sb);
+        loops_v(L, in, &a, dims, 2, stop, fn, ud, false);
+        rows_close(L, sb);
+        return;
+    }
+    blk inner;
+    int32_t fs;
+    dense_loop(L, top, &a, dims, upto, &inner, &fs);
+    loops_v(L, &inner, &a, dims, upto, stop, fn, ud, false);
+    close_body(L, fs, &inner);
+}
+
+static void lower_axis(lower *L, const fuse_group *gr) {
+    const rj_graph *g = L->g;
+    const node *root = &g->nodes[gr->root];
+    red_ctx rc = {.ai = axis_of(L, root)};
+    const node *x = rc.ai.x;
+    bool softmax = op_table[root->op].kind == KIND_SOFTMAX;
+    rc.acc_t = softmax ? root->dtype : (root->op == RJ_OP_MEAN ? root->dtype : root->dtype);
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_printf(&w, "%s over dim %d of ", op_table[root->op].name, rc.ai.axis);
+    print_node_type(&w, g, x);
+    if (rc.ai.items) sbuf_puts(&w, rc.ai.padded ? " (padded dim: padding in closed form)" : " (ragged dim)");
+    snprintf(L->k->what, sizeof L->k->what, "%s", w.s ? w.s : "reduce");
+    sbuf_free(&w);
+    if (rc.ai.items) {
+        lower_items(L, gr, &rc);
+        return;
+    }
+    blk top = NEWBLK;
+    /* units: the dims before the axis; the dims after it are looped inside each unit, and the
+     * axis itself by the body (its extent replaced by 1 here) */
+    rj_dim dims[RJ_MAX_RANK];
+    memcpy(dims, x->dims, sizeof(rj_dim) * x->rank);
+    dims[rc.ai.axis] = 1;
+    leading_units(L, &top, dims, x->rank, rc.ai.axis, x->rank, dense_axis_body, &rc);
+    L->k->body = top.first;
+}
+
+/* ---- layer_norm and rms_norm ---------------------------------------------------------------- */
+
+typedef struct norm_ctx {
+    const node *root, *x;
+    int lead;          /* first normalised dim */
+} norm_ctx;
+
+typedef struct norm_pass {
+    norm_ctx *nc;
+    int pass;          /* 0: sum, 1: squares, 2: write */
+    int32_t acc;       /* accumulator variable */
+    int32_t mean, rstd;
+} norm_pass;
+
+static void norm_inner(lower *L, blk *b, at *a, void *ud) {
+    norm_pass *np = ud;
+    const node *root = np->nc->root;
+    const rj_graph *g = L->g;
+    rj_dtype t = root->dtype;
+    L->memo_n = 0;
+    int32_t v = xcast(L, t, value(L, root->in[0], a));
+    bool layer = root->op == RJ_OP_LAYER_NORM;
+    if (np->pass == 0) {
+        s_set(L, b, np->acc, xbin(L, RJ_OP_ADD, t, xvar(L, np->acc), v));
+    } else if (np->pass == 1) {
+        int32_t c = layer ? xbin(L, RJ_OP_SUB, t, v, np->mean) : v;
+        s_set(L, b, np->acc, xfma(L, t, c, c, xvar(L, np->acc)));
+    } else {
+        int32_t y = xbin(L, RJ_OP_MUL, t, layer ? xbin(L, RJ_OP_SUB, t, v, np->mean) : v, np->rstd);
+        int k = 1;
+        if (root->ival & 1) y = xbin(L, RJ_OP_MUL, t, y, operand(L, root, k++, a, t));
+        if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
+        store_group(L, b, (int32_t)(root - g->nodes), y, a, a->inclass >= 0);
+    }
+}
+
+static void norm_unit(lower *L, blk *b, at *a, void *ud) {
+    norm_ctx *nc = ud;
+    const node *root = nc->root, *x = nc->x;
+    rj_dtype t = root->dtype;
+    int32_t n = xi(L, 1);
+    for (int d = nc->lead; d < x->rank; d++) n = xmul(L, n, xsize(L, x->dims[d]));
+    int32_t fn = xcast(L, t, n);
+    int32_t acc = newvar(L, "acc", t), vmean = newvar(L, "mean", t), vrstd = newvar(L, "rstd", t);
+    bool layer = root->op == RJ_OP_LAYER_NORM;
+    double eps = root->fval >= 0 ? root->fval : (t == RJ_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
+    norm_pass np = {.nc = nc, .acc = acc};
+    if (layer) {
+        s_set(L, b, acc, xconst(L, t, 0));
+        np.pass = 0;
+        loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
+        s_set(L, b, vmean, xbin(L, RJ_OP_DIV, t, xvar(L, acc), fn));
+    } else {
+        s_set(L, b, vmean, xconst(L, t, 0));
+    }
+    np.mean = xvar(L, vmean);
+    s_set(L, b, acc, xconst(L, t, 0));
+    np.pass = 1;
+    loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
+    int32_t var = xbin(L, RJ_OP_DIV, t, xvar(L, acc), fn);
+    s_set(L, b, vrstd, xun(L, RJ_OP_RSQRT, t, xbin(L, RJ_OP_ADD, t, var, xconst(L, t, eps))));
+    np.rstd = xvar(L, vrstd);
+    np.pass = 2;
+    loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
+}
+
+static void lower_norm(lower *L, const fuse_group *gr) {
+    const rj_graph *g = L->g;
+    norm_ctx nc = {.root = &g->nodes[gr->root]};
+    nc.x = &g->nodes[nc.root->in[0]];
+    nc.lead = nc.x->rank - nc.root->axis;
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_printf(&w, "%s over the last %d dims of ", op_table[nc.root->op].name, nc.root->axis);
+    print_node_type(&w, g, nc.x);
+    snprintf(L->k->what, sizeof L->k->what, "%s", w.s ? w.s : "norm");
+    sbuf_free(&w);
+    blk top = NEWBLK;
+    leading_units(L, &top, nc.x->dims, nc.x->rank, nc.lead, nc.lead, norm_unit, &nc);
+    L->k->body = top.first;
+}
+
+/* ---- buffers and the driver ------------------------------------------------------------------ */
+
+static int32_t add_buf(lower *L, lbuf_kind kind, int32_t index, int32_t node_id, const node *layout) {
+    lprog *p = L->prog;
+    if (!mem_grow(L->ctx, (void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(lbuf))) {
+        L->err = RJ_ERR_NOMEM;
+        return -1;
+    }
+    lbuf *b = &p->bufs[p->nbufs];
+    memset(b, 0, sizeof *b);
+    b->kind = (uint8_t)kind;
+    b->index = index;
+    b->node = node_id;
+    b->dtype = (uint8_t)layout->dtype;
+    b->rank = layout->rank;
+    memcpy(b->dims, layout->dims, sizeof(rj_dim) * (size_t)layout->rank);
+    if (L->bufof[node_id] < 0) L->bufof[node_id] = p->nbufs;
+    return p->nbufs++;
+}
+
+rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *plan, lprog *out) {
+    rj_ctx *ctx = g->ctx;
+    memset(out, 0, sizeof *out);
+    out->ctx = ctx;
+    lower L = {.ctx = ctx, .g = g, .orig = orig, .plan = plan, .prog = out, .subst_node = -1};
+    size_t nb = (size_t)(g->n ? g->n : 1);
+    if (!(L.bufof = mem_alloc(ctx, nb * sizeof(int32_t)))) return RJ_ERR_NOMEM;
+    for (int32_t i = 0; i < g->n; i++) L.bufof[i] = -1;
+    /* inputs, outputs (laid out as the user's graph declares them), temps */
+    for (int32_t i = 0; i < g->ninputs; i++)
+        add_buf(&L, LB_INPUT, i, g->inputs[i], &g->nodes[g->inputs[i]]);
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        const node *layout = &orig->nodes[orig->outputs[i].node];
+        int32_t id = g->outputs[i].node;
+        if (plan->nodes[id].role == FR_INPUT && L.bufof[id] >= 0) {
+            /* an input returned as an output is copied by a map kernel */
+            int32_t keep = L.bufof[id];
+            add_buf(&L, LB_OUTPUT, i, id, layout);
+            L.bufof[id] = keep;
+            continue;
+        }
+        add_buf(&L, LB_OUTPUT, i, id, layout);
+    }
+    for (int32_t i = 0; i < g->n; i++)
+        if (plan->nodes[i].mat && L.bufof[i] < 0) add_buf(&L, LB_TEMP, out->ntemps++, i, &g->nodes[i]);
+    for (int32_t gi = 0; gi < plan->ngroups && !L.err; gi++) {
+        const fuse_group *gr = &plan->groups[gi];
+        char name[16];
+        snprintf(name, sizeof name, "k%d", gi);
+        if (!(L.k = lprog_add_kernel(out, name))) {
+            L.err = RJ_ERR_NOMEM;
+            break;
+        }
+        L.group = gi;
+        xi(&L, 0); /* expression 0 exists, so failed helpers can return it */
+        const node *r = &g->nodes[gr->root];
+        if (gr->kind == FG_MAP) lower_map(&L, gr);
+        else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
+        else lower_axis(&L, gr);
+    }
+    mem_free(ctx, L.bufof, nb * sizeof(int32_t));
+    mem_free(ctx, L.memo, sizeof(memo_ent) * (size_t)L.memo_cap);
+    if (L.err) {
+        lprog_free(out);
+        if (L.err == RJ_ERR_NOMEM) return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory while lowering");
+        return L.err;
+    }
+    return RJ_OK;
+}

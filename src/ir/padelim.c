@@ -1,0 +1,120 @@
+/*
+ * padelim.c — pad/unpad elimination at the graph level.
+ *
+ * unpad(f(pad(x)), j) for an elementwise f is f(x): unpad keeps rows i < len_b, where every
+ * pad of a tensor laid out by j (or a symbol declared same) reads x itself. This pass pushes
+ * each unpad down through elementwise ops to its leaves:
+ *   - pad(x) of the same ragged class becomes x;
+ *   - operands broadcast along the padded dim (scalars, [D], [B, 1, D]) are kept as they are;
+ *   - a dense [B, L, ...] leaf becomes unpad(leaf, j), a jagged view of it;
+ * and gives up (leaving the unpad for the lowering to handle) on anything else, such as a
+ * softmax over the padded dim, whose padding takes part in the result.
+ *
+ * What remains after this pass is padding that matters: pads feeding reductions or softmax
+ * over the padded dim, and padded outputs. The lowering (lower.c) treats every pad as a
+ * predicate on loads and adds the padding's contribution to reductions in closed form, so a
+ * padded tensor is only ever written to memory when it is an output.
+ */
+#include <string.h>
+
+#include "passes.h"
+#include "rewrite.h"
+
+typedef struct pctx {
+    rewriter *rw;
+    const rj_graph *g;
+    int32_t jroot;   /* class of the unpad's symbol */
+    rj_dim j;
+    int32_t *memo;   /* old id -> pushed new id for this unpad, -2 unknown */
+} pctx;
+
+static bool same_class(const rj_graph *g, rj_dim a, rj_dim b) {
+    const sym *sa = graph_sym(g, a), *sb = graph_sym(g, b);
+    return sa && sb && sa->kind == SYM_RAGGED && sb->kind == SYM_RAGGED &&
+           sym_root(g, dim_sym(a)) == sym_root(g, dim_sym(b));
+}
+
+static int32_t push(pctx *pc, int32_t o);
+
+static bool is_elementwise(op_kind k) {
+    return k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT ||
+           k == KIND_CAST;
+}
+
+static int32_t push_uncached(pctx *pc, int32_t o) {
+    const rj_graph *g = pc->g;
+    const node *n = &g->nodes[o];
+    op_kind k = op_table[n->op].kind;
+    if (n->op == RJ_OP_PAD && same_class(g, g->nodes[n->in[0]].dims[1], pc->j))
+        return pc->rw->map[n->in[0]];
+    if (is_elementwise(k)) {
+        node m = *n;
+        m.name = NULL;
+        for (int a = 0; a < n->nin; a++) {
+            const node *op = &g->nodes[n->in[a]];
+            int pos = 1 - (n->rank - op->rank);
+            if (pos < 0 || op->dims[pos] == 1) {
+                m.in[a] = pc->rw->map[n->in[a]]; /* broadcast along the padded dim */
+                continue;
+            }
+            if (pos != 1) return -1;
+            if ((m.in[a] = push(pc, n->in[a])) < 0) return -1;
+        }
+        return rw_add(pc->rw, &m);
+    }
+    /* a dense [B, L, ...] leaf: read it through a jagged view */
+    const sym *sj = graph_sym(g, pc->j);
+    if (n->rank >= 2 && dim_ragged_pos(g, n) < 0 && dim_equal(g, n->dims[0], sym_dim(sj->parent))) {
+        node u = {.op = RJ_OP_UNPAD, .nin = 1, .in = {pc->rw->map[o], -1, -1}, .ival = pc->j};
+        return rw_add(pc->rw, &u);
+    }
+    return -1;
+}
+
+static int32_t push(pctx *pc, int32_t o) {
+    if (pc->memo[o] != -2) return pc->memo[o];
+    return pc->memo[o] = push_uncached(pc, o);
+}
+
+rj_status pass_eliminate_pads(rj_graph *g) {
+    rj_ctx *ctx = g->ctx;
+    rewriter rw;
+    rj_status s = rw_begin(&rw, g);
+    if (s) return s;
+    size_t nb = (size_t)(g->n ? g->n : 1);
+    uint8_t *live = mem_alloc(ctx, nb);
+    int32_t *memo = mem_alloc(ctx, nb * sizeof(int32_t));
+    if (!live || !memo) {
+        s = RJ_ERR_NOMEM;
+        goto out;
+    }
+    rw_live(g, live);
+    for (int32_t i = 0; i < g->n; i++) {
+        if (!live[i] || rw.map[i] >= 0) continue;
+        const node *n = &g->nodes[i];
+        int32_t id = -1;
+        if (n->op == RJ_OP_UNPAD) {
+            for (int32_t k = 0; k < g->n; k++) memo[k] = -2;
+            pctx pc = {.rw = &rw, .g = g, .j = (rj_dim)n->ival, .memo = memo};
+            pc.jroot = sym_root(g, dim_sym(pc.j));
+            int32_t pushed = push(&pc, n->in[0]);
+            const node *pn = pushed >= 0 ? &rw.out->nodes[pushed] : NULL;
+            if (pn && pn->rank == n->rank && pn->dtype == n->dtype &&
+                !memcmp(pn->dims, n->dims, sizeof(rj_dim) * n->rank))
+                id = pushed;
+        }
+        if (id < 0) id = rw_copy(&rw, i);
+        if ((rw.map[i] = id) < 0) {
+            s = rw.out->status ? rw.out->status : RJ_ERR_NOMEM;
+            goto out;
+        }
+    }
+out:
+    mem_free(ctx, live, nb);
+    mem_free(ctx, memo, nb * sizeof(int32_t));
+    if (s) {
+        rw_abort(&rw);
+        return s;
+    }
+    return rw_finish(&rw);
+}

@@ -1,0 +1,55 @@
+/*
+ * passes.h — the compilation pipeline's passes and the fusion plan they produce.
+ *
+ *   verify → canonicalize → eliminate_pads → canonicalize → fuse → lower
+ *
+ * Graph passes rewrite the graph (rewrite.h); fuse annotates it with a plan; lower turns the
+ * plan into loop IR (loopir.h), the input of both backends.
+ */
+#ifndef RJ_PASSES_H
+#define RJ_PASSES_H
+
+#include "ir.h"
+
+rj_status pass_canonicalize(rj_graph *g);
+rj_status pass_eliminate_pads(rj_graph *g);
+
+/* ---- the fusion plan --------------------------------------------------------------------- */
+
+/* What a node becomes in generated code. */
+typedef enum {
+    FR_DEAD,     /* not needed by any output */
+    FR_INPUT,    /* bound by the caller */
+    FR_INLINE,   /* recomputed wherever it is used (elementwise ops, pad, unpad, literals) */
+    FR_ROOT,     /* gives a kernel its loop structure: reduction, softmax, norm */
+    FR_EPILOGUE, /* elementwise consumer computed inside its root's kernel, at its output */
+} fuse_role;
+
+typedef struct fuse_node {
+    uint8_t role;
+    uint8_t mat;     /* written to memory: an output, or read by another kernel */
+    int32_t group;   /* kernel that computes it (-1 for inputs and inline nodes) */
+} fuse_node;
+
+typedef enum { FG_ROOT, FG_MAP } fuse_group_kind;
+
+typedef struct fuse_group {
+    uint8_t kind;
+    int32_t root;    /* FG_ROOT: the root node; FG_MAP: a node whose dims give the domain */
+    int32_t *members;/* FG_MAP: materialised nodes computed here; FG_ROOT: epilogue nodes */
+    int32_t nmembers, capmembers;
+} fuse_group;
+
+typedef struct fuse_plan {
+    rj_ctx *ctx;
+    fuse_node *nodes; /* per graph node */
+    int32_t n;
+    fuse_group *groups; /* in execution order */
+    int32_t ngroups, capgroups;
+} fuse_plan;
+
+rj_status pass_fuse(const rj_graph *g, fuse_plan *plan);
+void fuse_plan_free(fuse_plan *plan);
+void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *plan);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * pipeline.c — the compilation pipeline, as one flat list of passes.
+ *
+ * Backends share everything up to the loop IR. In builds configured with -Ddebug_verify=true
+ * the verifier runs after every graph pass, so a pass that breaks an invariant is caught at
+ * the pass rather than in generated code.
+ */
+#include "pipeline.h"
+
+#include <string.h>
+
+#ifdef RJ_DEBUG_VERIFY
+#define VERIFY(g) verify_graph(g)
+#else
+#define VERIFY(g) RJ_OK
+#endif
+
+rj_status pipeline_run(const rj_graph *user, compiled *c) {
+    rj_ctx *ctx = user->ctx;
+    memset(c, 0, sizeof *c);
+    if (!(c->opt = graph_clone(ctx, user))) return RJ_ERR_NOMEM;
+    rj_status s;
+    if ((s = verify_graph(c->opt)) ||
+        (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
+        (s = pass_eliminate_pads(c->opt)) || (s = VERIFY(c->opt)) ||
+        (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
+        (s = pass_fuse(c->opt, &c->plan)) ||
+        (s = pass_lower(c->opt, user, &c->plan, &c->lp))) {
+        compiled_free(c);
+        return s;
+    }
+    return RJ_OK;
+}
+
+void compiled_free(compiled *c) {
+    lprog_free(&c->lp);
+    fuse_plan_free(&c->plan);
+    rj_graph_free(c->opt);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,506 @@
+/*
+ * cpu.c — the CPU backend: compile through the pipeline and LLVM, cache, and dispatch.
+ *
+ * Compiling: the structural hash of the graph (dtypes, constant dims and ops; not names)
+ * finds an identical earlier compile in the context's cache; a hit shares its machine code
+ * and does no LLVM work at all. A miss runs the pipeline, JIT-compiles the loop IR, and
+ * prepares one libffi call interface per kernel from its typed signature.
+ *
+ * Running: kernels take only pointers and sizes, so a run only computes arguments: logical
+ * offsets per ragged class (the caller's offsets when they are packed; a prefix sum of
+ * lengths for views with holes), temporaries, and per-thread unit ranges. Units are split so
+ * every thread gets the same amount of work, not the same number of items: row ranges for
+ * elementwise and per-row kernels (an item longer than all others is simply split across
+ * threads), and for reductions over the ragged dim (item, column tile) units weighted by the
+ * item's length, with columns tiled when one item would otherwise dominate. Threads come from
+ * OpenMP; small runs stay on the calling thread, where dispatch costs a few calls.
+ */
+#include <ffi.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../codegen/llvm/llvm_backend.h"
+#include "../ir/pipeline.h"
+#include "runtime.h"
+
+typedef struct cpu_kernel {
+    ffi_cif cif;
+    ffi_type **types;
+    int32_t n;
+} cpu_kernel;
+
+typedef struct cpu_entry {
+    struct cpu_entry *next;
+    uint64_t hash;
+    rj_graph *key;
+    int refs;
+    compiled comp;
+    llvm_module_code *code;
+    void **fns;
+    cpu_kernel *kern;
+} cpu_entry;
+
+struct prog_cache {
+    cpu_entry *head;
+    int32_t n;
+};
+
+typedef struct cpu_state {
+    cpu_entry *e;
+    void **temp;
+    size_t *temp_bytes;
+    int64_t **loff;       /* per symbol: owned logical offsets (views with holes) */
+    size_t *loff_bytes;
+    void *scratch;
+    size_t scratch_bytes;
+} cpu_state;
+
+#define MAX_THREADS 256
+#define MAX_CACHED 64
+
+/* ---- structural equality of graphs (the cache key) ------------------------------------- */
+
+static bool graphs_equal(const rj_graph *a, const rj_graph *b) {
+    if (a->n != b->n || a->nsym != b->nsym || a->ninputs != b->ninputs || a->noutputs != b->noutputs)
+        return false;
+    for (int32_t i = 0; i < a->nsym; i++)
+        if (a->syms[i].kind != b->syms[i].kind || a->syms[i].parent != b->syms[i].parent ||
+            sym_root(a, i) != sym_root(b, i))
+            return false;
+    for (int32_t i = 0; i < a->n; i++) {
+        const node *x = &a->nodes[i], *y = &b->nodes[i];
+        if (x->op != y->op || x->dtype != y->dtype || x->rank != y->rank || x->nin != y->nin ||
+            x->weak != y->weak || x->keepdim != y->keepdim || x->axis != y->axis ||
+            x->ival != y->ival || memcmp(&x->fval, &y->fval, sizeof x->fval) ||
+            memcmp(x->in, y->in, sizeof(int32_t) * x->nin) ||
+            memcmp(x->dims, y->dims, sizeof(rj_dim) * x->rank))
+            return false;
+    }
+    for (int32_t i = 0; i < a->ninputs; i++)
+        if (a->inputs[i] != b->inputs[i]) return false;
+    for (int32_t i = 0; i < a->noutputs; i++)
+        if (a->outputs[i].node != b->outputs[i].node) return false;
+    return true;
+}
+
+/* ---- compile --------------------------------------------------------------------------- */
+
+static void entry_free(rj_ctx *ctx, cpu_entry *e) {
+    int32_t nk = e->comp.lp.nkernels;
+    if (e->kern)
+        for (int32_t i = 0; i < nk; i++)
+            mem_free(ctx, e->kern[i].types, sizeof(ffi_type *) * (size_t)(e->kern[i].n + 1));
+    mem_free(ctx, e->kern, sizeof(cpu_kernel) * (size_t)(nk ? nk : 1));
+    mem_free(ctx, e->fns, sizeof(void *) * (size_t)(nk ? nk : 1));
+    llvm_code_free(ctx, e->code);
+    compiled_free(&e->comp);
+    rj_graph_free(e->key);
+    mem_free(ctx, e, sizeof *e);
+}
+
+static rj_status prepare_ffi(rj_ctx *ctx, cpu_entry *e) {
+    int32_t nk = e->comp.lp.nkernels;
+    if (!(e->kern = mem_zalloc(ctx, sizeof(cpu_kernel) * (size_t)(nk ? nk : 1)))) return RJ_ERR_NOMEM;
+    for (int32_t i = 0; i < nk; i++) {
+        const lkernel *k = &e->comp.lp.kernels[i];
+        cpu_kernel *ck = &e->kern[i];
+        ck->n = k->nparams;
+        if (!(ck->types = mem_alloc(ctx, sizeof(ffi_type *) * (size_t)(k->nparams + 1)))) return RJ_ERR_NOMEM;
+        for (int32_t a = 0; a < k->nparams; a++) {
+            int kind = k->params[a].kind;
+            bool ptr = kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH;
+            ck->types[a] = ptr ? &ffi_type_pointer : &ffi_type_sint64;
+        }
+        if (ffi_prep_cif(&ck->cif, FFI_DEFAULT_ABI, (unsigned)k->nparams, &ffi_type_void, ck->types) != FFI_OK)
+            return ctx_fail(ctx, RJ_ERR_COMPILE, "libffi: cannot prepare the call of kernel %s", k->name);
+    }
+    return RJ_OK;
+}
+
+static rj_status cache_evict(rj_ctx *ctx) {
+    struct prog_cache *c = ctx->cache;
+    while (c->n > MAX_CACHED) {
+        cpu_entry **pp = &c->head, **victim = NULL;
+        for (; *pp; pp = &(*pp)->next)
+            if ((*pp)->refs == 0) victim = pp; /* the oldest unreferenced entry is last */
+        if (!victim) break;
+        cpu_entry *v = *victim;
+        *victim = v->next;
+        entry_free(ctx, v);
+        c->n--;
+    }
+    return RJ_OK;
+}
+
+static rj_status cpu_compile(rj_program *p) {
+    rj_ctx *ctx = p->ctx;
+    if (!ctx->cache) {
+        if (!(ctx->cache = mem_zalloc(ctx, sizeof *ctx->cache))) return RJ_ERR_NOMEM;
+    }
+    cpu_state *st = mem_zalloc(ctx, sizeof *st);
+    if (!st) return RJ_ERR_NOMEM;
+    p->impl = st;
+    uint64_t h = graph_hash(p->g);
+    for (cpu_entry *e = ctx->cache->head; e; e = e->next)
+        if (e->hash == h && graphs_equal(e->key, p->g)) {
+            e->refs++;
+            st->e = e;
+            return RJ_OK;
+        }
+    cpu_entry *e = mem_zalloc(ctx, sizeof *e);
+    if (!e) return RJ_ERR_NOMEM;
+    e->hash = h;
+    rj_status s = RJ_ERR_NOMEM;
+    if (!(e->key = graph_clone(ctx, p->g))) goto fail;
+    if ((s = pipeline_run(p->g, &e->comp))) goto fail;
+    int32_t nk = e->comp.lp.nkernels;
+    s = RJ_ERR_NOMEM;
+    if (!(e->fns = mem_zalloc(ctx, sizeof(void *) * (size_t)(nk ? nk : 1)))) goto fail;
+    if ((s = llvm_compile(ctx, &e->comp.lp, e->fns, &e->code)) || (s = prepare_ffi(ctx, e))) goto fail;
+    e->refs = 1;
+    e->next = ctx->cache->head;
+    ctx->cache->head = e;
+    ctx->cache->n++;
+    st->e = e;
+    return cache_evict(ctx);
+fail:
+    entry_free(ctx, e);
+    return s;
+}
+
+static void cpu_release(rj_program *p) {
+    cpu_state *st = p->impl;
+    if (!st) return;
+    rj_ctx *ctx = p->ctx;
+    if (st->e) {
+        int32_t nt = st->e->comp.lp.ntemps, ns = p->g->nsym;
+        if (st->temp)
+            for (int32_t i = 0; i < nt; i++) mem_free(ctx, st->temp[i], st->temp_bytes[i]);
+        mem_free(ctx, st->temp, sizeof(void *) * (size_t)(nt ? nt : 1));
+        mem_free(ctx, st->temp_bytes, sizeof(size_t) * (size_t)(nt ? nt : 1));
+        if (st->loff)
+            for (int32_t i = 0; i < ns; i++) mem_free(ctx, st->loff[i], st->loff_bytes[i]);
+        mem_free(ctx, st->loff, sizeof(int64_t *) * (size_t)(ns ? ns : 1));
+        mem_free(ctx, st->loff_bytes, sizeof(size_t) * (size_t)(ns ? ns : 1));
+        st->e->refs--;
+    }
+    mem_free(ctx, st->scratch, st->scratch_bytes);
+    mem_free(ctx, st, sizeof *st);
+    p->impl = NULL;
+    if (ctx->cache) cache_evict(ctx);
+}
+
+void backends_shutdown(rj_ctx *ctx) {
+    if (ctx->cache) {
+        for (cpu_entry *e = ctx->cache->head, *n; e; e = n) {
+            n = e->next;
+            entry_free(ctx, e);
+        }
+        mem_free(ctx, ctx->cache, sizeof *ctx->cache);
+        ctx->cache = NULL;
+    }
+    llvm_jit_free(ctx->jit);
+    ctx->jit = NULL;
+}
+
+/* ---- run ------------------------------------------------------------------------------- */
+
+typedef union slot {
+    void *p;
+    int64_t i;
+} slot;
+
+typedef struct run {
+    rj_ctx *ctx;
+    rj_program *p;
+    rj_bind *b;
+    cpu_state *st;
+    const lprog *lp;
+    const int64_t **loff; /* per symbol: logical offsets of its class (set for roots) */
+    int64_t *batch;       /* per symbol: batch of its class */
+} run;
+
+static bool grow_buf(rj_ctx *ctx, void **buf, size_t *have, size_t need) {
+    if (need <= *have && *buf) return true;
+    void *n = mem_realloc(ctx, *buf, *have, need ? need : 1);
+    if (!n) return false;
+    *buf = n;
+    *have = need ? need : 1;
+    return true;
+}
+
+/* Logical offsets of each class that some kernel needs. */
+static rj_status class_offsets(run *r) {
+    const rj_graph *g = r->p->g;
+    rj_bind *b = r->b;
+    cpu_state *st = r->st;
+    int32_t ns = g->nsym;
+    if (!st->loff && (!(st->loff = mem_zalloc(r->ctx, sizeof(int64_t *) * (size_t)(ns ? ns : 1))) ||
+                      !(st->loff_bytes = mem_zalloc(r->ctx, sizeof(size_t) * (size_t)(ns ? ns : 1)))))
+        return RJ_ERR_NOMEM;
+    for (int32_t s = 0; s < ns; s++) {
+        if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
+        /* a packed member's offsets are the logical offsets of the whole class */
+        const rag_bind *src = NULL;
+        for (int32_t m = 0; m < ns; m++)
+            if (b->rag[m].set && sym_root(g, m) == s && g->syms[m].kind == SYM_RAGGED &&
+                (!src || (src->len && !b->rag[m].len)))
+                src = &b->rag[m];
+        if (!src) continue;
+        r->batch[s] = src->batch;
+        if (!src->len) {
+            r->loff[s] = src->off;
+            continue;
+        }
+        size_t need = sizeof(int64_t) * (size_t)(src->batch + 1);
+        if (!grow_buf(r->ctx, (void **)&st->loff[s], &st->loff_bytes[s], need)) return RJ_ERR_NOMEM;
+        int64_t *lo = st->loff[s];
+        lo[0] = 0;
+        for (int64_t k = 0; k < src->batch; k++) lo[k + 1] = lo[k] + src->len[k];
+        r->loff[s] = lo;
+    }
+    return RJ_OK;
+}
+
+static int64_t dims_numel(run *r, const rj_dim *dims, int n) {
+    int64_t c = 1;
+    for (int k = 0; k < n; k++) c *= bind_dim_value(r->b, dims[k]);
+    return c;
+}
+
+static rj_status temps(run *r) {
+    const lprog *lp = r->lp;
+    cpu_state *st = r->st;
+    rj_ctx *ctx = r->ctx;
+    int32_t nt = lp->ntemps;
+    if (!st->temp && nt && (!(st->temp = mem_zalloc(ctx, sizeof(void *) * (size_t)nt)) ||
+                            !(st->temp_bytes = mem_zalloc(ctx, sizeof(size_t) * (size_t)nt))))
+        return RJ_ERR_NOMEM;
+    for (int32_t i = 0; i < lp->nbufs; i++) {
+        const lbuf *lb = &lp->bufs[i];
+        if (lb->kind != LB_TEMP) continue;
+        int64_t n;
+        const sym *s = lb->rank > 1 ? graph_sym(r->p->g, lb->dims[1]) : NULL;
+        if (s && s->kind == SYM_RAGGED) {
+            int32_t cls = sym_root(r->p->g, dim_sym(lb->dims[1]));
+            n = r->loff[cls][r->batch[cls]] * dims_numel(r, lb->dims + 2, lb->rank - 2);
+        } else {
+            n = dims_numel(r, lb->dims, lb->rank);
+        }
+        size_t bytes;
+        if (!bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
+            return ctx_fail(ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
+        if (!grow_buf(ctx, &st->temp[lb->index], &st->temp_bytes[lb->index], bytes)) return RJ_ERR_NOMEM;
+    }
+    return RJ_OK;
+}
+
+static void *buf_ptr(run *r, const lbuf *lb) {
+    switch (lb->kind) {
+    case LB_INPUT: return (void *)r->b->in[lb->index].data;
+    case LB_OUTPUT: return r->b->out[lb->index].data;
+    default: return r->st->temp[lb->index];
+    }
+}
+
+/* Largest b in [0, B] with loff[b] <= v. */
+static int64_t upper_item(const int64_t *loff, int64_t B, int64_t v) {
+    int64_t lo = 0, hi = B;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (loff[mid] <= v) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Smallest b in [0, B] with loff[b] >= v. */
+static int64_t lower_item(const int64_t *loff, int64_t B, int64_t v) {
+    int64_t lo = 0, hi = B;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (loff[mid] >= v) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+typedef struct plan_k {
+    int nth;
+    int64_t lo[MAX_THREADS + 1]; /* thread t does units lo[t] .. lo[t+1] */
+    int64_t tile;
+    int64_t nunits;
+    int64_t nt;
+    size_t scratch_per_thread;
+} plan_k;
+
+static int64_t nt_threshold(void) {
+    static int64_t cached = -1;
+    if (cached < 0) {
+        const char *env = getenv("RAGJIT_NT_BYTES");
+        long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        cached = env ? atoll(env) : (llc > 0 ? 2 * (int64_t)llc : 64 << 20);
+    }
+    return cached;
+}
+
+/* Splits the kernel's units across threads. */
+static void plan_kernel(run *r, const lkernel *k, plan_k *pk) {
+    int threads = ctx_threads(r->ctx);
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    int64_t work, N = 1;
+    memset(pk, 0, sizeof *pk);
+    int32_t cls = k->dom_class;
+    switch (k->domain) {
+    case UD_ROWS: {
+        pk->nunits = r->loff[cls][r->batch[cls]];
+        work = pk->nunits;
+        break;
+    }
+    case UD_ITEMS: {
+        N = dims_numel(r, k->dom_dims, k->dom_rank);
+        int64_t B = r->batch[cls], total = 0, maxw = 0;
+        const int64_t *lo = r->loff[cls];
+        for (int64_t b = 0; b < B; b++) {
+            int64_t w = lo[b + 1] - lo[b] + 1;
+            total += w;
+            if (w > maxw) maxw = w;
+        }
+        pk->tile = N > 0 ? N : 1;
+        pk->nt = 1;
+        if (k->tiled && threads > 1 && N >= 32 && maxw * 2 * threads > total) {
+            int64_t want = 2 * threads;
+            int64_t t = (N + want - 1) / want;
+            t = (t + 15) / 16 * 16;
+            pk->tile = t;
+            pk->nt = (N + t - 1) / t;
+        }
+        pk->nunits = B * pk->nt;
+        work = total * (N > 0 ? N : 1);
+        break;
+    }
+    default:
+        pk->nunits = dims_numel(r, k->dom_dims, k->dom_rank);
+        work = pk->nunits;
+        break;
+    }
+    int nth = threads;
+    if (work < 16384 || pk->nunits < 2) nth = 1;
+    if (nth > pk->nunits) nth = (int)(pk->nunits > 0 ? pk->nunits : 1);
+    pk->nth = nth;
+    if (k->domain == UD_ITEMS && nth > 1) {
+        /* weighted split: each thread gets about total / nth of sum(len_b + 1) over its units */
+        const int64_t *lo = r->loff[cls];
+        int64_t total = 0;
+        for (int64_t u = 0; u < pk->nunits; u++) {
+            int64_t b = u / pk->nt;
+            total += lo[b + 1] - lo[b] + 1;
+        }
+        int t = 1;
+        int64_t acc = 0;
+        pk->lo[0] = 0;
+        for (int64_t u = 0; u < pk->nunits && t < nth; u++) {
+            int64_t b = u / pk->nt;
+            acc += lo[b + 1] - lo[b] + 1;
+            while (t < nth && acc * nth >= total * t) pk->lo[t++] = u + 1;
+        }
+        while (t <= nth) pk->lo[t++] = pk->nunits;
+    } else {
+        for (int t = 0; t <= nth; t++) pk->lo[t] = pk->nunits * t / nth;
+    }
+    if (k->scratch_per_tile)
+        pk->scratch_per_thread = ((size_t)k->scratch_per_tile * (size_t)pk->tile *
+                                      rj_dtype_size((rj_dtype)k->scratch_type) + 63) / 64 * 64;
+}
+
+static void call_kernel(run *r, const cpu_entry *e, int32_t ki, const plan_k *pk, int t, bool nt) {
+    const lkernel *k = &r->lp->kernels[ki];
+    slot vals[64];
+    void *argv[64];
+    int64_t lo = pk->lo[t], hi = pk->lo[t + 1];
+    if (lo >= hi) return;
+    for (int32_t a = 0; a < k->nparams && a < 64; a++) {
+        const lparam *pm = &k->params[a];
+        argv[a] = &vals[a];
+        switch (pm->kind) {
+        case PK_BUF: vals[a].p = buf_ptr(r, &r->lp->bufs[pm->ref]); break;
+        case PK_OFF: vals[a].p = (void *)r->b->rag[pm->ref].off; break;
+        case PK_LOFF: vals[a].p = (void *)r->loff[pm->ref]; break;
+        case PK_SIZE: vals[a].i = r->b->val[pm->ref]; break;
+        case PK_LO: vals[a].i = lo; break;
+        case PK_HI: vals[a].i = hi; break;
+        case PK_TILE: vals[a].i = pk->tile; break;
+        case PK_SCRATCH: vals[a].p = (char *)r->st->scratch + (size_t)t * pk->scratch_per_thread; break;
+        case PK_NT: vals[a].i = nt; break;
+        case PK_BLO: vals[a].i = upper_item(r->loff[k->dom_class], r->batch[k->dom_class], lo); break;
+        case PK_BHI: vals[a].i = lower_item(r->loff[k->dom_class], r->batch[k->dom_class], hi); break;
+        }
+    }
+    ffi_call((ffi_cif *)&e->kern[ki].cif, FFI_FN(e->fns[ki]), NULL, argv);
+}
+
+static rj_status cpu_run(rj_program *p, rj_bind *b) {
+    rj_ctx *ctx = p->ctx;
+    cpu_state *st = p->impl;
+    const cpu_entry *e = st->e;
+    int32_t ns = p->g->nsym ? p->g->nsym : 1;
+    const int64_t *loff_stack[32];
+    int64_t batch_stack[32];
+    run r = {.ctx = ctx, .p = p, .b = b, .st = st, .lp = &e->comp.lp,
+             .loff = loff_stack, .batch = batch_stack};
+    if (ns > 32) {
+        r.loff = mem_zalloc(ctx, sizeof(int64_t *) * (size_t)ns);
+        r.batch = mem_zalloc(ctx, sizeof(int64_t) * (size_t)ns);
+        if (!r.loff || !r.batch) {
+            mem_free(ctx, (void *)r.loff, sizeof(int64_t *) * (size_t)ns);
+            mem_free(ctx, r.batch, sizeof(int64_t) * (size_t)ns);
+            return RJ_ERR_NOMEM;
+        }
+    } else {
+        memset(loff_stack, 0, sizeof loff_stack);
+        memset(batch_stack, 0, sizeof batch_stack);
+    }
+    rj_status s = class_offsets(&r);
+    if (!s) s = temps(&r);
+    for (int32_t ki = 0; !s && ki < r.lp->nkernels; ki++) {
+        const lkernel *k = &r.lp->kernels[ki];
+        if (k->nparams > 64) {
+            s = ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s has more than 64 parameters", k->name);
+            break;
+        }
+        plan_k pk;
+        plan_kernel(&r, k, &pk);
+        if (pk.nunits <= 0) continue;
+        if (pk.scratch_per_thread &&
+            !grow_buf(ctx, &st->scratch, &st->scratch_bytes, pk.scratch_per_thread * (size_t)pk.nth)) {
+            s = RJ_ERR_NOMEM;
+            break;
+        }
+        bool nt = false;
+        if (k->has_nt) {
+            int64_t bytes = 0;
+            for (int32_t a = 0; a < k->nparams; a++) {
+                const lparam *pm = &k->params[a];
+                if (pm->kind != PK_BUF || !pm->written) continue;
+                const lbuf *lb = &r.lp->bufs[pm->ref];
+                if (lb->kind == LB_OUTPUT) bytes += b->out[lb->index].numel * (int64_t)rj_dtype_size((rj_dtype)lb->dtype);
+            }
+            nt = bytes > nt_threshold();
+        }
+        if (pk.nth == 1) {
+            call_kernel(&r, e, ki, &pk, 0, nt);
+        } else {
+#pragma omp parallel num_threads(pk.nth)
+            call_kernel(&r, e, ki, &pk, omp_get_thread_num(), nt);
+        }
+    }
+    if (ns > 32) {
+        mem_free(ctx, (void *)r.loff, sizeof(int64_t *) * (size_t)ns);
+        mem_free(ctx, r.batch, sizeof(int64_t) * (size_t)ns);
+    }
+    return s;
+}
+
+const backend backend_cpu = {"cpu", cpu_compile, cpu_run, cpu_release};
