@@ -438,6 +438,33 @@ static rj_status prepare_outputs(rj_bind *b) {
     return RJ_OK;
 }
 
+/* Outputs must not overlap inputs or each other: kernels read inputs after writing outputs
+ * (softmax's passes) and the generated code assumes no aliasing. */
+static rj_status check_overlap(rj_bind *b) {
+    const rj_graph *g = b->g;
+    for (int32_t o = 0; o < g->noutputs; o++) {
+        const out_bind *ob = &b->out[o];
+        size_t ob_bytes = (size_t)ob->numel * rj_dtype_size(g->nodes[g->outputs[o].node].dtype);
+        if (!ob->user || !ob_bytes) continue;
+        const char *lo = ob->user, *hi = lo + ob_bytes;
+        for (int32_t i = 0; i < g->ninputs; i++) {
+            const char *p = b->in[i].data;
+            size_t n = (size_t)b->in[i].numel * rj_dtype_size(g->nodes[g->inputs[i]].dtype);
+            if (p && n && p < hi && lo < p + n)
+                return ctx_fail(b->ctx, RJ_ERR_ARG, "output %s overlaps input %s (outputs must not "
+                                "alias inputs)", g->outputs[o].name, g->nodes[g->inputs[i]].name);
+        }
+        for (int32_t k = 0; k < o; k++) {
+            const out_bind *q = &b->out[k];
+            size_t qn = (size_t)q->numel * rj_dtype_size(g->nodes[g->outputs[k].node].dtype);
+            if (q->user && qn && (const char *)q->user < hi && lo < (const char *)q->user + qn)
+                return ctx_fail(b->ctx, RJ_ERR_ARG, "outputs %s and %s overlap", g->outputs[k].name,
+                                g->outputs[o].name);
+        }
+    }
+    return RJ_OK;
+}
+
 rj_status bind_prepare(rj_bind *b) {
     const rj_graph *g = b->g;
     rj_ctx *ctx = b->ctx;
@@ -455,7 +482,8 @@ rj_status bind_prepare(rj_bind *b) {
     s = resolve_dense(b, known);
     if (known != stack_known) mem_free(ctx, known, kn);
     if (s) return s;
-    return (s = check_inputs(b)) || (s = check_pad_lengths(b)) ? s : prepare_outputs(b);
+    if ((s = check_inputs(b)) || (s = check_pad_lengths(b)) || (s = prepare_outputs(b))) return s;
+    return check_overlap(b);
 }
 
 const rj_tensor *rj_bind_result(rj_bind *b, rj_node n) {

@@ -24,6 +24,7 @@ struct rj_ctx {
     char err[1024];
     struct llvm_jit *jit;       /* created on first CPU compile (codegen/llvm) */
     struct prog_cache *cache;   /* compiled programs by structural hash */
+    uint64_t llvm_compiles;     /* modules JIT-compiled (tests check cache hits with it) */
 };
 
 int ctx_threads(const rj_ctx *ctx);

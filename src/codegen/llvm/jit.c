@@ -110,6 +110,16 @@ rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out) {
     return RJ_OK;
 }
 
+/* LLVM reports "loop not vectorized" remarks for forced-vectorisation hints on loops that
+ * call libm (f64 exp, say); they are expected, so diagnostics below errors are dropped. */
+static void diagnostics(LLVMDiagnosticInfoRef info, void *ud) {
+    RJ_UNUSED(ud);
+    if (LLVMGetDiagInfoSeverity(info) != LLVMDSError) return;
+    char *m = LLVMGetDiagInfoDescription(info);
+    fprintf(stderr, "ragjit: LLVM: %s\n", m);
+    LLVMDisposeMessage(m);
+}
+
 static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMModuleRef m) {
     LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
@@ -132,6 +142,7 @@ rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code
     snprintf(prefix, sizeof prefix, "rj%llu_", (unsigned long long)j->next_id++);
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     LLVMContextRef c = LLVMOrcThreadSafeContextGetContext(tsc);
+    LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
     LLVMModuleRef m = llvm_emit_module(ctx, c, p, prefix, &t);
     if (!m) {
@@ -166,6 +177,7 @@ rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code
         }
         fns[i] = (void *)(uintptr_t)addr;
     }
+    ctx->llvm_compiles++;
     llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
     if (!mc) {
         LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
@@ -190,6 +202,7 @@ char *llvm_dump(rj_ctx *ctx, const lprog *p, const char *stage) {
     struct llvm_jit *j;
     if (llvm_jit_get(ctx, &j)) return NULL;
     LLVMContextRef c = LLVMContextCreate();
+    LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
     LLVMModuleRef m = llvm_emit_module(ctx, c, p, "rj_", &t);
     char *text = NULL;
