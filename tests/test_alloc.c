@@ -94,9 +94,15 @@ static void test_alloc_failure_reference(void **state) {
     sweep(RJ_TARGET_REFERENCE);
 }
 
+static void test_alloc_failure_cpu(void **state) {
+    (void)state;
+    sweep(RJ_TARGET_CPU);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_failure_reference),
+        cmocka_unit_test(test_alloc_failure_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,7 +80,12 @@ static int32_t X(lower *L, lx e) {
     return id;
 }
 
-static const lx *E(lower *L, int32_t id) { return &L->k->ex[id]; }
+/* After a failure, expressions may not exist: a placeholder keeps the lowering going until
+ * it returns the error. */
+static const lx *E(lower *L, int32_t id) {
+    static const lx none = {.kind = LX_CONST, .type = RJ_I64, .a = -1, .b = -1, .c = -1, .ref = -1};
+    return L->err || id < 0 || id >= L->k->nex ? &none : &L->k->ex[id];
+}
 
 static bool is_const(lower *L, int32_t id, int64_t v) {
     const lx *e = E(L, id);
@@ -122,6 +127,7 @@ static int32_t xparam(lower *L, param_kind kind, int32_t ref, const char *name) 
 }
 
 static int32_t xvar(lower *L, int32_t v) {
+    if (L->err) return 0;
     return X(L, (lx){.kind = LX_VAR, .type = L->k->vars[v].type, .ref = v, .a = -1, .b = -1, .c = -1});
 }
 
@@ -403,8 +409,12 @@ static int32_t value(lower *L, int32_t id, const at *a) {
     for (int32_t m = 0; m < L->memo_n; m++)
         if (L->memo[m].node == id && L->memo[m].key == key) return L->memo[m].expr;
     int32_t e = compute(L, id, a);
-    if (!L->err && mem_grow(L->ctx, (void **)&L->memo, &L->memo_cap, L->memo_n + 1, sizeof(memo_ent)))
-        L->memo[L->memo_n++] = (memo_ent){.node = id, .key = key, .expr = e};
+    if (L->err) return 0;
+    if (!mem_grow(L->ctx, (void **)&L->memo, &L->memo_cap, L->memo_n + 1, sizeof(memo_ent))) {
+        L->err = RJ_ERR_NOMEM;
+        return 0;
+    }
+    L->memo[L->memo_n++] = (memo_ent){.node = id, .key = key, .expr = e};
     return e;
 }
 
@@ -549,6 +559,13 @@ static blk *dense_loop(lower *L, blk *b, at *a, const rj_dim *dims, int n, blk *
     return inner;
 }
 
+/* Sets the kernel's one-line description from a printed buffer. */
+static void set_what(lower *L, sbuf *w) {
+    if (w->failed) L->err = RJ_ERR_NOMEM;
+    else snprintf(L->k->what, sizeof L->k->what, "%s", w->s ? w->s : "");
+    sbuf_free(w);
+}
+
 /* ---- map kernels --------------------------------------------------------------------------- */
 
 static void map_body(lower *L, blk *b, at *a, void *ud) {
@@ -569,8 +586,7 @@ static void lower_map(lower *L, const fuse_group *gr) {
     sbuf_init(&w, L->ctx);
     sbuf_puts(&w, "map over ");
     print_node_type(&w, L->g, d);
-    snprintf(L->k->what, sizeof L->k->what, "%s", w.s ? w.s : "map");
-    sbuf_free(&w);
+    set_what(L, &w);
     if (rp == 1) {
         blk sb[3];
         blk *in = rows_loop(L, &top, &a, root_of(L->g, d->dims[1]), sb);
@@ -949,8 +965,7 @@ static void lower_axis(lower *L, const fuse_group *gr) {
     sbuf_printf(&w, "%s over dim %d of ", op_table[root->op].name, rc.ai.axis);
     print_node_type(&w, g, x);
     if (rc.ai.items) sbuf_puts(&w, rc.ai.padded ? " (padded dim: padding in closed form)" : " (ragged dim)");
-    snprintf(L->k->what, sizeof L->k->what, "%s", w.s ? w.s : "reduce");
-    sbuf_free(&w);
+    set_what(L, &w);
     if (rc.ai.items) {
         lower_items(L, gr, &rc);
         return;
@@ -1040,8 +1055,7 @@ static void lower_norm(lower *L, const fuse_group *gr) {
     sbuf_init(&w, L->ctx);
     sbuf_printf(&w, "%s over the last %d dims of ", op_table[nc.root->op].name, nc.root->axis);
     print_node_type(&w, g, nc.x);
-    snprintf(L->k->what, sizeof L->k->what, "%s", w.s ? w.s : "norm");
-    sbuf_free(&w);
+    set_what(L, &w);
     blk top = NEWBLK;
     leading_units(L, &top, nc.x->dims, nc.x->rank, nc.lead, nc.lead, norm_unit, &nc);
     L->k->body = top.first;

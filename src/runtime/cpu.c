@@ -47,14 +47,16 @@ struct prog_cache {
     int32_t n;
 };
 
+typedef struct owned {
+    void *p;
+    size_t bytes;
+} owned;
+
 typedef struct cpu_state {
     cpu_entry *e;
-    void **temp;
-    size_t *temp_bytes;
-    int64_t **loff;       /* per symbol: owned logical offsets (views with holes) */
-    size_t *loff_bytes;
-    void *scratch;
-    size_t scratch_bytes;
+    owned *temp;          /* per temporary buffer */
+    owned *loff;          /* per symbol: logical offsets computed for views with holes */
+    owned scratch;        /* per-thread accumulators */
 } cpu_state;
 
 #define MAX_THREADS 256
@@ -177,16 +179,14 @@ static void cpu_release(rj_program *p) {
     if (st->e) {
         int32_t nt = st->e->comp.lp.ntemps, ns = p->g->nsym;
         if (st->temp)
-            for (int32_t i = 0; i < nt; i++) mem_free(ctx, st->temp[i], st->temp_bytes[i]);
-        mem_free(ctx, st->temp, sizeof(void *) * (size_t)(nt ? nt : 1));
-        mem_free(ctx, st->temp_bytes, sizeof(size_t) * (size_t)(nt ? nt : 1));
+            for (int32_t i = 0; i < nt; i++) mem_free(ctx, st->temp[i].p, st->temp[i].bytes);
+        mem_free(ctx, st->temp, sizeof(owned) * (size_t)(nt ? nt : 1));
         if (st->loff)
-            for (int32_t i = 0; i < ns; i++) mem_free(ctx, st->loff[i], st->loff_bytes[i]);
-        mem_free(ctx, st->loff, sizeof(int64_t *) * (size_t)(ns ? ns : 1));
-        mem_free(ctx, st->loff_bytes, sizeof(size_t) * (size_t)(ns ? ns : 1));
+            for (int32_t i = 0; i < ns; i++) mem_free(ctx, st->loff[i].p, st->loff[i].bytes);
+        mem_free(ctx, st->loff, sizeof(owned) * (size_t)(ns ? ns : 1));
         st->e->refs--;
     }
-    mem_free(ctx, st->scratch, st->scratch_bytes);
+    mem_free(ctx, st->scratch.p, st->scratch.bytes);
     mem_free(ctx, st, sizeof *st);
     p->impl = NULL;
     if (ctx->cache) cache_evict(ctx);
@@ -222,12 +222,12 @@ typedef struct run {
     int64_t *batch;       /* per symbol: batch of its class */
 } run;
 
-static bool grow_buf(rj_ctx *ctx, void **buf, size_t *have, size_t need) {
-    if (need <= *have && *buf) return true;
-    void *n = mem_realloc(ctx, *buf, *have, need ? need : 1);
+static bool grow(rj_ctx *ctx, owned *o, size_t need) {
+    if (need <= o->bytes && o->p) return true;
+    void *n = mem_realloc(ctx, o->p, o->bytes, need ? need : 1);
     if (!n) return false;
-    *buf = n;
-    *have = need ? need : 1;
+    o->p = n;
+    o->bytes = need ? need : 1;
     return true;
 }
 
@@ -237,8 +237,7 @@ static rj_status class_offsets(run *r) {
     rj_bind *b = r->b;
     cpu_state *st = r->st;
     int32_t ns = g->nsym;
-    if (!st->loff && (!(st->loff = mem_zalloc(r->ctx, sizeof(int64_t *) * (size_t)(ns ? ns : 1))) ||
-                      !(st->loff_bytes = mem_zalloc(r->ctx, sizeof(size_t) * (size_t)(ns ? ns : 1)))))
+    if (!st->loff && !(st->loff = mem_zalloc(r->ctx, sizeof(owned) * (size_t)(ns ? ns : 1))))
         return RJ_ERR_NOMEM;
     for (int32_t s = 0; s < ns; s++) {
         if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
@@ -255,8 +254,8 @@ static rj_status class_offsets(run *r) {
             continue;
         }
         size_t need = sizeof(int64_t) * (size_t)(src->batch + 1);
-        if (!grow_buf(r->ctx, (void **)&st->loff[s], &st->loff_bytes[s], need)) return RJ_ERR_NOMEM;
-        int64_t *lo = st->loff[s];
+        if (!grow(r->ctx, &st->loff[s], need)) return RJ_ERR_NOMEM;
+        int64_t *lo = st->loff[s].p;
         lo[0] = 0;
         for (int64_t k = 0; k < src->batch; k++) lo[k + 1] = lo[k] + src->len[k];
         r->loff[s] = lo;
@@ -275,8 +274,7 @@ static rj_status temps(run *r) {
     cpu_state *st = r->st;
     rj_ctx *ctx = r->ctx;
     int32_t nt = lp->ntemps;
-    if (!st->temp && nt && (!(st->temp = mem_zalloc(ctx, sizeof(void *) * (size_t)nt)) ||
-                            !(st->temp_bytes = mem_zalloc(ctx, sizeof(size_t) * (size_t)nt))))
+    if (!st->temp && nt && !(st->temp = mem_zalloc(ctx, sizeof(owned) * (size_t)nt)))
         return RJ_ERR_NOMEM;
     for (int32_t i = 0; i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];
@@ -292,7 +290,7 @@ static rj_status temps(run *r) {
         size_t bytes;
         if (!bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
             return ctx_fail(ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
-        if (!grow_buf(ctx, &st->temp[lb->index], &st->temp_bytes[lb->index], bytes)) return RJ_ERR_NOMEM;
+        if (!grow(ctx, &st->temp[lb->index], bytes)) return RJ_ERR_NOMEM;
     }
     return RJ_OK;
 }
@@ -301,7 +299,7 @@ static void *buf_ptr(run *r, const lbuf *lb) {
     switch (lb->kind) {
     case LB_INPUT: return (void *)r->b->in[lb->index].data;
     case LB_OUTPUT: return r->b->out[lb->index].data;
-    default: return r->st->temp[lb->index];
+    default: return r->st->temp[lb->index].p;
     }
 }
 
@@ -432,7 +430,7 @@ static void call_kernel(run *r, const cpu_entry *e, int32_t ki, const plan_k *pk
         case PK_LO: vals[a].i = lo; break;
         case PK_HI: vals[a].i = hi; break;
         case PK_TILE: vals[a].i = pk->tile; break;
-        case PK_SCRATCH: vals[a].p = (char *)r->st->scratch + (size_t)t * pk->scratch_per_thread; break;
+        case PK_SCRATCH: vals[a].p = (char *)r->st->scratch.p + (size_t)t * pk->scratch_per_thread; break;
         case PK_NT: vals[a].i = nt; break;
         case PK_BLO: vals[a].i = upper_item(r->loff[k->dom_class], r->batch[k->dom_class], lo); break;
         case PK_BHI: vals[a].i = lower_item(r->loff[k->dom_class], r->batch[k->dom_class], hi); break;
@@ -473,8 +471,7 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
         plan_k pk;
         plan_kernel(&r, k, &pk);
         if (pk.nunits <= 0) continue;
-        if (pk.scratch_per_thread &&
-            !grow_buf(ctx, &st->scratch, &st->scratch_bytes, pk.scratch_per_thread * (size_t)pk.nth)) {
+        if (pk.scratch_per_thread && !grow(ctx, &st->scratch, pk.scratch_per_thread * (size_t)pk.nth)) {
             s = RJ_ERR_NOMEM;
             break;
         }

@@ -38,7 +38,8 @@ typedef struct em {
     int32_t nstack, capstack;
     bool nt;
     unsigned md_nt, md_loop;
-    bool fail;
+    bool fail;  /* an op this backend does not implement */
+    bool nomem;
 } em;
 
 static LLVMTypeRef vty(em *E, int t) {
@@ -223,7 +224,7 @@ static LLVMValueRef compare(em *E, int fn, int t, LLVMValueRef x, LLVMValueRef y
 static void remember(em *E, int32_t id, LLVMValueRef v) {
     E->cache[id] = v;
     if (!mem_grow(E->ctx, (void **)&E->stack, &E->capstack, E->nstack + 1, sizeof(int32_t))) {
-        E->fail = true;
+        E->nomem = true;
         return;
     }
     E->stack[E->nstack++] = id;
@@ -377,7 +378,7 @@ static void stmt(em *E, const ls *st) {
 }
 
 static void block(em *E, int32_t s) {
-    for (; s >= 0 && !E->fail; s = E->k->st[s].next) stmt(E, &E->k->st[s]);
+    for (; s >= 0 && !E->fail && !E->nomem; s = E->k->st[s].next) stmt(E, &E->k->st[s]);
 }
 
 static void add_attr(em *E, LLVMValueRef fn, unsigned idx, const char *name) {
@@ -447,7 +448,10 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
     mem_free(E->ctx, E->cache, sizeof(LLVMValueRef) * ne);
     E->args = E->vars = E->cache = NULL;
     E->nstack = 0;
-    if (!ok) return false;
+    if (!ok || E->nomem) {
+        ctx_fail(E->ctx, RJ_ERR_NOMEM, "out of memory while generating LLVM IR");
+        return false;
+    }
     if (E->fail) ctx_fail(E->ctx, RJ_ERR_INTERNAL, "emit: kernel %s uses an operation the LLVM "
                           "backend does not implement", k->name);
     return !E->fail;
