@@ -117,6 +117,7 @@ typedef struct lkernel {
     rj_dim dom_dims[RJ_MAX_RANK];
     uint8_t scratch_type;
     int32_t scratch_per_tile; /* scratch elements needed per element of the tile */
+    bool scratch_per_row;     /* plus one per element of the tile and row of the longest item */
     bool has_nt;        /* some store is LF_NT */
     bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
 } lkernel;

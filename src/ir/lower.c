@@ -447,29 +447,33 @@ static bool expr_uses_var(lower *L, int32_t e, int32_t v) {
 
 /* ---- stores of a group's results ----------------------------------------------------------- */
 
-/* Stores node n's value v at index a into every buffer written for it. */
+/* Stores node n's value v at index a into every buffer written for it. LF_NT (streaming) is
+ * kept only for outputs: temporaries are read again by later kernels, from cache. */
 static void store_node(lower *L, blk *b, int32_t n, int32_t v, const at *a, uint8_t flags) {
     for (int32_t bi = 0; bi < L->prog->nbufs; bi++) {
         const lbuf *lb = &L->prog->bufs[bi];
         if (lb->node != n || lb->kind == LB_INPUT) continue;
-        s_store(L, b, buf_param(L, bi), xaddr(L, bi, a), xcast(L, (rj_dtype)lb->dtype, v), flags);
+        uint8_t f = lb->kind == LB_OUTPUT ? flags : (uint8_t)(flags & ~LF_NT);
+        s_store(L, b, buf_param(L, bi), xaddr(L, bi, a), xcast(L, (rj_dtype)lb->dtype, v), f);
+        if (f & LF_NT) L->k->has_nt = true;
     }
 }
 
 /* Root value r at index a: store the root if written, then its epilogue nodes. `rows_only`:
  * a is a row of the ragged class (i < len_b), where unpad epilogues are written too. */
-static void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, bool in_rows) {
+static void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, bool in_rows,
+                        uint8_t flags) {
     const fuse_group *gr = &L->plan->groups[L->group];
     int32_t rv = newvar(L, "r", L->g->nodes[root].dtype);
     s_set(L, b, rv, r);
     L->subst_node = root;
     L->subst_expr = xvar(L, rv);
-    if (L->plan->nodes[root].mat) store_node(L, b, root, L->subst_expr, a, 0);
+    if (L->plan->nodes[root].mat) store_node(L, b, root, L->subst_expr, a, flags);
     for (int32_t m = 0; m < gr->nmembers; m++) {
         int32_t id = gr->members[m];
         if (!L->plan->nodes[id].mat) continue;
         if (L->g->nodes[id].op == RJ_OP_UNPAD && !in_rows) continue;
-        store_node(L, b, id, value_fresh(L, id, a), a, 0);
+        store_node(L, b, id, value_fresh(L, id, a), a, flags);
     }
     L->subst_node = -1;
 }
@@ -574,7 +578,6 @@ static void map_body(lower *L, blk *b, at *a, void *ud) {
         int32_t id = gr->members[m];
         store_node(L, b, id, value_fresh(L, id, a), a, LF_NT);
     }
-    L->k->has_nt = true;
 }
 
 static void lower_map(lower *L, const fuse_group *gr) {
@@ -778,6 +781,13 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
     int32_t s0 = t, s1 = xadd(L, rc->ntile, t);
     rj_dtype at_ = rc->acc_t;
     int passes = softmax ? 3 : 1;
+    /* softmax keeps the tile's rows of one item in scratch (sized by the runtime to stay in
+     * L2): the max pass stashes the input, pass 2 replaces it by exp(x - m), pass 3 rescales
+     * by 1/s. The input is read from memory once, exp runs once per element, and the output
+     * is written once, streaming. */
+    bool keep_e = root->op == RJ_OP_SOFTMAX;
+    int32_t s2 = xadd(L, xmul(L, xadd(L, xi(L, 2), xvar(L, rc->vi)), rc->ntile), t);
+    if (keep_e) k->scratch_per_row = true;
     for (int pass = 0; pass < passes; pass++) {
         bool write = pass == passes - 1;
         int32_t slot = softmax && pass == 1 ? s1 : s0;
@@ -796,7 +806,9 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
                 const at *pa = part ? &tail : &a;
                 int32_t acc = xload(L, scr, slot, at_, -1);
                 int32_t m = softmax && pass == 1 ? xload(L, scr, s0, at_, -1) : -1;
-                int32_t v = red_input(L, rc, pa);
+                /* softmax reads its input from memory once: the max pass stashes it */
+                bool stashed = keep_e && pass == 1 && part == 0;
+                int32_t v = stashed ? xload(L, scr, s2, at_, -1) : red_input(L, rc, pa);
                 int32_t upd;
                 if (!softmax) upd = combine(L, root->op, at_, acc, v);
                 else if (pass == 0) upd = xbin(L, RJ_OP_MAXIMUM, at_, acc, v);
@@ -818,9 +830,23 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
                 int32_t fi = axis_for(L, &ub, rc, part ? len : xi(L, 0),
                                       part ? xadd(L, len, cnt) : len, &ib);
                 int32_t ft = s_for(L, &ib, vt, xi(L, 0), rc->ntile, LF_INNER);
+                if (keep_e && pass == 0 && part == 0) s_store(L, &tb, scr, s2, v, 0);
+                if (keep_e && pass == 1 && part == 0) {
+                    /* a variable: the store below overwrites what the expression reads */
+                    int32_t ve = newvar(L, "e", at_);
+                    s_set(L, &tb, ve, xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, v, m)));
+                    s_store(L, &tb, scr, s2, xvar(L, ve), 0);
+                    upd = xbin(L, RJ_OP_ADD, at_, acc, xvar(L, ve));
+                }
                 s_store(L, &tb, scr, slot, upd, 0);
                 close_body(L, ft, &tb);
                 close_body(L, fi, &ib);
+            }
+            if (root->op == RJ_OP_SOFTMAX && pass == 1) { /* s <- 1 / s */
+                int32_t ft = s_for(L, &ub, vt, xi(L, 0), rc->ntile, LF_INNER);
+                blk ib = NEWBLK;
+                s_store(L, &ib, scr, s1, xbin(L, RJ_OP_DIV, at_, xconst(L, at_, 1), xload(L, scr, s1, at_, -1)), 0);
+                close_body(L, ft, &ib);
             }
         }
         if (write) {
@@ -839,7 +865,7 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
                 int o = 1;
                 if (root->keepdim) oa.idx[o++] = xi(L, 0);
                 for (int d = 2; d < x->rank; d++) oa.idx[o++] = a.idx[d];
-                store_group(L, &ib, (int32_t)(root - g->nodes), r, &oa, false);
+                store_group(L, &ib, (int32_t)(root - g->nodes), r, &oa, false, 0);
                 close_body(L, ft, &ib);
             } else {
                 for (int part = 0; part < 2; part++) {
@@ -856,13 +882,18 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
                     int32_t fi = axis_for(L, &ub, rc, part ? len : xi(L, 0),
                                           part ? xadd(L, len, cnt) : len, &ib);
                     int32_t ft = s_for(L, &ib, vt, xi(L, 0), rc->ntile, LF_INNER);
-                    int32_t v = red_input(L, rc, pa);
                     int32_t m = xload(L, scr, s0, at_, -1), s = xload(L, scr, s1, at_, -1);
-                    int32_t y = root->op == RJ_OP_SOFTMAX
-                                    ? xbin(L, RJ_OP_DIV, at_, xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, v, m)), s)
-                                    : xbin(L, RJ_OP_SUB, at_, xbin(L, RJ_OP_SUB, at_, v, m),
-                                           xun(L, RJ_OP_LOG, at_, s));
-                    store_group(L, &tb, (int32_t)(root - g->nodes), y, pa, part == 0);
+                    int32_t y;
+                    if (root->op == RJ_OP_SOFTMAX) { /* s holds 1 / sum here */
+                        int32_t e = keep_e && part == 0
+                                        ? xload(L, scr, s2, at_, -1)
+                                        : xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, red_input(L, rc, pa), m));
+                        y = xbin(L, RJ_OP_MUL, at_, e, s);
+                    } else {
+                        int32_t v = red_input(L, rc, pa);
+                        y = xbin(L, RJ_OP_SUB, at_, xbin(L, RJ_OP_SUB, at_, v, m), xun(L, RJ_OP_LOG, at_, s));
+                    }
+                    store_group(L, &tb, (int32_t)(root - g->nodes), y, pa, part == 0, LF_NT);
                     close_body(L, ft, &tb);
                     close_body(L, fi, &ib);
                 }
@@ -914,7 +945,7 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
             int32_t y = root->op == RJ_OP_SOFTMAX
                             ? xbin(L, RJ_OP_DIV, t, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, m)), s)
                             : xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, m), xun(L, RJ_OP_LOG, t, s));
-            store_group(L, &ib, rid, y, a, a->inclass >= 0);
+            store_group(L, &ib, rid, y, a, a->inclass >= 0, LF_NT);
         }
         close_body(L, fa, &ib);
     }
@@ -929,7 +960,7 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
         if (d != ax) oa.idx[o++] = a->idx[d];
         else if (root->keepdim) oa.idx[o++] = xi(L, 0);
     }
-    store_group(L, b, rid, r, &oa, oa.inclass >= 0);
+    store_group(L, b, rid, r, &oa, oa.inclass >= 0, 0);
 }
 
 /* Units over the leading dims of a tensor of shape dims: rows of its class when it is jagged
@@ -1012,7 +1043,7 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
         int k = 1;
         if (root->ival & 1) y = xbin(L, RJ_OP_MUL, t, y, operand(L, root, k++, a, t));
         if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
-        store_group(L, b, (int32_t)(root - g->nodes), y, a, a->inclass >= 0);
+        store_group(L, b, (int32_t)(root - g->nodes), y, a, a->inclass >= 0, LF_NT);
     }
 }
 
@@ -1120,6 +1151,7 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         if (gr->kind == FG_MAP) lower_map(&L, gr);
         else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
         else lower_axis(&L, gr);
+        if (L.k->has_nt) xparam(&L, PK_NT, 0, "nt");
     }
     mem_free(ctx, L.bufof, nb * sizeof(int32_t));
     mem_free(ctx, L.memo, sizeof(memo_ent) * (size_t)L.memo_cap);

@@ -405,14 +405,15 @@ static rj_status prepare_outputs(rj_bind *b) {
                                 (long long)need);
             o->data = o->user;
         } else {
-            if (bytes > o->own_bytes || !o->own) {
-                size_t nb = bytes ? bytes : 1;
+            /* 64-byte aligned: whole cache lines per row for streaming stores and vectors */
+            if (bytes + 64 > o->own_bytes || !o->own) {
+                size_t nb = bytes + 64;
                 void *m = mem_realloc(b->ctx, o->own, o->own_bytes, nb);
                 if (!m) return RJ_ERR_NOMEM;
                 o->own = m;
                 o->own_bytes = nb;
             }
-            o->data = o->own;
+            o->data = (void *)(((uintptr_t)o->own + 63) & ~(uintptr_t)63);
         }
         o->numel = need;
         /* the result tensor describes the memory with the symbol's addressing */

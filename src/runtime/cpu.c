@@ -290,7 +290,7 @@ static rj_status temps(run *r) {
         size_t bytes;
         if (!bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
             return ctx_fail(ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
-        if (!grow(ctx, &st->temp[lb->index], bytes)) return RJ_ERR_NOMEM;
+        if (!grow(ctx, &st->temp[lb->index], bytes + 64)) return RJ_ERR_NOMEM;
     }
     return RJ_OK;
 }
@@ -299,7 +299,7 @@ static void *buf_ptr(run *r, const lbuf *lb) {
     switch (lb->kind) {
     case LB_INPUT: return (void *)r->b->in[lb->index].data;
     case LB_OUTPUT: return r->b->out[lb->index].data;
-    default: return r->st->temp[lb->index].p;
+    default: return (void *)(((uintptr_t)r->st->temp[lb->index].p + 63) & ~(uintptr_t)63);
     }
 }
 
@@ -325,23 +325,33 @@ static int64_t lower_item(const int64_t *loff, int64_t B, int64_t v) {
     return lo;
 }
 
+/* Chunks per thread: a few more chunks than threads, taken dynamically, absorb threads that
+ * start late or share a core (common on VMs) without changing any result. */
+#define CHUNKS_PER_THREAD 4
+#define MAX_CHUNKS (MAX_THREADS * CHUNKS_PER_THREAD)
+
 typedef struct plan_k {
-    int nth;
-    int64_t lo[MAX_THREADS + 1]; /* thread t does units lo[t] .. lo[t+1] */
+    int nth, nchunks;
+    int64_t lo[MAX_CHUNKS + 1]; /* chunk c is units lo[c] .. lo[c+1] */
     int64_t tile;
     int64_t nunits;
     int64_t nt;
     size_t scratch_per_thread;
 } plan_k;
 
-static int64_t nt_threshold(void) {
-    static int64_t cached = -1;
-    if (cached < 0) {
-        const char *env = getenv("RAGJIT_NT_BYTES");
-        long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-        cached = env ? atoll(env) : (llc > 0 ? 2 * (int64_t)llc : 64 << 20);
+/* Outputs larger than this are written with streaming (non-temporal) stores: they skip the
+ * read-for-ownership of each line and do not evict the inputs from cache. Measured with
+ * bench/ (copy-nt vs copy); override with RAGJIT_NT_BYTES. */
+#define NT_BYTES_DEFAULT (8 << 20)
+
+static int64_t nt_threshold(const rj_ctx *ctx) {
+    if (ctx->nt_bytes) return ctx->nt_bytes;
+    static int64_t env = -2;
+    if (env == -2) {
+        const char *v = getenv("RAGJIT_NT_BYTES");
+        env = v ? atoll(v) : -1;
     }
-    return cached;
+    return env >= 0 ? env : NT_BYTES_DEFAULT;
 }
 
 /* Splits the kernel's units across threads. */
@@ -368,12 +378,32 @@ static void plan_kernel(run *r, const lkernel *k, plan_k *pk) {
         }
         pk->tile = N > 0 ? N : 1;
         pk->nt = 1;
-        if (k->tiled && threads > 1 && N >= 32 && maxw * 2 * threads > total) {
+        if (k->tiled && k->scratch_per_tile > 1 && N > 16) {
+            /* multi-pass kernels (softmax) re-read each item's block: keep the input and output
+             * columns of one tile within half of L2 */
+            static int64_t l2 = 0;
+            if (!l2) {
+                long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+                l2 = v > 0 ? v : 1 << 20;
+            }
+            int64_t es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
+            int64_t t = l2 / 2 / ((maxw > 0 ? maxw : 1) * es * 2);
+            t = t / 16 * 16;
+            if (t < 16) t = 16;
+            if (getenv("RJ_TILE")) t = atoll(getenv("RJ_TILE"));
+            if (t < N) {
+                pk->tile = t;
+                pk->nt = (N + t - 1) / t;
+            }
+        }
+        if (k->tiled && threads > 1 && N >= 32 && maxw * 2 * threads > total * pk->nt) {
             int64_t want = 2 * threads;
             int64_t t = (N + want - 1) / want;
             t = (t + 15) / 16 * 16;
-            pk->tile = t;
-            pk->nt = (N + t - 1) / t;
+            if (t < pk->tile) {
+                pk->tile = t;
+                pk->nt = (N + t - 1) / t;
+            }
         }
         pk->nunits = B * pk->nt;
         work = total * (N > 0 ? N : 1);
@@ -388,36 +418,48 @@ static void plan_kernel(run *r, const lkernel *k, plan_k *pk) {
     if (work < 16384 || pk->nunits < 2) nth = 1;
     if (nth > pk->nunits) nth = (int)(pk->nunits > 0 ? pk->nunits : 1);
     pk->nth = nth;
-    if (k->domain == UD_ITEMS && nth > 1) {
-        /* weighted split: each thread gets about total / nth of sum(len_b + 1) over its units */
+    int nc = nth == 1 ? 1 : nth * CHUNKS_PER_THREAD;
+    if (nc > pk->nunits) nc = (int)(pk->nunits > 0 ? pk->nunits : 1);
+    pk->nchunks = nc;
+    if (k->domain == UD_ITEMS && nc > 1) {
+        /* weighted split: each chunk gets about total / nc of sum(len_b + 1) over its units */
         const int64_t *lo = r->loff[cls];
         int64_t total = 0;
         for (int64_t u = 0; u < pk->nunits; u++) {
             int64_t b = u / pk->nt;
             total += lo[b + 1] - lo[b] + 1;
         }
-        int t = 1;
+        int c = 1;
         int64_t acc = 0;
         pk->lo[0] = 0;
-        for (int64_t u = 0; u < pk->nunits && t < nth; u++) {
+        for (int64_t u = 0; u < pk->nunits && c < nc; u++) {
             int64_t b = u / pk->nt;
             acc += lo[b + 1] - lo[b] + 1;
-            while (t < nth && acc * nth >= total * t) pk->lo[t++] = u + 1;
+            while (c < nc && acc * nc >= total * c) pk->lo[c++] = u + 1;
         }
-        while (t <= nth) pk->lo[t++] = pk->nunits;
+        while (c <= nc) pk->lo[c++] = pk->nunits;
     } else {
-        for (int t = 0; t <= nth; t++) pk->lo[t] = pk->nunits * t / nth;
+        for (int c = 0; c <= nc; c++) pk->lo[c] = pk->nunits * c / nc;
     }
-    if (k->scratch_per_tile)
-        pk->scratch_per_thread = ((size_t)k->scratch_per_tile * (size_t)pk->tile *
-                                      rj_dtype_size((rj_dtype)k->scratch_type) + 63) / 64 * 64;
+    if (k->scratch_per_tile) {
+        size_t per = (size_t)k->scratch_per_tile;
+        if (k->scratch_per_row && k->domain == UD_ITEMS) {
+            const int64_t *lo = r->loff[cls];
+            int64_t maxlen = 0;
+            for (int64_t b = 0; b < r->batch[cls]; b++)
+                if (lo[b + 1] - lo[b] > maxlen) maxlen = lo[b + 1] - lo[b];
+            per += (size_t)maxlen;
+        }
+        pk->scratch_per_thread = (per * (size_t)pk->tile * rj_dtype_size((rj_dtype)k->scratch_type) + 63) / 64 * 64;
+    }
 }
 
-static void call_kernel(run *r, const cpu_entry *e, int32_t ki, const plan_k *pk, int t, bool nt) {
+static void call_kernel(run *r, const cpu_entry *e, int32_t ki, const plan_k *pk, int chunk, int t,
+                        bool nt) {
     const lkernel *k = &r->lp->kernels[ki];
     slot vals[64];
     void *argv[64];
-    int64_t lo = pk->lo[t], hi = pk->lo[t + 1];
+    int64_t lo = pk->lo[chunk], hi = pk->lo[chunk + 1];
     if (lo >= hi) return;
     for (int32_t a = 0; a < k->nparams && a < 64; a++) {
         const lparam *pm = &k->params[a];
@@ -430,7 +472,11 @@ static void call_kernel(run *r, const cpu_entry *e, int32_t ki, const plan_k *pk
         case PK_LO: vals[a].i = lo; break;
         case PK_HI: vals[a].i = hi; break;
         case PK_TILE: vals[a].i = pk->tile; break;
-        case PK_SCRATCH: vals[a].p = (char *)r->st->scratch.p + (size_t)t * pk->scratch_per_thread; break;
+        case PK_SCRATCH: { /* 64-byte aligned slices: no two threads share a cache line */
+            uintptr_t base = ((uintptr_t)r->st->scratch.p + 63) & ~(uintptr_t)63;
+            vals[a].p = (void *)(base + (size_t)t * pk->scratch_per_thread);
+            break;
+        }
         case PK_NT: vals[a].i = nt; break;
         case PK_BLO: vals[a].i = upper_item(r->loff[k->dom_class], r->batch[k->dom_class], lo); break;
         case PK_BHI: vals[a].i = lower_item(r->loff[k->dom_class], r->batch[k->dom_class], hi); break;
@@ -471,7 +517,7 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
         plan_k pk;
         plan_kernel(&r, k, &pk);
         if (pk.nunits <= 0) continue;
-        if (pk.scratch_per_thread && !grow(ctx, &st->scratch, pk.scratch_per_thread * (size_t)pk.nth)) {
+        if (pk.scratch_per_thread && !grow(ctx, &st->scratch, pk.scratch_per_thread * (size_t)pk.nth + 64)) {
             s = RJ_ERR_NOMEM;
             break;
         }
@@ -484,13 +530,13 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
                 const lbuf *lb = &r.lp->bufs[pm->ref];
                 if (lb->kind == LB_OUTPUT) bytes += b->out[lb->index].numel * (int64_t)rj_dtype_size((rj_dtype)lb->dtype);
             }
-            nt = bytes > nt_threshold();
+            nt = bytes > nt_threshold(ctx);
         }
         if (pk.nth == 1) {
-            call_kernel(&r, e, ki, &pk, 0, nt);
+            call_kernel(&r, e, ki, &pk, 0, 0, nt);
         } else {
-#pragma omp parallel num_threads(pk.nth)
-            call_kernel(&r, e, ki, &pk, omp_get_thread_num(), nt);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(pk.nth)
+            for (int c = 0; c < pk.nchunks; c++) call_kernel(&r, e, ki, &pk, c, omp_get_thread_num(), nt);
         }
     }
     if (ns > 32) {

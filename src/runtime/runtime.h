@@ -25,6 +25,7 @@ struct rj_ctx {
     struct llvm_jit *jit;       /* created on first CPU compile (codegen/llvm) */
     struct prog_cache *cache;   /* compiled programs by structural hash */
     uint64_t llvm_compiles;     /* modules JIT-compiled (tests check cache hits with it) */
+    int64_t nt_bytes;           /* outputs above this many bytes are streamed; 0: default */
 };
 
 int ctx_threads(const rj_ctx *ctx);

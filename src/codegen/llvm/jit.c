@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+static double tnow(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+1e-9*t.tv_nsec;}
 
 #include "../../runtime/runtime.h"
 #include "llvm_backend.h"
@@ -75,7 +77,24 @@ rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out) {
     pthread_once(&init_once, init_llvm);
     struct llvm_jit *j = calloc(1, sizeof *j); /* lives with LLVM's own allocations */
     if (!j) return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory creating the JIT");
-    LLVMErrorRef err = LLVMOrcCreateLLJIT(&j->jit, NULL);
+    LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
+    {
+        char *triple0 = LLVMGetDefaultTargetTriple();
+        LLVMTargetRef tg;
+        char *m0 = NULL;
+        if (!LLVMGetTargetFromTriple(triple0, &tg, &m0)) {
+            char *cpu0 = LLVMGetHostCPUName(), *feat0 = LLVMGetHostCPUFeatures();
+            int lvl = getenv("RJ_CGLEVEL") ? atoi(getenv("RJ_CGLEVEL")) : 2;
+            LLVMTargetMachineRef tm0 = LLVMCreateTargetMachine(tg, triple0, cpu0, feat0, (LLVMCodeGenOptLevel)lvl,
+                                                               LLVMRelocDefault, getenv("RJ_SMALL") ? LLVMCodeModelSmall : LLVMCodeModelJITDefault);
+            LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm0));
+            LLVMDisposeMessage(cpu0);
+            LLVMDisposeMessage(feat0);
+        }
+        LLVMDisposeMessage(m0);
+        LLVMDisposeMessage(triple0);
+    }
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&j->jit, jb);
     if (err) {
         j->jit = NULL;
         llvm_jit_free(j);
@@ -124,8 +143,9 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMModuleRef m) {
     LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
-    LLVMErrorRef err = LLVMRunPasses(m, "default<O3>", j->tm, o);
+    LLVMPassBuilderOptionsSetLoopUnrolling(o, getenv("RJ_UNROLL") ? 1 : 0);
+    const char *pipe = getenv("RAGJIT_PASSES") ? getenv("RAGJIT_PASSES") : "default<O3>";
+    LLVMErrorRef err = LLVMRunPasses(m, pipe, j->tm, o);
     LLVMDisposePassBuilderOptions(o);
     return err ? llvm_error(ctx, err, "optimising") : RJ_OK;
 }
@@ -144,12 +164,17 @@ rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code
     LLVMContextRef c = LLVMOrcThreadSafeContextGetContext(tsc);
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
+    double T0 = tnow();
     LLVMModuleRef m = llvm_emit_module(ctx, c, p, prefix, &t);
     if (!m) {
         LLVMOrcDisposeThreadSafeContext(tsc);
         return ctx_last_status(ctx);
     }
-    if ((s = optimise(ctx, j, m))) {
+    double T1 = tnow();
+    s = optimise(ctx, j, m);
+    double T2 = tnow();
+    if (getenv("RJ_TIME")) fprintf(stderr, "emit %.2f ms, opt %.2f ms\n", (T1-T0)*1e3, (T2-T1)*1e3);
+    if (s) {
         LLVMDisposeModule(m);
         LLVMOrcDisposeThreadSafeContext(tsc);
         return s;
@@ -177,6 +202,7 @@ rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code
         }
         fns[i] = (void *)(uintptr_t)addr;
     }
+    if (getenv("RJ_TIME")) fprintf(stderr, "codegen %.2f ms\n", (tnow()-T2)*1e3);
     ctx->llvm_compiles++;
     llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
     if (!mc) {

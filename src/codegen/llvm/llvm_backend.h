@@ -19,7 +19,8 @@ typedef struct mathlib {
     LLVMTypeRef ty[16];
 } mathlib;
 
-typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_IPOW32, ML_IPOW64, ML_COUNT } ml_func;
+typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
+               ML_COUNT } ml_func;
 
 /* Calls function f on args (declaring or building it in the module on first use). */
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n);

@@ -10,11 +10,12 @@
  * Algorithms (coefficients fitted for this project by weighted least squares; max error
  * measured against double-precision libm over the whole float range):
  *   exp   x = n ln2 + r, |r| <= ln2/2 (Cody-Waite split), e^r = 1 + r + r^2 P(r), scaled by
- *         2^n in two steps so n = 128 and n = -127 stay exact          (<= 1.1 ulp)
+ *         2^n; results below the smallest normal float flush to 0        (<= 1.1 ulp)
  *   log   x = 2^e m, m in [sqrt(1/2), sqrt(2)), log(1+f) = f - f^2/2 + f^3 Q(f)  (<= 1.3 ulp)
  *   tanh  |x| < 0.625: x + x^3 T(x^2); else 1 - 2 / (e^{2|x|} + 1) with the sign (<= 1.3 ulp)
  *   erf   |x| < 1: x E(x^2); else 1 - e^{-x^2} F(1/x) / x, clamped at |x| = 4  (<= 2.4 ulp)
- * Special values: NaN propagates; exp(+-inf) = inf / 0; log(0) = -inf, log(x < 0) = NaN.
+ * Special values: NaN propagates; exp(+-inf) = inf / 0 (and exp(x < -87.34) = 0: no
+ * subnormal results); log(0) = -inf, log(x < 0) = NaN.
  * Denormal inputs to log are rescaled by 2^23 first.
  */
 #include <math.h>
@@ -111,16 +112,15 @@ static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     r = fma_(ml, b, n, cf(ml, 2.12194440e-4), r);
     LLVMValueRef p = horner(ml, b, r, P, 5);
     LLVMValueRef y = LLVMBuildFAdd(b, fma_(ml, b, p, LLVMBuildFMul(b, r, r, ""), r), cf(ml, 1.0), "");
+    /* 2^n for n in [-126, 127]; beyond, the selects below give inf or 0. A NaN input stays
+     * NaN through r, so it needs no select of its own. */
     LLVMValueRef nc = ml_intrinsic(ml, b, "llvm.maxnum", (LLVMValueRef[]){
-        ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){n, cf(ml, 128)}, 2), cf(ml, -127)}, 2);
+        ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){n, cf(ml, 127)}, 2), cf(ml, -126)}, 2);
     LLVMValueRef ni = LLVMBuildFPToSI(b, nc, i32(ml), "");
-    LLVMValueRef h = LLVMBuildSDiv(b, ni, ci(ml, 2), "");
-    LLVMValueRef s1 = as_float(ml, b, LLVMBuildShl(b, LLVMBuildAdd(b, h, ci(ml, 127), ""), ci(ml, 23), ""));
-    LLVMValueRef s2 = as_float(ml, b, LLVMBuildShl(b, LLVMBuildAdd(b, LLVMBuildSub(b, ni, h, ""), ci(ml, 127), ""), ci(ml, 23), ""));
-    y = LLVMBuildFMul(b, LLVMBuildFMul(b, y, s1, ""), s2, "");
+    LLVMValueRef scale = as_float(ml, b, LLVMBuildShl(b, LLVMBuildAdd(b, ni, ci(ml, 127), ""), ci(ml, 23), ""));
+    y = LLVMBuildFMul(b, y, scale, "");
     y = sel(b, fcmp(b, LLVMRealOGT, x, cf(ml, 88.72283935546875)), cf(ml, INFINITY), y);
-    y = sel(b, fcmp(b, LLVMRealOLT, x, cf(ml, -103.972084045410)), cf(ml, 0), y);
-    y = sel(b, fcmp(b, LLVMRealUNO, x, x), x, y);
+    y = sel(b, fcmp(b, LLVMRealOLT, x, cf(ml, -87.33654475)), cf(ml, 0), y);
     LLVMBuildRet(b, y);
 }
 
@@ -220,11 +220,86 @@ static void build_ipow(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, LLVMTypeR
     LLVMBuildRet(b, acc2);
 }
 
+/* ntcopy(dst, src, n): copies n elements of es bytes, streaming: scalar stores until dst is
+ * 32-byte aligned, then aligned 32-byte vector stores marked !nontemporal, then the tail.
+ * Streaming stores skip the read-for-ownership a cached store does on a line it is about to
+ * overwrite entirely, which is most of the write traffic of a streaming kernel. */
+static void build_ntcopy(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, unsigned es) {
+    LLVMContextRef c = ml->c;
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(c), et = LLVMIntTypeInContext(c, es * 8);
+    LLVMTypeRef vt = LLVMVectorType(et, 32 / es);
+    LLVMValueRef dst = LLVMGetParam(fn, 0), src = LLVMGetParam(fn, 1), n = LLVMGetParam(fn, 2);
+    LLVMValueRef one = LLVMConstInt(i64, 1, 0), vf = LLVMConstInt(i64, 32 / es, 0);
+    LLVMBasicBlockRef entry = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c, fn, "head");
+    LLVMBasicBlockRef head_body = LLVMAppendBasicBlockInContext(c, fn, "head.body");
+    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(c, fn, "vec");
+    LLVMBasicBlockRef vec_body = LLVMAppendBasicBlockInContext(c, fn, "vec.body");
+    LLVMBasicBlockRef tail = LLVMAppendBasicBlockInContext(c, fn, "tail");
+    LLVMBasicBlockRef tail_body = LLVMAppendBasicBlockInContext(c, fn, "tail.body");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c, fn, "done");
+    unsigned nt_kind = LLVMGetMDKindIDInContext(c, "nontemporal", 11);
+    LLVMMetadataRef one32 = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(c), 1, 0));
+    LLVMValueRef nt_md = LLVMMetadataAsValue(c, LLVMMDNodeInContext2(c, &one32, 1));
+    LLVMBuildBr(b, head);
+    /* head: until dst + i is aligned */
+    LLVMPositionBuilderAtEnd(b, head);
+    LLVMValueRef i = LLVMBuildPhi(b, i64, "i");
+    LLVMValueRef pd = LLVMBuildGEP2(b, et, dst, &i, 1, "");
+    LLVMValueRef mis = LLVMBuildAnd(b, LLVMBuildPtrToInt(b, pd, i64, ""), LLVMConstInt(i64, 31, 0), "");
+    LLVMValueRef go = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, i, n, ""),
+                                   LLVMBuildICmp(b, LLVMIntNE, mis, LLVMConstInt(i64, 0, 0), ""), "");
+    LLVMBuildCondBr(b, go, head_body, vec);
+    LLVMPositionBuilderAtEnd(b, head_body);
+    LLVMValueRef v = LLVMBuildLoad2(b, et, LLVMBuildGEP2(b, et, src, &i, 1, ""), "");
+    LLVMSetAlignment(v, es);
+    LLVMSetAlignment(LLVMBuildStore(b, v, pd), es);
+    LLVMValueRef i2 = LLVMBuildAdd(b, i, one, "");
+    LLVMBuildBr(b, head);
+    LLVMAddIncoming(i, (LLVMValueRef[]){LLVMConstInt(i64, 0, 0), i2}, (LLVMBasicBlockRef[]){entry, head_body}, 2);
+    /* vec: aligned streaming stores */
+    LLVMPositionBuilderAtEnd(b, vec);
+    LLVMValueRef j = LLVMBuildPhi(b, i64, "j");
+    LLVMValueRef jn = LLVMBuildAdd(b, j, vf, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, jn, n, ""), vec_body, tail);
+    LLVMPositionBuilderAtEnd(b, vec_body);
+    LLVMValueRef vv = LLVMBuildLoad2(b, vt, LLVMBuildGEP2(b, et, src, &j, 1, ""), "");
+    LLVMSetAlignment(vv, es);
+    LLVMValueRef st = LLVMBuildStore(b, vv, LLVMBuildGEP2(b, et, dst, &j, 1, ""));
+    LLVMSetAlignment(st, 32);
+    LLVMSetMetadata(st, nt_kind, nt_md);
+    LLVMBuildBr(b, vec);
+    LLVMAddIncoming(j, (LLVMValueRef[]){i, jn}, (LLVMBasicBlockRef[]){head, vec_body}, 2);
+    /* tail */
+    LLVMPositionBuilderAtEnd(b, tail);
+    LLVMValueRef k = LLVMBuildPhi(b, i64, "k");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, k, n, ""), tail_body, done);
+    LLVMPositionBuilderAtEnd(b, tail_body);
+    LLVMValueRef tv = LLVMBuildLoad2(b, et, LLVMBuildGEP2(b, et, src, &k, 1, ""), "");
+    LLVMSetAlignment(tv, es);
+    LLVMSetAlignment(LLVMBuildStore(b, tv, LLVMBuildGEP2(b, et, dst, &k, 1, "")), es);
+    LLVMValueRef k2 = LLVMBuildAdd(b, k, one, "");
+    LLVMBuildBr(b, tail);
+    LLVMAddIncoming(k, (LLVMValueRef[]){j, k2}, (LLVMBasicBlockRef[]){vec, tail_body}, 2);
+    LLVMPositionBuilderAtEnd(b, done);
+    LLVMBuildRetVoid(b);
+}
+
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n) {
     if (!ml->fn[f]) {
         static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erff",
-                                                    "rj.ipow.i32", "rj.ipow.i64"};
+                                                    "rj.ipow.i32", "rj.ipow.i64", "rj.ntcopy.4",
+                                                    "rj.ntcopy.8"};
         LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
+        if (f == ML_NTCOPY4 || f == ML_NTCOPY8) {
+            LLVMTypeRef ptr = LLVMPointerTypeInContext(ml->c, 0), i64 = LLVMInt64TypeInContext(ml->c);
+            LLVMTypeRef params[3] = {ptr, ptr, i64};
+            LLVMValueRef fn = begin_fn(ml, b, names[f], LLVMVoidTypeInContext(ml->c), params, 3, &ml->ty[f]);
+            ml->fn[f] = fn;
+            build_ntcopy(ml, b, fn, f == ML_NTCOPY4 ? 4 : 8);
+            LLVMPositionBuilderAtEnd(b, saved);
+            return LLVMBuildCall2(b, ml->ty[f], ml->fn[f], args, n, "");
+        }
         LLVMTypeRef t = f == ML_IPOW32 ? i32(ml) : f == ML_IPOW64 ? LLVMInt64TypeInContext(ml->c) : f32(ml);
         LLVMTypeRef params[2] = {t, t};
         LLVMValueRef fn = begin_fn(ml, b, names[f], t, params, f >= ML_IPOW32 ? 2 : 1, &ml->ty[f]);

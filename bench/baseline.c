@@ -1,0 +1,125 @@
+/*
+ * baseline.c — what a careful person writes by hand, for comparison: the benchmark workloads
+ * as plain C loops (compiled -O3 -march=native, OpenMP across rows or items), and the memory
+ * bandwidth probes (copy and triad, with and without non-temporal stores).
+ *
+ * Nothing here is clever on purpose: these are the loops the JIT must at least match.
+ */
+#include "baseline.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+void base_copy(float *restrict dst, const float *restrict src, int64_t n, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+void base_triad(float *restrict a, const float *restrict b, const float *restrict c, float s,
+                int64_t n, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+}
+
+/* Non-temporal variants: 32-byte aligned chunks per thread, streaming stores. */
+void base_copy_nt(float *restrict dst, const float *restrict src, int64_t n, int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t lo = (n / 8) * t / nt * 8, hi = (n / 8) * (t + 1) / nt * 8;
+        for (int64_t i = lo; i < hi; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+        if (t == nt - 1)
+            for (int64_t i = hi; i < n; i++) dst[i] = src[i];
+    }
+    _mm_sfence();
+}
+
+void base_triad_nt(float *restrict a, const float *restrict b, const float *restrict c, float s,
+                   int64_t n, int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t lo = (n / 8) * t / nt * 8, hi = (n / 8) * (t + 1) / nt * 8;
+        __m256 vs = _mm256_set1_ps(s);
+        for (int64_t i = lo; i < hi; i += 8)
+            _mm256_stream_ps(a + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(c + i), _mm256_loadu_ps(b + i)));
+        if (t == nt - 1)
+            for (int64_t i = hi; i < n; i++) a[i] = b[i] + s * c[i];
+    }
+    _mm_sfence();
+}
+
+void base_w1(float *restrict y, const float *restrict x, const float *restrict w,
+             const float *restrict b, int64_t rows, int64_t D, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++) {
+            float v = x[r * D + d] * w[d] + b[d];
+            y[r * D + d] = v > 0 ? v : 0;
+        }
+}
+
+void base_w2(float *restrict y, const float *restrict x, const int64_t *off, int64_t B, int64_t D,
+             int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        float m[4096], s[4096];
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t d = 0; d < D; d++) m[d] = -INFINITY, s[d] = 0;
+            for (int64_t r = off[b]; r < off[b + 1]; r++)
+                for (int64_t d = 0; d < D; d++) m[d] = fmaxf(m[d], x[r * D + d]);
+            for (int64_t r = off[b]; r < off[b + 1]; r++)
+                for (int64_t d = 0; d < D; d++) {
+                    float e = expf(x[r * D + d] - m[d]);
+                    y[r * D + d] = e;
+                    s[d] += e;
+                }
+            for (int64_t r = off[b]; r < off[b + 1]; r++)
+                for (int64_t d = 0; d < D; d++) y[r * D + d] /= s[d];
+        }
+    }
+}
+
+void base_w3(float *restrict y, const float *restrict x, int64_t n, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * 2 + 1;
+}
+
+void base_w4(float *restrict y, const float *restrict x, const int64_t *off, int64_t B, int64_t D,
+             int threads) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t b = 0; b < B; b++) {
+        float *acc = y + b * D;
+        for (int64_t d = 0; d < D; d++) acc[d] = 0;
+        for (int64_t r = off[b]; r < off[b + 1]; r++)
+            for (int64_t d = 0; d < D; d++) acc[d] += x[r * D + d];
+    }
+}
+
+void base_w5(float *restrict y, const float *restrict x, const float *restrict w,
+             const float *restrict bias, int64_t rows, int64_t D, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * D;
+        float mean = 0, var = 0;
+        for (int64_t d = 0; d < D; d++) mean += xr[d];
+        mean /= (float)D;
+        for (int64_t d = 0; d < D; d++) var += (xr[d] - mean) * (xr[d] - mean);
+        float rstd = 1.0f / sqrtf(var / (float)D + 1e-5f);
+        for (int64_t d = 0; d < D; d++) y[r * D + d] = (xr[d] - mean) * rstd * w[d] + bias[d];
+    }
+}
+
+void base_w6(float *restrict y, const float *restrict x, const int64_t *off, int64_t B, int64_t L,
+             int64_t D, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t u = 0; u < B * L; u++) {
+        int64_t b = u / L, i = u % L;
+        float *dst = y + u * D;
+        if (i < off[b + 1] - off[b]) memcpy(dst, x + (off[b] + i) * D, sizeof(float) * (size_t)D);
+        else memset(dst, 0, sizeof(float) * (size_t)D);
+    }
+}

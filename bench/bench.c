@@ -1,0 +1,321 @@
+/*
+ * bench.c — ragjit's speed, measured against the machine itself in the same run.
+ *
+ * Workloads (B = 256 items, lengths uniform in 1..1024 from a fixed seed, D = 256, f32):
+ *   W1 relu(x * w + b)                 W4 sum(x, dim=1)
+ *   W2 softmax(x, dim=1)               W5 layer_norm(x, D) with weight and bias
+ *   W3 unpad(pad(x, 0) * 2 + 1, j1)    W6 pad(x, 0) as an output
+ * For each: the median time, GB/s of unique bytes (each input read once, each output written
+ * once), and ratios against the best copy and the non-temporal triad bandwidth measured here,
+ * and against a hand-written C loop (bench/baseline.c, -O3 -march=native, same threads).
+ * Then: compile latency (the first program of the process, later programs, a cache hit) and
+ * dispatch overhead of a tiny run (B = 8, D = 16).
+ *
+ *   bench [--quick] [--threads N] [--reps N]
+ * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "baseline.h"
+#include "ragjit.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(rj_ctx *ctx, const char *what) {
+    fprintf(stderr, "bench: %s: %s\n", what, rj_ctx_error(ctx));
+    exit(1);
+}
+
+static uint64_t rng = 42;
+static uint64_t next(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+
+static float *falloc(int64_t n) {
+    size_t bytes = ((size_t)(n ? n : 1) * sizeof(float) + 63) / 64 * 64;
+    float *p = aligned_alloc(64, bytes);
+    if (!p) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+typedef struct wl {
+    const char *name;
+    rj_graph *g;
+    rj_node out;
+    rj_program *p;
+    rj_bind *b;
+    double compile_ms;
+    int kernels;
+} wl;
+
+typedef struct setup {
+    int64_t B, D, rows, L, *off;
+    float *x, *w, *bias;
+    int threads, reps;
+} setup;
+
+/* x: f32[B, j1, D], w, b: f32[D] */
+static rj_graph *new_graph(rj_ctx *ctx, int64_t D, rj_dim *J, rj_node *x, rj_node *w, rj_node *b) {
+    rj_graph *g = rj_graph_new(ctx);
+    rj_dim B = rj_graph_dense(g, "B");
+    *J = rj_graph_ragged(g, "j1", B);
+    *x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, *J, D});
+    *w = rj_graph_input(g, "w", RJ_F32, 1, (rj_dim[]){D});
+    *b = rj_graph_input(g, "b", RJ_F32, 1, (rj_dim[]){D});
+    return g;
+}
+
+static rj_node build(rj_graph *g, int which, rj_dim J, rj_node x, rj_node w, rj_node b) {
+    switch (which) {
+    case 1:
+        return rj_graph_unary(g, RJ_OP_RELU,
+                              rj_graph_binary(g, RJ_OP_ADD, rj_graph_binary(g, RJ_OP_MUL, x, w), b));
+    case 2: return rj_graph_softmax(g, x, 1);
+    case 3:
+        return rj_graph_unpad(g, rj_graph_binary(g, RJ_OP_ADD,
+                                                 rj_graph_binary(g, RJ_OP_MUL, rj_graph_pad(g, x, 0, RJ_DIM_NONE),
+                                                                 rj_graph_scalar(g, 2)),
+                                                 rj_graph_scalar(g, 1)), J);
+    case 4: return rj_graph_reduce(g, RJ_OP_SUM, x, 1, false);
+    case 5: return rj_graph_layer_norm(g, x, 1, w, b, 1e-5);
+    default: return rj_graph_pad(g, x, 0, RJ_DIM_NONE);
+    }
+}
+
+static wl make_workload(rj_ctx *ctx, const setup *s, int which) {
+    static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)",
+                                        "W3 unpad(pad(x)*2+1)", "W4 sum(x,1)",
+                                        "W5 layer_norm(x,D)", "W6 pad(x) output"};
+    wl w = {.name = names[which]};
+    rj_dim J;
+    rj_node x, wv, bv;
+    w.g = new_graph(ctx, s->D, &J, &x, &wv, &bv);
+    w.out = build(w.g, which, J, x, wv, bv);
+    if (rj_graph_output(w.g, w.out, "y") != RJ_OK) die(ctx, w.name);
+    double t0 = now();
+    if (!(w.p = rj_program_new(w.g, RJ_TARGET_CPU))) die(ctx, w.name);
+    w.compile_ms = (now() - t0) * 1e3;
+    char *fused = rj_program_dump(w.p, "fused");
+    for (char *q = fused; q && (q = strstr(q, "kernel ")); q++) w.kernels++;
+    rj_string_free(ctx, fused);
+    w.b = rj_bind_new(w.p);
+    if (!w.b || rj_bind_offsets(w.b, J, s->B, s->off, NULL) || rj_bind_input(w.b, x, s->x, s->rows * s->D) ||
+        rj_bind_input(w.b, wv, s->w, s->D) || rj_bind_input(w.b, bv, s->bias, s->D))
+        die(ctx, w.name);
+    return w;
+}
+
+static double time_jit(rj_ctx *ctx, wl *w, int reps) {
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    if (rj_program_run(w->p, w->b)) die(ctx, w->name); /* warm-up: pages, caches */
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        if (rj_program_run(w->p, w->b)) die(ctx, w->name);
+        t[r] = now() - t0;
+    }
+    double m = median(t, reps);
+    free(t);
+    return m;
+}
+
+typedef void (*base_fn)(const setup *s, float *y);
+static void b1(const setup *s, float *y) { base_w1(y, s->x, s->w, s->bias, s->rows, s->D, s->threads); }
+static void b2(const setup *s, float *y) { base_w2(y, s->x, s->off, s->B, s->D, s->threads); }
+static void b3(const setup *s, float *y) { base_w3(y, s->x, s->rows * s->D, s->threads); }
+static void b4(const setup *s, float *y) { base_w4(y, s->x, s->off, s->B, s->D, s->threads); }
+static void b5(const setup *s, float *y) { base_w5(y, s->x, s->w, s->bias, s->rows, s->D, s->threads); }
+static void b6(const setup *s, float *y) { base_w6(y, s->x, s->off, s->B, s->L, s->D, s->threads); }
+
+static double time_base(const setup *s, base_fn f, float *y) {
+    double *t = malloc(sizeof(double) * (size_t)s->reps);
+    f(s, y);
+    for (int r = 0; r < s->reps; r++) {
+        double t0 = now();
+        f(s, y);
+        t[r] = now() - t0;
+    }
+    double m = median(t, s->reps);
+    free(t);
+    return m;
+}
+
+typedef struct bw {
+    double copy, copy_nt, triad, triad_nt; /* GB/s */
+} bw;
+
+static bw bandwidth(const setup *s) {
+    int64_t n = s->rows * s->D;
+    float *a = falloc(n), *b = falloc(n), *c = falloc(n);
+    for (int64_t i = 0; i < n; i++) b[i] = (float)i, c[i] = 1;
+    double *t = malloc(sizeof(double) * (size_t)s->reps);
+    bw r;
+    double bytes2 = 2.0 * (double)n * 4, bytes3 = 3.0 * (double)n * 4;
+    for (int kind = 0; kind < 4; kind++) {
+        for (int k = -1; k < s->reps; k++) {
+            double t0 = now();
+            switch (kind) {
+            case 0: base_copy(a, b, n, s->threads); break;
+            case 1: base_copy_nt(a, b, n, s->threads); break;
+            case 2: base_triad(a, b, c, 3.0f, n, s->threads); break;
+            default: base_triad_nt(a, b, c, 3.0f, n, s->threads); break;
+            }
+            if (k >= 0) t[k] = now() - t0;
+        }
+        double m = median(t, s->reps);
+        double g = (kind < 2 ? bytes2 : bytes3) / m / 1e9;
+        if (kind == 0) r.copy = g;
+        else if (kind == 1) r.copy_nt = g;
+        else if (kind == 2) r.triad = g;
+        else r.triad_nt = g;
+    }
+    free(t);
+    free(a), free(b), free(c);
+    return r;
+}
+
+int main(int argc, char **argv) {
+    bool quick = false;
+    int threads = 0, reps = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench [--quick] [--threads N] [--reps N]\n");
+            return 2;
+        }
+    }
+    rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+    if (!ctx) return 1;
+    if (threads > 0) rj_ctx_set_threads(ctx, threads);
+    setup s = {.B = quick ? 16 : 256, .D = quick ? 32 : 256, .reps = reps ? reps : (quick ? 2 : 15)};
+    int64_t maxlen = quick ? 64 : 1024;
+    s.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+
+    /* compile latency of the very first program (includes creating the JIT) */
+    setup tiny = {.B = 8, .D = 16};
+    rj_dim J;
+    rj_node x, w, b;
+    rj_graph *g0 = new_graph(ctx, tiny.D, &J, &x, &w, &b);
+    rj_graph_output(g0, build(g0, 1, J, x, w, b), "y");
+    double t0 = now();
+    rj_program *p0 = rj_program_new(g0, RJ_TARGET_CPU);
+    double first_ms = (now() - t0) * 1e3;
+    if (!p0) die(ctx, "first compile");
+
+    s.off = malloc(sizeof(int64_t) * (size_t)(s.B + 1));
+    s.off[0] = 0;
+    for (int64_t i = 0; i < s.B; i++) {
+        int64_t len = 1 + (int64_t)(next() % (uint64_t)maxlen);
+        s.off[i + 1] = s.off[i] + len;
+        if (len > s.L) s.L = len;
+    }
+    s.rows = s.off[s.B];
+    s.x = falloc(s.rows * s.D);
+    s.w = falloc(s.D);
+    s.bias = falloc(s.D);
+    for (int64_t i = 0; i < s.rows * s.D; i++) s.x[i] = (float)((int64_t)(next() % 2001) - 1000) / 500.0f;
+    for (int64_t i = 0; i < s.D; i++) s.w[i] = 1.0f + (float)i / (float)s.D, s.bias[i] = 0.25f;
+    double N = (double)s.rows * (double)s.D;
+    printf("ragjit bench: B=%lld, lengths 1..%lld (total %lld rows), D=%lld, f32, %d threads, "
+           "median of %d%s\n\n", (long long)s.B, (long long)maxlen, (long long)s.rows,
+           (long long)s.D, s.threads, s.reps, quick ? " (QUICK: numbers are meaningless)" : "");
+
+    bw m = bandwidth(&s);
+    double best_copy = m.copy > m.copy_nt ? m.copy : m.copy_nt;
+    printf("memory bandwidth (same run, %.0f MB arrays): copy %.2f GB/s, copy-nt %.2f GB/s, "
+           "triad %.2f GB/s, triad-nt %.2f GB/s\n\n", N * 4 / 1e6, m.copy, m.copy_nt, m.triad, m.triad_nt);
+
+    printf("%-24s %9s %8s %9s %9s %9s %8s %9s\n", "workload", "time ms", "GB/s", "/copy",
+           "/triadnt", "C ms", "/C loop", "compile");
+    static const base_fn bases[] = {NULL, b1, b2, b3, b4, b5, b6};
+    double compile_sum = 0;
+    int compile_n = 0;
+    for (int which = 1; which <= 6; which++) {
+        wl wk = make_workload(ctx, &s, which);
+        double t = time_jit(ctx, &wk, s.reps);
+        double out_elems = which == 4 ? (double)(s.B * s.D) : which == 6 ? (double)(s.B * s.L * s.D) : N;
+        double bytes = (N + out_elems) * 4;
+        float *y = falloc((int64_t)out_elems);
+        double tc = time_base(&s, bases[which], y);
+        free(y);
+        double gbs = bytes / t / 1e9;
+        printf("%-24s %9.3f %8.2f %9.2f %9.2f %9.3f %8.2f %6.1f ms/%dk\n", wk.name, t * 1e3, gbs,
+               gbs / best_copy, gbs / m.triad_nt, tc * 1e3, tc / t, wk.compile_ms, wk.kernels);
+        compile_sum += wk.compile_ms / (wk.kernels ? wk.kernels : 1);
+        compile_n++;
+        rj_bind_free(wk.b);
+        rj_program_free(wk.p);
+        rj_graph_free(wk.g);
+    }
+
+    /* compile latency: later programs, cache hits */
+    double hits[200];
+    int nh = quick ? 20 : 200;
+    for (int i = 0; i < nh; i++) {
+        double h0 = now();
+        rj_program *p = rj_program_new(g0, RJ_TARGET_CPU);
+        hits[i] = now() - h0;
+        if (!p) die(ctx, "cache hit");
+        rj_program_free(p);
+    }
+    printf("\ncompile latency: first program %.1f ms (includes creating the JIT); later programs "
+           "%.1f ms per fused kernel (mean of W1..W6); cache hit %.2f us (median of %d)\n",
+           first_ms, compile_sum / compile_n, median(hits, nh) * 1e6, nh);
+
+    /* dispatch overhead: a tiny run */
+    rj_graph *gt = new_graph(ctx, tiny.D, &J, &x, &w, &b);
+    rj_node yt = build(gt, 1, J, x, w, b);
+    rj_graph_output(gt, yt, "y");
+    rj_program *pt = rj_program_new(gt, RJ_TARGET_CPU);
+    if (!pt) die(ctx, "tiny compile");
+    int64_t toff[9] = {0, 1, 3, 4, 8, 9, 12, 14, 16};
+    float tx[16 * 16], tw[16], tb[16], ty[16 * 16];
+    for (int i = 0; i < 256; i++) tx[i] = (float)i;
+    for (int i = 0; i < 16; i++) tw[i] = 1, tb[i] = 0;
+    rj_bind *bt = rj_bind_new(pt);
+    if (rj_bind_offsets(bt, J, 8, toff, NULL) || rj_bind_input(bt, x, tx, 256) ||
+        rj_bind_input(bt, w, tw, 16) || rj_bind_input(bt, b, tb, 16) || rj_bind_output(bt, yt, ty, 256))
+        die(ctx, "tiny bind");
+    int nd = quick ? 1000 : 20000;
+    double *dt = malloc(sizeof(double) * (size_t)nd);
+    for (int i = 0; i < nd; i++) {
+        double d0 = now();
+        if (rj_program_run(pt, bt)) die(ctx, "tiny run");
+        dt[i] = now() - d0;
+    }
+    printf("dispatch: tiny run (B=8, D=16, 16 rows) %.2f us (median of %d)\n", median(dt, nd) * 1e6, nd);
+    free(dt);
+    rj_bind_free(bt);
+    rj_program_free(pt);
+    rj_graph_free(gt);
+    rj_program_free(p0);
+    rj_graph_free(g0);
+    free(s.off), free(s.x), free(s.w), free(s.bias);
+    rj_ctx_free(ctx);
+    return 0;
+}
