@@ -390,7 +390,6 @@ static void plan_kernel(run *r, const lkernel *k, plan_k *pk) {
             int64_t t = l2 / 2 / ((maxw > 0 ? maxw : 1) * es * 2);
             t = t / 16 * 16;
             if (t < 16) t = 16;
-            if (getenv("RJ_TILE")) t = atoll(getenv("RJ_TILE"));
             if (t < N) {
                 pk->tile = t;
                 pk->nt = (N + t - 1) / t;

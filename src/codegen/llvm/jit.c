@@ -10,8 +10,10 @@
  * process symbol generator.
  *
  * Optimisation runs LLVM's new pass manager ("default<O3>") with a TargetMachine for the
- * host CPU, so the vectoriser's cost model sees the real vector width. The same pipeline
- * produces the dumps (LLVM IR before and after optimisation, assembly), from a fresh module.
+ * host CPU, so the vectoriser's cost model sees the real vector width; the same TargetMachine
+ * then generates the object code the JIT links (ORC's IR layer would create a TargetMachine
+ * per module). The dumps (LLVM IR before and after optimisation, assembly) are produced by
+ * the same steps, from a fresh module.
  *
  * Memory: LLVM allocates its own memory (the JIT, compiled code); that is the one place where
  * ragjit's allocator hook is not consulted.
@@ -19,14 +21,13 @@
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
+#include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-static double tnow(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+1e-9*t.tv_nsec;}
 
 #include "../../runtime/runtime.h"
 #include "llvm_backend.h"
@@ -47,6 +48,14 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_llvm(void) {
     LLVMInitializeNativeTarget();
     LLVMInitializeNativeAsmPrinter();
+    /* Loop strength reduction costs a quarter of code generation time on ragjit's kernels
+     * and gains nothing measurable on them (bench/); it is a process-wide LLVM option, so an
+     * embedding that uses LLVM for other work can keep LLVM's defaults with
+     * RAGJIT_LLVM_DEFAULTS=1. */
+    if (!getenv("RAGJIT_LLVM_DEFAULTS")) {
+        const char *args[] = {"ragjit", "-disable-lsr"};
+        LLVMParseCommandLineOptions(2, args, NULL);
+    }
 }
 
 static rj_status llvm_error(rj_ctx *ctx, LLVMErrorRef err, const char *what) {
@@ -77,24 +86,7 @@ rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out) {
     pthread_once(&init_once, init_llvm);
     struct llvm_jit *j = calloc(1, sizeof *j); /* lives with LLVM's own allocations */
     if (!j) return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory creating the JIT");
-    LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
-    {
-        char *triple0 = LLVMGetDefaultTargetTriple();
-        LLVMTargetRef tg;
-        char *m0 = NULL;
-        if (!LLVMGetTargetFromTriple(triple0, &tg, &m0)) {
-            char *cpu0 = LLVMGetHostCPUName(), *feat0 = LLVMGetHostCPUFeatures();
-            int lvl = getenv("RJ_CGLEVEL") ? atoi(getenv("RJ_CGLEVEL")) : 2;
-            LLVMTargetMachineRef tm0 = LLVMCreateTargetMachine(tg, triple0, cpu0, feat0, (LLVMCodeGenOptLevel)lvl,
-                                                               LLVMRelocDefault, getenv("RJ_SMALL") ? LLVMCodeModelSmall : LLVMCodeModelJITDefault);
-            LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm0));
-            LLVMDisposeMessage(cpu0);
-            LLVMDisposeMessage(feat0);
-        }
-        LLVMDisposeMessage(m0);
-        LLVMDisposeMessage(triple0);
-    }
-    LLVMErrorRef err = LLVMOrcCreateLLJIT(&j->jit, jb);
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&j->jit, NULL);
     if (err) {
         j->jit = NULL;
         llvm_jit_free(j);
@@ -143,9 +135,8 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMModuleRef m) {
     LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(o, getenv("RJ_UNROLL") ? 1 : 0);
-    const char *pipe = getenv("RAGJIT_PASSES") ? getenv("RAGJIT_PASSES") : "default<O3>";
-    LLVMErrorRef err = LLVMRunPasses(m, pipe, j->tm, o);
+    LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
+    LLVMErrorRef err = LLVMRunPasses(m, "default<O3>", j->tm, o);
     LLVMDisposePassBuilderOptions(o);
     return err ? llvm_error(ctx, err, "optimising") : RJ_OK;
 }
@@ -164,30 +155,34 @@ rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code
     LLVMContextRef c = LLVMOrcThreadSafeContextGetContext(tsc);
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
-    double T0 = tnow();
     LLVMModuleRef m = llvm_emit_module(ctx, c, p, prefix, &t);
     if (!m) {
         LLVMOrcDisposeThreadSafeContext(tsc);
         return ctx_last_status(ctx);
     }
-    double T1 = tnow();
-    s = optimise(ctx, j, m);
-    double T2 = tnow();
-    if (getenv("RJ_TIME")) fprintf(stderr, "emit %.2f ms, opt %.2f ms\n", (T1-T0)*1e3, (T2-T1)*1e3);
-    if (s) {
+    if ((s = optimise(ctx, j, m))) {
         LLVMDisposeModule(m);
         LLVMOrcDisposeThreadSafeContext(tsc);
         return s;
     }
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);
+    /* machine code from the context's TargetMachine (ORC's IR layer would build a new one for
+     * every module), handed to the JIT as an object file */
+    char *msg = NULL;
+    LLVMMemoryBufferRef obj = NULL;
+    bool bad = LLVMTargetMachineEmitToMemoryBuffer(j->tm, m, LLVMObjectFile, &msg, &obj);
+    LLVMDisposeModule(m);
     LLVMOrcDisposeThreadSafeContext(tsc);
+    if (bad) {
+        s = ctx_fail(ctx, RJ_ERR_COMPILE, "generating machine code: %s", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return s;
+    }
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
     LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(jd);
-    LLVMErrorRef err = LLVMOrcLLJITAddLLVMIRModuleWithRT(j->jit, rt, tsm);
+    LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, rt, obj); /* takes obj */
     if (err) {
-        LLVMOrcDisposeThreadSafeModule(tsm);
         LLVMOrcReleaseResourceTracker(rt);
-        return llvm_error(ctx, err, "adding the module to the JIT");
+        return llvm_error(ctx, err, "adding the object to the JIT");
     }
     for (int32_t i = 0; i < p->nkernels; i++) {
         char name[96];
@@ -202,7 +197,6 @@ rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code
         }
         fns[i] = (void *)(uintptr_t)addr;
     }
-    if (getenv("RJ_TIME")) fprintf(stderr, "codegen %.2f ms\n", (tnow()-T2)*1e3);
     ctx->llvm_compiles++;
     llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
     if (!mc) {

@@ -220,8 +220,9 @@ static void build_ipow(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, LLVMTypeR
     LLVMBuildRet(b, acc2);
 }
 
-/* ntcopy(dst, src, n): copies n elements of es bytes, streaming: scalar stores until dst is
- * 32-byte aligned, then aligned 32-byte vector stores marked !nontemporal, then the tail.
+/* ntcopy(dst, src, n, nt): copies n elements of es bytes; with nt, streaming: scalar stores
+ * until dst is 32-byte aligned, then aligned 32-byte vector stores marked !nontemporal, then
+ * the tail; without, a plain memcpy. Not inlined: one copy per module serves every loop.
  * Streaming stores skip the read-for-ownership a cached store does on a line it is about to
  * overwrite entirely, which is most of the write traffic of a streaming kernel. */
 static void build_ntcopy(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, unsigned es) {
@@ -229,7 +230,16 @@ static void build_ntcopy(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, unsigne
     LLVMTypeRef i64 = LLVMInt64TypeInContext(c), et = LLVMIntTypeInContext(c, es * 8);
     LLVMTypeRef vt = LLVMVectorType(et, 32 / es);
     LLVMValueRef dst = LLVMGetParam(fn, 0), src = LLVMGetParam(fn, 1), n = LLVMGetParam(fn, 2);
+    LLVMValueRef nt = LLVMGetParam(fn, 3);
     LLVMValueRef one = LLVMConstInt(i64, 1, 0), vf = LLVMConstInt(i64, 32 / es, 0);
+    /* cached stores: a plain copy */
+    LLVMBasicBlockRef cached = LLVMAppendBasicBlockInContext(c, fn, "cached");
+    LLVMBasicBlockRef stream = LLVMAppendBasicBlockInContext(c, fn, "stream");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, nt, LLVMConstInt(i64, 0, 0), ""), cached, stream);
+    LLVMPositionBuilderAtEnd(b, cached);
+    LLVMBuildMemCpy(b, dst, es, src, es, LLVMBuildMul(b, n, LLVMConstInt(i64, es, 0), ""));
+    LLVMBuildRetVoid(b);
+    LLVMPositionBuilderAtEnd(b, stream);
     LLVMBasicBlockRef entry = LLVMGetInsertBlock(b);
     LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c, fn, "head");
     LLVMBasicBlockRef head_body = LLVMAppendBasicBlockInContext(c, fn, "head.body");
@@ -293,8 +303,12 @@ LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *arg
         LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
         if (f == ML_NTCOPY4 || f == ML_NTCOPY8) {
             LLVMTypeRef ptr = LLVMPointerTypeInContext(ml->c, 0), i64 = LLVMInt64TypeInContext(ml->c);
-            LLVMTypeRef params[3] = {ptr, ptr, i64};
-            LLVMValueRef fn = begin_fn(ml, b, names[f], LLVMVoidTypeInContext(ml->c), params, 3, &ml->ty[f]);
+            LLVMTypeRef params[4] = {ptr, ptr, i64, i64};
+            LLVMValueRef fn = begin_fn(ml, b, names[f], LLVMVoidTypeInContext(ml->c), params, 4, &ml->ty[f]);
+            unsigned ai = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+            LLVMRemoveEnumAttributeAtIndex(fn, LLVMAttributeFunctionIndex, ai);
+            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                    LLVMCreateEnumAttribute(ml->c, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
             ml->fn[f] = fn;
             build_ntcopy(ml, b, fn, f == ML_NTCOPY4 ? 4 : 8);
             LLVMPositionBuilderAtEnd(b, saved);
