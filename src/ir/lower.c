@@ -1020,8 +1020,9 @@ typedef struct norm_ctx {
 
 typedef struct norm_pass {
     norm_ctx *nc;
-    int pass;          /* 0: sum, 1: squares, 2: write */
-    int32_t acc;       /* accumulator variable */
+    int pass;          /* 0: statistics, 1: write */
+    int32_t acc, acc2; /* sum of (x - k) and of its squares (layer_norm); of x^2 (rms_norm) */
+    int32_t shift;     /* k: the row's first element, a cheap estimate of its mean */
     int32_t mean, rstd;
 } norm_pass;
 
@@ -1034,10 +1035,13 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
     int32_t v = xcast(L, t, value(L, root->in[0], a));
     bool layer = root->op == RJ_OP_LAYER_NORM;
     if (np->pass == 0) {
-        s_set(L, b, np->acc, xbin(L, RJ_OP_ADD, t, xvar(L, np->acc), v));
-    } else if (np->pass == 1) {
-        int32_t c = layer ? xbin(L, RJ_OP_SUB, t, v, np->mean) : v;
-        s_set(L, b, np->acc, xfma(L, t, c, c, xvar(L, np->acc)));
+        if (layer) {
+            int32_t c = xbin(L, RJ_OP_SUB, t, v, np->shift);
+            s_set(L, b, np->acc, xbin(L, RJ_OP_ADD, t, xvar(L, np->acc), c));
+            s_set(L, b, np->acc2, xfma(L, t, c, c, xvar(L, np->acc2)));
+        } else {
+            s_set(L, b, np->acc2, xfma(L, t, v, v, xvar(L, np->acc2)));
+        }
     } else {
         int32_t y = xbin(L, RJ_OP_MUL, t, layer ? xbin(L, RJ_OP_SUB, t, v, np->mean) : v, np->rstd);
         int k = 1;
@@ -1047,6 +1051,11 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
     }
 }
 
+/* One row: statistics in one pass over the normalised block, then the write pass. The
+ * variance is computed from sums shifted by the row's first element,
+ *   var = E[(x - k)^2] - E[x - k]^2,
+ * which avoids the cancellation of E[x^2] - E[x]^2 whenever k is near the mean, and saves
+ * the separate pass a textbook two-pass variance needs. */
 static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     norm_ctx *nc = ud;
     const node *root = nc->root, *x = nc->x;
@@ -1054,26 +1063,36 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     int32_t n = xi(L, 1);
     for (int d = nc->lead; d < x->rank; d++) n = xmul(L, n, xsize(L, x->dims[d]));
     int32_t fn = xcast(L, t, n);
-    int32_t acc = newvar(L, "acc", t), vmean = newvar(L, "mean", t), vrstd = newvar(L, "rstd", t);
+    int32_t acc = newvar(L, "acc", t), acc2 = newvar(L, "acc2", t);
+    int32_t vk = newvar(L, "k", t), vmean = newvar(L, "mean", t), vrstd = newvar(L, "rstd", t);
     bool layer = root->op == RJ_OP_LAYER_NORM;
     double eps = root->fval >= 0 ? root->fval : (t == RJ_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
-    norm_pass np = {.nc = nc, .acc = acc};
+    norm_pass np = {.nc = nc, .acc = acc, .acc2 = acc2};
     if (layer) {
+        at first = *a;
+        for (int d = nc->lead; d < x->rank; d++) first.idx[d] = xi(L, 0);
+        L->memo_n = 0;
+        s_set(L, b, vk, xcast(L, t, value(L, root->in[0], &first)));
+        np.shift = xvar(L, vk);
         s_set(L, b, acc, xconst(L, t, 0));
-        np.pass = 0;
-        loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
-        s_set(L, b, vmean, xbin(L, RJ_OP_DIV, t, xvar(L, acc), fn));
+    }
+    s_set(L, b, acc2, xconst(L, t, 0));
+    np.pass = 0;
+    loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
+    int32_t var;
+    if (layer) {
+        int32_t m1 = xbin(L, RJ_OP_DIV, t, xvar(L, acc), fn);
+        s_set(L, b, vmean, xbin(L, RJ_OP_ADD, t, xvar(L, vk), m1));
+        var = xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_DIV, t, xvar(L, acc2), fn), xbin(L, RJ_OP_MUL, t, m1, m1));
+        var = xbin(L, RJ_OP_MAXIMUM, t, var, xconst(L, t, 0));
     } else {
         s_set(L, b, vmean, xconst(L, t, 0));
+        var = xbin(L, RJ_OP_DIV, t, xvar(L, acc2), fn);
     }
     np.mean = xvar(L, vmean);
-    s_set(L, b, acc, xconst(L, t, 0));
-    np.pass = 1;
-    loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
-    int32_t var = xbin(L, RJ_OP_DIV, t, xvar(L, acc), fn);
     s_set(L, b, vrstd, xun(L, RJ_OP_RSQRT, t, xbin(L, RJ_OP_ADD, t, var, xconst(L, t, eps))));
     np.rstd = xvar(L, vrstd);
-    np.pass = 2;
+    np.pass = 1;
     loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
 }
 

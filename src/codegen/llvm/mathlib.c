@@ -112,13 +112,14 @@ static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     r = fma_(ml, b, n, cf(ml, 2.12194440e-4), r);
     LLVMValueRef p = horner(ml, b, r, P, 5);
     LLVMValueRef y = LLVMBuildFAdd(b, fma_(ml, b, p, LLVMBuildFMul(b, r, r, ""), r), cf(ml, 1.0), "");
-    /* 2^n for n in [-126, 127]; beyond, the selects below give inf or 0. A NaN input stays
-     * NaN through r, so it needs no select of its own. */
+    /* 2^n for n in [-126, 127]; n = 128 (x just below the overflow threshold) takes one more
+     * doubling; further out, the selects give inf or 0. A NaN input stays NaN through r. */
     LLVMValueRef nc = ml_intrinsic(ml, b, "llvm.maxnum", (LLVMValueRef[]){
         ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){n, cf(ml, 127)}, 2), cf(ml, -126)}, 2);
     LLVMValueRef ni = LLVMBuildFPToSI(b, nc, i32(ml), "");
     LLVMValueRef scale = as_float(ml, b, LLVMBuildShl(b, LLVMBuildAdd(b, ni, ci(ml, 127), ""), ci(ml, 23), ""));
     y = LLVMBuildFMul(b, y, scale, "");
+    y = sel(b, fcmp(b, LLVMRealOGT, n, cf(ml, 127)), LLVMBuildFAdd(b, y, y, ""), y);
     y = sel(b, fcmp(b, LLVMRealOGT, x, cf(ml, 88.72283935546875)), cf(ml, INFINITY), y);
     y = sel(b, fcmp(b, LLVMRealOLT, x, cf(ml, -87.33654475)), cf(ml, 0), y);
     LLVMBuildRet(b, y);
@@ -158,7 +159,7 @@ static void build_tanh(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     LLVMValueRef t = horner(ml, b, z, T, 5);
     LLVMValueRef small = fma_(ml, b, LLVMBuildFMul(b, t, z, ""), x, x);
     LLVMValueRef two_a = LLVMBuildFMul(b, cf(ml, 2.0),
-        ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){a, cf(ml, 9.0)}, 2), "");
+        ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){a, cf(ml, 10.0)}, 2), "");
     LLVMValueRef e = ml_call(ml, b, ML_EXPF, &two_a, 1);
     LLVMValueRef big = LLVMBuildFSub(b, cf(ml, 1.0),
         LLVMBuildFDiv(b, cf(ml, 2.0), LLVMBuildFAdd(b, e, cf(ml, 1.0), ""), ""), "");
