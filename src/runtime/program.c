@@ -16,6 +16,7 @@ static const backend *backend_for(rj_target t) {
     switch (t) {
     case RJ_TARGET_REFERENCE: return &backend_reference;
     case RJ_TARGET_CPU: return &backend_cpu;
+    case RJ_TARGET_CUDA: return &backend_cuda;
     default: return NULL;
     }
 }

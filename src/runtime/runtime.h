@@ -117,6 +117,7 @@ struct rj_program {
 
 extern const backend backend_reference;
 extern const backend backend_cpu;
+extern const backend backend_cuda;
 
 /* interp.c: evaluates the program's graph on a prepared binding. */
 rj_status interp_run(rj_program *p, rj_bind *b);
