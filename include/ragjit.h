@@ -353,6 +353,7 @@ RJ_API void rj_program_free(rj_program *p);
  *   "fused"     the kernels fusion chose and the nodes each computes
  *   "loops"     the loop IR of every kernel
  *   "llvm"      LLVM IR before optimisation;  "llvm-opt" after;  "asm"  host assembly
+ *   "cuda"      CUDA C source;  "ptx"  PTX from NVRTC (RJ_ERR_NO_DEVICE if NVRTC is missing)
  * Stages are regenerated on demand and do not depend on the program's target. */
 RJ_API char *rj_program_dump(rj_program *p, const char *stage);
 

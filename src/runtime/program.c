@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "../codegen/cuda/cuda_backend.h"
 #include "../codegen/llvm/llvm_backend.h"
 #include "../ir/pipeline.h"
 #include "runtime.h"
@@ -83,12 +84,13 @@ char *rj_program_dump(rj_program *p, const char *stage) {
         ctx_fail(ctx, RJ_ERR_ARG, "rj_program_dump: stage is NULL");
         return NULL;
     }
-    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm"};
+    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm",
+                                         "cuda", "ptx"};
     size_t k = 0;
     while (k < sizeof stages / sizeof stages[0] && strcmp(stages[k], stage)) k++;
     if (k == sizeof stages / sizeof stages[0]) {
         ctx_fail(ctx, RJ_ERR_ARG, "rj_program_dump: unknown stage '%s' (graph, opt, fused, loops, "
-                 "llvm, llvm-opt, asm)", stage);
+                 "llvm, llvm-opt, asm, cuda, ptx)", stage);
         return NULL;
     }
     sbuf b;
@@ -104,6 +106,8 @@ char *rj_program_dump(rj_program *p, const char *stage) {
     case 1: print_graph(&b, c.opt); break;
     case 2: print_fuse_plan(&b, c.opt, &c.plan); break;
     case 3: print_lprog(&b, c.opt, &c.lp); break;
+    case 7: text = cuda_source(ctx, &c.lp); break;
+    case 8: text = cuda_ptx(ctx, &c.lp, 0); break;
     default: text = llvm_dump(ctx, &c.lp, stage); break;
     }
     compiled_free(&c);
