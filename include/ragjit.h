@@ -268,13 +268,24 @@ RJ_API rj_node rj_graph_pad(rj_graph *g, rj_node x, double value, rj_dim len);
  * at least the longest row of j (checked at run time). */
 RJ_API rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged);
 
+/* Parses a program in ragjit's text format (docs/guide.md) into a new graph:
+ *     ragged j1 : B
+ *     input x : f32[B, j1, 64]
+ *     y = softmax(relu(x * 2.0 + 0.5), dim=1)
+ *     output y
+ * `filename` is used in messages only (NULL: "<input>"). On error: NULL, with a status from
+ * rj_ctx_status (RJ_ERR_PARSE for syntax, or the builder's status for ill-formed programs) and
+ * a message "file:line:col: message", then the source line and a caret under the column. */
+RJ_API rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename);
+
 /* Introspection. */
 RJ_API int rj_graph_input_count(const rj_graph *g);
 RJ_API rj_node rj_graph_input_at(const rj_graph *g, int i);
 RJ_API int rj_graph_output_count(const rj_graph *g);
 RJ_API rj_node rj_graph_output_at(const rj_graph *g, int i);
 RJ_API rj_node rj_graph_find(const rj_graph *g, const char *name); /* input or output name */
-RJ_API const char *rj_node_name(const rj_graph *g, rj_node n);     /* input/output name or NULL */
+/* The output name, input name, or text-format variable name of a node; NULL if none. */
+RJ_API const char *rj_node_name(const rj_graph *g, rj_node n);
 RJ_API rj_dtype rj_node_dtype(const rj_graph *g, rj_node n);
 /* Rank (or -1) and, if dims != NULL, the dims. */
 RJ_API int rj_node_shape(const rj_graph *g, rj_node n, rj_dim dims[RJ_MAX_RANK]);
@@ -354,6 +365,7 @@ RJ_API void rj_program_free(rj_program *p);
  *   "loops"     the loop IR of every kernel
  *   "llvm"      LLVM IR before optimisation;  "llvm-opt" after;  "asm"  host assembly
  *   "cuda"      CUDA C source;  "ptx"  PTX from NVRTC (RJ_ERR_NO_DEVICE if NVRTC is missing)
+ *   "dot"       a Graphviz picture: shapes on edges, fused kernels as clusters
  * Stages are regenerated on demand and do not depend on the program's target. */
 RJ_API char *rj_program_dump(rj_program *p, const char *stage);
 

@@ -72,7 +72,7 @@ rj_status pass_canonicalize(rj_graph *g) {
         for (int k = 0; k < n.nin; k++) n.in[k] = rw.map[n.in[k]];
         int32_t id = -1;
         if (infer_node(rw.out, &n) == RJ_OK) id = simplify(rw.out, &n);
-        if (id < 0) id = rw_add(&rw, &n);
+        if (id < 0 && (id = rw_add(&rw, &n)) >= 0) rw_label(&rw, id, g->nodes[i].name);
         if ((rw.map[i] = id) < 0) {
             mem_free(g->ctx, live, (size_t)(g->n ? g->n : 1));
             s = rw.out->status ? rw.out->status : RJ_ERR_NOMEM;

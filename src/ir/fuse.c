@@ -179,20 +179,27 @@ void fuse_plan_free(fuse_plan *p) {
 }
 
 void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
-    static const char *const roles[] = {"dead", "input", "inline", "root", "epilogue"};
     for (int32_t gi = 0; gi < p->ngroups; gi++) {
         const fuse_group *gr = &p->groups[gi];
         const node *r = &g->nodes[gr->root];
-        sbuf_printf(b, "kernel %d: %s", gi, gr->kind == FG_ROOT ? op_table[r->op].name : "map");
-        sbuf_puts(b, gr->kind == FG_ROOT ? " of v" : " over ");
-        if (gr->kind == FG_ROOT) sbuf_printf(b, "%d", gr->root);
-        else print_node_type(b, g, r);
-        if (gr->kind == FG_ROOT && p->nodes[gr->root].mat) sbuf_puts(b, " (written)");
-        sbuf_putc(b, '\n');
+        if (gr->kind == FG_ROOT) {
+            sbuf_printf(b, "kernel %d: ", gi);
+            print_node_ref(b, g, gr->root);
+            sbuf_puts(b, " = ");
+            print_node_call(b, g, gr->root);
+            sbuf_puts(b, p->nodes[gr->root].mat ? "  (written)\n" : "  (not written)\n");
+        } else {
+            sbuf_printf(b, "kernel %d: map over ", gi);
+            print_node_type(b, g, r);
+            sbuf_putc(b, '\n');
+        }
         for (int32_t m = 0; m < gr->nmembers; m++) {
             int32_t id = gr->members[m];
-            sbuf_printf(b, "  %s v%d = %s%s\n", roles[p->nodes[id].role], id,
-                        op_table[g->nodes[id].op].name, p->nodes[id].mat ? " (written)" : "");
+            sbuf_puts(b, gr->kind == FG_ROOT ? "  epilogue " : "  ");
+            print_node_ref(b, g, id);
+            sbuf_puts(b, " = ");
+            print_node_call(b, g, id);
+            sbuf_puts(b, p->nodes[id].mat ? "  (written)\n" : "\n");
         }
     }
 }

@@ -296,7 +296,7 @@ const char *rj_node_name(const rj_graph *g, rj_node n) {
     if (!nd) return NULL;
     for (int32_t i = 0; i < g->noutputs; i++)
         if (g->outputs[i].node == n) return g->outputs[i].name;
-    return nd->name;
+    return nd->name; /* an input's name, or a variable name from the text format */
 }
 
 rj_dtype rj_node_dtype(const rj_graph *g, rj_node n) {

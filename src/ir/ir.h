@@ -59,7 +59,7 @@ typedef struct node {
     int32_t axis;     /* REDUCE/SOFTMAX: dim (normalised); NORM: ndims */
     double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps */
     int64_t ival;     /* SCALAR (int/bool) */
-    char *name;       /* INPUT name */
+    char *name;       /* INPUT name; for other nodes the variable name from the text format */
     int32_t loc;      /* source position for text-format errors, or -1 */
     rj_dim dims[RJ_MAX_RANK];
 } node;
@@ -126,6 +126,8 @@ void print_dim(sbuf *b, const rj_graph *g, rj_dim d);
 void print_type(sbuf *b, const rj_graph *g, rj_dtype t, int rank, const rj_dim *dims);
 void print_node_type(sbuf *b, const rj_graph *g, const node *n);
 void print_graph(sbuf *b, const rj_graph *g);
+void print_node_ref(sbuf *b, const rj_graph *g, int32_t id);  /* its name in printed programs */
+void print_node_call(sbuf *b, const rj_graph *g, int32_t id); /* "relu(h)", "sum(x, dim=1)" */
 
 /* verify.c */
 rj_status verify_graph(rj_graph *g);

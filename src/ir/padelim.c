@@ -100,8 +100,10 @@ rj_status pass_eliminate_pads(rj_graph *g) {
             int32_t pushed = push(&pc, n->in[0]);
             const node *pn = pushed >= 0 ? &rw.out->nodes[pushed] : NULL;
             if (pn && pn->rank == n->rank && pn->dtype == n->dtype &&
-                !memcmp(pn->dims, n->dims, sizeof(rj_dim) * n->rank))
+                !memcmp(pn->dims, n->dims, sizeof(rj_dim) * n->rank)) {
                 id = pushed;
+                rw_label(&rw, id, n->name);
+            }
         }
         if (id < 0) id = rw_copy(&rw, i);
         if ((rw.map[i] = id) < 0) {

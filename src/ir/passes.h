@@ -51,5 +51,7 @@ typedef struct fuse_plan {
 rj_status pass_fuse(const rj_graph *g, fuse_plan *plan);
 void fuse_plan_free(fuse_plan *plan);
 void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *plan);
+/* dot.c: the graph as Graphviz, kernels as clusters */
+void print_dot(sbuf *b, const rj_graph *g, const fuse_plan *plan);
 
 #endif

@@ -52,19 +52,33 @@ static const char *output_name(const rj_graph *g, int32_t id) {
     return NULL;
 }
 
-/* A node's name in the printed program: its input/output name, else v<id>. */
+/* Is `name` taken by another node (an input, an output, or an earlier label)? */
+static bool name_taken(const rj_graph *g, int32_t id, const char *name) {
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].node != id && !strcmp(g->outputs[i].name, name)) return true;
+    for (int32_t i = 0; i < g->n; i++)
+        if (i != id && g->nodes[i].name && !strcmp(g->nodes[i].name, name) &&
+            (g->nodes[i].op == RJ_OP_INPUT || i < id))
+            return true;
+    return false;
+}
+
+/* A node's name in the printed program: its input or output name, else its variable name
+ * from the text format when unambiguous, else v<id>. */
+void print_node_ref(sbuf *b, const rj_graph *g, int32_t id);
 static void print_ref(sbuf *b, const rj_graph *g, int32_t id) {
     const node *n = &g->nodes[id];
     if (n->op == RJ_OP_SCALAR) {
         print_literal(b, n);
         return;
     }
-    if (n->name) {
+    if (n->op == RJ_OP_INPUT) {
         sbuf_puts(b, n->name);
         return;
     }
     const char *o = output_name(g, id);
     if (o) sbuf_puts(b, o);
+    else if (n->name && !name_taken(g, id, n->name)) sbuf_puts(b, n->name);
     else sbuf_printf(b, "v%d", id);
 }
 
@@ -168,7 +182,7 @@ void print_graph(sbuf *b, const rj_graph *g) {
     for (int32_t i = 0; i < g->noutputs; i++) {
         const output *o = &g->outputs[i];
         const node *n = &g->nodes[o->node];
-        if (n->name && strcmp(n->name, o->name)) /* an input output under another name */
+        if (n->op == RJ_OP_INPUT && strcmp(n->name, o->name)) /* an input returned as an output */
             sbuf_printf(b, "%s = %s\n", o->name, n->name);
     }
     if (g->noutputs) {
@@ -179,4 +193,12 @@ void print_graph(sbuf *b, const rj_graph *g) {
         }
         sbuf_putc(b, '\n');
     }
+}
+
+void print_node_ref(sbuf *b, const rj_graph *g, int32_t id) {
+    print_ref(b, g, id);
+}
+
+void print_node_call(sbuf *b, const rj_graph *g, int32_t id) {
+    print_call(b, g, &g->nodes[id]);
 }

@@ -113,7 +113,16 @@ int32_t rw_copy(rewriter *rw, int32_t old) {
     node n = rw->g->nodes[old];
     n.name = NULL;
     for (int k = 0; k < n.nin; k++) n.in[k] = rw->map[n.in[k]];
-    return rw->map[old] = rw_add(rw, &n);
+    int32_t id = rw_add(rw, &n);
+    if (id >= 0) rw_label(rw, id, rw->g->nodes[old].name);
+    return rw->map[old] = id;
+}
+
+void rw_label(rewriter *rw, int32_t id, const char *label) {
+    node *n = &rw->out->nodes[id];
+    if (!label || n->name || n->op == RJ_OP_INPUT || n->op == RJ_OP_SCALAR) return;
+    n->name = mem_strdup(rw->g->ctx, label); /* a label is optional: no label on failure */
+    if (!n->name) ctx_clear_error(rw->g->ctx);
 }
 
 void rw_live(const rj_graph *g, uint8_t *live) {

@@ -22,6 +22,7 @@ typedef struct rewriter {
 rj_status rw_begin(rewriter *rw, rj_graph *g);
 int32_t rw_add(rewriter *rw, node *n);   /* infer, hash-cons and append; -1 on failure */
 int32_t rw_copy(rewriter *rw, int32_t old); /* old node with mapped operands */
+void rw_label(rewriter *rw, int32_t id, const char *label); /* keeps a variable name */
 void rw_live(const rj_graph *g, uint8_t *live); /* nodes reachable from outputs */
 rj_status rw_finish(rewriter *rw);
 void rw_abort(rewriter *rw);

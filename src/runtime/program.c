@@ -85,12 +85,12 @@ char *rj_program_dump(rj_program *p, const char *stage) {
         return NULL;
     }
     static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm",
-                                         "cuda", "ptx"};
+                                         "cuda", "ptx", "dot"};
     size_t k = 0;
     while (k < sizeof stages / sizeof stages[0] && strcmp(stages[k], stage)) k++;
     if (k == sizeof stages / sizeof stages[0]) {
         ctx_fail(ctx, RJ_ERR_ARG, "rj_program_dump: unknown stage '%s' (graph, opt, fused, loops, "
-                 "llvm, llvm-opt, asm, cuda, ptx)", stage);
+                 "llvm, llvm-opt, asm, cuda, ptx, dot)", stage);
         return NULL;
     }
     sbuf b;
@@ -108,8 +108,9 @@ char *rj_program_dump(rj_program *p, const char *stage) {
     case 3: print_lprog(&b, c.opt, &c.lp); break;
     case 7: text = cuda_source(ctx, &c.lp); break;
     case 8: text = cuda_ptx(ctx, &c.lp, 0); break;
+    case 9: print_dot(&b, c.opt, &c.plan); break;
     default: text = llvm_dump(ctx, &c.lp, stage); break;
     }
     compiled_free(&c);
-    return k >= 4 ? text : sbuf_finish(&b);
+    return k >= 4 && k <= 8 ? text : sbuf_finish(&b);
 }

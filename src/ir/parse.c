@@ -1,0 +1,947 @@
+/*
+ * parse.c — the text format: a hand-written lexer and recursive-descent parser that drives the
+ * graph builder.
+ *
+ * The language is a few statements over Python-like expressions:
+ *
+ *     # comment
+ *     ragged j1 : B                 declares a ragged symbol varying over B
+ *     same j1 j2                    declares two ragged symbols equal
+ *     input x : f32[B, j1, 64]      an input with its type (dense size names are declared on use)
+ *     h = relu(x * w + 0.5)         an assignment: any expression
+ *     output h, s                   the outputs, by variable name
+ *
+ * Statements end at a newline; inside parentheses and brackets newlines are ignored (as in
+ * Python). Expressions have the usual precedence (comparisons < + - < * / < unary -), number
+ * literals are Python numbers for dtype promotion (2 is an int, 2.0 and inf are floats),
+ * True/False are bools, and calls take positional and keyword arguments with PyTorch's names.
+ * Every op of the op table is callable by its name; infix operators map to add, sub, mul, div
+ * and the comparisons.
+ *
+ * The parser builds the graph as it goes, so a shape error found by the builder is reported
+ * at the operator or call that caused it. Every error has the form
+ *
+ *     prog.rj:3:9: add: f32[B, j1, 64] and f32[B, j2, 64] differ in dim 1 (ragged j1 vs j2)
+ *       h = x + y
+ *             ^
+ *
+ * Each parse function below carries its grammar rule in a comment.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+typedef enum {
+    T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
+    T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_ASSIGN,
+    T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE,
+} tok_kind;
+
+typedef struct token {
+    tok_kind kind;
+    const char *start; /* in the source */
+    int len;
+    int line, col;
+    int64_t ival;
+    double fval;
+} token;
+
+typedef struct var {
+    char name[128];
+    rj_node node;
+} var;
+
+typedef struct parser {
+    rj_ctx *ctx;
+    rj_graph *g;
+    const char *src, *file, *p;
+    int line;
+    const char *line_start;
+    int depth;          /* open parentheses and brackets: newlines are ignored inside */
+    token tok;          /* current token */
+    bool failed;
+    var *vars;
+    int32_t nvars, capvars;
+} parser;
+
+typedef struct value {
+    rj_node node;      /* RJ_NONE for the non-node values below */
+    bool is_string;
+    char str[64];
+    bool is_list;      /* [d, d, ...] */
+    rj_dim dims[RJ_MAX_RANK];
+    int ndims;
+    token at;          /* where the value starts */
+} value;
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+/* The message for an error at token t: "file:line:col: msg", the line, a caret. */
+static void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...) RJ_PRINTF(4, 5);
+
+static void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...) {
+    if (P->failed) return;
+    P->failed = true;
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* the source line containing t */
+    const char *ls = t->start;
+    while (ls > P->src && ls[-1] != '\n') ls--;
+    const char *le = t->start;
+    while (*le && *le != '\n') le++;
+    int n = (int)(le - ls);
+    if (n > 200) n = 200;
+    char caret[256];
+    int c = t->col - 1 < 200 ? t->col - 1 : 200;
+    for (int i = 0; i < c; i++) caret[i] = ls[i] == '\t' ? '\t' : ' ';
+    caret[c] = '^';
+    caret[c + 1] = 0;
+    ctx_fail(P->ctx, s, "%s:%d:%d: %s\n  %.*s\n  %s", P->file, t->line, t->col, msg, n, ls, caret);
+}
+
+/* A builder call failed: re-report its message at the token that made the call. */
+static void fail_builder(parser *P, const token *t) {
+    if (P->failed) return;
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", rj_ctx_error(P->ctx));
+    fail_at(P, t, rj_graph_status(P->g) ? rj_graph_status(P->g) : ctx_last_status(P->ctx), "%s", msg);
+}
+
+/* ---- lexer -------------------------------------------------------------------------------- */
+
+static bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static void next(parser *P) {
+    const char *p = P->p;
+    token *t = &P->tok;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        if (*p == '#')
+            while (*p && *p != '\n') p++;
+        if (*p == '\\' && p[1] == '\n') { /* explicit line continuation */
+            p += 2;
+            P->line++;
+            P->line_start = p;
+            continue;
+        }
+        if (*p == '\n' && P->depth > 0) {
+            p++;
+            P->line++;
+            P->line_start = p;
+            continue;
+        }
+        break;
+    }
+    *t = (token){.start = p, .line = P->line, .col = (int)(p - P->line_start) + 1, .len = 1};
+    char c = *p;
+    if (!c) {
+        t->kind = T_EOF;
+        t->len = 0;
+    } else if (c == '\n') {
+        t->kind = T_NEWLINE;
+        p++;
+        P->line++;
+        P->line_start = p;
+        P->p = p;
+        return;
+    } else if (is_ident_start(c)) {
+        const char *s = p;
+        while (is_ident_char(*p)) p++;
+        t->kind = T_IDENT;
+        t->len = (int)(p - s);
+        P->p = p;
+        return;
+    } else if (is_digit(c) || (c == '.' && is_digit(p[1]))) {
+        const char *s = p;
+        bool flt = false;
+        while (is_digit(*p)) p++;
+        if (*p == '.') {
+            flt = true;
+            p++;
+            while (is_digit(*p)) p++;
+        }
+        if (*p == 'e' || *p == 'E') {
+            const char *q = p + 1;
+            if (*q == '+' || *q == '-') q++;
+            if (is_digit(*q)) {
+                flt = true;
+                p = q;
+                while (is_digit(*p)) p++;
+            }
+        }
+        t->len = (int)(p - s);
+        P->p = p;
+        if (is_ident_char(*p)) {
+            t->kind = T_INT;
+            fail_at(P, t, RJ_ERR_PARSE, "malformed number '%.*s%c'", t->len, s, *p);
+            return;
+        }
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.*s", t->len < 63 ? t->len : 63, s);
+        errno = 0;
+        if (flt) {
+            t->kind = T_FLOAT;
+            t->fval = strtod(buf, NULL);
+        } else {
+            t->kind = T_INT;
+            t->ival = strtoll(buf, NULL, 10);
+            if (errno == ERANGE) fail_at(P, t, RJ_ERR_PARSE, "integer %s is too large", buf);
+        }
+        return;
+    } else if (c == '"' || c == '\'') {
+        const char *s = p++;
+        while (*p && *p != c && *p != '\n') p++;
+        if (*p != c) {
+            t->kind = T_STRING;
+            fail_at(P, t, RJ_ERR_PARSE, "unterminated string");
+            P->p = p;
+            return;
+        }
+        p++;
+        t->kind = T_STRING;
+        t->len = (int)(p - s);
+        P->p = p;
+        return;
+    } else {
+        static const struct {
+            const char *s;
+            tok_kind k;
+        } ops[] = {{"<=", T_LE}, {">=", T_GE}, {"==", T_EQ}, {"!=", T_NE}, {"(", T_LPAREN},
+                   {")", T_RPAREN}, {"[", T_LBRACK}, {"]", T_RBRACK}, {",", T_COMMA},
+                   {":", T_COLON}, {"=", T_ASSIGN}, {"+", T_PLUS}, {"-", T_MINUS},
+                   {"*", T_STAR}, {"/", T_SLASH}, {"<", T_LT}, {">", T_GT}};
+        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+            size_t n = strlen(ops[i].s);
+            if (!strncmp(p, ops[i].s, n)) {
+                t->kind = ops[i].k;
+                t->len = (int)n;
+                if (t->kind == T_LPAREN || t->kind == T_LBRACK) P->depth++;
+                if ((t->kind == T_RPAREN || t->kind == T_RBRACK) && P->depth > 0) P->depth--;
+                P->p = p + n;
+                return;
+            }
+        }
+        t->kind = T_EOF;
+        fail_at(P, t, RJ_ERR_PARSE, "unexpected character '%c'", c);
+        return;
+    }
+    P->p = p;
+}
+
+static bool tok_is(const token *t, const char *word) {
+    return t->kind == T_IDENT && (int)strlen(word) == t->len && !strncmp(t->start, word, (size_t)t->len);
+}
+
+static void tok_text(const token *t, char *out, size_t n) {
+    if (t->kind == T_EOF) snprintf(out, n, "end of input");
+    else if (t->kind == T_NEWLINE) snprintf(out, n, "end of line");
+    else snprintf(out, n, "'%.*s'", t->len < 60 ? t->len : 60, t->start);
+}
+
+static bool expect(parser *P, tok_kind k, const char *what) {
+    if (P->failed) return false;
+    if (P->tok.kind == k) {
+        next(P);
+        return !P->failed;
+    }
+    char got[80];
+    tok_text(&P->tok, got, sizeof got);
+    fail_at(P, &P->tok, RJ_ERR_PARSE, "expected %s, found %s", what, got);
+    return false;
+}
+
+/* ---- variables ---------------------------------------------------------------------------- */
+
+static var *find_var(parser *P, const char *name) {
+    for (int32_t i = P->nvars - 1; i >= 0; i--)
+        if (!strcmp(P->vars[i].name, name)) return &P->vars[i];
+    return NULL;
+}
+
+static void set_var(parser *P, const token *t, const char *name, rj_node n) {
+    var *v = find_var(P, name);
+    if (v) {
+        v->node = n;
+        return;
+    }
+    if (!mem_grow(P->ctx, (void **)&P->vars, &P->capvars, P->nvars + 1, sizeof(var))) {
+        fail_at(P, t, RJ_ERR_NOMEM, "out of memory");
+        return;
+    }
+    v = &P->vars[P->nvars++];
+    snprintf(v->name, sizeof v->name, "%s", name);
+    v->node = n;
+}
+
+static bool ident(parser *P, char *out, size_t n, const char *what) {
+    if (P->failed) return false;
+    if (P->tok.kind != T_IDENT) {
+        char got[80];
+        tok_text(&P->tok, got, sizeof got);
+        fail_at(P, &P->tok, RJ_ERR_PARSE, "expected %s, found %s", what, got);
+        return false;
+    }
+    if (P->tok.len >= (int)n) {
+        fail_at(P, &P->tok, RJ_ERR_PARSE, "name is too long");
+        return false;
+    }
+    snprintf(out, n, "%.*s", P->tok.len, P->tok.start);
+    next(P);
+    return !P->failed;
+}
+
+/* ---- types and dims ------------------------------------------------------------------------ */
+
+/* dim = INT | IDENT      (a name that is not a ragged symbol is a dense size) */
+static rj_dim parse_dim(parser *P) {
+    token t = P->tok;
+    if (t.kind == T_INT) {
+        next(P);
+        if (t.ival < 0) fail_at(P, &t, RJ_ERR_PARSE, "a dim must not be negative");
+        return t.ival;
+    }
+    char name[128];
+    if (!ident(P, name, sizeof name, "a dim (a number or a size name)")) return RJ_DIM_NONE;
+    rj_dim d = rj_graph_find_dim(P->g, name);
+    if (d == RJ_DIM_NONE) d = rj_graph_dense(P->g, name);
+    if (d == RJ_DIM_NONE) fail_builder(P, &t);
+    return d;
+}
+
+static bool parse_dtype_name(const char *s, rj_dtype *out) {
+    static const struct {
+        const char *name;
+        rj_dtype t;
+    } names[] = {{"f32", RJ_F32}, {"f64", RJ_F64}, {"i32", RJ_I32}, {"i64", RJ_I64},
+                 {"bool", RJ_BOOL}, {"float32", RJ_F32}, {"float64", RJ_F64},
+                 {"int32", RJ_I32}, {"int64", RJ_I64}, {"float", RJ_F32}, {"double", RJ_F64}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(names[i].name, s)) {
+            *out = names[i].t;
+            return true;
+        }
+    return false;
+}
+
+/* type = DTYPE "[" [ dim { "," dim } ] "]" */
+static bool parse_type(parser *P, rj_dtype *dt, int *rank, rj_dim *dims) {
+    token t = P->tok;
+    char name[32];
+    if (!ident(P, name, sizeof name, "a type such as f32[B, j1, 64]")) return false;
+    if (!parse_dtype_name(name, dt)) {
+        fail_at(P, &t, RJ_ERR_PARSE, "unknown dtype '%s' (f32, f64, i32, i64, bool)", name);
+        return false;
+    }
+    if (!expect(P, T_LBRACK, "'[' after the dtype")) return false;
+    *rank = 0;
+    while (!P->failed && P->tok.kind != T_RBRACK) {
+        if (*rank == RJ_MAX_RANK) {
+            fail_at(P, &P->tok, RJ_ERR_PARSE, "more than %d dims", RJ_MAX_RANK);
+            return false;
+        }
+        dims[(*rank)++] = parse_dim(P);
+        if (P->tok.kind != T_RBRACK && !expect(P, T_COMMA, "',' or ']'")) return false;
+    }
+    return expect(P, T_RBRACK, "']'");
+}
+
+/* ---- expressions ----------------------------------------------------------------------------- */
+
+static value parse_expr(parser *P);
+
+static value node_value(rj_node n, token at) {
+    return (value){.node = n, .at = at};
+}
+
+/* A value used as a tensor operand. */
+static rj_node as_node(parser *P, const value *v) {
+    if (P->failed) return RJ_NONE;
+    if (v->is_string || v->is_list) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "a %s is not a tensor", v->is_string ? "string" : "list");
+        return RJ_NONE;
+    }
+    return v->node;
+}
+
+static rj_node check(parser *P, rj_node n, const token *t) {
+    if (n == RJ_NONE) fail_builder(P, t);
+    return n;
+}
+
+/* The literal value of a scalar node, for attributes given as numbers. */
+static bool literal(parser *P, const value *v, double *out) {
+    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
+    if (!n || n->op != RJ_OP_SCALAR) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "expected a number");
+        return false;
+    }
+    *out = n->weak == WEAK_FLOAT ? n->fval : (double)n->ival;
+    return true;
+}
+
+typedef struct args {
+    value pos[8];
+    int npos;
+    char key[8][32];
+    value kw[8];
+    int nkw;
+} args;
+
+/* arg = [ IDENT "=" ] ( expr | "[" [ dim { "," dim } ] "]" ) */
+static void parse_arg(parser *P, args *a) {
+    token start = P->tok;
+    char key[32] = "";
+    if (start.kind == T_IDENT) {
+        /* look ahead for "name =" (but not "name ==") */
+        const char *q = P->p;
+        while (*q == ' ' || *q == '\t') q++;
+        if (q[0] == '=' && q[1] != '=') {
+            ident(P, key, sizeof key, "an argument name");
+            next(P); /* '=' */
+        }
+    }
+    value v;
+    if (P->tok.kind == T_LBRACK) {
+        v = (value){.node = RJ_NONE, .is_list = true, .at = P->tok};
+        next(P);
+        while (!P->failed && P->tok.kind != T_RBRACK) {
+            if (v.ndims == RJ_MAX_RANK) {
+                fail_at(P, &P->tok, RJ_ERR_PARSE, "list too long");
+                return;
+            }
+            v.dims[v.ndims++] = parse_dim(P);
+            if (P->tok.kind != T_RBRACK && !expect(P, T_COMMA, "',' or ']'")) return;
+        }
+        expect(P, T_RBRACK, "']'");
+    } else if (P->tok.kind == T_STRING) {
+        v = (value){.node = RJ_NONE, .is_string = true, .at = P->tok};
+        snprintf(v.str, sizeof v.str, "%.*s", P->tok.len - 2, P->tok.start + 1);
+        next(P);
+    } else {
+        v = parse_expr(P);
+    }
+    if (P->failed) return;
+    if (key[0]) {
+        if (a->nkw == 8) {
+            fail_at(P, &start, RJ_ERR_PARSE, "too many arguments");
+            return;
+        }
+        for (int i = 0; i < a->nkw; i++)
+            if (!strcmp(a->key[i], key)) {
+                fail_at(P, &start, RJ_ERR_PARSE, "argument '%s' given twice", key);
+                return;
+            }
+        snprintf(a->key[a->nkw], sizeof a->key[0], "%s", key);
+        a->kw[a->nkw++] = v;
+    } else {
+        if (a->nkw) {
+            fail_at(P, &start, RJ_ERR_PARSE, "positional argument after keyword arguments");
+            return;
+        }
+        if (a->npos == 8) {
+            fail_at(P, &start, RJ_ERR_PARSE, "too many arguments");
+            return;
+        }
+        a->pos[a->npos++] = v;
+    }
+}
+
+/* Binds arguments to parameter names (as Python does): names[i] receives positional i or
+ * the keyword names[i]; a parameter may be optional. Returns false after reporting. */
+static bool bind_args(parser *P, const token *fn, const char *fname, args *a,
+                      const char *const *names, int nparams, int nrequired, value **out) {
+    for (int i = 0; i < nparams; i++) out[i] = NULL;
+    if (a->npos > nparams) {
+        fail_at(P, &a->pos[nparams].at, RJ_ERR_PARSE, "%s takes at most %d arguments", fname, nparams);
+        return false;
+    }
+    for (int i = 0; i < a->npos; i++) out[i] = &a->pos[i];
+    for (int k = 0; k < a->nkw; k++) {
+        int i = 0;
+        while (i < nparams && strcmp(names[i], a->key[k])) i++;
+        if (i == nparams) {
+            fail_at(P, &a->kw[k].at, RJ_ERR_PARSE, "%s has no argument '%s'", fname, a->key[k]);
+            return false;
+        }
+        if (out[i]) {
+            fail_at(P, &a->kw[k].at, RJ_ERR_PARSE, "%s: argument '%s' given twice", fname, names[i]);
+            return false;
+        }
+        out[i] = &a->kw[k];
+    }
+    for (int i = 0; i < nrequired; i++)
+        if (!out[i]) {
+            fail_at(P, fn, RJ_ERR_PARSE, "%s: missing argument '%s'", fname, names[i]);
+            return false;
+        }
+    return true;
+}
+
+static bool int_arg(parser *P, const value *v, int64_t *out) {
+    double d;
+    if (!literal(P, v, &d)) return false;
+    if (d != floor(d) || fabs(d) > 1e15) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "expected an integer");
+        return false;
+    }
+    *out = (int64_t)d;
+    return true;
+}
+
+static bool bool_arg(parser *P, const value *v, bool *out) {
+    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
+    if (!n || n->op != RJ_OP_SCALAR || n->weak != WEAK_BOOL) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "expected True or False");
+        return false;
+    }
+    *out = n->ival != 0;
+    return true;
+}
+
+static bool is_none(const value *v) { return v && v->is_string && !strcmp(v->str, "None"); }
+
+/* normalized_shape: a dim, or a list of dims, matching the input's trailing dims. */
+static bool norm_shape(parser *P, const value *v, rj_node x, int *ndims) {
+    rj_dim want[RJ_MAX_RANK];
+    int n = 0;
+    if (v->is_list) {
+        n = v->ndims;
+        memcpy(want, v->dims, sizeof(rj_dim) * (size_t)n);
+    } else {
+        const node *s = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
+        if (!s || s->op != RJ_OP_SCALAR || s->weak != WEAK_INT) {
+            fail_at(P, &v->at, RJ_ERR_PARSE, "normalized_shape must be a size or a list of sizes");
+            return false;
+        }
+        want[n++] = s->ival;
+    }
+    rj_dim dims[RJ_MAX_RANK];
+    int r = rj_node_shape(P->g, x, dims);
+    if (n < 1 || n > r) {
+        fail_at(P, &v->at, RJ_ERR_SHAPE, "normalized_shape has %d dims but the input has rank %d", n, r);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (!dim_equal(P->g, want[i], dims[r - n + i])) {
+            fail_at(P, &v->at, RJ_ERR_SHAPE, "normalized_shape does not match the input's last %d dims", n);
+            return false;
+        }
+    *ndims = n;
+    return true;
+}
+
+/* A call of an op by name, or of a ragjit-specific function (cast, pad, unpad). */
+static value call(parser *P, const token *fn, const char *name, args *a) {
+    value r = node_value(RJ_NONE, *fn);
+    rj_graph *g = P->g;
+    value *v[8];
+    rj_op op = rj_op_from_name(name);
+    if (!strcmp(name, "sign")) op = RJ_OP_SGN;
+    if (op == RJ_OP_COUNT || op == RJ_OP_INPUT || op == RJ_OP_SCALAR || op == RJ_OP_GELU_TANH) {
+        fail_at(P, fn, RJ_ERR_PARSE, "unknown function '%s'", name);
+        return r;
+    }
+    op_kind kind = op_table[op].kind;
+    if (op == RJ_OP_GELU) {
+        static const char *const names[] = {"input", "approximate"};
+        if (!bind_args(P, fn, name, a, names, 2, 1, v)) return r;
+        if (v[1] && (!v[1]->is_string || (strcmp(v[1]->str, "tanh") && strcmp(v[1]->str, "none")))) {
+            fail_at(P, &v[1]->at, RJ_ERR_PARSE, "gelu: approximate must be \"none\" or \"tanh\"");
+            return r;
+        }
+        if (v[1] && !strcmp(v[1]->str, "tanh")) op = RJ_OP_GELU_TANH;
+        r.node = check(P, rj_graph_unary(g, op, as_node(P, v[0])), fn);
+    } else if (kind == KIND_UNARY) {
+        static const char *const names[] = {"input"};
+        if (!bind_args(P, fn, name, a, names, 1, 1, v)) return r;
+        r.node = check(P, rj_graph_unary(g, op, as_node(P, v[0])), fn);
+    } else if (kind == KIND_BINARY || kind == KIND_COMPARE) {
+        static const char *const names[] = {"input", "other"};
+        static const char *const pnames[] = {"input", "exponent"};
+        if (!bind_args(P, fn, name, a, op == RJ_OP_POW ? pnames : names, 2, 2, v)) return r;
+        r.node = check(P, rj_graph_binary(g, op, as_node(P, v[0]), as_node(P, v[1])), fn);
+    } else if (op == RJ_OP_WHERE) {
+        static const char *const names[] = {"condition", "input", "other"};
+        if (!bind_args(P, fn, name, a, names, 3, 3, v)) return r;
+        r.node = check(P, rj_graph_where(g, as_node(P, v[0]), as_node(P, v[1]), as_node(P, v[2])), fn);
+    } else if (op == RJ_OP_MASKED_FILL) {
+        static const char *const names[] = {"input", "mask", "value"};
+        double val;
+        if (!bind_args(P, fn, name, a, names, 3, 3, v) || !literal(P, v[2], &val)) return r;
+        r.node = check(P, rj_graph_masked_fill(g, as_node(P, v[0]), as_node(P, v[1]), val), fn);
+    } else if (op == RJ_OP_CAST) {
+        static const char *const names[] = {"input", "dtype"};
+        rj_dtype dt;
+        if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
+        if (!v[1]->is_string || !parse_dtype_name(v[1]->str, &dt)) {
+            fail_at(P, &v[1]->at, RJ_ERR_PARSE, "cast: dtype must be one of \"f32\", \"f64\", "
+                    "\"i32\", \"i64\", \"bool\"");
+            return r;
+        }
+        r.node = check(P, rj_graph_cast(g, as_node(P, v[0]), dt), fn);
+    } else if (kind == KIND_REDUCE) {
+        static const char *const names[] = {"input", "dim", "keepdim"};
+        int64_t dim;
+        bool keep = false;
+        if (!bind_args(P, fn, name, a, names, 3, 2, v) || !int_arg(P, v[1], &dim)) return r;
+        if (v[2] && !bool_arg(P, v[2], &keep)) return r;
+        r.node = check(P, rj_graph_reduce(g, op, as_node(P, v[0]), (int)dim, keep), fn);
+    } else if (kind == KIND_SOFTMAX) {
+        static const char *const names[] = {"input", "dim"};
+        int64_t dim;
+        if (!bind_args(P, fn, name, a, names, 2, 2, v) || !int_arg(P, v[1], &dim)) return r;
+        r.node = check(P, op == RJ_OP_SOFTMAX ? rj_graph_softmax(g, as_node(P, v[0]), (int)dim)
+                                              : rj_graph_log_softmax(g, as_node(P, v[0]), (int)dim), fn);
+    } else if (op == RJ_OP_LAYER_NORM || op == RJ_OP_RMS_NORM) {
+        static const char *const lnames[] = {"input", "normalized_shape", "weight", "bias", "eps"};
+        static const char *const rnames[] = {"input", "normalized_shape", "weight", "eps"};
+        bool layer = op == RJ_OP_LAYER_NORM;
+        if (!bind_args(P, fn, name, a, layer ? lnames : rnames, layer ? 5 : 4, 2, v)) return r;
+        rj_node x = as_node(P, v[0]), w = RJ_NONE, b = RJ_NONE;
+        int nd;
+        double eps = -1;
+        if (P->failed || !norm_shape(P, v[1], x, &nd)) return r;
+        if (v[2] && !is_none(v[2])) w = as_node(P, v[2]);
+        if (layer && v[3] && !is_none(v[3])) b = as_node(P, v[3]);
+        value *ev = v[layer ? 4 : 3];
+        if (ev && !is_none(ev) && !literal(P, ev, &eps)) return r;
+        if (ev && !is_none(ev) && eps < 0) {
+            fail_at(P, &ev->at, RJ_ERR_PARSE, "%s: eps must not be negative", name);
+            return r;
+        }
+        r.node = check(P, layer ? rj_graph_layer_norm(g, x, nd, w, b, eps) : rj_graph_rms_norm(g, x, nd, w, eps), fn);
+    } else if (op == RJ_OP_PAD) {
+        static const char *const names[] = {"input", "value", "len"};
+        double val = 0;
+        rj_dim len = RJ_DIM_NONE;
+        if (!bind_args(P, fn, name, a, names, 3, 1, v)) return r;
+        if (v[1] && !literal(P, v[1], &val)) return r;
+        if (v[2] && !is_none(v[2])) {
+            const node *s = v[2]->node >= 0 ? graph_node(g, v[2]->node) : NULL;
+            if (s && s->op == RJ_OP_SCALAR && s->weak == WEAK_INT) len = s->ival;
+            else if (v[2]->is_list && v[2]->ndims == 1) len = v[2]->dims[0];
+            else {
+                fail_at(P, &v[2]->at, RJ_ERR_PARSE, "pad: len must be a number or a size name");
+                return r;
+            }
+        }
+        r.node = check(P, rj_graph_pad(g, as_node(P, v[0]), val, len), fn);
+    } else if (op == RJ_OP_UNPAD) {
+        static const char *const names[] = {"input", "ragged"};
+        if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
+        if (!v[1]->is_list || v[1]->ndims != 1) {
+            fail_at(P, &v[1]->at, RJ_ERR_PARSE, "unpad: the second argument must be a ragged symbol");
+            return r;
+        }
+        r.node = check(P, rj_graph_unpad(g, as_node(P, v[0]), v[1]->dims[0]), fn);
+    }
+    return r;
+}
+
+/* primary = NUMBER | "True" | "False" | "inf" | "nan" | IDENT | IDENT "(" [ arg { "," arg } ] ")"
+ *         | "(" expr ")" */
+static value parse_primary(parser *P) {
+    token t = P->tok;
+    value r = node_value(RJ_NONE, t);
+    if (P->failed) return r;
+    switch (t.kind) {
+    case T_INT:
+        next(P);
+        r.node = check(P, rj_graph_scalar_int(P->g, t.ival), &t);
+        return r;
+    case T_FLOAT:
+        next(P);
+        r.node = check(P, rj_graph_scalar(P->g, t.fval), &t);
+        return r;
+    case T_LPAREN:
+        next(P);
+        r = parse_expr(P);
+        expect(P, T_RPAREN, "')'");
+        return r;
+    case T_IDENT: break;
+    default: {
+        char got[80];
+        tok_text(&t, got, sizeof got);
+        fail_at(P, &t, RJ_ERR_PARSE, "expected an expression, found %s", got);
+        return r;
+    }
+    }
+    char name[128];
+    ident(P, name, sizeof name, "a name");
+    if (P->failed) return r;
+    if (P->tok.kind == T_LPAREN) {
+        next(P);
+        args a = {0};
+        while (!P->failed && P->tok.kind != T_RPAREN) {
+            parse_arg(P, &a);
+            if (P->tok.kind != T_RPAREN && !expect(P, T_COMMA, "',' or ')'")) return r;
+        }
+        if (!expect(P, T_RPAREN, "')'")) return r;
+        return call(P, &t, name, &a);
+    }
+    if (!strcmp(name, "True") || !strcmp(name, "False")) {
+        r.node = check(P, rj_graph_scalar_bool(P->g, name[0] == 'T'), &t);
+        return r;
+    }
+    if (!strcmp(name, "inf") || !strcmp(name, "nan")) {
+        r.node = check(P, rj_graph_scalar(P->g, name[0] == 'i' ? INFINITY : NAN), &t);
+        return r;
+    }
+    if (!strcmp(name, "None")) {
+        r.is_string = true;
+        snprintf(r.str, sizeof r.str, "None");
+        return r;
+    }
+    var *v = find_var(P, name);
+    if (v) {
+        r.node = v->node;
+        return r;
+    }
+    /* a symbol (unpad's argument, pad's len, a normalized_shape entry) */
+    rj_dim d = rj_graph_find_dim(P->g, name);
+    if (d != RJ_DIM_NONE) {
+        r.is_list = true;
+        r.ndims = 1;
+        r.dims[0] = d;
+        return r;
+    }
+    fail_at(P, &t, RJ_ERR_PARSE, "undefined name '%s'", name);
+    return r;
+}
+
+/* unary = "-" unary | primary */
+static value parse_unary(parser *P) {
+    token t = P->tok;
+    if (t.kind == T_MINUS) {
+        next(P);
+        /* a negative number literal stays a literal */
+        if (P->tok.kind == T_INT || P->tok.kind == T_FLOAT) {
+            token n = P->tok;
+            next(P);
+            value r = node_value(RJ_NONE, t);
+            r.node = n.kind == T_INT ? rj_graph_scalar_int(P->g, -n.ival) : rj_graph_scalar(P->g, -n.fval);
+            check(P, r.node, &t);
+            return r;
+        }
+        value x = parse_unary(P);
+        value r = node_value(RJ_NONE, t);
+        const node *lit = x.node >= 0 && !x.is_list && !x.is_string ? graph_node(P->g, x.node) : NULL;
+        if (lit && lit->op == RJ_OP_SCALAR && lit->weak != WEAK_BOOL) { /* -inf, -(2.5): literals */
+            r.node = lit->weak == WEAK_INT ? rj_graph_scalar_int(P->g, -lit->ival) : rj_graph_scalar(P->g, -lit->fval);
+            check(P, r.node, &t);
+            return r;
+        }
+        r.node = check(P, rj_graph_unary(P->g, RJ_OP_NEG, as_node(P, &x)), &t);
+        return r;
+    }
+    return parse_primary(P);
+}
+
+/* term = unary { ("*" | "/") unary } */
+static value parse_term(parser *P) {
+    value a = parse_unary(P);
+    while (!P->failed && (P->tok.kind == T_STAR || P->tok.kind == T_SLASH)) {
+        token op = P->tok;
+        next(P);
+        value b = parse_unary(P);
+        rj_node n = rj_graph_binary(P->g, op.kind == T_STAR ? RJ_OP_MUL : RJ_OP_DIV, as_node(P, &a), as_node(P, &b));
+        token at = a.at;
+        a = node_value(check(P, n, &op), at);
+    }
+    return a;
+}
+
+/* additive = term { ("+" | "-") term } */
+static value parse_additive(parser *P) {
+    value a = parse_term(P);
+    while (!P->failed && (P->tok.kind == T_PLUS || P->tok.kind == T_MINUS)) {
+        token op = P->tok;
+        next(P);
+        value b = parse_term(P);
+        rj_node n = rj_graph_binary(P->g, op.kind == T_PLUS ? RJ_OP_ADD : RJ_OP_SUB, as_node(P, &a), as_node(P, &b));
+        token at = a.at;
+        a = node_value(check(P, n, &op), at);
+    }
+    return a;
+}
+
+/* expr = additive [ ("<" | "<=" | ">" | ">=" | "==" | "!=") additive ] */
+static value parse_expr(parser *P) {
+    value a = parse_additive(P);
+    static const struct {
+        tok_kind k;
+        rj_op op;
+    } cmp[] = {{T_LT, RJ_OP_LT}, {T_LE, RJ_OP_LE}, {T_GT, RJ_OP_GT}, {T_GE, RJ_OP_GE},
+               {T_EQ, RJ_OP_EQ}, {T_NE, RJ_OP_NE}};
+    for (size_t i = 0; !P->failed && i < sizeof cmp / sizeof cmp[0]; i++) {
+        if (P->tok.kind != cmp[i].k) continue;
+        token op = P->tok;
+        next(P);
+        value b = parse_additive(P);
+        token at = a.at;
+        a = node_value(check(P, rj_graph_binary(P->g, cmp[i].op, as_node(P, &a), as_node(P, &b)), &op), at);
+        break;
+    }
+    return a;
+}
+
+/* ---- statements ------------------------------------------------------------------------------ */
+
+/* ragged_stmt = "ragged" IDENT ":" IDENT */
+static void parse_ragged(parser *P) {
+    char name[128], parent[128];
+    token t = P->tok;
+    if (!ident(P, name, sizeof name, "the ragged symbol's name") ||
+        !expect(P, T_COLON, "':' and the dim it varies over (ragged j1 : B)"))
+        return;
+    token pt = P->tok;
+    if (!ident(P, parent, sizeof parent, "the dim the ragged symbol varies over")) return;
+    rj_dim pd = rj_graph_find_dim(P->g, parent);
+    if (pd == RJ_DIM_NONE) pd = rj_graph_dense(P->g, parent);
+    if (pd == RJ_DIM_NONE) {
+        fail_builder(P, &pt);
+        return;
+    }
+    if (rj_graph_ragged(P->g, name, pd) == RJ_DIM_NONE) fail_builder(P, &t);
+}
+
+/* same_stmt = "same" IDENT IDENT */
+static void parse_same(parser *P) {
+    token t1 = P->tok;
+    char a[128], b[128];
+    if (!ident(P, a, sizeof a, "a ragged symbol")) return;
+    token t2 = P->tok;
+    if (!ident(P, b, sizeof b, "a second ragged symbol")) return;
+    rj_dim da = rj_graph_find_dim(P->g, a), db = rj_graph_find_dim(P->g, b);
+    if (da == RJ_DIM_NONE || db == RJ_DIM_NONE) {
+        const token *t = da == RJ_DIM_NONE ? &t1 : &t2;
+        fail_at(P, t, RJ_ERR_PARSE, "undefined ragged symbol '%s'", da == RJ_DIM_NONE ? a : b);
+        return;
+    }
+    if (rj_graph_same(P->g, da, db) != RJ_OK) fail_builder(P, &t1);
+}
+
+/* input_stmt = "input" IDENT ":" type */
+static void parse_input(parser *P) {
+    char name[128];
+    token t = P->tok;
+    if (!ident(P, name, sizeof name, "the input's name")) return;
+    if (find_var(P, name)) {
+        fail_at(P, &t, RJ_ERR_PARSE, "'%s' is already defined", name);
+        return;
+    }
+    if (!expect(P, T_COLON, "':' and the input's type (input x : f32[B, j1, 64])")) return;
+    rj_dtype dt;
+    int rank;
+    rj_dim dims[RJ_MAX_RANK];
+    if (!parse_type(P, &dt, &rank, dims)) return;
+    rj_node n = rj_graph_input(P->g, name, dt, rank, dims);
+    if (n == RJ_NONE) fail_builder(P, &t);
+    else set_var(P, &t, name, n);
+}
+
+/* output_stmt = "output" IDENT { "," IDENT } */
+static void parse_output(parser *P) {
+    do {
+        token t = P->tok;
+        char name[128];
+        if (!ident(P, name, sizeof name, "an output's name")) return;
+        var *v = find_var(P, name);
+        if (!v) {
+            fail_at(P, &t, RJ_ERR_PARSE, "undefined name '%s'", name);
+            return;
+        }
+        if (rj_graph_output(P->g, v->node, name) != RJ_OK) {
+            fail_builder(P, &t);
+            return;
+        }
+    } while (P->tok.kind == T_COMMA && (next(P), !P->failed));
+}
+
+/* assignment = IDENT "=" expr */
+static void parse_assignment(parser *P) {
+    token t = P->tok;
+    char name[128];
+    if (!ident(P, name, sizeof name, "a statement (ragged, same, input, output or an assignment)")) return;
+    if (P->tok.kind != T_ASSIGN) {
+        char got[80];
+        tok_text(&P->tok, got, sizeof got);
+        fail_at(P, &P->tok, RJ_ERR_PARSE, "expected '=' after '%s', found %s", name, got);
+        return;
+    }
+    next(P);
+    value v = parse_expr(P);
+    rj_node n = as_node(P, &v);
+    if (P->failed) return;
+    /* the variable name labels the node in dumps */
+    node *nd = graph_node(P->g, n);
+    if (nd && !nd->name && nd->op != RJ_OP_SCALAR && !(nd->name = mem_strdup(P->ctx, name))) {
+        fail_at(P, &t, RJ_ERR_NOMEM, "out of memory");
+        return;
+    }
+    set_var(P, &t, name, n);
+}
+
+/* statement = ragged_stmt | same_stmt | input_stmt | output_stmt | assignment */
+static void parse_statement(parser *P) {
+    token t = P->tok;
+    P->g->cur_loc = t.line;
+    if (tok_is(&t, "ragged") || tok_is(&t, "same") || tok_is(&t, "input") || tok_is(&t, "output")) {
+        /* a keyword unless used as a variable name in an assignment ("input = x") */
+        const char *q = P->p;
+        while (*q == ' ' || *q == '\t') q++;
+        if (!(q[0] == '=' && q[1] != '=')) {
+            next(P);
+            if (tok_is(&t, "ragged")) parse_ragged(P);
+            else if (tok_is(&t, "same")) parse_same(P);
+            else if (tok_is(&t, "input")) parse_input(P);
+            else parse_output(P);
+            return;
+        }
+    }
+    parse_assignment(P);
+}
+
+/* program = { [ statement ] NEWLINE } EOF */
+rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) {
+    if (!ctx) return NULL;
+    if (!source) {
+        ctx_fail(ctx, RJ_ERR_ARG, "rj_graph_parse: source is NULL");
+        return NULL;
+    }
+    parser P = {.ctx = ctx, .src = source, .p = source, .line = 1, .line_start = source,
+                .file = filename ? filename : "<input>"};
+    if (!(P.g = rj_graph_new(ctx))) return NULL;
+    next(&P);
+    while (!P.failed && P.tok.kind != T_EOF) {
+        if (P.tok.kind == T_NEWLINE) {
+            next(&P);
+            continue;
+        }
+        parse_statement(&P);
+        if (!P.failed && P.tok.kind != T_NEWLINE && P.tok.kind != T_EOF) {
+            char got[80];
+            tok_text(&P.tok, got, sizeof got);
+            fail_at(&P, &P.tok, RJ_ERR_PARSE, "expected end of line, found %s", got);
+        }
+    }
+    if (!P.failed && rj_graph_output_count(P.g) == 0) {
+        token end = P.tok;
+        fail_at(&P, &end, RJ_ERR_PARSE, "the program has no outputs (add: output <name>)");
+    }
+    mem_free(ctx, P.vars, sizeof(var) * (size_t)P.capvars);
+    P.g->cur_loc = -1;
+    if (P.failed) {
+        rj_graph_free(P.g);
+        return NULL;
+    }
+    return P.g;
+}

@@ -1,0 +1,965 @@
+/*
+ * ragjit.c — the `ragjit` command: run, check, emit and bench programs written in the text
+ * format, on NumPy .npy data or on random data it generates itself.
+ *
+ * Data layout (a contract, see docs/guide.md): for every input `x`, DIR/x.npy holds its
+ * values — a jagged input's packed rows with shape (total_rows, inner...), a dense input its
+ * full shape; for every ragged symbol `j1`, DIR/j1.npy holds its int64 offsets (B+1). A dense
+ * size that no input determines (a pad length L, say) is read from DIR/L.npy, a 0-d integer.
+ * Outputs are written the same way.
+ *
+ * Exit status: 0 success; 1 a compile, run or check failure; 2 bad usage or bad input. Every
+ * failure prints one line to stderr saying what is wrong (a syntax error adds the source line
+ * and a caret under it).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../src/ir/ir.h"
+#include "../src/runtime/npy.h"
+#include "ragjit.h"
+
+enum { EXIT_RUN = 1, EXIT_USAGE = 2 };
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+static int die_usage(const char *fmt, ...) RJ_PRINTF(1, 2);
+static int die_usage(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ragjit: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+static int die_run(const char *fmt, ...) RJ_PRINTF(1, 2);
+static int die_run(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ragjit: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return EXIT_RUN;
+}
+
+static const char main_help[] =
+    "ragjit - a JIT compiler for ragged (jagged) tensor expressions\n"
+    "\n"
+    "usage: ragjit <command> PROGRAM [options]\n"
+    "\n"
+    "commands:\n"
+    "  run     run PROGRAM on .npy data (or random data) and write its outputs as .npy files\n"
+    "  check   run PROGRAM with the JIT and the reference interpreter and compare the outputs\n"
+    "  emit    print one stage of the compilation (graph, opt, fused, loops, llvm, llvm-opt, asm,\n"
+    "          cuda, ptx, dot)\n"
+    "  bench   time PROGRAM: median run time and GB/s\n"
+    "\n"
+    "PROGRAM is a file in ragjit's text format, for example (examples/softmax.rj):\n"
+    "  ragged j1 : B\n"
+    "  input x : f32[B, j1, 64]\n"
+    "  s = softmax(relu(x * 2.0 + 0.5), dim=1)\n"
+    "  output s\n"
+    "\n"
+    "examples (from the source directory):\n"
+    "  ragjit run examples/softmax.rj --random B=8,maxlen=16,seed=1 --out /tmp/ragjit-out\n"
+    "  ragjit check examples/layernorm_gelu.rj --random B=4,maxlen=32,seed=2\n"
+    "  ragjit emit examples/pad_unpad.rj --stage opt\n"
+    "  ragjit bench examples/elementwise.rj --random B=64,maxlen=256,seed=3 --reps 5\n"
+    "\n"
+    "'ragjit <command> --help' describes a command's options; docs/guide.md is the manual.\n"
+    "Exit status: 0 ok, 1 compile/run/check failure, 2 bad usage or bad input.\n";
+
+static const char data_help[] =
+    "data (one of):\n"
+    "  --data DIR          read DIR/<input>.npy for every input and DIR/<sym>.npy (int64\n"
+    "                      offsets, length B+1) for every ragged symbol; a jagged input's file\n"
+    "                      holds its packed rows, shape (total_rows, inner...); a size no input\n"
+    "                      determines (a pad length) is read from DIR/<size>.npy (0-d integer)\n"
+    "  --random SPEC       generate data: SPEC is comma-separated NAME=VALUE pairs: B (items),\n"
+    "                      maxlen and minlen (row counts per item, default 0..maxlen), seed, and\n"
+    "                      any named size of the program (D=64, L=128)\n"
+    "  --size NAME=VALUE   a named size of the program (repeatable)\n"
+    "  --save-data DIR     also write the data used (generated or read) to DIR, so that\n"
+    "                      'ragjit run PROG --data DIR' reproduces the run\n";
+
+static const char run_help[] =
+    "usage: ragjit run PROGRAM (--data DIR | --random SPEC) --out DIR [options]\n"
+    "\n"
+    "Runs PROGRAM and writes OUT/<output>.npy for every output, and OUT/<sym>.npy (offsets)\n"
+    "for every ragged symbol an output uses. A padded output holds its dense (B, L, ...) shape.\n"
+    "\n"
+    "options:\n"
+    "  --out DIR           where to write the outputs (created if missing)\n"
+    "  --target T          cpu (default), cuda, or reference (the interpreter)\n"
+    "  --threads N         CPU worker threads (default: all cores)\n"
+    "  --time              print compile and run times to stderr\n"
+    "%s"
+    "\n"
+    "examples:\n"
+    "  ragjit run examples/softmax.rj --random B=8,maxlen=16,seed=1 --out /tmp/ragjit-out\n"
+    "  ragjit run examples/reductions.rj --random B=4,maxlen=8,seed=7 --save-data /tmp/ragjit-in --out /tmp/ragjit-out\n"
+    "  ragjit run examples/reductions.rj --data /tmp/ragjit-in --out /tmp/ragjit-out2\n";
+
+static const char check_help[] =
+    "usage: ragjit check PROGRAM (--data DIR | --random SPEC) [options]\n"
+    "\n"
+    "Runs PROGRAM with the JIT and with the reference interpreter on the same data and reports\n"
+    "the largest error of every output. Exit status 1 if an output differs by more than\n"
+    "atol * max(1, max|ref|) + rtol * |ref| (f32: atol 2e-5, rtol 1e-4; f64: 1e-12, 1e-10;\n"
+    "integers and bools must be equal).\n"
+    "\n"
+    "options:\n"
+    "  --target T          cpu (default) or cuda\n"
+    "  --threads N         CPU worker threads (default: all cores)\n"
+    "  --atol A, --rtol R  tolerances for floating-point outputs\n"
+    "%s"
+    "\n"
+    "examples:\n"
+    "  ragjit check examples/layernorm_gelu.rj --random B=4,maxlen=32,seed=2\n"
+    "  ragjit check examples/masked_softmax.rj --random B=16,maxlen=64,seed=5 --threads 1\n";
+
+static const char emit_help[] =
+    "usage: ragjit emit PROGRAM --stage STAGE [--target T]\n"
+    "\n"
+    "Prints one stage of the compilation of PROGRAM:\n"
+    "  graph      the program as parsed, in the text format, with every node's type\n"
+    "  opt        the program after canonicalisation and pad/unpad elimination\n"
+    "  fused      the kernels fusion chose, and what each computes\n"
+    "  loops      the loop IR of every kernel (shared by the CPU and CUDA backends)\n"
+    "  llvm       LLVM IR before optimisation\n"
+    "  llvm-opt   LLVM IR after optimisation (vectorised)\n"
+    "  asm        host assembly\n"
+    "  cuda       CUDA C source\n"
+    "  ptx        PTX compiled by NVRTC\n"
+    "  dot        a Graphviz picture: shapes on edges, kernels as clusters\n"
+    "\n"
+    "examples:\n"
+    "  ragjit emit examples/pad_unpad.rj --stage opt\n"
+    "  ragjit emit examples/softmax.rj --stage loops\n"
+    "  ragjit emit examples/reductions.rj --stage dot\n";
+
+static const char bench_help[] =
+    "usage: ragjit bench PROGRAM (--data DIR | --random SPEC) [options]\n"
+    "\n"
+    "Compiles PROGRAM, runs it --reps times after a warm-up run, and prints the median time and\n"
+    "the throughput: bytes of every input read once plus every output written once, per second.\n"
+    "\n"
+    "options:\n"
+    "  --reps N            timed runs (default 20)\n"
+    "  --target T          cpu (default), cuda, or reference\n"
+    "  --threads N         CPU worker threads (default: all cores)\n"
+    "%s"
+    "\n"
+    "examples:\n"
+    "  ragjit bench examples/elementwise.rj --random B=64,maxlen=256,seed=3 --reps 5\n";
+
+/* ---- options --------------------------------------------------------------------------------- */
+
+typedef struct sizeopt {
+    char name[64];
+    int64_t value;
+} sizeopt;
+
+typedef struct opts {
+    const char *cmd, *prog, *data, *random, *out, *save, *stage;
+    rj_target target;
+    int threads, reps;
+    bool time;
+    double atol, rtol;
+    sizeopt sizes[32];
+    int nsizes;
+} opts;
+
+static int parse_int(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static int add_size(opts *o, const char *spec, const char *what) {
+    const char *eq = strchr(spec, '=');
+    int64_t v;
+    if (!eq || eq == spec || parse_int(eq + 1, &v) || v < 0)
+        return die_usage("%s: '%s' is not NAME=VALUE with a non-negative integer VALUE", what, spec);
+    if (o->nsizes == 32) return die_usage("%s: too many sizes", what);
+    sizeopt *z = &o->sizes[o->nsizes++];
+    snprintf(z->name, sizeof z->name, "%.*s", (int)(eq - spec), spec);
+    z->value = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, opts *o) {
+    *o = (opts){.cmd = argv[1], .target = RJ_TARGET_CPU, .reps = 20, .atol = -1, .rtol = -1};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        char key[64];
+        if (a[0] != '-' || !a[1]) {
+            if (o->prog) return die_usage("%s: unexpected argument '%s' (one PROGRAM only)", o->cmd, a);
+            o->prog = a;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        if (eq && !strncmp(a, "--", 2)) {
+            snprintf(key, sizeof key, "%.*s", (int)(eq - a), a);
+            val = eq + 1;
+        } else {
+            snprintf(key, sizeof key, "%s", a);
+        }
+        static const char *const flags[] = {"--time", "--help", "-h"};
+        bool is_flag = false;
+        for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) is_flag |= !strcmp(key, flags[f]);
+        if (!is_flag && !val) {
+            if (i + 1 >= argc) return die_usage("%s: option %s needs a value", o->cmd, key);
+            val = argv[++i];
+        }
+        int64_t n;
+        if (!strcmp(key, "--data")) o->data = val;
+        else if (!strcmp(key, "--random")) o->random = val;
+        else if (!strcmp(key, "--out")) o->out = val;
+        else if (!strcmp(key, "--save-data")) o->save = val;
+        else if (!strcmp(key, "--stage")) o->stage = val;
+        else if (!strcmp(key, "--time")) o->time = true;
+        else if (!strcmp(key, "--size")) {
+            if (add_size(o, val, "--size")) return EXIT_USAGE;
+        } else if (!strcmp(key, "--target")) {
+            if (!strcmp(val, "cpu")) o->target = RJ_TARGET_CPU;
+            else if (!strcmp(val, "cuda")) o->target = RJ_TARGET_CUDA;
+            else if (!strcmp(val, "reference")) o->target = RJ_TARGET_REFERENCE;
+            else return die_usage("%s: unknown target '%s' (cpu, cuda, reference)", o->cmd, val);
+        } else if (!strcmp(key, "--threads")) {
+            if (parse_int(val, &n) || n < 1 || n > 4096)
+                return die_usage("%s: --threads must be an integer in 1..4096, got '%s'", o->cmd, val);
+            o->threads = (int)n;
+        } else if (!strcmp(key, "--reps")) {
+            if (parse_int(val, &n) || n < 1 || n > 1000000)
+                return die_usage("%s: --reps must be a positive integer, got '%s'", o->cmd, val);
+            o->reps = (int)n;
+        } else if (!strcmp(key, "--atol") || !strcmp(key, "--rtol")) {
+            char *end;
+            double d = strtod(val, &end);
+            if (end == val || *end || !(d >= 0))
+                return die_usage("%s: %s must be a non-negative number, got '%s'", o->cmd, key, val);
+            if (key[2] == 'a') o->atol = d;
+            else o->rtol = d;
+        } else {
+            return die_usage("%s: unknown option '%s' (see 'ragjit %s --help')", o->cmd, key, o->cmd);
+        }
+    }
+    return 0;
+}
+
+/* ---- programs -------------------------------------------------------------------------------- */
+
+static char *read_file(const char *path, int *status) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *status = die_usage("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) break;
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (n < cap - 1) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf = nb;
+        }
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        *status = die_usage("%s: cannot read the file", path);
+        return NULL;
+    }
+    if (memchr(buf, 0, n)) {
+        free(buf);
+        *status = die_usage("%s: not a text file (contains a NUL byte)", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+static rj_graph *load_program(rj_ctx *ctx, const char *path, int *status) {
+    char *src = read_file(path, status);
+    if (!src) return NULL;
+    rj_graph *g = rj_graph_parse(ctx, src, path);
+    free(src);
+    if (!g) {
+        fprintf(stderr, "%s\n", rj_ctx_error(ctx));
+        *status = EXIT_USAGE;
+    }
+    return g;
+}
+
+/* ---- data ------------------------------------------------------------------------------------- */
+
+/* Everything bound for one run: arrays per input, offsets per symbol, values per size. */
+typedef struct dataset {
+    rj_ctx *ctx;
+    const rj_graph *g;
+    npy_array *in;     /* per input */
+    npy_array *off;    /* per symbol (ragged): int64 offsets */
+    int64_t *size;     /* per symbol (dense): value, or -1 */
+    const char **size_src; /* per symbol: where the size came from, for messages */
+} dataset;
+
+static void dataset_free(dataset *d) {
+    if (!d->g) return;
+    for (int32_t i = 0; i < d->g->ninputs; i++) npy_free(d->ctx, &d->in[i]);
+    for (int32_t s = 0; s < d->g->nsym; s++) npy_free(d->ctx, &d->off[s]);
+    free(d->in), free(d->off), free(d->size), free((void *)d->size_src);
+}
+
+static int dataset_init(dataset *d, rj_ctx *ctx, const rj_graph *g) {
+    *d = (dataset){.ctx = ctx, .g = g};
+    size_t ni = (size_t)(g->ninputs ? g->ninputs : 1), ns = (size_t)(g->nsym ? g->nsym : 1);
+    d->in = calloc(ni, sizeof(npy_array));
+    d->off = calloc(ns, sizeof(npy_array));
+    d->size = malloc(ns * sizeof(int64_t));
+    d->size_src = calloc(ns, sizeof(char *));
+    if (!d->in || !d->off || !d->size || !d->size_src) return die_run("out of memory");
+    for (size_t s = 0; s < ns; s++) d->size[s] = -1;
+    return 0;
+}
+
+static bool sym_used(const rj_graph *g, int32_t s) {
+    for (int32_t i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].rank; k++)
+            if (g->nodes[i].dims[k] == sym_dim(s)) return true;
+    return false;
+}
+
+/* Sets a dense size, which must agree with any earlier value. */
+static int set_size(dataset *d, int32_t s, int64_t v, const char *src) {
+    const sym *sy = &d->g->syms[s];
+    if (d->size[s] >= 0 && d->size[s] != v)
+        return die_usage("%s: %s is %lld here but %lld in %s", src, sy->name, (long long)v,
+                         (long long)d->size[s], d->size_src[s]);
+    d->size[s] = v;
+    d->size_src[s] = src;
+    return 0;
+}
+
+static int apply_size_opts(dataset *d, const opts *o) {
+    for (int i = 0; i < o->nsizes; i++) {
+        rj_dim dm = rj_graph_find_dim(d->g, o->sizes[i].name);
+        const sym *sy = graph_sym(d->g, dm);
+        if (!sy) return die_usage("--size: the program has no size named '%s'", o->sizes[i].name);
+        if (sy->kind != SYM_DENSE)
+            return die_usage("--size: %s is a ragged symbol, not a dense size", sy->name);
+        if (set_size(d, dim_sym(dm), o->sizes[i].value, "--size")) return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Checks an input's array against its declared type, learning dense sizes. */
+static int check_input_shape(dataset *d, int32_t k, const char *file) {
+    const rj_graph *g = d->g;
+    const node *n = &g->nodes[g->inputs[k]];
+    const npy_array *a = &d->in[k];
+    int rp = dim_ragged_pos(g, n);
+    if (a->dtype != n->dtype)
+        return die_usage("%s: dtype %s but input %s is declared %s", file, rj_dtype_name(a->dtype),
+                         n->name, rj_dtype_name(n->dtype));
+    int want = rp >= 0 ? n->rank - 1 : n->rank;
+    if (a->rank != want)
+        return die_usage("%s: %d dims but input %s needs %d (%s)", file, a->rank, n->name, want,
+                         rp >= 0 ? "packed rows, then the inner dims" : "its full shape");
+    for (int ad = 0; ad < a->rank; ad++) {
+        int nd = rp >= 0 ? (ad == 0 ? rp : ad + 1) : ad;
+        if (rp >= 0 && ad == 0) continue; /* the rows: checked against the offsets */
+        rj_dim dm = n->dims[nd];
+        if (dm >= 0) {
+            if (a->shape[ad] != dm)
+                return die_usage("%s: dim %d is %lld but input %s has %lld there", file, ad,
+                                 (long long)a->shape[ad], n->name, (long long)dm);
+        } else if (graph_sym(g, dm)->kind == SYM_DENSE) {
+            if (set_size(d, dim_sym(dm), a->shape[ad], file)) return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+static int check_offsets(dataset *d, int32_t s, const char *file) {
+    npy_array *a = &d->off[s];
+    if (a->rank != 1)
+        return die_usage("%s: offsets must be 1-d (B+1 entries), found %d dims", file, a->rank);
+    if (a->dtype == RJ_I32) { /* accept int32 offsets, widened */
+        int64_t *w = malloc(sizeof(int64_t) * (size_t)(a->shape[0] ? a->shape[0] : 1));
+        if (!w) return die_run("out of memory");
+        for (int64_t i = 0; i < a->shape[0]; i++) w[i] = ((int32_t *)a->data)[i];
+        npy_array wide = {.dtype = RJ_I64, .rank = 1};
+        wide.shape[0] = a->shape[0];
+        size_t bytes = sizeof(int64_t) * (size_t)(a->shape[0] ? a->shape[0] : 1);
+        wide.data = mem_alloc(d->ctx, bytes);
+        if (!wide.data) {
+            free(w);
+            return die_run("out of memory");
+        }
+        memcpy(wide.data, w, bytes);
+        wide.bytes = bytes;
+        free(w);
+        npy_free(d->ctx, a);
+        *a = wide;
+    }
+    if (a->dtype != RJ_I64)
+        return die_usage("%s: offsets must be integers ('<i8'), found %s", file, rj_dtype_name(a->dtype));
+    if (a->shape[0] < 1) return die_usage("%s: offsets must have at least 1 entry (B+1)", file);
+    const int64_t *off = a->data;
+    if (off[0] != 0) return die_usage("%s: offsets[0] is %lld, expected 0", file, (long long)off[0]);
+    for (int64_t i = 1; i < a->shape[0]; i++)
+        if (off[i] < off[i - 1])
+            return die_usage("%s: offsets decrease at index %lld (%lld after %lld)", file,
+                             (long long)i, (long long)off[i], (long long)off[i - 1]);
+    int32_t parent = d->g->syms[s].parent;
+    return set_size(d, parent, a->shape[0] - 1, file);
+}
+
+static char *path_join(const char *dir, const char *name, const char *ext) {
+    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s%s", dir, name, ext);
+    return p;
+}
+
+static int load_data(dataset *d, const char *dir) {
+    const rj_graph *g = d->g;
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+        return die_usage("--data: %s is not a directory", dir);
+    /* offsets first: they give B and the rows */
+    for (int32_t s = 0; s < g->nsym; s++) {
+        if (g->syms[s].kind != SYM_RAGGED || !sym_used(g, s)) continue;
+        char *p = path_join(dir, g->syms[s].name, ".npy");
+        if (!p) return die_run("out of memory");
+        int r = 0;
+        if (npy_read(d->ctx, p, &d->off[s])) r = die_usage("%s", rj_ctx_error(d->ctx));
+        else r = check_offsets(d, s, p);
+        free(p);
+        if (r) return r;
+    }
+    for (int32_t k = 0; k < g->ninputs; k++) {
+        const node *n = &g->nodes[g->inputs[k]];
+        char *p = path_join(dir, n->name, ".npy");
+        if (!p) return die_run("out of memory");
+        int r = 0;
+        if (npy_read(d->ctx, p, &d->in[k])) r = die_usage("%s", rj_ctx_error(d->ctx));
+        else r = check_input_shape(d, k, p);
+        int rp = dim_ragged_pos(g, n);
+        if (!r && rp >= 0) {
+            int32_t s = dim_sym(n->dims[rp]);
+            const npy_array *o = &d->off[s];
+            int64_t last = ((const int64_t *)o->data)[o->shape[0] - 1];
+            if (d->in[k].shape[0] != last)
+                r = die_usage("%s: %lld rows, but the offsets in %s/%s.npy end at %lld", p,
+                              (long long)d->in[k].shape[0], dir, g->syms[s].name, (long long)last);
+        }
+        free(p);
+        if (r) return r;
+    }
+    /* sizes nothing determined: DIR/<size>.npy, a 0-d integer */
+    for (int32_t s = 0; s < g->nsym; s++) {
+        if (g->syms[s].kind != SYM_DENSE || d->size[s] >= 0 || !sym_used(g, s)) continue;
+        char *p = path_join(dir, g->syms[s].name, ".npy");
+        if (!p) return die_run("out of memory");
+        struct stat fs;
+        if (stat(p, &fs)) {
+            free(p);
+            continue; /* reported by the binding if it is needed */
+        }
+        npy_array a = {0};
+        int r = 0;
+        if (npy_read(d->ctx, p, &a)) r = die_usage("%s", rj_ctx_error(d->ctx));
+        else if (a.rank != 0 || (a.dtype != RJ_I64 && a.dtype != RJ_I32))
+            r = die_usage("%s: size %s must be a 0-d integer array", p, g->syms[s].name);
+        else d->size[s] = a.dtype == RJ_I64 ? *(int64_t *)a.data : *(int32_t *)a.data;
+        d->size_src[s] = "the data directory";
+        npy_free(d->ctx, &a);
+        free(p);
+        if (r) return r;
+    }
+    return 0;
+}
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int make_random(dataset *d, const char *spec) {
+    const rj_graph *g = d->g;
+    int64_t B = -1, maxlen = 16, minlen = 0, seed = 1;
+    char *copy = strdup(spec);
+    if (!copy) return die_run("out of memory");
+    int r = 0;
+    for (char *tok = strtok(copy, ","); tok && !r; tok = strtok(NULL, ",")) {
+        char *eq = strchr(tok, '=');
+        int64_t v;
+        if (!eq || eq == tok || parse_int(eq + 1, &v) || v < 0) {
+            r = die_usage("--random: '%s' is not NAME=VALUE with a non-negative integer", tok);
+            break;
+        }
+        *eq = 0;
+        if (!strcmp(tok, "B")) B = v;
+        else if (!strcmp(tok, "maxlen")) maxlen = v;
+        else if (!strcmp(tok, "minlen")) minlen = v;
+        else if (!strcmp(tok, "seed")) seed = v;
+        else {
+            rj_dim dm = rj_graph_find_dim(g, tok);
+            const sym *sy = graph_sym(g, dm);
+            if (!sy || sy->kind != SYM_DENSE)
+                r = die_usage("--random: the program has no size named '%s' (B, maxlen, minlen, "
+                              "seed, or a size of the program)", tok);
+            else r = set_size(d, dim_sym(dm), v, "--random");
+        }
+    }
+    free(copy);
+    if (r) return r;
+    if (minlen > maxlen) return die_usage("--random: minlen %lld is larger than maxlen %lld", (long long)minlen, (long long)maxlen);
+    rng_state = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 1;
+    /* offsets: one per class (symbols declared same share them) */
+    for (int32_t s = 0; s < g->nsym; s++) {
+        const sym *sy = &g->syms[s];
+        if (sy->kind != SYM_RAGGED || !sym_used(g, s)) continue;
+        int64_t nb = B >= 0 ? B : d->size[sy->parent];
+        if (nb < 0) {
+            if (B < 0) return die_usage("--random: the number of items is not given (add B=<n>)");
+        }
+        if (nb > (int64_t)1 << 32) return die_usage("--random: B=%lld is too large", (long long)nb);
+        int32_t root = sym_root(g, s);
+        npy_array *a = &d->off[s];
+        a->dtype = RJ_I64;
+        a->rank = 1;
+        a->shape[0] = nb + 1;
+        a->bytes = sizeof(int64_t) * (size_t)(nb + 1);
+        if (!(a->data = mem_alloc(d->ctx, a->bytes))) return die_run("out of memory");
+        int64_t *off = a->data;
+        if (root != s && d->off[root].data) {
+            memcpy(off, d->off[root].data, a->bytes);
+        } else {
+            off[0] = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t len = minlen + (int64_t)(rng_next() % (uint64_t)(maxlen - minlen + 1));
+                off[b + 1] = off[b] + len;
+                if (off[b + 1] > ((int64_t)1 << 40)) return die_usage("--random: too many rows");
+            }
+        }
+        if (set_size(d, sy->parent, nb, "--random")) return EXIT_USAGE;
+    }
+    for (int32_t s = 0; s < g->nsym; s++)
+        if (g->syms[s].kind == SYM_DENSE && d->size[s] < 0 && B >= 0 && !strcmp(g->syms[s].name, "B"))
+            d->size[s] = B;
+    /* values */
+    for (int32_t k = 0; k < g->ninputs; k++) {
+        const node *n = &g->nodes[g->inputs[k]];
+        npy_array *a = &d->in[k];
+        int rp = dim_ragged_pos(g, n);
+        a->dtype = n->dtype;
+        a->rank = rp >= 0 ? n->rank - 1 : n->rank;
+        int64_t numel = 1;
+        for (int ad = 0; ad < a->rank; ad++) {
+            int nd = rp >= 0 ? (ad == 0 ? rp : ad + 1) : ad;
+            rj_dim dm = n->dims[nd];
+            int64_t v;
+            if (rp >= 0 && ad == 0) {
+                const npy_array *o = &d->off[dim_sym(dm)];
+                v = ((const int64_t *)o->data)[o->shape[0] - 1];
+            } else if (dm >= 0) {
+                v = dm;
+            } else {
+                const sym *sy = graph_sym(g, dm);
+                if (sy->kind == SYM_MAXLEN) {
+                    const npy_array *o = &d->off[sy->parent];
+                    v = 0;
+                    for (int64_t b = 0; b + 1 < o->shape[0]; b++) {
+                        int64_t l = ((int64_t *)o->data)[b + 1] - ((int64_t *)o->data)[b];
+                        if (l > v) v = l;
+                    }
+                } else if ((v = d->size[dim_sym(dm)]) < 0) {
+                    return die_usage("--random: input %s needs the size %s (add %s=<n> to --random "
+                                     "or --size)", n->name, sy->name, sy->name);
+                }
+            }
+            a->shape[ad] = v;
+            if (!mul_i64(numel, v, &numel) || numel > ((int64_t)1 << 32))
+                return die_usage("--random: input %s would have more than 2^32 elements", n->name);
+        }
+        size_t es = rj_dtype_size(n->dtype);
+        a->bytes = (size_t)(numel ? numel : 1) * es;
+        if (!(a->data = mem_alloc(d->ctx, a->bytes))) return die_run("out of memory");
+        for (int64_t i = 0; i < numel; i++) {
+            double u = (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
+            switch (n->dtype) {
+            case RJ_BOOL: ((uint8_t *)a->data)[i] = u < 0.5; break;
+            case RJ_I32: ((int32_t *)a->data)[i] = (int32_t)floor(u * 21) - 10; break;
+            case RJ_I64: ((int64_t *)a->data)[i] = (int64_t)floor(u * 21) - 10; break;
+            case RJ_F32: ((float *)a->data)[i] = (float)(2 * u - 1); break;
+            default: ((double *)a->data)[i] = 2 * u - 1; break;
+            }
+        }
+    }
+    return 0;
+}
+
+static int mkdir_p(const char *dir) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+    struct stat st;
+    return stat(buf, &st) || !S_ISDIR(st.st_mode) ? -1 : 0;
+}
+
+static int write_npy(rj_ctx *ctx, const char *dir, const char *name, rj_dtype t, int rank,
+                     const int64_t *shape, const void *data) {
+    char *p = path_join(dir, name, ".npy");
+    if (!p) return die_run("out of memory");
+    rj_status s = npy_write(ctx, p, t, rank, shape, data);
+    free(p);
+    return s ? die_usage("%s", rj_ctx_error(ctx)) : 0;
+}
+
+static int save_data(dataset *d, const char *dir) {
+    const rj_graph *g = d->g;
+    if (mkdir_p(dir)) return die_usage("--save-data: cannot create directory %s: %s", dir, strerror(errno));
+    for (int32_t k = 0; k < g->ninputs; k++) {
+        const npy_array *a = &d->in[k];
+        if (write_npy(d->ctx, dir, g->nodes[g->inputs[k]].name, a->dtype, a->rank, a->shape, a->data))
+            return EXIT_USAGE;
+    }
+    for (int32_t s = 0; s < g->nsym; s++) {
+        const npy_array *a = &d->off[s];
+        if (a->data && write_npy(d->ctx, dir, g->syms[s].name, RJ_I64, 1, a->shape, a->data))
+            return EXIT_USAGE;
+    }
+    /* sizes no input determines (pad lengths): 0-d arrays */
+    for (int32_t s = 0; s < g->nsym; s++) {
+        if (g->syms[s].kind != SYM_DENSE || d->size[s] < 0) continue;
+        bool from_input = false;
+        for (int32_t i = 0; i < g->ninputs && !from_input; i++) {
+            const node *n = &g->nodes[g->inputs[i]];
+            for (int k = 0; k < n->rank; k++) from_input |= n->dims[k] == sym_dim(s);
+        }
+        for (int32_t r = 0; r < g->nsym && !from_input; r++)
+            from_input |= g->syms[r].kind == SYM_RAGGED && g->syms[r].parent == s && d->off[r].data;
+        if (!from_input && write_npy(d->ctx, dir, g->syms[s].name, RJ_I64, 0, NULL, &d->size[s]))
+            return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int get_data(dataset *d, rj_ctx *ctx, const rj_graph *g, const opts *o) {
+    if (dataset_init(d, ctx, g)) return EXIT_RUN;
+    if (!!o->data == !!o->random)
+        return die_usage("%s: give exactly one of --data DIR and --random SPEC (for example "
+                         "--random B=8,maxlen=16,seed=1)", o->cmd);
+    int r = apply_size_opts(d, o);
+    if (!r) r = o->data ? load_data(d, o->data) : make_random(d, o->random);
+    if (!r && o->save) r = save_data(d, o->save);
+    return r;
+}
+
+/* Data problems found by the binding are bad input (2); anything else is a run failure (1). */
+static bool is_data_status(rj_status s) {
+    return s == RJ_ERR_UNBOUND || s == RJ_ERR_SIZE || s == RJ_ERR_BATCH || s == RJ_ERR_OFFSETS_START ||
+           s == RJ_ERR_OFFSETS_ORDER || s == RJ_ERR_OFFSETS_END || s == RJ_ERR_SAME ||
+           s == RJ_ERR_OVERFLOW || s == RJ_ERR_PAD_LEN;
+}
+
+static int bind_data(rj_ctx *ctx, rj_bind *b, const dataset *d) {
+    const rj_graph *g = d->g;
+    for (int32_t s = 0; s < g->nsym; s++) {
+        const npy_array *o = &d->off[s];
+        if (o->data && rj_bind_offsets(b, sym_dim(s), o->shape[0] - 1, o->data, NULL))
+            return die_run("%s", rj_ctx_error(ctx));
+        if (g->syms[s].kind == SYM_DENSE && d->size[s] >= 0 && rj_bind_size(b, sym_dim(s), d->size[s]))
+            return die_run("%s", rj_ctx_error(ctx));
+    }
+    for (int32_t k = 0; k < g->ninputs; k++) {
+        const npy_array *a = &d->in[k];
+        int64_t numel = 1;
+        for (int i = 0; i < a->rank; i++) numel *= a->shape[i];
+        if (rj_bind_input(b, g->inputs[k], a->data, numel)) return die_run("%s", rj_ctx_error(ctx));
+    }
+    return 0;
+}
+
+static int run_once(rj_ctx *ctx, rj_program *p, rj_bind *b) {
+    rj_status s = rj_program_run(p, b);
+    if (!s) return 0;
+    if (is_data_status(s)) return die_usage("bad input data: %s", rj_ctx_error(ctx));
+    return die_run("run failed: %s", rj_ctx_error(ctx));
+}
+
+static int64_t info_numel(const rj_tensor_info *t) {
+    if (t->ragged_dim < 0) return t->rows;
+    int64_t n = t->rows;
+    for (int k = 2; k < t->rank; k++) n *= t->shape[k];
+    return n;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static rj_program *compile(rj_ctx *ctx, rj_graph *g, rj_target t, int *status, double *ms) {
+    double t0 = now_ms();
+    rj_program *p = rj_program_new(g, t);
+    if (ms) *ms = now_ms() - t0;
+    if (!p) *status = die_run("compile failed: %s", rj_ctx_error(ctx));
+    return p;
+}
+
+/* ---- commands ------------------------------------------------------------------------------- */
+
+static int write_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const char *dir) {
+    if (mkdir_p(dir)) return die_usage("--out: cannot create directory %s: %s", dir, strerror(errno));
+    for (int i = 0; i < g->noutputs; i++) {
+        rj_node n = g->outputs[i].node;
+        rj_tensor_info t;
+        rj_tensor_get_info(rj_bind_result(b, n), &t);
+        const node *nd = &g->nodes[n];
+        if (t.ragged_dim >= 0) {
+            /* outputs here are laid out by packed offsets: the values are the packed rows */
+            int64_t shape[RJ_MAX_RANK];
+            shape[0] = t.rows;
+            for (int k = 2; k < t.rank; k++) shape[k - 1] = t.shape[k];
+            if (write_npy(ctx, dir, g->outputs[i].name, t.dtype, t.rank - 1, shape, t.values)) return EXIT_USAGE;
+            const sym *sy = graph_sym(g, nd->dims[t.ragged_dim]);
+            int64_t nb = t.shape[0] + 1;
+            if (write_npy(ctx, dir, sy->name, RJ_I64, 1, &nb, t.offsets)) return EXIT_USAGE;
+        } else if (write_npy(ctx, dir, g->outputs[i].name, t.dtype, t.rank, t.shape, t.values)) {
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+static int cmd_run(rj_ctx *ctx, rj_graph *g, const opts *o) {
+    if (!o->out) return die_usage("run: --out DIR is required (where the outputs go)");
+    dataset d;
+    int r = get_data(&d, ctx, g, o);
+    double cms = 0, rms = 0;
+    rj_program *p = NULL;
+    rj_bind *b = NULL;
+    if (!r && (p = compile(ctx, g, o->target, &r, &cms)) && !(b = rj_bind_new(p))) r = die_run("%s", rj_ctx_error(ctx));
+    if (!r) r = bind_data(ctx, b, &d);
+    if (!r) {
+        double t0 = now_ms();
+        r = run_once(ctx, p, b);
+        rms = now_ms() - t0;
+    }
+    if (!r) r = write_outputs(ctx, g, b, o->out);
+    if (!r && o->time) fprintf(stderr, "ragjit: compile %.2f ms, run %.3f ms\n", cms, rms);
+    rj_bind_free(b);
+    rj_program_free(p);
+    dataset_free(&d);
+    return r;
+}
+
+static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
+    if (o->target == RJ_TARGET_REFERENCE)
+        return die_usage("check: --target reference would compare the interpreter with itself");
+    dataset d;
+    int r = get_data(&d, ctx, g, o);
+    rj_program *p = NULL, *pr = NULL;
+    rj_bind *b = NULL, *br = NULL;
+    if (!r && (p = compile(ctx, g, o->target, &r, NULL)) &&
+        (pr = compile(ctx, g, RJ_TARGET_REFERENCE, &r, NULL)) &&
+        (!(b = rj_bind_new(p)) || !(br = rj_bind_new(pr))))
+        r = die_run("%s", rj_ctx_error(ctx));
+    if (!r) r = bind_data(ctx, b, &d);
+    if (!r) r = bind_data(ctx, br, &d);
+    if (!r) r = run_once(ctx, p, b);
+    if (!r) r = run_once(ctx, pr, br);
+    bool bad = false;
+    for (int i = 0; !r && i < g->noutputs; i++) {
+        rj_node n = g->outputs[i].node;
+        rj_tensor_info t, ref;
+        rj_tensor_get_info(rj_bind_result(b, n), &t);
+        rj_tensor_get_info(rj_bind_result(br, n), &ref);
+        int64_t cnt = info_numel(&ref);
+        bool fl = ref.dtype == RJ_F32 || ref.dtype == RJ_F64;
+        double scale = 1;
+        for (int64_t k = 0; fl && k < cnt; k++) {
+            double v = fabs(ref.dtype == RJ_F32 ? ((float *)ref.values)[k] : ((double *)ref.values)[k]);
+            if (isfinite(v) && v > scale) scale = v;
+        }
+        double atol = (o->atol >= 0 ? o->atol : ref.dtype == RJ_F32 ? 2e-5 : 1e-12) * scale;
+        double rtol = o->rtol >= 0 ? o->rtol : ref.dtype == RJ_F32 ? 1e-4 : 1e-10;
+        double worst = 0;
+        int64_t at = -1;
+        for (int64_t k = 0; k < cnt; k++) {
+            double a, w;
+            switch (ref.dtype) {
+            case RJ_F32: a = ((float *)t.values)[k], w = ((float *)ref.values)[k]; break;
+            case RJ_F64: a = ((double *)t.values)[k], w = ((double *)ref.values)[k]; break;
+            case RJ_I32: a = ((int32_t *)t.values)[k], w = ((int32_t *)ref.values)[k]; break;
+            case RJ_I64: a = (double)((int64_t *)t.values)[k], w = (double)((int64_t *)ref.values)[k]; break;
+            default: a = ((uint8_t *)t.values)[k], w = ((uint8_t *)ref.values)[k]; break;
+            }
+            if ((isnan(a) && isnan(w)) || a == w) continue;
+            double e = fabs(a - w);
+            bool ok = fl && e <= atol + rtol * fabs(w);
+            if (isnan(e)) e = INFINITY;
+            if (e > worst) worst = e;
+            if (!ok && at < 0) {
+                at = k;
+                fprintf(stderr, "ragjit: check: output %s element %lld is %.9g, the reference says %.9g\n",
+                        g->outputs[i].name, (long long)k, a, w);
+            }
+        }
+        printf("%-16s %-22s %10lld elements  max |error| %-10.3g %s\n", g->outputs[i].name,
+               "", (long long)cnt, worst, at < 0 ? "ok" : "MISMATCH");
+        bad |= at >= 0;
+    }
+    rj_bind_free(b);
+    rj_bind_free(br);
+    rj_program_free(p);
+    rj_program_free(pr);
+    dataset_free(&d);
+    return r ? r : bad ? EXIT_RUN : 0;
+}
+
+static int cmd_emit(rj_ctx *ctx, rj_graph *g, const opts *o) {
+    if (!o->stage)
+        return die_usage("emit: --stage is required (graph, opt, fused, loops, llvm, llvm-opt, asm, "
+                         "cuda, ptx, dot)");
+    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt",
+                                         "asm", "cuda", "ptx", "dot"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) known |= !strcmp(stages[i], o->stage);
+    if (!known)
+        return die_usage("emit: unknown stage '%s' (graph, opt, fused, loops, llvm, llvm-opt, asm, "
+                         "cuda, ptx, dot)", o->stage);
+    int r = 0;
+    rj_program *p = compile(ctx, g, RJ_TARGET_REFERENCE, &r, NULL);
+    if (!p) return r;
+    char *text = rj_program_dump(p, o->stage);
+    if (!text) r = die_run("emit: %s", rj_ctx_error(ctx));
+    else fputs(text, stdout);
+    rj_string_free(ctx, text);
+    rj_program_free(p);
+    return r;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
+    dataset d;
+    int r = get_data(&d, ctx, g, o);
+    double cms = 0;
+    rj_program *p = NULL;
+    rj_bind *b = NULL;
+    double *t = malloc(sizeof(double) * (size_t)o->reps);
+    if (!t) r = die_run("out of memory");
+    if (!r && (p = compile(ctx, g, o->target, &r, &cms)) && !(b = rj_bind_new(p))) r = die_run("%s", rj_ctx_error(ctx));
+    if (!r) r = bind_data(ctx, b, &d);
+    if (!r) r = run_once(ctx, p, b);
+    for (int i = 0; !r && i < o->reps; i++) {
+        double t0 = now_ms();
+        r = run_once(ctx, p, b);
+        t[i] = now_ms() - t0;
+    }
+    if (!r) {
+        qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
+        double med = t[o->reps / 2];
+        double in_bytes = 0;
+        for (int32_t k = 0; k < g->ninputs; k++) in_bytes += (double)d.in[k].bytes;
+        double out_bytes = 0;
+        printf("%s: compile %.1f ms; run median %.3f ms over %d runs (min %.3f, max %.3f)\n",
+               o->prog, cms, med, o->reps, t[0], t[o->reps - 1]);
+        printf("  %-16s %12.1f MB read\n", "inputs", in_bytes / 1e6);
+        for (int i = 0; i < g->noutputs; i++) {
+            rj_tensor_info ti;
+            rj_tensor_get_info(rj_bind_result(b, g->outputs[i].node), &ti);
+            double ob = (double)info_numel(&ti) * (double)rj_dtype_size(ti.dtype);
+            out_bytes += ob;
+            printf("  %-16s %12.1f MB written   %8.2f GB/s (its bytes and all inputs)\n",
+                   g->outputs[i].name, ob / 1e6, (ob + in_bytes) / (med * 1e-3) / 1e9);
+        }
+        printf("  %-16s %12.1f MB          %8.2f GB/s\n", "total", (in_bytes + out_bytes) / 1e6,
+               (in_bytes + out_bytes) / (med * 1e-3) / 1e9);
+    }
+    free(t);
+    rj_bind_free(b);
+    rj_program_free(p);
+    dataset_free(&d);
+    return r;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(main_help, stdout);
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ragjit %d.%d.%d\n", RJ_VERSION_MAJOR, RJ_VERSION_MINOR, RJ_VERSION_PATCH);
+        return 0;
+    }
+    static const struct {
+        const char *name, *help;
+        int (*fn)(rj_ctx *, rj_graph *, const opts *);
+        bool data;
+    } cmds[] = {{"run", run_help, cmd_run, true},
+                {"check", check_help, cmd_check, true},
+                {"emit", emit_help, cmd_emit, false},
+                {"bench", bench_help, cmd_bench, true}};
+    int c = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(argv[1], cmds[i].name)) c = i;
+    if (c < 0) return die_usage("unknown command '%s' (run, check, emit, bench; see ragjit --help)", argv[1]);
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf(cmds[c].help, data_help);
+            return 0;
+        }
+    opts o;
+    int r = parse_opts(argc, argv, &o);
+    if (r) return r;
+    if (!o.prog) return die_usage("%s: no PROGRAM given (see 'ragjit %s --help')", o.cmd, o.cmd);
+    if (!cmds[c].data && (o.data || o.random || o.save || o.out))
+        return die_usage("%s: does not take data options", o.cmd);
+    rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+    if (!ctx) return die_run("out of memory");
+    if (o.threads) rj_ctx_set_threads(ctx, o.threads);
+    rj_graph *g = load_program(ctx, o.prog, &r);
+    if (g) r = cmds[c].fn(ctx, g, &o);
+    rj_graph_free(g);
+    rj_ctx_free(ctx);
+    return r;
+}
