@@ -85,6 +85,8 @@ static void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...
 static void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...) {
     if (P->failed) return;
     P->failed = true;
+    /* the graph is failed too, so builder calls still on the stack stay quiet */
+    if (P->g && P->g->status == RJ_OK) P->g->status = s;
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
@@ -388,6 +390,7 @@ static bool literal(parser *P, const value *v, double *out) {
 }
 
 typedef struct args {
+    const char *fname;
     value pos[8];
     int npos;
     char key[8][32];
@@ -409,6 +412,16 @@ static void parse_arg(parser *P, args *a) {
         }
     }
     value v;
+    bool size_slot = a->fname && !strcmp(a->fname, "pad") && (!strcmp(key, "len") || (!key[0] && a->npos == 2));
+    if (size_slot && P->tok.kind == T_IDENT) {
+        char nm[128];
+        snprintf(nm, sizeof nm, "%.*s", P->tok.len < 127 ? P->tok.len : 127, P->tok.start);
+        if (!find_var(P, nm) && strcmp(nm, "None")) { /* a size name, declared on use */
+            v = (value){.node = RJ_NONE, .is_list = true, .ndims = 1, .at = P->tok};
+            v.dims[0] = parse_dim(P);
+            goto have_value;
+        }
+    }
     if (P->tok.kind == T_LBRACK) {
         v = (value){.node = RJ_NONE, .is_list = true, .at = P->tok};
         next(P);
@@ -428,6 +441,7 @@ static void parse_arg(parser *P, args *a) {
     } else {
         v = parse_expr(P);
     }
+have_value:
     if (P->failed) return;
     if (key[0]) {
         if (a->nkw == 8) {
@@ -679,7 +693,7 @@ static value parse_primary(parser *P) {
     if (P->failed) return r;
     if (P->tok.kind == T_LPAREN) {
         next(P);
-        args a = {0};
+        args a = {.fname = name};
         while (!P->failed && P->tok.kind != T_RPAREN) {
             parse_arg(P, &a);
             if (P->tok.kind != T_RPAREN && !expect(P, T_COMMA, "',' or ')'")) return r;

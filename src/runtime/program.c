@@ -6,6 +6,9 @@
  * single entry point for every target: it validates the binding (bind.c) and only then hands
  * the resolved run to the backend, so backends never see unchecked data.
  */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../codegen/cuda/cuda_backend.h"
@@ -21,6 +24,8 @@ static const backend *backend_for(rj_target t) {
     default: return NULL;
     }
 }
+
+static void dump_all(rj_program *p, const char *dir);
 
 rj_program *rj_program_new(rj_graph *g, rj_target target) {
     if (!g) return NULL;
@@ -53,7 +58,46 @@ rj_program *rj_program_new(rj_graph *g, rj_target target) {
         rj_program_free(p);
         return NULL;
     }
+    const char *dir = getenv("RAGJIT_DUMP");
+    if (dir && *dir) dump_all(p, dir);
     return p;
+}
+
+/* RAGJIT_DUMP=<dir>: every stage of every program, one file each, named after the program's
+ * first output: 0003-attn.loops.txt. A dump is a debugging aid: failing to write one prints a
+ * warning and leaves the program and the context's last error untouched. */
+static void dump_all(rj_program *p, const char *dir) {
+    static int counter;
+    static const struct {
+        const char *stage, *ext;
+    } files[] = {{"graph", "graph.rj"}, {"opt", "opt.rj"}, {"fused", "fused.txt"},
+                 {"loops", "loops.txt"}, {"dot", "dot"}, {"llvm", "ll"}, {"llvm-opt", "opt.ll"},
+                 {"asm", "s"}, {"cuda", "cu"}, {"ptx", "ptx"}};
+    rj_ctx *ctx = p->ctx;
+    char saved_err[sizeof ctx->err];
+    memcpy(saved_err, ctx->err, sizeof saved_err);
+    rj_status saved_status = ctx->status;
+    int id = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    char name[48] = "program";
+    if (p->g->noutputs) {
+        snprintf(name, sizeof name, "%s", p->g->outputs[0].name);
+    }
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char *text = rj_program_dump(p, files[i].stage);
+        if (!text) continue; /* e.g. no NVRTC for ptx */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%04d-%s.%s", dir, id, name, files[i].ext);
+        FILE *f = fopen(path, "w");
+        bool ok = f && fputs(text, f) >= 0;
+        if (f && fclose(f)) ok = false;
+        rj_string_free(ctx, text);
+        if (!ok) {
+            fprintf(stderr, "ragjit: RAGJIT_DUMP: cannot write %s: %s\n", path, strerror(errno));
+            break;
+        }
+    }
+    memcpy(ctx->err, saved_err, sizeof saved_err);
+    ctx->status = saved_status;
 }
 
 void rj_program_free(rj_program *p) {

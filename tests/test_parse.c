@@ -1,0 +1,259 @@
+/*
+ * test_parse.c — the text format: every statement and expression form, every op by name,
+ * errors with file:line:col, the source line and a caret (builder errors located at the
+ * operator or call that caused them), printing and re-parsing as a fixed point, and mutated
+ * programs that must never crash.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char design_example[] =
+    "# comment\n"
+    "ragged j1 : B                # j1 varies over the batch dim B\n"
+    "input x : f32[B, j1, 64]\n"
+    "input w : f32[64]\n"
+    "h = relu(x * w + 0.5)\n"
+    "s = softmax(h, dim=1)        # over the ragged dim\n"
+    "m = sum(h, dim=1)            # f32[B, 64]\n"
+    "p = pad(h, value=0.0)        # f32[B, max(j1), 64]\n"
+    "u = unpad(p * 2.0, j1)       # f32[B, j1, 64]\n"
+    "output s, m, u\n";
+
+static char *type_of(rj_ctx *ctx, rj_graph *g, const char *name) {
+    rj_node n = rj_graph_find(g, name);
+    if (n == RJ_NONE) fail_msg("no node named %s", name);
+    char *s = rj_node_type_str(g, n);
+    assert_non_null(s);
+    (void)ctx;
+    return s;
+}
+
+static void assert_type(rj_ctx *ctx, rj_graph *g, const char *name, const char *want) {
+    char *s = type_of(ctx, g, name);
+    if (strcmp(s, want)) fail_msg("%s has type %s, expected %s", name, s, want);
+    rj_string_free(ctx, s);
+}
+
+static void test_design_example(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx, design_example, "design.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    assert_int_equal(rj_graph_output_count(g), 3);
+    assert_type(f->ctx, g, "s", "f32[B, j1, 64]");
+    assert_type(f->ctx, g, "m", "f32[B, 64]");
+    assert_type(f->ctx, g, "u", "f32[B, j1, 64]");
+    assert_type(f->ctx, g, "x", "f32[B, j1, 64]");
+    rj_graph_free(g);
+}
+
+static void test_expressions(void **state) {
+    fixture *f = *state;
+    static const char src[] =
+        "ragged j1 : B\n"
+        "ragged j2 : B\n"
+        "same j1 j2\n"
+        "input x : f32[B, j1, D]\n"
+        "input y : f64[B, j2, D]\n"
+        "input i : i32[B, j1, D]\n"
+        "input m : bool[B, j1, D]\n"
+        "input g : f32[D]\n"
+        "a = -x + 2 * y - (x / 3.5) * -1e-3\n"
+        "c = x < y\n"
+        "d = (x <= 1) == (y > -inf)\n"
+        "e = where(m, i, 2)\n"
+        "k = logical_and(c, logical_not(m))\n"
+        "n = masked_fill(x, m, -1e9)\n"
+        "q = cast(i, dtype=\"f64\") + cast(x, \"i64\")\n"
+        "r = gelu(x, approximate=\"tanh\") + gelu(x) + gelu(x, approximate=\"none\")\n"
+        "t = pow(abs(x), exponent=0.5) + maximum(x, y) * minimum(input=x, other=y)\n"
+        "v = sum(x, 1, True) + mean(x, dim=-1, keepdim=True) + max(x, dim=2, keepdim=True)\n"
+        "w = prod(i, dim=1)\n"
+        "z = layer_norm(x, D, weight=g, bias=None, eps=1e-6) + rms_norm(x, [D], g)\n"
+        "s = log_softmax(\n"
+        "        x,          # newlines inside parentheses are ignored\n"
+        "        dim=1)\n"
+        "p = pad(x, value=True, len=L)\n"
+        "l = sign(sin(x)) + cos(x) + tanh(x) + exp(x) + log(x) + sqrt(x) + rsqrt(x) + \\\n"
+        "    sigmoid(x) + silu(x) + relu(x) + neg(x) + sgn(x)\n"
+        "b = eq(x, y) != ne(x, y)\n"
+        "o = ge(x, 0) >= gt(x, 0)\n"
+        "output a, c, d, e, k, n, q, r, t, v, w, z, s, p, l, b, o\n";
+    rj_graph *g = rj_graph_parse(f->ctx, src, "exprs.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    assert_type(f->ctx, g, "a", "f64[B, j1, D]");
+    assert_type(f->ctx, g, "c", "bool[B, j1, D]");
+    assert_type(f->ctx, g, "e", "i32[B, j1, D]");
+    assert_type(f->ctx, g, "q", "f64[B, j1, D]");
+    assert_type(f->ctx, g, "v", "f32[B, j1, D]");
+    assert_type(f->ctx, g, "w", "i64[B, D]");
+    assert_type(f->ctx, g, "p", "f32[B, L, D]");
+    assert_type(f->ctx, g, "s", "f32[B, j1, D]");
+    rj_graph_free(g);
+}
+
+/* Parses src expecting a failure with status s and an exact first line and caret column. */
+static void expect_error(rj_ctx *ctx, const char *src, rj_status s, const char *first_line, int caret_col) {
+    rj_graph *g = rj_graph_parse(ctx, src, "t.rj");
+    if (g) {
+        rj_graph_free(g);
+        fail_msg("expected an error for:\n%s", src);
+    }
+    const char *msg = rj_ctx_error(ctx);
+    if (rj_ctx_status(ctx) != s)
+        fail_msg("status %s, expected %s: %s", rj_status_str(rj_ctx_status(ctx)), rj_status_str(s), msg);
+    size_t n = strcspn(msg, "\n");
+    if (strlen(first_line) != n || strncmp(msg, first_line, n))
+        fail_msg("got:\n%s\nexpected first line:\n%s", msg, first_line);
+    /* third line: two spaces of indent, then the caret at the column */
+    const char *l3 = strchr(msg, '\n');
+    l3 = l3 ? strchr(l3 + 1, '\n') : NULL;
+    assert_non_null(l3);
+    const char *caret = strchr(l3, '^');
+    assert_non_null(caret);
+    if ((int)(caret - (l3 + 1)) - 2 + 1 != caret_col)
+        fail_msg("caret at column %d, expected %d:\n%s", (int)(caret - (l3 + 1)) - 1, caret_col, msg);
+}
+
+static void test_syntax_errors(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    expect_error(c, "input x : f32[3]\ny = frob(x)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:5: unknown function 'frob'", 5);
+    expect_error(c, "input x : f32[3]\ny = x + z\noutput y\n", RJ_ERR_PARSE, "t.rj:2:9: undefined name 'z'", 9);
+    expect_error(c, "input x : f32[3]\ny = relu(x\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:3:1: expected ',' or ')', found 'output'", 1);
+    expect_error(c, "input x : f16[3]\n", RJ_ERR_PARSE,
+                 "t.rj:1:11: unknown dtype 'f16' (f32, f64, i32, i64, bool)", 11);
+    expect_error(c, "input x f32[3]\n", RJ_ERR_PARSE,
+                 "t.rj:1:9: expected ':' and the input's type (input x : f32[B, j1, 64]), found 'f32'", 9);
+    expect_error(c, "input x : f32[3]\ny = x $ 2\n", RJ_ERR_PARSE, "t.rj:2:7: unexpected character '$'", 7);
+    expect_error(c, "input x : f32[3]\ny = gelu(x, approximate=\"tanh)\n", RJ_ERR_PARSE,
+                 "t.rj:2:25: unterminated string", 25);
+    expect_error(c, "input x : f32[3]\ny = softmax(x)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:5: softmax: missing argument 'dim'", 5);
+    expect_error(c, "input x : f32[3]\ny = softmax(x, axis=0)\n", RJ_ERR_PARSE,
+                 "t.rj:2:16: softmax has no argument 'axis'", 16);
+    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, 1)\n", RJ_ERR_PARSE,
+                 "t.rj:2:19: positional argument after keyword arguments", 19);
+    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, dim=0)\n", RJ_ERR_PARSE,
+                 "t.rj:2:18: argument 'dim' given twice", 18);
+    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0.5)\n", RJ_ERR_PARSE, "t.rj:2:16: expected an integer", 16);
+    expect_error(c, "input x : f32[3]\ny = x\n", RJ_ERR_PARSE,
+                 "t.rj:3:1: the program has no outputs (add: output <name>)", 1);
+    expect_error(c, "input x : f32[3]\noutput y\n", RJ_ERR_PARSE, "t.rj:2:8: undefined name 'y'", 8);
+    expect_error(c, "input x : f32[3]\ninput x : f32[3]\n", RJ_ERR_PARSE, "t.rj:2:7: 'x' is already defined", 7);
+    expect_error(c, "ragged j1 : B\nsame j1 j9\n", RJ_ERR_PARSE, "t.rj:2:9: undefined ragged symbol 'j9'", 9);
+    expect_error(c, "input x : f32[3]\ny = x 2\n", RJ_ERR_PARSE, "t.rj:2:7: expected end of line, found '2'", 7);
+    expect_error(c, "input x : f32[3]\ny = 12abc\n", RJ_ERR_PARSE, "t.rj:2:5: malformed number '12a'", 5);
+    expect_error(c, "input x : f32[3]\n= x\n", RJ_ERR_PARSE,
+                 "t.rj:2:1: expected a statement (ragged, same, input, output or an assignment), found '='", 1);
+    expect_error(c, "input x : f32[3]\ny = cast(x, dtype=\"f16\")\n", RJ_ERR_PARSE,
+                 "t.rj:2:19: cast: dtype must be one of \"f32\", \"f64\", \"i32\", \"i64\", \"bool\"", 19);
+    expect_error(c, "input x : f32[3]\ny = 99999999999999999999\n", RJ_ERR_PARSE,
+                 "t.rj:2:5: integer 99999999999999999999 is too large", 5);
+}
+
+static void test_builder_errors_located(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    expect_error(c,
+                 "ragged j1 : B\nragged j2 : B\ninput x : f32[B, j1, 64]\ninput y : f32[B, j2, 64]\n"
+                 "h = relu(x)\nz = h * 2 + y\noutput z\n",
+                 RJ_ERR_SHAPE,
+                 "t.rj:6:11: add: f32[B, j1, 64] and f32[B, j2, 64] differ in dim 1 (ragged j1 vs j2)", 11);
+    expect_error(c, "input b : bool[3]\ny = -b\noutput y\n", RJ_ERR_DTYPE,
+                 "t.rj:2:5: neg: bool[3]: not supported for bool (use logical_not)", 5);
+    expect_error(c, "ragged j : B\ninput x : f32[B, j, 4]\ny = sum(x, dim=0)\noutput y\n", RJ_ERR_SHAPE,
+                 "t.rj:3:5: sum: cannot reduce over the batch dim 0 of the jagged tensor f32[B, j, 4]", 5);
+    expect_error(c, "ragged j : B\ninput x : f32[B, j, 4]\ny = layer_norm(x, 8)\noutput y\n", RJ_ERR_SHAPE,
+                 "t.rj:3:19: normalized_shape does not match the input's last 1 dims", 19);
+    expect_error(c, "ragged j : B\nragged k : C\nsame j k\n", RJ_ERR_SHAPE,
+                 "t.rj:3:6: same: j and k have different parents (B vs C)", 6);
+    expect_error(c, "input x : f32[j, B]\nragged j : B\n", RJ_ERR_ARG,
+                 "t.rj:2:8: rj_graph_ragged: 'j' is already declared as a dense size", 8);
+}
+
+/* print(parse(src)) parses again, and printing that gives the same text. */
+static void test_print_roundtrip(void **state) {
+    fixture *f = *state;
+    static const char *const progs[] = {
+        design_example,
+        "ragged j : B\ninput x : f32[B, j, 8]\ninput m : bool[B, j, 8]\n"
+        "y = softmax(masked_fill(x, m, -1e9), dim=1)\nz = gelu(x, approximate=\"tanh\")\n"
+        "n = layer_norm(x, 8, eps=0.001)\nc = cast(x > 0, dtype=\"i32\")\n"
+        "s = sum(pad(x, value=-2.5, len=L), dim=1, keepdim=True)\noutput y, z, n, c, s\n",
+        "ragged j1 : B\nragged j2 : B\nsame j1 j2\ninput x : f32[B, j1, 4]\ninput y : f32[B, j2, 4]\n"
+        "out = x + y\nalias = x\noutput out, alias\n",
+    };
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+        rj_graph *g = rj_graph_parse(f->ctx, progs[i], "a.rj");
+        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+        rj_program *p = rj_program_new(g, RJ_TARGET_REFERENCE);
+        char *t1 = rj_program_dump(p, "graph");
+        rj_graph *g2 = rj_graph_parse(f->ctx, t1, "b.rj");
+        if (!g2) fail_msg("printed program does not parse: %s\n%s", rj_ctx_error(f->ctx), t1);
+        rj_program *p2 = rj_program_new(g2, RJ_TARGET_REFERENCE);
+        char *t2 = rj_program_dump(p2, "graph");
+        if (strcmp(t1, t2)) fail_msg("not a fixed point:\n%s\n---\n%s", t1, t2);
+        rj_string_free(f->ctx, t1);
+        rj_string_free(f->ctx, t2);
+        rj_program_free(p);
+        rj_program_free(p2);
+        rj_graph_free(g);
+        rj_graph_free(g2);
+    }
+}
+
+/* Mutated programs (bytes replaced, deleted, truncated) never crash or leak. */
+static void test_mutations(void **state) {
+    fixture *f = *state;
+    uint64_t seed = 12345;
+    size_t n = strlen(design_example);
+    char *buf = malloc(n + 1);
+    static const char alphabet[] = "()[],:=+-*/<>!#\"'\n \\0123456789.eEjxBinputoragedsm_";
+    int parsed = 0, failed = 0;
+    for (int trial = 0; trial < 3000; trial++) {
+        memcpy(buf, design_example, n + 1);
+        int edits = 1 + (int)rng_int(&seed, 0, 3);
+        for (int e = 0; e < edits; e++) {
+            size_t at = (size_t)rng_int(&seed, 0, (int64_t)n - 1);
+            switch (rng_int(&seed, 0, 2)) {
+            case 0: buf[at] = alphabet[rng_int(&seed, 0, (int64_t)sizeof alphabet - 2)]; break;
+            case 1: memmove(buf + at, buf + at + 1, n - at); break;
+            default: buf[at] = 0; break;
+            }
+        }
+        rj_graph *g = rj_graph_parse(f->ctx, buf, "m.rj");
+        if (g) {
+            parsed++;
+            rj_graph_free(g);
+        } else {
+            failed++;
+            assert_true(rj_ctx_status(f->ctx) != RJ_OK);
+            assert_non_null(strstr(rj_ctx_error(f->ctx), "m.rj:"));
+        }
+    }
+    free(buf);
+    assert_true(parsed > 0 && failed > 0);
+}
+
+static void test_null_args(void **state) {
+    fixture *f = *state;
+    assert_null(rj_graph_parse(NULL, "x", NULL));
+    assert_null(rj_graph_parse(f->ctx, NULL, NULL));
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_ARG);
+    assert_null(rj_graph_parse(f->ctx, "", NULL));
+    assert_error_contains(f->ctx, "<input>:1:1: the program has no outputs");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors),
+        FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
+        FX(test_null_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
