@@ -139,8 +139,8 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, 1)\n", RJ_ERR_PARSE,
                  "t.rj:2:19: positional argument after keyword arguments", 19);
     expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, dim=0)\n", RJ_ERR_PARSE,
-                 "t.rj:2:18: argument 'dim' given twice", 18);
-    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0.5)\n", RJ_ERR_PARSE, "t.rj:2:16: expected an integer", 16);
+                 "t.rj:2:19: argument 'dim' given twice", 19);
+    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0.5)\n", RJ_ERR_PARSE, "t.rj:2:12: expected an integer", 12);
     expect_error(c, "input x : f32[3]\ny = x\n", RJ_ERR_PARSE,
                  "t.rj:3:1: the program has no outputs (add: output <name>)", 1);
     expect_error(c, "input x : f32[3]\noutput y\n", RJ_ERR_PARSE, "t.rj:2:8: undefined name 'y'", 8);
@@ -151,7 +151,7 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\n= x\n", RJ_ERR_PARSE,
                  "t.rj:2:1: expected a statement (ragged, same, input, output or an assignment), found '='", 1);
     expect_error(c, "input x : f32[3]\ny = cast(x, dtype=\"f16\")\n", RJ_ERR_PARSE,
-                 "t.rj:2:19: cast: dtype must be one of \"f32\", \"f64\", \"i32\", \"i64\", \"bool\"", 19);
+                 "t.rj:2:13: cast: dtype must be one of \"f32\", \"f64\", \"i32\", \"i64\", \"bool\"", 13);
     expect_error(c, "input x : f32[3]\ny = 99999999999999999999\n", RJ_ERR_PARSE,
                  "t.rj:2:5: integer 99999999999999999999 is too large", 5);
 }

@@ -454,6 +454,7 @@ have_value:
                 return;
             }
         snprintf(a->key[a->nkw], sizeof a->key[0], "%s", key);
+        v.at = start; /* messages about a keyword argument point at its name */
         a->kw[a->nkw++] = v;
     } else {
         if (a->nkw) {
