@@ -219,8 +219,13 @@ static int parse_opts(int argc, char **argv, opts *o) {
             snprintf(key, sizeof key, "%s", a);
         }
         static const char *const flags[] = {"--time", "--help", "-h"};
-        bool is_flag = false;
+        static const char *const valued[] = {"--data", "--random", "--out", "--save-data", "--stage",
+                                             "--size", "--target", "--threads", "--reps", "--atol", "--rtol"};
+        bool is_flag = false, known = false;
         for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) is_flag |= !strcmp(key, flags[f]);
+        for (size_t f = 0; f < sizeof valued / sizeof valued[0]; f++) known |= !strcmp(key, valued[f]);
+        if (!is_flag && !known)
+            return die_usage("%s: unknown option '%s' (see 'ragjit %s --help')", o->cmd, key, o->cmd);
         if (!is_flag && !val) {
             if (i + 1 >= argc) return die_usage("%s: option %s needs a value", o->cmd, key);
             val = argv[++i];
@@ -923,9 +928,10 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    if (argc < 2) return die_usage("no command given (run, check, emit, bench; see ragjit --help)");
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(main_help, stdout);
-        return argc < 2 ? EXIT_USAGE : 0;
+        return 0;
     }
     if (!strcmp(argv[1], "--version")) {
         printf("ragjit %d.%d.%d\n", RJ_VERSION_MAJOR, RJ_VERSION_MINOR, RJ_VERSION_PATCH);

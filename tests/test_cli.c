@@ -1,0 +1,377 @@
+/*
+ * test_cli.c — the `ragjit` command, driven as a user drives it.
+ *
+ * Every example printed by `--help` is run as pasted; every example program is checked
+ * against the interpreter; run then check round-trips through saved data; every way the
+ * command can be misused or fed bad data exits with the specified status and one line on
+ * stderr; and the graph, opt and dot dumps of the examples match the golden files in
+ * tests/golden (regenerate them with: RAGJIT_UPDATE_GOLDEN=1 meson test -C build cli, then
+ * review the diff).
+ *
+ * The test runs from the source directory (examples/ paths as in the help texts) and finds
+ * the command in $RAGJIT.
+ */
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *ragjit;
+static char tmpdir[256];
+
+typedef struct result {
+    int status;
+    char out[65536], err[8192];
+} result;
+
+/* Runs a shell command line with "ragjit" replaced by the binary; captures both streams. */
+static result *run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static result *run(const char *fmt, ...) {
+    static result r;
+    char line[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    const char *rest = line;
+    assert_true(!strncmp(rest, "ragjit", 6));
+    snprintf(cmd, sizeof cmd, "%s%s >%s/out 2>%s/err", ragjit, rest + 6, tmpdir, tmpdir);
+    int st = system(cmd);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    char path[512];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s", tmpdir, k ? "err" : "out");
+        FILE *f = fopen(path, "rb");
+        char *dst = k ? r.err : r.out;
+        size_t cap = k ? sizeof r.err : sizeof r.out;
+        size_t n = f ? fread(dst, 1, cap - 1, f) : 0;
+        dst[n] = 0;
+        if (f) fclose(f);
+    }
+    return &r;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* A failure: the status, one line on stderr containing `needle`. */
+static void expect_fail(result *r, int status, const char *needle) {
+    if (r->status != status) fail_msg("exit %d, expected %d; stderr: %s", r->status, status, r->err);
+    if (!strstr(r->err, needle)) fail_msg("stderr lacks \"%s\": %s", needle, r->err);
+    if (count_lines(r->err) != 1) fail_msg("expected one line on stderr, got:\n%s", r->err);
+}
+
+static void expect_ok(result *r) {
+    if (r->status != 0) fail_msg("exit %d; stderr: %s", r->status, r->err);
+}
+
+/* ---- help --------------------------------------------------------------------------------- */
+
+static void test_help_examples(void **state) {
+    (void)state;
+    static const char *const cmds[] = {"--help", "run --help", "check --help", "emit --help", "bench --help"};
+    int examples = 0;
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        result *r = run("ragjit %s", cmds[c]);
+        expect_ok(r);
+        assert_true(strlen(r->out) > 100);
+        char help[65536];
+        snprintf(help, sizeof help, "%s", r->out);
+        for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
+            if (strncmp(line, "  ragjit ", 9)) continue;
+            result *e = run("%s", line + 2);
+            if (e->status) fail_msg("help example failed (exit %d): %s\n%s", e->status, line + 2, e->err);
+            examples++;
+        }
+    }
+    printf("%d help examples run as pasted\n", examples);
+    assert_true(examples >= 8);
+    expect_fail(run("ragjit"), 2, "");
+    expect_ok(run("ragjit --version"));
+}
+
+/* ---- examples ------------------------------------------------------------------------------ */
+
+static void test_examples_check(void **state) {
+    (void)state;
+    DIR *d = opendir("examples");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".rj")) continue;
+        for (int seed = 1; seed <= 3; seed++) {
+            result *r = run("ragjit check examples/%s --random B=%d,maxlen=%d,seed=%d", e->d_name,
+                            seed * 3, seed * 17, seed);
+            if (r->status) fail_msg("examples/%s (seed %d): exit %d\n%s%s", e->d_name, seed, r->status, r->out, r->err);
+        }
+        n++;
+    }
+    closedir(d);
+    printf("%d example programs checked against the interpreter\n", n);
+    assert_true(n >= 6);
+}
+
+static int files_equal(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int eq = fa && fb;
+    while (eq) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) eq = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return eq;
+}
+
+static void test_run_check_roundtrip(void **state) {
+    (void)state;
+    expect_ok(run("ragjit run examples/reductions.rj --random B=9,maxlen=40,seed=4 --save-data %s/d1 --out %s/o1",
+                  tmpdir, tmpdir));
+    expect_ok(run("ragjit check examples/reductions.rj --data %s/d1", tmpdir));
+    expect_ok(run("ragjit run examples/reductions.rj --data %s/d1 --out %s/o2 --threads 1", tmpdir, tmpdir));
+    static const char *const files[] = {"total", "avg", "peak", "rownorm", "centered", "j1"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char a[512], b[512];
+        snprintf(a, sizeof a, "%s/o1/%s.npy", tmpdir, files[i]);
+        snprintf(b, sizeof b, "%s/o2/%s.npy", tmpdir, files[i]);
+        if (!files_equal(a, b)) fail_msg("%s differs between a random run and its replay", files[i]);
+    }
+    /* a pad length no input determines travels as a 0-d array */
+    static const char prog[] = "ragged j : B\ninput x : f32[B, j, 4]\ny = pad(x, value=1.0, len=L)\noutput y\n";
+    char path[512];
+    snprintf(path, sizeof path, "%s/padl.rj", tmpdir);
+    FILE *f = fopen(path, "w");
+    fputs(prog, f);
+    fclose(f);
+    expect_ok(run("ragjit run %s --random B=3,maxlen=5,L=7 --save-data %s/d2 --out %s/o3", path, tmpdir, tmpdir));
+    expect_ok(run("ragjit check %s --data %s/d2", path, tmpdir));
+    expect_fail(run("ragjit run %s --random B=3,maxlen=5 --out %s/o4", path, tmpdir), 2, "size L is not bound");
+    expect_fail(run("ragjit run %s --random B=3,maxlen=9,minlen=9,L=7 --out %s/o4", path, tmpdir), 2,
+                "pad: length L = 7 is shorter than item 0 of j (9 rows); truncation is not supported");
+    /* bench prints times and throughput */
+    result *r = run("ragjit bench examples/softmax.rj --random B=4,maxlen=8 --reps 3");
+    expect_ok(r);
+    assert_non_null(strstr(r->out, "run median"));
+    assert_non_null(strstr(r->out, "GB/s"));
+}
+
+static void test_emit_stages(void **state) {
+    (void)state;
+    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm", "cuda", "dot"};
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        result *r = run("ragjit emit examples/masked_softmax.rj --stage %s", stages[i]);
+        expect_ok(r);
+        assert_true(strlen(r->out) > 20);
+    }
+    result *r = run("ragjit emit examples/masked_softmax.rj --stage ptx");
+    if (r->status) {
+        printf("ptx stage unavailable here: %s", r->err);
+        assert_int_equal(r->status, 1);
+    } else {
+        assert_non_null(strstr(r->out, ".entry"));
+    }
+    r = run("ragjit emit examples/elementwise.rj --stage asm");
+    expect_ok(r);
+    assert_true(strstr(r->out, "mulps") || strstr(r->out, "fmadd"));
+}
+
+/* ---- failures --------------------------------------------------------------------------------- */
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A .npy file written by hand: header dict and raw data. */
+static void write_npy(const char *path, const char *dict, const void *data, size_t n) {
+    char header[128];
+    int len = snprintf(header, sizeof header, "%s", dict);
+    while ((10 + len + 1) % 64) header[len++] = ' ';
+    header[len++] = '\n';
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    unsigned char hl[2] = {(unsigned char)(len & 0xff), (unsigned char)(len >> 8)};
+    fwrite(hl, 1, 2, f);
+    fwrite(header, 1, (size_t)len, f);
+    if (n) fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+static void test_usage_errors(void **state) {
+    (void)state;
+    const char *S = "examples/softmax.rj";
+    expect_fail(run("ragjit frob"), 2, "unknown command 'frob'");
+    expect_fail(run("ragjit run"), 2, "no PROGRAM given");
+    expect_fail(run("ragjit run nope.rj --random B=2 --out %s/x", tmpdir), 2, "nope.rj: cannot open");
+    expect_fail(run("ragjit run %s --random B=2", S), 2, "--out DIR is required");
+    expect_fail(run("ragjit run %s --out %s/x", S, tmpdir), 2, "give exactly one of --data DIR and --random SPEC");
+    expect_fail(run("ragjit run %s --random B=2 --data . --out %s/x", S, tmpdir), 2, "give exactly one of");
+    expect_fail(run("ragjit run %s --random B=2 --out %s/x --bogus", S, tmpdir), 2, "unknown option '--bogus'");
+    expect_fail(run("ragjit run %s --random B=2 --out", S), 2, "option --out needs a value");
+    expect_fail(run("ragjit run %s --random B=2 --out %s/x --threads zero", S, tmpdir), 2, "--threads must be");
+    expect_fail(run("ragjit run %s --random B=2 --out %s/x --target gpu", S, tmpdir), 2, "unknown target 'gpu'");
+    expect_fail(run("ragjit bench %s --random B=2 --reps -1", S), 2, "--reps must be a positive integer");
+    expect_fail(run("ragjit run %s --random B=x --out %s/x", S, tmpdir), 2, "--random: 'B=x' is not NAME=VALUE");
+    expect_fail(run("ragjit run %s --random B=2,Q=3 --out %s/x", S, tmpdir), 2, "the program has no size named 'Q'");
+    expect_fail(run("ragjit run %s --random maxlen=2 --out %s/x", S, tmpdir), 2, "the number of items is not given");
+    expect_fail(run("ragjit run %s --random B=2 --out %s/x --size D=4", S, tmpdir), 2, "--size: the program has no size named 'D'");
+    expect_fail(run("ragjit emit %s", S), 2, "--stage is required");
+    expect_fail(run("ragjit emit %s --stage nope", S), 2, "unknown stage 'nope'");
+    expect_fail(run("ragjit emit %s --stage graph --random B=2", S), 2, "does not take data options");
+    expect_fail(run("ragjit check %s --random B=2 --target reference", S), 2, "compare the interpreter with itself");
+    expect_fail(run("ragjit run %s --data %s/none --out %s/x", S, tmpdir, tmpdir), 2, "is not a directory");
+    /* syntax errors: location, the line and a caret (three lines) */
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.rj", tmpdir);
+    write_file(path, "ragged j : B\ninput x : f32[B, j, 4]\ny = relu(x +)\noutput y\n");
+    result *r = run("ragjit emit %s --stage graph", path);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "bad.rj:3:13: expected an expression, found ')'"));
+    assert_int_equal(count_lines(r->err), 3);
+    assert_non_null(strstr(r->err, "            ^"));
+    /* shape errors from the builder point at the statement */
+    write_file(path, "ragged j : B\nragged k : B\ninput x : f32[B, j, 4]\ninput y : f32[B, k, 4]\nz = x * y\noutput z\n");
+    r = run("ragjit emit %s --stage graph", path);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "bad.rj:5:7: mul: f32[B, j, 4] and f32[B, k, 4] differ in dim 1 (ragged j vs k)"));
+}
+
+static void test_run_failures(void **state) {
+    (void)state;
+    const char *S = "examples/softmax.rj";
+    result *r = run("ragjit check %s --random B=5,maxlen=30,seed=3 --atol 0 --rtol 0", S);
+    assert_int_equal(r->status, 1);
+    assert_non_null(strstr(r->out, "MISMATCH"));
+    r = run("ragjit run %s --random B=2 --out %s/x --target cuda", S, tmpdir);
+    if (r->status != 0) expect_fail(r, 1, "");
+}
+
+static void test_bad_data(void **state) {
+    (void)state;
+    const char *S = "examples/softmax.rj";
+    char d[512], p[600];
+    snprintf(d, sizeof d, "%s/data", tmpdir);
+    expect_ok(run("ragjit run %s --random B=3,maxlen=4,minlen=1,seed=1 --save-data %s --out %s/o", S, d, tmpdir));
+    /* each case breaks one file, checks the message, and restores it */
+    snprintf(p, sizeof p, "%s/x.npy", d);
+    char good[600];
+    snprintf(good, sizeof good, "%s/x.good", d);
+    rename(p, good);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "x.npy: cannot open");
+    write_file(p, "definitely not numpy");
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "x.npy: not a .npy file (bad magic)");
+    float fl[4] = {0};
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (10, 64), }", fl, sizeof fl);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "x.npy: truncated");
+    double db[64] = {0};
+    write_npy(p, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 64), }", db, sizeof db);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "dtype f64 but input x is declared f32");
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (64,), }", db, 256);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "1 dims but input x needs 2");
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 32), }", db, 256);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "dim 1 is 32 but input x has 64 there");
+    write_npy(p, "{'descr': '>f4', 'fortran_order': False, 'shape': (1, 64), }", db, 256);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "unsupported dtype '>f4'");
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 64), }", db, 256);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "1 rows, but the offsets in");
+    remove(p);
+    rename(good, p);
+    /* offsets */
+    snprintf(p, sizeof p, "%s/j1.npy", d);
+    snprintf(good, sizeof good, "%s/j1.good", d);
+    rename(p, good);
+    int64_t bad_start[] = {1, 2, 3, 4};
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }", bad_start, sizeof bad_start);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "j1.npy: offsets[0] is 1, expected 0");
+    int64_t dec[] = {0, 3, 2, 4};
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }", dec, sizeof dec);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "j1.npy: offsets decrease at index 2");
+    float fo[4] = {0};
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", fo, sizeof fo);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "j1.npy: offsets must be integers");
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2), }", dec, sizeof dec);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "j1.npy: offsets must be 1-d");
+    remove(p);
+    rename(good, p);
+    expect_ok(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir));
+}
+
+/* ---- golden dumps ---------------------------------------------------------------------------- */
+
+static void test_golden(void **state) {
+    (void)state;
+    static const char *const names[] = {"elementwise", "softmax", "masked_softmax",
+                                        "layernorm_gelu", "reductions", "pad_unpad"};
+    static const char *const stages[] = {"graph", "opt", "dot"};
+    bool update = getenv("RAGJIT_UPDATE_GOLDEN") && *getenv("RAGJIT_UPDATE_GOLDEN");
+    int checked = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (size_t s = 0; s < sizeof stages / sizeof stages[0]; s++) {
+            result *r = run("ragjit emit examples/%s.rj --stage %s", names[i], stages[s]);
+            expect_ok(r);
+            char path[512];
+            snprintf(path, sizeof path, "tests/golden/%s.%s", names[i], stages[s]);
+            if (update) {
+                FILE *f = fopen(path, "w");
+                assert_non_null(f);
+                fputs(r->out, f);
+                fclose(f);
+                continue;
+            }
+            FILE *f = fopen(path, "rb");
+            if (!f) fail_msg("%s is missing (RAGJIT_UPDATE_GOLDEN=1 meson test -C build cli)", path);
+            static char want[65536];
+            size_t n = fread(want, 1, sizeof want - 1, f);
+            want[n] = 0;
+            fclose(f);
+            if (strcmp(want, r->out))
+                fail_msg("%s differs from the output of 'ragjit emit examples/%s.rj --stage %s':\n%s",
+                         path, names[i], stages[s], r->out);
+            checked++;
+        }
+    if (update) printf("golden files rewritten; review them with git diff\n");
+    else printf("%d golden dumps match\n", checked);
+}
+
+static int setup(void **state) {
+    (void)state;
+    ragjit = getenv("RAGJIT");
+    if (!ragjit) {
+        fprintf(stderr, "test_cli: set RAGJIT to the ragjit binary\n");
+        return -1;
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ragjit-cli-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_examples),   cmocka_unit_test(test_examples_check),
+        cmocka_unit_test(test_run_check_roundtrip), cmocka_unit_test(test_emit_stages),
+        cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
+        cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
