@@ -39,7 +39,18 @@ case "$cmd" in
     install_missing
     configure build --buildtype=debugoptimized
     ninja -C build
-    ./build/tools/ragjit-demo
+    demo=examples/masked_softmax.rj
+    echo "== the program ($demo)"
+    grep -v '^#' "$demo"
+    echo
+    echo "== what fusion made of it: ./build/tools/ragjit emit $demo --stage fused"
+    ./build/tools/ragjit emit "$demo" --stage fused
+    echo
+    echo "== JIT-compiled and run on random jagged data"
+    ./build/tools/ragjit run "$demo" --random B=3,maxlen=4,seed=1 --out /tmp/ragjit-demo --print --time
+    echo
+    echo "== checked against the reference interpreter (larger batch)"
+    ./build/tools/ragjit check "$demo" --random B=64,maxlen=128,seed=2
     ;;
   test)
     install_missing

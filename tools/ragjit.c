@@ -102,10 +102,12 @@ static const char run_help[] =
     "  --target T          cpu (default), cuda, or reference (the interpreter)\n"
     "  --threads N         CPU worker threads (default: all cores)\n"
     "  --time              print compile and run times to stderr\n"
+    "  --print             also print the outputs, item by item (abridged)\n"
     "%s"
     "\n"
     "examples:\n"
     "  ragjit run examples/softmax.rj --random B=8,maxlen=16,seed=1 --out /tmp/ragjit-out\n"
+    "  ragjit run examples/masked_softmax.rj --random B=3,maxlen=4,seed=1 --out /tmp/ragjit-out --print --time\n"
     "  ragjit run examples/reductions.rj --random B=4,maxlen=8,seed=7 --save-data /tmp/ragjit-in --out /tmp/ragjit-out\n"
     "  ragjit run examples/reductions.rj --data /tmp/ragjit-in --out /tmp/ragjit-out2\n";
 
@@ -173,7 +175,7 @@ typedef struct opts {
     const char *cmd, *prog, *data, *random, *out, *save, *stage;
     rj_target target;
     int threads, reps;
-    bool time;
+    bool time, print;
     double atol, rtol;
     sizeopt sizes[32];
     int nsizes;
@@ -218,7 +220,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         } else {
             snprintf(key, sizeof key, "%s", a);
         }
-        static const char *const flags[] = {"--time", "--help", "-h"};
+        static const char *const flags[] = {"--time", "--print", "--help", "-h"};
         static const char *const valued[] = {"--data", "--random", "--out", "--save-data", "--stage",
                                              "--size", "--target", "--threads", "--reps", "--atol", "--rtol"};
         bool is_flag = false, known = false;
@@ -237,6 +239,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         else if (!strcmp(key, "--save-data")) o->save = val;
         else if (!strcmp(key, "--stage")) o->stage = val;
         else if (!strcmp(key, "--time")) o->time = true;
+        else if (!strcmp(key, "--print")) o->print = true;
         else if (!strcmp(key, "--size")) {
             if (add_size(o, val, "--size")) return EXIT_USAGE;
         } else if (!strcmp(key, "--target")) {
@@ -771,6 +774,53 @@ static int write_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const char 
     return 0;
 }
 
+static double elem(const rj_tensor_info *t, int64_t i) {
+    switch (t->dtype) {
+    case RJ_F32: return ((const float *)t->values)[i];
+    case RJ_F64: return ((const double *)t->values)[i];
+    case RJ_I32: return ((const int32_t *)t->values)[i];
+    case RJ_I64: return (double)((const int64_t *)t->values)[i];
+    default: return ((const uint8_t *)t->values)[i];
+    }
+}
+
+/* A row of `n` elements starting at element `at`, at most 6 shown. */
+static void print_row(const rj_tensor_info *t, int64_t at, int64_t n) {
+    putchar('[');
+    for (int64_t k = 0; k < n && k < 6; k++) printf(k ? " %.4g" : "%.4g", elem(t, at + k));
+    if (n > 6) printf(" ... (%lld)", (long long)n);
+    putchar(']');
+}
+
+static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
+    for (int i = 0; i < g->noutputs; i++) {
+        rj_node n = g->outputs[i].node;
+        rj_tensor_info t;
+        rj_tensor_get_info(rj_bind_result(b, n), &t);
+        char *type = rj_node_type_str(g, n);
+        printf("%s : %s\n", g->outputs[i].name, type ? type : "?");
+        rj_string_free(ctx, type);
+        int first = t.ragged_dim >= 0 ? 2 : (t.rank >= 2 ? 2 : t.rank);
+        int64_t inner = 1;
+        for (int k = first; k < t.rank; k++) inner *= t.shape[k];
+        int64_t items = t.rank ? t.shape[0] : 1;
+        for (int64_t it = 0; it < items && it < 4; it++) {
+            int64_t rows = t.ragged_dim >= 0 ? t.offsets[it + 1] - t.offsets[it] : (t.rank >= 2 ? t.shape[1] : 1);
+            int64_t row0 = t.ragged_dim >= 0 ? t.offsets[it] : it * rows;
+            if (t.rank <= 1) inner = t.rank ? t.shape[0] : 1, rows = 1, row0 = 0;
+            printf("  item %lld (%lld rows):", (long long)it, (long long)rows);
+            for (int64_t r = 0; r < rows && r < 4; r++) {
+                putchar(' ');
+                print_row(&t, (row0 + r) * inner, inner);
+            }
+            if (rows > 4) printf(" ...");
+            putchar('\n');
+            if (t.rank <= 1) break;
+        }
+        if (t.rank > 1 && items > 4) printf("  ... (%lld items)\n", (long long)items);
+    }
+}
+
 static int cmd_run(rj_ctx *ctx, rj_graph *g, const opts *o) {
     if (!o->out) return die_usage("run: --out DIR is required (where the outputs go)");
     dataset d;
@@ -786,6 +836,7 @@ static int cmd_run(rj_ctx *ctx, rj_graph *g, const opts *o) {
         rms = now_ms() - t0;
     }
     if (!r) r = write_outputs(ctx, g, b, o->out);
+    if (!r && o->print) print_outputs(ctx, g, b);
     if (!r && o->time) fprintf(stderr, "ragjit: compile %.2f ms, run %.3f ms\n", cms, rms);
     rj_bind_free(b);
     rj_program_free(p);
@@ -845,8 +896,8 @@ static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
                         g->outputs[i].name, (long long)k, a, w);
             }
         }
-        printf("%-16s %-22s %10lld elements  max |error| %-10.3g %s\n", g->outputs[i].name,
-               "", (long long)cnt, worst, at < 0 ? "ok" : "MISMATCH");
+        printf("%-16s %10lld elements   max |error| %-10.3g %s\n", g->outputs[i].name, (long long)cnt,
+               worst, at < 0 ? "ok" : "MISMATCH");
         bad |= at >= 0;
     }
     rj_bind_free(b);
