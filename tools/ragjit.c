@@ -29,27 +29,20 @@ enum { EXIT_RUN = 1, EXIT_USAGE = 2 };
 
 /* ---- messages ------------------------------------------------------------------------------ */
 
-static int die_usage(const char *fmt, ...) RJ_PRINTF(1, 2);
-static int die_usage(const char *fmt, ...) {
+/* Prints "ragjit: <message>" on stderr and returns the exit status. */
+static int die(int status, const char *fmt, ...) RJ_PRINTF(2, 3);
+static int die(int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("ragjit: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    return EXIT_USAGE;
+    return status;
 }
 
-static int die_run(const char *fmt, ...) RJ_PRINTF(1, 2);
-static int die_run(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ragjit: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return EXIT_RUN;
-}
+#define die_usage(...) die(EXIT_USAGE, __VA_ARGS__)
+#define die_run(...) die(EXIT_RUN, __VA_ARGS__)
 
 static const char main_help[] =
     "ragjit - a JIT compiler for ragged (jagged) tensor expressions\n"

@@ -760,32 +760,28 @@ static value parse_unary(parser *P) {
     return parse_primary(P);
 }
 
-/* term = unary { ("*" | "/") unary } */
-static value parse_term(parser *P) {
-    value a = parse_unary(P);
-    while (!P->failed && (P->tok.kind == T_STAR || P->tok.kind == T_SLASH)) {
+/* One left-associative level of binary operators: operand { op operand }. */
+static value parse_level(parser *P, value (*operand)(parser *), tok_kind k1, rj_op op1, tok_kind k2, rj_op op2) {
+    value a = operand(P);
+    while (!P->failed && (P->tok.kind == k1 || P->tok.kind == k2)) {
         token op = P->tok;
         next(P);
-        value b = parse_unary(P);
-        rj_node n = rj_graph_binary(P->g, op.kind == T_STAR ? RJ_OP_MUL : RJ_OP_DIV, as_node(P, &a), as_node(P, &b));
+        value b = operand(P);
+        rj_node n = rj_graph_binary(P->g, op.kind == k1 ? op1 : op2, as_node(P, &a), as_node(P, &b));
         token at = a.at;
         a = node_value(check(P, n, &op), at);
     }
     return a;
 }
 
+/* term = unary { ("*" | "/") unary } */
+static value parse_term(parser *P) {
+    return parse_level(P, parse_unary, T_STAR, RJ_OP_MUL, T_SLASH, RJ_OP_DIV);
+}
+
 /* additive = term { ("+" | "-") term } */
 static value parse_additive(parser *P) {
-    value a = parse_term(P);
-    while (!P->failed && (P->tok.kind == T_PLUS || P->tok.kind == T_MINUS)) {
-        token op = P->tok;
-        next(P);
-        value b = parse_term(P);
-        rj_node n = rj_graph_binary(P->g, op.kind == T_PLUS ? RJ_OP_ADD : RJ_OP_SUB, as_node(P, &a), as_node(P, &b));
-        token at = a.at;
-        a = node_value(check(P, n, &op), at);
-    }
-    return a;
+    return parse_level(P, parse_term, T_PLUS, RJ_OP_ADD, T_MINUS, RJ_OP_SUB);
 }
 
 /* expr = additive [ ("<" | "<=" | ">" | ">=" | "==" | "!=") additive ] */
