@@ -508,9 +508,16 @@ static void loops(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end, b
     loops_v(L, b, a, dims, k, end, fn, ud, true);
 }
 
-/* Unit loop for UD_ROWS over class cls: for b in blo..bhi, i in the unit range of item b.
- * Returns the block inside the i loop; a->idx[0..1] are set. */
-static blk *rows_loop(lower *L, blk *b, at *a, int32_t cls, blk *scratch_blocks) {
+/* The unit loop nest of UD_ROWS kernels over class cls:
+ *     for b in blo..bhi { start = loff[b]; for i in (rows of item b within [lo, hi)) { ... } }
+ * rows_open fills a->idx[0..1] and returns the block of the i loop; rows_close links it. */
+typedef struct rows_nest {
+    blk item;      /* body of the b loop */
+    blk row;       /* body of the i loop: filled by the caller */
+    int32_t for_i; /* the i loop statement */
+} rows_nest;
+
+static blk *rows_open(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn) {
     lkernel *k = L->k;
     k->domain = UD_ROWS;
     k->dom_class = cls;
@@ -518,27 +525,23 @@ static blk *rows_loop(lower *L, blk *b, at *a, int32_t cls, blk *scratch_blocks)
     int32_t blo = xparam(L, PK_BLO, 0, "blo"), bhi = xparam(L, PK_BHI, 0, "bhi");
     int32_t vb = newvar(L, "b", RJ_I64), vi = newvar(L, "i", RJ_I64);
     int32_t fb = s_for(L, b, vb, blo, bhi, 0);
-    blk *inb = &scratch_blocks[0];
-    *inb = NEWBLK;
-    int32_t xb = xvar(L, vb), lb = xloff(L, cls, xb);
+    rn->item = rn->row = NEWBLK;
+    int32_t xb = xvar(L, vb);
     int32_t vlb = newvar(L, "start", RJ_I64);
-    s_set(L, inb, vlb, lb);
+    s_set(L, &rn->item, vlb, xloff(L, cls, xb));
     int32_t start = xvar(L, vlb);
     int32_t i0 = xmax(L, xsub(L, lo, start), xi(L, 0));
     int32_t i1 = xmin(L, xsub(L, hi, start), xsub(L, xloff(L, cls, xadd(L, xb, xi(L, 1))), start));
-    int32_t fi = s_for(L, inb, vi, i0, i1, 0);
-    close_body(L, fb, inb);
-    blk *ini = &scratch_blocks[1];
-    *ini = NEWBLK;
+    rn->for_i = s_for(L, &rn->item, vi, i0, i1, 0);
+    close_body(L, fb, &rn->item);
     a->idx[0] = xb;
     a->idx[1] = xvar(L, vi);
     a->inclass = cls;
-    scratch_blocks[2].first = fi;
-    return ini;
+    return &rn->row;
 }
 
-static void rows_close(lower *L, blk *scratch_blocks) {
-    close_body(L, scratch_blocks[2].first, &scratch_blocks[1]);
+static void rows_close(lower *L, rows_nest *rn) {
+    close_body(L, rn->for_i, &rn->row);
 }
 
 /* Unit loop for UD_DENSE over dims[0..n): units flattened; returns the unit block. */
@@ -591,10 +594,10 @@ static void lower_map(lower *L, const fuse_group *gr) {
     print_node_type(&w, L->g, d);
     set_what(L, &w);
     if (rp == 1) {
-        blk sb[3];
-        blk *in = rows_loop(L, &top, &a, root_of(L->g, d->dims[1]), sb);
+        rows_nest rn;
+        blk *in = rows_open(L, &top, &a, root_of(L->g, d->dims[1]), &rn);
         loops(L, in, &a, d->dims, 2, d->rank, map_body, (void *)gr);
-        rows_close(L, sb);
+        rows_close(L, &rn);
     } else {
         blk inner;
         int32_t fs;
@@ -659,8 +662,6 @@ static axis_info axis_of(lower *L, const node *root) {
     }
     return ai;
 }
-
-typedef enum { ACC_REDUCE, ACC_MAX, ACC_SUMEXP } acc_kind;
 
 /* The combining step of a reduction in type t. */
 static int32_t combine(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v) {
@@ -971,10 +972,10 @@ static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int 
     at a = {.rank = rank, .inclass = -1, .outclass = -1, .guard = -1};
     const sym *s = rank > 1 ? graph_sym(L->g, dims[1]) : NULL;
     if (s && s->kind == SYM_RAGGED) {
-        blk sb[3];
-        blk *in = rows_loop(L, top, &a, root_of(L->g, dims[1]), sb);
+        rows_nest rn;
+        blk *in = rows_open(L, top, &a, root_of(L->g, dims[1]), &rn);
         loops_v(L, in, &a, dims, 2, stop, fn, ud, false);
-        rows_close(L, sb);
+        rows_close(L, &rn);
         return;
     }
     blk inner;
