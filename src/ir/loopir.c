@@ -124,7 +124,58 @@ static const char *fn_name(int fn) {
     }
 }
 
+/* Shared subexpressions of one statement are printed once, as "%N = ..." lines before it;
+ * printing trees would repeat them (exponentially for chains like h = h * h + h). */
+typedef struct pctx {
+    int32_t *uses;  /* per expression: references from the statement being printed */
+    int32_t *name;  /* per expression: its %N number once printed, else -1 */
+    int32_t next;
+} pctx;
+
+static pctx *P_;    /* set while printing a kernel (the printer is not reentrant per kernel) */
+
+static void print_expr(sbuf *b, const lkernel *k, int32_t id);
+
+static bool trivial(const lx *e) {
+    return e->kind == LX_CONST || e->kind == LX_PARAM || e->kind == LX_VAR;
+}
+
+static void count_uses(const lkernel *k, int32_t id, int32_t *uses) {
+    if (id < 0) return;
+    if (uses[id]++) return; /* children counted on the first visit only */
+    const lx *e = &k->ex[id];
+    count_uses(k, e->a, uses);
+    count_uses(k, e->b, uses);
+    count_uses(k, e->c, uses);
+}
+
+static void print_expr_body(sbuf *b, const lkernel *k, int32_t id);
+
+/* Emits "%N = ..." lines for the shared subexpressions below id, children first. */
+static void print_shared(sbuf *b, const lkernel *k, int32_t id, int depth) {
+    if (id < 0 || !P_ || P_->name[id] >= 0) return;
+    const lx *e = &k->ex[id];
+    print_shared(b, k, e->a, depth);
+    print_shared(b, k, e->b, depth);
+    print_shared(b, k, e->c, depth);
+    if (P_->uses[id] < 2 || trivial(e) || P_->name[id] >= 0) return;
+    for (int i = 0; i < depth; i++) sbuf_puts(b, "  ");
+    int32_t n = P_->next++;
+    sbuf_printf(b, "%%%d = ", n);
+    print_expr_body(b, k, id);
+    sbuf_putc(b, '\n');
+    P_->name[id] = n;
+}
+
 static void print_expr(sbuf *b, const lkernel *k, int32_t id) {
+    if (P_ && P_->name[id] >= 0) {
+        sbuf_printf(b, "%%%d", P_->name[id]);
+        return;
+    }
+    print_expr_body(b, k, id);
+}
+
+static void print_expr_body(sbuf *b, const lkernel *k, int32_t id) {
     const lx *e = &k->ex[id];
     char num[40];
     switch (e->kind) {
@@ -208,9 +259,21 @@ static void indent(sbuf *b, int depth) {
     for (int i = 0; i < depth; i++) sbuf_puts(b, "  ");
 }
 
+/* Before a statement: names for the subexpressions its expressions share. */
+static void prepare_statement(sbuf *b, const lkernel *k, const ls *st, int depth) {
+    if (!P_) return;
+    memset(P_->uses, 0, sizeof(int32_t) * (size_t)k->nex);
+    for (int32_t i = 0; i < k->nex; i++) P_->name[i] = -1;
+    int32_t roots[2] = {st->a, st->b};
+    int nroots = st->kind == LS_STORE || st->kind == LS_FOR ? 2 : 1;
+    for (int r = 0; r < nroots; r++) count_uses(k, roots[r], P_->uses);
+    for (int r = 0; r < nroots; r++) print_shared(b, k, roots[r], depth);
+}
+
 static void print_block(sbuf *b, const lkernel *k, int32_t s, int depth) {
     for (; s >= 0; s = k->st[s].next) {
         const ls *st = &k->st[s];
+        prepare_statement(b, k, st, depth);
         indent(b, depth);
         switch (st->kind) {
         case LS_FOR:
@@ -284,7 +347,16 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
         sbuf_printf(b, "// %s\n", k->what);
         print_kernel_signature(b, k);
         sbuf_puts(b, " {\n");
+        pctx pc = {.next = 0};
+        size_t n = (size_t)(k->nex ? k->nex : 1);
+        pc.uses = mem_alloc(p->ctx, n * sizeof(int32_t));
+        pc.name = mem_alloc(p->ctx, n * sizeof(int32_t));
+        if (!pc.uses || !pc.name) b->failed = true; /* sbuf_finish reports it */
+        else P_ = &pc;
         print_block(b, k, k->body, 1);
+        P_ = NULL;
+        mem_free(p->ctx, pc.uses, n * sizeof(int32_t));
+        mem_free(p->ctx, pc.name, n * sizeof(int32_t));
         sbuf_puts(b, "}\n");
     }
 }

@@ -182,6 +182,9 @@ static int32_t xsel(lower *L, int32_t c, int32_t a, int32_t b) {
 
 static int32_t xcast(lower *L, rj_dtype t, int32_t a) {
     if (L->err || E(L, a)->type == t) return a;
+    const lx *c = E(L, a);
+    if (c->kind == LX_CONST && dtype_is_float(t)) /* literals: fold the conversion */
+        return xconst(L, t, dtype_is_float((rj_dtype)c->type) ? c->f : (double)c->i);
     return X(L, (lx){.kind = LX_CAST, .type = (uint8_t)t, .a = a, .b = -1, .c = -1, .ref = -1});
 }
 
@@ -1070,8 +1073,9 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     double eps = root->fval >= 0 ? root->fval : (t == RJ_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
     norm_pass np = {.nc = nc, .acc = acc, .acc2 = acc2};
     if (layer) {
-        at first = *a;
+        at first = *a; /* guarded: the block may be empty */
         for (int d = nc->lead; d < x->rank; d++) first.idx[d] = xi(L, 0);
+        first.guard = xcmp(L, RJ_OP_GT, n, xi(L, 0));
         L->memo_n = 0;
         s_set(L, b, vk, xcast(L, t, value(L, root->in[0], &first)));
         np.shift = xvar(L, vk);
