@@ -43,6 +43,10 @@ rj_bind *rj_bind_new(rj_program *p) {
         !(b->val = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
         !(b->rows = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
         !(b->used = mem_zalloc(ctx, ns)) ||
+        !(b->loff = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
+        !(b->cbatch = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
+        !(b->loff_own = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
+        !(b->loff_cap = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
         !(b->in = mem_zalloc(ctx, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind))) ||
         !(b->out = mem_zalloc(ctx, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind)))) {
         rj_bind_free(b);
@@ -65,6 +69,12 @@ void rj_bind_free(rj_bind *b) {
     mem_free(ctx, b->val, ns * sizeof(int64_t));
     mem_free(ctx, b->rows, ns * sizeof(int64_t));
     mem_free(ctx, b->used, ns);
+    if (b->loff_own && b->loff_cap)
+        for (size_t s = 0; s < ns; s++) mem_free(ctx, b->loff_own[s], sizeof(int64_t) * (size_t)b->loff_cap[s]);
+    mem_free(ctx, b->loff, ns * sizeof(int64_t *));
+    mem_free(ctx, b->cbatch, ns * sizeof(int64_t));
+    mem_free(ctx, b->loff_own, ns * sizeof(int64_t *));
+    mem_free(ctx, b->loff_cap, ns * sizeof(int64_t));
     mem_free(ctx, b->in, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind));
     mem_free(ctx, b->out, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind));
     mem_free(ctx, b, sizeof *b);
@@ -466,6 +476,41 @@ static rj_status check_overlap(rj_bind *b) {
     return RJ_OK;
 }
 
+/* Logical offsets per ragged class: a packed member's offsets serve the whole class (members
+ * have equal lengths, checked above); if every member is a view with holes, a prefix sum of
+ * the lengths, kept in memory the binding reuses. Kernels iterate a class's rows in this
+ * packed order and address each tensor through its own symbol's offsets. */
+static rj_status class_offsets(rj_bind *b) {
+    const rj_graph *g = b->g;
+    for (int32_t s = 0; s < g->nsym; s++) {
+        b->loff[s] = NULL;
+        if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
+        const rag_bind *src = NULL;
+        for (int32_t m = 0; m < g->nsym; m++)
+            if (b->rag[m].set && g->syms[m].kind == SYM_RAGGED && sym_root(g, m) == s &&
+                (!src || (src->len && !b->rag[m].len)))
+                src = &b->rag[m];
+        if (!src) continue;
+        b->cbatch[s] = src->batch;
+        if (!src->len) {
+            b->loff[s] = src->off;
+            continue;
+        }
+        if (b->loff_cap[s] < src->batch + 1) {
+            int64_t *n = mem_realloc(b->ctx, b->loff_own[s], sizeof(int64_t) * (size_t)b->loff_cap[s],
+                                     sizeof(int64_t) * (size_t)(src->batch + 1));
+            if (!n) return RJ_ERR_NOMEM;
+            b->loff_own[s] = n;
+            b->loff_cap[s] = src->batch + 1;
+        }
+        int64_t *lo = b->loff_own[s];
+        lo[0] = 0;
+        for (int64_t k = 0; k < src->batch; k++) lo[k + 1] = lo[k] + src->len[k];
+        b->loff[s] = lo;
+    }
+    return RJ_OK;
+}
+
 rj_status bind_prepare(rj_bind *b) {
     const rj_graph *g = b->g;
     rj_ctx *ctx = b->ctx;
@@ -475,7 +520,7 @@ rj_status bind_prepare(rj_bind *b) {
             return ctx_fail(ctx, RJ_ERR_UNBOUND, "input %s is not bound (rj_bind_input or "
                             "rj_bind_tensor)", g->nodes[g->inputs[i]].name);
     rj_status s = check_ragged(b);
-    if (s) return s;
+    if (s || (s = class_offsets(b))) return s;
     uint8_t stack_known[64], *known = stack_known;
     size_t kn = (size_t)g->nsym;
     if (kn > sizeof stack_known && !(known = mem_alloc(ctx, kn))) return RJ_ERR_NOMEM;

@@ -55,7 +55,6 @@ typedef struct owned {
 typedef struct cpu_state {
     cpu_entry *e;
     owned *temp;          /* per temporary buffer */
-    owned *loff;          /* per symbol: logical offsets computed for views with holes */
     owned scratch;        /* per-thread accumulators */
 } cpu_state;
 
@@ -177,13 +176,10 @@ static void cpu_release(rj_program *p) {
     if (!st) return;
     rj_ctx *ctx = p->ctx;
     if (st->e) {
-        int32_t nt = st->e->comp.lp.ntemps, ns = p->g->nsym;
+        int32_t nt = st->e->comp.lp.ntemps;
         if (st->temp)
             for (int32_t i = 0; i < nt; i++) mem_free(ctx, st->temp[i].p, st->temp[i].bytes);
         mem_free(ctx, st->temp, sizeof(owned) * (size_t)(nt ? nt : 1));
-        if (st->loff)
-            for (int32_t i = 0; i < ns; i++) mem_free(ctx, st->loff[i].p, st->loff[i].bytes);
-        mem_free(ctx, st->loff, sizeof(owned) * (size_t)(ns ? ns : 1));
         st->e->refs--;
     }
     mem_free(ctx, st->scratch.p, st->scratch.bytes);
@@ -218,8 +214,8 @@ typedef struct run {
     rj_bind *b;
     cpu_state *st;
     const lprog *lp;
-    const int64_t **loff; /* per symbol: logical offsets of its class (set for roots) */
-    int64_t *batch;       /* per symbol: batch of its class */
+    const int64_t **loff; /* per class root: logical offsets (the binding's) */
+    const int64_t *batch; /* per class root: batch size */
 } run;
 
 static bool grow(rj_ctx *ctx, owned *o, size_t need) {
@@ -229,38 +225,6 @@ static bool grow(rj_ctx *ctx, owned *o, size_t need) {
     o->p = n;
     o->bytes = need ? need : 1;
     return true;
-}
-
-/* Logical offsets of each class that some kernel needs. */
-static rj_status class_offsets(run *r) {
-    const rj_graph *g = r->p->g;
-    rj_bind *b = r->b;
-    cpu_state *st = r->st;
-    int32_t ns = g->nsym;
-    if (!st->loff && !(st->loff = mem_zalloc(r->ctx, sizeof(owned) * (size_t)(ns ? ns : 1))))
-        return RJ_ERR_NOMEM;
-    for (int32_t s = 0; s < ns; s++) {
-        if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
-        /* a packed member's offsets are the logical offsets of the whole class */
-        const rag_bind *src = NULL;
-        for (int32_t m = 0; m < ns; m++)
-            if (b->rag[m].set && sym_root(g, m) == s && g->syms[m].kind == SYM_RAGGED &&
-                (!src || (src->len && !b->rag[m].len)))
-                src = &b->rag[m];
-        if (!src) continue;
-        r->batch[s] = src->batch;
-        if (!src->len) {
-            r->loff[s] = src->off;
-            continue;
-        }
-        size_t need = sizeof(int64_t) * (size_t)(src->batch + 1);
-        if (!grow(r->ctx, &st->loff[s], need)) return RJ_ERR_NOMEM;
-        int64_t *lo = st->loff[s].p;
-        lo[0] = 0;
-        for (int64_t k = 0; k < src->batch; k++) lo[k + 1] = lo[k] + src->len[k];
-        r->loff[s] = lo;
-    }
-    return RJ_OK;
 }
 
 static int64_t dims_numel(run *r, const rj_dim *dims, int n) {
@@ -301,28 +265,6 @@ static void *buf_ptr(run *r, const lbuf *lb) {
     case LB_OUTPUT: return r->b->out[lb->index].data;
     default: return (void *)(((uintptr_t)r->st->temp[lb->index].p + 63) & ~(uintptr_t)63);
     }
-}
-
-/* Largest b in [0, B] with loff[b] <= v. */
-static int64_t upper_item(const int64_t *loff, int64_t B, int64_t v) {
-    int64_t lo = 0, hi = B;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (loff[mid] <= v) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
-/* Smallest b in [0, B] with loff[b] >= v. */
-static int64_t lower_item(const int64_t *loff, int64_t B, int64_t v) {
-    int64_t lo = 0, hi = B;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (loff[mid] >= v) hi = mid;
-        else lo = mid + 1;
-    }
-    return lo;
 }
 
 /* Chunks per thread: a few more chunks than threads, taken dynamically, absorb threads that
@@ -477,8 +419,8 @@ static void call_kernel(run *r, const cpu_entry *e, int32_t ki, const plan_k *pk
             break;
         }
         case PK_NT: vals[a].i = nt; break;
-        case PK_BLO: vals[a].i = upper_item(r->loff[k->dom_class], r->batch[k->dom_class], lo); break;
-        case PK_BHI: vals[a].i = lower_item(r->loff[k->dom_class], r->batch[k->dom_class], hi); break;
+        case PK_BLO: vals[a].i = item_at_or_before(r->loff[k->dom_class], r->batch[k->dom_class], lo); break;
+        case PK_BHI: vals[a].i = item_at_or_after(r->loff[k->dom_class], r->batch[k->dom_class], hi); break;
         }
     }
     ffi_call((ffi_cif *)&e->kern[ki].cif, FFI_FN(e->fns[ki]), NULL, argv);
@@ -488,25 +430,8 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
     rj_ctx *ctx = p->ctx;
     cpu_state *st = p->impl;
     const cpu_entry *e = st->e;
-    int32_t ns = p->g->nsym ? p->g->nsym : 1;
-    const int64_t *loff_stack[32];
-    int64_t batch_stack[32];
-    run r = {.ctx = ctx, .p = p, .b = b, .st = st, .lp = &e->comp.lp,
-             .loff = loff_stack, .batch = batch_stack};
-    if (ns > 32) {
-        r.loff = mem_zalloc(ctx, sizeof(int64_t *) * (size_t)ns);
-        r.batch = mem_zalloc(ctx, sizeof(int64_t) * (size_t)ns);
-        if (!r.loff || !r.batch) {
-            mem_free(ctx, (void *)r.loff, sizeof(int64_t *) * (size_t)ns);
-            mem_free(ctx, r.batch, sizeof(int64_t) * (size_t)ns);
-            return RJ_ERR_NOMEM;
-        }
-    } else {
-        memset(loff_stack, 0, sizeof loff_stack);
-        memset(batch_stack, 0, sizeof batch_stack);
-    }
-    rj_status s = class_offsets(&r);
-    if (!s) s = temps(&r);
+    run r = {.ctx = ctx, .p = p, .b = b, .st = st, .lp = &e->comp.lp, .loff = b->loff, .batch = b->cbatch};
+    rj_status s = temps(&r);
     for (int32_t ki = 0; !s && ki < r.lp->nkernels; ki++) {
         const lkernel *k = &r.lp->kernels[ki];
         if (k->nparams > 64) {
@@ -537,10 +462,6 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(pk.nth)
             for (int c = 0; c < pk.nchunks; c++) call_kernel(&r, e, ki, &pk, c, omp_get_thread_num(), nt);
         }
-    }
-    if (ns > 32) {
-        mem_free(ctx, (void *)r.loff, sizeof(int64_t *) * (size_t)ns);
-        mem_free(ctx, r.batch, sizeof(int64_t) * (size_t)ns);
     }
     return s;
 }

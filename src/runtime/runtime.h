@@ -90,8 +90,34 @@ struct rj_bind {
     int64_t *val;         /* per symbol: dense size, max(j) size, or the max row of a ragged */
     int64_t *rows;        /* per symbol: rows addressed by a ragged symbol's offsets */
     uint8_t *used;        /* per symbol: appears in some shape of the graph */
+    const int64_t **loff; /* per class root: logical (packed) row offsets of the class, B+1 */
+    int64_t *cbatch;      /* per class root: its batch size */
+    int64_t **loff_own;   /* per class root: loff computed for views with holes (reused) */
+    int64_t *loff_cap;    /* their capacities, in entries */
     bool prepared;        /* the last run succeeded: results are valid */
 };
+
+/* Items of a class whose logical rows meet the range [lo, hi): the largest b with
+ * loff[b] <= lo, and the smallest b with loff[b] >= hi (both in [0, B]). */
+static inline int64_t item_at_or_before(const int64_t *loff, int64_t B, int64_t v) {
+    int64_t lo = 0, hi = B;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (loff[mid] <= v) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+static inline int64_t item_at_or_after(const int64_t *loff, int64_t B, int64_t v) {
+    int64_t lo = 0, hi = B;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (loff[mid] >= v) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
 
 /* Checks every binding and resolves the sizes of this run (see the file comment). */
 rj_status bind_prepare(rj_bind *b);

@@ -438,9 +438,6 @@ typedef struct run {
     cuda_prog *cp;
     const lprog *lp;
     int32_t nsym;
-    const int64_t **loff;  /* per symbol: logical offsets of its class (host; set for roots) */
-    int64_t *batch;        /* per symbol: batch of its class */
-    int64_t **own;         /* per symbol: logical offsets computed here (views with holes) */
     CUdeviceptr *dbuf;     /* per loop-IR buffer */
     CUdeviceptr *doff;     /* per symbol: its offsets on the device */
     CUdeviceptr *dloff;    /* per symbol (class root): logical offsets on the device */
@@ -470,34 +467,6 @@ static rj_status upload(run *r, CUdeviceptr *d, const void *src, int64_t bytes, 
     return e ? cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuMemcpyHtoD_v2", e, what) : RJ_OK;
 }
 
-/* Logical offsets of every ragged class, as the CPU runtime computes them. */
-static rj_status class_offsets(run *r) {
-    const rj_graph *g = r->p->g;
-    rj_bind *b = r->b;
-    for (int32_t s = 0; s < g->nsym; s++) {
-        if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
-        /* a packed member's offsets are the logical offsets of the whole class */
-        const rag_bind *src = NULL;
-        for (int32_t m = 0; m < g->nsym; m++)
-            if (b->rag[m].set && sym_root(g, m) == s && g->syms[m].kind == SYM_RAGGED &&
-                (!src || (src->len && !b->rag[m].len)))
-                src = &b->rag[m];
-        if (!src) continue;
-        r->batch[s] = src->batch;
-        if (!src->len) {
-            r->loff[s] = src->off;
-            continue;
-        }
-        int64_t *lo = mem_alloc(r->ctx, sizeof(int64_t) * (size_t)(src->batch + 1));
-        if (!lo) return RJ_ERR_NOMEM;
-        r->own[s] = lo;
-        lo[0] = 0;
-        for (int64_t k = 0; k < src->batch; k++) lo[k + 1] = lo[k] + src->len[k];
-        r->loff[s] = lo;
-    }
-    return RJ_OK;
-}
-
 static rj_status dims_numel(run *r, const rj_dim *dims, int n, int64_t *out) {
     int64_t c = 1;
     for (int k = 0; k < n; k++)
@@ -507,12 +476,12 @@ static rj_status dims_numel(run *r, const rj_dim *dims, int n, int64_t *out) {
     return RJ_OK;
 }
 
-/* The class's logical offsets, or an internal error if the run did not compute them. */
+/* The class's logical offsets (computed by bind_prepare), or an internal error if absent. */
 static rj_status class_loff(run *r, int32_t cls, const int64_t **lo, int64_t *B) {
-    if (cls < 0 || cls >= r->nsym || !r->loff[cls])
+    if (cls < 0 || cls >= r->nsym || !r->b->loff[cls])
         return ctx_fail(r->ctx, RJ_ERR_INTERNAL, "CUDA run: no offsets for ragged class %d", (int)cls);
-    *lo = r->loff[cls];
-    *B = r->batch[cls];
+    *lo = r->b->loff[cls];
+    *B = r->b->cbatch[cls];
     return RJ_OK;
 }
 
@@ -561,28 +530,6 @@ static rj_status buffers(run *r) {
     return RJ_OK;
 }
 
-/* Largest b in [0, B] with loff[b] <= v. */
-static int64_t upper_item(const int64_t *loff, int64_t B, int64_t v) {
-    int64_t lo = 0, hi = B;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (loff[mid] <= v) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
-/* Smallest b in [0, B] with loff[b] >= v. */
-static int64_t lower_item(const int64_t *loff, int64_t B, int64_t v) {
-    int64_t lo = 0, hi = B;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (loff[mid] >= v) hi = mid;
-        else lo = mid + 1;
-    }
-    return lo;
-}
-
 /* How one kernel is launched. */
 typedef struct plan {
     int64_t units, tile, blo, bhi;
@@ -599,8 +546,8 @@ static rj_status plan_kernel(run *r, const lkernel *k, plan *pk) {
     case UD_ROWS:
         if ((s = class_loff(r, k->dom_class, &lo, &B))) return s;
         pk->units = lo[B];
-        pk->blo = upper_item(lo, B, 0);
-        pk->bhi = lower_item(lo, B, pk->units);
+        pk->blo = item_at_or_before(lo, B, 0);
+        pk->bhi = item_at_or_after(lo, B, pk->units);
         break;
     case UD_ITEMS: {
         int64_t N;
@@ -735,17 +682,13 @@ static rj_status cuda_run(rj_program *p, rj_bind *b) {
     if (!cp || !cp->mod) return ctx_fail(ctx, RJ_ERR_INTERNAL, "CUDA run: the program is not compiled");
     run r = {.ctx = ctx, .p = p, .b = b, .cp = cp, .lp = &cp->comp.lp, .nsym = p->g->nsym};
     size_t ns = (size_t)(r.nsym ? r.nsym : 1), nb = (size_t)(r.lp->nbufs ? r.lp->nbufs : 1);
-    r.loff = mem_zalloc(ctx, sizeof(int64_t *) * ns);
-    r.batch = mem_zalloc(ctx, sizeof(int64_t) * ns);
-    r.own = mem_zalloc(ctx, sizeof(int64_t *) * ns);
     r.doff = mem_zalloc(ctx, sizeof(CUdeviceptr) * ns);
     r.dloff = mem_zalloc(ctx, sizeof(CUdeviceptr) * ns);
     r.dbuf = mem_zalloc(ctx, sizeof(CUdeviceptr) * nb);
     rj_status s = RJ_OK;
     CUresult e;
-    if (!r.loff || !r.batch || !r.own || !r.doff || !r.dloff || !r.dbuf) s = RJ_ERR_NOMEM;
+    if (!r.doff || !r.dloff || !r.dbuf) s = RJ_ERR_NOMEM;
     else if ((e = cu.CtxSetCurrent(cp->cuctx))) s = cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSetCurrent", e, NULL);
-    if (!s) s = class_offsets(&r);
     if (!s) s = buffers(&r);
     for (int32_t ki = 0; !s && ki < r.lp->nkernels; ki++) s = launch(&r, ki);
     if (!s && (e = cu.CtxSynchronize())) s = cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSynchronize", e, "(a kernel failed)");
@@ -766,12 +709,8 @@ static rj_status cuda_run(rj_program *p, rj_bind *b) {
     for (size_t i = 0; i < ns; i++) {
         if (r.doff && r.doff[i]) cu.MemFree(r.doff[i]);
         if (r.dloff && r.dloff[i]) cu.MemFree(r.dloff[i]);
-        if (r.own && r.own[i]) mem_free(ctx, r.own[i], sizeof(int64_t) * (size_t)(r.batch[i] + 1));
     }
     if (r.scratch) cu.MemFree(r.scratch);
-    mem_free(ctx, (void *)r.loff, sizeof(int64_t *) * ns);
-    mem_free(ctx, r.batch, sizeof(int64_t) * ns);
-    mem_free(ctx, r.own, sizeof(int64_t *) * ns);
     mem_free(ctx, r.doff, sizeof(CUdeviceptr) * ns);
     mem_free(ctx, r.dloff, sizeof(CUdeviceptr) * ns);
     mem_free(ctx, r.dbuf, sizeof(CUdeviceptr) * nb);
