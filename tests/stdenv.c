@@ -1,0 +1,339 @@
+/*
+ * stdenv.c — the standard test graph, its random data (packed and with holes), binding, and
+ * the comparison against the reference interpreter, and the corpus of fused chains. See
+ * stdenv.h.
+ */
+#include "stdenv.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+env env_new(rj_ctx *ctx, rj_dtype ft) {
+    env e = {.ft = ft};
+    e.g = rj_graph_new(ctx);
+    e.B = rj_graph_dense(e.g, "B");
+    e.J = rj_graph_ragged(e.g, "j1", e.B);
+    e.L = rj_graph_dense(e.g, "L");
+    e.x = rj_graph_input(e.g, "x", ft, 3, (rj_dim[]){e.B, e.J, D});
+    e.y = rj_graph_input(e.g, "y", ft, 3, (rj_dim[]){e.B, e.J, D});
+    e.w = rj_graph_input(e.g, "w", ft, 1, (rj_dim[]){D});
+    e.v = rj_graph_input(e.g, "v", ft, 1, (rj_dim[]){D});
+    e.m = rj_graph_input(e.g, "m", RJ_BOOL, 3, (rj_dim[]){e.B, e.J, D});
+    e.xi = rj_graph_input(e.g, "xi", RJ_I32, 3, (rj_dim[]){e.B, e.J, D});
+    e.pb = rj_graph_input(e.g, "pb", ft, 2, (rj_dim[]){e.B, D});
+    e.p3 = rj_graph_input(e.g, "p3", ft, 3, (rj_dim[]){e.B, 1, D});
+    return e;
+}
+
+data data_new(len_pattern p, rj_dtype ft, uint64_t seed) {
+    data d = {0};
+    uint64_t s = seed * 1315423911u + (uint64_t)p;
+    d.B = make_offsets(p, &s, &d.off);
+    d.rows = d.off[d.B];
+    for (int64_t b = 0; b < d.B; b++)
+        if (d.off[b + 1] - d.off[b] > d.maxlen) d.maxlen = d.off[b + 1] - d.off[b];
+    d.x = random_values(ft, d.rows * D, &s);
+    d.y = random_values(ft, d.rows * D, &s);
+    d.w = random_values(ft, D, &s);
+    d.v = random_values(ft, D, &s);
+    d.m = random_values(RJ_BOOL, d.rows * D, &s);
+    d.xi = random_values(RJ_I32, d.rows * D, &s);
+    d.pb = random_values(ft, d.B * D, &s);
+    d.p3 = random_values(ft, d.B * D, &s);
+    return d;
+}
+
+void data_free(data *d) {
+    free(d->off), free(d->x), free(d->y), free(d->w), free(d->v), free(d->m), free(d->xi);
+    free(d->pb), free(d->p3);
+}
+
+static void *spread(const data *d, const holes *h, const void *src, rj_dtype t) {
+    size_t es = rj_dtype_size(t), row = es * D;
+    char *p = malloc(row * (size_t)(h->rows + 1));
+    for (int64_t r = 0; r < h->rows * D; r++) {
+        switch (t) {
+        case RJ_F32: ((float *)p)[r] = NAN; break;
+        case RJ_F64: ((double *)p)[r] = NAN; break;
+        case RJ_I32: ((int32_t *)p)[r] = 1 << 30; break;
+        default: ((uint8_t *)p)[r] = 1; break;
+        }
+    }
+    for (int64_t b = 0; b < d->B; b++)
+        memcpy(p + row * (size_t)h->off[b], (const char *)src + row * (size_t)d->off[b], row * (size_t)h->len[b]);
+    return p;
+}
+
+holes holes_new(const data *d, rj_dtype ft) {
+    holes h = {0};
+    h.off = malloc(sizeof(int64_t) * (size_t)(d->B + 1));
+    h.len = malloc(sizeof(int64_t) * (size_t)(d->B + 1));
+    for (int64_t b = 0; b <= d->B; b++) h.off[b] = d->off[b] + 2 * b;
+    for (int64_t b = 0; b < d->B; b++) {
+        h.len[b] = d->off[b + 1] - d->off[b];
+        h.rows = h.off[b] + h.len[b];
+    }
+    h.x = spread(d, &h, d->x, ft);
+    h.y = spread(d, &h, d->y, ft);
+    h.m = spread(d, &h, d->m, RJ_BOOL);
+    h.xi = spread(d, &h, d->xi, RJ_I32);
+    return h;
+}
+
+void holes_free(holes *h) { free(h->off), free(h->len), free(h->x), free(h->y), free(h->m), free(h->xi); }
+
+void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes *h) {
+    if (h) {
+        assert_ok(ctx, rj_bind_offsets(b, e->J, d->B, h->off, h->len));
+        assert_ok(ctx, rj_bind_input(b, e->x, h->x, h->rows * D));
+        assert_ok(ctx, rj_bind_input(b, e->y, h->y, h->rows * D));
+        assert_ok(ctx, rj_bind_input(b, e->m, h->m, h->rows * D));
+        assert_ok(ctx, rj_bind_input(b, e->xi, h->xi, h->rows * D));
+        assert_ok(ctx, rj_bind_size(b, e->L, d->maxlen + 3));
+        assert_ok(ctx, rj_bind_input(b, e->w, d->w, D));
+        assert_ok(ctx, rj_bind_input(b, e->v, d->v, D));
+        assert_ok(ctx, rj_bind_input(b, e->pb, d->pb, d->B * D));
+        assert_ok(ctx, rj_bind_input(b, e->p3, d->p3, d->B * D));
+        return;
+    }
+    assert_ok(ctx, rj_bind_offsets(b, e->J, d->B, d->off, NULL));
+    assert_ok(ctx, rj_bind_size(b, e->L, d->maxlen + 3));
+    assert_ok(ctx, rj_bind_input(b, e->x, d->x, d->rows * D));
+    assert_ok(ctx, rj_bind_input(b, e->y, d->y, d->rows * D));
+    assert_ok(ctx, rj_bind_input(b, e->w, d->w, D));
+    assert_ok(ctx, rj_bind_input(b, e->v, d->v, D));
+    assert_ok(ctx, rj_bind_input(b, e->m, d->m, d->rows * D));
+    assert_ok(ctx, rj_bind_input(b, e->xi, d->xi, d->rows * D));
+    assert_ok(ctx, rj_bind_input(b, e->pb, d->pb, d->B * D));
+    assert_ok(ctx, rj_bind_input(b, e->p3, d->p3, d->B * D));
+}
+
+int64_t numel_of(const rj_tensor_info *t) {
+    if (t->ragged_dim < 0) return t->rows;
+    int64_t n = t->rows;
+    for (int k = 2; k < t->rank; k++) n *= t->shape[k];
+    return n;
+}
+
+static void compare_values(const char *what, rj_dtype t, const void *got, const void *want, int64_t n) {
+    if (!(t == RJ_F32 || t == RJ_F64)) {
+        size_t es = rj_dtype_size(t);
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp((const char *)got + i * es, (const char *)want + i * es, es))
+                fail_msg("%s: element %lld is %g, expected %g", what, (long long)i,
+                         elem_get(got, t, i), elem_get(want, t, i));
+        return;
+    }
+    double scale = 1;
+    for (int64_t i = 0; i < n; i++) {
+        double v = fabs(elem_get(want, t, i));
+        if (isfinite(v) && v > scale) scale = v;
+    }
+    bool f32 = t == RJ_F32;
+    double rtol = f32 ? 1e-4 : 1e-10, atol = (f32 ? 2e-5 : 1e-12) * scale;
+    for (int64_t i = 0; i < n; i++) {
+        double a = elem_get(got, t, i), b = elem_get(want, t, i);
+        if ((isnan(a) && isnan(b)) || (isinf(b) && a == b) || fabs(a - b) <= atol + rtol * fabs(b))
+            continue;
+        fail_msg("%s: element %lld of %lld is %.9g, expected %.9g", what, (long long)i, (long long)n, a, b);
+    }
+}
+
+/* The values of a jagged tensor's items, packed (a view with holes leaves the holes out). */
+static void *packed(const rj_tensor_info *t, int64_t *n) {
+    size_t es = rj_dtype_size(t->dtype);
+    int64_t inner = 1;
+    for (int k = 2; k < t->rank; k++) inner *= t->shape[k];
+    int64_t rows = 0;
+    for (int64_t b = 0; b < t->shape[0]; b++) rows += t->lengths[b];
+    char *p = malloc(es * (size_t)(rows * inner + 1)), *q = p;
+    for (int64_t b = 0; b < t->shape[0]; b++) {
+        size_t bytes = es * (size_t)(t->lengths[b] * inner);
+        memcpy(q, (const char *)t->values + es * (size_t)(t->offsets[b] * inner), bytes);
+        q += bytes;
+    }
+    *n = rows * inner;
+    return p;
+}
+
+void compare(const char *what, const rj_tensor_info *got, const rj_tensor_info *want) {
+    assert_int_equal(got->dtype, want->dtype);
+    assert_int_equal(got->rank, want->rank);
+    int64_t n = numel_of(want);
+    assert_int_equal(numel_of(got), n);
+    if (!want->lengths) {
+        compare_values(what, want->dtype, got->values, want->values, n);
+        return;
+    }
+    int64_t ng, nw; /* holes hold whatever the memory held: compare the items only */
+    void *g = packed(got, &ng), *w = packed(want, &nw);
+    assert_int_equal(ng, nw);
+    compare_values(what, want->dtype, g, w, nw);
+    free(g);
+    free(w);
+}
+
+/* ---- fused chains ------------------------------------------------------------------------ */
+
+static void c_relu_affine(env *e) { out(e, un(e, RJ_OP_RELU, affine(e))); }
+static void c_softmax_relu_affine(env *e) { out(e, rj_graph_softmax(e->g, un(e, RJ_OP_RELU, affine(e)), 1)); }
+static void c_gelu_chain(env *e) { out(e, bin(e, RJ_OP_MUL, un(e, RJ_OP_GELU, affine(e)), S(e, 0.5))); }
+static void c_gelu_tanh_silu(env *e) { out(e, un(e, RJ_OP_SILU, un(e, RJ_OP_GELU_TANH, e->x))); }
+static void c_unpad_pad(env *e) {
+    rj_node p = rj_graph_pad(e->g, e->x, 0, RJ_DIM_NONE);
+    out(e, rj_graph_unpad(e->g, bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL, p, S(e, 2)), S(e, 1)), e->J));
+}
+static void c_sum_pad_nonzero(env *e) { out(e, rj_graph_reduce(e->g, RJ_OP_SUM, rj_graph_pad(e->g, e->x, 0.75, e->L), 1, false)); }
+static void c_mean_pad(env *e) { out(e, rj_graph_reduce(e->g, RJ_OP_MEAN, rj_graph_pad(e->g, e->x, 0, RJ_DIM_NONE), 1, false)); }
+static void c_max_pad(env *e) { out(e, rj_graph_reduce(e->g, RJ_OP_MAX, rj_graph_pad(e->g, e->x, 1.25, e->L), 1, true)); }
+static void c_min_prod_pad(env *e) {
+    out(e, rj_graph_reduce(e->g, RJ_OP_MIN, rj_graph_pad(e->g, e->x, -0.5, e->L), 1, false));
+    out(e, rj_graph_reduce(e->g, RJ_OP_PROD, rj_graph_pad(e->g, e->x, 1.01, e->L), 1, false));
+}
+static void c_softmax_pad0(env *e) {
+    rj_node s = rj_graph_softmax(e->g, rj_graph_pad(e->g, e->x, 0, e->L), 1);
+    out(e, s);
+    out(e, rj_graph_unpad(e->g, s, e->J));
+}
+static void c_masked_softmax_unpad(env *e) {
+    rj_node s = rj_graph_softmax(e->g, rj_graph_pad(e->g, e->x, -INFINITY, RJ_DIM_NONE), 1);
+    out(e, rj_graph_unpad(e->g, s, e->J));
+}
+static void c_log_softmax_pad_affine(env *e) {
+    rj_node p = rj_graph_pad(e->g, affine(e), 0.5, e->L);
+    out(e, rj_graph_unpad(e->g, rj_graph_log_softmax(e->g, bin(e, RJ_OP_MUL, p, S(e, 3)), 1), e->J));
+}
+static void c_sum_padded_expr(env *e) {
+    /* padding combined with per-column operands: still closed form */
+    rj_node p = bin(e, RJ_OP_MUL, rj_graph_pad(e->g, e->x, 2, e->L), e->w);
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, un(e, RJ_OP_EXP, p), 1, false));
+}
+static void c_pad_mixed_two(env *e) {
+    /* two padded tensors combined: the padding region is a loop, not a constant */
+    rj_node p = bin(e, RJ_OP_ADD, rj_graph_pad(e->g, e->x, 1, e->L), rj_graph_pad(e->g, e->y, 2, e->L));
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, p, 1, false));
+    out(e, p);
+}
+static void c_layernorm_gelu(env *e) {
+    rj_node n = rj_graph_layer_norm(e->g, e->x, 1, e->w, e->v, -1);
+    out(e, un(e, RJ_OP_GELU, bin(e, RJ_OP_ADD, n, S(e, 0.1))));
+}
+static void c_rmsnorm_residual(env *e) {
+    out(e, bin(e, RJ_OP_ADD, rj_graph_rms_norm(e->g, bin(e, RJ_OP_ADD, e->x, e->y), 1, e->w, -1), e->x));
+}
+static void c_relu_sum(env *e) { out(e, un(e, RJ_OP_RELU, rj_graph_reduce(e->g, RJ_OP_SUM, un(e, RJ_OP_TANH, e->x), 1, false))); }
+static void c_mean_center(env *e) {
+    rj_node m = rj_graph_reduce(e->g, RJ_OP_MEAN, e->x, 1, true);
+    out(e, bin(e, RJ_OP_SUB, e->x, m));
+}
+static void c_two_outputs(env *e) {
+    rj_node h = un(e, RJ_OP_SIGMOID, affine(e));
+    out(e, h);
+    out(e, bin(e, RJ_OP_MUL, h, e->y));
+    out(e, rj_graph_reduce(e->g, RJ_OP_MAX, h, 1, false));
+}
+static void c_where_chain(env *e) {
+    rj_node c = bin(e, RJ_OP_GT, e->x, e->y);
+    out(e, rj_graph_where(e->g, c, un(e, RJ_OP_EXP, e->x), bin(e, RJ_OP_SUB, e->y, e->w)));
+}
+static void c_masked_fill_softmax(env *e) {
+    out(e, rj_graph_softmax(e->g, rj_graph_masked_fill(e->g, e->x, e->m, -1e9), 1));
+}
+static void c_int_chain(env *e) {
+    rj_node a = bin(e, RJ_OP_MUL, e->xi, rj_graph_scalar_int(e->g, 3));
+    out(e, bin(e, RJ_OP_MAXIMUM, bin(e, RJ_OP_POW, a, rj_graph_scalar_int(e->g, 2)), e->xi));
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, a, 1, false));
+}
+static void c_cast_chain(env *e) {
+    rj_node c = rj_graph_cast(e->g, bin(e, RJ_OP_MUL, e->x, S(e, 10)), RJ_I32);
+    out(e, bin(e, RJ_OP_DIV, c, rj_graph_scalar_int(e->g, 4)));
+}
+static void c_item_broadcast(env *e) {
+    out(e, un(e, RJ_OP_SQRT, un(e, RJ_OP_ABS, bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL, e->x, e->p3), e->w))));
+}
+static void c_softmax_dense(env *e) { out(e, bin(e, RJ_OP_MUL, rj_graph_softmax(e->g, affine(e), 2), S(e, 4))); }
+static void c_log_sigmoid_sum(env *e) {
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, un(e, RJ_OP_LOG, un(e, RJ_OP_SIGMOID, e->x)), 2, false));
+}
+static void c_pow_chain(env *e) { out(e, bin(e, RJ_OP_POW, un(e, RJ_OP_ABS, e->x), S(e, 0.5))); }
+static void c_trig(env *e) { out(e, bin(e, RJ_OP_ADD, un(e, RJ_OP_SIN, e->x), un(e, RJ_OP_COS, e->y))); }
+static void c_pad_output_affine(env *e) { out(e, rj_graph_pad(e->g, affine(e), -1, RJ_DIM_NONE)); }
+static void c_unpad_of_padded_affine_sum(env *e) {
+    rj_node p = rj_graph_pad(e->g, e->x, 0, RJ_DIM_NONE);
+    rj_node u = rj_graph_unpad(e->g, un(e, RJ_OP_RELU, bin(e, RJ_OP_MUL, p, e->w)), e->J);
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, u, 1, false));
+}
+static void c_softmax_then_sum(env *e) {
+    rj_node s = rj_graph_softmax(e->g, e->x, 1);
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, bin(e, RJ_OP_MUL, s, e->y), 1, false));
+}
+static void c_norm_of_softmax(env *e) {
+    out(e, rj_graph_layer_norm(e->g, rj_graph_softmax(e->g, e->x, 1), 1, RJ_NONE, RJ_NONE, 1e-3));
+}
+static void c_compare_logic(env *e) {
+    rj_node a = bin(e, RJ_OP_LT, e->x, e->w), b = bin(e, RJ_OP_GE, e->y, S(e, 0));
+    out(e, bin(e, RJ_OP_LOGICAL_OR, bin(e, RJ_OP_LOGICAL_AND, a, b), e->m));
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, a, 1, false));
+}
+static void c_mean_pad_keepdim_center(env *e) {
+    rj_node p = rj_graph_pad(e->g, e->x, 0, e->L);
+    rj_node m = rj_graph_reduce(e->g, RJ_OP_MEAN, p, 1, true);
+    out(e, rj_graph_unpad(e->g, bin(e, RJ_OP_SUB, p, m), e->J));
+}
+
+/* the same subexpression many times over: printed as a tree, the text would grow as 3^n */
+static void c_deep_sharing(env *e) {
+    rj_node h = e->x;
+    for (int i = 0; i < 8; i++) h = bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL, h, h), h);
+    out(e, h);
+}
+
+const std_chain std_chains[] = {
+    {"relu(x*w+v)", c_relu_affine},
+    {"softmax(relu(x*w+v), dim=1)", c_softmax_relu_affine},
+    {"gelu(x*w+v)*0.5", c_gelu_chain},
+    {"silu(gelu_tanh(x))", c_gelu_tanh_silu},
+    {"unpad(pad(x,0)*2+1)", c_unpad_pad},
+    {"sum(pad(x,0.75,L),1)", c_sum_pad_nonzero},
+    {"mean(pad(x,0),1)", c_mean_pad},
+    {"max(pad(x,1.25,L),1,keepdim)", c_max_pad},
+    {"min/prod over pad", c_min_prod_pad},
+    {"softmax(pad(x,0,L),1)", c_softmax_pad0},
+    {"unpad(softmax(pad(x,-inf)))", c_masked_softmax_unpad},
+    {"unpad(log_softmax(pad(x*w+v)*3))", c_log_softmax_pad_affine},
+    {"sum(exp(pad(x,2,L)*w),1)", c_sum_padded_expr},
+    {"pad(x)+pad(y)", c_pad_mixed_two},
+    {"gelu(layer_norm(x)+0.1)", c_layernorm_gelu},
+    {"rms_norm(x+y)+x", c_rmsnorm_residual},
+    {"relu(sum(tanh(x),1))", c_relu_sum},
+    {"x-mean(x,1,keepdim)", c_mean_center},
+    {"sigmoid(x*w+v) three ways", c_two_outputs},
+    {"where(x>y, exp(x), y-w)", c_where_chain},
+    {"softmax(masked_fill(x,m,-1e9),1)", c_masked_fill_softmax},
+    {"int pow/max/sum", c_int_chain},
+    {"cast(x*10,i32)/4", c_cast_chain},
+    {"sqrt(abs(x*p3+w))", c_item_broadcast},
+    {"softmax(x*w+v, dim=2)*4", c_softmax_dense},
+    {"sum(log(sigmoid(x)),2)", c_log_sigmoid_sum},
+    {"abs(x)**0.5", c_pow_chain},
+    {"sin(x)+cos(y)", c_trig},
+    {"pad(x*w+v,-1)", c_pad_output_affine},
+    {"sum(unpad(relu(pad(x)*w)),1)", c_unpad_of_padded_affine_sum},
+    {"sum(softmax(x,1)*y,1)", c_softmax_then_sum},
+    {"layer_norm(softmax(x,1))", c_norm_of_softmax},
+    {"logic and comparisons", c_compare_logic},
+    {"unpad(pad(x)-mean(pad(x),1,keepdim))", c_mean_pad_keepdim_center},
+    {"8 levels of h*h+h", c_deep_sharing},
+};
+const int std_nchains = (int)(sizeof std_chains / sizeof std_chains[0]);
+
+void std_chain_add(env *e, const char *name) {
+    for (int i = 0; i < std_nchains; i++)
+        if (!strcmp(std_chains[i].name, name)) {
+            std_chains[i].fn(e);
+            return;
+        }
+    fail_msg("no chain named %s", name);
+}

@@ -1,0 +1,80 @@
+/*
+ * stdenv.h — the standard test graph shared by the JIT and CUDA tests.
+ *
+ * One set of inputs covers every case the fused kernels distinguish: two jagged f[B, j1, D]
+ * tensors (x, y), dense weights w and v of [D], a jagged bool mask m and i32 tensor xi, a
+ * per-item tensor pb[B, D] and its keepdim form p3[B, 1, D], and a dense size L for padding.
+ * Tests add ops on top (the builder shorthands below), bind random data of a length pattern
+ * (packed, or as a view with holes whose hole rows hold NaN / 2^30 / true so that any read of
+ * them shows), run, and compare with the reference interpreter under the documented tolerances.
+ */
+#ifndef RJ_TEST_STDENV_H
+#define RJ_TEST_STDENV_H
+
+#include "harness.h"
+
+#define D 19 /* the inner width: odd, so vector loops have a remainder */
+
+typedef struct env {
+    rj_graph *g;
+    rj_dim B, J, L;
+    rj_node x, y, w, v, m, xi, pb, p3;
+    rj_dtype ft;
+} env;
+
+env env_new(rj_ctx *ctx, rj_dtype ft);
+
+/* builder shorthands */
+static inline rj_node S(env *e, double v) { return rj_graph_scalar(e->g, v); }
+static inline rj_node SI(env *e, int64_t v) { return rj_graph_scalar_int(e->g, v); }
+static inline rj_node bin(env *e, rj_op op, rj_node a, rj_node b) { return rj_graph_binary(e->g, op, a, b); }
+static inline rj_node un(env *e, rj_op op, rj_node a) { return rj_graph_unary(e->g, op, a); }
+static inline void out(env *e, rj_node n) { rj_graph_output(e->g, n, NULL); }
+static inline rj_node affine(env *e) { return bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL, e->x, e->w), e->v); }
+
+/* Random data for env's inputs, one length pattern. */
+typedef struct data {
+    int64_t B, rows, maxlen, *off;
+    void *x, *y, *w, *v, *m, *xi, *pb, *p3;
+} data;
+
+data data_new(len_pattern p, rj_dtype ft, uint64_t seed);
+void data_free(data *d);
+
+/* d's jagged inputs laid out as views with holes: two unused rows after every item. */
+typedef struct holes {
+    int64_t *off, *len, rows;
+    void *x, *y, *m, *xi;
+} holes;
+
+holes holes_new(const data *d, rj_dtype ft);
+void holes_free(holes *h);
+
+/* Binds every input of e (the jagged ones from h when h is not NULL) and L = maxlen + 3. */
+void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes *h);
+
+/* Elements a result holds (rows times inner size; for a view with holes, holes included). */
+int64_t numel_of(const rj_tensor_info *t);
+
+/* Fails unless got matches want: integers and bools exactly; floats within
+ *     |got - want| <= rtol |want| + atol max(1, max |want|)
+ * with (rtol, atol) = (1e-4, 2e-5) for f32 and (1e-10, 1e-12) for f64; NaN must meet NaN and
+ * inf the same inf. A jagged result is compared item by item, its holes left out. */
+void compare(const char *what, const rj_tensor_info *got, const rj_tensor_info *want);
+
+/* The corpus of fused chains every backend is checked on: pad -> op -> unpad chains (padding
+ * values that matter among them), reductions and softmax over padded and jagged data, norms,
+ * several outputs, integer and bool chains, broadcasts of every kind, deep sharing. Each adds
+ * its ops and outputs to a fresh env. */
+typedef struct std_chain {
+    const char *name;
+    void (*fn)(env *e);
+} std_chain;
+
+extern const std_chain std_chains[];
+extern const int std_nchains;
+
+/* Adds the chain of that name to e (fails the test if there is none). */
+void std_chain_add(env *e, const char *name);
+
+#endif
