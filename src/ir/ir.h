@@ -45,6 +45,17 @@ typedef struct op_info {
 
 extern const op_info op_table[RJ_OP_COUNT];
 
+/* CAST of a float to an integer type: saturating, NaN -> 0 (llvm.fptosi.sat). Shared by the
+ * interpreter and the constant folders so that every target agrees on it. */
+static inline int64_t cast_float_to_int(double f, rj_dtype to) {
+    double lo = to == RJ_I32 ? -2147483648.0 : -9223372036854775808.0;
+    double hi = to == RJ_I32 ? 2147483647.0 : 9223372036854775807.0;
+    if (f != f) return 0;
+    if (f <= lo) return to == RJ_I32 ? INT32_MIN : INT64_MIN;
+    if (f >= hi) return to == RJ_I32 ? INT32_MAX : INT64_MAX;
+    return (int64_t)f;
+}
+
 /* Scalar literal categories (node.weak); 0 is a typed tensor. */
 enum { WEAK_NONE, WEAK_BOOL, WEAK_INT, WEAK_FLOAT };
 

@@ -72,16 +72,6 @@ static void store(void *p, rj_dtype t, int64_t k, elem e) {
     }
 }
 
-/* Float to integer saturates (NaN gives 0), as the generated code does (fptosi.sat). */
-static int64_t sat_i(double f, rj_dtype to) {
-    double lo = to == RJ_I32 ? -2147483648.0 : -9223372036854775808.0;
-    double hi = to == RJ_I32 ? 2147483647.0 : 9223372036854775807.0;
-    if (isnan(f)) return 0;
-    if (f <= lo) return to == RJ_I32 ? INT32_MIN : INT64_MIN;
-    if (f >= hi) return to == RJ_I32 ? INT32_MAX : INT64_MAX;
-    return (int64_t)f;
-}
-
 static elem conv(elem e, rj_dtype from, rj_dtype to) {
     elem r;
     if (to == RJ_BOOL) {
@@ -90,7 +80,7 @@ static elem conv(elem e, rj_dtype from, rj_dtype to) {
         if (is_f(from)) r.f = to == RJ_F32 ? (double)(float)e.f : e.f;
         else r.f = to == RJ_F32 ? (double)(float)e.i : (double)e.i;
     } else if (is_f(from)) {
-        r.i = sat_i(e.f, to);
+        r.i = cast_float_to_int(e.f, to);
     } else {
         r.i = to == RJ_I32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)e.i : e.i;
     }
@@ -191,27 +181,13 @@ static bool truth(elem a, rj_dtype t) {
     return is_f(t) ? (a.f != 0 || isnan(a.f)) : a.i != 0;
 }
 
+/* op applied to x and y of one type (floats compared as floats, integers as integers) */
+#define COMPARE(op, x, y)                                                                    \
+    ((op) == RJ_OP_EQ ? (x) == (y) : (op) == RJ_OP_NE ? (x) != (y) : (op) == RJ_OP_LT ? (x) < (y) \
+     : (op) == RJ_OP_LE ? (x) <= (y) : (op) == RJ_OP_GT ? (x) > (y) : (x) >= (y))
+
 static int64_t compare(rj_op op, rj_dtype t, elem a, elem b) {
-    if (is_f(t)) {
-        double x = a.f, y = b.f;
-        switch (op) {
-        case RJ_OP_EQ: return x == y;
-        case RJ_OP_NE: return x != y;
-        case RJ_OP_LT: return x < y;
-        case RJ_OP_LE: return x <= y;
-        case RJ_OP_GT: return x > y;
-        default: return x >= y;
-        }
-    }
-    int64_t x = a.i, y = b.i;
-    switch (op) {
-    case RJ_OP_EQ: return x == y;
-    case RJ_OP_NE: return x != y;
-    case RJ_OP_LT: return x < y;
-    case RJ_OP_LE: return x <= y;
-    case RJ_OP_GT: return x > y;
-    default: return x >= y;
-    }
+    return is_f(t) ? COMPARE(op, a.f, b.f) : COMPARE(op, a.i, b.i);
 }
 
 /* ---- indices ----------------------------------------------------------------------------- */

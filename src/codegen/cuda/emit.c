@@ -260,16 +260,6 @@ typedef struct cval {
     int64_t i;
 } cval;
 
-/* Float to integer as llvm.fptosi.sat: saturating, NaN -> 0. */
-static int64_t sat_int(double f, int to) {
-    double lo = to == RJ_I32 ? -2147483648.0 : -9223372036854775808.0;
-    double hi = to == RJ_I32 ? 2147483647.0 : 9223372036854775807.0;
-    if (isnan(f)) return 0;
-    if (f <= lo) return to == RJ_I32 ? INT32_MIN : INT64_MIN;
-    if (f >= hi) return to == RJ_I32 ? INT32_MAX : INT64_MAX;
-    return (int64_t)f;
-}
-
 /* Evaluates a constant, through any casts of it, with the conversions of the generated code
  * (LLVM's constant folder does the same on the CPU); false if id is not constant. */
 static bool const_eval(const lkernel *k, int32_t id, cval *v) {
@@ -290,7 +280,7 @@ static bool const_eval(const lkernel *k, int32_t id, cval *v) {
     if (to == RJ_BOOL) v->i = isf(a.t) ? a.f != 0 || isnan(a.f) : a.i != 0;
     else if (to == RJ_F32) v->f = isf(a.t) ? (double)(float)a.f : (double)(float)a.i;
     else if (to == RJ_F64) v->f = isf(a.t) ? a.f : (double)a.i;
-    else if (isf(a.t)) v->i = sat_int(a.f, to);
+    else if (isf(a.t)) v->i = cast_float_to_int(a.f, (rj_dtype)to);
     else v->i = to == RJ_I32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)a.i : a.i;
     return true;
 }
