@@ -6,7 +6,7 @@
  * command can be misused or fed bad data exits with the specified status and one line on
  * stderr; and the graph, opt and dot dumps of the examples match the golden files in
  * tests/golden (regenerate them with: RAGJIT_UPDATE_GOLDEN=1 meson test -C build cli, then
- * review the diff).
+ * review the diff). The faster LLVM pipeline the guide offers is run as printed there.
  *
  * The test runs from the source directory (examples/ paths as in the help texts) and finds
  * the command in $RAGJIT.
@@ -261,6 +261,34 @@ static void test_run_failures(void **state) {
     if (r->status != 0) expect_fail(r, 1, "");
 }
 
+/* RAGJIT_LLVM_PASSES: the faster pipeline docs/guide.md offers (read from the guide, so the
+ * text users copy is the one tested) gives correct results, and a bad pipeline is a compile
+ * error that names the variable. */
+static void test_pass_pipeline(void **state) {
+    (void)state;
+    static char guide[1 << 17], pipeline[1024];
+    FILE *f = fopen("docs/guide.md", "rb");
+    assert_non_null(f);
+    guide[fread(guide, 1, sizeof guide - 1, f)] = 0;
+    fclose(f);
+    const char *mark = "RAGJIT_LLVM_PASSES='", *p = strstr(guide, mark);
+    assert_non_null(p);
+    p += strlen(mark);
+    const char *q = strchr(p, '\'');
+    assert_true(q && q > p && (size_t)(q - p) < sizeof pipeline);
+    memcpy(pipeline, p, (size_t)(q - p));
+    pipeline[q - p] = 0;
+    assert_non_null(strstr(pipeline, "loop-vectorize"));
+    setenv("RAGJIT_LLVM_PASSES", pipeline, 1);
+    static const char *const progs[] = {"softmax", "layernorm_gelu", "reductions", "pad_unpad"};
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++)
+        expect_ok(run("ragjit check examples/%s.rj --random B=9,maxlen=40,seed=2", progs[i]));
+    setenv("RAGJIT_LLVM_PASSES", "function(no-such-pass)", 1);
+    result *r = run("ragjit check examples/softmax.rj --random B=3");
+    unsetenv("RAGJIT_LLVM_PASSES");
+    expect_fail(r, 1, "pass pipeline \"function(no-such-pass)\" (from RAGJIT_LLVM_PASSES)");
+}
+
 static void test_bad_data(void **state) {
     (void)state;
     const char *S = "examples/softmax.rj";
@@ -372,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_run_check_roundtrip), cmocka_unit_test(test_emit_stages),
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_pass_pipeline),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

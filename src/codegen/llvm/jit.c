@@ -10,7 +10,12 @@
  * process symbol generator.
  *
  * Optimisation runs LLVM's new pass manager ("default<O3>") with a TargetMachine for the
- * host CPU, so the vectoriser's cost model sees the real vector width; the same TargetMachine
+ * host CPU, so the vectoriser's cost model sees the real vector width. RAGJIT_LLVM_PASSES
+ * replaces the pipeline (read when the context's JIT is created, so a context never mixes two):
+ * O3 runs ~100 passes most of which find nothing in ragjit's already simple loops, and a
+ * tailored pipeline (docs/guide.md) compiles 20-40% faster with the same code on bench/'s
+ * workloads, but nothing tests run-time speed on every kernel shape, so O3 stays the
+ * default. The same TargetMachine
  * then generates the object code the JIT links (ORC's IR layer would create a TargetMachine
  * per module). The dumps (LLVM IR before and after optimisation, assembly) are produced by
  * the same steps, from a fresh module.
@@ -36,6 +41,7 @@ struct llvm_jit {
     LLVMOrcLLJITRef jit;
     LLVMTargetMachineRef tm;
     char *cpu, *features, *layout;
+    char *passes; /* the optimisation pipeline (new pass manager syntax) */
     const char *triple; /* owned by jit */
     uint64_t next_id;
 };
@@ -75,6 +81,7 @@ void llvm_jit_free(struct llvm_jit *j) {
     LLVMDisposeMessage(j->cpu);
     LLVMDisposeMessage(j->features);
     LLVMDisposeMessage(j->layout);
+    free(j->passes);
     free(j);
 }
 
@@ -113,6 +120,11 @@ rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out) {
     j->features = LLVMGetHostCPUFeatures();
     j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
                                     LLVMRelocDefault, LLVMCodeModelJITDefault);
+    const char *passes = getenv("RAGJIT_LLVM_PASSES");
+    if (!(j->passes = strdup(passes && *passes ? passes : "default<O3>"))) {
+        llvm_jit_free(j);
+        return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory creating the JIT");
+    }
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
     j->layout = LLVMCopyStringRepOfTargetData(td);
     LLVMDisposeTargetData(td);
@@ -136,9 +148,13 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMModuleRef m) {
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
     LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
-    LLVMErrorRef err = LLVMRunPasses(m, "default<O3>", j->tm, o);
+    LLVMErrorRef err = LLVMRunPasses(m, j->passes, j->tm, o);
     LLVMDisposePassBuilderOptions(o);
-    return err ? llvm_error(ctx, err, "optimising") : RJ_OK;
+    if (!err) return RJ_OK;
+    char what[320];
+    snprintf(what, sizeof what, "optimising with the pass pipeline \"%.200s\"%s", j->passes,
+             strcmp(j->passes, "default<O3>") ? " (from RAGJIT_LLVM_PASSES)" : "");
+    return llvm_error(ctx, err, what);
 }
 
 static emit_target target_of(const struct llvm_jit *j) {
