@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+float base_read(const float *src, int64_t n, int threads);
 void base_copy(float *dst, const float *src, int64_t n, int threads);
 void base_copy_nt(float *dst, const float *src, int64_t n, int threads);
 void base_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);

@@ -164,7 +164,7 @@ static double time_base(const setup *s, base_fn f, float *y) {
 }
 
 typedef struct bw {
-    double copy, copy_nt, triad, triad_nt; /* GB/s */
+    double read, copy, copy_nt, triad, triad_nt; /* GB/s */
 } bw;
 
 static bw bandwidth(const setup *s) {
@@ -173,24 +173,27 @@ static bw bandwidth(const setup *s) {
     for (int64_t i = 0; i < n; i++) b[i] = (float)i, c[i] = 1;
     double *t = malloc(sizeof(double) * (size_t)s->reps);
     bw r;
-    double bytes2 = 2.0 * (double)n * 4, bytes3 = 3.0 * (double)n * 4;
-    for (int kind = 0; kind < 4; kind++) {
+    volatile float sink = 0;
+    double bytes1 = (double)n * 4, bytes2 = 2.0 * (double)n * 4, bytes3 = 3.0 * (double)n * 4;
+    for (int kind = 0; kind < 5; kind++) {
         for (int k = -1; k < s->reps; k++) {
             double t0 = now();
             switch (kind) {
             case 0: base_copy(a, b, n, s->threads); break;
             case 1: base_copy_nt(a, b, n, s->threads); break;
             case 2: base_triad(a, b, c, 3.0f, n, s->threads); break;
-            default: base_triad_nt(a, b, c, 3.0f, n, s->threads); break;
+            case 3: base_triad_nt(a, b, c, 3.0f, n, s->threads); break;
+            default: sink += base_read(b, n, s->threads); break;
             }
             if (k >= 0) t[k] = now() - t0;
         }
         double m = median(t, s->reps);
-        double g = (kind < 2 ? bytes2 : bytes3) / m / 1e9;
+        double g = (kind < 2 ? bytes2 : kind < 4 ? bytes3 : bytes1) / m / 1e9;
         if (kind == 0) r.copy = g;
         else if (kind == 1) r.copy_nt = g;
         else if (kind == 2) r.triad = g;
-        else r.triad_nt = g;
+        else if (kind == 3) r.triad_nt = g;
+        else r.read = g;
     }
     free(t);
     free(a), free(b), free(c);
@@ -248,12 +251,13 @@ int main(int argc, char **argv) {
     bw m = bandwidth(&s);
     double best_copy = m.copy > m.copy_nt ? m.copy : m.copy_nt;
     printf("memory bandwidth (same run, %.0f MB arrays): copy %.2f GB/s, copy-nt %.2f GB/s, "
-           "triad %.2f GB/s, triad-nt %.2f GB/s\n\n", N * 4 / 1e6, m.copy, m.copy_nt, m.triad, m.triad_nt);
+           "triad %.2f GB/s, triad-nt %.2f GB/s, read %.2f GB/s\n\n", N * 4 / 1e6, m.copy, m.copy_nt,
+           m.triad, m.triad_nt, m.read);
 
     printf("%-24s %9s %8s %9s %9s %9s %8s %9s\n", "workload", "time ms", "GB/s", "/copy",
            "/triadnt", "C ms", "/C loop", "compile");
     static const base_fn bases[] = {NULL, b1, b2, b3, b4, b5, b6};
-    double compile_sum = 0;
+    double per_kernel[6], w4_read = 0;
     int compile_n = 0;
     for (int which = 1; which <= 6; which++) {
         wl wk = make_workload(ctx, &s, which);
@@ -266,12 +270,15 @@ int main(int argc, char **argv) {
         double gbs = bytes / t / 1e9;
         printf("%-24s %9.3f %8.2f %9.2f %9.2f %9.3f %8.2f %6.1f ms/%dk\n", wk.name, t * 1e3, gbs,
                gbs / best_copy, gbs / m.triad_nt, tc * 1e3, tc / t, wk.compile_ms, wk.kernels);
-        compile_sum += wk.compile_ms / (wk.kernels ? wk.kernels : 1);
-        compile_n++;
+        per_kernel[compile_n++] = wk.compile_ms / (wk.kernels ? wk.kernels : 1);
+        if (which == 4) w4_read = N * 4 / t / 1e9;
         rj_bind_free(wk.b);
         rj_program_free(wk.p);
         rj_graph_free(wk.g);
     }
+
+    printf("\nW4 only reads (its output is 1/%lld of its input): %.2f GB/s of reads = %.2fx the read "
+           "probe\n", (long long)(s.rows / s.B), w4_read, w4_read / m.read);
 
     /* compile latency: later programs, cache hits */
     double hits[200];
@@ -283,9 +290,11 @@ int main(int argc, char **argv) {
         if (!p) die(ctx, "cache hit");
         rj_program_free(p);
     }
-    printf("\ncompile latency: first program %.1f ms (includes creating the JIT); later programs "
-           "%.1f ms per fused kernel (mean of W1..W6); cache hit %.2f us (median of %d)\n",
-           first_ms, compile_sum / compile_n, median(hits, nh) * 1e6, nh);
+    double mean_kernel = 0;
+    for (int i = 0; i < compile_n; i++) mean_kernel += per_kernel[i] / compile_n;
+    printf("compile latency: first program %.1f ms (includes creating the JIT); later programs "
+           "%.1f ms per fused kernel (median of W1..W6; mean %.1f); cache hit %.2f us (median of %d)\n",
+           first_ms, median(per_kernel, compile_n), mean_kernel, median(hits, nh) * 1e6, nh);
 
     /* dispatch overhead: a tiny run */
     rj_graph *gt = new_graph(ctx, tiny.D, &J, &x, &w, &b);

@@ -292,6 +292,23 @@ static void test_vectorized(void **state) {
     rj_string_free(f->ctx, as);
     rj_program_free(p);
     rj_graph_free(e.g);
+
+    /* float accumulations over the vectorised dense dim (layer_norm's statistics, a sum over
+     * D): vectorised, and their horizontal folds rewritten as trees (reduce_tree.c) */
+    for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+        env e2 = env_new(f->ctx, ft);
+        std_chain_add(&e2, "gelu(layer_norm(x)+0.1)");
+        std_chain_add(&e2, "sum(log(sigmoid(x)),2)");
+        rj_program *p2 = rj_program_new(e2.g, RJ_TARGET_CPU);
+        assert_non_null(p2);
+        char *ir = rj_program_dump(p2, "llvm-opt");
+        assert_non_null(ir);
+        if (!strstr(ir, "shufflevector")) fail_msg("no vector fold in:\n%.3000s", ir);
+        if (strstr(ir, "llvm.vector.reduce.fadd")) fail_msg("an ordered horizontal sum is left in:\n%.3000s", ir);
+        rj_string_free(f->ctx, ir);
+        rj_program_free(p2);
+        rj_graph_free(e2.g);
+    }
 }
 
 /* The f32 math functions at special and extreme arguments, against libm in double. */

@@ -15,9 +15,9 @@
  * O3 runs ~100 passes most of which find nothing in ragjit's already simple loops, and a
  * tailored pipeline (docs/guide.md) compiles 20-40% faster with the same code on bench/'s
  * workloads, but nothing tests run-time speed on every kernel shape, so O3 stays the
- * default. The same TargetMachine
- * then generates the object code the JIT links (ORC's IR layer would create a TargetMachine
- * per module). The dumps (LLVM IR before and after optimisation, assembly) are produced by
+ * default. After the pipeline, horizontal float reductions are rewritten as trees
+ * (reduce_tree.c). The same TargetMachine then generates the object code the JIT links
+ * (ORC's IR layer would create a TargetMachine per module). The dumps (LLVM IR before and after optimisation, assembly) are produced by
  * the same steps, from a fresh module.
  *
  * Memory: LLVM allocates its own memory (the JIT, compiled code); that is the one place where
@@ -150,7 +150,10 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMModuleRef m) {
     LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
     LLVMErrorRef err = LLVMRunPasses(m, j->passes, j->tm, o);
     LLVMDisposePassBuilderOptions(o);
-    if (!err) return RJ_OK;
+    if (!err) {
+        llvm_reduce_trees(m);
+        return RJ_OK;
+    }
     char what[320];
     snprintf(what, sizeof what, "optimising with the pass pipeline \"%.200s\"%s", j->passes,
              strcmp(j->passes, "default<O3>") ? " (from RAGJIT_LLVM_PASSES)" : "");

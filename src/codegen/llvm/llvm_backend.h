@@ -1,6 +1,7 @@
 /*
  * llvm_backend.h — the CPU backend's internal interface: loop IR to LLVM IR (emit.c), the
- * vectorisable math functions (mathlib.c), and the JIT (jit.c).
+ * vectorisable math functions (mathlib.c), tree-shaped horizontal reductions
+ * (reduce_tree.c), and the JIT (jit.c).
  */
 #ifndef RJ_LLVM_BACKEND_H
 #define RJ_LLVM_BACKEND_H
@@ -41,6 +42,11 @@ typedef struct emit_target {
 /* A module holding every kernel of p, named <prefix><kernel name>. NULL with the error in ctx. */
 LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, const char *prefix,
                                const emit_target *t);
+
+/* ---- reduce_tree.c ---- */
+/* Rewrites the module's llvm.vector.reduce.fadd/fmul calls as shuffle trees (see the file);
+ * returns how many. Run after optimisation, before code generation. */
+int llvm_reduce_trees(LLVMModuleRef m);
 
 /* ---- jit.c ---- */
 struct llvm_jit;
