@@ -222,17 +222,20 @@ static void build_ipow(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, LLVMTypeR
 }
 
 /* ntcopy(dst, src, n, nt): copies n elements of es bytes; with nt, streaming: scalar stores
- * until dst is 32-byte aligned, then aligned 32-byte vector stores marked !nontemporal, then
- * the tail; without, a plain memcpy. Not inlined: one copy per module serves every loop.
- * Streaming stores skip the read-for-ownership a cached store does on a line it is about to
- * overwrite entirely, which is most of the write traffic of a streaming kernel. */
+ * until dst is 64-byte aligned, then aligned whole-cache-line vector stores marked
+ * !nontemporal, then the tail; without, a plain memcpy. Not inlined: one copy per module
+ * serves every loop. Streaming stores skip the read-for-ownership a cached store does on a
+ * line it is about to overwrite entirely, which is most of the write traffic of a streaming
+ * kernel. One 64-byte store per line (split in two where vectors are 32 bytes) measured 3-9%
+ * faster than 32-byte stores on bench/ W1, W5 and W6 (AVX-512 host). */
+#define LINE 64
 static void build_ntcopy(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, unsigned es) {
     LLVMContextRef c = ml->c;
     LLVMTypeRef i64 = LLVMInt64TypeInContext(c), et = LLVMIntTypeInContext(c, es * 8);
-    LLVMTypeRef vt = LLVMVectorType(et, 32 / es);
+    LLVMTypeRef vt = LLVMVectorType(et, LINE / es);
     LLVMValueRef dst = LLVMGetParam(fn, 0), src = LLVMGetParam(fn, 1), n = LLVMGetParam(fn, 2);
     LLVMValueRef nt = LLVMGetParam(fn, 3);
-    LLVMValueRef one = LLVMConstInt(i64, 1, 0), vf = LLVMConstInt(i64, 32 / es, 0);
+    LLVMValueRef one = LLVMConstInt(i64, 1, 0), vf = LLVMConstInt(i64, LINE / es, 0);
     /* cached stores: a plain copy */
     LLVMBasicBlockRef cached = LLVMAppendBasicBlockInContext(c, fn, "cached");
     LLVMBasicBlockRef stream = LLVMAppendBasicBlockInContext(c, fn, "stream");
@@ -257,7 +260,7 @@ static void build_ntcopy(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, unsigne
     LLVMPositionBuilderAtEnd(b, head);
     LLVMValueRef i = LLVMBuildPhi(b, i64, "i");
     LLVMValueRef pd = LLVMBuildGEP2(b, et, dst, &i, 1, "");
-    LLVMValueRef mis = LLVMBuildAnd(b, LLVMBuildPtrToInt(b, pd, i64, ""), LLVMConstInt(i64, 31, 0), "");
+    LLVMValueRef mis = LLVMBuildAnd(b, LLVMBuildPtrToInt(b, pd, i64, ""), LLVMConstInt(i64, LINE - 1, 0), "");
     LLVMValueRef go = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, i, n, ""),
                                    LLVMBuildICmp(b, LLVMIntNE, mis, LLVMConstInt(i64, 0, 0), ""), "");
     LLVMBuildCondBr(b, go, head_body, vec);
@@ -277,7 +280,7 @@ static void build_ntcopy(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, unsigne
     LLVMValueRef vv = LLVMBuildLoad2(b, vt, LLVMBuildGEP2(b, et, src, &j, 1, ""), "");
     LLVMSetAlignment(vv, es);
     LLVMValueRef st = LLVMBuildStore(b, vv, LLVMBuildGEP2(b, et, dst, &j, 1, ""));
-    LLVMSetAlignment(st, 32);
+    LLVMSetAlignment(st, LINE);
     LLVMSetMetadata(st, nt_kind, nt_md);
     LLVMBuildBr(b, vec);
     LLVMAddIncoming(j, (LLVMValueRef[]){i, jn}, (LLVMBasicBlockRef[]){head, vec_body}, 2);
