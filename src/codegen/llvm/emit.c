@@ -344,29 +344,40 @@ static LLVMValueRef entry_alloca(em *E, LLVMTypeRef t, const char *name) {
     return a;
 }
 
+/* Opens `for (var = lo; var < hi; )`: stores lo, builds the <name> head block testing the
+ * loaded var against hi, and leaves the builder in <name>.body. Returns the loaded var; the
+ * caller closes the loop with loop_close after advancing var. */
+static LLVMValueRef loop_open(em *E, LLVMValueRef var, LLVMValueRef lo, LLVMValueRef hi, const char *name,
+                              LLVMBasicBlockRef *head, LLVMBasicBlockRef *exit) {
+    LLVMBuilderRef b = E->b;
+    char bn[32], en[32];
+    snprintf(bn, sizeof bn, "%s.body", name);
+    snprintf(en, sizeof en, "%s.exit", name);
+    LLVMBuildStore(b, lo, var);
+    *head = LLVMAppendBasicBlockInContext(E->c, E->fn, name);
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(E->c, E->fn, bn);
+    *exit = LLVMAppendBasicBlockInContext(E->c, E->fn, en);
+    LLVMBuildBr(b, *head);
+    LLVMPositionBuilderAtEnd(b, *head);
+    LLVMValueRef i = LLVMBuildLoad2(b, vty(E, RJ_I64), var, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i, hi, ""), body, *exit);
+    LLVMPositionBuilderAtEnd(b, body);
+    return i;
+}
+
 /* for var in [lo, hi) { body }: a canonical counted loop over an alloca'd induction variable. */
 static void counted_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMBuilderRef b = E->b;
     LLVMValueRef var = E->vars[st->var];
-    LLVMBuildStore(b, lo, var);
-    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(E->c, E->fn, "loop");
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(E->c, E->fn, "body");
-    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(E->c, E->fn, "exit");
-    LLVMBuildBr(b, head);
-    LLVMPositionBuilderAtEnd(b, head);
-    LLVMValueRef i = LLVMBuildLoad2(b, vty(E, RJ_I64), var, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i, hi, ""), body, exit);
-    LLVMPositionBuilderAtEnd(b, body);
+    LLVMBasicBlockRef head, exit;
+    LLVMValueRef i = loop_open(E, var, lo, hi, "loop", &head, &exit);
     if (E->nstage) E->stage_idx = i;
     block(E, st->body);
     LLVMValueRef i2 = LLVMBuildLoad2(b, vty(E, RJ_I64), var, "");
     LLVMBuildStore(b, LLVMBuildAdd(b, i2, iconst(E, RJ_I64, 1), ""), var);
     LLVMValueRef br = LLVMBuildBr(b, head);
-    if (st->flags & LF_INNER) {
-        int il = 1; /* measured: no loss in bench/, smaller code */
-        bool acc = sets_float(E->k, st->body);
-        if (acc || il) LLVMSetMetadata(br, E->md_loop, loop_md(E, acc, il));
-    }
+    if (st->flags & LF_INNER) /* one vector body (interleave 1): measured no loss, smaller code */
+        LLVMSetMetadata(br, E->md_loop, loop_md(E, sets_float(E->k, st->body), 1));
     LLVMPositionBuilderAtEnd(b, exit);
 }
 
@@ -434,15 +445,8 @@ static void staged_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
         E->stage_stmt[q] = s;
         E->stage_buf[q] = entry_alloca(E, LLVMArrayType(mty(E, k->params[x->ref].dtype), STAGE_CHUNK), "stage");
     }
-    LLVMBuildStore(b, lo, d0v);
-    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(E->c, E->fn, "chunk");
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(E->c, E->fn, "chunk.body");
-    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(E->c, E->fn, "chunk.exit");
-    LLVMBuildBr(b, head);
-    LLVMPositionBuilderAtEnd(b, head);
-    LLVMValueRef d0 = LLVMBuildLoad2(b, i64, d0v, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, d0, hi, ""), body, exit);
-    LLVMPositionBuilderAtEnd(b, body);
+    LLVMBasicBlockRef head, exit;
+    LLVMValueRef d0 = loop_open(E, d0v, lo, hi, "chunk", &head, &exit);
     LLVMValueRef end = LLVMBuildAdd(b, d0, iconst(E, RJ_I64, STAGE_CHUNK), "");
     LLVMValueRef d1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, end, hi, ""), end, hi, "");
     E->stage_d0 = d0;
