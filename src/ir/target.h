@@ -1,0 +1,34 @@
+/*
+ * target.h — target descriptors: what lowering may assume about the machine, as plain data.
+ *
+ * Lowering picks a kernel template per op family by reading a descriptor, never by asking
+ * which backend it serves (DESIGN.md §3): a CPU wants L2-sized tiles, scratch per thread and
+ * a vectorisable inner loop; a SIMT target wants coalesced grid-stride loops, one warp per
+ * row, one block per (item, tile) with block-level reductions. Everything a template needs to
+ * make that choice is here, and nothing else: no function pointers, no backend state, so the
+ * IR layer stays below codegen. The runtime owns the table of targets (runtime/target.c) and
+ * fills in what it learns from the machine (cache sizes, a device's shared memory); the
+ * defaults below are what dumps use when nothing is known.
+ */
+#ifndef RJ_TARGET_H
+#define RJ_TARGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct target_desc {
+    const char *name;        /* "cpu", "cuda", "opencl", "reference" */
+    bool simt;               /* units are blocks and lanes are threads of a block */
+    int32_t warp;            /* SIMT: threads that run in lockstep (1 on a CPU) */
+    int32_t vector_bytes;    /* widest vector register (CPU) or load (SIMT), in bytes */
+    int64_t l1_bytes;        /* per core / per SM */
+    int64_t l2_bytes;        /* per core (CPU) or device-wide (SIMT) */
+    int64_t shared_bytes;    /* SIMT: shared memory a block may use; 0 on a CPU */
+    int32_t max_block;       /* SIMT: most threads in a block; 1 on a CPU */
+} target_desc;
+
+/* The descriptors lowering uses when dumping or compiling for a target (rj_target values). The
+ * CPU's is the host's, probed once; the CUDA one is a Hopper-class default. */
+const target_desc *target_desc_for(int target);
+
+#endif
