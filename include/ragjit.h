@@ -362,12 +362,18 @@ RJ_API void rj_program_free(rj_program *p);
  *   "graph"     the program's graph as written (text format)
  *   "opt"       the graph after canonicalisation and pad/unpad elimination
  *   "fused"     the kernels fusion chose and the nodes each computes
- *   "loops"     the loop IR of every kernel
+ *   "loops"     the loop IR of every kernel, lowered for the program's target (its parallel
+ *               mapping, reductions, local arrays, barriers and launch shapes)
  *   "llvm"      LLVM IR before optimisation;  "llvm-opt" after;  "asm"  host assembly
  *   "cuda"      CUDA C source;  "ptx"  PTX from NVRTC (RJ_ERR_NO_DEVICE if NVRTC is missing)
  *   "dot"       a Graphviz picture: shapes on edges, fused kernels as clusters
- * Stages are regenerated on demand and do not depend on the program's target. */
+ * A stage that belongs to one backend ("llvm", "llvm-opt", "asm": the CPU; "cuda", "ptx":
+ * CUDA) is that backend's text whatever the program's target. The program keeps each text
+ * once produced: asking again costs nothing and never recompiles. */
 RJ_API char *rj_program_dump(rj_program *p, const char *stage);
+/* The same stages for g compiled for `target`, without running anything: no device is needed
+ * (CUDA's "ptx" needs NVRTC only). Shares the context's program cache. */
+RJ_API char *rj_graph_dump(rj_graph *g, rj_target target, const char *stage);
 
 /* A set of buffers for running a program; reusable across runs (rebinding what changes). */
 RJ_API rj_bind *rj_bind_new(rj_program *p);
