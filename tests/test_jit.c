@@ -47,11 +47,11 @@ static void check_graph(rj_ctx *ctx, env *e, const char *name) {
         rj_status s = rj_program_run(pc, bc);
         if (s) fail_msg("%s (%s): run: %s", name, len_pattern_names[p], rj_ctx_error(ctx));
         rj_ctx_set_threads(ctx, 2);
-        ctx->nt_bytes = 1; /* streaming stores forced on the 2-thread run */
+        cpu_set_stream_bytes(ctx, 1); /* streaming stores forced on the 2-thread run */
         assert_ok(ctx, rj_program_run(pc, bc2));
         s = rj_program_run(pc, bh);
         if (s) fail_msg("%s (%s, with holes): run: %s", name, len_pattern_names[p], rj_ctx_error(ctx));
-        ctx->nt_bytes = 0;
+        cpu_set_stream_bytes(ctx, 0);
         assert_ok(ctx, rj_program_run(pr, br));
         assert_ok(ctx, rj_program_run(pr, brh));
         for (int o = 0; o < nout; o++) {
@@ -243,10 +243,10 @@ static void test_cache_no_recompile(void **state) {
     fixture *f = *state;
     env e = env_new(f->ctx, RJ_F32);
     std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
-    uint64_t c0 = f->ctx->llvm_compiles;
+    uint64_t c0 = cpu_compile_count(f->ctx);
     rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU);
     assert_non_null(p);
-    assert_int_equal(f->ctx->llvm_compiles, c0 + 1);
+    assert_int_equal(cpu_compile_count(f->ctx), c0 + 1);
     rj_bind *b = rj_bind_new(p);
     for (int pat = 0; pat < LEN_PATTERN_COUNT; pat++) {
         data d = data_new((len_pattern)pat, RJ_F32, 11);
@@ -254,25 +254,25 @@ static void test_cache_no_recompile(void **state) {
         assert_ok(f->ctx, rj_program_run(p, b));
         data_free(&d);
     }
-    assert_int_equal(f->ctx->llvm_compiles, c0 + 1);
+    assert_int_equal(cpu_compile_count(f->ctx), c0 + 1);
     /* the same graph built again (other names) hits the cache */
     env e2 = env_new(f->ctx, RJ_F32);
     std_chain_add(&e2, "softmax(relu(x*w+v), dim=1)");
     rj_program *p2 = rj_program_new(e2.g, RJ_TARGET_CPU);
     assert_non_null(p2);
-    assert_int_equal(f->ctx->llvm_compiles, c0 + 1);
+    assert_int_equal(cpu_compile_count(f->ctx), c0 + 1);
     /* after freeing both, the compiled code is still cached */
     rj_program_free(p2);
     rj_bind_free(b);
     rj_program_free(p);
     p = rj_program_new(e.g, RJ_TARGET_CPU);
-    assert_int_equal(f->ctx->llvm_compiles, c0 + 1);
+    assert_int_equal(cpu_compile_count(f->ctx), c0 + 1);
     rj_program_free(p);
     /* a different constant dim is a different program */
     env e3 = env_new(f->ctx, RJ_F64);
     std_chain_add(&e3, "softmax(relu(x*w+v), dim=1)");
     p = rj_program_new(e3.g, RJ_TARGET_CPU);
-    assert_int_equal(f->ctx->llvm_compiles, c0 + 2);
+    assert_int_equal(cpu_compile_count(f->ctx), c0 + 2);
     rj_program_free(p);
     rj_graph_free(e.g);
     rj_graph_free(e2.g);

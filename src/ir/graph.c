@@ -391,3 +391,44 @@ uint64_t graph_hash(const rj_graph *g) {
     for (int32_t i = 0; i < g->noutputs; i++) h = hash_mix(h, (uint64_t)g->outputs[i].node);
     return h;
 }
+
+static uint64_t hash_name(uint64_t h, const char *s) {
+    return s ? hash_str(h, s) : hash_mix(h, 0x6e6f6e65ull);
+}
+
+uint64_t graph_names_hash(const rj_graph *g) {
+    uint64_t h = 0x84222325cbf29ce4ull;
+    for (int32_t i = 0; i < g->nsym; i++) h = hash_name(h, g->syms[i].name);
+    for (int32_t i = 0; i < g->n; i++) h = hash_name(h, g->nodes[i].name);
+    for (int32_t i = 0; i < g->noutputs; i++) h = hash_name(h, g->outputs[i].name);
+    return h;
+}
+
+static bool same_name(const char *a, const char *b) {
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+bool graph_equal(const rj_graph *a, const rj_graph *b, bool names) {
+    if (a->n != b->n || a->nsym != b->nsym || a->ninputs != b->ninputs || a->noutputs != b->noutputs)
+        return false;
+    for (int32_t i = 0; i < a->nsym; i++)
+        if (a->syms[i].kind != b->syms[i].kind || a->syms[i].parent != b->syms[i].parent ||
+            sym_root(a, i) != sym_root(b, i) || (names && !same_name(a->syms[i].name, b->syms[i].name)))
+            return false;
+    for (int32_t i = 0; i < a->n; i++) {
+        const node *x = &a->nodes[i], *y = &b->nodes[i];
+        if (x->op != y->op || x->dtype != y->dtype || x->rank != y->rank || x->nin != y->nin ||
+            x->weak != y->weak || x->keepdim != y->keepdim || x->axis != y->axis ||
+            x->ival != y->ival || memcmp(&x->fval, &y->fval, sizeof x->fval) ||
+            memcmp(x->in, y->in, sizeof(int32_t) * x->nin) ||
+            memcmp(x->dims, y->dims, sizeof(rj_dim) * x->rank) || (names && !same_name(x->name, y->name)))
+            return false;
+    }
+    for (int32_t i = 0; i < a->ninputs; i++)
+        if (a->inputs[i] != b->inputs[i]) return false;
+    for (int32_t i = 0; i < a->noutputs; i++)
+        if (a->outputs[i].node != b->outputs[i].node ||
+            (names && !same_name(a->outputs[i].name, b->outputs[i].name)))
+            return false;
+    return true;
+}

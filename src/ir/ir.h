@@ -111,7 +111,12 @@ int32_t sym_root(const rj_graph *g, int32_t s);
 const sym *graph_sym(const rj_graph *g, rj_dim d);      /* NULL for constants */
 bool graph_is_valid_dim(const rj_graph *g, rj_dim d);
 rj_status graph_fail(rj_graph *g, rj_status s, const char *fmt, ...) RJ_PRINTF(3, 4);
+/* Structural identity (ops, dtypes, constant dims, attributes; not names): graphs equal in
+ * structure compile to the same code. With `names`, names must match too, as they do for
+ * everything printed. */
 uint64_t graph_hash(const rj_graph *g);
+uint64_t graph_names_hash(const rj_graph *g);
+bool graph_equal(const rj_graph *a, const rj_graph *b, bool names);
 
 /* dims and shapes */
 bool dim_equal(const rj_graph *g, rj_dim a, rj_dim b);   /* same constant / class */

@@ -1,9 +1,12 @@
 /*
  * pipeline.c — the compilation pipeline, as one flat list of passes.
  *
- * Backends share everything up to the loop IR. In builds configured with -Ddebug_verify=true
- * the verifier runs after every graph pass, so a pass that breaks an invariant is caught at
- * the pass rather than in generated code.
+ * Backends share everything up to the loop IR, and never run it themselves: the runtime
+ * runs it once per (graph, target) and hands the loop IR, lowered for the target's
+ * descriptor, to the target's compile hook. The graph is verified once, by the caller, before
+ * it is cloned here; in builds configured with -Ddebug_verify=true the verifier also runs
+ * before and after every graph pass, so a pass that breaks an invariant is caught at the pass
+ * rather than in generated code.
  */
 #include "pipeline.h"
 
@@ -15,12 +18,13 @@
 #define VERIFY(g) RJ_OK
 #endif
 
-rj_status pipeline_run(const rj_graph *user, compiled *c) {
+rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *c) {
     rj_ctx *ctx = user->ctx;
+    RJ_UNUSED(desc); /* TEMP until lowering takes the descriptor */
     memset(c, 0, sizeof *c);
     if (!(c->opt = graph_clone(ctx, user))) return RJ_ERR_NOMEM;
     rj_status s;
-    if ((s = verify_graph(c->opt)) ||
+    if ((s = VERIFY(c->opt)) ||
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_eliminate_pads(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||

@@ -6,6 +6,7 @@
 
 #include "loopir.h"
 #include "passes.h"
+#include "target.h"
 
 typedef struct compiled {
     rj_graph *opt;   /* the graph after the graph passes */
@@ -13,8 +14,9 @@ typedef struct compiled {
     lprog lp;        /* the loop IR */
 } compiled;
 
-/* Runs verify, canonicalize, eliminate_pads, canonicalize, fuse, lower on a copy of `user`. */
-rj_status pipeline_run(const rj_graph *user, compiled *c);
+/* Runs canonicalize, eliminate_pads, canonicalize, fuse, and lowering for `desc` on a copy of
+ * `user`, a verified graph. */
+rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *c);
 void compiled_free(compiled *c);
 
 #endif

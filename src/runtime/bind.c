@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "launch.h"
 
 /* Symbols appearing in some node's shape; only those need bindings. */
 static void mark_used(const rj_graph *g, uint8_t *used) {
@@ -77,6 +77,7 @@ void rj_bind_free(rj_bind *b) {
     mem_free(ctx, b->loff_cap, ns * sizeof(int64_t));
     mem_free(ctx, b->in, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind));
     mem_free(ctx, b->out, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind));
+    host_mem_free(ctx, b->mem);
     mem_free(ctx, b, sizeof *b);
 }
 
@@ -263,11 +264,11 @@ static rj_status check_ragged(rj_bind *b) {
                             "%lld and %lld", g->syms[root].name, g->syms[s].name,
                             (long long)x->batch, (long long)y->batch);
         for (int64_t k = 0; k < x->batch; k++) {
-            int64_t lx = row_len(x->off, x->len, k), ly = row_len(y->off, y->len, k);
-            if (lx != ly)
+            int64_t nx = row_len(x->off, x->len, k), ny = row_len(y->off, y->len, k);
+            if (nx != ny)
                 return ctx_fail(ctx, RJ_ERR_SAME, "%s and %s are declared same but item %lld has "
                                 "length %lld vs %lld", g->syms[root].name, g->syms[s].name,
-                                (long long)k, (long long)lx, (long long)ly);
+                                (long long)k, (long long)nx, (long long)ny);
         }
     }
     return RJ_OK;

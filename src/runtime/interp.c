@@ -564,11 +564,5 @@ rj_status interp_run(rj_program *p, rj_bind *b) {
     return s;
 }
 
-static rj_status ref_compile(rj_program *p) {
-    RJ_UNUSED(p);
-    return RJ_OK;
-}
-
-static void ref_release(rj_program *p) { RJ_UNUSED(p); }
-
-const backend backend_reference = {"reference", ref_compile, interp_run, ref_release};
+/* The interpreter runs the graph itself: nothing to compile, no stages of its own. */
+const backend backend_reference = {.name = "reference", .target = RJ_TARGET_REFERENCE, .run = interp_run};

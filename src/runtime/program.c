@@ -1,60 +1,299 @@
 /*
- * program.c — programs: compile a graph for a target, run it on a binding.
+ * program.c — programs: the pipeline drives the backends; one cache for every target.
+ *
+ * rj_program_new runs the target-neutral pipeline once per (graph, target) — verify,
+ * canonicalise, eliminate pads, fuse, lower for the target's descriptor — and hands the
+ * finished loop IR to the target's compile hook (runtime.h's backend table). Backends never
+ * run the pipeline and never see a graph.
+ *
+ * The cache. An artifact is a graph compiled for one target: the pipeline's results and the
+ * text of every stage produced so far, so dumps and RAGJIT_DUMP print what was compiled and
+ * never compile again. Artifacts are keyed by the exact graph (names included: texts print
+ * them); their machine code lives in code entries keyed by structure alone, so a graph built
+ * again under other names reuses the code and only re-runs the (cheap) pipeline. Unused
+ * artifacts stay cached until there are more than MAX_CACHED, oldest evicted first.
  *
  * A program owns a private copy of the graph (node ids preserved), so callers may free or
- * keep extending their graph, and binds by the ids they already hold. rj_program_run is the
- * single entry point for every target: it validates the binding (bind.c) and only then hands
- * the resolved run to the backend, so backends never see unchecked data.
+ * keep extending theirs and bind by the ids they hold. rj_program_run validates the binding
+ * (bind.c) and only then hands the resolved run to the backend.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codegen/cuda/cuda_backend.h"
-#include "../codegen/llvm/llvm_backend.h"
-#include "../ir/pipeline.h"
+#include "../ir/target.h"
 #include "runtime.h"
 
-static const backend *backend_for(rj_target t) {
-    switch (t) {
-    case RJ_TARGET_REFERENCE: return &backend_reference;
-    case RJ_TARGET_CPU: return &backend_cpu;
-    case RJ_TARGET_CUDA: return &backend_cuda;
-    default: return NULL;
+#define MAX_CACHED 64
+
+#define STAGE_ROW(e, name, ext, owner) {name, ext, owner},
+const stage_info stage_table[STAGE_COUNT] = {STAGES(STAGE_ROW)};
+#undef STAGE_ROW
+
+static const backend *const backends[] = {
+    [RJ_TARGET_REFERENCE] = &backend_reference,
+    [RJ_TARGET_CPU] = &backend_cpu,
+    [RJ_TARGET_CUDA] = &backend_cuda,
+};
+
+typedef struct cache {
+    artifact *arts;    /* most recently created first */
+    int32_t narts;
+    code_entry *codes;
+} cache;
+
+/* ---- the cache --------------------------------------------------------------------------- */
+
+static void code_release(rj_ctx *ctx, cache *c, code_entry *ce) {
+    if (!ce || --ce->refs > 0) return;
+    for (code_entry **pp = &c->codes; *pp; pp = &(*pp)->next)
+        if (*pp == ce) {
+            *pp = ce->next;
+            break;
+        }
+    backends[ce->target]->code_free(ctx, ce->code);
+    rj_graph_free(ce->key);
+    mem_free(ctx, ce, sizeof *ce);
+}
+
+static void artifact_free(rj_ctx *ctx, cache *c, artifact *a) {
+    code_release(ctx, c, a->ce);
+    for (int i = 0; i < STAGE_COUNT; i++) rj_string_free(ctx, a->text[i]);
+    compiled_free(&a->comp);
+    rj_graph_free(a->key);
+    mem_free(ctx, a, sizeof *a);
+}
+
+static void cache_release(rj_ctx *ctx, void *p) {
+    cache *c = p;
+    while (c->arts) {
+        artifact *a = c->arts;
+        c->arts = a->next;
+        artifact_free(ctx, c, a);
+    }
+    mem_free(ctx, c, sizeof *c);
+}
+
+static cache *cache_get(rj_ctx *ctx) {
+    ctx_slot *sl = &ctx->slot[SLOT_CACHE];
+    if (!sl->state) {
+        if (!(sl->state = mem_zalloc(ctx, sizeof(cache)))) return NULL;
+        sl->release = cache_release;
+    }
+    return sl->state;
+}
+
+/* Frees the oldest unused artifacts beyond MAX_CACHED. */
+static void cache_evict(rj_ctx *ctx, cache *c) {
+    while (c->narts > MAX_CACHED) {
+        artifact **victim = NULL;
+        for (artifact **pp = &c->arts; *pp; pp = &(*pp)->next)
+            if ((*pp)->refs == 0) victim = pp;
+        if (!victim) return;
+        artifact *a = *victim;
+        *victim = a->next;
+        c->narts--;
+        artifact_free(ctx, c, a);
     }
 }
+
+/* The artifact of (g, target), created on a miss; a reference for the caller. */
+static artifact *artifact_get(rj_ctx *ctx, const rj_graph *g, rj_target target) {
+    cache *c = cache_get(ctx);
+    if (!c) return NULL;
+    uint64_t h = hash_mix(graph_hash(g), graph_names_hash(g));
+    for (artifact *a = c->arts; a; a = a->next)
+        if (a->hash == h && a->target == target && graph_equal(a->key, g, true)) {
+            a->refs++;
+            return a;
+        }
+    artifact *a = mem_zalloc(ctx, sizeof *a);
+    if (!a) return NULL;
+    if (!(a->key = graph_clone(ctx, g))) {
+        mem_free(ctx, a, sizeof *a);
+        return NULL;
+    }
+    a->hash = h;
+    a->target = target;
+    a->refs = 1;
+    a->next = c->arts;
+    c->arts = a;
+    c->narts++;
+    cache_evict(ctx, c);
+    return a;
+}
+
+static void artifact_release(rj_ctx *ctx, artifact *a) {
+    if (!a) return;
+    a->refs--;
+    cache_evict(ctx, ctx->slot[SLOT_CACHE].state);
+}
+
+/* The pipeline, once per artifact. The reference target lowers too (for its dumps), with the
+ * host's descriptor. */
+static rj_status artifact_lower(artifact *a) {
+    if (a->lowered) return RJ_OK;
+    rj_status s = pipeline_run(a->key, target_desc_for(a->target), &a->comp);
+    a->lowered = s == RJ_OK;
+    return s;
+}
+
+/* Machine code for the artifact: shared with a structurally equal one, or compiled. */
+static rj_status artifact_compile(rj_ctx *ctx, artifact *a) {
+    const backend *be = backends[a->target];
+    rj_status s;
+    if (a->ce || !be->compile) return RJ_OK;
+    if ((s = artifact_lower(a))) return s;
+    cache *c = ctx->slot[SLOT_CACHE].state;
+    uint64_t h = graph_hash(a->key);
+    for (code_entry *ce = c->codes; ce; ce = ce->next)
+        if (ce->hash == h && ce->target == a->target && graph_equal(ce->key, a->key, false)) {
+            ce->refs++;
+            a->ce = ce;
+            return RJ_OK;
+        }
+    code_entry *ce = mem_zalloc(ctx, sizeof *ce);
+    if (!ce) return RJ_ERR_NOMEM;
+    if (!(ce->key = graph_clone(ctx, a->key))) {
+        mem_free(ctx, ce, sizeof *ce);
+        return RJ_ERR_NOMEM;
+    }
+    if ((s = be->compile(ctx, &a->comp.lp, &ce->code))) {
+        rj_graph_free(ce->key);
+        mem_free(ctx, ce, sizeof *ce);
+        return s;
+    }
+    ce->hash = h;
+    ce->target = a->target;
+    ce->refs = 1;
+    ce->next = c->codes;
+    c->codes = ce;
+    a->ce = ce;
+    return RJ_OK;
+}
+
+/* ---- stage texts ------------------------------------------------------------------------- */
+
+static int stage_find(const char *name) {
+    for (int i = 0; i < STAGE_COUNT; i++)
+        if (!strcmp(stage_table[i].name, name)) return i;
+    return -1;
+}
+
+/* The kept text of stage st of a (never GRAPH, which prints the caller's own graph). */
+static const char *artifact_text(rj_ctx *ctx, artifact *a, int st) {
+    if (a->text[st]) return a->text[st];
+    rj_status s = artifact_lower(a);
+    if (s) return NULL;
+    int owner = stage_table[st].owner;
+    if (owner >= 0) {
+        const backend *be = backends[owner];
+        s = be->dump(ctx, &a->comp.lp, a->ce ? a->ce->code : NULL, st, a->text);
+        if (!a->text[st] && !s) s = ctx_fail(ctx, RJ_ERR_INTERNAL, "the %s backend produced no %s text",
+                                             be->name, stage_table[st].name);
+        return a->text[st];
+    }
+    sbuf b;
+    sbuf_init(&b, ctx);
+    switch (st) {
+    case STAGE_OPT: print_graph(&b, a->comp.opt); break;
+    case STAGE_FUSED: print_fuse_plan(&b, a->comp.opt, &a->comp.plan); break;
+    case STAGE_LOOPS: print_lprog(&b, a->comp.opt, &a->comp.lp); break;
+    case STAGE_DOT: print_dot(&b, a->comp.opt, &a->comp.plan); break;
+    default: break;
+    }
+    return a->text[st] = sbuf_finish(&b);
+}
+
+static char *copy_text(rj_ctx *ctx, const char *t) {
+    if (!t) return NULL;
+    sbuf b;
+    sbuf_init(&b, ctx);
+    sbuf_puts(&b, t);
+    return sbuf_finish(&b);
+}
+
+/* Stage st of g for target, from the cache; the text of a backend's own stage comes from that
+ * backend, whatever `target` is. */
+static char *graph_text(rj_graph *g, artifact *own, rj_target target, int st) {
+    rj_ctx *ctx = g->ctx;
+    if (st == STAGE_GRAPH) {
+        sbuf b;
+        sbuf_init(&b, ctx);
+        print_graph(&b, g);
+        return sbuf_finish(&b);
+    }
+    int owner = stage_table[st].owner;
+    if (owner >= 0 && owner != (int)target) own = NULL, target = (rj_target)owner;
+    artifact *a = own ? own : artifact_get(ctx, g, target);
+    char *t = a ? copy_text(ctx, artifact_text(ctx, a, st)) : NULL;
+    if (!own) artifact_release(ctx, a);
+    return t;
+}
+
+static int stage_arg(rj_ctx *ctx, const char *call, const char *stage) {
+    int st = stage ? stage_find(stage) : -1;
+    if (st < 0) {
+        sbuf names;
+        sbuf_init(&names, ctx);
+        for (int i = 0; i < STAGE_COUNT; i++) sbuf_printf(&names, "%s%s", i ? ", " : "", stage_table[i].name);
+        char *n = sbuf_finish(&names);
+        ctx_fail(ctx, RJ_ERR_ARG, stage ? "%s: unknown stage '%s' (%s)" : "%s: stage is NULL%.0s (%s)", call,
+                 stage ? stage : "", n ? n : "");
+        rj_string_free(ctx, n);
+    }
+    return st;
+}
+
+char *rj_program_dump(rj_program *p, const char *stage) {
+    if (!p) return NULL;
+    int st = stage_arg(p->ctx, "rj_program_dump", stage);
+    return st < 0 ? NULL : graph_text(p->g, p->art, p->target, st);
+}
+
+static bool target_ok(rj_ctx *ctx, const char *call, rj_target target) {
+    if ((unsigned)target < RJ_ARRAY_LEN(backends) && backends[target]) return true;
+    ctx_fail(ctx, RJ_ERR_ARG, "%s: invalid target %d", call, (int)target);
+    return false;
+}
+
+static bool graph_ok(rj_graph *g) {
+    if (g->status != RJ_OK) {
+        ctx_fail(g->ctx, g->status, "the graph has errors: %s", g->first_err);
+        return false;
+    }
+    if (g->noutputs == 0) {
+        ctx_fail(g->ctx, RJ_ERR_ARG, "the graph has no outputs");
+        return false;
+    }
+    return verify_graph(g) == RJ_OK;
+}
+
+char *rj_graph_dump(rj_graph *g, rj_target target, const char *stage) {
+    if (!g) return NULL;
+    int st = stage_arg(g->ctx, "rj_graph_dump", stage);
+    if (st < 0 || !target_ok(g->ctx, "rj_graph_dump", target) || !graph_ok(g)) return NULL;
+    return graph_text(g, NULL, target, st);
+}
+
+/* ---- programs ---------------------------------------------------------------------------- */
 
 static void dump_all(rj_program *p, const char *dir);
 
 rj_program *rj_program_new(rj_graph *g, rj_target target) {
     if (!g) return NULL;
     rj_ctx *ctx = g->ctx;
-    if (g->status != RJ_OK) {
-        ctx_fail(ctx, g->status, "the graph has errors: %s", g->first_err);
-        return NULL;
-    }
-    if ((unsigned)target > RJ_TARGET_CUDA) {
-        ctx_fail(ctx, RJ_ERR_ARG, "rj_program_new: invalid target %d", (int)target);
-        return NULL;
-    }
-    const backend *be = backend_for(target);
-    if (!be) {
-        ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "rj_program_new: target %d is not available in this "
-                 "build", (int)target);
-        return NULL;
-    }
-    if (g->noutputs == 0) {
-        ctx_fail(ctx, RJ_ERR_ARG, "rj_program_new: the graph has no outputs");
-        return NULL;
-    }
-    if (verify_graph(g) != RJ_OK) return NULL;
+    if (!target_ok(ctx, "rj_program_new", target) || !graph_ok(g)) return NULL;
+    const backend *be = backends[target];
+    if (be->available && be->available(ctx)) return NULL;
     rj_program *p = mem_zalloc(ctx, sizeof *p);
     if (!p) return NULL;
     p->ctx = ctx;
     p->target = target;
     p->be = be;
-    if (!(p->g = graph_clone(ctx, g)) || be->compile(p) != RJ_OK) {
+    if (!(p->art = artifact_get(ctx, g, target)) || artifact_compile(ctx, p->art) ||
+        !(p->g = graph_clone(ctx, g))) {
         rj_program_free(p);
         return NULL;
     }
@@ -68,25 +307,16 @@ rj_program *rj_program_new(rj_graph *g, rj_target target) {
  * warning and leaves the program and the context's last error untouched. */
 static void dump_all(rj_program *p, const char *dir) {
     static int counter;
-    static const struct {
-        const char *stage, *ext;
-    } files[] = {{"graph", "graph.rj"}, {"opt", "opt.rj"}, {"fused", "fused.txt"},
-                 {"loops", "loops.txt"}, {"dot", "dot"}, {"llvm", "ll"}, {"llvm-opt", "opt.ll"},
-                 {"asm", "s"}, {"cuda", "cu"}, {"ptx", "ptx"}};
     rj_ctx *ctx = p->ctx;
     char saved_err[sizeof ctx->err];
     memcpy(saved_err, ctx->err, sizeof saved_err);
     rj_status saved_status = ctx->status;
     int id = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-    char name[48] = "program";
-    if (p->g->noutputs) {
-        snprintf(name, sizeof name, "%s", p->g->outputs[0].name);
-    }
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char *text = rj_program_dump(p, files[i].stage);
+    for (int st = 0; st < STAGE_COUNT; st++) {
+        char *text = graph_text(p->g, p->art, p->target, st);
         if (!text) continue; /* e.g. no NVRTC for ptx */
         char path[4096];
-        snprintf(path, sizeof path, "%s/%04d-%s.%s", dir, id, name, files[i].ext);
+        snprintf(path, sizeof path, "%s/%04d-%s.%s", dir, id, p->g->outputs[0].name, stage_table[st].ext);
         FILE *f = fopen(path, "w");
         bool ok = f && fputs(text, f) >= 0;
         if (f && fclose(f)) ok = false;
@@ -102,7 +332,7 @@ static void dump_all(rj_program *p, const char *dir) {
 
 void rj_program_free(rj_program *p) {
     if (!p) return;
-    if (p->be) p->be->release(p);
+    artifact_release(p->ctx, p->art);
     rj_graph_free(p->g);
     mem_free(p->ctx, p, sizeof *p);
 }
@@ -119,42 +349,4 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
     s = p->be->run(p, b);
     b->prepared = s == RJ_OK;
     return s;
-}
-
-char *rj_program_dump(rj_program *p, const char *stage) {
-    if (!p) return NULL;
-    rj_ctx *ctx = p->ctx;
-    if (!stage) {
-        ctx_fail(ctx, RJ_ERR_ARG, "rj_program_dump: stage is NULL");
-        return NULL;
-    }
-    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm",
-                                         "cuda", "ptx", "dot"};
-    size_t k = 0;
-    while (k < sizeof stages / sizeof stages[0] && strcmp(stages[k], stage)) k++;
-    if (k == sizeof stages / sizeof stages[0]) {
-        ctx_fail(ctx, RJ_ERR_ARG, "rj_program_dump: unknown stage '%s' (graph, opt, fused, loops, "
-                 "llvm, llvm-opt, asm, cuda, ptx, dot)", stage);
-        return NULL;
-    }
-    sbuf b;
-    sbuf_init(&b, ctx);
-    if (k == 0) {
-        print_graph(&b, p->g);
-        return sbuf_finish(&b);
-    }
-    compiled c;
-    if (pipeline_run(p->g, &c) != RJ_OK) return NULL;
-    char *text = NULL;
-    switch (k) {
-    case 1: print_graph(&b, c.opt); break;
-    case 2: print_fuse_plan(&b, c.opt, &c.plan); break;
-    case 3: print_lprog(&b, c.opt, &c.lp); break;
-    case 7: text = cuda_source(ctx, &c.lp); break;
-    case 8: text = cuda_ptx(ctx, &c.lp, 0); break;
-    case 9: print_dot(&b, c.opt, &c.plan); break;
-    default: text = llvm_dump(ctx, &c.lp, stage); break;
-    }
-    compiled_free(&c);
-    return k >= 4 && k <= 8 ? text : sbuf_finish(&b);
 }

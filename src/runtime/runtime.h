@@ -11,26 +11,14 @@
 #ifndef RJ_RUNTIME_H
 #define RJ_RUNTIME_H
 
-#include "../ir/ir.h"
+#include "../ir/pipeline.h"
 
-struct llvm_jit;
-struct prog_cache;
-
-struct rj_ctx {
-    rj_alloc_fn alloc;
-    void *ud;
-    int threads;
-    rj_status status;
-    char err[1024];
-    struct llvm_jit *jit;       /* created on first CPU compile (codegen/llvm) */
-    struct prog_cache *cache;   /* compiled programs by structural hash */
-    uint64_t llvm_compiles;     /* modules JIT-compiled (tests check cache hits with it) */
-    int64_t nt_bytes;           /* outputs above this many bytes are streamed; 0: default */
-};
+/* What each context slot (util.h) holds. The program cache is released first: its entries
+ * hold code that the backends' state (the JIT, a device context) must outlive. */
+enum { SLOT_CACHE, SLOT_CPU, SLOT_CUDA, SLOT_COUNT_ };
+_Static_assert((int)SLOT_COUNT_ <= (int)CTX_SLOTS, "more context slots than util.h provides");
 
 int ctx_threads(const rj_ctx *ctx);
-/* Releases backend state hanging off the context (JIT, cache). */
-void backends_shutdown(rj_ctx *ctx);
 
 struct rj_tensor {
     rj_ctx *ctx;
@@ -95,6 +83,7 @@ struct rj_bind {
     int64_t **loff_own;   /* per class root: loff computed for views with holes (reused) */
     int64_t *loff_cap;    /* their capacities, in entries */
     bool prepared;        /* the last run succeeded: results are valid */
+    struct host_mem *mem; /* temporaries and scratch of host runs, kept across runs */
 };
 
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
@@ -124,13 +113,75 @@ rj_status bind_prepare(rj_bind *b);
 /* The concrete extent of dim d in this run; for a ragged dim, the longest row. */
 int64_t bind_dim_value(const rj_bind *b, rj_dim d);
 
-/* ---- programs --------------------------------------------------------------------------- */
+/* ---- programs ----------------------------------------------------------------------------- */
 
+/* Stages of compilation whose text a program can show (rj_program_dump). Each is produced by
+ * the pipeline or by one backend, once, and then kept. */
+#define STAGES(X)                                                                              \
+    X(GRAPH, "graph", "graph.rj", -1)                                                          \
+    X(OPT, "opt", "opt.rj", -1)                                                                \
+    X(FUSED, "fused", "fused.txt", -1)                                                         \
+    X(LOOPS, "loops", "loops.txt", -1)                                                         \
+    X(LLVM, "llvm", "ll", RJ_TARGET_CPU)                                                       \
+    X(LLVM_OPT, "llvm-opt", "opt.ll", RJ_TARGET_CPU)                                           \
+    X(ASM, "asm", "s", RJ_TARGET_CPU)                                                          \
+    X(CUDA, "cuda", "cu", RJ_TARGET_CUDA)                                                      \
+    X(PTX, "ptx", "ptx", RJ_TARGET_CUDA)                                                       \
+    X(DOT, "dot", "dot", -1)
+#define STAGE_ENUM(e, name, ext, owner) STAGE_##e,
+typedef enum { STAGES(STAGE_ENUM) STAGE_COUNT } stage_id;
+#undef STAGE_ENUM
+
+typedef struct stage_info {
+    const char *name, *ext; /* the stage's name, and the file extension RAGJIT_DUMP uses */
+    int owner;              /* the target whose backend produces it, or -1: the pipeline */
+} stage_info;
+extern const stage_info stage_table[STAGE_COUNT];
+
+/* Compiled code, shared by every artifact of the same structure and target: graphs that
+ * differ only in names run the same machine code. */
+typedef struct code_entry {
+    struct code_entry *next;
+    uint64_t hash;           /* graph_hash of key */
+    rj_target target;
+    rj_graph *key;
+    int refs;                /* artifacts using it */
+    void *code;              /* the backend's compiled form */
+} code_entry;
+
+/* A graph compiled for one target: the pipeline's results (lowered for the target's
+ * descriptor), the stage texts produced so far, and the code. Identical graphs (names
+ * included, since texts print them) share one through the context's cache (program.c);
+ * programs hold references. */
+typedef struct artifact {
+    struct artifact *next;
+    uint64_t hash;           /* graph_hash and graph_names_hash of key, mixed */
+    rj_target target;
+    rj_graph *key;           /* the graph as the user built it */
+    int refs;                /* programs using it */
+    bool lowered;            /* comp holds the pipeline's results */
+    compiled comp;
+    code_entry *ce;          /* NULL until compiled */
+    char *text[STAGE_COUNT]; /* kept stage texts (NULL until asked for) */
+} artifact;
+
+/* A target: plain hooks over loop IR and resolved runs, driven by program.c. The backends
+ * never call the pipeline and never read binding or context internals beyond what these
+ * arguments give them. */
 typedef struct backend {
     const char *name;
-    rj_status (*compile)(rj_program *p);
+    rj_target target;
+    /* Can programs run here? The cheap refusal (no device) before anything is compiled. */
+    rj_status (*available)(rj_ctx *ctx);
+    /* Compiles loop IR into *code (shared by every program of the artifact). */
+    rj_status (*compile)(rj_ctx *ctx, const lprog *lp, void **code);
+    void (*code_free)(rj_ctx *ctx, void *code);
+    /* Fills text[st] for a stage the backend owns (and any other of its stages that come from
+     * the same work), from the loop IR and, when the artifact was compiled, its code; no
+     * device is needed. */
+    rj_status (*dump)(rj_ctx *ctx, const lprog *lp, const void *code, int st, char **text);
+    /* Runs a compiled program on a prepared binding. */
     rj_status (*run)(rj_program *p, rj_bind *b);
-    void (*release)(rj_program *p);
 } backend;
 
 struct rj_program {
@@ -138,7 +189,7 @@ struct rj_program {
     rj_graph *g;          /* private copy of the user's graph */
     rj_target target;
     const backend *be;
-    void *impl;           /* backend state */
+    artifact *art;        /* shared through the cache */
 };
 
 extern const backend backend_reference;
@@ -147,5 +198,10 @@ extern const backend backend_cuda;
 
 /* interp.c: evaluates the program's graph on a prepared binding. */
 rj_status interp_run(rj_program *p, rj_bind *b);
+
+/* cpu.c: settings and counters of the CPU backend (tests use them). Outputs larger than
+ * `bytes` are written with streaming stores (0: the default threshold). */
+rj_status cpu_set_stream_bytes(rj_ctx *ctx, int64_t bytes);
+uint64_t cpu_compile_count(const rj_ctx *ctx);
 
 #endif

@@ -45,7 +45,30 @@ static inline bool bytes_of(int64_t n, size_t s, size_t *r) {
     return true;
 }
 
-/* Memory through the context hook (see ctx.c). NULL on failure, with the error recorded. */
+/* ---- the context ---------------------------------------------------------------------------
+ * Defined here, at the bottom, because every layer allocates and reports errors through it.
+ * It holds only what is common to all of ragjit (the allocator, the error, the settings);
+ * everything a layer above keeps per context — the program cache, a backend's JIT or device
+ * handles — hangs off a slot: an opaque pointer with the release hook that frees it.
+ * rj_ctx_free (runtime/ctx.c) calls the hooks in slot order and knows nothing else about
+ * what they hold, so no backend is named below the runtime's backend table. */
+enum { CTX_SLOTS = 4 };
+
+typedef struct ctx_slot {
+    void *state;
+    void (*release)(rj_ctx *ctx, void *state);
+} ctx_slot;
+
+struct rj_ctx {
+    rj_alloc_fn alloc;
+    void *ud;
+    int threads;          /* rj_ctx_set_threads; 0: one per online processor */
+    rj_status status;     /* of the last failure */
+    char err[1024];       /* its message */
+    ctx_slot slot[CTX_SLOTS];
+};
+
+/* Memory through the context hook (mem.c). NULL on failure, with the error recorded. */
 void *mem_alloc(rj_ctx *ctx, size_t n);
 void *mem_zalloc(rj_ctx *ctx, size_t n);
 void *mem_realloc(rj_ctx *ctx, void *p, size_t osize, size_t nsize);
@@ -55,11 +78,15 @@ void mem_strfree(rj_ctx *ctx, char *s);
 /* Grows *arr (of elem-size es) so it holds at least need elements; *cap is updated. */
 bool mem_grow(rj_ctx *ctx, void **arr, int32_t *cap, int32_t need, size_t es);
 
-/* Errors: record a message in the context and return the status. */
+/* Errors (error.c): record a message in the context and return the status. */
 rj_status ctx_fail(rj_ctx *ctx, rj_status s, const char *fmt, ...) RJ_PRINTF(3, 4);
 rj_status ctx_failv(rj_ctx *ctx, rj_status s, const char *fmt, va_list ap);
 void ctx_clear_error(rj_ctx *ctx);
 rj_status ctx_last_status(const rj_ctx *ctx);
+
+/* dl.c: looks up `name` in a dlopen'd library and stores it in the function pointer at fnptr;
+ * false if it is missing. */
+bool dl_sym(void *lib, const char *name, void *fnptr);
 
 /* Growable text. */
 typedef struct sbuf {

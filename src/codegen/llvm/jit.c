@@ -2,9 +2,9 @@
  * jit.c — the context's LLVM JIT: one ORC LLJIT per context, one resource tracker per
  * compiled program.
  *
- * The LLJIT is created on the first CPU compile of a context and reused: creating one costs
- * milliseconds (target detection, the execution session), adding a module to an existing one
- * does not. Each program's module gets a unique symbol prefix in the shared JITDylib and its
+ * The CPU target (runtime/cpu.c) creates the LLJIT on the first compile of a context and
+ * keeps it in the context's CPU slot: creating one costs milliseconds (target detection, the
+ * execution session), adding a module to an existing one does not. Each program's module gets a unique symbol prefix in the shared JITDylib and its
  * own resource tracker, so freeing a program evicts exactly its machine code. Calls the
  * generated code makes into libm (f64 transcendental functions, pow) resolve through a
  * process symbol generator.
@@ -17,8 +17,9 @@
  * workloads, but nothing tests run-time speed on every kernel shape, so O3 stays the
  * default. After the pipeline, horizontal float reductions are rewritten as trees
  * (reduce_tree.c). The same TargetMachine then generates the object code the JIT links
- * (ORC's IR layer would create a TargetMachine per module). The dumps (LLVM IR before and after optimisation, assembly) are produced by
- * the same steps, from a fresh module.
+ * (ORC's IR layer would create a TargetMachine per module). The dumps (LLVM IR before and
+ * after optimisation, assembly) are produced together by the same steps, from a fresh module,
+ * so one request fills all three texts.
  *
  * Memory: LLVM allocates its own memory (the JIT, compiled code); that is the one place where
  * ragjit's allocator hook is not consulted.
@@ -34,7 +35,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../runtime/runtime.h"
 #include "llvm_backend.h"
 
 struct llvm_jit {
@@ -85,11 +85,8 @@ void llvm_jit_free(struct llvm_jit *j) {
     free(j);
 }
 
-rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out) {
-    if (ctx->jit) {
-        *out = ctx->jit;
-        return RJ_OK;
-    }
+rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
+    *out = NULL;
     pthread_once(&init_once, init_llvm);
     struct llvm_jit *j = calloc(1, sizeof *j); /* lives with LLVM's own allocations */
     if (!j) return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory creating the JIT");
@@ -128,7 +125,6 @@ rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out) {
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
     j->layout = LLVMCopyStringRepOfTargetData(td);
     LLVMDisposeTargetData(td);
-    ctx->jit = j;
     *out = j;
     return RJ_OK;
 }
@@ -164,10 +160,9 @@ static emit_target target_of(const struct llvm_jit *j) {
     return (emit_target){.triple = j->triple, .layout = j->layout, .cpu = j->cpu, .features = j->features};
 }
 
-rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code **code) {
-    struct llvm_jit *j;
-    rj_status s = llvm_jit_get(ctx, &j);
-    if (s) return s;
+rj_status llvm_compile(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, void **fns,
+                       llvm_module_code **code) {
+    rj_status s;
     char prefix[32];
     snprintf(prefix, sizeof prefix, "rj%llu_", (unsigned long long)j->next_id++);
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
@@ -216,7 +211,6 @@ rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code
         }
         fns[i] = (void *)(uintptr_t)addr;
     }
-    ctx->llvm_compiles++;
     llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
     if (!mc) {
         LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
@@ -237,47 +231,53 @@ void llvm_code_free(rj_ctx *ctx, llvm_module_code *code) {
     mem_free(ctx, code, sizeof *code);
 }
 
-char *llvm_dump(rj_ctx *ctx, const lprog *p, const char *stage) {
-    struct llvm_jit *j;
-    if (llvm_jit_get(ctx, &j)) return NULL;
+/* Owns LLVM's message text: copies it into ragjit memory and disposes of it. */
+static char *take_text(rj_ctx *ctx, const char *raw, size_t n) {
+    sbuf sb;
+    sbuf_init(&sb, ctx);
+    for (size_t i = 0; i < n; i++) sbuf_putc(&sb, raw[i]);
+    return sbuf_finish(&sb);
+}
+
+rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, char **ir_opt,
+                    char **asm_text) {
+    *ir = NULL;
+    if (ir_opt) *ir_opt = NULL;
+    if (asm_text) *asm_text = NULL;
     LLVMContextRef c = LLVMContextCreate();
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
     LLVMModuleRef m = llvm_emit_module(ctx, c, p, "rj_", &t);
-    char *text = NULL;
-    if (m) {
-        char *raw = NULL;
-        LLVMMemoryBufferRef buf = NULL;
-        bool asm_ = !strcmp(stage, "asm");
-        if (!strcmp(stage, "llvm")) {
-            raw = LLVMPrintModuleToString(m);
-        } else if (optimise(ctx, j, m) == RJ_OK) {
-            if (!asm_) {
-                raw = LLVMPrintModuleToString(m);
-            } else {
-                char *msg = NULL;
-                if (LLVMTargetMachineEmitToMemoryBuffer(j->tm, m, LLVMAssemblyFile, &msg, &buf)) {
-                    ctx_fail(ctx, RJ_ERR_COMPILE, "emitting assembly: %s", msg);
-                    LLVMDisposeMessage(msg);
-                    buf = NULL;
-                }
-            }
-        }
-        sbuf sb;
-        sbuf_init(&sb, ctx);
-        if (raw) {
-            sbuf_puts(&sb, raw);
-            LLVMDisposeMessage(raw);
-            text = sbuf_finish(&sb);
-        } else if (buf) {
-            size_t n = LLVMGetBufferSize(buf);
-            const char *s = LLVMGetBufferStart(buf);
-            for (size_t i = 0; i < n; i++) sbuf_putc(&sb, s[i]);
-            LLVMDisposeMemoryBuffer(buf);
-            text = sbuf_finish(&sb);
-        }
-        LLVMDisposeModule(m);
+    rj_status s = m ? RJ_OK : ctx_last_status(ctx);
+    char *raw = NULL;
+    if (!s) {
+        raw = LLVMPrintModuleToString(m);
+        if (!(*ir = take_text(ctx, raw, strlen(raw)))) s = RJ_ERR_NOMEM;
+        LLVMDisposeMessage(raw);
     }
+    if (!s && ir_opt && !(s = optimise(ctx, j, m))) {
+        raw = LLVMPrintModuleToString(m);
+        if (!(*ir_opt = take_text(ctx, raw, strlen(raw)))) s = RJ_ERR_NOMEM;
+        LLVMDisposeMessage(raw);
+    }
+    if (!s && ir_opt && asm_text) {
+        char *msg = NULL;
+        LLVMMemoryBufferRef buf = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(j->tm, m, LLVMAssemblyFile, &msg, &buf)) {
+            s = ctx_fail(ctx, RJ_ERR_COMPILE, "emitting assembly: %s", msg ? msg : "");
+            LLVMDisposeMessage(msg);
+        } else {
+            if (!(*asm_text = take_text(ctx, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf))))
+                s = RJ_ERR_NOMEM;
+            LLVMDisposeMemoryBuffer(buf);
+        }
+    }
+    if (m) LLVMDisposeModule(m);
     LLVMContextDispose(c);
-    return text;
+    if (s) {
+        rj_string_free(ctx, *ir);
+        *ir = NULL;
+        if (ir_opt) rj_string_free(ctx, *ir_opt), *ir_opt = NULL;
+    }
+    return s;
 }

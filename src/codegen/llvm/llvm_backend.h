@@ -52,13 +52,17 @@ int llvm_reduce_trees(LLVMModuleRef m);
 struct llvm_jit;
 typedef struct llvm_module_code llvm_module_code;
 
-/* Creates the context's JIT on first use. */
-rj_status llvm_jit_get(rj_ctx *ctx, struct llvm_jit **out);
+/* A JIT for the host: an ORC LLJIT, the host TargetMachine and the optimisation pipeline. */
+rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out);
 void llvm_jit_free(struct llvm_jit *j);
 /* Optimises and JIT-compiles the kernels of p; fills fns[i] with kernel i's address. */
-rj_status llvm_compile(rj_ctx *ctx, const lprog *p, void **fns, llvm_module_code **code);
+rj_status llvm_compile(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, void **fns,
+                       llvm_module_code **code);
 void llvm_code_free(rj_ctx *ctx, llvm_module_code *code);
-/* Dumps: "llvm" (before optimisation), "llvm-opt", "asm". Text to free with rj_string_free. */
-char *llvm_dump(rj_ctx *ctx, const lprog *p, const char *stage);
+/* The dumps, from one emission: LLVM IR before optimisation, and, when ir_opt (and then
+ * asm_text) is not NULL, after optimisation and host assembly. Texts to free with
+ * rj_string_free; all NULL on failure. */
+rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, char **ir_opt,
+                    char **asm_text);
 
 #endif
