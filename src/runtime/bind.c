@@ -33,7 +33,9 @@ rj_bind *rj_bind_new(rj_program *p) {
     rj_bind *b = mem_zalloc(ctx, sizeof *b);
     if (!b) return NULL;
     b->ctx = ctx;
-    b->p = p;
+    b->prog_id = p->id;
+    b->art = p->art;
+    artifact_retain(b->art);
     b->g = g;
     b->nsym = g->nsym;
     size_t ns = (size_t)(g->nsym ? g->nsym : 1);
@@ -78,6 +80,7 @@ void rj_bind_free(rj_bind *b) {
     mem_free(ctx, b->in, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind));
     mem_free(ctx, b->out, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind));
     host_mem_free(ctx, b->mem);
+    artifact_release(ctx, b->art);
     mem_free(ctx, b, sizeof *b);
 }
 

@@ -13,8 +13,9 @@
  * again under other names reuses the code and only re-runs the (cheap) pipeline. Unused
  * artifacts stay cached until there are more than MAX_CACHED, oldest evicted first.
  *
- * A program owns a private copy of the graph (node ids preserved), so callers may free or
- * keep extending theirs and bind by the ids they hold. rj_program_run validates the binding
+ * A program reads the artifact's copy of the graph (node ids preserved), so callers may free
+ * or keep extending theirs and bind by the ids they hold. Bindings hold a reference to the
+ * artifact too, so programs and bindings may be freed in any order. rj_program_run validates the binding
  * (bind.c) and only then hands the resolved run to the backend.
  */
 #include <errno.h>
@@ -124,7 +125,11 @@ static artifact *artifact_get(rj_ctx *ctx, const rj_graph *g, rj_target target) 
     return a;
 }
 
-static void artifact_release(rj_ctx *ctx, artifact *a) {
+void artifact_retain(artifact *a) {
+    a->refs++;
+}
+
+void artifact_release(rj_ctx *ctx, artifact *a) {
     if (!a) return;
     a->refs--;
     cache_evict(ctx, ctx->slot[SLOT_CACHE].state);
@@ -216,7 +221,7 @@ static char *copy_text(rj_ctx *ctx, const char *t) {
 
 /* Stage st of g for target, from the cache; the text of a backend's own stage comes from that
  * backend, whatever `target` is. */
-static char *graph_text(rj_graph *g, artifact *own, rj_target target, int st) {
+static char *graph_text(const rj_graph *g, artifact *own, rj_target target, int st) {
     rj_ctx *ctx = g->ctx;
     if (st == STAGE_GRAPH) {
         sbuf b;
@@ -289,14 +294,16 @@ rj_program *rj_program_new(rj_graph *g, rj_target target) {
     if (be->available && be->available(ctx)) return NULL;
     rj_program *p = mem_zalloc(ctx, sizeof *p);
     if (!p) return NULL;
+    static uint64_t serial;
     p->ctx = ctx;
+    p->id = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
     p->target = target;
     p->be = be;
-    if (!(p->art = artifact_get(ctx, g, target)) || artifact_compile(ctx, p->art) ||
-        !(p->g = graph_clone(ctx, g))) {
+    if (!(p->art = artifact_get(ctx, g, target)) || artifact_compile(ctx, p->art)) {
         rj_program_free(p);
         return NULL;
     }
+    p->g = p->art->key;
     const char *dir = getenv("RAGJIT_DUMP");
     if (dir && *dir) dump_all(p, dir);
     return p;
@@ -333,14 +340,13 @@ static void dump_all(rj_program *p, const char *dir) {
 void rj_program_free(rj_program *p) {
     if (!p) return;
     artifact_release(p->ctx, p->art);
-    rj_graph_free(p->g);
     mem_free(p->ctx, p, sizeof *p);
 }
 
 rj_status rj_program_run(rj_program *p, rj_bind *b) {
     if (!p || !b) return p ? ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: binding is NULL")
                            : RJ_ERR_ARG;
-    if (b->p != p)
+    if (b->prog_id != p->id)
         return ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: the binding belongs to another "
                         "program");
     b->prepared = false;

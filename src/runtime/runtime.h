@@ -66,8 +66,10 @@ typedef struct out_bind {
 
 struct rj_bind {
     rj_ctx *ctx;
-    rj_program *p;
-    const rj_graph *g;    /* the program's graph */
+    uint64_t prog_id;     /* the program's serial number (a binding serves one program) */
+    struct artifact *art; /* the program's compiled graph: a reference, so a binding may
+                             outlive its program */
+    const rj_graph *g;    /* the program's graph (the artifact's) */
     int32_t nsym;
     int64_t *size;        /* user-bound dense sizes */
     uint8_t *size_set;
@@ -186,8 +188,9 @@ typedef struct backend {
 
 struct rj_program {
     rj_ctx *ctx;
-    rj_graph *g;          /* private copy of the user's graph */
+    const rj_graph *g;    /* the artifact's copy of the user's graph (names included) */
     rj_target target;
+    uint64_t id;          /* serial number, unique in the process */
     const backend *be;
     artifact *art;        /* shared through the cache */
 };
@@ -195,6 +198,10 @@ struct rj_program {
 extern const backend backend_reference;
 extern const backend backend_cpu;
 extern const backend backend_cuda;
+
+/* References to an artifact (program.c): programs and bindings hold one each. */
+void artifact_retain(artifact *a);
+void artifact_release(rj_ctx *ctx, artifact *a);
 
 /* interp.c: evaluates the program's graph on a prepared binding. */
 rj_status interp_run(rj_program *p, rj_bind *b);
