@@ -279,6 +279,61 @@ static void test_cache_no_recompile(void **state) {
     rj_graph_free(e3.g);
 }
 
+/* Stage texts are kept once produced: asking again gives the same text and compiles nothing.
+ * A backend's own stage comes from that backend whatever the program's target, rj_graph_dump
+ * needs no device, and a binding may outlive its program. */
+static void test_dumps_and_lifetimes(void **state) {
+    fixture *f = *state;
+    env e = env_new(f->ctx, RJ_F32);
+    std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
+    rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU);
+    rj_program *pr = rj_program_new(e.g, RJ_TARGET_REFERENCE);
+    assert_non_null(p);
+    assert_non_null(pr);
+    uint64_t c0 = cpu_compile_count(f->ctx);
+    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm", "dot"};
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        char *a = rj_program_dump(p, stages[i]), *b = rj_program_dump(p, stages[i]);
+        char *r = rj_program_dump(pr, stages[i]);
+        if (!a || !b || !r) fail_msg("%s: %s", stages[i], rj_ctx_error(f->ctx));
+        assert_string_equal(a, b);
+        assert_string_equal(a, r); /* the reference target lowers with the host's descriptor */
+        rj_string_free(f->ctx, a);
+        rj_string_free(f->ctx, b);
+        rj_string_free(f->ctx, r);
+    }
+    assert_int_equal(cpu_compile_count(f->ctx), c0);
+    char *loops = rj_graph_dump(e.g, RJ_TARGET_CUDA, "loops");
+    char *cuda = rj_graph_dump(e.g, RJ_TARGET_CUDA, "cuda");
+    if (!loops || !cuda) fail_msg("rj_graph_dump for CUDA: %s", rj_ctx_error(f->ctx));
+    assert_non_null(strstr(cuda, "extern \"C\" __global__ void k0("));
+    rj_string_free(f->ctx, loops);
+    rj_string_free(f->ctx, cuda);
+    assert_null(rj_graph_dump(e.g, (rj_target)7, "loops"));
+    assert_error_contains(f->ctx, "rj_graph_dump: invalid target 7");
+    assert_null(rj_graph_dump(e.g, RJ_TARGET_CPU, "nope"));
+    assert_error_contains(f->ctx, "rj_graph_dump: unknown stage 'nope' (graph, opt, fused, loops,");
+    assert_null(rj_program_dump(p, NULL));
+    assert_error_contains(f->ctx, "rj_program_dump: stage is NULL");
+
+    /* the binding keeps what it needs: results stay readable after the program is freed */
+    rj_bind *b = rj_bind_new(p);
+    data d = data_new(LEN_UNIFORM, RJ_F32, 5);
+    bind_all(f->ctx, b, &e, &d, NULL);
+    assert_ok(f->ctx, rj_program_run(p, b));
+    rj_program_free(p);
+    rj_program_free(pr);
+    const rj_tensor *t = rj_bind_result(b, rj_graph_output_at(e.g, 0));
+    assert_non_null(t);
+    rj_tensor_info ti;
+    assert_ok(f->ctx, rj_tensor_get_info(t, &ti));
+    assert_int_equal(ti.shape[0], d.B);
+    assert_int_equal(ti.rows, d.rows);
+    rj_bind_free(b);
+    data_free(&d);
+    rj_graph_free(e.g);
+}
+
 /* The assembly of an elementwise kernel uses packed vector instructions. */
 static void test_vectorized(void **state) {
     fixture *f = *state;
@@ -384,6 +439,7 @@ int main(void) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
         FX(test_vectorized),      FX(test_run_errors),        FX(test_math_special_values),
+        FX(test_dumps_and_lifetimes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
