@@ -376,6 +376,23 @@ RJ_API rj_status rj_tensor_get_info(const rj_tensor *t, rj_tensor_info *info);
 RJ_API void rj_tensor_free(rj_tensor *t);
 
 /* ----------------------------------------------------------------------------------------------
+ * NumPy .npy files, the exchange format of the `ragjit` command: little-endian, C order,
+ * dtypes '<f4' '<f8' '<i4' '<i8' '|b1'. Files of format 1.0, 2.0 and 3.0 are read ('|u1' as
+ * bool when every byte is 0 or 1); files are written byte for byte as np.save writes them.
+ * Anything unsupported or malformed is RJ_ERR_IO with a message naming the file and the
+ * problem (bad magic, unsupported dtype, Fortran order, truncated data, ...).
+ */
+
+/* Reads path into a new dense tensor that owns its memory; rj_tensor_get_info gives its dtype,
+ * shape and values (rank 0 for a scalar). Free with rj_tensor_free. NULL on failure. A jagged
+ * tensor is a values file plus an offsets file: read both and use rj_tensor_from_values. */
+RJ_API rj_tensor *rj_npy_read(rj_ctx *ctx, const char *path);
+/* Writes rank dims of shape (rank 0: a scalar; shape may then be NULL) from data, C order, to
+ * path. Bool elements are written as 0 or 1. data may be NULL when there are no elements. */
+RJ_API rj_status rj_npy_write(rj_ctx *ctx, const char *path, rj_dtype dtype, int rank,
+                              const int64_t *shape, const void *data);
+
+/* ----------------------------------------------------------------------------------------------
  * Programs and bindings.
  *
  * rj_program_new compiles a graph for a target; the program keeps its own copy of the graph,
