@@ -368,13 +368,15 @@ typedef struct dataset {
     rj_tensor **in;        /* per input */
     rj_tensor **off;       /* per symbol (ragged): int64 offsets */
     int64_t *size;         /* per symbol (dense): value, or -1 */
-    const char **size_src; /* per symbol: where the size came from, for messages */
+    char **size_src;       /* per symbol: where the size came from, for messages (a copy: it is
+                            * often a path that is freed before the message needs it) */
 } dataset;
 
 static void dataset_free(dataset *d) {
     for (int i = 0; d->in && i < d->nin; i++) rj_tensor_free(d->in[i]);
     for (int s = 0; d->off && s < d->nsym; s++) rj_tensor_free(d->off[s]);
-    free(d->in), free(d->off), free(d->size), free((void *)d->size_src);
+    for (int s = 0; d->size_src && s < d->nsym; s++) free(d->size_src[s]);
+    free(d->in), free(d->off), free(d->size), free(d->size_src);
 }
 
 static int dataset_init(dataset *d, rj_ctx *ctx, const rj_graph *g) {
@@ -390,14 +392,22 @@ static int dataset_init(dataset *d, rj_ctx *ctx, const rj_graph *g) {
     return 0;
 }
 
+/* Records size s as v, learned from src. */
+static int learn_size(dataset *d, int s, int64_t v, const char *src) {
+    char *copy = strdup(src);
+    if (!copy) return die_run("out of memory");
+    free(d->size_src[s]);
+    d->size_src[s] = copy;
+    d->size[s] = v;
+    return 0;
+}
+
 /* Sets a dense size, which must agree with any earlier value. */
 static int set_size(dataset *d, int s, int64_t v, const char *src) {
     if (d->size[s] >= 0 && d->size[s] != v)
         return die_usage("%s: %s is %lld here but %lld in %s", src, sym_name(d->g, s), (long long)v,
                          (long long)d->size[s], d->size_src[s]);
-    d->size[s] = v;
-    d->size_src[s] = src;
-    return 0;
+    return learn_size(d, s, v, src);
 }
 
 static int apply_size_opts(dataset *d, const opts *o) {
@@ -536,8 +546,8 @@ static int load_data(dataset *d, const char *dir) {
         if (!t) r = die_usage("%s", rj_ctx_error(d->ctx));
         else if (a.rank != 0 || (a.dtype != RJ_I64 && a.dtype != RJ_I32))
             r = die_usage("%s: size %s must be a 0-d integer array", p, si.name);
-        else d->size[s] = a.dtype == RJ_I64 ? *(int64_t *)a.values : *(int32_t *)a.values;
-        d->size_src[s] = "the data directory";
+        else r = learn_size(d, s, a.dtype == RJ_I64 ? *(int64_t *)a.values : *(int32_t *)a.values,
+                            "the data directory");
         rj_tensor_free(t);
         free(p);
         if (r) return r;
