@@ -278,11 +278,18 @@ RJ_API rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged);
  * a message "file:line:col: message", then the source line and a caret under the column. */
 RJ_API rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename);
 
-/* Introspection. */
+/* Introspection: what a parsed or built graph declares, for code that binds data by name
+ * (the `ragjit` command is written on these calls alone). Inputs and outputs are numbered
+ * 0 .. count-1 in declaration order; an index out of range gives RJ_NONE / NULL and a message
+ * in the context. Strings belong to the graph. */
 RJ_API int rj_graph_input_count(const rj_graph *g);
 RJ_API rj_node rj_graph_input_at(const rj_graph *g, int i);
 RJ_API int rj_graph_output_count(const rj_graph *g);
 RJ_API rj_node rj_graph_output_at(const rj_graph *g, int i);
+/* The name the i-th input / output was declared with. Prefer these to rj_node_name for
+ * file or buffer names: an input that is also an output has two names. */
+RJ_API const char *rj_graph_input_name(const rj_graph *g, int i);
+RJ_API const char *rj_graph_output_name(const rj_graph *g, int i);
 RJ_API rj_node rj_graph_find(const rj_graph *g, const char *name); /* input or output name */
 /* The output name, input name, or text-format variable name of a node; NULL if none. */
 RJ_API const char *rj_node_name(const rj_graph *g, rj_node n);
@@ -292,6 +299,31 @@ RJ_API int rj_node_shape(const rj_graph *g, rj_node n, rj_dim dims[RJ_MAX_RANK])
 RJ_API const char *rj_dim_name(const rj_graph *g, rj_dim d); /* symbol name, NULL if constant */
 /* The type of a node as text, e.g. "f32[B, j1, 64]"; free with rj_string_free. */
 RJ_API char *rj_node_type_str(const rj_graph *g, rj_node n);
+
+/* Symbols: the dense sizes and ragged symbols a graph declares and the max(j) sizes that pad
+ * creates, numbered 0 .. rj_graph_dim_count-1 in order of creation. rj_graph_dim_at gives the
+ * rj_dim of symbol i (RJ_DIM_NONE if out of range); rj_dim_get_info describes any dim of the
+ * graph, constants included, and fails with RJ_ERR_ARG for a dim that is neither. */
+typedef enum rj_dim_kind {
+    RJ_DIM_CONST,   /* a constant size (d >= 0) */
+    RJ_DIM_DENSE,   /* a named size bound at run time (B, D) */
+    RJ_DIM_RAGGED,  /* a ragged symbol (j1 : B) */
+    RJ_DIM_MAXLEN   /* the longest row of a ragged symbol, max(j1): computed, never bound */
+} rj_dim_kind;
+
+typedef struct rj_dim_info {
+    rj_dim_kind kind;
+    const char *name;  /* "B", "j1", "max(j1)"; NULL for a constant */
+    rj_dim parent;     /* RAGGED: the dim it varies over; MAXLEN: its ragged symbol; else
+                        * RJ_DIM_NONE */
+    rj_dim same;       /* the first-declared member of its rj_graph_same class (d if none):
+                        * symbols with equal `same` must be bound equal lengths */
+    bool used;         /* some node's shape has d; an unused symbol needs no binding */
+} rj_dim_info;
+
+RJ_API int rj_graph_dim_count(const rj_graph *g);
+RJ_API rj_dim rj_graph_dim_at(const rj_graph *g, int i);
+RJ_API rj_status rj_dim_get_info(const rj_graph *g, rj_dim d, rj_dim_info *info);
 
 /* ----------------------------------------------------------------------------------------------
  * Tensors: runtime jagged or dense data. A jagged tensor has exactly one ragged dim, dim 1,
@@ -342,6 +374,23 @@ RJ_API rj_tensor *rj_tensor_contiguous(const rj_tensor *t);
 RJ_API rj_status rj_tensor_unbind(const rj_tensor *t, rj_tensor_info *views, int64_t capacity);
 RJ_API rj_status rj_tensor_get_info(const rj_tensor *t, rj_tensor_info *info);
 RJ_API void rj_tensor_free(rj_tensor *t);
+
+/* ----------------------------------------------------------------------------------------------
+ * NumPy .npy files, the exchange format of the `ragjit` command: little-endian, C order,
+ * dtypes '<f4' '<f8' '<i4' '<i8' '|b1'. Files of format 1.0, 2.0 and 3.0 are read ('|u1' as
+ * bool when every byte is 0 or 1); files are written byte for byte as np.save writes them.
+ * Anything unsupported or malformed is RJ_ERR_IO with a message naming the file and the
+ * problem (bad magic, unsupported dtype, Fortran order, truncated data, ...).
+ */
+
+/* Reads path into a new dense tensor that owns its memory; rj_tensor_get_info gives its dtype,
+ * shape and values (rank 0 for a scalar). Free with rj_tensor_free. NULL on failure. A jagged
+ * tensor is a values file plus an offsets file: read both and use rj_tensor_from_values. */
+RJ_API rj_tensor *rj_npy_read(rj_ctx *ctx, const char *path);
+/* Writes rank dims of shape (rank 0: a scalar; shape may then be NULL) from data, C order, to
+ * path. Bool elements are written as 0 or 1. data may be NULL when there are no elements. */
+RJ_API rj_status rj_npy_write(rj_ctx *ctx, const char *path, rj_dtype dtype, int rank,
+                              const int64_t *shape, const void *data);
 
 /* ----------------------------------------------------------------------------------------------
  * Programs and bindings.

@@ -337,6 +337,16 @@ static void test_bad_data(void **state) {
     remove(p);
     rename(good, p);
     expect_ok(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir));
+    /* two files disagree on a dense size: the message names both files */
+    char prog[600], d2[512], want[1400];
+    snprintf(prog, sizeof prog, "%s/twod.rj", tmpdir);
+    write_file(prog, "input a : f32[D]\ninput b : f32[D]\ny = a + b\noutput y\n");
+    snprintf(d2, sizeof d2, "%s/data2", tmpdir);
+    expect_ok(run("ragjit run %s --random D=4 --save-data %s --out %s/o", prog, d2, tmpdir));
+    snprintf(p, sizeof p, "%s/b.npy", d2);
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", fo, 12);
+    snprintf(want, sizeof want, "%s/b.npy: D is 3 here but 4 in %s/a.npy", d2, d2);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", prog, d2, tmpdir), 2, want);
 }
 
 /* ---- golden dumps ---------------------------------------------------------------------------- */

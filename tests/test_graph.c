@@ -384,6 +384,136 @@ static void test_outputs(void **state) {
     rj_graph_free(e.g);
 }
 
+/* Introspection of names and symbols, as a tool that binds files by name uses it. */
+static void test_names_and_symbols(void **state) {
+    fixture *f = *state;
+    static const char src[] = "ragged j1 : B\n"
+                              "ragged j2 : B\n"
+                              "same j1 j2\n"
+                              "input x : f32[B, j1, 8]\n"
+                              "input y : f32[B, j2, 8]\n"
+                              "input w : f32[D]\n"
+                              "ragged q : B\n"
+                              "output x\n"
+                              "s = x + y\n"
+                              "p = pad(s, value=0.0)\n"
+                              "output s, p\n";
+    rj_graph *g = rj_graph_parse(f->ctx, src, "names.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    /* inputs and outputs by number, as declared; x is both */
+    assert_int_equal(rj_graph_input_count(g), 3);
+    assert_string_equal(rj_graph_input_name(g, 0), "x");
+    assert_string_equal(rj_graph_input_name(g, 2), "w");
+    assert_int_equal(rj_graph_output_count(g), 3);
+    assert_string_equal(rj_graph_output_name(g, 0), "x");
+    assert_string_equal(rj_graph_output_name(g, 2), "p");
+    assert_int_equal(rj_graph_output_at(g, 0), rj_graph_input_at(g, 0));
+
+    /* symbols in order of creation: declarations first, max(j1) when pad made it */
+    static const struct {
+        const char *name;
+        rj_dim_kind kind;
+        const char *parent, *same;
+        bool used;
+    } want[] = {{"B", RJ_DIM_DENSE, NULL, "B", true},
+                {"j1", RJ_DIM_RAGGED, "B", "j1", true},
+                {"j2", RJ_DIM_RAGGED, "B", "j1", true}, /* same j1 j2: j1 came first */
+                {"D", RJ_DIM_DENSE, NULL, "D", true},
+                {"q", RJ_DIM_RAGGED, "B", "q", false},  /* declared, no tensor uses it */
+                {"max(j1)", RJ_DIM_MAXLEN, "j1", "max(j1)", true}};
+    assert_int_equal(rj_graph_dim_count(g), 6);
+    for (int i = 0; i < 6; i++) {
+        rj_dim d = rj_graph_dim_at(g, i);
+        rj_dim_info in;
+        assert_ok(f->ctx, rj_dim_get_info(g, d, &in));
+        assert_string_equal(in.name, want[i].name);
+        assert_string_equal(rj_dim_name(g, d), want[i].name);
+        assert_int_equal(in.kind, want[i].kind);
+        assert_int_equal(in.used, want[i].used);
+        assert_true(in.same == rj_graph_find_dim(g, want[i].same));
+        if (want[i].parent) assert_true(in.parent == rj_graph_find_dim(g, want[i].parent));
+        else assert_true(in.parent == RJ_DIM_NONE);
+        if (in.kind != RJ_DIM_MAXLEN) assert_true(rj_graph_find_dim(g, want[i].name) == d);
+    }
+    /* constants are dims too */
+    rj_dim_info in;
+    assert_ok(f->ctx, rj_dim_get_info(g, 8, &in));
+    assert_int_equal(in.kind, RJ_DIM_CONST);
+    assert_null(in.name);
+    assert_true(in.parent == RJ_DIM_NONE && in.same == 8 && in.used);
+    assert_ok(f->ctx, rj_dim_get_info(g, 0, &in));
+    assert_false(in.used);
+    rj_graph_free(g);
+
+    /* an input output under another name has two names; rj_node_name gives the output's */
+    env e = make_env(state);
+    assert_int_equal(rj_graph_output(e.g, e.w, "w_out"), RJ_OK);
+    assert_string_equal(rj_graph_input_name(e.g, 2), "w");
+    assert_string_equal(rj_graph_output_name(e.g, 0), "w_out");
+    assert_string_equal(rj_node_name(e.g, e.w), "w_out");
+    rj_graph_free(e.g);
+}
+
+/* Wrong questions fail with a status and a message, and leave the graph as it was. */
+static void test_introspection_errors(void **state) {
+    env e = make_env(state);
+    assert_int_equal(rj_graph_input_at(e.g, 4), RJ_NONE);
+    assert_error_contains(e.ctx, "rj_graph_input_at: index 4 is out of range (the graph has 4)");
+    assert_null(rj_graph_input_name(e.g, -1));
+    assert_error_contains(e.ctx, "rj_graph_input_name: index -1 is out of range");
+    assert_int_equal(rj_graph_output_at(e.g, 0), RJ_NONE);
+    assert_error_contains(e.ctx, "rj_graph_output_at: index 0 is out of range (the graph has 0)");
+    assert_null(rj_graph_output_name(e.g, 0));
+    assert_error_contains(e.ctx, "rj_graph_output_name: index 0 is out of range");
+    assert_int_equal(rj_graph_dim_count(e.g), 4);
+    assert_true(rj_graph_dim_at(e.g, 4) == RJ_DIM_NONE);
+    assert_error_contains(e.ctx, "rj_graph_dim_at: index 4 is out of range (the graph has 4)");
+    assert_true(rj_graph_dim_at(e.g, -7) == RJ_DIM_NONE);
+    rj_dim_info in;
+    assert_int_equal(rj_dim_get_info(e.g, RJ_DIM_NONE, &in), RJ_ERR_ARG);
+    assert_error_contains(e.ctx, "is not a constant or a symbol of this graph");
+    assert_int_equal(rj_ctx_status(e.ctx), RJ_ERR_ARG);
+    assert_int_equal(rj_dim_get_info(e.g, -5, &in), RJ_ERR_ARG); /* symbol 4: not declared */
+    assert_int_equal(rj_dim_get_info(e.g, e.B, NULL), RJ_ERR_ARG);
+    assert_error_contains(e.ctx, "rj_dim_get_info: info is NULL");
+    assert_int_equal(rj_graph_status(e.g), RJ_OK);
+    /* the graph is still good to build on */
+    assert_int_equal(rj_graph_output(e.g, e.x, "out"), RJ_OK);
+    assert_string_equal(rj_graph_output_name(e.g, 0), "out");
+
+    /* no graph: nothing to record the message in, but no crash */
+    assert_int_equal(rj_graph_dim_count(NULL), 0);
+    assert_true(rj_graph_dim_at(NULL, 0) == RJ_DIM_NONE);
+    assert_null(rj_graph_input_name(NULL, 0));
+    assert_null(rj_graph_output_name(NULL, 0));
+    assert_int_equal(rj_dim_get_info(NULL, 0, &in), RJ_ERR_ARG);
+    rj_graph_free(e.g);
+}
+
+/* Introspection reads what the graph holds: it never allocates, so it cannot fail for memory
+ * even when the allocator fails everything. */
+static void test_introspection_allocates_nothing(void **state) {
+    fixture *f = *state;
+    env e = make_env(state);
+    rj_node p = rj_graph_pad(e.g, e.x, 0, RJ_DIM_NONE);
+    assert_int_equal(rj_graph_output(e.g, p, "p"), RJ_OK);
+    long attempts = f->tr.attempts;
+    f->tr.fail_at = attempts + 1;
+    for (int i = 0; i < rj_graph_input_count(e.g); i++) {
+        assert_non_null(rj_graph_input_name(e.g, i));
+        assert_true(rj_graph_input_at(e.g, i) != RJ_NONE);
+    }
+    assert_string_equal(rj_graph_output_name(e.g, 0), "p");
+    for (int i = 0; i < rj_graph_dim_count(e.g); i++) {
+        rj_dim_info in;
+        assert_int_equal(rj_dim_get_info(e.g, rj_graph_dim_at(e.g, i), &in), RJ_OK);
+    }
+    assert_null(rj_graph_input_name(e.g, 99)); /* failing costs no allocation either */
+    assert_int_equal(f->tr.attempts, attempts);
+    f->tr.fail_at = 0;
+    rj_graph_free(e.g);
+}
+
 static void test_op_table(void **state) {
     (void)state;
     for (int i = 0; i < RJ_OP_COUNT; i++) {
@@ -403,7 +533,9 @@ int main(void) {
         FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
         FX(test_same_symbols), FX(test_dtype_promotion), FX(test_dtype_errors),
         FX(test_reductions), FX(test_norms), FX(test_pad_unpad), FX(test_input_errors),
-        FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs), FX(test_op_table),
+        FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
+        FX(test_names_and_symbols), FX(test_introspection_errors),
+        FX(test_introspection_allocates_nothing), FX(test_op_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

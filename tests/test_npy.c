@@ -2,7 +2,7 @@
  * test_npy.c — NumPy .npy reading and writing: round trips of every dtype and rank, files
  * written by hand in every format version and header spelling, the exact bytes np.save
  * writes, every error with its status and message, and robustness against corrupted or
- * truncated files and failing allocations.
+ * truncated files and failing allocations; then the same through the public rj_npy_ calls.
  *
  * Files live in a private mkdtemp directory that the group teardown removes.
  */
@@ -118,6 +118,33 @@ static int64_t numel_of(int rank, const int64_t *shape) {
 
 /* ---- round trips ----------------------------------------------------------------------- */
 
+/* The public calls on a case npy_write just wrote to p: rj_npy_write writes the same bytes,
+ * and rj_npy_read hands the data back as a dense tensor (element count in rows). */
+static void public_round_trip(fixture *f, const char *p, rj_dtype t, int rank,
+                              const int64_t *shape, const void *data) {
+    const char *q = tpath("pub.npy");
+    assert_ok(f->ctx, rj_npy_write(f->ctx, q, t, rank, shape, data));
+    size_t np_, nq;
+    unsigned char *bp = read_bytes(p, &np_), *bq = read_bytes(q, &nq);
+    assert_int_equal(np_, nq);
+    assert_memory_equal(bp, bq, nq);
+    free(bp);
+    free(bq);
+    rj_tensor *tt = rj_npy_read(f->ctx, q);
+    if (!tt) fail_msg("%s", rj_ctx_error(f->ctx));
+    rj_tensor_info in;
+    assert_ok(f->ctx, rj_tensor_get_info(tt, &in));
+    assert_int_equal(in.dtype, t);
+    assert_int_equal(in.rank, rank);
+    assert_int_equal(in.ragged_dim, -1);
+    assert_int_equal(in.rows, numel_of(rank, shape));
+    for (int i = 0; i < rank; i++) assert_int_equal(in.shape[i], shape[i]);
+    assert_non_null(in.values);
+    if (in.rows) assert_memory_equal(in.values, data, (size_t)in.rows * rj_dtype_size(t));
+    rj_tensor_free(tt);
+}
+
+/* Every dtype and rank, empty arrays included, through the internal and the public calls. */
 static void test_round_trip(void **state) {
     fixture *f = *state;
     static const struct {
@@ -148,6 +175,7 @@ static void test_round_trip(void **state) {
             if (bytes) assert_memory_equal(a.data, data, bytes);
             npy_free(f->ctx, &a);
             assert_zeroed(&a);
+            public_round_trip(f, p, (rj_dtype)t, rank, shape, data);
             free(data);
         }
 }
@@ -612,24 +640,55 @@ static void test_corrupt_every_byte(void **state) {
     free(file);
 }
 
-/* One read on a fresh context over tr; the status of the read (or NOMEM if even the context
- * could not be made). */
-static rj_status read_on_tracker(tracker *tr, const char *p, const double *want) {
+/* One read on a fresh context over tr, through the internal reader or the public call; the
+ * status of the read (or NOMEM if even the context could not be made). */
+static rj_status read_on_tracker(tracker *tr, const char *p, const double *want, bool public) {
     rj_ctx *ctx = rj_ctx_new(tracking_alloc, tr);
     if (!ctx) return RJ_ERR_NOMEM;
-    npy_array a;
-    rj_status st = npy_read(ctx, p, &a);
+    npy_array a = {0};
+    rj_tensor *t = NULL;
+    rj_status st;
+    if (public) {
+        t = rj_npy_read(ctx, p);
+        st = t ? RJ_OK : rj_ctx_status(ctx);
+        if (t) {
+            rj_tensor_info info;
+            assert_ok(ctx, rj_tensor_get_info(t, &info));
+            a.dtype = info.dtype;
+            a.data = info.values;
+        }
+    } else {
+        st = npy_read(ctx, p, &a);
+    }
     if (st == RJ_OK) {
         assert_int_equal(a.dtype, RJ_F64);
         assert_memory_equal(a.data, want, 12 * sizeof(double));
-        npy_free(ctx, &a);
+        if (!public) npy_free(ctx, &a);
+        rj_tensor_free(t);
     } else {
-        assert_zeroed(&a);
+        if (!public) assert_zeroed(&a);
         if (st == RJ_ERR_NOMEM) assert_error_contains(ctx, "out of memory");
         assert_memory_equal(rj_ctx_error(ctx), p, strlen(p));
     }
     rj_ctx_free(ctx);
     return st;
+}
+
+static void alloc_sweep(const char *p, const double *want, bool public) {
+    tracker clean = {0};
+    assert_int_equal(read_on_tracker(&clean, p, want, public), RJ_OK);
+    assert_int_equal(clean.live_blocks, 0);
+    long total = clean.attempts;
+    assert_true(total >= (public ? 4 : 3)); /* context, header, data (, tensor) */
+    for (long nth = 1; nth <= total + 1; nth++) {
+        tracker tr = {.fail_at = nth};
+        rj_status st = read_on_tracker(&tr, p, want, public);
+        if (st != (nth <= total ? RJ_ERR_NOMEM : RJ_OK))
+            fail_msg("failing allocation %ld of %ld gave %s", nth, total, rj_status_str(st));
+        if (tr.live_blocks != 0 || tr.bad_size)
+            fail_msg("failing allocation %ld of %ld leaked %ld blocks", nth, total,
+                     tr.live_blocks);
+    }
 }
 
 static void test_alloc_failure(void **state) {
@@ -638,20 +697,92 @@ static void test_alloc_failure(void **state) {
     for (int i = 0; i < 12; i++) v[i] = i * 0.25 - 1;
     const char *p = tpath("alloc.npy");
     assert_ok(f->ctx, npy_write(f->ctx, p, RJ_F64, 2, (int64_t[]){3, 4}, v));
-    tracker clean = {0};
-    assert_int_equal(read_on_tracker(&clean, p, v), RJ_OK);
-    assert_int_equal(clean.live_blocks, 0);
-    long total = clean.attempts;
-    assert_true(total >= 3); /* context, header, data */
-    for (long nth = 1; nth <= total + 1; nth++) {
-        tracker tr = {.fail_at = nth};
-        rj_status st = read_on_tracker(&tr, p, v);
-        if (st != (nth <= total ? RJ_ERR_NOMEM : RJ_OK))
-            fail_msg("failing allocation %ld of %ld gave %s", nth, total, rj_status_str(st));
-        if (tr.live_blocks != 0 || tr.bad_size)
-            fail_msg("failing allocation %ld of %ld leaked %ld blocks", nth, total,
-                     tr.live_blocks);
-    }
+    alloc_sweep(p, v, false);
+    alloc_sweep(p, v, true);
+    /* writing needs no memory at all */
+    long attempts = f->tr.attempts;
+    f->tr.fail_at = attempts + 1;
+    assert_ok(f->ctx, rj_npy_write(f->ctx, p, RJ_F64, 2, (int64_t[]){3, 4}, v));
+    assert_int_equal(f->tr.attempts, attempts);
+    f->tr.fail_at = 0;
+}
+
+/* ---- the public calls ------------------------------------------------------------------ */
+
+/* The pattern the header suggests for jagged data: a values file and an offsets file. */
+static void test_public_jagged_from_files(void **state) {
+    fixture *f = *state;
+    static const float v[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    static const int64_t off[4] = {0, 2, 2, 5};
+    const char *pv = tpath("values.npy"), *po = tpath("offsets.npy");
+    assert_ok(f->ctx, rj_npy_write(f->ctx, pv, RJ_F32, 2, (int64_t[]){5, 2}, v));
+    assert_ok(f->ctx, rj_npy_write(f->ctx, po, RJ_I64, 1, (int64_t[]){4}, off));
+    rj_tensor *tv = rj_npy_read(f->ctx, pv), *to = rj_npy_read(f->ctx, po);
+    assert_non_null(tv);
+    assert_non_null(to);
+    rj_tensor_info iv, io, ij;
+    rj_tensor_get_info(tv, &iv);
+    rj_tensor_get_info(to, &io);
+    rj_tensor *j = rj_tensor_from_values(f->ctx, RJ_F32, 1, &iv.shape[1], iv.values, iv.shape[0],
+                                         io.values, io.shape[0] - 1);
+    if (!j) fail_msg("%s", rj_ctx_error(f->ctx));
+    assert_ok(f->ctx, rj_tensor_get_info(j, &ij));
+    assert_int_equal(ij.ragged_dim, 1);
+    assert_int_equal(ij.shape[0], 3);
+    assert_int_equal(ij.shape[1], 3); /* the longest row */
+    assert_int_equal(ij.shape[2], 2);
+    assert_true(ij.values == iv.values); /* borrowed, not copied */
+    rj_tensor_free(j);
+    rj_tensor_free(to);
+    rj_tensor_free(tv);
+}
+
+/* Each failure is a status and a message (naming the file where there is one); nothing is
+ * left allocated and no file is created by a refused write. */
+static void test_public_errors(void **state) {
+    fixture *f = *state;
+    long live = f->tr.live_blocks;
+    static const float v[4] = {1, 2, 3, 4};
+    assert_null(rj_npy_read(NULL, "x.npy"));
+    assert_int_equal(rj_npy_write(NULL, "x.npy", RJ_F32, 1, (int64_t[]){4}, v), RJ_ERR_ARG);
+    assert_null(rj_npy_read(f->ctx, NULL));
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_ARG);
+    assert_string_equal(rj_ctx_error(f->ctx), "rj_npy_read: path is NULL");
+    assert_int_equal(rj_npy_write(f->ctx, NULL, RJ_F32, 1, (int64_t[]){4}, v), RJ_ERR_ARG);
+    assert_string_equal(rj_ctx_error(f->ctx), "rj_npy_write: path is NULL");
+
+    const char *missing = tpath("missing.npy");
+    assert_null(rj_npy_read(f->ctx, missing));
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_IO);
+    assert_memory_equal(rj_ctx_error(f->ctx), missing, strlen(missing));
+    assert_error_contains(f->ctx, "cannot open: No such file or directory");
+    const char *junk = tpath("junk.npy");
+    static const char zip[] = "PK\3\4 not numpy at all";
+    write_bytes(junk, zip, sizeof zip - 1);
+    assert_null(rj_npy_read(f->ctx, junk));
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_IO);
+    assert_error_contains(f->ctx, "junk.npy: not a .npy file (bad magic)");
+    expect_header_fail(f->ctx, "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }",
+                       v, 4, "unsupported dtype '<u2'");
+    assert_null(rj_npy_read(f->ctx, tpath("bad.npy")));
+    assert_error_contains(f->ctx, "bad.npy: unsupported dtype '<u2'");
+
+    const char *p = tpath("refused.npy");
+    assert_int_equal(rj_npy_write(f->ctx, p, (rj_dtype)99, 1, (int64_t[]){4}, v), RJ_ERR_ARG);
+    assert_error_contains(f->ctx, "refused.npy: cannot write: invalid dtype 99");
+    assert_int_equal(rj_npy_write(f->ctx, p, RJ_F32, RJ_MAX_RANK + 1, (int64_t[9]){0}, v),
+                     RJ_ERR_ARG);
+    assert_error_contains(f->ctx, "rank 9 is out of range 0..8");
+    assert_int_equal(rj_npy_write(f->ctx, p, RJ_F32, 2, NULL, v), RJ_ERR_ARG);
+    assert_error_contains(f->ctx, "shape is NULL");
+    assert_int_equal(rj_npy_write(f->ctx, p, RJ_F32, 1, (int64_t[]){4}, NULL), RJ_ERR_ARG);
+    assert_error_contains(f->ctx, "data is NULL");
+    assert_int_equal(access(p, F_OK), -1);
+    char nodir[600];
+    snprintf(nodir, sizeof nodir, "%s/no/such/dir.npy", tmpdir);
+    assert_int_equal(rj_npy_write(f->ctx, nodir, RJ_F32, 1, (int64_t[]){4}, v), RJ_ERR_IO);
+    assert_error_contains(f->ctx, "dir.npy: cannot open for writing: No such file or directory");
+    assert_int_equal(f->tr.live_blocks, live);
 }
 
 int main(void) {
@@ -675,6 +806,8 @@ int main(void) {
         FX(test_null_args),
         FX(test_corrupt_every_byte),
         FX(test_alloc_failure),
+        FX(test_public_jagged_from_files),
+        FX(test_public_errors),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "ragjit.h"
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
-
-#include "ragjit.h"
 
 #define D 3
 
@@ -94,13 +94,13 @@ int main(void) {
     for (int i = 0; i < rj_graph_input_count(g); i++) {
         rj_node in = rj_graph_input_at(g, i);
         text = rj_node_type_str(g, in);
-        printf("  input  %s : %s\n", rj_node_name(g, in), text);
+        printf("  input  %s : %s\n", rj_graph_input_name(g, i), text);
         rj_string_free(ctx, text);
     }
     for (int i = 0; i < rj_graph_output_count(g); i++) {
         rj_node o = rj_graph_output_at(g, i);
         text = rj_node_type_str(g, o);
-        printf("  output %s : %s\n", rj_node_name(g, o), text);
+        printf("  output %s : %s\n", rj_graph_output_name(g, i), text);
         rj_string_free(ctx, text);
     }
     print_jagged("x (offsets 0 2 2 5)", xt);

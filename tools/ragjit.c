@@ -11,6 +11,10 @@
  * Exit status: 0 success; 1 a compile, run or check failure; 2 bad usage or bad input. Every
  * failure prints one line to stderr saying what is wrong (a syntax error adds the source line
  * and a caret under it).
+ *
+ * It uses ragjit.h and nothing else (it links the shared library, which exports only the rj_
+ * API): whatever a command needs to learn about a program, an embedder can learn the same
+ * way, and a gap in the public API shows up here first.
  */
 #include <errno.h>
 #include <math.h>
@@ -21,16 +25,20 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../src/ir/ir.h"
-#include "../src/runtime/npy.h"
 #include "ragjit.h"
 
 enum { EXIT_RUN = 1, EXIT_USAGE = 2 };
 
 /* ---- messages ------------------------------------------------------------------------------ */
 
+#if defined(__GNUC__)
+#define CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CLI_PRINTF(f, a)
+#endif
+
 /* Prints "ragjit: <message>" on stderr and returns the exit status. */
-static int die(int status, const char *fmt, ...) RJ_PRINTF(2, 3);
+static int die(int status, const char *fmt, ...) CLI_PRINTF(2, 3);
 static int die(int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -315,28 +323,68 @@ static rj_graph *load_program(rj_ctx *ctx, const char *path, int *status) {
 
 /* ---- data ------------------------------------------------------------------------------------- */
 
+/* The per-symbol arrays below are indexed by the symbol's number (rj_graph_dim_at), which
+ * these helpers translate to and from dims. */
+static rj_dim_info dim_info(const rj_graph *g, rj_dim d) {
+    rj_dim_info i = {.kind = RJ_DIM_CONST, .parent = RJ_DIM_NONE, .same = d};
+    rj_dim_get_info(g, d, &i);
+    return i;
+}
+
+static int sym_index(const rj_graph *g, rj_dim d) {
+    for (int s = 0; s < rj_graph_dim_count(g); s++)
+        if (rj_graph_dim_at(g, s) == d) return s;
+    return -1;
+}
+
+static const char *sym_name(const rj_graph *g, int s) {
+    return rj_dim_name(g, rj_graph_dim_at(g, s));
+}
+
+static rj_dim_info sym_info(const rj_graph *g, int s) {
+    return dim_info(g, rj_graph_dim_at(g, s));
+}
+
+/* Index of the ragged dim in a shape, or -1. */
+static int ragged_pos(const rj_graph *g, int rank, const rj_dim *dims) {
+    for (int k = 0; k < rank; k++)
+        if (dim_info(g, dims[k]).kind == RJ_DIM_RAGGED) return k;
+    return -1;
+}
+
+/* A tensor's description; all zero for NULL (no data loaded), which reads as empty. */
+static rj_tensor_info tinfo(const rj_tensor *t) {
+    rj_tensor_info i;
+    memset(&i, 0, sizeof i);
+    if (t) rj_tensor_get_info(t, &i);
+    return i;
+}
+
 /* Everything bound for one run: arrays per input, offsets per symbol, values per size. */
 typedef struct dataset {
     rj_ctx *ctx;
     const rj_graph *g;
-    npy_array *in;     /* per input */
-    npy_array *off;    /* per symbol (ragged): int64 offsets */
-    int64_t *size;     /* per symbol (dense): value, or -1 */
-    const char **size_src; /* per symbol: where the size came from, for messages */
+    int nin, nsym;
+    rj_tensor **in;        /* per input */
+    rj_tensor **off;       /* per symbol (ragged): int64 offsets */
+    int64_t *size;         /* per symbol (dense): value, or -1 */
+    char **size_src;       /* per symbol: where the size came from, for messages (a copy: it is
+                            * often a path that is freed before the message needs it) */
 } dataset;
 
 static void dataset_free(dataset *d) {
-    if (!d->g) return;
-    for (int32_t i = 0; i < d->g->ninputs; i++) npy_free(d->ctx, &d->in[i]);
-    for (int32_t s = 0; s < d->g->nsym; s++) npy_free(d->ctx, &d->off[s]);
-    free(d->in), free(d->off), free(d->size), free((void *)d->size_src);
+    for (int i = 0; d->in && i < d->nin; i++) rj_tensor_free(d->in[i]);
+    for (int s = 0; d->off && s < d->nsym; s++) rj_tensor_free(d->off[s]);
+    for (int s = 0; d->size_src && s < d->nsym; s++) free(d->size_src[s]);
+    free(d->in), free(d->off), free(d->size), free(d->size_src);
 }
 
 static int dataset_init(dataset *d, rj_ctx *ctx, const rj_graph *g) {
-    *d = (dataset){.ctx = ctx, .g = g};
-    size_t ni = (size_t)(g->ninputs ? g->ninputs : 1), ns = (size_t)(g->nsym ? g->nsym : 1);
-    d->in = calloc(ni, sizeof(npy_array));
-    d->off = calloc(ns, sizeof(npy_array));
+    *d = (dataset){.ctx = ctx, .g = g, .nin = rj_graph_input_count(g),
+                   .nsym = rj_graph_dim_count(g)};
+    size_t ni = (size_t)(d->nin ? d->nin : 1), ns = (size_t)(d->nsym ? d->nsym : 1);
+    d->in = calloc(ni, sizeof(rj_tensor *));
+    d->off = calloc(ns, sizeof(rj_tensor *));
     d->size = malloc(ns * sizeof(int64_t));
     d->size_src = calloc(ns, sizeof(char *));
     if (!d->in || !d->off || !d->size || !d->size_src) return die_run("out of memory");
@@ -344,97 +392,97 @@ static int dataset_init(dataset *d, rj_ctx *ctx, const rj_graph *g) {
     return 0;
 }
 
-static bool sym_used(const rj_graph *g, int32_t s) {
-    for (int32_t i = 0; i < g->n; i++)
-        for (int k = 0; k < g->nodes[i].rank; k++)
-            if (g->nodes[i].dims[k] == sym_dim(s)) return true;
-    return false;
+/* Records size s as v, learned from src. */
+static int learn_size(dataset *d, int s, int64_t v, const char *src) {
+    char *copy = strdup(src);
+    if (!copy) return die_run("out of memory");
+    free(d->size_src[s]);
+    d->size_src[s] = copy;
+    d->size[s] = v;
+    return 0;
 }
 
 /* Sets a dense size, which must agree with any earlier value. */
-static int set_size(dataset *d, int32_t s, int64_t v, const char *src) {
-    const sym *sy = &d->g->syms[s];
+static int set_size(dataset *d, int s, int64_t v, const char *src) {
     if (d->size[s] >= 0 && d->size[s] != v)
-        return die_usage("%s: %s is %lld here but %lld in %s", src, sy->name, (long long)v,
+        return die_usage("%s: %s is %lld here but %lld in %s", src, sym_name(d->g, s), (long long)v,
                          (long long)d->size[s], d->size_src[s]);
-    d->size[s] = v;
-    d->size_src[s] = src;
-    return 0;
+    return learn_size(d, s, v, src);
 }
 
 static int apply_size_opts(dataset *d, const opts *o) {
     for (int i = 0; i < o->nsizes; i++) {
         rj_dim dm = rj_graph_find_dim(d->g, o->sizes[i].name);
-        const sym *sy = graph_sym(d->g, dm);
-        if (!sy) return die_usage("--size: the program has no size named '%s'", o->sizes[i].name);
-        if (sy->kind != SYM_DENSE)
-            return die_usage("--size: %s is a ragged symbol, not a dense size", sy->name);
-        if (set_size(d, dim_sym(dm), o->sizes[i].value, "--size")) return EXIT_USAGE;
+        if (dm == RJ_DIM_NONE) return die_usage("--size: the program has no size named '%s'", o->sizes[i].name);
+        rj_dim_info di = dim_info(d->g, dm);
+        if (di.kind != RJ_DIM_DENSE)
+            return die_usage("--size: %s is a ragged symbol, not a dense size", di.name);
+        if (set_size(d, sym_index(d->g, dm), o->sizes[i].value, "--size")) return EXIT_USAGE;
     }
     return 0;
 }
 
 /* Checks an input's array against its declared type, learning dense sizes. */
-static int check_input_shape(dataset *d, int32_t k, const char *file) {
+static int check_input_shape(dataset *d, int k, const char *file) {
     const rj_graph *g = d->g;
-    const node *n = &g->nodes[g->inputs[k]];
-    const npy_array *a = &d->in[k];
-    int rp = dim_ragged_pos(g, n);
-    if (a->dtype != n->dtype)
-        return die_usage("%s: dtype %s but input %s is declared %s", file, rj_dtype_name(a->dtype),
-                         n->name, rj_dtype_name(n->dtype));
-    int want = rp >= 0 ? n->rank - 1 : n->rank;
-    if (a->rank != want)
-        return die_usage("%s: %d dims but input %s needs %d (%s)", file, a->rank, n->name, want,
+    rj_node n = rj_graph_input_at(g, k);
+    const char *name = rj_graph_input_name(g, k);
+    rj_dtype dtype = rj_node_dtype(g, n);
+    rj_dim dims[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, n, dims);
+    rj_tensor_info a = tinfo(d->in[k]);
+    int rp = ragged_pos(g, rank, dims);
+    if (a.dtype != dtype)
+        return die_usage("%s: dtype %s but input %s is declared %s", file, rj_dtype_name(a.dtype),
+                         name, rj_dtype_name(dtype));
+    int want = rp >= 0 ? rank - 1 : rank;
+    if (a.rank != want)
+        return die_usage("%s: %d dims but input %s needs %d (%s)", file, a.rank, name, want,
                          rp >= 0 ? "packed rows, then the inner dims" : "its full shape");
-    for (int ad = 0; ad < a->rank; ad++) {
+    for (int ad = 0; ad < a.rank; ad++) {
         int nd = rp >= 0 ? (ad == 0 ? rp : ad + 1) : ad;
         if (rp >= 0 && ad == 0) continue; /* the rows: checked against the offsets */
-        rj_dim dm = n->dims[nd];
+        rj_dim dm = dims[nd];
         if (dm >= 0) {
-            if (a->shape[ad] != dm)
+            if (a.shape[ad] != dm)
                 return die_usage("%s: dim %d is %lld but input %s has %lld there", file, ad,
-                                 (long long)a->shape[ad], n->name, (long long)dm);
-        } else if (graph_sym(g, dm)->kind == SYM_DENSE) {
-            if (set_size(d, dim_sym(dm), a->shape[ad], file)) return EXIT_USAGE;
+                                 (long long)a.shape[ad], name, (long long)dm);
+        } else if (dim_info(g, dm).kind == RJ_DIM_DENSE) {
+            if (set_size(d, sym_index(g, dm), a.shape[ad], file)) return EXIT_USAGE;
         }
     }
     return 0;
 }
 
-static int check_offsets(dataset *d, int32_t s, const char *file) {
-    npy_array *a = &d->off[s];
-    if (a->rank != 1)
-        return die_usage("%s: offsets must be 1-d (B+1 entries), found %d dims", file, a->rank);
-    if (a->dtype == RJ_I32) { /* accept int32 offsets, widened */
-        int64_t *w = malloc(sizeof(int64_t) * (size_t)(a->shape[0] ? a->shape[0] : 1));
-        if (!w) return die_run("out of memory");
-        for (int64_t i = 0; i < a->shape[0]; i++) w[i] = ((int32_t *)a->data)[i];
-        npy_array wide = {.dtype = RJ_I64, .rank = 1};
-        wide.shape[0] = a->shape[0];
-        size_t bytes = sizeof(int64_t) * (size_t)(a->shape[0] ? a->shape[0] : 1);
-        wide.data = mem_alloc(d->ctx, bytes);
-        if (!wide.data) {
-            free(w);
-            return die_run("out of memory");
-        }
-        memcpy(wide.data, w, bytes);
-        wide.bytes = bytes;
-        free(w);
-        npy_free(d->ctx, a);
-        *a = wide;
+static int check_offsets(dataset *d, int s, const char *file) {
+    rj_tensor_info a = tinfo(d->off[s]);
+    if (a.rank != 1)
+        return die_usage("%s: offsets must be 1-d (B+1 entries), found %d dims", file, a.rank);
+    if (a.dtype == RJ_I32) { /* accept int32 offsets, widened */
+        rj_tensor *wide = rj_tensor_dense(d->ctx, RJ_I64, 1, a.shape, NULL);
+        if (!wide) return die_run("out of memory");
+        rj_tensor_info w = tinfo(wide);
+        for (int64_t i = 0; i < a.shape[0]; i++) ((int64_t *)w.values)[i] = ((int32_t *)a.values)[i];
+        rj_tensor_free(d->off[s]);
+        d->off[s] = wide;
+        a = w;
     }
-    if (a->dtype != RJ_I64)
-        return die_usage("%s: offsets must be integers ('<i8'), found %s", file, rj_dtype_name(a->dtype));
-    if (a->shape[0] < 1) return die_usage("%s: offsets must have at least 1 entry (B+1)", file);
-    const int64_t *off = a->data;
+    if (a.dtype != RJ_I64)
+        return die_usage("%s: offsets must be integers ('<i8'), found %s", file, rj_dtype_name(a.dtype));
+    if (a.shape[0] < 1) return die_usage("%s: offsets must have at least 1 entry (B+1)", file);
+    const int64_t *off = a.values;
     if (off[0] != 0) return die_usage("%s: offsets[0] is %lld, expected 0", file, (long long)off[0]);
-    for (int64_t i = 1; i < a->shape[0]; i++)
+    for (int64_t i = 1; i < a.shape[0]; i++)
         if (off[i] < off[i - 1])
             return die_usage("%s: offsets decrease at index %lld (%lld after %lld)", file,
                              (long long)i, (long long)off[i], (long long)off[i - 1]);
-    int32_t parent = d->g->syms[s].parent;
-    return set_size(d, parent, a->shape[0] - 1, file);
+    return set_size(d, sym_index(d->g, sym_info(d->g, s).parent), a.shape[0] - 1, file);
+}
+
+/* The last offset of symbol s: the rows its jagged tensors have. */
+static int64_t rows_of(const dataset *d, int s) {
+    rj_tensor_info o = tinfo(d->off[s]);
+    return ((const int64_t *)o.values)[o.shape[0] - 1];
 }
 
 static char *path_join(const char *dir, const char *name, const char *ext) {
@@ -450,53 +498,57 @@ static int load_data(dataset *d, const char *dir) {
     if (stat(dir, &st) || !S_ISDIR(st.st_mode))
         return die_usage("--data: %s is not a directory", dir);
     /* offsets first: they give B and the rows */
-    for (int32_t s = 0; s < g->nsym; s++) {
-        if (g->syms[s].kind != SYM_RAGGED || !sym_used(g, s)) continue;
-        char *p = path_join(dir, g->syms[s].name, ".npy");
+    for (int s = 0; s < d->nsym; s++) {
+        rj_dim_info si = sym_info(g, s);
+        if (si.kind != RJ_DIM_RAGGED || !si.used) continue;
+        char *p = path_join(dir, si.name, ".npy");
         if (!p) return die_run("out of memory");
         int r = 0;
-        if (npy_read(d->ctx, p, &d->off[s])) r = die_usage("%s", rj_ctx_error(d->ctx));
+        if (!(d->off[s] = rj_npy_read(d->ctx, p))) r = die_usage("%s", rj_ctx_error(d->ctx));
         else r = check_offsets(d, s, p);
         free(p);
         if (r) return r;
     }
-    for (int32_t k = 0; k < g->ninputs; k++) {
-        const node *n = &g->nodes[g->inputs[k]];
-        char *p = path_join(dir, n->name, ".npy");
+    for (int k = 0; k < d->nin; k++) {
+        const char *name = rj_graph_input_name(g, k);
+        char *p = path_join(dir, name, ".npy");
         if (!p) return die_run("out of memory");
         int r = 0;
-        if (npy_read(d->ctx, p, &d->in[k])) r = die_usage("%s", rj_ctx_error(d->ctx));
+        if (!(d->in[k] = rj_npy_read(d->ctx, p))) r = die_usage("%s", rj_ctx_error(d->ctx));
         else r = check_input_shape(d, k, p);
-        int rp = dim_ragged_pos(g, n);
+        rj_dim dims[RJ_MAX_RANK];
+        int rank = rj_node_shape(g, rj_graph_input_at(g, k), dims);
+        int rp = ragged_pos(g, rank, dims);
         if (!r && rp >= 0) {
-            int32_t s = dim_sym(n->dims[rp]);
-            const npy_array *o = &d->off[s];
-            int64_t last = ((const int64_t *)o->data)[o->shape[0] - 1];
-            if (d->in[k].shape[0] != last)
+            int s = sym_index(g, dims[rp]);
+            int64_t last = rows_of(d, s), rows = tinfo(d->in[k]).shape[0];
+            if (rows != last)
                 r = die_usage("%s: %lld rows, but the offsets in %s/%s.npy end at %lld", p,
-                              (long long)d->in[k].shape[0], dir, g->syms[s].name, (long long)last);
+                              (long long)rows, dir, sym_name(g, s), (long long)last);
         }
         free(p);
         if (r) return r;
     }
     /* sizes nothing determined: DIR/<size>.npy, a 0-d integer */
-    for (int32_t s = 0; s < g->nsym; s++) {
-        if (g->syms[s].kind != SYM_DENSE || d->size[s] >= 0 || !sym_used(g, s)) continue;
-        char *p = path_join(dir, g->syms[s].name, ".npy");
+    for (int s = 0; s < d->nsym; s++) {
+        rj_dim_info si = sym_info(g, s);
+        if (si.kind != RJ_DIM_DENSE || d->size[s] >= 0 || !si.used) continue;
+        char *p = path_join(dir, si.name, ".npy");
         if (!p) return die_run("out of memory");
         struct stat fs;
         if (stat(p, &fs)) {
             free(p);
             continue; /* reported by the binding if it is needed */
         }
-        npy_array a = {0};
+        rj_tensor *t = rj_npy_read(d->ctx, p);
+        rj_tensor_info a = tinfo(t);
         int r = 0;
-        if (npy_read(d->ctx, p, &a)) r = die_usage("%s", rj_ctx_error(d->ctx));
+        if (!t) r = die_usage("%s", rj_ctx_error(d->ctx));
         else if (a.rank != 0 || (a.dtype != RJ_I64 && a.dtype != RJ_I32))
-            r = die_usage("%s: size %s must be a 0-d integer array", p, g->syms[s].name);
-        else d->size[s] = a.dtype == RJ_I64 ? *(int64_t *)a.data : *(int32_t *)a.data;
-        d->size_src[s] = "the data directory";
-        npy_free(d->ctx, &a);
+            r = die_usage("%s: size %s must be a 0-d integer array", p, si.name);
+        else r = learn_size(d, s, a.dtype == RJ_I64 ? *(int64_t *)a.values : *(int32_t *)a.values,
+                            "the data directory");
+        rj_tensor_free(t);
         free(p);
         if (r) return r;
     }
@@ -531,11 +583,10 @@ static int make_random(dataset *d, const char *spec) {
         else if (!strcmp(tok, "seed")) seed = v;
         else {
             rj_dim dm = rj_graph_find_dim(g, tok);
-            const sym *sy = graph_sym(g, dm);
-            if (!sy || sy->kind != SYM_DENSE)
+            if (dm == RJ_DIM_NONE || dim_info(g, dm).kind != RJ_DIM_DENSE)
                 r = die_usage("--random: the program has no size named '%s' (B, maxlen, minlen, "
                               "seed, or a size of the program)", tok);
-            else r = set_size(d, dim_sym(dm), v, "--random");
+            else r = set_size(d, sym_index(g, dm), v, "--random");
         }
     }
     free(copy);
@@ -543,24 +594,21 @@ static int make_random(dataset *d, const char *spec) {
     if (minlen > maxlen) return die_usage("--random: minlen %lld is larger than maxlen %lld", (long long)minlen, (long long)maxlen);
     rng_state = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 1;
     /* offsets: one per class (symbols declared same share them) */
-    for (int32_t s = 0; s < g->nsym; s++) {
-        const sym *sy = &g->syms[s];
-        if (sy->kind != SYM_RAGGED || !sym_used(g, s)) continue;
-        int64_t nb = B >= 0 ? B : d->size[sy->parent];
+    for (int s = 0; s < d->nsym; s++) {
+        rj_dim_info si = sym_info(g, s);
+        if (si.kind != RJ_DIM_RAGGED || !si.used) continue;
+        int parent = sym_index(g, si.parent);
+        int64_t nb = B >= 0 ? B : d->size[parent];
         if (nb < 0) {
             if (B < 0) return die_usage("--random: the number of items is not given (add B=<n>)");
         }
         if (nb > (int64_t)1 << 32) return die_usage("--random: B=%lld is too large", (long long)nb);
-        int32_t root = sym_root(g, s);
-        npy_array *a = &d->off[s];
-        a->dtype = RJ_I64;
-        a->rank = 1;
-        a->shape[0] = nb + 1;
-        a->bytes = sizeof(int64_t) * (size_t)(nb + 1);
-        if (!(a->data = mem_alloc(d->ctx, a->bytes))) return die_run("out of memory");
-        int64_t *off = a->data;
-        if (root != s && d->off[root].data) {
-            memcpy(off, d->off[root].data, a->bytes);
+        int root = sym_index(g, si.same);
+        int64_t entries = nb + 1;
+        if (!(d->off[s] = rj_tensor_dense(d->ctx, RJ_I64, 1, &entries, NULL))) return die_run("out of memory");
+        int64_t *off = tinfo(d->off[s]).values;
+        if (root != s && d->off[root]) {
+            memcpy(off, tinfo(d->off[root]).values, sizeof(int64_t) * (size_t)entries);
         } else {
             off[0] = 0;
             for (int64_t b = 0; b < nb; b++) {
@@ -569,57 +617,58 @@ static int make_random(dataset *d, const char *spec) {
                 if (off[b + 1] > ((int64_t)1 << 40)) return die_usage("--random: too many rows");
             }
         }
-        if (set_size(d, sy->parent, nb, "--random")) return EXIT_USAGE;
+        if (set_size(d, parent, nb, "--random")) return EXIT_USAGE;
     }
-    for (int32_t s = 0; s < g->nsym; s++)
-        if (g->syms[s].kind == SYM_DENSE && d->size[s] < 0 && B >= 0 && !strcmp(g->syms[s].name, "B"))
+    for (int s = 0; s < d->nsym; s++)
+        if (sym_info(g, s).kind == RJ_DIM_DENSE && d->size[s] < 0 && B >= 0 && !strcmp(sym_name(g, s), "B"))
             d->size[s] = B;
     /* values */
-    for (int32_t k = 0; k < g->ninputs; k++) {
-        const node *n = &g->nodes[g->inputs[k]];
-        npy_array *a = &d->in[k];
-        int rp = dim_ragged_pos(g, n);
-        a->dtype = n->dtype;
-        a->rank = rp >= 0 ? n->rank - 1 : n->rank;
-        int64_t numel = 1;
-        for (int ad = 0; ad < a->rank; ad++) {
+    for (int k = 0; k < d->nin; k++) {
+        const char *name = rj_graph_input_name(g, k);
+        rj_node n = rj_graph_input_at(g, k);
+        rj_dtype dtype = rj_node_dtype(g, n);
+        rj_dim dims[RJ_MAX_RANK];
+        int rank = rj_node_shape(g, n, dims);
+        int rp = ragged_pos(g, rank, dims);
+        int arank = rp >= 0 ? rank - 1 : rank;
+        int64_t shape[RJ_MAX_RANK], numel = 1;
+        for (int ad = 0; ad < arank; ad++) {
             int nd = rp >= 0 ? (ad == 0 ? rp : ad + 1) : ad;
-            rj_dim dm = n->dims[nd];
+            rj_dim dm = dims[nd];
             int64_t v;
             if (rp >= 0 && ad == 0) {
-                const npy_array *o = &d->off[dim_sym(dm)];
-                v = ((const int64_t *)o->data)[o->shape[0] - 1];
+                v = rows_of(d, sym_index(g, dm));
             } else if (dm >= 0) {
                 v = dm;
             } else {
-                const sym *sy = graph_sym(g, dm);
-                if (sy->kind == SYM_MAXLEN) {
-                    const npy_array *o = &d->off[sy->parent];
+                rj_dim_info di = dim_info(g, dm);
+                if (di.kind == RJ_DIM_MAXLEN) {
+                    rj_tensor_info o = tinfo(d->off[sym_index(g, di.parent)]);
                     v = 0;
-                    for (int64_t b = 0; b + 1 < o->shape[0]; b++) {
-                        int64_t l = ((int64_t *)o->data)[b + 1] - ((int64_t *)o->data)[b];
+                    for (int64_t b = 0; b + 1 < o.shape[0]; b++) {
+                        int64_t l = ((int64_t *)o.values)[b + 1] - ((int64_t *)o.values)[b];
                         if (l > v) v = l;
                     }
-                } else if ((v = d->size[dim_sym(dm)]) < 0) {
+                } else if ((v = d->size[sym_index(g, dm)]) < 0) {
                     return die_usage("--random: input %s needs the size %s (add %s=<n> to --random "
-                                     "or --size)", n->name, sy->name, sy->name);
+                                     "or --size)", name, di.name, di.name);
                 }
             }
-            a->shape[ad] = v;
-            if (!mul_i64(numel, v, &numel) || numel > ((int64_t)1 << 32))
-                return die_usage("--random: input %s would have more than 2^32 elements", n->name);
+            shape[ad] = v;
+            if (v > 0 && numel > ((int64_t)1 << 32) / v)
+                return die_usage("--random: input %s would have more than 2^32 elements", name);
+            numel *= v;
         }
-        size_t es = rj_dtype_size(n->dtype);
-        a->bytes = (size_t)(numel ? numel : 1) * es;
-        if (!(a->data = mem_alloc(d->ctx, a->bytes))) return die_run("out of memory");
+        if (!(d->in[k] = rj_tensor_dense(d->ctx, dtype, arank, shape, NULL))) return die_run("out of memory");
+        void *values = tinfo(d->in[k]).values;
         for (int64_t i = 0; i < numel; i++) {
             double u = (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
-            switch (n->dtype) {
-            case RJ_BOOL: ((uint8_t *)a->data)[i] = u < 0.5; break;
-            case RJ_I32: ((int32_t *)a->data)[i] = (int32_t)floor(u * 21) - 10; break;
-            case RJ_I64: ((int64_t *)a->data)[i] = (int64_t)floor(u * 21) - 10; break;
-            case RJ_F32: ((float *)a->data)[i] = (float)(2 * u - 1); break;
-            default: ((double *)a->data)[i] = 2 * u - 1; break;
+            switch (dtype) {
+            case RJ_BOOL: ((uint8_t *)values)[i] = u < 0.5; break;
+            case RJ_I32: ((int32_t *)values)[i] = (int32_t)floor(u * 21) - 10; break;
+            case RJ_I64: ((int64_t *)values)[i] = (int64_t)floor(u * 21) - 10; break;
+            case RJ_F32: ((float *)values)[i] = (float)(2 * u - 1); break;
+            default: ((double *)values)[i] = 2 * u - 1; break;
             }
         }
     }
@@ -644,7 +693,7 @@ static int write_npy(rj_ctx *ctx, const char *dir, const char *name, rj_dtype t,
                      const int64_t *shape, const void *data) {
     char *p = path_join(dir, name, ".npy");
     if (!p) return die_run("out of memory");
-    rj_status s = npy_write(ctx, p, t, rank, shape, data);
+    rj_status s = rj_npy_write(ctx, p, t, rank, shape, data);
     free(p);
     return s ? die_usage("%s", rj_ctx_error(ctx)) : 0;
 }
@@ -652,27 +701,31 @@ static int write_npy(rj_ctx *ctx, const char *dir, const char *name, rj_dtype t,
 static int save_data(dataset *d, const char *dir) {
     const rj_graph *g = d->g;
     if (mkdir_p(dir)) return die_usage("--save-data: cannot create directory %s: %s", dir, strerror(errno));
-    for (int32_t k = 0; k < g->ninputs; k++) {
-        const npy_array *a = &d->in[k];
-        if (write_npy(d->ctx, dir, g->nodes[g->inputs[k]].name, a->dtype, a->rank, a->shape, a->data))
+    for (int k = 0; k < d->nin; k++) {
+        rj_tensor_info a = tinfo(d->in[k]);
+        if (write_npy(d->ctx, dir, rj_graph_input_name(g, k), a.dtype, a.rank, a.shape, a.values))
             return EXIT_USAGE;
     }
-    for (int32_t s = 0; s < g->nsym; s++) {
-        const npy_array *a = &d->off[s];
-        if (a->data && write_npy(d->ctx, dir, g->syms[s].name, RJ_I64, 1, a->shape, a->data))
+    for (int s = 0; s < d->nsym; s++) {
+        rj_tensor_info a = tinfo(d->off[s]);
+        if (d->off[s] && write_npy(d->ctx, dir, sym_name(g, s), RJ_I64, 1, a.shape, a.values))
             return EXIT_USAGE;
     }
     /* sizes no input determines (pad lengths): 0-d arrays */
-    for (int32_t s = 0; s < g->nsym; s++) {
-        if (g->syms[s].kind != SYM_DENSE || d->size[s] < 0) continue;
+    for (int s = 0; s < d->nsym; s++) {
+        if (sym_info(g, s).kind != RJ_DIM_DENSE || d->size[s] < 0) continue;
+        rj_dim sd = rj_graph_dim_at(g, s);
         bool from_input = false;
-        for (int32_t i = 0; i < g->ninputs && !from_input; i++) {
-            const node *n = &g->nodes[g->inputs[i]];
-            for (int k = 0; k < n->rank; k++) from_input |= n->dims[k] == sym_dim(s);
+        for (int i = 0; i < d->nin && !from_input; i++) {
+            rj_dim dims[RJ_MAX_RANK];
+            int rank = rj_node_shape(g, rj_graph_input_at(g, i), dims);
+            for (int k = 0; k < rank; k++) from_input |= dims[k] == sd;
         }
-        for (int32_t r = 0; r < g->nsym && !from_input; r++)
-            from_input |= g->syms[r].kind == SYM_RAGGED && g->syms[r].parent == s && d->off[r].data;
-        if (!from_input && write_npy(d->ctx, dir, g->syms[s].name, RJ_I64, 0, NULL, &d->size[s]))
+        for (int r = 0; r < d->nsym && !from_input; r++) {
+            rj_dim_info ri = sym_info(g, r);
+            from_input |= ri.kind == RJ_DIM_RAGGED && ri.parent == sd && d->off[r];
+        }
+        if (!from_input && write_npy(d->ctx, dir, sym_name(g, s), RJ_I64, 0, NULL, &d->size[s]))
             return EXIT_USAGE;
     }
     return 0;
@@ -698,18 +751,17 @@ static bool is_data_status(rj_status s) {
 
 static int bind_data(rj_ctx *ctx, rj_bind *b, const dataset *d) {
     const rj_graph *g = d->g;
-    for (int32_t s = 0; s < g->nsym; s++) {
-        const npy_array *o = &d->off[s];
-        if (o->data && rj_bind_offsets(b, sym_dim(s), o->shape[0] - 1, o->data, NULL))
+    for (int s = 0; s < d->nsym; s++) {
+        rj_dim sd = rj_graph_dim_at(g, s);
+        rj_tensor_info o = tinfo(d->off[s]);
+        if (d->off[s] && rj_bind_offsets(b, sd, o.shape[0] - 1, o.values, NULL))
             return die_run("%s", rj_ctx_error(ctx));
-        if (g->syms[s].kind == SYM_DENSE && d->size[s] >= 0 && rj_bind_size(b, sym_dim(s), d->size[s]))
+        if (sym_info(g, s).kind == RJ_DIM_DENSE && d->size[s] >= 0 && rj_bind_size(b, sd, d->size[s]))
             return die_run("%s", rj_ctx_error(ctx));
     }
-    for (int32_t k = 0; k < g->ninputs; k++) {
-        const npy_array *a = &d->in[k];
-        int64_t numel = 1;
-        for (int i = 0; i < a->rank; i++) numel *= a->shape[i];
-        if (rj_bind_input(b, g->inputs[k], a->data, numel)) return die_run("%s", rj_ctx_error(ctx));
+    for (int k = 0; k < d->nin; k++) {
+        rj_tensor_info a = tinfo(d->in[k]); /* dense: rows is the element count */
+        if (rj_bind_input(b, rj_graph_input_at(g, k), a.values, a.rows)) return die_run("%s", rj_ctx_error(ctx));
     }
     return 0;
 }
@@ -746,21 +798,21 @@ static rj_program *compile(rj_ctx *ctx, rj_graph *g, rj_target t, int *status, d
 
 static int write_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const char *dir) {
     if (mkdir_p(dir)) return die_usage("--out: cannot create directory %s: %s", dir, strerror(errno));
-    for (int i = 0; i < g->noutputs; i++) {
-        rj_node n = g->outputs[i].node;
-        rj_tensor_info t;
-        rj_tensor_get_info(rj_bind_result(b, n), &t);
-        const node *nd = &g->nodes[n];
+    for (int i = 0; i < rj_graph_output_count(g); i++) {
+        rj_node n = rj_graph_output_at(g, i);
+        const char *name = rj_graph_output_name(g, i);
+        rj_tensor_info t = tinfo(rj_bind_result(b, n));
         if (t.ragged_dim >= 0) {
             /* outputs here are laid out by packed offsets: the values are the packed rows */
             int64_t shape[RJ_MAX_RANK];
             shape[0] = t.rows;
             for (int k = 2; k < t.rank; k++) shape[k - 1] = t.shape[k];
-            if (write_npy(ctx, dir, g->outputs[i].name, t.dtype, t.rank - 1, shape, t.values)) return EXIT_USAGE;
-            const sym *sy = graph_sym(g, nd->dims[t.ragged_dim]);
+            if (write_npy(ctx, dir, name, t.dtype, t.rank - 1, shape, t.values)) return EXIT_USAGE;
+            rj_dim dims[RJ_MAX_RANK];
+            rj_node_shape(g, n, dims);
             int64_t nb = t.shape[0] + 1;
-            if (write_npy(ctx, dir, sy->name, RJ_I64, 1, &nb, t.offsets)) return EXIT_USAGE;
-        } else if (write_npy(ctx, dir, g->outputs[i].name, t.dtype, t.rank, t.shape, t.values)) {
+            if (write_npy(ctx, dir, rj_dim_name(g, dims[t.ragged_dim]), RJ_I64, 1, &nb, t.offsets)) return EXIT_USAGE;
+        } else if (write_npy(ctx, dir, name, t.dtype, t.rank, t.shape, t.values)) {
             return EXIT_USAGE;
         }
     }
@@ -786,12 +838,11 @@ static void print_row(const rj_tensor_info *t, int64_t at, int64_t n) {
 }
 
 static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
-    for (int i = 0; i < g->noutputs; i++) {
-        rj_node n = g->outputs[i].node;
-        rj_tensor_info t;
-        rj_tensor_get_info(rj_bind_result(b, n), &t);
+    for (int i = 0; i < rj_graph_output_count(g); i++) {
+        rj_node n = rj_graph_output_at(g, i);
+        rj_tensor_info t = tinfo(rj_bind_result(b, n));
         char *type = rj_node_type_str(g, n);
-        printf("%s : %s\n", g->outputs[i].name, type ? type : "?");
+        printf("%s : %s\n", rj_graph_output_name(g, i), type ? type : "?");
         rj_string_free(ctx, type);
         int first = t.ragged_dim >= 0 ? 2 : (t.rank >= 2 ? 2 : t.rank);
         int64_t inner = 1;
@@ -853,11 +904,10 @@ static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
     if (!r) r = run_once(ctx, p, b);
     if (!r) r = run_once(ctx, pr, br);
     bool bad = false;
-    for (int i = 0; !r && i < g->noutputs; i++) {
-        rj_node n = g->outputs[i].node;
-        rj_tensor_info t, ref;
-        rj_tensor_get_info(rj_bind_result(b, n), &t);
-        rj_tensor_get_info(rj_bind_result(br, n), &ref);
+    for (int i = 0; !r && i < rj_graph_output_count(g); i++) {
+        rj_node n = rj_graph_output_at(g, i);
+        const char *name = rj_graph_output_name(g, i);
+        rj_tensor_info t = tinfo(rj_bind_result(b, n)), ref = tinfo(rj_bind_result(br, n));
         int64_t cnt = info_numel(&ref);
         bool fl = ref.dtype == RJ_F32 || ref.dtype == RJ_F64;
         double scale = 1;
@@ -886,10 +936,10 @@ static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
             if (!ok && at < 0) {
                 at = k;
                 fprintf(stderr, "ragjit: check: output %s element %lld is %.9g, the reference says %.9g\n",
-                        g->outputs[i].name, (long long)k, a, w);
+                        name, (long long)k, a, w);
             }
         }
-        printf("%-16s %10lld elements   max |error| %-10.3g %s\n", g->outputs[i].name, (long long)cnt,
+        printf("%-16s %10lld elements   max |error| %-10.3g %s\n", name, (long long)cnt,
                worst, at < 0 ? "ok" : "MISMATCH");
         bad |= at >= 0;
     }
@@ -948,18 +998,20 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
         qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
         double med = t[o->reps / 2];
         double in_bytes = 0;
-        for (int32_t k = 0; k < g->ninputs; k++) in_bytes += (double)d.in[k].bytes;
+        for (int k = 0; k < d.nin; k++) {
+            rj_tensor_info a = tinfo(d.in[k]); /* dense: rows is the element count */
+            in_bytes += (double)a.rows * (double)rj_dtype_size(a.dtype);
+        }
         double out_bytes = 0;
         printf("%s: compile %.1f ms; run median %.3f ms over %d runs (min %.3f, max %.3f)\n",
                o->prog, cms, med, o->reps, t[0], t[o->reps - 1]);
         printf("  %-16s %12.1f MB read\n", "inputs", in_bytes / 1e6);
-        for (int i = 0; i < g->noutputs; i++) {
-            rj_tensor_info ti;
-            rj_tensor_get_info(rj_bind_result(b, g->outputs[i].node), &ti);
+        for (int i = 0; i < rj_graph_output_count(g); i++) {
+            rj_tensor_info ti = tinfo(rj_bind_result(b, rj_graph_output_at(g, i)));
             double ob = (double)info_numel(&ti) * (double)rj_dtype_size(ti.dtype);
             out_bytes += ob;
             printf("  %-16s %12.1f MB written   %8.2f GB/s (its bytes and all inputs)\n",
-                   g->outputs[i].name, ob / 1e6, (ob + in_bytes) / (med * 1e-3) / 1e9);
+                   rj_graph_output_name(g, i), ob / 1e6, (ob + in_bytes) / (med * 1e-3) / 1e9);
         }
         printf("  %-16s %12.1f MB          %8.2f GB/s\n", "total", (in_bytes + out_bytes) / 1e6,
                (in_bytes + out_bytes) / (med * 1e-3) / 1e9);

@@ -280,15 +280,66 @@ rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
     return RJ_OK;
 }
 
+/* ---- introspection --------------------------------------------------------------------- */
+
+/* Index checks for the numbered accessors. They leave a message but never touch the graph's
+ * sticky status: asking a wrong question about a graph does not make the graph wrong. */
+static bool index_ok(const rj_graph *g, const char *what, int i, int32_t n) {
+    if (!g) return false;
+    if (i >= 0 && i < n) return true;
+    ctx_fail(g->ctx, RJ_ERR_ARG, "%s: index %d is out of range (the graph has %d)", what, i,
+             (int)n);
+    return false;
+}
+
 int rj_graph_input_count(const rj_graph *g) { return g ? g->ninputs : 0; }
 int rj_graph_output_count(const rj_graph *g) { return g ? g->noutputs : 0; }
+int rj_graph_dim_count(const rj_graph *g) { return g ? g->nsym : 0; }
 
 rj_node rj_graph_input_at(const rj_graph *g, int i) {
-    return g && i >= 0 && i < g->ninputs ? g->inputs[i] : RJ_NONE;
+    return index_ok(g, "rj_graph_input_at", i, g ? g->ninputs : 0) ? g->inputs[i] : RJ_NONE;
 }
 
 rj_node rj_graph_output_at(const rj_graph *g, int i) {
-    return g && i >= 0 && i < g->noutputs ? g->outputs[i].node : RJ_NONE;
+    return index_ok(g, "rj_graph_output_at", i, g ? g->noutputs : 0) ? g->outputs[i].node
+                                                                      : RJ_NONE;
+}
+
+const char *rj_graph_input_name(const rj_graph *g, int i) {
+    return index_ok(g, "rj_graph_input_name", i, g ? g->ninputs : 0)
+               ? g->nodes[g->inputs[i]].name
+               : NULL;
+}
+
+const char *rj_graph_output_name(const rj_graph *g, int i) {
+    return index_ok(g, "rj_graph_output_name", i, g ? g->noutputs : 0) ? g->outputs[i].name
+                                                                        : NULL;
+}
+
+rj_dim rj_graph_dim_at(const rj_graph *g, int i) {
+    return index_ok(g, "rj_graph_dim_at", i, g ? g->nsym : 0) ? sym_dim(i) : RJ_DIM_NONE;
+}
+
+rj_status rj_dim_get_info(const rj_graph *g, rj_dim d, rj_dim_info *info) {
+    if (!g) return RJ_ERR_ARG;
+    if (!info) return ctx_fail(g->ctx, RJ_ERR_ARG, "rj_dim_get_info: info is NULL");
+    if (!graph_is_valid_dim(g, d))
+        return ctx_fail(g->ctx, RJ_ERR_ARG, "rj_dim_get_info: %lld is not a constant or a "
+                        "symbol of this graph", (long long)d);
+    *info = (rj_dim_info){.kind = RJ_DIM_CONST, .parent = RJ_DIM_NONE, .same = d};
+    const sym *s = graph_sym(g, d);
+    if (s) {
+        static const rj_dim_kind kinds[] = {[SYM_DENSE] = RJ_DIM_DENSE,
+                                            [SYM_RAGGED] = RJ_DIM_RAGGED,
+                                            [SYM_MAXLEN] = RJ_DIM_MAXLEN};
+        info->kind = kinds[s->kind];
+        info->name = s->name;
+        if (s->parent >= 0) info->parent = sym_dim(s->parent);
+        info->same = sym_dim(sym_root(g, dim_sym(d)));
+    }
+    for (int32_t i = 0; i < g->n && !info->used; i++)
+        for (int k = 0; k < g->nodes[i].rank; k++) info->used |= g->nodes[i].dims[k] == d;
+    return RJ_OK;
 }
 
 const char *rj_node_name(const rj_graph *g, rj_node n) {

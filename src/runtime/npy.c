@@ -35,12 +35,17 @@
  * NumPy leaves after the dict so the shape can grow in place (21 minus the digits of the first
  * dim), and padding so that the data starts at a multiple of 64. Matching byte for byte makes
  * files from ragjit and from np.save interchangeable and diffable.
+ *
+ * The public calls (rj_npy_read, rj_npy_write) are thin: reading hands the data buffer to a
+ * dense rj_tensor instead of copying it, so embedders get the same object the rest of the API
+ * takes, and a file costs its size in memory once.
  */
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "npy.h"
+#include "runtime.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.c reads and writes little-endian data in place; port it before using a big-endian host"
@@ -589,4 +594,29 @@ rj_status npy_write(rj_ctx *ctx, const char *path, rj_dtype dtype, int rank, con
     if (!ok) return ctx_fail(ctx, RJ_ERR_IO, "%s: write failed: %s", path,
                              strerror(err ? err : EIO));
     return RJ_OK;
+}
+
+/* ---- public API ------------------------------------------------------------------------ */
+
+rj_tensor *rj_npy_read(rj_ctx *ctx, const char *path) {
+    if (!ctx) return NULL;
+    if (!path) {
+        ctx_fail(ctx, RJ_ERR_ARG, "rj_npy_read: path is NULL");
+        return NULL;
+    }
+    npy_array a;
+    if (npy_read(ctx, path, &a)) return NULL;
+    rj_tensor *t = tensor_adopt_dense(ctx, a.dtype, a.rank, a.shape, a.data, a.bytes);
+    /* after a valid header only the tensor's own block can fail; name the file, as every
+     * other message of the reader does */
+    if (!t && ctx_last_status(ctx) == RJ_ERR_NOMEM)
+        ctx_fail(ctx, RJ_ERR_NOMEM, "%s: out of memory for the tensor", path);
+    return t;
+}
+
+rj_status rj_npy_write(rj_ctx *ctx, const char *path, rj_dtype dtype, int rank,
+                       const int64_t *shape, const void *data) {
+    if (!ctx) return RJ_ERR_ARG;
+    if (!path) return ctx_fail(ctx, RJ_ERR_ARG, "rj_npy_write: path is NULL");
+    return npy_write(ctx, path, dtype, rank, shape, data);
 }

@@ -31,6 +31,11 @@ struct rj_tensor {
     int64_t own_batch;
 };
 
+/* A dense tensor over data (bytes long, from mem_alloc on ctx) that the tensor now owns. The
+ * data is freed on failure too, so a reader can hand over its buffer without a cleanup path. */
+rj_tensor *tensor_adopt_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64_t *shape,
+                              void *data, size_t bytes);
+
 /* Validation of offsets shared by tensors and bindings. `what` names the symbol or tensor in
  * messages. rows_out receives the rows the offsets address (last offset, or the end of the
  * furthest row for a view with holes); maxlen_out the longest row. */

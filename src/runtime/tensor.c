@@ -139,6 +139,18 @@ rj_tensor *rj_tensor_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64_t 
     return t;
 }
 
+rj_tensor *tensor_adopt_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64_t *shape,
+                              void *data, size_t bytes) {
+    rj_tensor *t = rj_tensor_dense(ctx, dtype, rank, shape, data);
+    if (!t) {
+        mem_free(ctx, data, bytes);
+        return NULL;
+    }
+    t->own_values = data;
+    t->own_bytes = bytes;
+    return t;
+}
+
 rj_tensor *rj_tensor_from_values(rj_ctx *ctx, rj_dtype dtype, int inner_rank,
                                  const int64_t *inner, void *values, int64_t rows,
                                  const int64_t *offsets, int64_t batch) {
