@@ -137,7 +137,8 @@ static const char emit_help[] =
     "  graph      the program as parsed, in the text format, with every node's type\n"
     "  opt        the program after canonicalisation and pad/unpad elimination\n"
     "  fused      the kernels fusion chose, and what each computes\n"
-    "  loops      the loop IR of every kernel (shared by the CPU and CUDA backends)\n"
+    "  loops      the loop IR of every kernel, lowered for the target: parallel mapping of\n"
+    "             each loop, reductions, local arrays, barriers, launch shapes\n"
     "  llvm       LLVM IR before optimisation\n"
     "  llvm-opt   LLVM IR after optimisation (vectorised)\n"
     "  asm        host assembly\n"
@@ -145,9 +146,15 @@ static const char emit_help[] =
     "  ptx        PTX compiled by NVRTC\n"
     "  dot        a Graphviz picture: shapes on edges, kernels as clusters\n"
     "\n"
+    "options:\n"
+    "  --target T          cpu (default), cuda, or reference: the target whose lowering the\n"
+    "                      loops stage shows (llvm, llvm-opt and asm are always the CPU's, cuda\n"
+    "                      and ptx CUDA's); no device is needed\n"
+    "\n"
     "examples:\n"
     "  ragjit emit examples/pad_unpad.rj --stage opt\n"
     "  ragjit emit examples/softmax.rj --stage loops\n"
+    "  ragjit emit examples/softmax.rj --stage loops --target cuda\n"
     "  ragjit emit examples/reductions.rj --stage dot\n";
 
 static const char bench_help[] =
@@ -963,13 +970,10 @@ static int cmd_emit(rj_ctx *ctx, rj_graph *g, const opts *o) {
         return die_usage("emit: unknown stage '%s' (graph, opt, fused, loops, llvm, llvm-opt, asm, "
                          "cuda, ptx, dot)", o->stage);
     int r = 0;
-    rj_program *p = compile(ctx, g, RJ_TARGET_REFERENCE, &r, NULL);
-    if (!p) return r;
-    char *text = rj_program_dump(p, o->stage);
+    char *text = rj_graph_dump(g, o->target, o->stage);
     if (!text) r = die_run("emit: %s", rj_ctx_error(ctx));
     else fputs(text, stdout);
     rj_string_free(ctx, text);
-    rj_program_free(p);
     return r;
 }
 
