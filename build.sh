@@ -2,7 +2,8 @@
 # build.sh — the project's two commands (see README.md):
 #   ./build.sh demo   install what is missing, build, run the demo
 #   ./build.sh test   install what is missing, build, run the whole test suite: the normal
-#                     build (warnings as errors) and an AddressSanitizer + UBSan build
+#                     build (warnings as errors), an AddressSanitizer + UBSan build, and the
+#                     concurrency test under ThreadSanitizer
 # Both are idempotent: packages already present are not reinstalled and configured build
 # directories are reused.
 set -euo pipefail
@@ -64,6 +65,12 @@ case "$cmd" in
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
       meson test -C build-san --print-errorlogs --num-processes 2 --no-suite install
+    # ThreadSanitizer: the concurrency test alone (OpenMP's runtime and LLVM are not
+    # instrumented, so the tests that use them would only report noise)
+    configure build-tsan --buildtype=debug -Dwerror=true -Db_sanitize=thread -Db_lundef=false
+    ninja -C build-tsan tests/test_threads
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      meson test -C build-tsan --no-rebuild --print-errorlogs threads
     ;;
   *)
     echo "usage: ./build.sh demo | test" >&2

@@ -31,10 +31,18 @@
  *
  * Conventions:
  *   - Every object belongs to one rj_ctx and every allocation goes through its allocator hook.
- *     A context and everything created from it must be used from one thread at a time
- *     (programs use worker threads internally).
+ *   - Threads. A context may be shared by any number of threads: compiling (rj_program_new:
+ *     a graph asked for by several threads at once compiles once), dumping, running and
+ *     freeing programs, and creating and freeing bindings and tensors, all at the same time.
+ *     One program may run on many threads at once, each with its own binding. What must not
+ *     be shared is an object being changed: a graph while it is built (or while
+ *     rj_program_new / rj_graph_dump reads it), a binding, and a tensor each belong to one
+ *     thread at a time. With a shared context the allocator hook is called from several
+ *     threads and must be thread-safe (the default is). Programs also use worker threads of
+ *     their own (rj_ctx_set_threads).
  *   - Functions return an rj_status, or an object / node that signals failure (NULL, RJ_NONE,
- *     RJ_DIM_NONE). After any failure rj_ctx_error() describes what is wrong.
+ *     RJ_DIM_NONE). After any failure rj_ctx_error() describes what is wrong: the last failure
+ *     of a call made on the calling thread, so threads never see each other's errors.
  *   - Graph building is "sticky": the first failure is recorded in the graph, later builder
  *     calls given RJ_NONE fail quietly, so a whole graph can be built and checked once.
  *   - One free call per object; free functions accept NULL.
@@ -109,12 +117,14 @@ RJ_API rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud);
 /* Frees the context. All graphs, programs, bindings and tensors of the context must be freed
  * first; the context frees its compiler (JIT) state. */
 RJ_API void rj_ctx_free(rj_ctx *ctx);
-/* The message of the last failure in this context ("" if none); valid until the next call. */
+/* The message of the last failure in this context on the calling thread ("" if none); valid
+ * until that thread's next call. */
 RJ_API const char *rj_ctx_error(const rj_ctx *ctx);
-/* The status of the last failure in this context (RJ_OK if none): the status behind a NULL or
- * RJ_NONE result. */
+/* The status of the last failure in this context on the calling thread (RJ_OK if none): the
+ * status behind a NULL or RJ_NONE result. */
 RJ_API rj_status rj_ctx_status(const rj_ctx *ctx);
-/* Number of worker threads for CPU programs; 0 (the default) means all cores. */
+/* Number of worker threads for CPU programs; 0 (the default) means all cores. Runs started
+ * after the call use the new number. */
 RJ_API rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads);
 /* Frees a string returned by ragjit (dumps, shape strings). */
 RJ_API void rj_string_free(rj_ctx *ctx, char *s);

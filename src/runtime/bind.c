@@ -35,7 +35,7 @@ rj_bind *rj_bind_new(rj_program *p) {
     b->ctx = ctx;
     b->prog_id = p->id;
     b->art = p->art;
-    artifact_retain(b->art);
+    artifact_retain(ctx, b->art);
     b->g = g;
     b->nsym = g->nsym;
     size_t ns = (size_t)(g->nsym ? g->nsym : 1);

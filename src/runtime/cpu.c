@@ -18,15 +18,16 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../codegen/llvm/llvm_backend.h"
+#include "../ir/target.h"
 #include "launch.h"
 
 typedef struct cpu_state {
     struct llvm_jit *jit;
     uint64_t compiles;     /* modules JIT-compiled (tests check cache hits with it) */
     int64_t stream_bytes;  /* 0: the default threshold */
+    int64_t tile_bytes;    /* softmax tiles keep an item's columns within this (half of L2) */
 } cpu_state;
 
 typedef struct cpu_kernel {
@@ -57,10 +58,14 @@ static void state_release(rj_ctx *ctx, void *p) {
     mem_free(ctx, st, sizeof *st);
 }
 
+/* Created by the first compile or dump, under the context's lock; read-only for runs. */
 static cpu_state *state_get(rj_ctx *ctx) {
     ctx_slot *sl = &ctx->slot[SLOT_CPU];
     if (!sl->state) {
-        if (!(sl->state = mem_zalloc(ctx, sizeof(cpu_state)))) return NULL;
+        cpu_state *st = mem_zalloc(ctx, sizeof(cpu_state));
+        if (!st) return NULL;
+        st->tile_bytes = target_desc_for(RJ_TARGET_CPU)->l2_bytes / 2;
+        sl->state = st;
         sl->release = state_release;
     }
     return sl->state;
@@ -75,10 +80,11 @@ static rj_status jit_get(rj_ctx *ctx, struct llvm_jit **j) {
 }
 
 rj_status cpu_set_stream_bytes(rj_ctx *ctx, int64_t bytes) {
+    ctx_lock(ctx);
     cpu_state *st = state_get(ctx);
-    if (!st) return RJ_ERR_NOMEM;
-    st->stream_bytes = bytes;
-    return RJ_OK;
+    if (st) __atomic_store_n(&st->stream_bytes, bytes, __ATOMIC_RELAXED);
+    ctx_unlock(ctx);
+    return st ? RJ_OK : RJ_ERR_NOMEM;
 }
 
 uint64_t cpu_compile_count(const rj_ctx *ctx) {
@@ -88,7 +94,8 @@ uint64_t cpu_compile_count(const rj_ctx *ctx) {
 
 static int64_t stream_threshold(rj_ctx *ctx) {
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
-    if (st && st->stream_bytes) return st->stream_bytes;
+    int64_t set = st ? __atomic_load_n(&st->stream_bytes, __ATOMIC_RELAXED) : 0;
+    if (set) return set;
     const char *v = getenv("RAGJIT_NT_BYTES");
     long long n = v ? atoll(v) : -1;
     return n >= 0 ? n : NT_BYTES_DEFAULT;
@@ -258,14 +265,10 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
     launch_mem m;
     rj_status s = host_addresses(b, lp, b->mem, &m);
     int threads = ctx_threads(ctx);
-    static long l2;
-    if (!l2) {
-        long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        l2 = v > 0 ? v : 1 << 20;
-    }
+    const cpu_state *st = ctx->slot[SLOT_CPU].state;
     launch_opts o = {.workers = threads < MAX_THREADS ? threads : MAX_THREADS,
                      .chunks_per_worker = CHUNKS_PER_THREAD, .small_work = SMALL_WORK,
-                     .tile_bytes = l2 / 2, .split_items = true};
+                     .tile_bytes = st->tile_bytes, .split_items = true};
     for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) {
         const lkernel *k = &lp->kernels[ki];
         launch_plan pl;

@@ -31,8 +31,14 @@ rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud) {
     rj_ctx *ctx = alloc(ud, NULL, 0, sizeof *ctx);
     if (!ctx) return NULL;
     memset(ctx, 0, sizeof *ctx);
+    static uint64_t serial;
+    ctx->id = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
     ctx->alloc = alloc;
     ctx->ud = ud;
+    if (pthread_mutex_init(&ctx->lock, NULL)) {
+        alloc(ud, ctx, sizeof *ctx, 0);
+        return NULL;
+    }
     return ctx;
 }
 
@@ -40,15 +46,16 @@ void rj_ctx_free(rj_ctx *ctx) {
     if (!ctx) return;
     for (int i = 0; i < CTX_SLOTS; i++)
         if (ctx->slot[i].state) ctx->slot[i].release(ctx, ctx->slot[i].state);
+    pthread_mutex_destroy(&ctx->lock);
     ctx->alloc(ctx->ud, ctx, sizeof *ctx, 0);
 }
 
 const char *rj_ctx_error(const rj_ctx *ctx) {
-    return ctx ? ctx->err : "no context (NULL)";
+    return ctx ? ctx_last_error(ctx) : "no context (NULL)";
 }
 
 rj_status rj_ctx_status(const rj_ctx *ctx) {
-    return ctx ? ctx->status : RJ_ERR_ARG;
+    return ctx ? ctx_last_status(ctx) : RJ_ERR_ARG;
 }
 
 rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads) {
@@ -56,12 +63,13 @@ rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads) {
     if (threads < 0 || threads > 4096)
         return ctx_fail(ctx, RJ_ERR_ARG, "rj_ctx_set_threads: %d threads is out of range 0..4096",
                         threads);
-    ctx->threads = threads;
+    __atomic_store_n(&ctx->threads, threads, __ATOMIC_RELAXED); /* runs may be reading it */
     return RJ_OK;
 }
 
 int ctx_threads(const rj_ctx *ctx) {
-    if (ctx->threads > 0) return ctx->threads;
+    int t = __atomic_load_n(&ctx->threads, __ATOMIC_RELAXED);
+    if (t > 0) return t;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }

@@ -13,6 +13,12 @@
  * again under other names reuses the code and only re-runs the (cheap) pipeline. Unused
  * artifacts stay cached until there are more than MAX_CACHED, oldest evicted first.
  *
+ * Threads. The cache is shared by every thread using the context and guarded by the
+ * context's lock, held while a graph is looked up, compiled or dumped: compiles of one
+ * context are serialised (LLVM's TargetMachine is not to be shared by concurrent code
+ * generation) and a graph asked for by several threads at once compiles once. Runs take no
+ * lock: a compiled artifact is immutable, and everything a run writes lives in its binding.
+ *
  * A program reads the artifact's copy of the graph (node ids preserved), so callers may free
  * or keep extending theirs and bind by the ids they hold. Bindings hold a reference to the
  * artifact too, so programs and bindings may be freed in any order. rj_program_run validates the binding
@@ -125,14 +131,22 @@ static artifact *artifact_get(rj_ctx *ctx, const rj_graph *g, rj_target target) 
     return a;
 }
 
-void artifact_retain(artifact *a) {
-    a->refs++;
-}
-
-void artifact_release(rj_ctx *ctx, artifact *a) {
+static void release_locked(rj_ctx *ctx, artifact *a) {
     if (!a) return;
     a->refs--;
     cache_evict(ctx, ctx->slot[SLOT_CACHE].state);
+}
+
+void artifact_retain(rj_ctx *ctx, artifact *a) {
+    ctx_lock(ctx);
+    a->refs++;
+    ctx_unlock(ctx);
+}
+
+void artifact_release(rj_ctx *ctx, artifact *a) {
+    ctx_lock(ctx);
+    release_locked(ctx, a);
+    ctx_unlock(ctx);
 }
 
 /* The pipeline, once per artifact. The reference target lowers too (for its dumps), with the
@@ -231,9 +245,11 @@ static char *graph_text(const rj_graph *g, artifact *own, rj_target target, int 
     }
     int owner = stage_table[st].owner;
     if (owner >= 0 && owner != (int)target) own = NULL, target = (rj_target)owner;
+    ctx_lock(ctx);
     artifact *a = own ? own : artifact_get(ctx, g, target);
     char *t = a ? copy_text(ctx, artifact_text(ctx, a, st)) : NULL;
-    if (!own) artifact_release(ctx, a);
+    if (!own) release_locked(ctx, a);
+    ctx_unlock(ctx);
     return t;
 }
 
@@ -299,7 +315,10 @@ rj_program *rj_program_new(rj_graph *g, rj_target target) {
     p->id = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
     p->target = target;
     p->be = be;
-    if (!(p->art = artifact_get(ctx, g, target)) || artifact_compile(ctx, p->art)) {
+    ctx_lock(ctx); /* one compile of a graph, however many threads ask for it */
+    bool ok = (p->art = artifact_get(ctx, g, target)) && !artifact_compile(ctx, p->art);
+    ctx_unlock(ctx);
+    if (!ok) {
         rj_program_free(p);
         return NULL;
     }
@@ -315,9 +334,8 @@ rj_program *rj_program_new(rj_graph *g, rj_target target) {
 static void dump_all(rj_program *p, const char *dir) {
     static int counter;
     rj_ctx *ctx = p->ctx;
-    char saved_err[sizeof ctx->err];
-    memcpy(saved_err, ctx->err, sizeof saved_err);
-    rj_status saved_status = ctx->status;
+    ctx_error saved;
+    ctx_error_save(ctx, &saved);
     int id = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
     for (int st = 0; st < STAGE_COUNT; st++) {
         char *text = graph_text(p->g, p->art, p->target, st);
@@ -333,8 +351,7 @@ static void dump_all(rj_program *p, const char *dir) {
             break;
         }
     }
-    memcpy(ctx->err, saved_err, sizeof saved_err);
-    ctx->status = saved_status;
+    ctx_error_restore(ctx, &saved);
 }
 
 void rj_program_free(rj_program *p) {

@@ -205,7 +205,7 @@ extern const backend backend_cpu;
 extern const backend backend_cuda;
 
 /* References to an artifact (program.c): programs and bindings hold one each. */
-void artifact_retain(artifact *a);
+void artifact_retain(rj_ctx *ctx, artifact *a);
 void artifact_release(rj_ctx *ctx, artifact *a);
 
 /* interp.c: evaluates the program's graph on a prepared binding. */

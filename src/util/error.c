@@ -1,10 +1,12 @@
 /*
- * error.c — the context's last error, and the names of status codes.
+ * error.c — the last error of a context, per thread, and the names of status codes.
  *
- * Every public function returns a small status code and leaves a sentence in the context
- * saying what was wrong (naming the object and, for data errors, the first bad index), so
- * callers can both branch on the code and show the message. The message is formatted into a
- * local buffer first because its arguments may point into the previous message.
+ * Every public function returns a small status code and leaves a sentence saying what was
+ * wrong (naming the object and, for data errors, the first bad index), so callers can both
+ * branch on the code and show the message. A model runtime runs one program from many
+ * threads on one context, so the message is kept per thread: a failure on one thread never
+ * changes what another reads. The message is formatted into a local buffer first because its
+ * arguments may point into the previous message.
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,12 +14,40 @@
 #include "util.h"
 
 
+/* Each thread keeps the last error of the few contexts it used most recently, keyed by the
+ * context's id (not its address, which a new context may reuse). A thread that fails on more
+ * contexts than this forgets the oldest one's message, never another context's status. */
+enum { THREAD_ERRORS = 4 };
+
+typedef struct thread_error {
+    uint64_t ctx_id;
+    ctx_error e;
+} thread_error;
+
+static _Thread_local thread_error errors[THREAD_ERRORS];
+static _Thread_local unsigned next_error;
+
+static thread_error *find(const rj_ctx *ctx) {
+    for (int i = 0; i < THREAD_ERRORS; i++)
+        if (errors[i].ctx_id == ctx->id) return &errors[i];
+    return NULL;
+}
+
+static thread_error *find_or_add(const rj_ctx *ctx) {
+    thread_error *t = find(ctx);
+    if (t) return t;
+    t = &errors[next_error++ % THREAD_ERRORS];
+    t->ctx_id = ctx->id;
+    return t;
+}
+
 rj_status ctx_failv(rj_ctx *ctx, rj_status s, const char *fmt, va_list ap) {
     if (!ctx) return s;
-    char msg[sizeof ctx->err]; /* the arguments may point into ctx->err */
+    thread_error *t = find_or_add(ctx);
+    char msg[sizeof t->e.msg]; /* the arguments may point into the previous message */
     vsnprintf(msg, sizeof msg, fmt, ap);
-    memcpy(ctx->err, msg, sizeof msg);
-    ctx->status = s;
+    memcpy(t->e.msg, msg, sizeof msg);
+    t->e.status = s;
     return s;
 }
 
@@ -30,12 +60,29 @@ rj_status ctx_fail(rj_ctx *ctx, rj_status s, const char *fmt, ...) {
 }
 
 void ctx_clear_error(rj_ctx *ctx) {
-    ctx->err[0] = 0;
-    ctx->status = RJ_OK;
+    thread_error *t = find(ctx);
+    if (t) t->e.msg[0] = 0, t->e.status = RJ_OK;
 }
 
 rj_status ctx_last_status(const rj_ctx *ctx) {
-    return ctx->status;
+    const thread_error *t = find(ctx);
+    return t ? t->e.status : RJ_OK;
+}
+
+const char *ctx_last_error(const rj_ctx *ctx) {
+    const thread_error *t = find(ctx);
+    return t ? t->e.msg : "";
+}
+
+void ctx_error_save(const rj_ctx *ctx, ctx_error *e) {
+    const thread_error *t = find(ctx);
+    if (t) *e = t->e;
+    else e->status = RJ_OK, e->msg[0] = 0;
+}
+
+void ctx_error_restore(rj_ctx *ctx, const ctx_error *e) {
+    thread_error *t = find_or_add(ctx);
+    t->e = *e;
 }
 
 const char *rj_status_str(rj_status s) {

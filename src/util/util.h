@@ -13,6 +13,7 @@
 #ifndef RJ_UTIL_H
 #define RJ_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,11 +63,14 @@ typedef struct ctx_slot {
 struct rj_ctx {
     rj_alloc_fn alloc;
     void *ud;
+    uint64_t id;          /* unique in the process: keys the per-thread errors (error.c) */
     int threads;          /* rj_ctx_set_threads; 0: one per online processor */
-    rj_status status;     /* of the last failure */
-    char err[1024];       /* its message */
+    pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];
 };
+
+static inline void ctx_lock(rj_ctx *ctx) { pthread_mutex_lock(&ctx->lock); }
+static inline void ctx_unlock(rj_ctx *ctx) { pthread_mutex_unlock(&ctx->lock); }
 
 /* Memory through the context hook (mem.c). NULL on failure, with the error recorded. */
 void *mem_alloc(rj_ctx *ctx, size_t n);
@@ -78,11 +82,22 @@ void mem_strfree(rj_ctx *ctx, char *s);
 /* Grows *arr (of elem-size es) so it holds at least need elements; *cap is updated. */
 bool mem_grow(rj_ctx *ctx, void **arr, int32_t *cap, int32_t need, size_t es);
 
-/* Errors (error.c): record a message in the context and return the status. */
+/* Errors (error.c): record a message for the context on the calling thread and return the
+ * status. Each thread sees its own last failure, so threads sharing a context never read or
+ * overwrite each other's messages. */
 rj_status ctx_fail(rj_ctx *ctx, rj_status s, const char *fmt, ...) RJ_PRINTF(3, 4);
 rj_status ctx_failv(rj_ctx *ctx, rj_status s, const char *fmt, va_list ap);
 void ctx_clear_error(rj_ctx *ctx);
 rj_status ctx_last_status(const rj_ctx *ctx);
+const char *ctx_last_error(const rj_ctx *ctx);
+
+/* A saved error, for code that must leave the caller's last error as it was. */
+typedef struct ctx_error {
+    rj_status status;
+    char msg[1024];
+} ctx_error;
+void ctx_error_save(const rj_ctx *ctx, ctx_error *e);
+void ctx_error_restore(rj_ctx *ctx, const ctx_error *e);
 
 /* dl.c: looks up `name` in a dlopen'd library and stores it in the function pointer at fnptr;
  * false if it is missing. */

@@ -1,0 +1,276 @@
+/*
+ * test_threads.c — one context shared by many threads, as a model runtime shares it.
+ *
+ * Eight threads compile, run, dump and free programs of a few graphs at once for a bounded
+ * time, freeing programs and bindings in either order, each thread with its own graphs (of
+ * the same structure: the cache serves them all) and its own bindings. Every result is
+ * compared bit for bit with a single-threaded run made before the threads start (runs use
+ * one worker thread each, so results are deterministic), and every dump with the
+ * single-threaded dump. Each graph must compile exactly once however many threads ask for it
+ * at the same moment. A second context dumps the loop IR from two more threads throughout.
+ * The allocator is a thread-safe counting one: nothing may leak.
+ *
+ * The ThreadSanitizer build (.ci/run) runs this test alone: it is the one that exercises
+ * ragjit's own concurrency, without OpenMP (whose runtime TSan cannot see into).
+ */
+#include "stdenv.h"
+
+#include "../src/runtime/runtime.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define THREADS 8
+#define DUMPERS 2
+#define SECONDS 2.0
+static const char *const chains[] = {"relu(x*w+v)", "softmax(relu(x*w+v), dim=1)",
+                                     "unpad(softmax(pad(x,-inf)))", "sum(pad(x,0.75,L),1)"};
+#define NCHAINS (int)(sizeof chains / sizeof chains[0])
+static const len_pattern patterns[] = {LEN_UNIFORM, LEN_EMPTY, LEN_ONE_LONG, LEN_B0};
+#define NPAT (int)(sizeof patterns / sizeof patterns[0])
+
+static long live; /* blocks */
+
+static void *atomic_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)ud;
+    (void)osize;
+    if (nsize == 0) {
+        if (ptr) __atomic_sub_fetch(&live, 1, __ATOMIC_RELAXED);
+        free(ptr);
+        return NULL;
+    }
+    void *p = realloc(ptr, nsize);
+    if (p && !ptr) __atomic_add_fetch(&live, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* What a single thread computed: the first output's values and the loop-IR dump. */
+typedef struct expected {
+    void *values[NPAT];
+    size_t bytes[NPAT];
+    char *loops;
+} expected;
+
+static expected want[NCHAINS];
+static data inputs[NPAT];
+static rj_ctx *shared;
+static double deadline;
+
+static size_t result_bytes(const rj_tensor *t) {
+    rj_tensor_info ti;
+    rj_tensor_get_info(t, &ti);
+    return (size_t)numel_of(&ti) * rj_dtype_size(ti.dtype);
+}
+
+static const void *result_values(const rj_tensor *t) {
+    rj_tensor_info ti;
+    rj_tensor_get_info(t, &ti);
+    return ti.values;
+}
+
+typedef struct worker {
+    int id;
+    uint64_t rng;
+    env e[NCHAINS];
+    long runs, dumps, bad;
+    char why[256];
+} worker;
+
+static void mismatch(worker *w, const char *fmt, const char *what, const char *detail) {
+    if (!w->bad++) snprintf(w->why, sizeof w->why, fmt, what, detail ? detail : "");
+}
+
+static void one_step(worker *w) {
+    int c = (int)rng_int(&w->rng, 0, NCHAINS - 1), pi = (int)rng_int(&w->rng, 0, NPAT - 1);
+    env *e = &w->e[c];
+    rj_program *p = rj_program_new(e->g, RJ_TARGET_CPU);
+    if (!p) {
+        mismatch(w, "%s: compile: %s", chains[c], rj_ctx_error(shared));
+        return;
+    }
+    if (rng_int(&w->rng, 0, 3) == 0) {
+        char *loops = rj_program_dump(p, "loops");
+        if (!loops || strcmp(loops, want[c].loops)) mismatch(w, "%s: loops dump differs%s", chains[c], NULL);
+        rj_string_free(shared, loops);
+        w->dumps++;
+    }
+    rj_bind *b = rj_bind_new(p);
+    if (!b) {
+        rj_program_free(p);
+        mismatch(w, "%s: bind: %s", chains[c], rj_ctx_error(shared));
+        return;
+    }
+    bind_all(shared, b, e, &inputs[pi], NULL);
+    bool program_first = rng_int(&w->rng, 0, 1);
+    if (rj_program_run(p, b)) {
+        mismatch(w, "%s: run: %s", chains[c], rj_ctx_error(shared));
+    } else {
+        if (program_first) rj_program_free(p), p = NULL; /* results outlive the program */
+        const rj_tensor *t = rj_bind_result(b, rj_graph_output_at(e->g, 0));
+        if (!t || result_bytes(t) != want[c].bytes[pi] ||
+            memcmp(result_values(t), want[c].values[pi], want[c].bytes[pi]))
+            mismatch(w, "%s: a result differs from the single-threaded run%s", chains[c], NULL);
+        w->runs++;
+    }
+    rj_bind_free(b);
+    rj_program_free(p);
+}
+
+static void *work(void *arg) {
+    worker *w = arg;
+    while (now() < deadline && w->bad == 0) one_step(w);
+    return NULL;
+}
+
+typedef struct dumper {
+    rj_ctx *ctx;
+    env e;
+    char *want;
+    long dumps, bad;
+} dumper;
+
+static void *dump_loop(void *arg) {
+    dumper *d = arg;
+    while (now() < deadline && !d->bad) {
+        char *s = rj_graph_dump(d->e.g, RJ_TARGET_CUDA, "loops");
+        if (!s || strcmp(s, d->want)) d->bad++;
+        rj_string_free(d->ctx, s);
+        d->dumps++;
+    }
+    return NULL;
+}
+
+static void test_shared_context(void **state) {
+    (void)state;
+    /* single-threaded expectations, from a context of their own (the results themselves are
+     * checked against the interpreter in test_jit) */
+    rj_ctx *ref = rj_ctx_new(atomic_alloc, NULL);
+    assert_non_null(ref);
+    assert_int_equal(rj_ctx_set_threads(ref, 1), RJ_OK);
+    for (int pi = 0; pi < NPAT; pi++) inputs[pi] = data_new(patterns[pi], RJ_F32, 40 + (uint64_t)pi);
+    for (int c = 0; c < NCHAINS; c++) {
+        env e = env_new(ref, RJ_F32);
+        std_chain_add(&e, chains[c]);
+        rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU);
+        assert_non_null(p);
+        want[c].loops = rj_program_dump(p, "loops");
+        assert_non_null(want[c].loops);
+        rj_bind *b = rj_bind_new(p);
+        for (int pi = 0; pi < NPAT; pi++) {
+            bind_all(ref, b, &e, &inputs[pi], NULL);
+            assert_int_equal(rj_program_run(p, b), RJ_OK);
+            const rj_tensor *t = rj_bind_result(b, rj_graph_output_at(e.g, 0));
+            want[c].bytes[pi] = result_bytes(t);
+            want[c].values[pi] = malloc(want[c].bytes[pi] + 1);
+            memcpy(want[c].values[pi], result_values(t), want[c].bytes[pi]);
+        }
+        rj_bind_free(b);
+        rj_program_free(p);
+        rj_graph_free(e.g);
+    }
+    assert_int_equal(cpu_compile_count(ref), NCHAINS);
+
+    /* a fresh context: the threads' first compiles of each graph race */
+    shared = rj_ctx_new(atomic_alloc, NULL);
+    assert_non_null(shared);
+    assert_int_equal(rj_ctx_set_threads(shared, 1), RJ_OK);
+    static worker ws[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        ws[t] = (worker){.id = t, .rng = 1000 + (uint64_t)t};
+        for (int c = 0; c < NCHAINS; c++) {
+            ws[t].e[c] = env_new(shared, RJ_F32);
+            std_chain_add(&ws[t].e[c], chains[c]);
+        }
+    }
+    rj_ctx *other = rj_ctx_new(atomic_alloc, NULL);
+    static dumper ds[DUMPERS];
+    for (int t = 0; t < DUMPERS; t++) {
+        ds[t] = (dumper){.ctx = other, .e = env_new(other, RJ_F32)};
+        std_chain_add(&ds[t].e, "softmax(relu(x*w+v), dim=1)");
+    }
+    char *cuda_loops = rj_graph_dump(ds[0].e.g, RJ_TARGET_CUDA, "loops");
+    assert_non_null(cuda_loops);
+    for (int t = 0; t < DUMPERS; t++) ds[t].want = cuda_loops;
+
+    deadline = now() + SECONDS;
+    pthread_t th[THREADS + DUMPERS];
+    for (int t = 0; t < THREADS; t++) assert_int_equal(pthread_create(&th[t], NULL, work, &ws[t]), 0);
+    for (int t = 0; t < DUMPERS; t++) assert_int_equal(pthread_create(&th[THREADS + t], NULL, dump_loop, &ds[t]), 0);
+    for (int t = 0; t < THREADS + DUMPERS; t++) pthread_join(th[t], NULL);
+
+    long runs = 0, dumps = 0;
+    for (int t = 0; t < THREADS; t++) {
+        if (ws[t].bad) fail_msg("thread %d: %s", t, ws[t].why);
+        runs += ws[t].runs;
+        dumps += ws[t].dumps;
+        for (int c = 0; c < NCHAINS; c++) rj_graph_free(ws[t].e[c].g);
+    }
+    long cross = 0;
+    for (int t = 0; t < DUMPERS; t++) {
+        if (ds[t].bad) fail_msg("dumper %d: a CUDA loops dump differs", t);
+        cross += ds[t].dumps;
+        rj_graph_free(ds[t].e.g);
+    }
+    printf("%d threads: %ld runs and %ld dumps on one context, %ld dumps on another, in %.1f s; "
+           "%llu compiles\n", THREADS, runs, dumps, cross, SECONDS,
+           (unsigned long long)cpu_compile_count(shared));
+    assert_true(runs > 0);
+    /* each graph compiled once, however many threads asked for it at the same moment */
+    assert_int_equal(cpu_compile_count(shared), NCHAINS);
+    rj_string_free(other, cuda_loops);
+    rj_ctx_free(other);
+    for (int c = 0; c < NCHAINS; c++) {
+        for (int pi = 0; pi < NPAT; pi++) free(want[c].values[pi]);
+        rj_string_free(ref, want[c].loops);
+    }
+    for (int pi = 0; pi < NPAT; pi++) data_free(&inputs[pi]);
+    rj_ctx_free(shared);
+    rj_ctx_free(ref);
+    assert_int_equal(__atomic_load_n(&live, __ATOMIC_RELAXED), 0);
+}
+
+/* Each thread sees its own last error, whatever other threads do with the context. */
+static void *fail_and_read(void *arg) {
+    rj_ctx *ctx = arg;
+    for (int i = 0; i < 2000; i++) {
+        int k = (int)(((uintptr_t)&i >> 4) % 1000) + i;
+        rj_ctx_set_threads(ctx, -k - 1);
+        char want_msg[96];
+        snprintf(want_msg, sizeof want_msg, "rj_ctx_set_threads: %d threads is out of range 0..4096", -k - 1);
+        if (rj_ctx_status(ctx) != RJ_ERR_ARG || strcmp(rj_ctx_error(ctx), want_msg)) return (void *)1;
+    }
+    return NULL;
+}
+
+static void test_errors_per_thread(void **state) {
+    (void)state;
+    rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) assert_int_equal(pthread_create(&th[t], NULL, fail_and_read, ctx), 0);
+    for (int t = 0; t < 4; t++) {
+        void *r;
+        pthread_join(th[t], &r);
+        assert_null(r);
+    }
+    /* this thread failed nothing on ctx */
+    assert_int_equal(rj_ctx_status(ctx), RJ_OK);
+    assert_string_equal(rj_ctx_error(ctx), "");
+    rj_ctx_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shared_context),
+        cmocka_unit_test(test_errors_per_thread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
