@@ -554,7 +554,8 @@ static blk *dense_loop(lower *L, blk *b, at *a, const rj_dim *dims, int n, blk *
     k->dom_rank = n;
     memcpy(k->dom_dims, dims, sizeof(rj_dim) * (size_t)n);
     int32_t vu = newvar(L, "u", RJ_I64);
-    *fstmt = s_for(L, b, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), 0);
+    int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi"); /* in this order */
+    *fstmt = s_for(L, b, vu, lo, hi, 0);
     *inner = NEWBLK;
     int32_t rem = xvar(L, vu);
     for (int d = n - 1; d >= 0; d--) {
@@ -736,7 +737,8 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
     k->scratch_per_tile = softmax ? 2 : 1;
     blk top = NEWBLK;
     int32_t vu = newvar(L, "u", RJ_I64);
-    int32_t fu = s_for(L, &top, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), 0);
+    int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi"); /* in this order */
+    int32_t fu = s_for(L, &top, vu, lo, hi, 0);
     blk ub = NEWBLK;
     /* unit -> item b, tile [f0, f0 + ntile) of the inner extent N */
     int32_t N = xi(L, 1);
