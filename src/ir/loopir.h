@@ -23,6 +23,7 @@
 #define RJ_LOOPIR_H
 
 #include "ir.h"
+#include "target.h"
 
 /* internal ops beyond the graph's op table, for index arithmetic */
 enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_COUNT };
@@ -155,9 +156,9 @@ int32_t lk_stmt(lkernel *k, const ls *s);  /* appended, unlinked; -1 on OOM */
 void print_lprog(sbuf *b, const rj_graph *g, const lprog *p);
 void print_kernel_signature(sbuf *b, const lkernel *k);
 
-/* lower.c: the fused graph as loop IR */
+/* lower.c: the fused graph as loop IR, shaped for the target `desc` describes */
 struct fuse_plan;
 rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const struct fuse_plan *plan,
-                     lprog *out);
+                     const target_desc *desc, lprog *out);
 
 #endif

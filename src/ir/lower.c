@@ -52,6 +52,7 @@ typedef struct lower {
     rj_ctx *ctx;
     const rj_graph *g, *orig;
     const fuse_plan *plan;
+    const target_desc *desc;
     lprog *prog;
     int32_t *bufof;     /* node -> first buffer holding it, or -1 */
     lkernel *k;
@@ -1138,11 +1139,14 @@ static int32_t add_buf(lower *L, lbuf_kind kind, int32_t index, int32_t node_id,
     return p->nbufs++;
 }
 
-rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *plan, lprog *out) {
+rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *plan,
+                     const target_desc *desc, lprog *out) {
     rj_ctx *ctx = g->ctx;
     memset(out, 0, sizeof *out);
+    if (!desc) return ctx_fail(ctx, RJ_ERR_INTERNAL, "lower: no target descriptor");
     out->ctx = ctx;
-    lower L = {.ctx = ctx, .g = g, .orig = orig, .plan = plan, .prog = out, .subst_node = -1};
+    lower L = {.ctx = ctx, .g = g, .orig = orig, .plan = plan, .desc = desc, .prog = out,
+               .subst_node = -1};
     size_t nb = (size_t)(g->n ? g->n : 1);
     if (!(L.bufof = mem_alloc(ctx, nb * sizeof(int32_t)))) return RJ_ERR_NOMEM;
     for (int32_t i = 0; i < g->n; i++) L.bufof[i] = -1;

@@ -1,7 +1,8 @@
 /*
  * pipeline.c — the compilation pipeline, as one flat list of passes.
  *
- * Backends share everything up to the loop IR. In builds configured with -Ddebug_verify=true
+ * Backends share everything up to the loop IR, which is lowered for the target the caller's
+ * descriptor describes. In builds configured with -Ddebug_verify=true
  * the verifier runs after every graph pass, so a pass that breaks an invariant is caught at
  * the pass rather than in generated code.
  */
@@ -15,7 +16,7 @@
 #define VERIFY(g) RJ_OK
 #endif
 
-rj_status pipeline_run(const rj_graph *user, compiled *c) {
+rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *c) {
     rj_ctx *ctx = user->ctx;
     memset(c, 0, sizeof *c);
     if (!(c->opt = graph_clone(ctx, user))) return RJ_ERR_NOMEM;
@@ -25,7 +26,7 @@ rj_status pipeline_run(const rj_graph *user, compiled *c) {
         (s = pass_eliminate_pads(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_fuse(c->opt, &c->plan)) ||
-        (s = pass_lower(c->opt, user, &c->plan, &c->lp))) {
+        (s = pass_lower(c->opt, user, &c->plan, desc, &c->lp))) {
         compiled_free(c);
         return s;
     }

@@ -13,8 +13,9 @@ typedef struct compiled {
     lprog lp;        /* the loop IR */
 } compiled;
 
-/* Runs verify, canonicalize, eliminate_pads, canonicalize, fuse, lower on a copy of `user`. */
-rj_status pipeline_run(const rj_graph *user, compiled *c);
+/* Runs verify, canonicalize, eliminate_pads, canonicalize, fuse, lower (for the target desc
+ * describes: target_desc_for) on a copy of `user`. */
+rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *c);
 void compiled_free(compiled *c);
 
 #endif

@@ -155,7 +155,7 @@ static rj_status cpu_compile(rj_program *p) {
     e->hash = h;
     rj_status s = RJ_ERR_NOMEM;
     if (!(e->key = graph_clone(ctx, p->g))) goto fail;
-    if ((s = pipeline_run(p->g, &e->comp))) goto fail;
+    if ((s = pipeline_run(p->g, target_desc_for(RJ_TARGET_CPU), &e->comp))) goto fail;
     int32_t nk = e->comp.lp.nkernels;
     s = RJ_ERR_NOMEM;
     if (!(e->fns = mem_zalloc(ctx, sizeof(void *) * (size_t)(nk ? nk : 1)))) goto fail;

@@ -144,7 +144,7 @@ char *rj_program_dump(rj_program *p, const char *stage) {
         return sbuf_finish(&b);
     }
     compiled c;
-    if (pipeline_run(p->g, &c) != RJ_OK) return NULL;
+    if (pipeline_run(p->g, target_desc_for(RJ_TARGET_CPU), &c) != RJ_OK) return NULL;
     char *text = NULL;
     switch (k) {
     case 1: print_graph(&b, c.opt); break;

@@ -395,7 +395,7 @@ static rj_status cuda_compile(rj_program *p) {
     if (!cp) return RJ_ERR_NOMEM;
     p->impl = cp; /* released by rj_program_free on failure */
     cp->dev = dev;
-    if ((s = pipeline_run(p->g, &cp->comp))) return s;
+    if ((s = pipeline_run(p->g, target_desc_for(RJ_TARGET_CUDA), &cp->comp))) return s;
     CUresult r = cu.DevicePrimaryCtxRetain(&cp->cuctx, dev);
     if (r) return cu_fail(ctx, RJ_ERR_COMPILE, "cuDevicePrimaryCtxRetain", r, NULL);
     cp->retained = true;
