@@ -2,9 +2,9 @@
  * pipeline.c — the compilation pipeline, as one flat list of passes.
  *
  * Backends share everything up to the loop IR, which is lowered for the target the caller's
- * descriptor describes. In builds configured with -Ddebug_verify=true
- * the verifier runs after every graph pass, so a pass that breaks an invariant is caught at
- * the pass rather than in generated code.
+ * descriptor describes. In builds configured with -Ddebug_verify=true the verifier runs after
+ * every graph pass, and the loop-IR checker after lowering, so a pass that breaks an invariant
+ * is caught at the pass rather than in generated code.
  */
 #include "pipeline.h"
 
@@ -12,8 +12,10 @@
 
 #ifdef RJ_DEBUG_VERIFY
 #define VERIFY(g) verify_graph(g)
+#define VERIFY_LOOPS(p) lprog_verify(p)
 #else
 #define VERIFY(g) RJ_OK
+#define VERIFY_LOOPS(p) RJ_OK
 #endif
 
 rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *c) {
@@ -26,7 +28,7 @@ rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *
         (s = pass_eliminate_pads(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_fuse(c->opt, &c->plan)) ||
-        (s = pass_lower(c->opt, user, &c->plan, desc, &c->lp))) {
+        (s = pass_lower(c->opt, user, &c->plan, desc, &c->lp)) || (s = VERIFY_LOOPS(&c->lp))) {
         compiled_free(c);
         return s;
     }
