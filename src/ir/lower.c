@@ -747,7 +747,6 @@ static int32_t combine_n(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v,
 typedef struct red_ctx {
     axis_info ai;
     rj_dtype acc_t;      /* accumulator type */
-    int32_t f0;          /* tile start (items) */
     int32_t ntile;       /* tile extent expression */
     int32_t vi;          /* axis variable */
 } red_ctx;
@@ -845,7 +844,6 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     s_set(L, &it->ub, vf0, xmul(L, xsub(L, u, xmul(L, b, nt)), T));
     int32_t f0 = xvar(L, vf0);
     s_set(L, &it->ub, vnt, xmin(L, T, xsub(L, N, f0)));
-    rc->f0 = f0;
     rc->ntile = xvar(L, vnt);
     s_set(L, &it->ub, vlen, xlen(L, cls, b));
     it->len = xvar(L, vlen);
@@ -1313,7 +1311,7 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
             break;
         }
         L.group = gi;
-        L.k->launch = launch_for(desc);
+        L.k->launch = launch_for(L.desc);
         xi(&L, 0); /* expression 0 exists, so failed helpers can return it */
         const node *r = &g->nodes[gr->root];
         if (gr->kind == FG_MAP) lower_map(&L, gr);
