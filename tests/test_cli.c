@@ -4,7 +4,7 @@
  * Every example printed by `--help` is run as pasted; every example program is checked
  * against the interpreter; run then check round-trips through saved data; every way the
  * command can be misused or fed bad data exits with the specified status and one line on
- * stderr; and the graph, opt and dot dumps of the examples match the golden files in
+ * stderr; and the graph, opt, loops and dot dumps of the examples match the golden files in
  * tests/golden (regenerate them with: RAGJIT_UPDATE_GOLDEN=1 meson test -C build cli, then
  * review the diff). The faster LLVM pipeline the guide offers is run as printed there.
  *
@@ -355,7 +355,7 @@ static void test_golden(void **state) {
     (void)state;
     static const char *const names[] = {"elementwise", "softmax", "masked_softmax",
                                         "layernorm_gelu", "reductions", "pad_unpad"};
-    static const char *const stages[] = {"graph", "opt", "dot"};
+    static const char *const stages[] = {"graph", "opt", "loops", "dot"};
     bool update = getenv("RAGJIT_UPDATE_GOLDEN") && *getenv("RAGJIT_UPDATE_GOLDEN");
     int checked = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

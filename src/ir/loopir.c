@@ -1,11 +1,26 @@
 /*
- * loopir.c — loop IR storage, hash-consing and printing.
+ * loopir.c — loop IR storage, hash-consing, walking, checking and printing.
+ *
+ * Everything that walks the IR generically lives here, once: lx_children says which operands
+ * an expression has (the emitters' own recursions follow the same order), lx_visit is the
+ * one traversal of an expression DAG, and lx_binder is the one shared-subexpression binder,
+ * used by this printer and by the CUDA C printer, each with its own policy (the CUDA printer
+ * must not hoist what a guarded load evaluates conditionally). All state of a walk lives in
+ * its caller's frame or in the binder, so two contexts may print or compile on two threads.
  *
  * The printed form reads like C with explicit loops, one statement per line, so a dump shows
  * exactly what every kernel does, index arithmetic included:
  *
- *   kernel k0(x: f32* in, y: f32* out, j1.off: i64*, B: i64, lo: i64, hi: i64)  // units: rows of j1
- *     for b in search(...) ..
+ *   // softmax over dim 1 of f32[B, j1, 64] (ragged dim)
+ *   // launch: units = (item, tile) pairs of j1 over [64]; per thread: a chunk of units, ...
+ *   kernel k0(lo: i64, hi: i64, tile: i64, ..., scratch: f32* local scratch, ...) {
+ *     local thread f32 scratch[(2 + max(j1)) * tile]
+ *     for u in lo .. hi units {
+ *       ...
+ *       for t in 0 .. tn lanes {
+ *         scratch[t] = -inf
+ *       }
+ *       ...
  */
 #include <string.h>
 
@@ -18,6 +33,7 @@ lkernel *lprog_add_kernel(lprog *p, const char *name) {
     memset(k, 0, sizeof *k);
     k->ctx = p->ctx;
     k->body = -1;
+    k->launch.block = 1;
     snprintf(k->name, sizeof k->name, "%s", name);
     return k;
 }
@@ -29,6 +45,7 @@ static void kernel_free(lkernel *k) {
     mem_free(ctx, k->htab, sizeof(int32_t) * (size_t)k->hcap);
     mem_free(ctx, k->st, sizeof(ls) * (size_t)k->capst);
     mem_free(ctx, k->vars, sizeof(lvar) * (size_t)k->capvars);
+    mem_free(ctx, k->locals, sizeof(llocal) * (size_t)k->caplocals);
 }
 
 void lprog_free(lprog *p) {
@@ -59,6 +76,18 @@ int32_t lk_var(lkernel *k, const char *name, rj_dtype type) {
     snprintf(v->name, sizeof v->name, "%s", name);
     v->type = (uint8_t)type;
     return k->nvars++;
+}
+
+int32_t lk_local(lkernel *k, const char *name, local_scope scope, rj_dtype dtype) {
+    if (!mem_grow(k->ctx, (void **)&k->locals, &k->caplocals, k->nlocals + 1, sizeof(llocal)))
+        return -1;
+    llocal *l = &k->locals[k->nlocals];
+    memset(l, 0, sizeof *l);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->scope = (uint8_t)scope;
+    l->dtype = (uint8_t)dtype;
+    l->param = -1;
+    return k->nlocals++;
 }
 
 static uint64_t lx_hash(const lx *e) {
@@ -109,6 +138,244 @@ int32_t lk_stmt(lkernel *k, const ls *s) {
     return k->nst++;
 }
 
+/* ---- walking ------------------------------------------------------------------------------- */
+
+int lx_children(const lx *e, int32_t out[3]) {
+    int n = 0;
+    switch (e->kind) {
+    case LX_LOAD: /* index, then guard and default */
+        out[n++] = e->a;
+        if (e->b >= 0) {
+            out[n++] = e->b;
+            out[n++] = e->c;
+        }
+        break;
+    case LX_UNARY:
+    case LX_CAST: out[n++] = e->a; break;
+    case LX_BINARY:
+        out[n++] = e->a;
+        out[n++] = e->b;
+        if (e->fn == LOP_FMA) out[n++] = e->c;
+        break;
+    case LX_CMP:
+        out[n++] = e->a;
+        out[n++] = e->b;
+        break;
+    case LX_SELECT:
+        out[n++] = e->a;
+        out[n++] = e->b;
+        out[n++] = e->c;
+        break;
+    default: break; /* leaves */
+    }
+    return n;
+}
+
+int ls_exprs(const ls *s, int32_t out[2]) {
+    switch (s->kind) {
+    case LS_FOR:
+    case LS_STORE:
+        out[0] = s->a;
+        out[1] = s->b;
+        return 2;
+    case LS_REDUCE:
+        out[0] = s->a;
+        out[1] = s->b;
+        return s->b >= 0 ? 2 : 1;
+    case LS_IF:
+    case LS_SET:
+        out[0] = s->a;
+        return 1;
+    default: return 0;
+    }
+}
+
+bool lx_visit(const lkernel *k, int32_t e, lx_visit_fn fn, void *ud, uint32_t *seen, uint32_t mark) {
+    if (e < 0 || seen[e] == mark) return false;
+    seen[e] = mark;
+    if (fn(k, e, ud)) return true;
+    int32_t kids[3];
+    int n = lx_children(&k->ex[e], kids);
+    for (int i = 0; i < n; i++)
+        if (lx_visit(k, kids[i], fn, ud, seen, mark)) return true;
+    return false;
+}
+
+static bool is_var(const lkernel *k, int32_t id, void *ud) {
+    return k->ex[id].kind == LX_VAR && k->ex[id].ref == *(const int32_t *)ud;
+}
+
+bool lx_reads_var(const lkernel *k, int32_t e, int32_t var, uint32_t *seen, uint32_t mark) {
+    return lx_visit(k, e, is_var, &var, seen, mark);
+}
+
+/* ---- the shared-subexpression binder ---------------------------------------------------------- */
+
+bool lx_binder_init(lx_binder *bd, rj_ctx *ctx, const lkernel *k) {
+    size_t n = (size_t)(k->nex ? k->nex : 1);
+    bd->ctx = ctx;
+    bd->k = k;
+    bd->count = 0;
+    bd->epoch = 0;
+    bd->stamp = mem_zalloc(ctx, n * sizeof(uint32_t));
+    bd->seen = mem_zalloc(ctx, n * sizeof(uint32_t));
+    bd->uses = mem_alloc(ctx, n * sizeof(int32_t));
+    bd->name = mem_alloc(ctx, n * sizeof(int32_t));
+    if (bd->stamp && bd->seen && bd->uses && bd->name) return true;
+    lx_binder_free(bd);
+    return false;
+}
+
+void lx_binder_free(lx_binder *bd) {
+    if (!bd->k) return;
+    size_t n = (size_t)(bd->k->nex ? bd->k->nex : 1);
+    mem_free(bd->ctx, bd->stamp, n * sizeof(uint32_t));
+    mem_free(bd->ctx, bd->seen, n * sizeof(uint32_t));
+    mem_free(bd->ctx, bd->uses, n * sizeof(int32_t));
+    mem_free(bd->ctx, bd->name, n * sizeof(int32_t));
+    bd->stamp = bd->seen = NULL;
+    bd->uses = bd->name = NULL;
+    bd->k = NULL;
+}
+
+/* Per-expression state is reset lazily, on first touch in a statement: statements are many
+ * and most touch few of the kernel's expressions. */
+static void bd_touch(lx_binder *bd, int32_t id) {
+    if (bd->stamp[id] != bd->epoch) {
+        bd->stamp[id] = bd->epoch;
+        bd->uses[id] = 0;
+        bd->name[id] = -1;
+    }
+}
+
+/* References along the paths the printed statement evaluates; operands on the first visit. */
+static void bd_count(lx_binder *bd, int32_t id) {
+    bd_touch(bd, id);
+    if (bd->uses[id]++ > 0) return;
+    const lx *e = &bd->k->ex[id];
+    int32_t kids[3];
+    int n = lx_children(e, kids);
+    int first = bd->lazy_guards && e->kind == LX_LOAD && e->b >= 0; /* skip the index */
+    for (int i = first; i < n; i++) bd_count(bd, kids[i]);
+    int32_t twice = bd->repeated ? bd->repeated(bd->k, id) : -1;
+    if (twice >= 0) bd_count(bd, twice);
+}
+
+/* Names what is used more than once, operands first. The walk enters guarded indices too: a
+ * name bound here may be used inside one, so its binding must come first. */
+static void bd_bind(lx_binder *bd, int32_t id) {
+    if (bd->seen[id] == bd->epoch) return;
+    bd->seen[id] = bd->epoch;
+    const lx *e = &bd->k->ex[id];
+    int32_t kids[3];
+    int n = lx_children(e, kids);
+    for (int i = 0; i < n; i++) bd_bind(bd, kids[i]);
+    bd_touch(bd, id);
+    bool leaf = e->kind == LX_CONST || e->kind == LX_PARAM || e->kind == LX_VAR;
+    if (bd->uses[id] < 2 || leaf || (bd->bindable && !bd->bindable(bd->k, id))) return;
+    int32_t name = bd->count++;
+    bd->bind(bd->ud, id, name); /* before name[id] is set: prints its own text, not its name */
+    bd->name[id] = name;
+}
+
+void lx_binder_stmt(lx_binder *bd, const int32_t *roots, int nroots) {
+    bd->epoch++;
+    for (int i = 0; i < nroots; i++) bd_count(bd, roots[i]);
+    for (int i = 0; i < nroots; i++) bd_bind(bd, roots[i]);
+}
+
+int32_t lx_binder_name(const lx_binder *bd, int32_t id) {
+    return bd->stamp[id] == bd->epoch ? bd->name[id] : -1;
+}
+
+/* ---- checking -------------------------------------------------------------------------------- */
+
+typedef struct vctx {
+    const lkernel *k;
+    uint32_t *seen;
+    uint32_t mark;
+    const char *why; /* the first rule broken */
+} vctx;
+
+/* Does a statement of block s (or below) assign var other than by reducing into it? */
+static bool assigns(const lkernel *k, int32_t s, int32_t var) {
+    for (; s >= 0; s = k->st[s].next) {
+        const ls *st = &k->st[s];
+        if ((st->kind == LS_SET || st->kind == LS_FOR) && st->var == var) return true;
+        if ((st->kind == LS_FOR || st->kind == LS_IF) && (assigns(k, st->body, var) || assigns(k, st->els, var)))
+            return true;
+    }
+    return false;
+}
+
+static bool bad_ref(const lkernel *k, int32_t id, void *ud) {
+    const lx *e = &k->ex[id];
+    if (e->kind == LX_PARAM) return e->ref < 0 || e->ref >= k->nparams;
+    if (e->kind == LX_VAR) return e->ref < 0 || e->ref >= k->nvars;
+    if (e->kind != LX_LOAD) return false;
+    if (e->fn == MEM_LOCAL) return e->ref < 0 || e->ref >= k->nlocals;
+    return e->fn != MEM_PARAM || e->ref < 0 || e->ref >= k->nparams;
+}
+
+/* lanes: the innermost enclosing lanes loop statement, or -1. */
+static void verify_block(vctx *V, int32_t s, int32_t lanes) {
+    const lkernel *k = V->k;
+    for (; s >= 0 && !V->why; s = k->st[s].next) {
+        const ls *st = &k->st[s];
+        int32_t ex[2];
+        int n = ls_exprs(st, ex);
+        V->mark++;
+        for (int i = 0; i < n; i++)
+            if (lx_visit(k, ex[i], bad_ref, NULL, V->seen, V->mark)) V->why = "an expression refers past the kernel's parameters, variables or locals";
+        switch (st->kind) {
+        case LS_FOR:
+            verify_block(V, st->body, st->map == LM_LANES ? s : lanes);
+            break;
+        case LS_IF:
+            verify_block(V, st->body, lanes);
+            verify_block(V, st->els, lanes);
+            break;
+        case LS_STORE:
+            if (st->mem == MEM_LOCAL ? st->ref >= k->nlocals : st->ref >= k->nparams)
+                V->why = "a store refers past the kernel's parameters or locals";
+            break;
+        case LS_REDUCE: {
+            if (lanes < 0) {
+                V->why = "a reduce outside any lanes loop";
+                break;
+            }
+            const ls *loop = &k->st[lanes];
+            V->mark++;
+            bool self = false;
+            for (int i = 0; i < n; i++) self |= lx_reads_var(k, ex[i], st->var, V->seen, V->mark);
+            if (self) V->why = "a reduce whose value reads its own accumulator";
+            else if (loop->var == st->var || assigns(k, loop->body, st->var))
+                V->why = "a reduce into a variable its lanes loop assigns";
+            else if (st->fn != RJ_OP_ADD && st->fn != RJ_OP_MUL && st->fn != RJ_OP_MAXIMUM &&
+                     st->fn != RJ_OP_MINIMUM)
+                V->why = "a reduce with an op other than add, mul, maximum, minimum";
+            else if ((st->flags & LF_FMA) && (st->fn != RJ_OP_ADD || st->b < 0))
+                V->why = "a fused multiply-add reduce without two factors";
+            break;
+        }
+        default: break;
+        }
+    }
+}
+
+rj_status lprog_verify(const lprog *p) {
+    for (int32_t i = 0; i < p->nkernels; i++) {
+        const lkernel *k = &p->kernels[i];
+        vctx V = {.k = k};
+        if (!(V.seen = mem_zalloc(p->ctx, sizeof(uint32_t) * (size_t)(k->nex ? k->nex : 1))))
+            return RJ_ERR_NOMEM;
+        verify_block(&V, k->body, -1);
+        mem_free(p->ctx, V.seen, sizeof(uint32_t) * (size_t)(k->nex ? k->nex : 1));
+        if (V.why) return ctx_fail(p->ctx, RJ_ERR_INTERNAL, "loop IR of kernel %s: %s", k->name, V.why);
+    }
+    return RJ_OK;
+}
+
 /* ---- printing ---------------------------------------------------------------------------- */
 
 static const char *type_name(int t) {
@@ -124,58 +391,44 @@ static const char *fn_name(int fn) {
     }
 }
 
-/* Shared subexpressions of one statement are printed once, as "%N = ..." lines before it;
- * printing trees would repeat them (exponentially for chains like h = h * h + h). */
+/* The printer's state for one kernel: passed to every function, never global, so dumps from
+ * two contexts on two threads do not meet. */
 typedef struct pctx {
-    int32_t *uses;  /* per expression: references from the statement being printed */
-    int32_t *name;  /* per expression: its %N number once printed, else -1 */
-    int32_t next;
+    sbuf *b;
+    const rj_graph *g;
+    const lkernel *k;
+    lx_binder bd;    /* shared subexpressions of the statement being printed */
+    int depth;       /* indentation of the statement being printed */
 } pctx;
 
-static pctx *P_;    /* set while printing a kernel (the printer is not reentrant per kernel) */
+static void print_expr_body(pctx *P, int32_t id);
 
-static void print_expr(sbuf *b, const lkernel *k, int32_t id);
-
-static bool trivial(const lx *e) {
-    return e->kind == LX_CONST || e->kind == LX_PARAM || e->kind == LX_VAR;
+static void print_expr(pctx *P, int32_t id) {
+    int32_t n = lx_binder_name(&P->bd, id);
+    if (n >= 0) sbuf_printf(P->b, "%%%d", n);
+    else print_expr_body(P, id);
 }
 
-static void count_uses(const lkernel *k, int32_t id, int32_t *uses) {
-    if (id < 0) return;
-    if (uses[id]++) return; /* children counted on the first visit only */
-    const lx *e = &k->ex[id];
-    count_uses(k, e->a, uses);
-    count_uses(k, e->b, uses);
-    count_uses(k, e->c, uses);
-}
-
-static void print_expr_body(sbuf *b, const lkernel *k, int32_t id);
-
-/* Emits "%N = ..." lines for the shared subexpressions below id, children first. */
-static void print_shared(sbuf *b, const lkernel *k, int32_t id, int depth) {
-    if (id < 0 || !P_ || P_->name[id] >= 0) return;
-    const lx *e = &k->ex[id];
-    print_shared(b, k, e->a, depth);
-    print_shared(b, k, e->b, depth);
-    print_shared(b, k, e->c, depth);
-    if (P_->uses[id] < 2 || trivial(e) || P_->name[id] >= 0) return;
+static void indent(sbuf *b, int depth) {
     for (int i = 0; i < depth; i++) sbuf_puts(b, "  ");
-    int32_t n = P_->next++;
-    sbuf_printf(b, "%%%d = ", n);
-    print_expr_body(b, k, id);
-    sbuf_putc(b, '\n');
-    P_->name[id] = n;
 }
 
-static void print_expr(sbuf *b, const lkernel *k, int32_t id) {
-    if (P_ && P_->name[id] >= 0) {
-        sbuf_printf(b, "%%%d", P_->name[id]);
-        return;
-    }
-    print_expr_body(b, k, id);
+/* The binder's callback: "%N = ..." on its own line before the statement. */
+static void print_binding(void *ud, int32_t id, int32_t name) {
+    pctx *P = ud;
+    indent(P->b, P->depth);
+    sbuf_printf(P->b, "%%%d = ", name);
+    print_expr_body(P, id);
+    sbuf_putc(P->b, '\n');
 }
 
-static void print_expr_body(sbuf *b, const lkernel *k, int32_t id) {
+static const char *mem_name(const lkernel *k, int mem, int32_t ref) {
+    return mem == MEM_LOCAL ? k->locals[ref].name : k->params[ref].name;
+}
+
+static void print_expr_body(pctx *P, int32_t id) {
+    sbuf *b = P->b;
+    const lkernel *k = P->k;
     const lx *e = &k->ex[id];
     char num[40];
     switch (e->kind) {
@@ -194,21 +447,21 @@ static void print_expr_body(sbuf *b, const lkernel *k, int32_t id) {
     case LX_LOAD:
         if (e->b >= 0) {
             sbuf_putc(b, '(');
-            print_expr(b, k, e->b);
+            print_expr(P, e->b);
             sbuf_puts(b, " ? ");
         }
-        sbuf_printf(b, "%s[", k->params[e->ref].name);
-        print_expr(b, k, e->a);
+        sbuf_printf(b, "%s[", mem_name(k, e->fn, e->ref));
+        print_expr(P, e->a);
         sbuf_putc(b, ']');
         if (e->b >= 0) {
             sbuf_puts(b, " : ");
-            print_expr(b, k, e->c);
+            print_expr(P, e->c);
             sbuf_putc(b, ')');
         }
         break;
     case LX_UNARY:
         sbuf_printf(b, "%s(", fn_name(e->fn));
-        print_expr(b, k, e->a);
+        print_expr(P, e->a);
         sbuf_putc(b, ')');
         break;
     case LX_BINARY:
@@ -221,18 +474,18 @@ static void print_expr_body(sbuf *b, const lkernel *k, int32_t id) {
         const char *op = e->fn < RJ_OP_COUNT ? infix[e->fn] : NULL;
         if (op) {
             sbuf_putc(b, '(');
-            print_expr(b, k, e->a);
+            print_expr(P, e->a);
             sbuf_printf(b, " %s ", op);
-            print_expr(b, k, e->b);
+            print_expr(P, e->b);
             sbuf_putc(b, ')');
         } else {
             sbuf_printf(b, "%s(", fn_name(e->fn));
-            print_expr(b, k, e->a);
+            print_expr(P, e->a);
             sbuf_puts(b, ", ");
-            print_expr(b, k, e->b);
+            print_expr(P, e->b);
             if (e->fn == LOP_FMA) {
                 sbuf_puts(b, ", ");
-                print_expr(b, k, e->c);
+                print_expr(P, e->c);
             }
             sbuf_putc(b, ')');
         }
@@ -240,77 +493,92 @@ static void print_expr_body(sbuf *b, const lkernel *k, int32_t id) {
     }
     case LX_SELECT:
         sbuf_putc(b, '(');
-        print_expr(b, k, e->a);
+        print_expr(P, e->a);
         sbuf_puts(b, " ? ");
-        print_expr(b, k, e->b);
+        print_expr(P, e->b);
         sbuf_puts(b, " : ");
-        print_expr(b, k, e->c);
+        print_expr(P, e->c);
         sbuf_putc(b, ')');
         break;
     case LX_CAST:
         sbuf_printf(b, "%s(", type_name(e->type));
-        print_expr(b, k, e->a);
+        print_expr(P, e->a);
         sbuf_putc(b, ')');
         break;
     }
 }
 
-static void indent(sbuf *b, int depth) {
-    for (int i = 0; i < depth; i++) sbuf_puts(b, "  ");
+/* "+=" for a sum, "max=" for a maximum: reduce statements read like C's compound assignment. */
+static const char *reduce_op(int fn) {
+    switch (fn) {
+    case RJ_OP_ADD: return "+=";
+    case RJ_OP_MUL: return "*=";
+    case RJ_OP_MAXIMUM: return "max=";
+    case RJ_OP_MINIMUM: return "min=";
+    default: return "?=";
+    }
 }
 
-/* Before a statement: names for the subexpressions its expressions share. */
-static void prepare_statement(sbuf *b, const lkernel *k, const ls *st, int depth) {
-    if (!P_) return;
-    memset(P_->uses, 0, sizeof(int32_t) * (size_t)k->nex);
-    for (int32_t i = 0; i < k->nex; i++) P_->name[i] = -1;
-    int32_t roots[2] = {st->a, st->b};
-    int nroots = st->kind == LS_STORE || st->kind == LS_FOR ? 2 : 1;
-    for (int r = 0; r < nroots; r++) count_uses(k, roots[r], P_->uses);
-    for (int r = 0; r < nroots; r++) print_shared(b, k, roots[r], depth);
-}
-
-static void print_block(sbuf *b, const lkernel *k, int32_t s, int depth) {
+static void print_block(pctx *P, int32_t s) {
+    static const char *const maps[] = {"serial", "units", "lanes"};
+    sbuf *b = P->b;
+    const lkernel *k = P->k;
     for (; s >= 0; s = k->st[s].next) {
         const ls *st = &k->st[s];
-        prepare_statement(b, k, st, depth);
-        indent(b, depth);
+        int32_t roots[2];
+        lx_binder_stmt(&P->bd, roots, ls_exprs(st, roots));
+        indent(b, P->depth);
         switch (st->kind) {
         case LS_FOR:
             sbuf_printf(b, "for %s in ", k->vars[st->var].name);
-            print_expr(b, k, st->a);
+            print_expr(P, st->a);
             sbuf_puts(b, " .. ");
-            print_expr(b, k, st->b);
-            sbuf_puts(b, st->flags & LF_INNER ? " vector {\n" : " {\n");
-            print_block(b, k, st->body, depth + 1);
-            indent(b, depth);
+            print_expr(P, st->b);
+            sbuf_printf(b, " %s {\n", st->map <= LM_LANES ? maps[st->map] : "?");
+            P->depth++;
+            print_block(P, st->body);
+            P->depth--;
+            indent(b, P->depth);
             sbuf_puts(b, "}\n");
             break;
         case LS_IF:
             sbuf_puts(b, "if ");
-            print_expr(b, k, st->a);
+            print_expr(P, st->a);
             sbuf_puts(b, " {\n");
-            print_block(b, k, st->body, depth + 1);
+            P->depth++;
+            print_block(P, st->body);
             if (st->els >= 0) {
-                indent(b, depth);
+                indent(b, P->depth - 1);
                 sbuf_puts(b, "} else {\n");
-                print_block(b, k, st->els, depth + 1);
+                print_block(P, st->els);
             }
-            indent(b, depth);
+            P->depth--;
+            indent(b, P->depth);
             sbuf_puts(b, "}\n");
             break;
         case LS_SET:
             sbuf_printf(b, "%s = ", k->vars[st->var].name);
-            print_expr(b, k, st->a);
+            print_expr(P, st->a);
             sbuf_putc(b, '\n');
             break;
         case LS_STORE:
-            sbuf_printf(b, "%s[", k->params[st->ref].name);
-            print_expr(b, k, st->a);
+            sbuf_printf(b, "%s[", mem_name(k, st->mem, st->ref));
+            print_expr(P, st->a);
             sbuf_puts(b, "] = ");
-            print_expr(b, k, st->b);
+            print_expr(P, st->b);
             sbuf_puts(b, st->flags & LF_NT ? "  // streaming\n" : "\n");
             break;
+        case LS_REDUCE:
+            sbuf_printf(b, "reduce %s %s ", k->vars[st->var].name, reduce_op(st->fn));
+            print_expr(P, st->a);
+            if (st->flags & LF_FMA) {
+                sbuf_puts(b, " * ");
+                print_expr(P, st->b);
+                sbuf_puts(b, "  // fused multiply-add");
+            }
+            sbuf_putc(b, '\n');
+            break;
+        case LS_BARRIER: sbuf_puts(b, "barrier\n"); break;
         }
     }
 }
@@ -324,13 +592,64 @@ void print_kernel_signature(sbuf *b, const lkernel *k) {
         case PK_BUF:
             sbuf_printf(b, "%s: %s* %s", p->name, type_name(p->dtype), p->written ? "out" : "in");
             break;
-        case PK_SCRATCH: sbuf_printf(b, "%s: %s* scratch", p->name, type_name(p->dtype)); break;
+        case PK_SCRATCH:
+            sbuf_printf(b, "%s: %s* local %s", p->name, type_name(p->dtype),
+                        p->ref >= 0 && p->ref < k->nlocals ? k->locals[p->ref].name : "?");
+            break;
         case PK_OFF:
         case PK_LOFF: sbuf_printf(b, "%s: i64*", p->name); break;
         default: sbuf_printf(b, "%s: i64", p->name); break;
         }
     }
     sbuf_putc(b, ')');
+}
+
+/* dims joined by sep: "[B, 64]" with ", ", "4 * 64" with " * " */
+static void print_dims(sbuf *b, const rj_graph *g, const rj_dim *dims, int n, const char *sep) {
+    for (int d = 0; d < n; d++) {
+        if (d) sbuf_puts(b, sep);
+        print_dim(b, g, dims[d]);
+    }
+}
+
+static const char *class_name(const rj_graph *g, const lkernel *k) {
+    return k->dom_class >= 0 && k->dom_class < g->nsym ? g->syms[k->dom_class].name : "?";
+}
+
+/* "// launch: units = rows of j1; per thread: a chunk of units, lanes vectorised" */
+static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
+    sbuf_puts(b, "// launch: units = ");
+    switch (k->domain) {
+    case UD_ROWS: sbuf_printf(b, "rows of %s", class_name(g, k)); break;
+    case UD_ITEMS:
+        sbuf_printf(b, "(item, %s) pairs of %s over [", k->tiled ? "tile" : "whole", class_name(g, k));
+        print_dims(b, g, k->dom_dims, k->dom_rank, ", ");
+        sbuf_putc(b, ']');
+        break;
+    default:
+        sbuf_puts(b, "indices of [");
+        print_dims(b, g, k->dom_dims, k->dom_rank, ", ");
+        sbuf_putc(b, ']');
+        break;
+    }
+    if (k->launch.simt) sbuf_printf(b, "; blocks of %d threads", (int)k->launch.block);
+    sbuf_printf(b, "; per thread: a chunk of units, lanes %s\n", k->launch.simt ? "in turn" : "vectorised");
+}
+
+/* A local array: its constant size, or for the runtime-sized thread scratch what the runtime
+ * sizes it by (elements per element of the unit's tile, plus per row of the longest item). */
+static void print_local(sbuf *b, const rj_graph *g, const lkernel *k, const llocal *l) {
+    sbuf_printf(b, "  local %s %s %s[", l->scope == LL_BLOCK ? "block" : "thread", type_name(l->dtype),
+                l->name);
+    if (l->param < 0) {
+        sbuf_printf(b, "%lld]\n", (long long)l->elems);
+        return;
+    }
+    if (k->scratch_per_row) sbuf_printf(b, "(%d + max(%s)) * ", (int)k->scratch_per_tile, class_name(g, k));
+    else if (k->scratch_per_tile != 1) sbuf_printf(b, "%d * ", (int)k->scratch_per_tile);
+    if (k->tiled) sbuf_puts(b, "tile");
+    else print_dims(b, g, k->dom_dims, k->dom_rank, " * ");
+    sbuf_puts(b, "]\n");
 }
 
 void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
@@ -345,18 +664,19 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
         const lkernel *k = &p->kernels[i];
         sbuf_putc(b, '\n');
         sbuf_printf(b, "// %s\n", k->what);
+        print_launch(b, g, k);
         print_kernel_signature(b, k);
         sbuf_puts(b, " {\n");
-        pctx pc = {.next = 0};
-        size_t n = (size_t)(k->nex ? k->nex : 1);
-        pc.uses = mem_alloc(p->ctx, n * sizeof(int32_t));
-        pc.name = mem_alloc(p->ctx, n * sizeof(int32_t));
-        if (!pc.uses || !pc.name) b->failed = true; /* sbuf_finish reports it */
-        else P_ = &pc;
-        print_block(b, k, k->body, 1);
-        P_ = NULL;
-        mem_free(p->ctx, pc.uses, n * sizeof(int32_t));
-        mem_free(p->ctx, pc.name, n * sizeof(int32_t));
+        for (int32_t l = 0; l < k->nlocals; l++) print_local(b, g, k, &k->locals[l]);
+        pctx P = {.b = b, .g = g, .k = k, .depth = 1};
+        if (!lx_binder_init(&P.bd, p->ctx, k)) {
+            b->failed = true; /* sbuf_finish reports it */
+            return;
+        }
+        P.bd.bind = print_binding;
+        P.bd.ud = &P;
+        print_block(&P, k->body);
+        lx_binder_free(&P.bd);
         sbuf_puts(b, "}\n");
     }
 }

@@ -5,15 +5,33 @@
  * function of typed parameters (buffer pointers, offsets arrays, run-time sizes, and the unit
  * range [lo, hi) it must process) whose body is a small structured program:
  *
- *   statements   for v in a..b { ... }   if c { ... } else { ... }   v = e   buf[i] = e
+ *   statements   for v in a..b <mapping> { ... }   if c { ... } else { ... }   v = e
+ *                buf[i] = e   reduce v op= e   barrier
  *   expressions  constants, parameters, variables, loads (optionally guarded by a predicate
  *                with a default: pad's "i < len_b ? x : v"), unary/binary/compare ops of the
  *                graph's op table, select, cast
  *
+ * The IR is parallelism-aware but backend-neutral (DESIGN.md §3, after Halide's ForType): every
+ * loop says how its iterations may be spread over the machine —
+ *
+ *   serial  in order, in one thread;
+ *   units   the kernel's units (the loops that enumerate [lo, hi)), split across CPU threads
+ *           or SIMT blocks and threads by the launch;
+ *   lanes   independent iterations over contiguous memory: the vectorised loop on a CPU,
+ *           the threads of a block on a SIMT target;
+ *
+ * and a reduction over a lanes loop is a statement of its own, `reduce v op= e`, rather than a
+ * read-modify-write of v: a CPU accumulates (the vectoriser splits the accumulator), a SIMT
+ * target may combine its threads' partial values with shuffles and a shared-memory step.
+ * Memory private to a kernel is a local array with a scope: thread (per-thread scratch, which
+ * the CPU runtime passes in as a pointer parameter) or block (shared memory on a SIMT target).
+ * `barrier` orders a block's accesses to its block-scope locals. Each kernel records its launch
+ * shape: the unit domain below, and what a thread (and on SIMT targets a block) covers.
+ *
  * Expressions are hash-consed per kernel, so a DAG of shared subexpressions stays a DAG.
- * Nothing in the loop IR is backend specific: shapes are resolved to index arithmetic here,
- * so a backend only maps statements and expressions to its language, and never re-derives
- * shapes. The kernel's unit domain tells the runtime how to count and balance units:
+ * Shapes are resolved to index arithmetic here, so a backend only maps statements and
+ * expressions to its language, and never re-derives shapes. The kernel's unit domain tells
+ * the runtime how to count and balance units:
  *
  *   UD_ROWS   logical rows of a ragged class (all items' rows, packed order): uniform cost
  *   UD_ITEMS  (item, inner tile) pairs of a ragged class: cost proportional to the item length
@@ -23,15 +41,22 @@
 #define RJ_LOOPIR_H
 
 #include "ir.h"
+#include "target.h"
 
 /* internal ops beyond the graph's op table, for index arithmetic */
 enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_COUNT };
+
+/* What a LOAD (its fn) or a STORE (its mem) addresses through `ref`. */
+enum {
+    MEM_PARAM, /* a buffer parameter (PK_BUF) */
+    MEM_LOCAL, /* a local array of the kernel (lkernel.locals) */
+};
 
 typedef enum {
     LX_CONST,  /* i / f */
     LX_PARAM,  /* scalar parameter `ref` */
     LX_VAR,    /* variable `ref` */
-    LX_LOAD,   /* buffer parameter `ref` at index a; guarded if b >= 0: b ? load : c */
+    LX_LOAD,   /* memory `ref` (fn: MEM_*) at index a; guarded if b >= 0: b ? load : c */
     LX_UNARY,  /* fn(a) */
     LX_BINARY, /* fn(a, b); LOP_FMA: a * b + c */
     LX_CMP,    /* fn(a, b) -> bool; operands of one type */
@@ -42,26 +67,34 @@ typedef enum {
 typedef struct lx {
     uint8_t kind;
     uint8_t type;  /* rj_dtype of the value; RJ_I64 for indices */
-    uint16_t fn;   /* rj_op or LOP_* */
+    uint16_t fn;   /* rj_op or LOP_*; LOAD: MEM_* */
     int32_t a, b, c;
     int32_t ref;
     int64_t i;
     double f;
 } lx;
 
-typedef enum { LS_FOR, LS_IF, LS_SET, LS_STORE } ls_kind;
+typedef enum { LS_FOR, LS_IF, LS_SET, LS_STORE, LS_REDUCE, LS_BARRIER } ls_kind;
+
+/* How a FOR's iterations may be spread over the machine (see the top of this file). */
+typedef enum { LM_SERIAL, LM_UNITS, LM_LANES } loop_map;
 
 enum {
-    LF_INNER = 1, /* FOR: innermost loop over contiguous memory: vectorise it */
-    LF_NT = 2,    /* STORE: streaming output; non-temporal when the kernel's nt flag is set */
+    LF_NT = 1,  /* STORE: streaming output; non-temporal when the kernel's nt flag is set */
+    LF_FMA = 2, /* REDUCE: the value is a * b, contracted with the accumulation into one
+                 * multiply-add (layer_norm's sum of squares) */
 };
 
 typedef struct ls {
     uint8_t kind;
     uint8_t flags;
-    int32_t var;        /* FOR: induction variable; SET: target */
-    int32_t a, b;       /* FOR: bounds [a, b); IF: condition a; SET: value a; STORE: index a, value b */
-    int32_t ref;        /* STORE: buffer parameter */
+    uint8_t map;        /* FOR: loop_map */
+    uint8_t mem;        /* STORE: MEM_* */
+    uint16_t fn;        /* REDUCE: combining op, RJ_OP_ADD, _MUL, _MAXIMUM or _MINIMUM */
+    int32_t var;        /* FOR: induction variable; SET, REDUCE: target */
+    int32_t a, b;       /* FOR: bounds [a, b); IF: condition a; SET: value a; STORE: index a,
+                         * value b; REDUCE: value a (LF_FMA: a * b; else b = -1) */
+    int32_t ref;        /* STORE: buffer parameter or local array */
     int32_t body, els;  /* FOR/IF: first child statement; IF: else (-1 if none) */
     int32_t next;       /* next statement in the same block (-1 at the end) */
 } ls;
@@ -74,7 +107,8 @@ typedef enum {
     PK_LO,      /* first unit */
     PK_HI,      /* one past the last unit */
     PK_TILE,    /* UD_ITEMS: inner elements per unit */
-    PK_SCRATCH, /* per-thread scratch memory (scratch_elems elements of scratch_type) */
+    PK_SCRATCH, /* storage of the thread-scope local array `ref`, per thread (the runtime
+                 * sizes it from scratch_type / scratch_per_tile / scratch_per_row) */
     PK_NT,      /* 1 if streaming stores should bypass the cache */
     PK_BLO,     /* UD_ROWS: first item overlapping [lo, hi) */
     PK_BHI,     /* UD_ROWS: one past the last item overlapping [lo, hi) */
@@ -93,7 +127,34 @@ typedef struct lvar {
     uint8_t type;
 } lvar;
 
+/* A local array: memory private to one thread or shared by one block, for the kernel's run. */
+typedef enum { LL_THREAD, LL_BLOCK } local_scope;
+
+typedef struct llocal {
+    char name[24];
+    uint8_t scope;   /* local_scope */
+    uint8_t dtype;
+    int32_t param;   /* the PK_SCRATCH parameter its storage arrives in (sized by the runtime
+                      * from the kernel's scratch_* fields), or -1: the backend allocates it */
+    int64_t elems;   /* param < 0: its size in elements, a constant */
+} llocal;
+
 typedef enum { UD_ROWS, UD_ITEMS, UD_DENSE } unit_domain;
+
+/* What one thread of a launch covers. Today's lowering has one template for every target;
+ * the SIMT templates of DESIGN.md §3 (a warp per row, a block per (item, tile) with lanes
+ * across its threads) add covers as they come. */
+typedef enum {
+    LC_CHUNK, /* a contiguous chunk of units, each unit run whole, lanes loops included */
+} launch_cover;
+
+/* The launch shape: with the unit domain (domain, dom_* of the kernel), how units map onto
+ * the target lowering read from its descriptor. */
+typedef struct launch_shape {
+    bool simt;       /* threads come in blocks (target_desc.simt) */
+    int32_t block;   /* SIMT: threads per block; 1 on a CPU */
+    uint8_t cover;   /* launch_cover of a thread; a block covers `block` consecutive shares */
+} launch_shape;
 
 typedef struct lkernel {
     rj_ctx *ctx;
@@ -109,19 +170,22 @@ typedef struct lkernel {
     int32_t nst, capst;
     lvar *vars;
     int32_t nvars, capvars;
+    llocal *locals;
+    int32_t nlocals, caplocals;
     int32_t body;       /* first top-level statement */
     /* how the runtime counts and splits units */
     uint8_t domain;
     int32_t dom_class;  /* UD_ROWS / UD_ITEMS: class root symbol */
     int dom_rank;       /* UD_DENSE: units = product of dom_dims; UD_ITEMS: inner extent */
     rj_dim dom_dims[RJ_MAX_RANK];
+    launch_shape launch;
+    /* size of the thread-scope local passed as PK_SCRATCH, per thread */
     uint8_t scratch_type;
     int32_t scratch_per_tile; /* scratch elements needed per element of the tile */
     bool scratch_per_row;     /* plus one per element of the tile and row of the longest item */
     bool has_nt;        /* some store is LF_NT */
     bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
 } lkernel;
-
 /* Buffers: what a PK_BUF parameter points to. */
 typedef enum { LB_INPUT, LB_OUTPUT, LB_TEMP } lbuf_kind;
 
@@ -148,16 +212,61 @@ lkernel *lprog_add_kernel(lprog *p, const char *name);
 void lprog_free(lprog *p);
 int32_t lk_param(lkernel *k, param_kind kind, int32_t ref, rj_dtype dtype, const char *name);
 int32_t lk_var(lkernel *k, const char *name, rj_dtype type);
+int32_t lk_local(lkernel *k, const char *name, local_scope scope, rj_dtype dtype);
 int32_t lk_expr(lkernel *k, const lx *e);  /* hash-consed; -1 on OOM */
 int32_t lk_stmt(lkernel *k, const ls *s);  /* appended, unlinked; -1 on OOM */
+
+/* walking: the one definition of an expression's operands and a statement's expressions */
+int lx_children(const lx *e, int32_t out[3]);  /* operands in evaluation order; returns count */
+int ls_exprs(const ls *s, int32_t out[2]);      /* expressions a statement evaluates */
+
+/* Calls fn on e and on every expression below it, each at most once per walk: an expression
+ * is skipped when seen[id] == mark, else marked (callers start a walk with a fresh mark over
+ * a zeroed array of nex entries). Stops and returns true as soon as fn does. */
+typedef bool (*lx_visit_fn)(const lkernel *k, int32_t id, void *ud);
+bool lx_visit(const lkernel *k, int32_t e, lx_visit_fn fn, void *ud, uint32_t *seen, uint32_t mark);
+bool lx_reads_var(const lkernel *k, int32_t e, int32_t var, uint32_t *seen, uint32_t mark);
+
+/* Shared subexpressions of a statement, for printers of the expression DAG (the loop-IR dump,
+ * CUDA C): printing it as trees repeats them, exponentially for chains like h = h * h + h.
+ * lx_binder_stmt counts the uses of every subexpression of a statement's roots and calls
+ * bind() for each one used more than once, operands first, so the printer can name it (a
+ * "%N = ..." line, a `const` temporary) before the statement; lx_binder_name then gives the
+ * name within that statement. Names count up through the kernel (count). */
+typedef struct lx_binder {
+    rj_ctx *ctx;
+    const lkernel *k;
+    int32_t count;      /* names handed out so far; a printer may take numbers from it too */
+    /* policy */
+    bool lazy_guards;   /* a guarded load's index is evaluated only when its guard holds: uses
+                         * there do not count, so nothing is hoisted out of the condition */
+    bool (*bindable)(const lkernel *k, int32_t id);       /* beyond not being a leaf */
+    int32_t (*repeated)(const lkernel *k, int32_t id);    /* an operand printed twice, or -1 */
+    void (*bind)(void *ud, int32_t id, int32_t name);     /* print the binding of id */
+    void *ud;
+    /* per expression, valid when stamp[id] == epoch (one epoch per statement) */
+    uint32_t *stamp, *seen;
+    int32_t *uses, *name;
+    uint32_t epoch;
+} lx_binder;
+
+bool lx_binder_init(lx_binder *bd, rj_ctx *ctx, const lkernel *k); /* false: out of memory */
+void lx_binder_free(lx_binder *bd);
+void lx_binder_stmt(lx_binder *bd, const int32_t *roots, int nroots);
+int32_t lx_binder_name(const lx_binder *bd, int32_t id); /* -1: not bound in this statement */
+
+/* Checks the rules the builders rely on (a reduce inside a lanes loop, into a variable the
+ * value does not read and nothing else in that loop assigns; loads and stores within the
+ * kernel's parameters and locals); RJ_ERR_INTERNAL naming the kernel otherwise. */
+rj_status lprog_verify(const lprog *p);
 
 /* printing */
 void print_lprog(sbuf *b, const rj_graph *g, const lprog *p);
 void print_kernel_signature(sbuf *b, const lkernel *k);
 
-/* lower.c: the fused graph as loop IR */
+/* lower.c: the fused graph as loop IR, shaped for the target `desc` describes */
 struct fuse_plan;
 rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const struct fuse_plan *plan,
-                     lprog *out);
+                     const target_desc *desc, lprog *out);
 
 #endif

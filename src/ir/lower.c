@@ -18,14 +18,22 @@
  * (L - len_b) * v, max folds v in once, prod multiplies by v^(L - len_b), softmax adds
  * (L - len_b) * exp(v - m) — so the padding costs O(1) per item instead of O(L - len_b).
  *
- * Kernel templates (see loopir.h for unit domains):
+ * Kernel templates (see loopir.h for unit domains and loop mappings):
  *   map      one pass over an output domain writing every output of that domain
- *   reduce   over the ragged or padded dim: per (item, inner tile), accumulators in scratch;
- *            over a dense dim: per leading index, a scalar accumulator
+ *   reduce   over the ragged or padded dim: per (item, inner tile), one accumulator per lane
+ *            of the tile in a thread-local array, folded over the serial row loop; over a
+ *            dense dim: per leading index, `reduce` statements over a lanes loop
  *   softmax  max pass, sum-of-exp pass, write pass (same split as reduce)
- *   norm     mean (and variance) passes over the normalised block, then the write pass
+ *   norm     mean (and variance) passes over the normalised block, `reduce` statements over
+ *            its innermost (lanes) loop, then the write pass
  * Each root kernel finishes by computing its epilogue (fused elementwise consumers) from the
  * root's value and storing every materialised node of its group.
+ *
+ * Loops carry their mapping: the loops enumerating a kernel's units are `units`, the innermost
+ * loop over contiguous memory is `lanes`, everything else `serial`. Which template serves an
+ * op family, and the launch shape recorded on each kernel, come from the target descriptor;
+ * today one template serves every target (a thread runs a contiguous chunk of units), and the
+ * descriptor decides the block size of SIMT launches.
  */
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +60,7 @@ typedef struct lower {
     rj_ctx *ctx;
     const rj_graph *g, *orig;
     const fuse_plan *plan;
+    const target_desc *desc;
     lprog *prog;
     int32_t *bufof;     /* node -> first buffer holding it, or -1 */
     lkernel *k;
@@ -60,6 +69,7 @@ typedef struct lower {
     int32_t subst_node, subst_expr; /* the root's value while lowering its epilogue */
     memo_ent *memo;
     int32_t memo_cap, memo_n;
+    int lanes;          /* lanes loops around the statements being built */
 } lower;
 
 typedef struct blk {
@@ -196,8 +206,15 @@ static int32_t xmul(lower *L, int32_t a, int32_t b) { return xbin(L, RJ_OP_MUL, 
 
 static int32_t xload(lower *L, int32_t param, int32_t idx, rj_dtype t, int32_t guard) {
     int32_t dflt = guard >= 0 ? xconst(L, t, 0) : -1;
-    return X(L, (lx){.kind = LX_LOAD, .type = (uint8_t)t, .ref = param, .a = idx, .b = guard,
-                     .c = dflt});
+    return X(L, (lx){.kind = LX_LOAD, .type = (uint8_t)t, .fn = MEM_PARAM, .ref = param, .a = idx,
+                     .b = guard, .c = dflt});
+}
+
+/* Element idx of local array loc. */
+static int32_t xlocal(lower *L, int32_t loc, int32_t idx) {
+    if (L->err) return 0;
+    return X(L, (lx){.kind = LX_LOAD, .type = L->k->locals[loc].dtype, .fn = MEM_LOCAL, .ref = loc,
+                     .a = idx, .b = -1, .c = -1});
 }
 
 /* ---- statements ---------------------------------------------------------------------------- */
@@ -221,14 +238,40 @@ static void s_set(lower *L, blk *b, int32_t var, int32_t val) {
 }
 
 static void s_store(lower *L, blk *b, int32_t param, int32_t idx, int32_t val, uint8_t flags) {
-    put(L, b, (ls){.kind = LS_STORE, .flags = flags, .var = -1, .a = idx, .b = val, .ref = param,
-                   .body = -1, .els = -1});
+    put(L, b, (ls){.kind = LS_STORE, .flags = flags, .mem = MEM_PARAM, .var = -1, .a = idx, .b = val,
+                   .ref = param, .body = -1, .els = -1});
     if (!L->err) L->k->params[param].written = 1;
 }
 
-static int32_t s_for(lower *L, blk *b, int32_t var, int32_t lo, int32_t hi, uint8_t flags) {
-    return put(L, b, (ls){.kind = LS_FOR, .flags = flags, .var = var, .a = lo, .b = hi, .ref = -1,
-                          .body = -1, .els = -1});
+static void s_store_local(lower *L, blk *b, int32_t loc, int32_t idx, int32_t val) {
+    put(L, b, (ls){.kind = LS_STORE, .mem = MEM_LOCAL, .var = -1, .a = idx, .b = val, .ref = loc,
+                   .body = -1, .els = -1});
+}
+
+static int32_t s_for(lower *L, blk *b, int32_t var, int32_t lo, int32_t hi, loop_map map) {
+    return put(L, b, (ls){.kind = LS_FOR, .map = (uint8_t)map, .var = var, .a = lo, .b = hi,
+                          .ref = -1, .body = -1, .els = -1});
+}
+
+/* var = var fn val, as a `reduce` when a lanes loop encloses it (a reduction over the lanes),
+ * else as a plain assignment (a serial fold). fn: RJ_OP_ADD, _MUL, _MAXIMUM or _MINIMUM. */
+static void s_accum(lower *L, blk *b, int32_t var, int fn, int32_t val) {
+    if (L->lanes > 0) {
+        put(L, b, (ls){.kind = LS_REDUCE, .fn = (uint16_t)fn, .var = var, .a = val, .b = -1,
+                       .ref = -1, .body = -1, .els = -1});
+        return;
+    }
+    s_set(L, b, var, xbin(L, fn, L->k->vars[var].type, xvar(L, var), val));
+}
+
+/* var = x * y + var with one rounding where the target has a fused multiply-add. */
+static void s_accum_fma(lower *L, blk *b, int32_t var, int32_t x, int32_t y) {
+    if (L->lanes > 0) {
+        put(L, b, (ls){.kind = LS_REDUCE, .flags = LF_FMA, .fn = RJ_OP_ADD, .var = var, .a = x,
+                       .b = y, .ref = -1, .body = -1, .els = -1});
+        return;
+    }
+    s_set(L, b, var, xfma(L, L->k->vars[var].type, x, y, xvar(L, var)));
 }
 
 static void close_body(lower *L, int32_t stmt, const blk *inner) {
@@ -428,23 +471,16 @@ static int32_t value_fresh(lower *L, int32_t n, const at *a) {
 }
 
 /* Does expression e (transitively) read variable v? */
-static bool uses_var(const lkernel *k, int32_t e, int32_t v, uint8_t *seen) {
-    if (e < 0 || seen[e]) return false;
-    seen[e] = 1;
-    const lx *x = &k->ex[e];
-    if (x->kind == LX_VAR && x->ref == v) return true;
-    return uses_var(k, x->a, v, seen) || uses_var(k, x->b, v, seen) || uses_var(k, x->c, v, seen);
-}
-
 static bool expr_uses_var(lower *L, int32_t e, int32_t v) {
     if (L->err) return true;
-    uint8_t *seen = mem_zalloc(L->ctx, (size_t)L->k->nex);
+    size_t n = sizeof(uint32_t) * (size_t)L->k->nex;
+    uint32_t *seen = mem_zalloc(L->ctx, n);
     if (!seen) {
         L->err = RJ_ERR_NOMEM;
         return true;
     }
-    bool r = uses_var(L->k, e, v, seen);
-    mem_free(L->ctx, seen, (size_t)L->k->nex);
+    bool r = lx_reads_var(L->k, e, v, seen, 1);
+    mem_free(L->ctx, seen, n);
     return r;
 }
 
@@ -485,7 +521,7 @@ static void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, 
 
 typedef void (*body_fn)(lower *L, blk *b, at *a, void *ud);
 
-/* Nested loops over dims[k..end) of an index; the last one is the vector loop if `vec`. */
+/* Nested loops over dims[k..end) of an index; the last one is the lanes loop if `vec`. */
 static void loops_v(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end, body_fn fn,
                     void *ud, bool vec) {
     if (k >= end || L->err) {
@@ -500,10 +536,13 @@ static void loops_v(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end,
     char name[16];
     snprintf(name, sizeof name, "d%d", k);
     int32_t v = newvar(L, name, RJ_I64);
-    int32_t st = s_for(L, b, v, xi(L, 0), xsize(L, dims[k]), vec && k == end - 1 ? LF_INNER : 0);
+    bool lanes = vec && k == end - 1;
+    int32_t st = s_for(L, b, v, xi(L, 0), xsize(L, dims[k]), lanes ? LM_LANES : LM_SERIAL);
     blk inner = NEWBLK;
     a->idx[k] = xvar(L, v);
+    L->lanes += lanes;
     loops_v(L, &inner, a, dims, k + 1, end, fn, ud, vec);
+    L->lanes -= lanes;
     close_body(L, st, &inner);
 }
 
@@ -511,7 +550,8 @@ static void loops(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end, b
     loops_v(L, b, a, dims, k, end, fn, ud, true);
 }
 
-/* The unit loop nest of UD_ROWS kernels over class cls:
+/* The unit loop nest of UD_ROWS kernels over class cls, two `units` loops that together
+ * enumerate the rows [lo, hi):
  *     for b in blo..bhi { start = loff[b]; for i in (rows of item b within [lo, hi)) { ... } }
  * rows_open fills a->idx[0..1] and returns the block of the i loop; rows_close links it. */
 typedef struct rows_nest {
@@ -527,7 +567,7 @@ static blk *rows_open(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn) {
     int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi");
     int32_t blo = xparam(L, PK_BLO, 0, "blo"), bhi = xparam(L, PK_BHI, 0, "bhi");
     int32_t vb = newvar(L, "b", RJ_I64), vi = newvar(L, "i", RJ_I64);
-    int32_t fb = s_for(L, b, vb, blo, bhi, 0);
+    int32_t fb = s_for(L, b, vb, blo, bhi, LM_UNITS);
     rn->item = rn->row = NEWBLK;
     int32_t xb = xvar(L, vb);
     int32_t vlb = newvar(L, "start", RJ_I64);
@@ -535,7 +575,7 @@ static blk *rows_open(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn) {
     int32_t start = xvar(L, vlb);
     int32_t i0 = xmax(L, xsub(L, lo, start), xi(L, 0));
     int32_t i1 = xmin(L, xsub(L, hi, start), xsub(L, xloff(L, cls, xadd(L, xb, xi(L, 1))), start));
-    rn->for_i = s_for(L, &rn->item, vi, i0, i1, 0);
+    rn->for_i = s_for(L, &rn->item, vi, i0, i1, LM_UNITS);
     close_body(L, fb, &rn->item);
     a->idx[0] = xb;
     a->idx[1] = xvar(L, vi);
@@ -554,7 +594,8 @@ static blk *dense_loop(lower *L, blk *b, at *a, const rj_dim *dims, int n, blk *
     k->dom_rank = n;
     memcpy(k->dom_dims, dims, sizeof(rj_dim) * (size_t)n);
     int32_t vu = newvar(L, "u", RJ_I64);
-    *fstmt = s_for(L, b, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), 0);
+    int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi"); /* in this order */
+    *fstmt = s_for(L, b, vu, lo, hi, LM_UNITS);
     *inner = NEWBLK;
     int32_t rem = xvar(L, vu);
     for (int d = n - 1; d >= 0; d--) {
@@ -666,14 +707,19 @@ static axis_info axis_of(lower *L, const node *root) {
     return ai;
 }
 
+/* The binary op that folds one element into the accumulator of reduction op. */
+static int combine_fn(rj_op op) {
+    switch (op) {
+    case RJ_OP_MAX: return RJ_OP_MAXIMUM;
+    case RJ_OP_MIN: return RJ_OP_MINIMUM;
+    case RJ_OP_PROD: return RJ_OP_MUL;
+    default: return RJ_OP_ADD;
+    }
+}
+
 /* The combining step of a reduction in type t. */
 static int32_t combine(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v) {
-    switch (op) {
-    case RJ_OP_MAX: return xbin(L, RJ_OP_MAXIMUM, t, acc, v);
-    case RJ_OP_MIN: return xbin(L, RJ_OP_MINIMUM, t, acc, v);
-    case RJ_OP_PROD: return xbin(L, RJ_OP_MUL, t, acc, v);
-    default: return xbin(L, RJ_OP_ADD, t, acc, v);
-    }
+    return xbin(L, combine_fn(op), t, acc, v);
 }
 
 static int32_t identity(lower *L, rj_op op, rj_dtype t) {
@@ -701,7 +747,6 @@ static int32_t combine_n(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v,
 typedef struct red_ctx {
     axis_info ai;
     rj_dtype acc_t;      /* accumulator type */
-    int32_t f0;          /* tile start (items) */
     int32_t ntile;       /* tile extent expression */
     int32_t vi;          /* axis variable */
 } red_ctx;
@@ -712,21 +757,64 @@ static int32_t red_input(lower *L, red_ctx *rc, const at *a) {
     return xcast(L, rc->acc_t, value(L, rc->ai.root->in[0], a));
 }
 
-/* ---- reductions over the ragged or padded dim: per (item, tile) ---------------------------- */
+/* ---- reductions and softmax over the ragged or padded dim: per (item, tile) ------------------
+ *
+ * A unit is an item b and a tile [f0, f0 + tn) of its inner extent. Each lane t of the tile
+ * has its own accumulators in a thread-local array, and the item's rows are folded into them
+ * by a serial row loop around a lanes loop: a reduction over the rows, vectorised across the
+ * lanes, so the lanes loop does not reduce and there is no `reduce` statement here. A kernel is
+ * a sequence of named phases over that shape:
+ *
+ *   reductions  init, fold the rows, fold the padding rows, write
+ *   softmax     init, fold the rows (max), fold the padding rows, init, fold the rows (sum of
+ *               exp), fold the padding rows, invert the sum (softmax), write the rows
+ *
+ * where the padding rows (a padded axis: rows len_b <= i < L) are folded in closed form when
+ * their value does not depend on i, and row by row otherwise. */
 
+typedef struct items {
+    red_ctx *rc;
+    blk ub;            /* the unit loop's body, where the phases append */
+    int32_t loc;       /* the thread-local accumulators */
+    int32_t vt;        /* the lane variable t */
+    int32_t len, cnt;  /* the item's rows; its padding rows (0 unless the axis is padded) */
+    at rows, pad;      /* element (b, i, f0 + t): in the rows, in the padding rows */
+    int32_t s0, s1;    /* lane t of the first and the second accumulator */
+    int32_t s2;        /* softmax: the input stashed for row i, lane t */
+} items;
 
-/* Builds "for i in lo..hi { body }" along the axis. */
-static int32_t axis_for(lower *L, blk *b, red_ctx *rc, int32_t lo, int32_t hi, blk *inner) {
-    *inner = NEWBLK;
-    return s_for(L, b, rc->vi, lo, hi, 0);
+/* How a fold combines element v of the input into an accumulator. */
+typedef enum {
+    STASH_NONE,
+    STASH_SAVE, /* also store v in the stash: later passes read it from cache, not memory */
+    STASH_EXP,  /* read v from the stash and replace it there by the term exp(v - shift) */
+} stash_mode;
+
+typedef struct fold {
+    rj_op op;          /* the reduction: RJ_OP_SUM (and mean), _MAX, _MIN, _PROD */
+    int32_t slot;      /* the accumulator: s0 or s1 */
+    int32_t shift;     /* >= 0: fold exp(v - shift) rather than v (softmax's sum) */
+    stash_mode stash;
+} fold;
+
+/* Opens "for t in 0 .. tn lanes" in `into`; the caller fills *body and closes it. */
+static int32_t lanes_for(lower *L, items *it, blk *into, blk *body) {
+    *body = NEWBLK;
+    return s_for(L, into, it->vt, xi(L, 0), it->rc->ntile, LM_LANES);
 }
 
-static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
-    const rj_graph *g = L->g;
+static int32_t fold_term(lower *L, const fold *f, rj_dtype t, int32_t v) {
+    return f->shift >= 0 ? xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, f->shift)) : v;
+}
+
+/* The unit loop and the unit's decomposition: item b, tile start f0, tile extent tn, item
+ * length len; the accumulators and the index of an element of the tile. */
+static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     const node *root = rc->ai.root, *x = rc->ai.x;
     lkernel *k = L->k;
     bool softmax = op_table[root->op].kind == KIND_SOFTMAX;
     int32_t cls = rc->ai.cls;
+    it->rc = rc;
     k->domain = UD_ITEMS;
     k->dom_class = cls;
     k->dom_rank = x->rank - 2;
@@ -734,10 +822,15 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
     k->tiled = x->rank == 3;
     k->scratch_type = (uint8_t)rc->acc_t;
     k->scratch_per_tile = softmax ? 2 : 1;
-    blk top = NEWBLK;
+    /* softmax keeps the tile's rows of one item in scratch (sized by the runtime to stay in
+     * L2): the max pass stashes the input, the sum pass replaces it by exp(x - m), the write
+     * pass rescales by 1/s. The input is read from memory once, exp runs once per element,
+     * and the output is written once, streaming. */
+    k->scratch_per_row = root->op == RJ_OP_SOFTMAX;
     int32_t vu = newvar(L, "u", RJ_I64);
-    int32_t fu = s_for(L, &top, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), 0);
-    blk ub = NEWBLK;
+    int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi"); /* in this order */
+    int32_t fu = s_for(L, top, vu, lo, hi, LM_UNITS);
+    it->ub = NEWBLK;
     /* unit -> item b, tile [f0, f0 + ntile) of the inner extent N */
     int32_t N = xi(L, 1);
     for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
@@ -746,29 +839,32 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
     int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
     int32_t vlen = newvar(L, "len", RJ_I64);
     int32_t u = xvar(L, vu);
-    s_set(L, &ub, vb, xbin(L, LOP_IDIV, RJ_I64, u, nt));
+    s_set(L, &it->ub, vb, xbin(L, LOP_IDIV, RJ_I64, u, nt));
     int32_t b = xvar(L, vb);
-    s_set(L, &ub, vf0, xmul(L, xsub(L, u, xmul(L, b, nt)), T));
+    s_set(L, &it->ub, vf0, xmul(L, xsub(L, u, xmul(L, b, nt)), T));
     int32_t f0 = xvar(L, vf0);
-    s_set(L, &ub, vnt, xmin(L, T, xsub(L, N, f0)));
-    rc->f0 = f0;
+    s_set(L, &it->ub, vnt, xmin(L, T, xsub(L, N, f0)));
     rc->ntile = xvar(L, vnt);
-    s_set(L, &ub, vlen, xlen(L, cls, b));
-    int32_t len = xvar(L, vlen);
-    int32_t cnt = rc->ai.padded ? xsub(L, xsize(L, rc->ai.L), len) : xi(L, 0);
-    int32_t scr = L->err ? 0 : lk_param(k, PK_SCRATCH, 0, rc->acc_t, "scratch");
+    s_set(L, &it->ub, vlen, xlen(L, cls, b));
+    it->len = xvar(L, vlen);
+    it->cnt = rc->ai.padded ? xsub(L, xsize(L, rc->ai.L), it->len) : xi(L, 0);
+    /* the accumulators: a thread-local array whose storage the runtime passes in */
+    it->loc = L->err ? -1 : lk_local(k, "scratch", LL_THREAD, rc->acc_t);
+    int32_t scr = it->loc < 0 ? -1 : lk_param(k, PK_SCRATCH, it->loc, rc->acc_t, "scratch");
     if (scr < 0) {
-        L->err = RJ_ERR_NOMEM;
-        scr = 0;
+        if (!L->err) L->err = RJ_ERR_NOMEM;
+        it->loc = 0;
+    } else {
+        k->locals[it->loc].param = scr;
     }
     rc->vi = newvar(L, "i", RJ_I64);
-    int32_t vt = newvar(L, "t", RJ_I64);
+    it->vt = newvar(L, "t", RJ_I64);
 
     /* index of element (b, i, f0 + t) with the inner dims unflattened */
     at a = {.rank = x->rank, .inclass = cls, .outclass = -1, .guard = -1};
     a.idx[0] = b;
     a.idx[1] = xvar(L, rc->vi);
-    int32_t flat = xadd(L, f0, xvar(L, vt)), rem = flat;
+    int32_t flat = xadd(L, f0, xvar(L, it->vt)), rem = flat;
     for (int d = x->rank - 1; d >= 2; d--) {
         if (d == 2) {
             a.idx[2] = rem;
@@ -778,140 +874,174 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
         a.idx[d] = x->dims[d] == 1 ? xi(L, 0) : xbin(L, LOP_IREM, RJ_I64, rem, sz);
         rem = xbin(L, LOP_IDIV, RJ_I64, rem, sz);
     }
-    at tail = a;
-    tail.inclass = -1;
-    tail.outclass = cls;
-    int32_t t = xvar(L, vt);
-    int32_t s0 = t, s1 = xadd(L, rc->ntile, t);
-    rj_dtype at_ = rc->acc_t;
-    int passes = softmax ? 3 : 1;
-    /* softmax keeps the tile's rows of one item in scratch (sized by the runtime to stay in
-     * L2): the max pass stashes the input, pass 2 replaces it by exp(x - m), pass 3 rescales
-     * by 1/s. The input is read from memory once, exp runs once per element, and the output
-     * is written once, streaming. */
-    bool keep_e = root->op == RJ_OP_SOFTMAX;
-    int32_t s2 = xadd(L, xmul(L, xadd(L, xi(L, 2), xvar(L, rc->vi)), rc->ntile), t);
-    if (keep_e) k->scratch_per_row = true;
-    for (int pass = 0; pass < passes; pass++) {
-        bool write = pass == passes - 1;
-        int32_t slot = softmax && pass == 1 ? s1 : s0;
-        /* init */
-        if (!(softmax && write)) {
-            int32_t ft = s_for(L, &ub, vt, xi(L, 0), rc->ntile, LF_INNER);
-            blk ib = NEWBLK;
-            int32_t init = softmax ? (pass == 0 ? xextreme(L, at_, true) : xconst(L, at_, 0))
-                                   : identity(L, root->op, at_);
-            s_store(L, &ib, scr, slot, init, 0);
-            close_body(L, ft, &ib);
-        }
-        if (!write || !softmax) {
-            /* accumulate over real rows, then the padding rows */
-            for (int part = 0; part < (rc->ai.padded ? 2 : 1); part++) {
-                const at *pa = part ? &tail : &a;
-                int32_t acc = xload(L, scr, slot, at_, -1);
-                int32_t m = softmax && pass == 1 ? xload(L, scr, s0, at_, -1) : -1;
-                /* softmax reads its input from memory once: the max pass stashes it */
-                bool stashed = keep_e && pass == 1 && part == 0;
-                int32_t v = stashed ? xload(L, scr, s2, at_, -1) : red_input(L, rc, pa);
-                int32_t upd;
-                if (!softmax) upd = combine(L, root->op, at_, acc, v);
-                else if (pass == 0) upd = xbin(L, RJ_OP_MAXIMUM, at_, acc, v);
-                else upd = xbin(L, RJ_OP_ADD, at_, acc, xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, v, m)));
-                if (part == 1 && !expr_uses_var(L, v, rc->vi)) {
-                    /* padding rows all hold the same value: fold them in at once */
-                    int32_t ft = s_for(L, &ub, vt, xi(L, 0), rc->ntile, LF_INNER);
-                    blk ib = NEWBLK;
-                    int32_t cf;
-                    if (!softmax) cf = combine_n(L, root->op, at_, acc, v, cnt);
-                    else if (pass == 0) cf = combine_n(L, RJ_OP_MAX, at_, acc, v, cnt);
-                    else cf = combine_n(L, RJ_OP_SUM, at_, acc,
-                                        xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, v, m)), cnt);
-                    s_store(L, &ib, scr, slot, cf, 0);
-                    close_body(L, ft, &ib);
-                    continue;
-                }
-                blk ib = NEWBLK, tb = NEWBLK;
-                int32_t fi = axis_for(L, &ub, rc, part ? len : xi(L, 0),
-                                      part ? xadd(L, len, cnt) : len, &ib);
-                int32_t ft = s_for(L, &ib, vt, xi(L, 0), rc->ntile, LF_INNER);
-                if (keep_e && pass == 0 && part == 0) s_store(L, &tb, scr, s2, v, 0);
-                if (keep_e && pass == 1 && part == 0) {
-                    /* a variable: the store below overwrites what the expression reads */
-                    int32_t ve = newvar(L, "e", at_);
-                    s_set(L, &tb, ve, xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, v, m)));
-                    s_store(L, &tb, scr, s2, xvar(L, ve), 0);
-                    upd = xbin(L, RJ_OP_ADD, at_, acc, xvar(L, ve));
-                }
-                s_store(L, &tb, scr, slot, upd, 0);
-                close_body(L, ft, &tb);
-                close_body(L, fi, &ib);
-            }
-            if (root->op == RJ_OP_SOFTMAX && pass == 1) { /* s <- 1 / s */
-                int32_t ft = s_for(L, &ub, vt, xi(L, 0), rc->ntile, LF_INNER);
-                blk ib = NEWBLK;
-                s_store(L, &ib, scr, s1, xbin(L, RJ_OP_DIV, at_, xconst(L, at_, 1), xload(L, scr, s1, at_, -1)), 0);
-                close_body(L, ft, &ib);
-            }
-        }
-        if (write) {
-            /* results: reductions write one value per (b, f); softmax one per row */
-            if (!softmax) {
-                int32_t ft = s_for(L, &ub, vt, xi(L, 0), rc->ntile, LF_INNER);
-                blk ib = NEWBLK;
-                int32_t r = xload(L, scr, s0, at_, -1);
-                if (root->op == RJ_OP_MEAN) {
-                    int32_t n = rc->ai.padded ? xsize(L, rc->ai.L) : len;
-                    r = xbin(L, RJ_OP_DIV, at_, r, xcast(L, at_, n));
-                }
-                r = xcast(L, root->dtype, r);
-                at oa = {.rank = root->rank, .inclass = -1, .outclass = -1, .guard = -1};
-                oa.idx[0] = b;
-                int o = 1;
-                if (root->keepdim) oa.idx[o++] = xi(L, 0);
-                for (int d = 2; d < x->rank; d++) oa.idx[o++] = a.idx[d];
-                store_group(L, &ib, (int32_t)(root - g->nodes), r, &oa, false, 0);
-                close_body(L, ft, &ib);
-            } else {
-                for (int part = 0; part < 2; part++) {
-                    /* padding rows are written only if the padded softmax itself is */
-                    if (part == 1 && (!rc->ai.padded || !L->plan->nodes[root - g->nodes].mat)) {
-                        bool any = false;
-                        for (int32_t m = 0; m < gr->nmembers; m++)
-                            any |= L->plan->nodes[gr->members[m]].mat &&
-                                   g->nodes[gr->members[m]].op != RJ_OP_UNPAD;
-                        if (!rc->ai.padded || !any) continue;
-                    }
-                    const at *pa = part ? &tail : &a;
-                    blk ib = NEWBLK, tb = NEWBLK;
-                    int32_t fi = axis_for(L, &ub, rc, part ? len : xi(L, 0),
-                                          part ? xadd(L, len, cnt) : len, &ib);
-                    int32_t ft = s_for(L, &ib, vt, xi(L, 0), rc->ntile, LF_INNER);
-                    int32_t m = xload(L, scr, s0, at_, -1), s = xload(L, scr, s1, at_, -1);
-                    int32_t y;
-                    if (root->op == RJ_OP_SOFTMAX) { /* s holds 1 / sum here */
-                        int32_t e = keep_e && part == 0
-                                        ? xload(L, scr, s2, at_, -1)
-                                        : xun(L, RJ_OP_EXP, at_, xbin(L, RJ_OP_SUB, at_, red_input(L, rc, pa), m));
-                        y = xbin(L, RJ_OP_MUL, at_, e, s);
-                    } else {
-                        int32_t v = red_input(L, rc, pa);
-                        y = xbin(L, RJ_OP_SUB, at_, xbin(L, RJ_OP_SUB, at_, v, m), xun(L, RJ_OP_LOG, at_, s));
-                    }
-                    store_group(L, &tb, (int32_t)(root - g->nodes), y, pa, part == 0, LF_NT);
-                    close_body(L, ft, &tb);
-                    close_body(L, fi, &ib);
-                }
-            }
-        }
+    it->rows = it->pad = a;
+    it->pad.inclass = -1;
+    it->pad.outclass = cls;
+    int32_t t = xvar(L, it->vt);
+    it->s0 = t;
+    it->s1 = xadd(L, rc->ntile, t);
+    it->s2 = xadd(L, xmul(L, xadd(L, xi(L, 2), xvar(L, rc->vi)), rc->ntile), t);
+    return fu;
+}
+
+/* Phase: every lane's accumulator `slot` set to `value`. */
+static void items_init(lower *L, items *it, int32_t slot, int32_t value) {
+    blk ib;
+    int32_t ft = lanes_for(L, it, &it->ub, &ib);
+    s_store_local(L, &ib, it->loc, slot, value);
+    close_body(L, ft, &ib);
+}
+
+/* Phase: the item's rows i < len folded into the accumulators. */
+static void items_fold_rows(lower *L, items *it, const fold *f) {
+    red_ctx *rc = it->rc;
+    rj_dtype t = rc->acc_t;
+    int32_t acc = xlocal(L, it->loc, f->slot);
+    int32_t v = f->stash == STASH_EXP ? xlocal(L, it->loc, it->s2) : red_input(L, rc, &it->rows);
+    int32_t term = fold_term(L, f, t, v);
+    blk ib = NEWBLK, tb;
+    int32_t fi = s_for(L, &it->ub, rc->vi, xi(L, 0), it->len, LM_SERIAL);
+    int32_t ft = lanes_for(L, it, &ib, &tb);
+    if (f->stash == STASH_SAVE) s_store_local(L, &tb, it->loc, it->s2, v);
+    if (f->stash == STASH_EXP) {
+        /* a variable: the store below overwrites what the expression reads */
+        int32_t ve = newvar(L, "e", t);
+        s_set(L, &tb, ve, term);
+        term = xvar(L, ve);
+        s_store_local(L, &tb, it->loc, it->s2, term);
     }
-    close_body(L, fu, &ub);
-    k->body = top.first;
+    s_store_local(L, &tb, it->loc, f->slot, combine(L, f->op, t, acc, term));
+    close_body(L, ft, &tb);
+    close_body(L, fi, &ib);
+}
+
+/* Phase: the padding rows len <= i < L folded in, at once when they all hold one value. */
+static void items_fold_padding(lower *L, items *it, const fold *f) {
+    red_ctx *rc = it->rc;
+    if (!rc->ai.padded) return;
+    rj_dtype t = rc->acc_t;
+    int32_t acc = xlocal(L, it->loc, f->slot);
+    int32_t v = red_input(L, rc, &it->pad);
+    int32_t term = fold_term(L, f, t, v);
+    blk ib = NEWBLK, tb;
+    if (!expr_uses_var(L, v, rc->vi)) {
+        int32_t ft = lanes_for(L, it, &it->ub, &tb);
+        s_store_local(L, &tb, it->loc, f->slot, combine_n(L, f->op, t, acc, term, it->cnt));
+        close_body(L, ft, &tb);
+        return;
+    }
+    int32_t fi = s_for(L, &it->ub, rc->vi, it->len, xadd(L, it->len, it->cnt), LM_SERIAL);
+    int32_t ft = lanes_for(L, it, &ib, &tb);
+    s_store_local(L, &tb, it->loc, f->slot, combine(L, f->op, t, acc, term));
+    close_body(L, ft, &tb);
+    close_body(L, fi, &ib);
+}
+
+/* Phase (softmax): the sum replaced by its reciprocal, so the write pass multiplies. */
+static void items_invert(lower *L, items *it) {
+    rj_dtype t = it->rc->acc_t;
+    blk ib;
+    int32_t ft = lanes_for(L, it, &it->ub, &ib);
+    s_store_local(L, &ib, it->loc, it->s1,
+                  xbin(L, RJ_OP_DIV, t, xconst(L, t, 1), xlocal(L, it->loc, it->s1)));
+    close_body(L, ft, &ib);
+}
+
+/* Phase (reductions): one result per (b, f), then the epilogue. */
+static void items_write_result(lower *L, items *it) {
+    red_ctx *rc = it->rc;
+    const node *root = rc->ai.root, *x = rc->ai.x;
+    rj_dtype t = rc->acc_t;
+    blk ib;
+    int32_t ft = lanes_for(L, it, &it->ub, &ib);
+    int32_t r = xlocal(L, it->loc, it->s0);
+    if (root->op == RJ_OP_MEAN) {
+        int32_t n = rc->ai.padded ? xsize(L, rc->ai.L) : it->len;
+        r = xbin(L, RJ_OP_DIV, t, r, xcast(L, t, n));
+    }
+    r = xcast(L, root->dtype, r);
+    at oa = {.rank = root->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    oa.idx[0] = it->rows.idx[0];
+    int o = 1;
+    if (root->keepdim) oa.idx[o++] = xi(L, 0);
+    for (int d = 2; d < x->rank; d++) oa.idx[o++] = it->rows.idx[d];
+    store_group(L, &ib, (int32_t)(root - L->g->nodes), r, &oa, false, 0);
+    close_body(L, ft, &ib);
+}
+
+/* Phase (softmax): one result per row, streaming; the padding rows only where something
+ * materialised is padded (the padded softmax itself, or an epilogue other than unpad). */
+static void items_write_rows(lower *L, const fuse_group *gr, items *it) {
+    red_ctx *rc = it->rc;
+    const rj_graph *g = L->g;
+    const node *root = rc->ai.root;
+    rj_dtype t = rc->acc_t;
+    bool padded_out = L->plan->nodes[root - g->nodes].mat;
+    for (int32_t m = 0; m < gr->nmembers; m++)
+        padded_out |= L->plan->nodes[gr->members[m]].mat && g->nodes[gr->members[m]].op != RJ_OP_UNPAD;
+    for (int part = 0; part < (rc->ai.padded && padded_out ? 2 : 1); part++) {
+        const at *pa = part ? &it->pad : &it->rows;
+        blk ib = NEWBLK, tb;
+        int32_t fi = s_for(L, &it->ub, rc->vi, part ? it->len : xi(L, 0),
+                           part ? xadd(L, it->len, it->cnt) : it->len, LM_SERIAL);
+        int32_t ft = lanes_for(L, it, &ib, &tb);
+        int32_t m = xlocal(L, it->loc, it->s0), s = xlocal(L, it->loc, it->s1);
+        int32_t y;
+        if (root->op == RJ_OP_SOFTMAX) { /* s holds 1 / sum here */
+            int32_t e = part == 0 ? xlocal(L, it->loc, it->s2)
+                                  : xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, red_input(L, rc, pa), m));
+            y = xbin(L, RJ_OP_MUL, t, e, s);
+        } else {
+            int32_t v = red_input(L, rc, pa);
+            y = xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, m), xun(L, RJ_OP_LOG, t, s));
+        }
+        store_group(L, &tb, (int32_t)(root - g->nodes), y, pa, part == 0, LF_NT);
+        close_body(L, ft, &tb);
+        close_body(L, fi, &ib);
+    }
+}
+
+static void items_reduction(lower *L, items *it) {
+    red_ctx *rc = it->rc;
+    rj_op op = (rj_op)rc->ai.root->op;
+    fold f = {.op = op, .slot = it->s0, .shift = -1, .stash = STASH_NONE};
+    items_init(L, it, it->s0, identity(L, op, rc->acc_t));
+    items_fold_rows(L, it, &f);
+    items_fold_padding(L, it, &f);
+    items_write_result(L, it);
+}
+
+static void items_softmax(lower *L, const fuse_group *gr, items *it) {
+    rj_dtype t = it->rc->acc_t;
+    bool stash = it->rc->ai.root->op == RJ_OP_SOFTMAX;
+    fold max = {.op = RJ_OP_MAX, .slot = it->s0, .shift = -1, .stash = stash ? STASH_SAVE : STASH_NONE};
+    items_init(L, it, it->s0, xextreme(L, t, true));
+    items_fold_rows(L, it, &max);
+    items_fold_padding(L, it, &max);
+    fold sum = {.op = RJ_OP_SUM, .slot = it->s1, .shift = xlocal(L, it->loc, it->s0),
+                .stash = stash ? STASH_EXP : STASH_NONE};
+    items_init(L, it, it->s1, xconst(L, t, 0));
+    items_fold_rows(L, it, &sum);
+    items_fold_padding(L, it, &sum);
+    if (stash) items_invert(L, it);
+    items_write_rows(L, gr, it);
+}
+
+static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
+    items it;
+    blk top = NEWBLK;
+    int32_t fu = items_open(L, rc, &it, &top);
+    if (op_table[rc->ai.root->op].kind == KIND_SOFTMAX) items_softmax(L, gr, &it);
+    else items_reduction(L, &it);
+    close_body(L, fu, &it.ub);
+    L->k->body = top.first;
 }
 
 /* ---- reductions and softmax over a dense dim: per leading index ----------------------------- */
 
 /* At a full index except the axis: the axis loops (max / sum / write for softmax, one fold for
- * a reduction) with scalar accumulators, then the result for a reduction. */
+ * a reduction) with scalar accumulators, then the result for a reduction. Along a contiguous
+ * axis the loop is a lanes loop and the folds are `reduce` statements over it. */
 static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
     red_ctx *rc = ud;
     const rj_graph *g = L->g;
@@ -934,16 +1064,15 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
             s_set(L, b, target, softmax ? (pass == 0 ? xextreme(L, t, true) : xconst(L, t, 0))
                                         : identity(L, root->op, t));
         blk ib = NEWBLK;
-        int32_t fa = s_for(L, b, va, xi(L, 0), ext, vec ? LF_INNER : 0);
+        int32_t fa = s_for(L, b, va, xi(L, 0), ext, vec ? LM_LANES : LM_SERIAL);
+        L->lanes += vec;
         int32_t v = red_input(L, rc, a);
-        int32_t cur = xvar(L, target);
         if (!softmax) {
-            s_set(L, &ib, target, combine(L, root->op, t, cur, v));
+            s_accum(L, &ib, target, combine_fn(root->op), v);
         } else if (pass == 0) {
-            s_set(L, &ib, target, xbin(L, RJ_OP_MAXIMUM, t, cur, v));
+            s_accum(L, &ib, target, RJ_OP_MAXIMUM, v);
         } else if (pass == 1) {
-            s_set(L, &ib, target, xbin(L, RJ_OP_ADD, t, cur,
-                                       xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, acc)))));
+            s_accum(L, &ib, target, RJ_OP_ADD, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, acc))));
         } else {
             int32_t m = xvar(L, acc), s = xvar(L, acc2);
             int32_t y = root->op == RJ_OP_SOFTMAX
@@ -951,6 +1080,7 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
                             : xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, m), xun(L, RJ_OP_LOG, t, s));
             store_group(L, &ib, rid, y, a, a->inclass >= 0, LF_NT);
         }
+        L->lanes -= vec;
         close_body(L, fa, &ib);
     }
     a->idx[ax] = saved;
@@ -993,8 +1123,7 @@ static void lower_axis(lower *L, const fuse_group *gr) {
     const node *root = &g->nodes[gr->root];
     red_ctx rc = {.ai = axis_of(L, root)};
     const node *x = rc.ai.x;
-    bool softmax = op_table[root->op].kind == KIND_SOFTMAX;
-    rc.acc_t = softmax ? root->dtype : (root->op == RJ_OP_MEAN ? root->dtype : root->dtype);
+    rc.acc_t = root->dtype;
     sbuf w;
     sbuf_init(&w, L->ctx);
     sbuf_printf(&w, "%s over dim %d of ", op_table[root->op].name, rc.ai.axis);
@@ -1041,10 +1170,10 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
     if (np->pass == 0) {
         if (layer) {
             int32_t c = xbin(L, RJ_OP_SUB, t, v, np->shift);
-            s_set(L, b, np->acc, xbin(L, RJ_OP_ADD, t, xvar(L, np->acc), c));
-            s_set(L, b, np->acc2, xfma(L, t, c, c, xvar(L, np->acc2)));
+            s_accum(L, b, np->acc, RJ_OP_ADD, c);
+            s_accum_fma(L, b, np->acc2, c, c);
         } else {
-            s_set(L, b, np->acc2, xfma(L, t, v, v, xvar(L, np->acc2)));
+            s_accum_fma(L, b, np->acc2, v, v);
         }
     } else {
         int32_t y = xbin(L, RJ_OP_MUL, t, layer ? xbin(L, RJ_OP_SUB, t, v, np->mean) : v, np->rstd);
@@ -1136,11 +1265,23 @@ static int32_t add_buf(lower *L, lbuf_kind kind, int32_t index, int32_t node_id,
     return p->nbufs++;
 }
 
-rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *plan, lprog *out) {
+/* Today's one template for every target: a thread runs a contiguous chunk of units. On a SIMT
+ * target four warps' chunks make a block: enough threads per multiprocessor to hide memory
+ * latency while every thread's chunk stays long. */
+static launch_shape launch_for(const target_desc *d) {
+    launch_shape s = {.simt = d->simt, .block = 1, .cover = LC_CHUNK};
+    if (d->simt) s.block = 4 * d->warp < d->max_block ? 4 * d->warp : d->max_block;
+    return s;
+}
+
+rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *plan,
+                     const target_desc *desc, lprog *out) {
     rj_ctx *ctx = g->ctx;
     memset(out, 0, sizeof *out);
+    if (!desc) return ctx_fail(ctx, RJ_ERR_INTERNAL, "lower: no target descriptor");
     out->ctx = ctx;
-    lower L = {.ctx = ctx, .g = g, .orig = orig, .plan = plan, .prog = out, .subst_node = -1};
+    lower L = {.ctx = ctx, .g = g, .orig = orig, .plan = plan, .desc = desc, .prog = out,
+               .subst_node = -1};
     size_t nb = (size_t)(g->n ? g->n : 1);
     if (!(L.bufof = mem_alloc(ctx, nb * sizeof(int32_t)))) return RJ_ERR_NOMEM;
     for (int32_t i = 0; i < g->n; i++) L.bufof[i] = -1;
@@ -1170,6 +1311,7 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
             break;
         }
         L.group = gi;
+        L.k->launch = launch_for(L.desc);
         xi(&L, 0); /* expression 0 exists, so failed helpers can return it */
         const node *r = &g->nodes[gr->root];
         if (gr->kind == FG_MAP) lower_map(&L, gr);

@@ -5,8 +5,8 @@
  * runs it once per (graph, target) and hands the loop IR, lowered for the target's
  * descriptor, to the target's compile hook. The graph is verified once, by the caller, before
  * it is cloned here; in builds configured with -Ddebug_verify=true the verifier also runs
- * before and after every graph pass, so a pass that breaks an invariant is caught at the pass
- * rather than in generated code.
+ * before and after every graph pass, and the loop-IR checker after lowering, so a pass that
+ * breaks an invariant is caught at the pass rather than in generated code.
  */
 #include "pipeline.h"
 
@@ -14,13 +14,14 @@
 
 #ifdef RJ_DEBUG_VERIFY
 #define VERIFY(g) verify_graph(g)
+#define VERIFY_LOOPS(p) lprog_verify(p)
 #else
 #define VERIFY(g) RJ_OK
+#define VERIFY_LOOPS(p) RJ_OK
 #endif
 
 rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *c) {
     rj_ctx *ctx = user->ctx;
-    RJ_UNUSED(desc); /* TEMP until lowering takes the descriptor */
     memset(c, 0, sizeof *c);
     if (!(c->opt = graph_clone(ctx, user))) return RJ_ERR_NOMEM;
     rj_status s;
@@ -29,7 +30,7 @@ rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *
         (s = pass_eliminate_pads(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_fuse(c->opt, &c->plan)) ||
-        (s = pass_lower(c->opt, user, &c->plan, &c->lp))) {
+        (s = pass_lower(c->opt, user, &c->plan, desc, &c->lp)) || (s = VERIFY_LOOPS(&c->lp))) {
         compiled_free(c);
         return s;
     }

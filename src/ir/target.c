@@ -1,17 +1,76 @@
-/* TEMPORARY: replaced by the loop-IR branch's target.c */
+/*
+ * target.c — the target descriptors lowering reads (target.h).
+ *
+ * The CPU's descriptor describes the host, so it is probed: cache sizes from sysconf, the
+ * widest vector register from the CPU's feature bits. Probing is cheap but not free, and the
+ * answer cannot change while the process runs, so it happens once, under pthread_once: every
+ * later caller, on any thread, reads the same finished, never-written-again struct. That is
+ * the one piece of process-wide state here, and it is immutable after its initialisation,
+ * which is what makes it safe where a mutable global would not be.
+ *
+ * The CUDA descriptor is a constant describing a Hopper-class device (H100): 32-thread warps,
+ * 16-byte vector loads, the default 48 KiB of shared memory a block may use without opting in,
+ * 1024 threads per block, a 50 MiB L2. A runtime that knows its device may describe it better;
+ * lowering only needs the shape of the machine, not its exact sizes. The reference
+ * interpreter runs the CPU's lowering, so it shares the CPU's descriptor.
+ */
 #include <pthread.h>
 #include <unistd.h>
 
-#include "target.h"
 #include "ragjit.h"
-static target_desc cpu = {.name = "cpu", .warp = 1, .vector_bytes = 64, .l1_bytes = 32768, .l2_bytes = 1 << 20, .max_block = 1};
-static const target_desc cuda = {.name = "cuda", .simt = true, .warp = 32, .vector_bytes = 16, .l1_bytes = 256 << 10, .l2_bytes = 50 << 20, .shared_bytes = 48 << 10, .max_block = 1024};
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static void probe(void) {
-    long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (v > 0) cpu.l2_bytes = v;
+#include "target.h"
+
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static target_desc cpu_desc;
+
+/* A cache size from sysconf, or fallback where the C library does not know it (0 or -1). */
+static int64_t cache_bytes(int name, int64_t fallback) {
+    long v = sysconf(name);
+    return v > 0 ? (int64_t)v : fallback;
 }
-const target_desc *target_desc_for(int t) {
-    pthread_once(&once, probe);
-    return t == RJ_TARGET_CUDA ? &cuda : &cpu;
+
+static void probe_cpu(void) {
+    int32_t vec = 16; /* SSE2 / NEON: every CPU LLVM targets for us has 16-byte vectors */
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) vec = 64;
+    else if (__builtin_cpu_supports("avx2")) vec = 32;
+#endif
+    cpu_desc = (target_desc){
+        .name = "cpu",
+        .simt = false,
+        .warp = 1,
+        .vector_bytes = vec,
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+        .l1_bytes = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10),
+        .l2_bytes = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 1 << 20),
+#else
+        .l1_bytes = 32 << 10,
+        .l2_bytes = 1 << 20,
+#endif
+        .shared_bytes = 0,
+        .max_block = 1,
+    };
+}
+
+static const target_desc cuda_desc = {
+    .name = "cuda",
+    .simt = true,
+    .warp = 32,
+    .vector_bytes = 16,
+    .l1_bytes = 256 << 10,
+    .l2_bytes = 50 << 20,
+    .shared_bytes = 48 << 10,
+    .max_block = 1024,
+};
+
+const target_desc *target_desc_for(int target) {
+    switch (target) {
+    case RJ_TARGET_CPU:
+    case RJ_TARGET_REFERENCE:
+        pthread_once(&cpu_once, probe_cpu);
+        return &cpu_desc;
+    case RJ_TARGET_CUDA: return &cuda_desc;
+    default: return NULL;
+    }
 }

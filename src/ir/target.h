@@ -6,9 +6,9 @@
  * a vectorisable inner loop; a SIMT target wants coalesced grid-stride loops, one warp per
  * row, one block per (item, tile) with block-level reductions. Everything a template needs to
  * make that choice is here, and nothing else: no function pointers, no backend state, so the
- * IR layer stays below codegen. The runtime owns the table of targets (runtime/target.c) and
- * fills in what it learns from the machine (cache sizes, a device's shared memory); the
- * defaults below are what dumps use when nothing is known.
+ * IR layer stays below codegen. target.c holds one descriptor per target: the CPU's probed
+ * from the host once (cache sizes, vector width), the others constants that dumps and
+ * compilation use when nothing better is known.
  */
 #ifndef RJ_TARGET_H
 #define RJ_TARGET_H

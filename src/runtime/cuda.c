@@ -22,7 +22,8 @@
  * a binding's sizes change between runs. When some input is a view with holes, outputs are
  * copied in as well, since kernels leave the holes of a jagged output untouched (as the CPU
  * does in the caller's memory). Launch shape: a unit range [0, units) split across
- * min(units, 65536) threads in blocks of 128; the generated code gives each thread one
+ * min(units, 65536) threads in blocks of the kernel's launch shape (lowering reads the block
+ * size from the target descriptor); the generated code gives each thread one
  * contiguous slice (see codegen/cuda/emit.c), so any shape is correct. Reductions over the
  * ragged dim take whole items as units (no column tiling) and their scratch is sized per
  * thread, with the thread count lowered so a run's scratch stays within SCRATCH_BUDGET.
@@ -259,7 +260,7 @@ static rj_status cuda_dump(rj_ctx *ctx, const lprog *lp, const void *code, int s
 
 /* ---- run ---------------------------------------------------------------------------------- */
 
-#define BLOCK 128
+#define BLOCK 128           /* threads per block where the kernel's launch shape names none */
 #define MAX_THREADS 65536
 #define SCRATCH_BUDGET ((int64_t)256 << 20) /* bytes of per-thread scratch per launch */
 /* At least MIN_ALLOC bytes: 0 is an error to CUDA, and some kernels read element 0 of an
@@ -363,7 +364,8 @@ static rj_status launch(run *r, int32_t ki) {
     launch_plan pl;
     rj_status s = launch_plan_kernel(r->b, k, &o, &pl);
     if (s || pl.units <= 0) return s;
-    int64_t threads = ((int64_t)pl.workers + BLOCK - 1) / BLOCK * BLOCK;
+    int64_t block = k->launch.simt && k->launch.block > 0 ? k->launch.block : BLOCK;
+    int64_t threads = ((int64_t)pl.workers + block - 1) / block * block;
     if (pl.scratch_elems) {
         int64_t bytes;
         if (!mul_i64(pl.scratch_elems, threads, &bytes) ||
@@ -390,8 +392,8 @@ static rj_status launch(run *r, int32_t ki) {
                 args[n++] = stride;
             }
         }
-        CUresult e = cu.LaunchKernel(r->cc->fns[ki], (unsigned)(threads / BLOCK), 1, 1, BLOCK, 1, 1, 0, NULL,
-                                     args, NULL);
+        CUresult e = cu.LaunchKernel(r->cc->fns[ki], (unsigned)(threads / block), 1, 1, (unsigned)block, 1, 1,
+                                     0, NULL, args, NULL);
         if (e) s = cu_fail(ctx, RJ_ERR_INTERNAL, "cuLaunchKernel", e, k->name);
     }
     mem_free(ctx, vals, sizeof(uint64_t) * nslots);

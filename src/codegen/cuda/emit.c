@@ -31,14 +31,21 @@
  * The slice scheme keeps correctness independent of the grid size, so the runtime can pick
  * any launch shape (GPU performance is not the goal of this backend yet).
  *
+ * Parallel mappings. Today's lowering is CPU-shaped (each thread a chunk of units), so `units`,
+ * `lanes` and `serial` loops are all ordinary loops of one thread; a `reduce` is the
+ * accumulation v = v op e; `barrier` is __syncthreads(). A thread-scope local whose storage a
+ * parameter passes in is that thread's slice of the scratch array; other locals are arrays of
+ * their constant size, `__shared__` for block scope.
+ *
  * Names. Loop-IR names come partly from the user (input names, symbols), so they can clash
  * with C++ keywords, with each other once sanitised, or with math functions. Every C name is
  * therefore prefixed with its index: parameter i is p<i>_<name>, variable i is v<i>_<name>,
  * shared subexpressions t<n>, helpers rj_*; the sanitised name is kept for the reader.
  *
  * Expressions are a hash-consed DAG; printing them as trees could grow exponentially, so each
- * statement first binds the subexpressions it uses more than once to `const` temporaries.
- * Only subexpressions the statement evaluates unconditionally are bound: the index of a
+ * statement first binds the subexpressions it uses more than once to `const` temporaries
+ * (loopir.c's binder, with this printer's policy). Only subexpressions the statement
+ * evaluates unconditionally are bound: the index of a
  * guarded load is evaluated only when its guard holds (pad: "i < len ? x[row(i)] : v"), so
  * anything reachable only through such an index stays inside the conditional expression,
  * where the load itself is (`(g ? buf[i] : dflt)`).
@@ -149,15 +156,11 @@ typedef struct cem {
     rj_ctx *ctx;
     sbuf *b;
     const lkernel *k;
-    /* per expression, valid when stamp[e] == epoch (reset lazily once per statement) */
-    uint32_t *stamp;
-    int32_t *uses;   /* references along unconditionally evaluated paths */
-    int32_t *temp;   /* temporary bound to it in this statement, or -1 */
-    uint32_t *seen;  /* visited by the current walk (compared with walk) */
-    uint32_t epoch, walk;
+    lx_binder bd;    /* temporaries t<N> of the statement being printed */
+    uint32_t *seen;  /* lx_visit's marks for the walks below (compared with walk) */
+    uint32_t walk;
     uint8_t *vset;   /* per variable: set inside the loop being checked */
     uint8_t *vread;  /* per variable: read somewhere (declared) */
-    int32_t ntemp;   /* temporaries so far in the kernel */
     int depth;
     bool bad;        /* an operation this printer does not know */
 } cem;
@@ -296,49 +299,6 @@ static double pow_expansion(const lkernel *k, const lx *e) {
     return c.f == 1 || c.f == 2 || c.f == 3 || c.f == 0.5 || c.f == -1 ? c.f : 0;
 }
 
-static void touch(cem *C, int32_t id) {
-    if (C->stamp[id] != C->epoch) {
-        C->stamp[id] = C->epoch;
-        C->uses[id] = 0;
-        C->temp[id] = -1;
-    }
-}
-
-/* Counts references along paths the statement evaluates unconditionally. */
-static void count_uses(cem *C, int32_t id) {
-    touch(C, id);
-    if (C->uses[id]++ > 0) return;
-    const lx *e = &C->k->ex[id];
-    switch (e->kind) {
-    case LX_LOAD:
-        if (e->b >= 0) { /* the index is evaluated only under the guard */
-            count_uses(C, e->b);
-            count_uses(C, e->c);
-        } else {
-            count_uses(C, e->a);
-        }
-        break;
-    case LX_UNARY:
-    case LX_CAST: count_uses(C, e->a); break;
-    case LX_BINARY:
-        count_uses(C, e->a);
-        count_uses(C, e->b);
-        if (e->fn == LOP_FMA) count_uses(C, e->c);
-        if (pow_expansion(C->k, e) >= 2) count_uses(C, e->a); /* x * x: printed twice */
-        break;
-    case LX_CMP:
-        count_uses(C, e->a);
-        count_uses(C, e->b);
-        break;
-    case LX_SELECT:
-        count_uses(C, e->a);
-        count_uses(C, e->b);
-        count_uses(C, e->c);
-        break;
-    default: break;
-    }
-}
-
 static void expr(cem *C, int32_t id);
 
 static void call1(cem *C, const char *fn, int32_t a) {
@@ -363,10 +323,24 @@ static void infix(cem *C, int32_t a, const char *op, int32_t b) {
     sbuf_putc(C->b, ')');
 }
 
+/* The memory a load or store addresses: a buffer, the thread's slice of the scratch a local's
+ * parameter passes in, or a local array declared in the kernel. */
+static void put_mem(cem *C, int mem, int32_t ref) {
+    const llocal *l = mem == MEM_LOCAL ? &C->k->locals[ref] : NULL;
+    if (!l) {
+        put_param(C, ref);
+    } else if (l->param >= 0) {
+        put_param(C, l->param);
+    } else {
+        sbuf_printf(C->b, "l%d_", (int)ref);
+        put_sanitised(C->b, l->name);
+    }
+}
+
 static void load(cem *C, const lx *e) {
     bool bl = e->type == RJ_BOOL;
     if (bl) sbuf_putc(C->b, '(');
-    put_param(C, e->ref);
+    put_mem(C, e->fn, e->ref);
     sbuf_putc(C->b, '[');
     expr(C, e->a);
     sbuf_putc(C->b, ']');
@@ -459,59 +433,81 @@ static void fpow(cem *C, const lx *e) {
     call2(C, f32 ? "powf" : "pow", e->a, e->b);
 }
 
-static void binary(cem *C, const lx *e) {
-    int t = e->type, fn = e->fn;
+/* How fn(a, b) in type t prints: open, a, mid, b, ")". False for the ops printed otherwise
+ * (float pow, fma) and for those this printer does not know. */
+static bool binary_form(int t, int fn, const char **open, const char **mid) {
+    const char *o = "(", *m = NULL;
     if (t == RJ_BOOL) {
         switch (fn) {
         case RJ_OP_ADD:
         case RJ_OP_MAXIMUM:
-        case RJ_OP_LOGICAL_OR: infix(C, e->a, "||", e->b); return;
+        case RJ_OP_LOGICAL_OR: m = " || "; break;
         case RJ_OP_MUL:
         case RJ_OP_MINIMUM:
-        case RJ_OP_LOGICAL_AND: infix(C, e->a, "&&", e->b); return;
+        case RJ_OP_LOGICAL_AND: m = " && "; break;
         default: break;
         }
     } else if (!isf(t)) {
+        m = ", ";
         switch (fn) {
-        case RJ_OP_ADD: call2(C, "rj_add", e->a, e->b); return;
-        case RJ_OP_SUB: call2(C, "rj_sub", e->a, e->b); return;
-        case RJ_OP_MUL: call2(C, "rj_mul", e->a, e->b); return;
-        case RJ_OP_MAXIMUM: call2(C, "rj_max", e->a, e->b); return;
-        case RJ_OP_MINIMUM: call2(C, "rj_min", e->a, e->b); return;
-        case RJ_OP_POW: call2(C, "rj_ipow", e->a, e->b); return;
-        case LOP_IDIV: infix(C, e->a, "/", e->b); return;
-        case LOP_IREM: infix(C, e->a, "%", e->b); return;
-        case LOP_FMA:
-            sbuf_puts(C->b, "rj_add(");
-            call2(C, "rj_mul", e->a, e->b);
-            sbuf_puts(C->b, ", ");
-            expr(C, e->c);
-            sbuf_putc(C->b, ')');
-            return;
-        default: break;
+        case RJ_OP_ADD: o = "rj_add("; break;
+        case RJ_OP_SUB: o = "rj_sub("; break;
+        case RJ_OP_MUL: o = "rj_mul("; break;
+        case RJ_OP_MAXIMUM: o = "rj_max("; break;
+        case RJ_OP_MINIMUM: o = "rj_min("; break;
+        case RJ_OP_POW: o = "rj_ipow("; break;
+        case LOP_IDIV: m = " / "; break;
+        case LOP_IREM: m = " % "; break;
+        default: m = NULL; break;
         }
     } else {
         switch (fn) {
-        case RJ_OP_ADD: infix(C, e->a, "+", e->b); return;
-        case RJ_OP_SUB: infix(C, e->a, "-", e->b); return;
-        case RJ_OP_MUL: infix(C, e->a, "*", e->b); return;
-        case RJ_OP_DIV: infix(C, e->a, "/", e->b); return;
-        case RJ_OP_POW: fpow(C, e); return;
-        case RJ_OP_MAXIMUM: call2(C, "rj_max", e->a, e->b); return;
-        case RJ_OP_MINIMUM: call2(C, "rj_min", e->a, e->b); return;
-        case LOP_FMA:
-            sbuf_puts(C->b, t == RJ_F32 ? "fmaf(" : "fma(");
-            expr(C, e->a);
-            sbuf_puts(C->b, ", ");
-            expr(C, e->b);
-            sbuf_puts(C->b, ", ");
-            expr(C, e->c);
-            sbuf_putc(C->b, ')');
-            return;
+        case RJ_OP_ADD: m = " + "; break;
+        case RJ_OP_SUB: m = " - "; break;
+        case RJ_OP_MUL: m = " * "; break;
+        case RJ_OP_DIV: m = " / "; break;
+        case RJ_OP_MAXIMUM: o = "rj_max(", m = ", "; break;
+        case RJ_OP_MINIMUM: o = "rj_min(", m = ", "; break;
         default: break;
         }
     }
-    C->bad = true;
+    *open = o;
+    *mid = m;
+    return m != NULL;
+}
+
+/* a * b + c with the rounding of LOP_FMA: one fused rounding for floats, wrapping for ints.
+ * put_c prints c (an expression, or a reduce's accumulator). */
+static void fma_text(cem *C, int t, int32_t a, int32_t b, void (*put_c)(cem *, int32_t), int32_t c) {
+    if (isf(t)) {
+        sbuf_puts(C->b, t == RJ_F32 ? "fmaf(" : "fma(");
+        expr(C, a);
+        sbuf_puts(C->b, ", ");
+        expr(C, b);
+    } else {
+        sbuf_puts(C->b, "rj_add(");
+        call2(C, "rj_mul", a, b);
+    }
+    sbuf_puts(C->b, ", ");
+    put_c(C, c);
+    sbuf_putc(C->b, ')');
+}
+
+static void binary(cem *C, const lx *e) {
+    const char *open, *mid;
+    if (binary_form(e->type, e->fn, &open, &mid)) {
+        sbuf_puts(C->b, open);
+        expr(C, e->a);
+        sbuf_puts(C->b, mid);
+        expr(C, e->b);
+        sbuf_putc(C->b, ')');
+    } else if (isf(e->type) && e->fn == RJ_OP_POW) {
+        fpow(C, e);
+    } else if (e->type != RJ_BOOL && e->fn == LOP_FMA) {
+        fma_text(C, e->type, e->a, e->b, expr, e->c);
+    } else {
+        C->bad = true;
+    }
 }
 
 static void compare(cem *C, const lx *e) {
@@ -557,8 +553,9 @@ static void cast(cem *C, int32_t id) {
 }
 
 static void expr(cem *C, int32_t id) {
-    if (C->stamp[id] == C->epoch && C->temp[id] >= 0) {
-        sbuf_printf(C->b, "t%d", (int)C->temp[id]);
+    int32_t temp = lx_binder_name(&C->bd, id);
+    if (temp >= 0) {
+        sbuf_printf(C->b, "t%d", (int)temp);
         return;
     }
     const lx *e = &C->k->ex[id];
@@ -607,41 +604,23 @@ static bool bindable(const lkernel *k, int32_t id) {
     return e->kind != LX_CONST && e->kind != LX_PARAM && e->kind != LX_VAR;
 }
 
-/* Binds every subexpression used more than once (unconditionally) to a temporary, children
- * first. The walk also enters guarded indices, because a temporary bound here may be used
- * inside one, and its definition must come before anything that uses it. */
-static void bind_temps(cem *C, int32_t id) {
-    if (C->seen[id] == C->walk) return;
-    C->seen[id] = C->walk;
-    const lx *e = &C->k->ex[id];
-    int32_t kids[3] = {e->a, e->b, e->c};
-    int nk = 0;
-    switch (e->kind) {
-    case LX_LOAD: nk = e->b >= 0 ? 3 : 1; break;
-    case LX_UNARY:
-    case LX_CAST: nk = 1; break;
-    case LX_BINARY: nk = e->fn == LOP_FMA ? 3 : 2; break;
-    case LX_CMP: nk = 2; break;
-    case LX_SELECT: nk = 3; break;
-    default: break;
-    }
-    for (int i = 0; i < nk; i++)
-        if (kids[i] >= 0) bind_temps(C, kids[i]);
-    touch(C, id);
-    if (C->uses[id] < 2 || !bindable(C->k, id)) return;
+/* A float pow printed as x * x (or x * x * x) prints its operand more than once. */
+static int32_t repeated(const lkernel *k, int32_t id) {
+    return pow_expansion(k, &k->ex[id]) >= 2 ? k->ex[id].a : -1;
+}
+
+/* The binder's callback: the temporary's definition, on its own line. */
+static void bind_temp(void *ud, int32_t id, int32_t name) {
+    cem *C = ud;
     indent(C);
-    sbuf_printf(C->b, "const %s t%d = ", ctype(e->type), (int)C->ntemp);
-    expr(C, id); /* printed before temp[id] is set: its own text, not its name */
+    sbuf_printf(C->b, "const %s t%d = ", ctype(C->k->ex[id].type), (int)name);
+    expr(C, id);
     sbuf_puts(C->b, ";\n");
-    C->temp[id] = C->ntemp++;
 }
 
 /* Starts a statement whose expressions are roots[0..n). */
 static void begin_stmt(cem *C, const int32_t *roots, int n) {
-    C->epoch++;
-    C->walk++;
-    for (int i = 0; i < n; i++) count_uses(C, roots[i]);
-    for (int i = 0; i < n; i++) bind_temps(C, roots[i]);
+    lx_binder_stmt(&C->bd, roots, n);
 }
 
 /* ---- statements --------------------------------------------------------------------------- */
@@ -649,7 +628,7 @@ static void begin_stmt(cem *C, const int32_t *roots, int n) {
 static void mark_set_vars(cem *C, int32_t s, uint8_t v) {
     for (; s >= 0; s = C->k->st[s].next) {
         const ls *st = &C->k->st[s];
-        if (st->kind == LS_SET || st->kind == LS_FOR) C->vset[st->var] = v;
+        if (st->kind == LS_SET || st->kind == LS_REDUCE || st->kind == LS_FOR) C->vset[st->var] = v;
         if (st->kind == LS_FOR || st->kind == LS_IF) {
             mark_set_vars(C, st->body, v);
             mark_set_vars(C, st->els, v);
@@ -657,13 +636,9 @@ static void mark_set_vars(cem *C, int32_t s, uint8_t v) {
     }
 }
 
-static bool reads_marked(cem *C, int32_t id) {
-    if (id < 0 || C->seen[id] == C->walk) return false;
-    C->seen[id] = C->walk;
-    const lx *e = &C->k->ex[id];
-    if (e->kind == LX_VAR) return C->vset[e->ref] != 0;
-    if (e->kind == LX_CONST || e->kind == LX_PARAM) return false;
-    return reads_marked(C, e->a) || reads_marked(C, e->b) || reads_marked(C, e->c);
+static bool reads_marked(const lkernel *k, int32_t id, void *ud) {
+    const cem *C = ud;
+    return k->ex[id].kind == LX_VAR && C->vset[k->ex[id].ref];
 }
 
 /* Does the loop's upper bound read a variable its body (or the loop itself) assigns? The loop
@@ -671,8 +646,7 @@ static bool reads_marked(cem *C, int32_t id) {
 static bool bound_varies(cem *C, const ls *st) {
     C->vset[st->var] = 1;
     mark_set_vars(C, st->body, 1);
-    C->walk++;
-    bool r = reads_marked(C, st->b);
+    bool r = lx_visit(C->k, st->b, reads_marked, C, C->seen, ++C->walk);
     C->vset[st->var] = 0;
     mark_set_vars(C, st->body, 0);
     return r;
@@ -690,7 +664,7 @@ static void stmt(cem *C, const ls *st) {
         begin_stmt(C, roots, 2);
         int end = -1;
         if (hoist) {
-            end = C->ntemp++;
+            end = C->bd.count++;
             indent(C);
             sbuf_printf(b, "const long long t%d = ", end);
             expr(C, st->b);
@@ -744,15 +718,42 @@ static void stmt(cem *C, const ls *st) {
         expr(C, st->a);
         sbuf_puts(b, ";\n");
         break;
+    case LS_REDUCE: { /* v = v fn e, as binary() prints fn(v, e) */
+        int32_t roots[2];
+        begin_stmt(C, roots, ls_exprs(st, roots));
+        indent(C);
+        put_var(C, st->var);
+        sbuf_puts(b, " = ");
+        int t = k->vars[st->var].type;
+        const char *open, *mid;
+        if (st->flags & LF_FMA) {
+            if (t == RJ_BOOL) C->bad = true;
+            else fma_text(C, t, st->a, st->b, put_var, st->var);
+        } else if (binary_form(t, st->fn, &open, &mid)) {
+            sbuf_puts(b, open);
+            put_var(C, st->var);
+            sbuf_puts(b, mid);
+            expr(C, st->a);
+            sbuf_putc(b, ')');
+        } else {
+            C->bad = true;
+        }
+        sbuf_puts(b, ";\n");
+        break;
+    }
+    case LS_BARRIER:
+        indent(C);
+        sbuf_puts(b, "__syncthreads();\n");
+        break;
     case LS_STORE: {
         int32_t roots[2] = {st->a, st->b};
         begin_stmt(C, roots, 2);
         indent(C);
-        put_param(C, st->ref);
+        put_mem(C, st->mem, st->ref);
         sbuf_putc(b, '[');
         expr(C, st->a);
         sbuf_puts(b, "] = ");
-        bool bl = k->params[st->ref].dtype == RJ_BOOL;
+        bool bl = (st->mem == MEM_LOCAL ? k->locals[st->ref].dtype : k->params[st->ref].dtype) == RJ_BOOL;
         if (bl) sbuf_puts(b, "(unsigned char)");
         expr(C, st->b);
         sbuf_puts(b, ";\n");
@@ -768,39 +769,24 @@ static void block(cem *C, int32_t s) {
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-static void mark_expr_reads(cem *C, int32_t id) {
-    if (id < 0 || C->seen[id] == C->walk) return;
-    C->seen[id] = C->walk;
-    const lx *e = &C->k->ex[id];
-    if (e->kind == LX_VAR) C->vread[e->ref] = 1;
-    if (e->kind == LX_CONST || e->kind == LX_PARAM || e->kind == LX_VAR) return;
-    mark_expr_reads(C, e->a);
-    mark_expr_reads(C, e->b);
-    mark_expr_reads(C, e->c);
+static bool mark_read(const lkernel *k, int32_t id, void *ud) {
+    cem *C = ud;
+    if (k->ex[id].kind == LX_VAR) C->vread[k->ex[id].ref] = 1;
+    return false;
 }
 
-/* Marks the variables the statements read (and loop variables) in vread. */
+/* Marks the variables the statements read (and loop variables, and what a reduce updates)
+ * in vread; one walk for the kernel, so each expression is visited once. */
 static void mark_reads(cem *C, int32_t s) {
     for (; s >= 0; s = C->k->st[s].next) {
         const ls *st = &C->k->st[s];
-        switch (st->kind) {
-        case LS_FOR:
-            C->vread[st->var] = 1;
-            mark_expr_reads(C, st->a);
-            mark_expr_reads(C, st->b);
-            mark_reads(C, st->body);
-            break;
-        case LS_IF:
-            mark_expr_reads(C, st->a);
+        int32_t ex[2];
+        int n = ls_exprs(st, ex);
+        for (int i = 0; i < n; i++) lx_visit(C->k, ex[i], mark_read, C, C->seen, C->walk);
+        if (st->kind == LS_FOR || st->kind == LS_REDUCE) C->vread[st->var] = 1;
+        if (st->kind == LS_FOR || st->kind == LS_IF) {
             mark_reads(C, st->body);
             mark_reads(C, st->els);
-            break;
-        case LS_SET: mark_expr_reads(C, st->a); break;
-        case LS_STORE:
-            mark_expr_reads(C, st->a);
-            mark_expr_reads(C, st->b);
-            break;
-        default: break;
         }
     }
 }
@@ -928,20 +914,39 @@ static bool prologue(cem *C) {
     return true;
 }
 
+/* Locals the kernel declares itself: per-thread arrays, and __shared__ ones for block scope.
+ * A block-scope local cannot live in per-thread scratch: false for the inconsistency. */
+static bool declare_locals(cem *C) {
+    const lkernel *k = C->k;
+    for (int32_t l = 0; l < k->nlocals; l++) {
+        const llocal *lc = &k->locals[l];
+        if (lc->param >= 0) {
+            if (lc->scope == LL_BLOCK) return false;
+            continue;
+        }
+        sbuf_printf(C->b, "    %s%s ", lc->scope == LL_BLOCK ? "__shared__ " : "", mtype(lc->dtype));
+        put_mem(C, MEM_LOCAL, l);
+        sbuf_printf(C->b, "[%lld];\n", (long long)lc->elems);
+    }
+    return true;
+}
+
 static bool kernel(cem *C, const lkernel *k) {
     sbuf *b = C->b;
     C->k = k;
-    C->ntemp = 0;
     C->depth = 1;
     size_t ne = (size_t)(k->nex ? k->nex : 1), nv = (size_t)(k->nvars ? k->nvars : 1);
-    C->stamp = mem_zalloc(C->ctx, sizeof(uint32_t) * ne);
+    bool ok = lx_binder_init(&C->bd, C->ctx, k);
+    C->bd.lazy_guards = true;
+    C->bd.bindable = bindable;
+    C->bd.repeated = repeated;
+    C->bd.bind = bind_temp;
+    C->bd.ud = C;
     C->seen = mem_zalloc(C->ctx, sizeof(uint32_t) * ne);
-    C->uses = mem_alloc(C->ctx, sizeof(int32_t) * ne);
-    C->temp = mem_alloc(C->ctx, sizeof(int32_t) * ne);
     C->vset = mem_zalloc(C->ctx, nv);
     C->vread = mem_zalloc(C->ctx, nv);
-    C->epoch = C->walk = 0;
-    bool ok = C->stamp && C->seen && C->uses && C->temp && C->vset && C->vread;
+    C->walk = 0;
+    ok = ok && C->seen && C->vset && C->vread;
     bool shape = true;
     if (ok) {
         sbuf_puts(b, "\n// ");
@@ -951,7 +956,7 @@ static bool kernel(cem *C, const lkernel *k) {
         sbuf_printf(b, "\n// units: %s\n", domain_text[k->domain <= UD_DENSE ? k->domain : UD_DENSE]);
         signature(C);
         sbuf_puts(b, "{\n");
-        shape = prologue(C);
+        shape = prologue(C) && declare_locals(C);
         /* only variables something reads are declared: NVRTC warns about the others, and
          * assignments to them are dropped (pure expressions, nothing else changes) */
         C->walk++;
@@ -965,16 +970,14 @@ static bool kernel(cem *C, const lkernel *k) {
         if (shape) block(C, k->body);
         sbuf_puts(b, "}\n");
     }
-    mem_free(C->ctx, C->stamp, sizeof(uint32_t) * ne);
+    lx_binder_free(&C->bd);
     mem_free(C->ctx, C->seen, sizeof(uint32_t) * ne);
-    mem_free(C->ctx, C->uses, sizeof(int32_t) * ne);
-    mem_free(C->ctx, C->temp, sizeof(int32_t) * ne);
     mem_free(C->ctx, C->vset, nv);
     mem_free(C->ctx, C->vread, nv);
     if (!ok) return false; /* out of memory: recorded by mem_alloc */
     if (!shape) {
         ctx_fail(C->ctx, RJ_ERR_INTERNAL, "CUDA emit: kernel %s has an inconsistent unit range "
-                 "(lo/hi/blo/bhi/offsets parameters)", k->name);
+                 "(lo/hi/blo/bhi/offsets parameters) or a block-scope local in scratch", k->name);
         return false;
     }
     if (C->bad) {

@@ -6,9 +6,15 @@
  * outputs, which the runtime checks), each variable an alloca that mem2reg promotes, each FOR
  * a canonical counted loop, each expression a handful of instructions. The optimiser does the
  * rest: LICM hoists row starts and loop bounds, unswitching splits loops on the invariant
- * predicates of pads, and the vectoriser turns the innermost loops (contiguous in memory by
- * construction) into SIMD code. Innermost loops that accumulate in floating point carry
+ * predicates of pads, and the vectoriser turns the lanes loops (contiguous in memory by
+ * construction) into SIMD code. Lanes loops that accumulate in floating point carry
  * llvm.loop.vectorize.enable, which is what allows the vectoriser to reassociate the sum.
+ *
+ * The parallel mappings need nothing else on a CPU: `units` and `serial` loops are plain
+ * loops (the runtime hands each thread its unit range), a `reduce` is the accumulation
+ * v = v op e (the vectoriser splits v across the lanes and combines the partial values after
+ * the loop), and `barrier` orders nothing, a block being one thread. A thread-scope local is
+ * the scratch pointer its parameter passes in; a local the backend allocates is an alloca.
  *
  * Expressions are emitted at their use, memoised within one statement; a guarded load gets
  * its own basic block, and what is emitted inside it is forgotten when the block ends, so a
@@ -35,7 +41,7 @@ typedef struct em {
     mathlib ml;
     const lkernel *k;
     LLVMValueRef fn;
-    LLVMValueRef *args, *vars, *cache;
+    LLVMValueRef *args, *vars, *locals, *cache;
     int32_t *stack;
     int32_t nstack, capstack;
     int32_t ntp;      /* the nt parameter, or -1 */
@@ -246,10 +252,16 @@ static LLVMValueRef addr(em *E, int32_t param, int t, LLVMValueRef idx) {
     return LLVMBuildInBoundsGEP2(E->b, mty(E, t), E->args[param], &idx, 1, "");
 }
 
+/* Element idx of a buffer parameter (MEM_PARAM) or a local array (MEM_LOCAL). */
+static LLVMValueRef mem_addr(em *E, int mem, int32_t ref, int t, LLVMValueRef idx) {
+    if (mem != MEM_LOCAL) return addr(E, ref, t, idx);
+    return LLVMBuildInBoundsGEP2(E->b, mty(E, t), E->locals[ref], &idx, 1, "");
+}
+
 static LLVMValueRef expr(em *E, int32_t id);
 
 static LLVMValueRef load(em *E, const lx *e) {
-    LLVMValueRef p = addr(E, e->ref, e->type, expr(E, e->a));
+    LLVMValueRef p = mem_addr(E, e->fn, e->ref, e->type, expr(E, e->a));
     LLVMValueRef v = LLVMBuildLoad2(E->b, mty(E, e->type), p, "");
     LLVMSetAlignment(v, (unsigned)rj_dtype_size((rj_dtype)e->type));
     return e->type == RJ_BOOL ? LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(mty(E, RJ_BOOL), 0, 0), "") : v;
@@ -324,7 +336,7 @@ static LLVMValueRef loop_md(em *E, bool enable, int interleave) {
 static bool sets_float(const lkernel *k, int32_t s) {
     for (; s >= 0; s = k->st[s].next) {
         const ls *st = &k->st[s];
-        if (st->kind == LS_SET && isf(k->vars[st->var].type)) return true;
+        if ((st->kind == LS_SET || st->kind == LS_REDUCE) && isf(k->vars[st->var].type)) return true;
         if ((st->kind == LS_FOR || st->kind == LS_IF) && (sets_float(k, st->body) || sets_float(k, st->els)))
             return true;
     }
@@ -376,31 +388,21 @@ static void counted_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) 
     LLVMValueRef i2 = LLVMBuildLoad2(b, vty(E, RJ_I64), var, "");
     LLVMBuildStore(b, LLVMBuildAdd(b, i2, iconst(E, RJ_I64, 1), ""), var);
     LLVMValueRef br = LLVMBuildBr(b, head);
-    if (st->flags & LF_INNER) /* one vector body (interleave 1): measured no loss, smaller code */
+    if (st->map == LM_LANES) /* one vector body (interleave 1): measured no loss, smaller code */
         LLVMSetMetadata(br, E->md_loop, loop_md(E, sets_float(E->k, st->body), 1));
     LLVMPositionBuilderAtEnd(b, exit);
 }
 
-/* Does expression e read variable v? */
-static bool reads_var(em *E, int32_t e, int32_t v, uint8_t *seen) {
-    if (e < 0 || seen[e]) return false;
-    seen[e] = 1;
-    const lx *x = &E->k->ex[e];
-    if (x->kind == LX_VAR && x->ref == v) return true;
-    return reads_var(E, x->a, v, seen) || reads_var(E, x->b, v, seen) || reads_var(E, x->c, v, seen);
-}
-
-/* Is e = v + (terms independent of v), i.e. unit stride along the loop over v? */
-static bool unit_stride(em *E, int32_t e, int32_t v, uint8_t *seen) {
+/* Is e = v + (terms independent of v), i.e. unit stride along the loop over v? seen/mark:
+ * lx_visit's, each walk with a fresh mark. */
+static bool unit_stride(em *E, int32_t e, int32_t v, uint32_t *seen, uint32_t *mark) {
     const lx *x = &E->k->ex[e];
     if (x->kind == LX_VAR) return x->ref == v;
     if (x->kind != LX_BINARY || x->fn != RJ_OP_ADD || x->type != RJ_I64) return false;
-    memset(seen, 0, (size_t)E->k->nex);
-    bool ra = reads_var(E, x->a, v, seen);
-    memset(seen, 0, (size_t)E->k->nex);
-    bool rb = reads_var(E, x->b, v, seen);
+    bool ra = lx_reads_var(E->k, x->a, v, seen, ++*mark);
+    bool rb = lx_reads_var(E->k, x->b, v, seen, ++*mark);
     if (ra == rb) return false;
-    return unit_stride(E, ra ? x->a : x->b, v, seen);
+    return unit_stride(E, ra ? x->a : x->b, v, seen, mark);
 }
 
 #define STAGE_CHUNK 512
@@ -410,7 +412,8 @@ static bool unit_stride(em *E, int32_t e, int32_t v, uint8_t *seen) {
 static bool stageable(em *E, const ls *loop) {
     const lkernel *k = E->k;
     int count = 0;
-    uint8_t *seen = mem_zalloc(E->ctx, (size_t)k->nex);
+    size_t n = sizeof(uint32_t) * (size_t)k->nex;
+    uint32_t *seen = mem_zalloc(E->ctx, n), mark = 0;
     if (!seen) {
         E->nomem = true;
         return false;
@@ -421,10 +424,10 @@ static bool stageable(em *E, const ls *loop) {
         if (st->kind == LS_FOR || st->kind == LS_IF) ok = false;
         if (!ok || st->kind != LS_STORE || !(st->flags & LF_NT)) continue;
         size_t es = rj_dtype_size((rj_dtype)k->params[st->ref].dtype);
-        if ((es != 4 && es != 8) || !unit_stride(E, st->a, loop->var, seen) || count == 8) ok = false;
+        if ((es != 4 && es != 8) || !unit_stride(E, st->a, loop->var, seen, &mark) || count == 8) ok = false;
         count++;
     }
-    mem_free(E->ctx, seen, (size_t)k->nex);
+    mem_free(E->ctx, seen, n);
     return ok && count > 0;
 }
 
@@ -479,8 +482,24 @@ static void stmt(em *E, const ls *st) {
         LLVMBuildStore(b, v, E->vars[st->var]);
         break;
     }
+    case LS_REDUCE: { /* v = v fn e, as the assignment compiles */
+        LLVMValueRef v;
+        int t = k->vars[st->var].type;
+        if (st->flags & LF_FMA) {
+            LLVMValueRef acc = LLVMBuildLoad2(b, vty(E, t), E->vars[st->var], "");
+            LLVMValueRef y = expr(E, st->b), x = expr(E, st->a);
+            v = binary(E, LOP_FMA, t, x, y, acc);
+        } else {
+            LLVMValueRef x = expr(E, st->a);
+            LLVMValueRef acc = LLVMBuildLoad2(b, vty(E, t), E->vars[st->var], "");
+            v = binary(E, st->fn, t, acc, x, NULL);
+        }
+        LLVMBuildStore(b, v, E->vars[st->var]);
+        break;
+    }
+    case LS_BARRIER: break; /* a CPU block is one thread */
     case LS_STORE: {
-        int t = k->params[st->ref].dtype;
+        int t = st->mem == MEM_LOCAL ? k->locals[st->ref].dtype : k->params[st->ref].dtype;
         LLVMValueRef v = expr(E, st->b);
         if (t == RJ_BOOL) v = LLVMBuildZExt(b, v, mty(E, RJ_BOOL), "");
         int sq = -1;
@@ -492,7 +511,7 @@ static void stmt(em *E, const ls *st) {
             LLVMSetAlignment(LLVMBuildStore(b, v, sp), (unsigned)rj_dtype_size((rj_dtype)t));
             break;
         }
-        LLVMValueRef p = addr(E, st->ref, t, expr(E, st->a));
+        LLVMValueRef p = mem_addr(E, st->mem, st->ref, t, expr(E, st->a));
         LLVMSetAlignment(LLVMBuildStore(b, v, p), (unsigned)rj_dtype_size((rj_dtype)t));
         break; /* streaming happens only through staged_for: an unaligned !nontemporal store
                 * would stop the loop from vectorising */
@@ -514,7 +533,7 @@ static void stmt(em *E, const ls *st) {
     }
     case LS_FOR: {
         LLVMValueRef lo = expr(E, st->a), hi = expr(E, st->b);
-        if (E->ntp >= 0 && (st->flags & LF_INNER) && stageable(E, st)) {
+        if (E->ntp >= 0 && st->map == LM_LANES && stageable(E, st)) {
             staged_for(E, st, lo, hi);
             E->used_nt = true;
         } else {
@@ -539,10 +558,12 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
     LLVMTypeRef ptr = LLVMPointerTypeInContext(E->c, 0), i64 = vty(E, RJ_I64);
     LLVMTypeRef *pt = mem_alloc(E->ctx, sizeof(LLVMTypeRef) * (size_t)(k->nparams + 1));
     size_t na = (size_t)(k->nparams + 1), nv = (size_t)(k->nvars + 1), ne = (size_t)(k->nex + 1);
+    size_t nl = (size_t)(k->nlocals + 1);
     E->args = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * na);
     E->vars = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * nv);
+    E->locals = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * nl);
     E->cache = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * ne);
-    bool ok = pt && E->args && E->vars && E->cache;
+    bool ok = pt && E->args && E->vars && E->locals && E->cache;
     if (ok) {
         for (int32_t i = 0; i < k->nparams; i++) {
             int kind = k->params[i].kind;
@@ -573,6 +594,11 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
         LLVMPositionBuilderAtEnd(E->b, entry);
         for (int32_t v = 0; v < k->nvars; v++)
             E->vars[v] = LLVMBuildAlloca(E->b, vty(E, k->vars[v].type), k->vars[v].name);
+        for (int32_t l = 0; l < k->nlocals; l++) {
+            const llocal *lc = &k->locals[l];
+            E->locals[l] = lc->param >= 0 ? E->args[lc->param]
+                                          : entry_alloca(E, LLVMArrayType(mty(E, lc->dtype), (unsigned)lc->elems), lc->name);
+        }
         E->ntp = -1;
         for (int32_t i = 0; i < k->nparams; i++)
             if (k->params[i].kind == PK_NT) E->ntp = i;
@@ -588,8 +614,9 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
     mem_free(E->ctx, pt, sizeof(LLVMTypeRef) * na);
     mem_free(E->ctx, E->args, sizeof(LLVMValueRef) * na);
     mem_free(E->ctx, E->vars, sizeof(LLVMValueRef) * nv);
+    mem_free(E->ctx, E->locals, sizeof(LLVMValueRef) * nl);
     mem_free(E->ctx, E->cache, sizeof(LLVMValueRef) * ne);
-    E->args = E->vars = E->cache = NULL;
+    E->args = E->vars = E->locals = E->cache = NULL;
     E->nstack = 0;
     E->used_nt = false;
     if (!ok || E->nomem) {

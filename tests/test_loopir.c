@@ -1,0 +1,445 @@
+/*
+ * test_loopir.c — the loop IR: target descriptors, the parallel constructs, the printer.
+ *
+ * The printer keeps no state outside its caller's frame, so two contexts dumping on two
+ * threads must each get exactly the single-threaded text: several programs are dumped from
+ * two threads at once, many times over, and compared. The dumps of a softmax over the ragged
+ * dim and of a layer_norm must show what lowering decided: loop mappings (units, lanes,
+ * serial), the thread-local accumulator array, `reduce` statements, the launch shape; a
+ * lowering for the CUDA descriptor records its block size. A kernel built by hand uses what
+ * lowering does not produce yet (a block-scope local, barrier, a max reduce): it prints, it
+ * JIT-compiles and computes the right values on the CPU, and it prints as CUDA C that NVRTC
+ * compiles (skipped without NVRTC). The loop-IR checker rejects a reduce outside a lanes loop
+ * and one that reads its own accumulator.
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/codegen/cuda/cuda_backend.h"
+#include "../src/codegen/llvm/llvm_backend.h"
+#include "../src/ir/pipeline.h"
+
+static const char softmax_src[] =
+    "ragged j1 : B\n"
+    "input x : f32[B, j1, 64]\n"
+    "s = softmax(relu(x * 2.0 + 0.5), dim=1)\n"
+    "output s\n";
+
+static const char layernorm_src[] =
+    "ragged j1 : B\n"
+    "input x : f32[B, j1, 128]\n"
+    "input gamma : f32[128]\n"
+    "input beta : f32[128]\n"
+    "h = layer_norm(x, 128, weight=gamma, bias=beta, eps=1e-5)\n"
+    "y = gelu(h) + x\n"
+    "output y\n";
+
+static const char *const programs[] = {
+    softmax_src,
+    layernorm_src,
+    "ragged j1 : B\n"
+    "input scores : f32[B, j1, 8]\n"
+    "input scale : f32[8]\n"
+    "p = pad(scores * scale, value=-inf)\n"
+    "a = softmax(p, dim=1)\n"
+    "attn = unpad(a, j1)\n"
+    "output attn\n",
+    "ragged j1 : B\n"
+    "input x : f32[B, j1, 32]\n"
+    "total = sum(x, dim=1)\n"
+    "peak = max(x, dim=1)\n"
+    "rownorm = sqrt(sum(x * x, dim=2))\n"
+    "centered = x - mean(x, dim=1, keepdim=True)\n"
+    "d = log_softmax(x, dim=2)\n"
+    "output total, peak, rownorm, centered, d\n",
+    "ragged j1 : B\n"
+    "input x : f64[B, j1, 4, 6]\n"
+    "h = x * x + x\n"
+    "output h\n",
+};
+#define NPROG ((int)(sizeof programs / sizeof programs[0]))
+
+/* The "loops" dump of src for target t, or NULL with the context's error. */
+static char *dump_loops(rj_ctx *ctx, const char *src, rj_target t) {
+    rj_graph *g = rj_graph_parse(ctx, src, "test.rj");
+    if (!g) return NULL;
+    rj_program *p = rj_program_new(g, t);
+    char *text = p ? rj_program_dump(p, "loops") : NULL;
+    rj_program_free(p);
+    rj_graph_free(g);
+    return text;
+}
+
+static char *must_dump(rj_ctx *ctx, const char *src) {
+    char *text = dump_loops(ctx, src, RJ_TARGET_CPU);
+    if (!text) fail_msg("dumping loops: %s", rj_ctx_error(ctx));
+    return text;
+}
+
+static void expect_in(const char *text, const char *want) {
+    if (!strstr(text, want)) fail_msg("no `%s` in the loop IR:\n%s", want, text);
+}
+
+/* ---- target descriptors ---------------------------------------------------------------------- */
+
+static void *probe(void *out) {
+    *(const target_desc **)out = target_desc_for(RJ_TARGET_CPU);
+    return NULL;
+}
+
+static void test_target_descriptors(void **state) {
+    (void)state;
+    /* the first use may come from two threads at once: both see the one probed descriptor */
+    const target_desc *d[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, probe, &d[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    const target_desc *cpu = target_desc_for(RJ_TARGET_CPU);
+    assert_ptr_equal(d[0], cpu);
+    assert_ptr_equal(d[1], cpu);
+    assert_string_equal(cpu->name, "cpu");
+    assert_false(cpu->simt);
+    assert_int_equal(cpu->warp, 1);
+    assert_int_equal(cpu->max_block, 1);
+    assert_int_equal(cpu->shared_bytes, 0);
+    assert_true(cpu->vector_bytes == 16 || cpu->vector_bytes == 32 || cpu->vector_bytes == 64);
+    assert_true(cpu->l1_bytes > 0 && cpu->l2_bytes >= cpu->l1_bytes);
+    assert_ptr_equal(target_desc_for(RJ_TARGET_REFERENCE), cpu);
+    const target_desc *cuda = target_desc_for(RJ_TARGET_CUDA);
+    assert_non_null(cuda);
+    assert_string_equal(cuda->name, "cuda");
+    assert_true(cuda->simt);
+    assert_int_equal(cuda->warp, 32);
+    assert_int_equal(cuda->vector_bytes, 16);
+    assert_int_equal(cuda->shared_bytes, 48 << 10);
+    assert_int_equal(cuda->max_block, 1024);
+    assert_int_equal(cuda->l2_bytes, 50 << 20);
+    assert_null(target_desc_for(-1));
+    assert_null(target_desc_for(99));
+}
+
+/* ---- dumps from two threads ------------------------------------------------------------------ */
+
+#define ITERS 25
+
+typedef struct job {
+    char *const *want; /* the single-threaded dumps */
+    int mismatches, failures;
+    long leaked;
+    char first[160];   /* what went wrong first */
+} job;
+
+static void *dump_many(void *arg) {
+    job *j = arg;
+    tracker tr = {0};
+    rj_ctx *ctx = rj_ctx_new(tracking_alloc, &tr);
+    if (!ctx) {
+        j->failures++;
+        return NULL;
+    }
+    for (int it = 0; it < ITERS; it++)
+        for (int i = 0; i < NPROG; i++) {
+            char *text = dump_loops(ctx, programs[i], RJ_TARGET_CPU);
+            if (!text) {
+                if (!j->failures++) snprintf(j->first, sizeof j->first, "program %d: %s", i, rj_ctx_error(ctx));
+                continue;
+            }
+            if (strcmp(text, j->want[i]) && !j->mismatches++)
+                snprintf(j->first, sizeof j->first, "program %d differs (iteration %d)", i, it);
+            rj_string_free(ctx, text);
+        }
+    rj_ctx_free(ctx);
+    j->leaked = tr.live_blocks;
+    return NULL;
+}
+
+static void test_dump_two_threads(void **state) {
+    fixture *f = *state;
+    char *want[NPROG];
+    for (int i = 0; i < NPROG; i++) want[i] = must_dump(f->ctx, programs[i]);
+    job jobs[2] = {{.want = want}, {.want = want}};
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) assert_int_equal(pthread_create(&th[t], NULL, dump_many, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    for (int i = 0; i < NPROG; i++) rj_string_free(f->ctx, want[i]);
+    for (int t = 0; t < 2; t++) {
+        if (jobs[t].failures || jobs[t].mismatches)
+            fail_msg("thread %d: %d failures, %d dumps unlike the single-threaded one; first: %s", t,
+                     jobs[t].failures, jobs[t].mismatches, jobs[t].first);
+        if (jobs[t].leaked) fail_msg("thread %d leaked %ld blocks", t, jobs[t].leaked);
+    }
+    printf("%d dumps on each of two threads match the single-threaded ones\n", ITERS * NPROG);
+}
+
+/* ---- what the printer shows ---------------------------------------------------------------- */
+
+static void test_print_softmax_ragged(void **state) {
+    fixture *f = *state;
+    char *t = must_dump(f->ctx, softmax_src);
+    expect_in(t, "// launch: units = (item, tile) pairs of j1 over [64]; per thread: a chunk of units, "
+                 "lanes vectorised\n");
+    expect_in(t, "scratch: f32* local scratch");
+    expect_in(t, "\n  local thread f32 scratch[(2 + max(j1)) * tile]\n");
+    expect_in(t, "\n  for u in lo .. hi units {\n");
+    expect_in(t, "\n    for t in 0 .. tn lanes {\n      scratch[t] = -inf\n");
+    expect_in(t, "\n    for i in 0 .. len serial {\n      for t in 0 .. tn lanes {\n");
+    /* per-lane accumulators over the serial row loop: stores to the local, no reduce */
+    expect_in(t, "scratch[t] = maximum(scratch[t], ");
+    assert_null(strstr(t, "reduce"));
+    rj_string_free(f->ctx, t);
+}
+
+static void test_print_layer_norm(void **state) {
+    fixture *f = *state;
+    char *t = must_dump(f->ctx, layernorm_src);
+    expect_in(t, "// launch: units = rows of j1; per thread: a chunk of units, lanes vectorised\n");
+    expect_in(t, "\n  for b in blo .. bhi units {\n");
+    expect_in(t, " units {\n      k = ");
+    expect_in(t, "\n      for d2 in 0 .. 128 lanes {\n        reduce acc += (x[");
+    expect_in(t, "\n        reduce acc2 += %0 * %0  // fused multiply-add\n");
+    assert_null(strstr(t, "local ")); /* no scratch: the statistics are scalars */
+    assert_null(strstr(t, "acc = (acc"));
+    rj_string_free(f->ctx, t);
+}
+
+static void test_print_dense_axis(void **state) {
+    fixture *f = *state;
+    char *t = must_dump(f->ctx, programs[3]);
+    expect_in(t, "// launch: units = rows of j1; per thread");
+    expect_in(t, "\n        reduce acc max= x[");
+    expect_in(t, "\n        reduce acc2 += exp((x[");
+    expect_in(t, "\n        reduce acc += (%0 * %0)\n");
+    expect_in(t, "\n  local thread f32 scratch[tile]\n");
+    rj_string_free(f->ctx, t);
+}
+
+/* Lowering for the CUDA descriptor records a SIMT launch (printed from the internal API: a
+ * CUDA program needs a device). */
+static void test_print_simt_launch(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx, layernorm_src, "test.rj");
+    assert_non_null(g);
+    compiled c;
+    assert_int_equal(pipeline_run(g, target_desc_for(RJ_TARGET_CUDA), &c), RJ_OK);
+    assert_true(c.lp.nkernels > 0);
+    assert_true(c.lp.kernels[0].launch.simt);
+    assert_int_equal(c.lp.kernels[0].launch.block, 128);
+    sbuf b;
+    sbuf_init(&b, f->ctx);
+    print_lprog(&b, c.opt, &c.lp);
+    char *t = sbuf_finish(&b);
+    assert_non_null(t);
+    expect_in(t, "// launch: units = rows of j1; blocks of 128 threads; per thread: a chunk of units, "
+                 "lanes in turn\n");
+    rj_string_free(f->ctx, t);
+    compiled_free(&c);
+    assert_int_equal(pipeline_run(g, target_desc_for(RJ_TARGET_CPU), &c), RJ_OK);
+    assert_false(c.lp.kernels[0].launch.simt);
+    assert_int_equal(c.lp.kernels[0].launch.block, 1);
+    compiled_free(&c);
+    rj_graph_free(g);
+}
+
+/* ---- a kernel built by hand ------------------------------------------------------------------ */
+
+#define ROW 8
+
+static int32_t ex(lkernel *k, lx e) {
+    if (e.kind != LX_LOAD && e.kind != LX_BINARY && e.kind != LX_UNARY) e.a = e.b = e.c = -1;
+    int32_t id = lk_expr(k, &e);
+    assert_true(id >= 0);
+    return id;
+}
+static int32_t ci(lkernel *k, int64_t v) { return ex(k, (lx){.kind = LX_CONST, .type = RJ_I64, .i = v, .ref = -1}); }
+static int32_t cf(lkernel *k, double v) { return ex(k, (lx){.kind = LX_CONST, .type = RJ_F32, .f = v, .ref = -1}); }
+static int32_t var(lkernel *k, int32_t v) {
+    return ex(k, (lx){.kind = LX_VAR, .type = k->vars[v].type, .ref = v});
+}
+static int32_t param(lkernel *k, int32_t p) { return ex(k, (lx){.kind = LX_PARAM, .type = RJ_I64, .ref = p}); }
+static int32_t bin(lkernel *k, int fn, int t, int32_t a, int32_t b) {
+    return ex(k, (lx){.kind = LX_BINARY, .type = (uint8_t)t, .fn = (uint16_t)fn, .a = a, .b = b, .c = -1, .ref = -1});
+}
+static int32_t load(lkernel *k, int mem, int32_t ref, int t, int32_t idx) {
+    return ex(k, (lx){.kind = LX_LOAD, .type = (uint8_t)t, .fn = (uint16_t)mem, .ref = ref, .a = idx, .b = -1, .c = -1});
+}
+
+/* Appends statement s to the block whose last statement is *last (or that starts at *first). */
+static int32_t add(lkernel *k, int32_t *first, int32_t *last, ls s) {
+    if (s.kind != LS_FOR) s.body = -1;
+    s.els = -1;
+    int32_t id = lk_stmt(k, &s);
+    assert_true(id >= 0);
+    if (*last >= 0) k->st[*last].next = id;
+    else *first = id;
+    *last = id;
+    return id;
+}
+
+/*
+ *   for u in lo .. hi units {
+ *     m = -inf; s = 0
+ *     for t in 0 .. ROW lanes { reduce m max= x[u*ROW + t]; reduce s += x[..] * x[..] (fma) }
+ *     sh[0] = m; part[1] = s          (block-scope and thread-scope locals)
+ *     barrier
+ *     y[u] = sh[0] + part[1]
+ *   }
+ */
+static void build_kernel(lkernel *k) {
+    int32_t plo = lk_param(k, PK_LO, 0, RJ_I64, "lo"), phi = lk_param(k, PK_HI, 0, RJ_I64, "hi");
+    int32_t px = lk_param(k, PK_BUF, 0, RJ_F32, "x"), py = lk_param(k, PK_BUF, 1, RJ_F32, "y");
+    k->params[py].written = 1;
+    int32_t sh = lk_local(k, "sh", LL_BLOCK, RJ_F32), part = lk_local(k, "part", LL_THREAD, RJ_F32);
+    assert_true(plo >= 0 && phi >= 0 && px >= 0 && py >= 0 && sh >= 0 && part >= 0);
+    k->locals[sh].elems = 4;
+    k->locals[part].elems = 2;
+    int32_t vu = lk_var(k, "u", RJ_I64), vt = lk_var(k, "t", RJ_I64);
+    int32_t vm = lk_var(k, "m", RJ_F32), vs = lk_var(k, "s", RJ_F32);
+    k->domain = UD_DENSE;
+    k->dom_rank = 1;
+    k->dom_dims[0] = 5;
+    int32_t top = -1, topl = -1, ub = -1, ubl = -1, lb = -1, lbl = -1;
+    int32_t fu = add(k, &top, &topl, (ls){.kind = LS_FOR, .map = LM_UNITS, .var = vu, .a = param(k, plo),
+                                          .b = param(k, phi), .ref = -1, .body = -1});
+    add(k, &ub, &ubl, (ls){.kind = LS_SET, .var = vm, .a = cf(k, -INFINITY), .b = -1, .ref = -1});
+    add(k, &ub, &ubl, (ls){.kind = LS_SET, .var = vs, .a = cf(k, 0), .b = -1, .ref = -1});
+    int32_t ft = add(k, &ub, &ubl, (ls){.kind = LS_FOR, .map = LM_LANES, .var = vt, .a = ci(k, 0),
+                                        .b = ci(k, ROW), .ref = -1, .body = -1});
+    int32_t xv = load(k, MEM_PARAM, px, RJ_F32,
+                      bin(k, RJ_OP_ADD, RJ_I64, bin(k, RJ_OP_MUL, RJ_I64, var(k, vu), ci(k, ROW)), var(k, vt)));
+    add(k, &lb, &lbl, (ls){.kind = LS_REDUCE, .fn = RJ_OP_MAXIMUM, .var = vm, .a = xv, .b = -1, .ref = -1});
+    add(k, &lb, &lbl, (ls){.kind = LS_REDUCE, .flags = LF_FMA, .fn = RJ_OP_ADD, .var = vs, .a = xv, .b = xv,
+                           .ref = -1});
+    k->st[ft].body = lb;
+    add(k, &ub, &ubl, (ls){.kind = LS_STORE, .mem = MEM_LOCAL, .var = -1, .a = ci(k, 0), .b = var(k, vm), .ref = sh});
+    add(k, &ub, &ubl, (ls){.kind = LS_STORE, .mem = MEM_LOCAL, .var = -1, .a = ci(k, 1), .b = var(k, vs), .ref = part});
+    add(k, &ub, &ubl, (ls){.kind = LS_BARRIER, .var = -1, .a = -1, .b = -1, .ref = -1});
+    int32_t y = bin(k, RJ_OP_ADD, RJ_F32, load(k, MEM_LOCAL, sh, RJ_F32, ci(k, 0)),
+                    load(k, MEM_LOCAL, part, RJ_F32, ci(k, 1)));
+    add(k, &ub, &ubl, (ls){.kind = LS_STORE, .mem = MEM_PARAM, .var = -1, .a = var(k, vu), .b = y, .ref = py});
+    k->st[fu].body = ub;
+    k->body = top;
+    snprintf(k->what, sizeof k->what, "built by hand");
+}
+
+static void test_hand_built_kernel(void **state) {
+    fixture *f = *state;
+    rj_ctx *ctx = f->ctx;
+    lprog lp = {.ctx = ctx};
+    lkernel *k = lprog_add_kernel(&lp, "k0");
+    assert_non_null(k);
+    build_kernel(k);
+    assert_int_equal(lprog_verify(&lp), RJ_OK);
+
+    /* the printer */
+    rj_graph *g = rj_graph_new(ctx);
+    sbuf b;
+    sbuf_init(&b, ctx);
+    print_lprog(&b, g, &lp);
+    char *t = sbuf_finish(&b);
+    assert_non_null(t);
+    expect_in(t, "// launch: units = indices of [5]; per thread: a chunk of units, lanes vectorised\n"
+                 "kernel k0(lo: i64, hi: i64, x: f32* in, y: f32* out) {\n"
+                 "  local block f32 sh[4]\n"
+                 "  local thread f32 part[2]\n"
+                 "  for u in lo .. hi units {\n");
+    expect_in(t, "    for t in 0 .. 8 lanes {\n"
+                 "      reduce m max= x[((u * 8) + t)]\n"
+                 "      %0 = x[((u * 8) + t)]\n"
+                 "      reduce s += %0 * %0  // fused multiply-add\n"
+                 "    }\n"
+                 "    sh[0] = m\n"
+                 "    part[1] = s\n"
+                 "    barrier\n"
+                 "    y[u] = (sh[0] + part[1])\n");
+    rj_string_free(ctx, t);
+    rj_graph_free(g);
+
+    /* on the CPU: reduce accumulates, barrier is nothing, locals are stack arrays */
+    void *fn = NULL;
+    llvm_module_code *code = NULL;
+    struct llvm_jit *jit = NULL;
+    if (llvm_jit_new(ctx, &jit) || llvm_compile(ctx, jit, &lp, &fn, &code))
+        fail_msg("llvm_compile: %s", rj_ctx_error(ctx));
+    float x[5 * ROW], y[5] = {0};
+    for (int i = 0; i < 5 * ROW; i++) x[i] = (float)((i * 7) % 11) - 4.0f;
+    void (*kernel)(int64_t, int64_t, const float *, float *);
+    memcpy(&kernel, &fn, sizeof kernel); /* ISO C has no object-to-function pointer cast */
+    kernel(1, 5, x, y);
+    assert_true(y[0] == 0.0f); /* outside [lo, hi) */
+    for (int u = 1; u < 5; u++) {
+        float m = -INFINITY, s = 0;
+        for (int t2 = 0; t2 < ROW; t2++) {
+            float v = x[u * ROW + t2];
+            m = v > m ? v : m;
+            s += v * v;
+        }
+        if (y[u] != m + s) fail_msg("y[%d] = %g, expected %g", u, (double)y[u], (double)(m + s));
+    }
+    llvm_code_free(ctx, code);
+    llvm_jit_free(jit);
+
+    /* as CUDA C: __shared__ for the block local, __syncthreads() for the barrier */
+    char *src = cuda_source(ctx, &lp);
+    assert_non_null(src);
+    expect_in(src, "    __shared__ float l0_sh[4];\n    float l1_part[2];\n");
+    expect_in(src, " = rj_max(v2_m, p2_x[");
+    expect_in(src, " = fmaf(t0, t0, v3_s);\n");
+    expect_in(src, "        __syncthreads();\n");
+    expect_in(src, "        p3_y[v0_u] = (l0_sh[0LL] + l1_part[1LL]);\n");
+    rj_string_free(ctx, src);
+    char *ptx = cuda_ptx(ctx, &lp, 90);
+    if (!ptx) {
+        if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE) fail_msg("NVRTC: %s", rj_ctx_error(ctx));
+        printf("NVRTC not compiled: %s\n", rj_ctx_error(ctx));
+    } else {
+        expect_in(ptx, ".entry k0(");
+        expect_in(ptx, "bar.sync");
+        rj_string_free(ctx, ptx);
+    }
+    lprog_free(&lp);
+}
+
+/* ---- the checker ------------------------------------------------------------------------------ */
+
+static void test_verify_rejects(void **state) {
+    fixture *f = *state;
+    rj_ctx *ctx = f->ctx;
+    for (int c = 0; c < 3; c++) {
+        lprog lp = {.ctx = ctx};
+        lkernel *k = lprog_add_kernel(&lp, "k0");
+        assert_non_null(k);
+        build_kernel(k);
+        /* the lanes loop is the third statement of the unit loop's body */
+        int32_t ub = k->st[k->body].body, ft = k->st[k->st[ub].next].next;
+        int32_t red = k->st[ft].body;
+        const char *want;
+        if (c == 0) {
+            k->st[ft].map = LM_SERIAL;
+            want = "a reduce outside any lanes loop";
+        } else if (c == 1) {
+            k->st[red].a = var(k, k->st[red].var);
+            want = "a reduce whose value reads its own accumulator";
+        } else {
+            k->st[red].fn = RJ_OP_SUB;
+            want = "a reduce with an op other than";
+        }
+        assert_int_equal(lprog_verify(&lp), RJ_ERR_INTERNAL);
+        expect_in(rj_ctx_error(ctx), want);
+        expect_in(rj_ctx_error(ctx), "kernel k0");
+        lprog_free(&lp);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        FX(test_target_descriptors),   FX(test_dump_two_threads), FX(test_print_softmax_ragged),
+        FX(test_print_layer_norm),     FX(test_print_dense_axis), FX(test_print_simt_launch),
+        FX(test_hand_built_kernel),    FX(test_verify_rejects),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
