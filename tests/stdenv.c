@@ -201,6 +201,14 @@ static void c_masked_softmax_unpad(env *e) {
     rj_node s = rj_graph_softmax(e->g, rj_graph_pad(e->g, e->x, -INFINITY, RJ_DIM_NONE), 1);
     out(e, rj_graph_unpad(e->g, s, e->J));
 }
+/* non-finite and huge padding values: an item without padding rows (the longest, when the
+ * pad length is max(j1)) gets the plain result, never NaN from 0 * inf in a closed form */
+static void c_nonfinite_pad(env *e) {
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, rj_graph_pad(e->g, e->x, -INFINITY, RJ_DIM_NONE), 1, false));
+    out(e, rj_graph_reduce(e->g, RJ_OP_MEAN, rj_graph_pad(e->g, e->x, INFINITY, RJ_DIM_NONE), 1, false));
+    out(e, rj_graph_softmax(e->g, rj_graph_pad(e->g, e->x, NAN, RJ_DIM_NONE), 1));
+    out(e, rj_graph_log_softmax(e->g, rj_graph_pad(e->g, e->x, 1e38, RJ_DIM_NONE), 1));
+}
 static void c_log_softmax_pad_affine(env *e) {
     rj_node p = rj_graph_pad(e->g, affine(e), 0.5, e->L);
     out(e, rj_graph_unpad(e->g, rj_graph_log_softmax(e->g, bin(e, RJ_OP_MUL, p, S(e, 3)), 1), e->J));
@@ -303,6 +311,7 @@ const std_chain std_chains[] = {
     {"softmax(pad(x,0,L),1)", c_softmax_pad0},
     {"unpad(softmax(pad(x,-inf)))", c_masked_softmax_unpad},
     {"unpad(log_softmax(pad(x*w+v)*3))", c_log_softmax_pad_affine},
+    {"sum/mean/softmax over pad(x, -inf/inf/nan/1e38)", c_nonfinite_pad},
     {"sum(exp(pad(x,2,L)*w),1)", c_sum_padded_expr},
     {"pad(x)+pad(y)", c_pad_mixed_two},
     {"gelu(layer_norm(x)+0.1)", c_layernorm_gelu},

@@ -184,7 +184,7 @@ static void test_print_softmax_ragged(void **state) {
     expect_in(t, "// launch: units = (item, tile) pairs of j1 over [64]; per thread: a chunk of units, "
                  "lanes vectorised\n");
     expect_in(t, "scratch: f32* local scratch");
-    expect_in(t, "\n  local thread f32 scratch[(2 + max(j1)) * tile]\n");
+    expect_in(t, "\n  local thread f32 scratch[(4 + max(j1)) * tile]\n");
     expect_in(t, "\n  for u in lo .. hi units {\n");
     expect_in(t, "\n    for t in 0 .. tn lanes {\n      scratch[t] = -inf\n");
     expect_in(t, "\n    for i in 0 .. len serial {\n      for t in 0 .. tn lanes {\n");

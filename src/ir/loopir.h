@@ -185,6 +185,7 @@ typedef struct lkernel {
     bool scratch_per_row;     /* plus one per element of the tile and row of the longest item */
     bool has_nt;        /* some store is LF_NT */
     bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
+    uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
 } lkernel;
 /* Buffers: what a PK_BUF parameter points to. */
 typedef enum { LB_INPUT, LB_OUTPUT, LB_TEMP } lbuf_kind;

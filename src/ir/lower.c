@@ -158,6 +158,11 @@ static int32_t xbin(lower *L, int fn, rj_dtype t, int32_t a, int32_t b) {
             case RJ_OP_ADD: return xi(L, p + q);
             case RJ_OP_SUB: return xi(L, p - q);
             case RJ_OP_MUL: return xi(L, p * q);
+            case RJ_OP_MINIMUM: return xi(L, p < q ? p : q);
+            case RJ_OP_MAXIMUM: return xi(L, p > q ? p : q);
+            case LOP_IDIV:
+                if (p >= 0 && q > 0) return xi(L, p / q);
+                break;
             default: break;
             }
         }
@@ -739,8 +744,9 @@ static int32_t combine_n(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v,
         return xsel(L, xcmp(L, RJ_OP_GT, times, xi(L, 0)), combine(L, op, t, acc, v), acc);
     case RJ_OP_PROD:
         return xbin(L, RJ_OP_MUL, t, acc, xbin(L, RJ_OP_POW, t, v, xcast(L, t, times)));
-    default:
-        return xbin(L, RJ_OP_ADD, t, acc, xbin(L, RJ_OP_MUL, t, v, xcast(L, t, times)));
+    default: /* no padding rows add nothing, even when v is infinite or NaN (v * 0 is NaN) */
+        return xsel(L, xcmp(L, RJ_OP_GT, times, xi(L, 0)),
+                    xbin(L, RJ_OP_ADD, t, acc, xbin(L, RJ_OP_MUL, t, v, xcast(L, t, times))), acc);
     }
 }
 
@@ -780,8 +786,14 @@ typedef struct items {
     int32_t len, cnt;  /* the item's rows; its padding rows (0 unless the axis is padded) */
     at rows, pad;      /* element (b, i, f0 + t): in the rows, in the padding rows */
     int32_t s0, s1;    /* lane t of the first and the second accumulator */
+    int32_t sc, sp;    /* lane t of the compensation and the block partial of a float sum */
     int32_t s2;        /* softmax: the input stashed for row i, lane t */
+    bool compensate;   /* float sums are compensated (fold_add) */
 } items;
+
+/* Rows of an item summed plainly into a block partial before the partial is added, with
+ * compensation, to the item's sum. */
+#define ROW_BLOCK 16
 
 /* How a fold combines element v of the input into an accumulator. */
 typedef enum {
@@ -795,7 +807,53 @@ typedef struct fold {
     int32_t slot;      /* the accumulator: s0 or s1 */
     int32_t shift;     /* >= 0: fold exp(v - shift) rather than v (softmax's sum) */
     stash_mode stash;
+    bool compensated;  /* a float sum: compensated in slot sc */
 } fold;
+
+/* Float sums are compensated (Kahan): the rounding error of each addition is carried in c
+ * and subtracted from the next term, so a sum of n terms is accurate to a few ulps of the
+ * sum of absolute values whatever n is, where a plain running sum loses up to n ulps (10^6
+ * rows of 0.1f: 100958 instead of 100000). On a CPU the sum of a long item is memory-bound,
+ * and the four extra operations per element run in the shadow of the loads. The update
+ *     y = term - c;  s = acc + y;  c = (s - acc) - y;  acc = s
+ * keeps c unchanged when s is not finite: an infinite partial sum makes (s - acc) - y NaN,
+ * and the plain sum's inf (or NaN, for inf - inf) must come out, as it does in PyTorch. The
+ * result is acc - c. The accumulator and c are variables or elements of a local array. */
+typedef struct place {
+    int32_t loc;       /* local array, or -1: variable */
+    int32_t at;        /* index in the local, or the variable */
+} place;
+
+static int32_t place_get(lower *L, place p) {
+    return p.loc >= 0 ? xlocal(L, p.loc, p.at) : xvar(L, p.at);
+}
+
+static void place_set(lower *L, blk *b, place p, int32_t v) {
+    if (p.loc >= 0) s_store_local(L, b, p.loc, p.at, v);
+    else s_set(L, b, p.at, v);
+}
+
+static void kahan_add(lower *L, blk *b, rj_dtype t, place acc_at, place c_at, int32_t term) {
+    int32_t acc = place_get(L, acc_at), c = place_get(L, c_at);
+    int32_t vy = newvar(L, "kterm", t), vs = newvar(L, "ksum", t);
+    s_set(L, b, vy, xbin(L, RJ_OP_SUB, t, term, c));
+    s_set(L, b, vs, xbin(L, RJ_OP_ADD, t, acc, xvar(L, vy)));
+    int32_t sum = xvar(L, vs), y = xvar(L, vy);
+    int32_t finite = xcmp(L, RJ_OP_EQ, xbin(L, RJ_OP_SUB, t, sum, sum), xconst(L, t, 0));
+    place_set(L, b, c_at, xsel(L, finite, xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, sum, acc), y), c));
+    place_set(L, b, acc_at, sum);
+}
+
+static void fold_add(lower *L, blk *b, rj_dtype t, int32_t loc, int32_t slot, int32_t cslot, int32_t term) {
+    kahan_add(L, b, t, (place){loc, slot}, (place){loc, cslot}, term);
+}
+
+/* The compensated sum in slot, as fold_add leaves it. */
+static int32_t fold_result(lower *L, items *it, const fold *f) {
+    int32_t acc = xlocal(L, it->loc, f->slot);
+    if (!f->compensated) return acc;
+    return xbin(L, RJ_OP_SUB, it->rc->acc_t, acc, xlocal(L, it->loc, it->sc));
+}
 
 /* Opens "for t in 0 .. tn lanes" in `into`; the caller fills *body and closes it. */
 static int32_t lanes_for(lower *L, items *it, blk *into, blk *body) {
@@ -821,7 +879,12 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     memcpy(k->dom_dims, x->dims + 2, sizeof(rj_dim) * (size_t)k->dom_rank);
     k->tiled = x->rank == 3;
     k->scratch_type = (uint8_t)rc->acc_t;
-    k->scratch_per_tile = softmax ? 2 : 1;
+    bool sums = softmax || root->op == RJ_OP_SUM || root->op == RJ_OP_MEAN;
+    it->compensate = sums && dtype_is_float(rc->acc_t);
+    /* softmax: max, sum, its compensation and block partial, then the stash; sums: the sum,
+     * its compensation and block partial; other reductions: the accumulator */
+    k->scratch_per_tile = softmax ? 4 : it->compensate ? 3 : 1;
+    k->passes = softmax ? 3 : 1;
     /* softmax keeps the tile's rows of one item in scratch (sized by the runtime to stay in
      * L2): the max pass stashes the input, the sum pass replaces it by exp(x - m), the write
      * pass rescales by 1/s. The input is read from memory once, exp runs once per element,
@@ -880,8 +943,23 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     int32_t t = xvar(L, it->vt);
     it->s0 = t;
     it->s1 = xadd(L, rc->ntile, t);
-    it->s2 = xadd(L, xmul(L, xadd(L, xi(L, 2), xvar(L, rc->vi)), rc->ntile), t);
+    it->sc = softmax ? xadd(L, xmul(L, xi(L, 2), rc->ntile), t) : it->s1;
+    it->sp = xadd(L, xmul(L, xi(L, softmax ? 3 : 2), rc->ntile), t);
+    it->s2 = xadd(L, xmul(L, xadd(L, xi(L, 4), xvar(L, rc->vi)), rc->ntile), t);
     return fu;
+}
+
+/* Phase: a compensated sum's accumulator (s1 for softmax, else s0), compensation and block
+ * partial all zero. */
+static void items_init_sum(lower *L, items *it) {
+    rj_dtype t = it->rc->acc_t;
+    int32_t slot = op_table[it->rc->ai.root->op].kind == KIND_SOFTMAX ? it->s1 : it->s0;
+    blk ib;
+    int32_t ft = lanes_for(L, it, &it->ub, &ib);
+    s_store_local(L, &ib, it->loc, slot, xconst(L, t, 0));
+    s_store_local(L, &ib, it->loc, it->sc, xconst(L, t, 0));
+    s_store_local(L, &ib, it->loc, it->sp, xconst(L, t, 0));
+    close_body(L, ft, &ib);
 }
 
 /* Phase: every lane's accumulator `slot` set to `value`. */
@@ -892,15 +970,27 @@ static void items_init(lower *L, items *it, int32_t slot, int32_t value) {
     close_body(L, ft, &ib);
 }
 
-/* Phase: the item's rows i < len folded into the accumulators. */
-static void items_fold_rows(lower *L, items *it, const fold *f) {
+/* Rows [lo, hi) of the item folded into the accumulators, v being the element at row i. A
+ * compensated sum runs in blocks of ROW_BLOCK rows: each block is summed plainly into a
+ * partial per lane (one add per element, as an uncompensated sum), and only the partials are
+ * added with compensation (kahan_add), so the cost of compensation is one step per block. */
+static void fold_rows(lower *L, items *it, const fold *f, int32_t lo, int32_t hi, int32_t v) {
     red_ctx *rc = it->rc;
     rj_dtype t = rc->acc_t;
-    int32_t acc = xlocal(L, it->loc, f->slot);
-    int32_t v = f->stash == STASH_EXP ? xlocal(L, it->loc, it->s2) : red_input(L, rc, &it->rows);
     int32_t term = fold_term(L, f, t, v);
+    int32_t slot = f->compensated ? it->sp : f->slot;
+    blk *into = &it->ub, bb = NEWBLK;
+    int32_t fb = -1;
+    if (f->compensated) {
+        int32_t vib = newvar(L, "ib", RJ_I64);
+        int32_t nb = xbin(L, LOP_IDIV, RJ_I64, xadd(L, xsub(L, hi, lo), xi(L, ROW_BLOCK - 1)), xi(L, ROW_BLOCK));
+        fb = s_for(L, into, vib, xi(L, 0), nb, LM_SERIAL);
+        lo = xadd(L, lo, xmul(L, xvar(L, vib), xi(L, ROW_BLOCK)));
+        hi = xmin(L, xadd(L, lo, xi(L, ROW_BLOCK)), hi);
+        into = &bb;
+    }
     blk ib = NEWBLK, tb;
-    int32_t fi = s_for(L, &it->ub, rc->vi, xi(L, 0), it->len, LM_SERIAL);
+    int32_t fi = s_for(L, into, rc->vi, lo, hi, LM_SERIAL);
     int32_t ft = lanes_for(L, it, &ib, &tb);
     if (f->stash == STASH_SAVE) s_store_local(L, &tb, it->loc, it->s2, v);
     if (f->stash == STASH_EXP) {
@@ -910,9 +1000,23 @@ static void items_fold_rows(lower *L, items *it, const fold *f) {
         term = xvar(L, ve);
         s_store_local(L, &tb, it->loc, it->s2, term);
     }
-    s_store_local(L, &tb, it->loc, f->slot, combine(L, f->op, t, acc, term));
+    s_store_local(L, &tb, it->loc, slot, combine(L, f->op, t, xlocal(L, it->loc, slot), term));
     close_body(L, ft, &tb);
     close_body(L, fi, &ib);
+    if (f->compensated) {
+        blk kb;
+        int32_t fk = lanes_for(L, it, &bb, &kb);
+        fold_add(L, &kb, t, it->loc, f->slot, it->sc, xlocal(L, it->loc, it->sp));
+        s_store_local(L, &kb, it->loc, it->sp, xconst(L, t, 0));
+        close_body(L, fk, &kb);
+        close_body(L, fb, &bb);
+    }
+}
+
+/* Phase: the item's rows i < len folded into the accumulators. */
+static void items_fold_rows(lower *L, items *it, const fold *f) {
+    int32_t v = f->stash == STASH_EXP ? xlocal(L, it->loc, it->s2) : red_input(L, it->rc, &it->rows);
+    fold_rows(L, it, f, xi(L, 0), it->len, v);
 }
 
 /* Phase: the padding rows len <= i < L folded in, at once when they all hold one value. */
@@ -920,41 +1024,43 @@ static void items_fold_padding(lower *L, items *it, const fold *f) {
     red_ctx *rc = it->rc;
     if (!rc->ai.padded) return;
     rj_dtype t = rc->acc_t;
-    int32_t acc = xlocal(L, it->loc, f->slot);
     int32_t v = red_input(L, rc, &it->pad);
-    int32_t term = fold_term(L, f, t, v);
-    blk ib = NEWBLK, tb;
-    if (!expr_uses_var(L, v, rc->vi)) {
-        int32_t ft = lanes_for(L, it, &it->ub, &tb);
-        s_store_local(L, &tb, it->loc, f->slot, combine_n(L, f->op, t, acc, term, it->cnt));
-        close_body(L, ft, &tb);
+    if (expr_uses_var(L, v, rc->vi)) {
+        fold_rows(L, it, f, it->len, xadd(L, it->len, it->cnt), v);
         return;
     }
-    int32_t fi = s_for(L, &it->ub, rc->vi, it->len, xadd(L, it->len, it->cnt), LM_SERIAL);
-    int32_t ft = lanes_for(L, it, &ib, &tb);
-    s_store_local(L, &tb, it->loc, f->slot, combine(L, f->op, t, acc, term));
+    int32_t term = fold_term(L, f, t, v), acc = xlocal(L, it->loc, f->slot);
+    blk tb;
+    int32_t ft = lanes_for(L, it, &it->ub, &tb);
+    if (f->compensated) /* cnt copies of the term as one, exact when there are none */
+        fold_add(L, &tb, t, it->loc, f->slot, it->sc,
+                 xsel(L, xcmp(L, RJ_OP_GT, it->cnt, xi(L, 0)),
+                      xbin(L, RJ_OP_MUL, t, term, xcast(L, t, it->cnt)), xconst(L, t, 0)));
+    else
+        s_store_local(L, &tb, it->loc, f->slot, combine_n(L, f->op, t, acc, term, it->cnt));
     close_body(L, ft, &tb);
-    close_body(L, fi, &ib);
 }
 
-/* Phase (softmax): the sum replaced by its reciprocal, so the write pass multiplies. */
-static void items_invert(lower *L, items *it) {
+/* Phase (softmax): the sum finished, and replaced by its reciprocal so the write pass
+ * multiplies (log_softmax keeps the sum). */
+static void items_finish_sum(lower *L, items *it, const fold *f, bool invert) {
+    if (!f->compensated && !invert) return;
     rj_dtype t = it->rc->acc_t;
     blk ib;
     int32_t ft = lanes_for(L, it, &it->ub, &ib);
-    s_store_local(L, &ib, it->loc, it->s1,
-                  xbin(L, RJ_OP_DIV, t, xconst(L, t, 1), xlocal(L, it->loc, it->s1)));
+    int32_t sum = fold_result(L, it, f);
+    s_store_local(L, &ib, it->loc, it->s1, invert ? xbin(L, RJ_OP_DIV, t, xconst(L, t, 1), sum) : sum);
     close_body(L, ft, &ib);
 }
 
 /* Phase (reductions): one result per (b, f), then the epilogue. */
-static void items_write_result(lower *L, items *it) {
+static void items_write_result(lower *L, items *it, const fold *f) {
     red_ctx *rc = it->rc;
     const node *root = rc->ai.root, *x = rc->ai.x;
     rj_dtype t = rc->acc_t;
     blk ib;
     int32_t ft = lanes_for(L, it, &it->ub, &ib);
-    int32_t r = xlocal(L, it->loc, it->s0);
+    int32_t r = fold_result(L, it, f);
     if (root->op == RJ_OP_MEAN) {
         int32_t n = rc->ai.padded ? xsize(L, rc->ai.L) : it->len;
         r = xbin(L, RJ_OP_DIV, t, r, xcast(L, t, n));
@@ -1004,11 +1110,12 @@ static void items_write_rows(lower *L, const fuse_group *gr, items *it) {
 static void items_reduction(lower *L, items *it) {
     red_ctx *rc = it->rc;
     rj_op op = (rj_op)rc->ai.root->op;
-    fold f = {.op = op, .slot = it->s0, .shift = -1, .stash = STASH_NONE};
+    fold f = {.op = op, .slot = it->s0, .shift = -1, .stash = STASH_NONE, .compensated = it->compensate};
     items_init(L, it, it->s0, identity(L, op, rc->acc_t));
+    if (f.compensated) items_init_sum(L, it);
     items_fold_rows(L, it, &f);
     items_fold_padding(L, it, &f);
-    items_write_result(L, it);
+    items_write_result(L, it, &f);
 }
 
 static void items_softmax(lower *L, const fuse_group *gr, items *it) {
@@ -1019,11 +1126,12 @@ static void items_softmax(lower *L, const fuse_group *gr, items *it) {
     items_fold_rows(L, it, &max);
     items_fold_padding(L, it, &max);
     fold sum = {.op = RJ_OP_SUM, .slot = it->s1, .shift = xlocal(L, it->loc, it->s0),
-                .stash = stash ? STASH_EXP : STASH_NONE};
-    items_init(L, it, it->s1, xconst(L, t, 0));
+                .stash = stash ? STASH_EXP : STASH_NONE, .compensated = it->compensate};
+    if (sum.compensated) items_init_sum(L, it);
+    else items_init(L, it, it->s1, xconst(L, t, 0));
     items_fold_rows(L, it, &sum);
     items_fold_padding(L, it, &sum);
-    if (stash) items_invert(L, it);
+    items_finish_sum(L, it, &sum, stash);
     items_write_rows(L, gr, it);
 }
 
@@ -1038,6 +1146,9 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
 }
 
 /* ---- reductions and softmax over a dense dim: per leading index ----------------------------- */
+
+/* Elements a vectorised partial sum covers before it is folded into the compensated total. */
+#define SUM_BLOCK 256
 
 /* At a full index except the axis: the axis loops (max / sum / write for softmax, one fold for
  * a reduction) with scalar accumulators, then the result for a reduction. Along a contiguous
@@ -1057,22 +1168,43 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
     a->idx[ax] = xvar(L, va);
     bool vec = ax == x->rank - 1; /* contiguous along the axis */
     int passes = softmax ? 3 : 1;
+    bool sums = softmax || root->op == RJ_OP_SUM || root->op == RJ_OP_MEAN;
+    int32_t comp = sums && dtype_is_float(t) ? newvar(L, "c", t) : -1;
     for (int pass = 0; pass < passes; pass++) {
         bool write = softmax && pass == 2;
         int32_t target = softmax && pass == 1 ? acc2 : acc;
+        /* an extent known to fit one block needs none */
+        bool one_block = x->dims[ax] >= 0 && x->dims[ax] <= SUM_BLOCK;
+        bool blocked = comp >= 0 && !one_block && (softmax ? pass == 1 : true);
         if (!write)
             s_set(L, b, target, softmax ? (pass == 0 ? xextreme(L, t, true) : xconst(L, t, 0))
                                         : identity(L, root->op, t));
+        /* a float sum runs in blocks of SUM_BLOCK elements, each summed by the (vectorised)
+         * loop into its own partial, the partials compensated (kahan_add): the error stays
+         * that of one block whatever the extent */
+        blk *into = b, bb = NEWBLK;
+        int32_t fb = -1, lo = xi(L, 0), hi = ext, part = target;
+        if (blocked) {
+            s_set(L, b, comp, xconst(L, t, 0));
+            int32_t vkb = newvar(L, "kb", RJ_I64);
+            int32_t nb = xbin(L, LOP_IDIV, RJ_I64, xadd(L, ext, xi(L, SUM_BLOCK - 1)), xi(L, SUM_BLOCK));
+            fb = s_for(L, b, vkb, xi(L, 0), nb, LM_SERIAL);
+            lo = xmul(L, xvar(L, vkb), xi(L, SUM_BLOCK));
+            hi = xmin(L, xadd(L, lo, xi(L, SUM_BLOCK)), ext);
+            part = newvar(L, "part", t);
+            s_set(L, &bb, part, xconst(L, t, 0));
+            into = &bb;
+        }
         blk ib = NEWBLK;
-        int32_t fa = s_for(L, b, va, xi(L, 0), ext, vec ? LM_LANES : LM_SERIAL);
+        int32_t fa = s_for(L, into, va, lo, hi, vec ? LM_LANES : LM_SERIAL);
         L->lanes += vec;
         int32_t v = red_input(L, rc, a);
         if (!softmax) {
-            s_accum(L, &ib, target, combine_fn(root->op), v);
+            s_accum(L, &ib, part, combine_fn(root->op), v);
         } else if (pass == 0) {
             s_accum(L, &ib, target, RJ_OP_MAXIMUM, v);
         } else if (pass == 1) {
-            s_accum(L, &ib, target, RJ_OP_ADD, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, acc))));
+            s_accum(L, &ib, part, RJ_OP_ADD, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, acc))));
         } else {
             int32_t m = xvar(L, acc), s = xvar(L, acc2);
             int32_t y = root->op == RJ_OP_SOFTMAX
@@ -1082,6 +1214,11 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
         }
         L->lanes -= vec;
         close_body(L, fa, &ib);
+        if (blocked) {
+            kahan_add(L, &bb, t, (place){-1, target}, (place){-1, comp}, xvar(L, part));
+            close_body(L, fb, &bb);
+            s_set(L, b, target, xbin(L, RJ_OP_SUB, t, xvar(L, target), xvar(L, comp)));
+        }
     }
     a->idx[ax] = saved;
     if (softmax) return;

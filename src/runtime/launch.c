@@ -63,7 +63,7 @@ static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_
     pl->tile = N > 0 ? N : 1;
     pl->ntiles = 1;
     if (!k->tiled) return;
-    if (o->tile_bytes > 0 && k->scratch_per_tile > 1 && N > 16) {
+    if (o->tile_bytes > 0 && k->passes > 1 && N > 16) {
         int64_t es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
         int64_t t = o->tile_bytes / ((maxw > 0 ? maxw : 1) * es * 2);
         t = t / 16 * 16;
