@@ -165,6 +165,8 @@ static void build_tanh(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
         LLVMBuildFDiv(b, cf(ml, 2.0), LLVMBuildFAdd(b, e, cf(ml, 1.0), ""), ""), "");
     big = ml_intrinsic(ml, b, "llvm.copysign", (LLVMValueRef[]){big, x}, 2);
     LLVMValueRef y = sel(b, fcmp(b, LLVMRealOLT, a, cf(ml, 0.625)), small, big);
+    /* tanh is odd: the sign of the input, also for -0.0, where the polynomial's fma gives +0 */
+    y = ml_intrinsic(ml, b, "llvm.copysign", (LLVMValueRef[]){y, x}, 2);
     y = sel(b, fcmp(b, LLVMRealUNO, x, x), x, y);
     LLVMBuildRet(b, y);
 }
