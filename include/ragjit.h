@@ -126,6 +126,12 @@ RJ_API rj_status rj_ctx_status(const rj_ctx *ctx);
 /* Number of worker threads for CPU programs; 0 (the default) means all cores. Runs started
  * after the call use the new number. */
 RJ_API rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads);
+/* The most memory one run may allocate: outputs ragjit allocates, temporaries, per-thread
+ * scratch, device buffers, and the reference interpreter's intermediates (caller memory does
+ * not count). A run that would need more fails with RJ_ERR_SIZE before allocating anything
+ * large, naming what it needed, so a hostile pad length or batch cannot exhaust the machine.
+ * 0 restores the default: half of the machine's physical memory. */
+RJ_API rj_status rj_ctx_set_memory_limit(rj_ctx *ctx, int64_t bytes);
 /* Frees a string returned by ragjit (dumps, shape strings). */
 RJ_API void rj_string_free(rj_ctx *ctx, char *s);
 

@@ -373,6 +373,48 @@ static void test_long_sums(void **state) {
     free(x);
 }
 
+/* The memory limit stops a run before it allocates: a hostile pad length under the default
+ * limit, and outputs, temporaries and the interpreter's intermediates under a small one. */
+static void test_memory_limit(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx,
+                                 "ragged j1 : B\n"
+                                 "input x : f32[B, j1, 16]\n"
+                                 "p = pad(x * 2.0, value=0.0, len=L)\n"
+                                 "m = sum(x, dim=1, keepdim=True)\n"
+                                 "c = x - m\n"
+                                 "output p, c\n", "limit.rj");
+    assert_non_null(g);
+    rj_dim J = rj_graph_find_dim(g, "j1"), Ld = rj_graph_find_dim(g, "L");
+    rj_node x = rj_graph_input_at(g, 0);
+    float xs[4 * 16] = {0};
+    int64_t off[3] = {0, 1, 4};
+    for (rj_target t = RJ_TARGET_REFERENCE; t <= RJ_TARGET_CPU; t++) {
+        rj_program *p = rj_program_new(g, t);
+        assert_non_null(p);
+        rj_bind *b = rj_bind_new(p);
+        assert_ok(f->ctx, rj_bind_offsets(b, J, 2, off, NULL));
+        assert_ok(f->ctx, rj_bind_input(b, x, xs, 4 * 16));
+        /* 2 x 10^12 x 16 floats: refused under the default limit, nothing allocated */
+        assert_ok(f->ctx, rj_bind_size(b, Ld, 1000000000000));
+        assert_int_equal(rj_program_run(p, b), RJ_ERR_SIZE);
+        assert_error_contains(f->ctx, "output p needs 128000000000000 bytes");
+        assert_error_contains(f->ctx, "(rj_ctx_set_memory_limit)");
+        /* a small limit: the padded output fits alone, not with what else the run needs */
+        assert_ok(f->ctx, rj_bind_size(b, Ld, 3));
+        assert_ok(f->ctx, rj_ctx_set_memory_limit(f->ctx, 400));
+        assert_int_equal(rj_program_run(p, b), RJ_ERR_SIZE);
+        assert_error_contains(f->ctx, "above the memory limit of 400 bytes");
+        assert_ok(f->ctx, rj_ctx_set_memory_limit(f->ctx, 0)); /* the default again */
+        assert_ok(f->ctx, rj_program_run(p, b));
+        rj_bind_free(b);
+        rj_program_free(p);
+    }
+    assert_int_equal(rj_ctx_set_memory_limit(f->ctx, -1), RJ_ERR_ARG);
+    assert_error_contains(f->ctx, "rj_ctx_set_memory_limit: -1 bytes is negative");
+    rj_graph_free(g);
+}
+
 /* The assembly of an elementwise kernel uses packed vector instructions. */
 static void test_vectorized(void **state) {
     fixture *f = *state;
@@ -480,7 +522,7 @@ int main(void) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
         FX(test_vectorized),      FX(test_run_errors),        FX(test_math_special_values),
-        FX(test_dumps_and_lifetimes), FX(test_long_sums),
+        FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

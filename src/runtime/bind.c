@@ -418,6 +418,8 @@ static rj_status prepare_outputs(rj_bind *b) {
                                 "but this run writes %lld", what, (long long)o->cap,
                                 (long long)need);
             o->data = o->user;
+        } else if ((s = run_reserve(b, (int64_t)bytes, what))) {
+            return s;
         } else {
             /* 64-byte aligned: whole cache lines per row for streaming stores and vectors */
             if (bytes + 64 > o->own_bytes || !o->own) {
@@ -515,10 +517,22 @@ static rj_status class_offsets(rj_bind *b) {
     return RJ_OK;
 }
 
+rj_status run_reserve(rj_bind *b, int64_t bytes, const char *what) {
+    int64_t limit = __atomic_load_n(&b->ctx->run_limit, __ATOMIC_RELAXED), total;
+    if (!add_i64(b->run_bytes, bytes, &total)) total = INT64_MAX;
+    if (total > limit)
+        return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s needs %lld bytes, and this run would then use %lld "
+                        "bytes, above the memory limit of %lld bytes (rj_ctx_set_memory_limit)", what,
+                        (long long)bytes, (long long)total, (long long)limit);
+    b->run_bytes = total;
+    return RJ_OK;
+}
+
 rj_status bind_prepare(rj_bind *b) {
     const rj_graph *g = b->g;
     rj_ctx *ctx = b->ctx;
     b->prepared = false;
+    b->run_bytes = 0;
     for (int32_t i = 0; i < g->ninputs; i++)
         if (!b->in[i].set)
             return ctx_fail(ctx, RJ_ERR_UNBOUND, "input %s is not bound (rj_bind_input or "

@@ -206,6 +206,7 @@ static void call_chunk(const run *r, int chunk, int worker) {
 /* Host addresses of every buffer, offsets and logical offsets; temporaries grown as needed. */
 static rj_status host_addresses(rj_bind *b, const lprog *lp, host_mem *hm, launch_mem *m) {
     rj_ctx *ctx = b->ctx;
+    rj_status s;
     size_t n = (size_t)lp->nbufs + 2 * (size_t)b->nsym;
     uint64_t *a = host_block_get(ctx, &hm->addrs, sizeof(uint64_t) * (n ? n : 1));
     if (!a) return RJ_ERR_NOMEM;
@@ -227,18 +228,21 @@ static rj_status host_addresses(rj_bind *b, const lprog *lp, host_mem *hm, launc
         } else {
             int64_t elems;
             size_t bytes;
-            rj_status s = launch_buf_elems(b, lb, &elems);
+            s = launch_buf_elems(b, lb, &elems);
             if (s) return s;
             if (!bytes_of(elems, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
                 return ctx_fail(ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
+            char what[48];
+            snprintf(what, sizeof what, "temporary %d", lb->index);
+            if ((s = run_reserve(b, (int64_t)bytes, what))) return s;
             if (!(p = host_block_get(ctx, &hm->temp[lb->index], bytes))) return RJ_ERR_NOMEM;
         }
         a[i] = (uint64_t)(uintptr_t)p;
     }
     uint64_t *off = a + lp->nbufs, *loff = off + b->nsym;
-    for (int32_t s = 0; s < b->nsym; s++) {
-        off[s] = (uint64_t)(uintptr_t)b->rag[s].off;
-        loff[s] = (uint64_t)(uintptr_t)b->loff[s];
+    for (int32_t y = 0; y < b->nsym; y++) {
+        off[y] = (uint64_t)(uintptr_t)b->rag[y].off;
+        loff[y] = (uint64_t)(uintptr_t)b->loff[y];
     }
     *m = (launch_mem){.buf = a, .off = off, .loff = loff};
     return RJ_OK;
@@ -269,12 +273,21 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
     launch_opts o = {.workers = threads < MAX_THREADS ? threads : MAX_THREADS,
                      .chunks_per_worker = CHUNKS_PER_THREAD, .small_work = SMALL_WORK,
                      .tile_bytes = st->tile_bytes, .split_items = true};
+    int64_t scratch_reserved = 0;
     for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) {
         const lkernel *k = &lp->kernels[ki];
         launch_plan pl;
         if ((s = launch_plan_kernel(b, k, &o, &pl)) || pl.units <= 0) continue;
         if (pl.scratch_bytes) {
-            void *sc = host_block_get(ctx, &b->mem->scratch, (size_t)pl.scratch_bytes * (size_t)pl.workers);
+            int64_t bytes;
+            if (!mul_i64(pl.scratch_bytes, pl.workers, &bytes))
+                return ctx_fail(ctx, RJ_ERR_OVERFLOW, "kernel %s: scratch size overflows", k->name);
+            /* the largest kernel's scratch: one block serves every kernel in turn */
+            if (bytes > scratch_reserved) {
+                if ((s = run_reserve(b, bytes - scratch_reserved, "per-thread scratch"))) return s;
+                scratch_reserved = bytes;
+            }
+            void *sc = host_block_get(ctx, &b->mem->scratch, (size_t)bytes);
             if (!sc) return RJ_ERR_NOMEM;
             m.scratch = (uint64_t)(uintptr_t)sc;
         }

@@ -26,6 +26,12 @@ static void *default_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return realloc(ptr, nsize);
 }
 
+static int64_t default_run_limit(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || size <= 0) return (int64_t)1 << 34; /* unknown: 16 GiB */
+    return (int64_t)pages / 2 * (int64_t)size;
+}
+
 rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud) {
     if (!alloc) alloc = default_alloc;
     rj_ctx *ctx = alloc(ud, NULL, 0, sizeof *ctx);
@@ -35,6 +41,7 @@ rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud) {
     ctx->id = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
     ctx->alloc = alloc;
     ctx->ud = ud;
+    ctx->run_limit = default_run_limit();
     if (pthread_mutex_init(&ctx->lock, NULL)) {
         alloc(ud, ctx, sizeof *ctx, 0);
         return NULL;
@@ -64,6 +71,14 @@ rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads) {
         return ctx_fail(ctx, RJ_ERR_ARG, "rj_ctx_set_threads: %d threads is out of range 0..4096",
                         threads);
     __atomic_store_n(&ctx->threads, threads, __ATOMIC_RELAXED); /* runs may be reading it */
+    return RJ_OK;
+}
+
+rj_status rj_ctx_set_memory_limit(rj_ctx *ctx, int64_t bytes) {
+    if (!ctx) return RJ_ERR_ARG;
+    if (bytes < 0)
+        return ctx_fail(ctx, RJ_ERR_ARG, "rj_ctx_set_memory_limit: %lld bytes is negative", (long long)bytes);
+    __atomic_store_n(&ctx->run_limit, bytes ? bytes : default_run_limit(), __ATOMIC_RELAXED);
     return RJ_OK;
 }
 

@@ -281,6 +281,9 @@ typedef struct run {
 
 static rj_status dev_alloc(run *r, uint64_t *d, int64_t bytes, const char *what) {
     CUdeviceptr p = 0;
+    *d = 0;
+    rj_status s = run_reserve(r->b, bytes, what);
+    if (s) return s;
     CUresult e = cu.MemAlloc(&p, bytes > MIN_ALLOC ? (size_t)bytes : MIN_ALLOC);
     *d = e ? 0 : p;
     if (e) {

@@ -91,6 +91,7 @@ struct rj_bind {
     int64_t *loff_cap;    /* their capacities, in entries */
     bool prepared;        /* the last run succeeded: results are valid */
     struct host_mem *mem; /* temporaries and scratch of host runs, kept across runs */
+    int64_t run_bytes;    /* what this run has reserved (run_reserve) */
 };
 
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
@@ -114,6 +115,11 @@ static inline int64_t item_at_or_after(const int64_t *loff, int64_t B, int64_t v
     }
     return lo;
 }
+
+/* Counts `bytes` that this run is about to allocate for `what` against the context's memory
+ * limit (rj_ctx_set_memory_limit); RJ_ERR_SIZE, naming what, when they do not fit. Every
+ * run-time allocation whose size the data decides goes through here first. */
+rj_status run_reserve(rj_bind *b, int64_t bytes, const char *what);
 
 /* Checks every binding and resolves the sizes of this run (see the file comment). */
 rj_status bind_prepare(rj_bind *b);
