@@ -177,6 +177,19 @@ static elem binary(rj_op op, rj_dtype t, elem a, elem b) {
     return r;
 }
 
+/* x ** c for a literal exponent c that every target expands (pow_expand, ir.h). */
+static elem pow_literal(pow_expansion px, elem a) {
+    double x = a.f;
+    switch (px) {
+    case POWX_ONE: break;
+    case POWX_SQUARE: x = x * x; break;
+    case POWX_CUBE: x = x * x * x; break;
+    case POWX_SQRT: x = sqrt(x); break;
+    default: x = 1.0 / x; break;
+    }
+    return (elem){.f = x};
+}
+
 static bool truth(elem a, rj_dtype t) {
     return is_f(t) ? (a.f != 0 || isnan(a.f)) : a.i != 0;
 }
@@ -309,10 +322,14 @@ static void eval_elementwise(interp *in, const node *n, ival *v) {
             r = unary(n->op, ct, conv(a[0], x->dtype, ct));
             r = op_table[n->op].rule == RULE_BOOL ? r : fin(r, ct);
             break;
-        case KIND_BINARY:
-            r = fin(binary(n->op, ct, conv(a[0], x->dtype, ct),
-                           conv(a[1], g->nodes[n->in[1]].dtype, ct)), ct);
+        case KIND_BINARY: {
+            const node *y = &g->nodes[n->in[1]];
+            elem p = conv(a[0], x->dtype, ct), q = conv(a[1], y->dtype, ct);
+            pow_expansion px = n->op == RJ_OP_POW && is_f(ct) && y->op == RJ_OP_SCALAR ? pow_expand(q.f)
+                                                                                      : POWX_NONE;
+            r = fin(px != POWX_NONE ? pow_literal(px, p) : binary(n->op, ct, p, q), ct);
             break;
+        }
         case KIND_COMPARE:
             if (n->op == RJ_OP_LOGICAL_AND || n->op == RJ_OP_LOGICAL_OR) {
                 bool p = truth(a[0], x->dtype), q = truth(a[1], g->nodes[n->in[1]].dtype);
@@ -359,6 +376,7 @@ static void eval_reduce(interp *in, const node *n, ival *v) {
         reduce_src(n, oi, x->rank, xi);
         int64_t cnt = ext_at(x, xi, n->axis);
         double fa;
+        long double sum = 0; /* sums in extended precision: the oracle must beat the JIT's */
         int64_t ia;
         switch (n->op) {
         case RJ_OP_MAX:
@@ -380,7 +398,7 @@ static void eval_reduce(interp *in, const node *n, ival *v) {
                 case RJ_OP_MAX: fa = isnan(e.f) || isnan(fa) ? NAN : fmax(fa, e.f); break;
                 case RJ_OP_MIN: fa = isnan(e.f) || isnan(fa) ? NAN : fmin(fa, e.f); break;
                 case RJ_OP_PROD: fa *= e.f; break;
-                default: fa += e.f; break;
+                default: sum += e.f; break;
                 }
             } else {
                 switch (n->op) {
@@ -392,7 +410,9 @@ static void eval_reduce(interp *in, const node *n, ival *v) {
             }
         }
         elem r;
-        if (fl) r.f = n->op == RJ_OP_MEAN ? fa / (double)cnt : fa;
+        bool sums = n->op == RJ_OP_SUM || n->op == RJ_OP_MEAN;
+        if (fl && sums) r.f = (double)(n->op == RJ_OP_MEAN ? sum / (long double)cnt : sum);
+        else if (fl) r.f = fa;
         else r.i = ia;
         store(v->data, v->dtype, elem_at(v, oi, n->rank), r);
     }
@@ -403,7 +423,8 @@ static void eval_softmax(interp *in, const node *n, ival *v) {
     int64_t idx[RJ_MAX_RANK];
     for (bool ok = idx_first(x, idx, n->axis); ok; ok = idx_next(x, idx, n->axis)) {
         int64_t cnt = ext_at(x, idx, n->axis);
-        double m = -INFINITY, s = 0;
+        double m = -INFINITY;
+        long double s = 0;
         for (int64_t r = 0; r < cnt; r++) {
             idx[n->axis] = r;
             double e = conv(load(x->data, x->dtype, elem_at(x, idx, x->rank)), x->dtype, RJ_F64).f;
@@ -417,7 +438,7 @@ static void eval_softmax(interp *in, const node *n, ival *v) {
         for (int64_t r = 0; r < cnt; r++) {
             idx[n->axis] = r;
             double e = conv(load(x->data, x->dtype, elem_at(x, idx, x->rank)), x->dtype, RJ_F64).f;
-            elem o = {.f = n->op == RJ_OP_SOFTMAX ? exp(e - m) / s : e - m - log(s)};
+            elem o = {.f = n->op == RJ_OP_SOFTMAX ? (double)(exp(e - m) / s) : e - m - (double)logl(s)};
             store(v->data, v->dtype, elem_at(v, idx, n->rank), o);
         }
         idx[n->axis] = 0;
@@ -441,14 +462,16 @@ static void eval_norm(interp *in, const node *n, ival *v) {
     for (bool ok = idx_first(&lv, idx, -1); ok; ok = idx_next(&lv, idx, -1)) {
         for (int d = lead; d < x->rank; d++) idx[d] = 0;
         int64_t base = elem_at(x, idx, x->rank), obase = elem_at(v, idx, n->rank);
-        double mean = 0, var = 0;
-        for (int64_t t = 0; t < cnt; t++) mean += load(x->data, x->dtype, base + t).f;
-        mean = cnt ? mean / (double)cnt : NAN;
+        /* two passes in extended precision, the mean shifted by the first element: a constant
+         * row has mean exactly that element and variance exactly 0, however large it is */
+        long double shift = cnt ? load(x->data, x->dtype, base).f : 0, acc = 0, acc2 = 0;
+        for (int64_t t = 0; t < cnt; t++) acc += load(x->data, x->dtype, base + t).f - shift;
+        double mean = cnt ? (double)(shift + acc / (long double)cnt) : NAN;
         for (int64_t t = 0; t < cnt; t++) {
-            double e = load(x->data, x->dtype, base + t).f;
-            var += n->op == RJ_OP_LAYER_NORM ? (e - mean) * (e - mean) : e * e;
+            long double e = load(x->data, x->dtype, base + t).f;
+            acc2 += n->op == RJ_OP_LAYER_NORM ? (e - mean) * (e - mean) : e * e;
         }
-        var = cnt ? var / (double)cnt : NAN;
+        double var = cnt ? (double)(acc2 / (long double)cnt) : NAN;
         double inv = 1.0 / sqrt(var + eps);
         for (int64_t t = 0; t < cnt; t++) {
             double e = load(x->data, x->dtype, base + t).f;

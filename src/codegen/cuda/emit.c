@@ -290,13 +290,13 @@ static bool const_eval(const lkernel *k, int32_t id, cval *v) {
 
 /* ---- expressions -------------------------------------------------------------------------- */
 
-/* The constant exponent of a float pow the printer expands (see fpow), or 0. */
-static double pow_expansion(const lkernel *k, const lx *e) {
+/* How a float pow with a constant exponent is expanded (pow_expand), or POWX_NONE. */
+static pow_expansion pow_expansion_of(const lkernel *k, const lx *e) {
     cval c;
     if (e->kind != LX_BINARY || e->fn != RJ_OP_POW || !isf(e->type) || !const_eval(k, e->b, &c) ||
         !isf(c.t))
-        return 0;
-    return c.f == 1 || c.f == 2 || c.f == 3 || c.f == 0.5 || c.f == -1 ? c.f : 0;
+        return POWX_NONE;
+    return pow_expand(c.f);
 }
 
 static void expr(cem *C, int32_t id);
@@ -398,37 +398,33 @@ static void unary(cem *C, const lx *e) {
     call1(C, fn, e->a);
 }
 
-/* pow with the constant exponents the LLVM emitter folds (same operations, same rounding). */
+/* pow with the constant exponents every target expands (pow_expand): the same operations,
+ * so the same rounding, as the LLVM emitter. */
 static void fpow(cem *C, const lx *e) {
     bool f32 = e->type == RJ_F32;
-    double v = pow_expansion(C->k, e);
-    if (v != 0) {
-        if (v == 1) {
+    switch (pow_expansion_of(C->k, e)) {
+    case POWX_ONE: expr(C, e->a); return;
+    case POWX_SQUARE:
+    case POWX_CUBE: {
+        bool cube = pow_expansion_of(C->k, e) == POWX_CUBE;
+        sbuf_puts(C->b, cube ? "((" : "(");
+        expr(C, e->a);
+        sbuf_puts(C->b, " * ");
+        expr(C, e->a);
+        if (cube) {
+            sbuf_puts(C->b, ") * ");
             expr(C, e->a);
-            return;
         }
-        if (v == 2 || v == 3) {
-            sbuf_puts(C->b, v == 3 ? "((" : "(");
-            expr(C, e->a);
-            sbuf_puts(C->b, " * ");
-            expr(C, e->a);
-            if (v == 3) {
-                sbuf_puts(C->b, ") * ");
-                expr(C, e->a);
-            }
-            sbuf_putc(C->b, ')');
-            return;
-        }
-        if (v == 0.5) {
-            call1(C, f32 ? "sqrtf" : "sqrt", e->a);
-            return;
-        }
-        if (v == -1) {
-            sbuf_puts(C->b, f32 ? "(1.0f / " : "(1.0 / ");
-            expr(C, e->a);
-            sbuf_putc(C->b, ')');
-            return;
-        }
+        sbuf_putc(C->b, ')');
+        return;
+    }
+    case POWX_SQRT: call1(C, f32 ? "sqrtf" : "sqrt", e->a); return;
+    case POWX_RECIP:
+        sbuf_puts(C->b, f32 ? "(1.0f / " : "(1.0 / ");
+        expr(C, e->a);
+        sbuf_putc(C->b, ')');
+        return;
+    case POWX_NONE: break;
     }
     call2(C, f32 ? "powf" : "pow", e->a, e->b);
 }
@@ -606,7 +602,8 @@ static bool bindable(const lkernel *k, int32_t id) {
 
 /* A float pow printed as x * x (or x * x * x) prints its operand more than once. */
 static int32_t repeated(const lkernel *k, int32_t id) {
-    return pow_expansion(k, &k->ex[id]) >= 2 ? k->ex[id].a : -1;
+    pow_expansion x = pow_expansion_of(k, &k->ex[id]);
+    return x == POWX_SQUARE || x == POWX_CUBE ? k->ex[id].a : -1;
 }
 
 /* The binder's callback: the temporary's definition, on its own line. */

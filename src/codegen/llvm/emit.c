@@ -168,12 +168,14 @@ static LLVMValueRef fpow(em *E, int t, LLVMValueRef x, LLVMValueRef y) {
     LLVMBuilderRef b = E->b;
     if (LLVMIsAConstantFP(y)) {
         LLVMBool lossy;
-        double v = LLVMConstRealGetDouble(y, &lossy);
-        if (v == 1) return x;
-        if (v == 2) return LLVMBuildFMul(b, x, x, "");
-        if (v == 3) return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
-        if (v == 0.5) return ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1);
-        if (v == -1) return LLVMBuildFDiv(b, fconst(E, t, 1), x, "");
+        switch (pow_expand(LLVMConstRealGetDouble(y, &lossy))) {
+        case POWX_ONE: return x;
+        case POWX_SQUARE: return LLVMBuildFMul(b, x, x, "");
+        case POWX_CUBE: return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
+        case POWX_SQRT: return ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1);
+        case POWX_RECIP: return LLVMBuildFDiv(b, fconst(E, t, 1), x, "");
+        case POWX_NONE: break;
+        }
     }
     LLVMValueRef a[2] = {x, y};
     return ml_intrinsic(&E->ml, b, "llvm.pow", a, 2);
