@@ -331,6 +331,76 @@ static void test_pad_hand(void **state) {
     run_end(&r);
 }
 
+/* Integer fill values: those that fit are truncated toward zero (as PyTorch's fill_) on every
+ * target; those that do not (1e10 in i32, inf, NaN, 2^63 in i64) are refused when the graph
+ * is built, as PyTorch refuses them. */
+static void test_int_fill_values(void **state) {
+    fixture *f = *state;
+    static const struct {
+        rj_dtype t;
+        double v;
+        bool ok;
+        int64_t want;
+    } cases[] = {{RJ_I32, 2.75, true, 2},          {RJ_I32, -2.75, true, -2},
+                 {RJ_I32, 2147483647.9, true, 2147483647}, {RJ_I32, -2147483648.5, true, INT32_MIN},
+                 {RJ_I32, 2147483648.0, false, 0},  {RJ_I32, 1e10, false, 0},
+                 {RJ_I32, -INFINITY, false, 0},     {RJ_I32, NAN, false, 0},
+                 {RJ_I64, 1e18, true, 1000000000000000000}, {RJ_I64, 9223372036854775808.0, false, 0},
+                 {RJ_I64, 1e30, false, 0},          {RJ_I64, -9223372036854775808.0, true, INT64_MIN}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int masked = 0; masked < 2; masked++) {
+            rj_graph *g = rj_graph_new(f->ctx);
+            rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j", B);
+            rj_node k = rj_graph_input(g, "k", cases[c].t, 2, (rj_dim[]){B, J});
+            rj_node m = rj_graph_input(g, "m", RJ_BOOL, 2, (rj_dim[]){B, J});
+            rj_node y = masked ? rj_graph_masked_fill(g, k, m, cases[c].v)
+                               : rj_graph_pad(g, k, cases[c].v, 3);
+            rj_graph_output(g, y, "y");
+            if (!cases[c].ok) {
+                assert_int_equal(rj_graph_status(g), RJ_ERR_ARG);
+                assert_error_contains(f->ctx, "without overflow");
+                rj_graph_free(g);
+                continue;
+            }
+            assert_ok(f->ctx, rj_graph_status(g));
+            int64_t off[] = {0, 1, 1}, k64[1] = {7};
+            int32_t k32[1] = {7};
+            bool mask[1] = {true};
+            for (rj_target t = RJ_TARGET_REFERENCE; t <= RJ_TARGET_CPU; t++) {
+                rj_program *p = rj_program_new(g, t);
+                assert_non_null(p);
+                rj_bind *b = rj_bind_new(p);
+                assert_ok(f->ctx, rj_bind_offsets(b, J, 2, off, NULL));
+                assert_ok(f->ctx, rj_bind_input(b, k, cases[c].t == RJ_I32 ? (void *)k32 : (void *)k64, 1));
+                assert_ok(f->ctx, rj_bind_input(b, m, mask, 1));
+                assert_ok(f->ctx, rj_program_run(p, b));
+                rj_tensor_info ti;
+                rj_tensor_get_info(rj_bind_result(b, y), &ti);
+                /* pad: item 0's rows 1 and 2 are padding; masked_fill: the one element */
+                int64_t got = cases[c].t == RJ_I32 ? ((int32_t *)ti.values)[masked ? 0 : 1]
+                                                   : ((int64_t *)ti.values)[masked ? 0 : 1];
+                if (got != cases[c].want)
+                    fail_msg("%s %s with %.17g on %s: %lld, expected %lld", rj_dtype_name(cases[c].t),
+                             masked ? "masked_fill" : "pad", cases[c].v,
+                             t == RJ_TARGET_CPU ? "cpu" : "reference", (long long)got,
+                             (long long)cases[c].want);
+                rj_bind_free(b);
+                rj_program_free(p);
+            }
+            /* the CUDA source writes the same value */
+            char *cu = rj_graph_dump(g, RJ_TARGET_CUDA, "cuda");
+            assert_non_null(cu);
+            char lit[32];
+            snprintf(lit, sizeof lit, "%lld", (long long)cases[c].want);
+            if (cases[c].want > INT32_MIN && cases[c].want != INT64_MIN && !strstr(cu, lit))
+                fail_msg("%s %s with %.17g: no %s in the CUDA source", rj_dtype_name(cases[c].t),
+                         masked ? "masked_fill" : "pad", cases[c].v, lit);
+            rj_string_free(f->ctx, cu);
+            rj_graph_free(g);
+        }
+    }
+}
+
 static void test_select_cast_hand(void **state) {
     fixture *f = *state;
     static const int64_t off[] = {0, 4};
@@ -784,7 +854,7 @@ int main(void) {
         FX(test_norm_hand),     FX(test_pad_hand),       FX(test_select_cast_hand),
         FX(test_unary_random),  FX(test_binary_random),  FX(test_reduce_random),
         FX(test_softmax_random), FX(test_norm_random),   FX(test_pad_random),
-        FX(test_select_random),
+        FX(test_select_random), FX(test_int_fill_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

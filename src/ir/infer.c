@@ -17,6 +17,7 @@
  *   - Dtypes follow the op table's rule (see ops.c for promotion).
  * The verifier re-runs this inference over a whole graph to check a pass's output.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -153,6 +154,21 @@ static rj_status infer_binary(rj_graph *g, node *n, const char *op) {
     return RJ_OK;
 }
 
+/* A fill value (pad's, masked_fill's) of an integer tensor must fit its dtype: it is then
+ * truncated toward zero, as PyTorch's fill_ does, and every target agrees. A value that does
+ * not fit (1e10 in i32, inf, NaN) is refused, as PyTorch refuses it, instead of being
+ * converted one way by one target and another way by the next. */
+static rj_status check_fill(rj_graph *g, const node *n, const char *op) {
+    if (!dtype_is_int(n->dtype)) return RJ_OK;
+    double v = trunc(n->fval);
+    double lo = n->dtype == RJ_I32 ? -2147483648.0 : -9223372036854775808.0, hi = -lo;
+    if (v >= lo && v < hi) return RJ_OK;
+    char text[32];
+    fmt_double(text, sizeof text, n->fval);
+    return graph_fail(g, RJ_ERR_ARG, "%s: value %s cannot be converted to %s without overflow", op,
+                      text, rj_dtype_name(n->dtype));
+}
+
 static rj_status infer_select(rj_graph *g, node *n, const char *op) {
     const node *c = in(g, n, n->op == RJ_OP_WHERE ? 0 : 1);
     if (c->dtype != RJ_BOOL)
@@ -169,7 +185,7 @@ static rj_status infer_select(rj_graph *g, node *n, const char *op) {
                               type_text(g, c).s, type_text(g, x).s);
     }
     n->dtype = node_compute_dtype(g, n);
-    return RJ_OK;
+    return n->op == RJ_OP_MASKED_FILL ? check_fill(g, n, op) : RJ_OK;
 }
 
 static rj_status normalise_axis(rj_graph *g, node *n, const node *x, const char *op) {
@@ -269,6 +285,8 @@ static rj_status infer_pad(rj_graph *g, node *n, const char *op) {
     n->rank = x->rank;
     memcpy(n->dims, x->dims, sizeof(rj_dim) * x->rank);
     if (n->op == RJ_OP_PAD) {
+        rj_status st = check_fill(g, n, op);
+        if (st) return st;
         int rp = dim_ragged_pos(g, x);
         if (rp != 1)
             return graph_fail(g, RJ_ERR_SHAPE, "pad: %s has no ragged dim to pad",
