@@ -399,6 +399,15 @@ static void test_int_fill_values(void **state) {
             rj_graph_free(g);
         }
     }
+    /* the neighbour: an integer literal that does not fit the i32 it computes in */
+    rj_graph *g = rj_graph_new(f->ctx);
+    rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j", B);
+    rj_node k = rj_graph_input(g, "k", RJ_I32, 2, (rj_dim[]){B, J});
+    assert_int_not_equal(rj_graph_binary(g, RJ_OP_ADD, k, rj_graph_scalar_int(g, 2147483647)), RJ_NONE);
+    assert_int_equal(rj_graph_binary(g, RJ_OP_MUL, k, rj_graph_scalar_int(g, 3000000000)), RJ_NONE);
+    assert_int_equal(rj_graph_status(g), RJ_ERR_ARG);
+    assert_error_contains(f->ctx, "mul: the literal 3000000000 cannot be converted to i32 without overflow");
+    rj_graph_free(g);
 }
 
 static void test_select_cast_hand(void **state) {

@@ -130,6 +130,20 @@ static rj_status elementwise(rj_graph *g, node *n, const char *op) {
     return check_ragged_layout(g, op, n);
 }
 
+/* An integer literal combined with an i32 tensor computes in i32 (a literal never widens a
+ * tensor); one that does not fit would wrap silently, so it is refused, as PyTorch refuses
+ * it ("value cannot be converted to type int32_t without overflow"). */
+static rj_status check_int_literals(rj_graph *g, const node *n, rj_dtype ct, const char *op) {
+    if (ct != RJ_I32) return RJ_OK;
+    for (int i = 0; i < n->nin; i++) {
+        const node *o = in(g, n, i);
+        if (o->op == RJ_OP_SCALAR && o->weak == WEAK_INT && (o->ival < INT32_MIN || o->ival > INT32_MAX))
+            return graph_fail(g, RJ_ERR_ARG, "%s: the literal %lld cannot be converted to i32 without "
+                              "overflow", op, (long long)o->ival);
+    }
+    return RJ_OK;
+}
+
 static rj_status infer_unary(rj_graph *g, node *n, const char *op) {
     const node *x = in(g, n, 0);
     if (op_table[n->op].rule == RULE_SAME && x->dtype == RJ_BOOL && !x->weak)
@@ -150,6 +164,7 @@ static rj_status infer_binary(rj_graph *g, node *n, const char *op) {
         return graph_fail(g, RJ_ERR_DTYPE, "%s: %s and %s: not supported for bool%s", op,
                           type_text(g, in(g, n, 0)).s, type_text(g, in(g, n, 1)).s,
                           n->op == RJ_OP_SUB ? " (use logical ops)" : "");
+    if ((s = check_int_literals(g, n, ct, op))) return s;
     n->dtype = op_table[n->op].rule == RULE_BOOL ? RJ_BOOL : ct;
     return RJ_OK;
 }
