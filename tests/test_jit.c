@@ -370,6 +370,30 @@ static void test_long_sums(void **state) {
         }
         rj_graph_free(g);
     }
+    /* layer_norm statistics over a row of 10^6: values 0.1 and 0.3 alternating, so mean 0.2,
+     * variance 0.01, and every output +-0.1 / sqrt(0.01 + 1e-5) */
+    for (int i = 0; i < N; i++) x[i] = i % 2 ? 0.3f : 0.1f;
+    rj_graph *g = rj_graph_new(f->ctx);
+    rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", B), Dn = rj_graph_dense(g, "D");
+    rj_node in = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, J, Dn});
+    rj_node y = rj_graph_layer_norm(g, in, 1, RJ_NONE, RJ_NONE, 1e-5);
+    rj_graph_output(g, y, "y");
+    rj_program *p = rj_program_new(g, RJ_TARGET_CPU);
+    rj_bind *b = rj_bind_new(p);
+    int64_t off[2] = {0, 1};
+    assert_ok(f->ctx, rj_bind_offsets(b, J, 1, off, NULL));
+    assert_ok(f->ctx, rj_bind_input(b, in, x, N));
+    assert_ok(f->ctx, rj_program_run(p, b));
+    rj_tensor_info ti;
+    rj_tensor_get_info(rj_bind_result(b, y), &ti);
+    double want = 0.1 / sqrt(0.01 + 1e-5);
+    for (int i = 0; i < N; i += 99991) {
+        double got = ((float *)ti.values)[i], w = i % 2 ? want : -want;
+        if (fabs(got - w) > 2e-4 * want) fail_msg("layer_norm of a 10^6 row: y[%d] = %.7f, expected %.7f", i, got, w);
+    }
+    rj_bind_free(b);
+    rj_program_free(p);
+    rj_graph_free(g);
     free(x);
 }
 

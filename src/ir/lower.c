@@ -1292,6 +1292,8 @@ typedef struct norm_pass {
     norm_ctx *nc;
     int pass;          /* 0: statistics, 1: write */
     int32_t acc, acc2; /* sum of (x - k) and of its squares (layer_norm); of x^2 (rms_norm) */
+    int32_t part, part2; /* the same over one block of the innermost dim (norm_stats_row) */
+    int32_t c, c2;     /* their compensations (kahan_add) */
     int32_t shift;     /* k: the row's first element, a cheap estimate of its mean */
     int32_t mean, rstd;
 } norm_pass;
@@ -1307,10 +1309,10 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
     if (np->pass == 0) {
         if (layer) {
             int32_t c = xbin(L, RJ_OP_SUB, t, v, np->shift);
-            s_accum(L, b, np->acc, RJ_OP_ADD, c);
-            s_accum_fma(L, b, np->acc2, c, c);
+            s_accum(L, b, np->part, RJ_OP_ADD, c);
+            s_accum_fma(L, b, np->part2, c, c);
         } else {
-            s_accum_fma(L, b, np->acc2, v, v);
+            s_accum_fma(L, b, np->part2, v, v);
         }
     } else {
         int32_t y = xbin(L, RJ_OP_MUL, t, layer ? xbin(L, RJ_OP_SUB, t, v, np->mean) : v, np->rstd);
@@ -1319,6 +1321,44 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
         if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
         store_group(L, b, (int32_t)(root - g->nodes), y, a, a->inclass >= 0, LF_NT);
     }
+}
+
+/* The statistics of one line of the innermost normalised dim: summed by the vectorised loop
+ * in blocks of SUM_BLOCK elements into partials, which are added to the row's sums with
+ * compensation (kahan_add), so the statistics of a long row are as accurate as a sum's. */
+static void norm_stats_row(lower *L, blk *b, at *a, void *ud) {
+    norm_pass *np = ud;
+    const node *root = np->nc->root, *x = np->nc->x;
+    rj_dtype t = root->dtype;
+    int d = x->rank - 1;
+    bool layer = root->op == RJ_OP_LAYER_NORM;
+    int32_t ext = x->dims[d] == 1 ? xi(L, 1) : xsize(L, x->dims[d]);
+    bool one_block = x->dims[d] >= 0 && x->dims[d] <= SUM_BLOCK;
+    blk *into = b, bb = NEWBLK;
+    int32_t fb = -1, lo = xi(L, 0), hi = ext;
+    if (!one_block) {
+        int32_t vkb = newvar(L, "kb", RJ_I64);
+        int32_t nb = xbin(L, LOP_IDIV, RJ_I64, xadd(L, ext, xi(L, SUM_BLOCK - 1)), xi(L, SUM_BLOCK));
+        fb = s_for(L, b, vkb, xi(L, 0), nb, LM_SERIAL);
+        lo = xmul(L, xvar(L, vkb), xi(L, SUM_BLOCK));
+        hi = xmin(L, xadd(L, lo, xi(L, SUM_BLOCK)), ext);
+        into = &bb;
+    }
+    if (layer) s_set(L, into, np->part, xconst(L, t, 0));
+    s_set(L, into, np->part2, xconst(L, t, 0));
+    char name[16];
+    snprintf(name, sizeof name, "d%d", d);
+    int32_t vk = newvar(L, name, RJ_I64);
+    blk ib = NEWBLK;
+    int32_t fk = s_for(L, into, vk, lo, hi, LM_LANES);
+    a->idx[d] = xvar(L, vk);
+    L->lanes++;
+    norm_inner(L, &ib, a, np);
+    L->lanes--;
+    close_body(L, fk, &ib);
+    if (layer) kahan_add(L, into, t, (place){-1, np->acc}, (place){-1, np->c}, xvar(L, np->part));
+    kahan_add(L, into, t, (place){-1, np->acc2}, (place){-1, np->c2}, xvar(L, np->part2));
+    if (fb >= 0) close_body(L, fb, &bb);
 }
 
 /* One row: statistics in one pass over the normalised block, then the write pass. The
@@ -1337,7 +1377,10 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     int32_t vk = newvar(L, "k", t), vmean = newvar(L, "mean", t), vrstd = newvar(L, "rstd", t);
     bool layer = root->op == RJ_OP_LAYER_NORM;
     double eps = root->fval >= 0 ? root->fval : (t == RJ_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
-    norm_pass np = {.nc = nc, .acc = acc, .acc2 = acc2};
+    /* one line of a size known to fit one block: the statistics are its sums, as they are */
+    int last = x->rank - 1;
+    bool plain = nc->lead == last && x->dims[last] >= 0 && x->dims[last] <= SUM_BLOCK;
+    norm_pass np = {.nc = nc, .acc = acc, .acc2 = acc2, .part = acc, .part2 = acc2};
     if (layer) {
         at first = *a; /* guarded: the block may be empty */
         for (int d = nc->lead; d < x->rank; d++) first.idx[d] = xi(L, 0);
@@ -1349,7 +1392,19 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     }
     s_set(L, b, acc2, xconst(L, t, 0));
     np.pass = 0;
-    loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
+    if (plain) {
+        loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
+    } else {
+        np.part = newvar(L, "part", t);
+        np.part2 = newvar(L, "part2", t);
+        np.c = newvar(L, "c", t);
+        np.c2 = newvar(L, "c2", t);
+        if (layer) s_set(L, b, np.c, xconst(L, t, 0));
+        s_set(L, b, np.c2, xconst(L, t, 0));
+        loops_v(L, b, a, x->dims, nc->lead, last, norm_stats_row, &np, false);
+        if (layer) s_set(L, b, acc, xbin(L, RJ_OP_SUB, t, xvar(L, acc), xvar(L, np.c)));
+        s_set(L, b, acc2, xbin(L, RJ_OP_SUB, t, xvar(L, acc2), xvar(L, np.c2)));
+    }
     int32_t var;
     if (layer) {
         int32_t m1 = xbin(L, RJ_OP_DIV, t, xvar(L, acc), fn);
