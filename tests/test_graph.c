@@ -5,6 +5,7 @@
  */
 #include "harness.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -528,6 +529,71 @@ static void test_op_table(void **state) {
     assert_int_equal(rj_dtype_size((rj_dtype)99), 0);
 }
 
+/* "y = y + 1" n times over x : f32[B, j, 2] (between a pad and an unpad when padded). */
+static char *chain_program(int n, bool padded) {
+    char *src = malloc(128 + 10 * (size_t)n), *p = src;
+    assert_non_null(src);
+    p += sprintf(p, "ragged j : B\ninput x : f32[B, j, 2]\ny = %s\n", padded ? "pad(x)" : "x");
+    for (int i = 0; i < n; i++) p += sprintf(p, "y = y + 1\n");
+    sprintf(p, "%soutput y\n", padded ? "y = unpad(y, j)\n" : "");
+    return src;
+}
+
+/* Runs the chain program on 3 rows and checks y = x + n. */
+static void run_chain(rj_ctx *ctx, rj_graph *g, rj_target t, int n) {
+    rj_program *p = rj_program_new(g, t);
+    if (!p) fail_msg("%s", rj_ctx_error(ctx));
+    rj_bind *b = rj_bind_new(p);
+    static const int64_t off[] = {0, 1, 3};
+    static const float x[6] = {0, 1, 2, 3, 4, 5};
+    assert_ok(ctx, rj_bind_offsets(b, rj_graph_find_dim(g, "j"), 2, off, NULL));
+    assert_ok(ctx, rj_bind_input(b, rj_graph_find(g, "x"), x, 6));
+    assert_ok(ctx, rj_program_run(p, b));
+    rj_tensor_info info;
+    assert_ok(ctx, rj_tensor_get_info(rj_bind_result(b, rj_graph_find(g, "y")), &info));
+    for (int i = 0; i < 6; i++) assert_true(((const float *)info.values)[i] == x[i] + (float)n);
+    rj_bind_free(b);
+    rj_program_free(p);
+}
+
+/* Long chains of statements reach nothing that recurses over the graph without a bound: a
+ * 100,000-node chain parses, prints and interprets; compiling it is refused with a message,
+ * since one kernel computes at most 1000 chained operations (those compile and run). */
+static void test_deep_chains(void **state) {
+    fixture *f = *state;
+    for (int padded = 0; padded < 2; padded++) {
+        char *src = chain_program(100000, padded);
+        rj_graph *g = rj_graph_parse(f->ctx, src, "chain.rj");
+        free(src);
+        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+        char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+        assert_non_null(text);
+        rj_string_free(f->ctx, text);
+        run_chain(f->ctx, g, RJ_TARGET_REFERENCE, 100000);
+        /* pad elimination walks the whole chain first (it used to recurse) */
+        assert_null(rj_graph_dump(g, RJ_TARGET_CPU, "opt"));
+        assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_UNSUPPORTED);
+        assert_error_contains(f->ctx, "fuse: y is computed by a chain of 100000 "
+                                      "operations inside one kernel, more than the 1000");
+        assert_null(rj_program_new(g, RJ_TARGET_CPU));
+        assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_UNSUPPORTED);
+        rj_graph_free(g);
+
+        src = chain_program(1000, padded);
+        g = rj_graph_parse(f->ctx, src, "chain.rj");
+        free(src);
+        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+        run_chain(f->ctx, g, RJ_TARGET_CPU, 1000);
+        rj_graph_free(g);
+        src = chain_program(1001, padded);
+        g = rj_graph_parse(f->ctx, src, "chain.rj");
+        free(src);
+        assert_null(rj_program_new(g, RJ_TARGET_CPU));
+        assert_error_contains(f->ctx, "chain of 1001 operations inside one kernel, more than the 1000");
+        rj_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
@@ -535,7 +601,7 @@ int main(void) {
         FX(test_reductions), FX(test_norms), FX(test_pad_unpad), FX(test_input_errors),
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
-        FX(test_introspection_allocates_nothing), FX(test_op_table),
+        FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_deep_chains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,14 +107,24 @@ static void expect_error(rj_ctx *ctx, const char *src, rj_status s, const char *
     size_t n = strcspn(msg, "\n");
     if (strlen(first_line) != n || strncmp(msg, first_line, n))
         fail_msg("got:\n%s\nexpected first line:\n%s", msg, first_line);
-    /* third line: two spaces of indent, then the caret at the column */
-    const char *l3 = strchr(msg, '\n');
-    l3 = l3 ? strchr(l3 + 1, '\n') : NULL;
+    /* second line: the source line (on a long one, "..." and a window of it); third line: the
+     * caret under the column. Both indented by two spaces. */
+    const char *l2 = strchr(msg, '\n');
+    assert_non_null(l2);
+    l2 += 3;
+    const char *l3 = strchr(l2, '\n');
     assert_non_null(l3);
     const char *caret = strchr(l3, '^');
     assert_non_null(caret);
-    if ((int)(caret - (l3 + 1)) - 2 + 1 != caret_col)
-        fail_msg("caret at column %d, expected %d:\n%s", (int)(caret - (l3 + 1)) - 1, caret_col, msg);
+    int dots = strncmp(l2, "...", 3) ? 0 : 3, at = (int)(caret - (l3 + 3));
+    int line = 0;
+    sscanf(first_line, "t.rj:%d:", &line);
+    const char *sl = src;
+    for (int i = 1; i < line && sl; i++) sl = strchr(sl, '\n') ? strchr(sl, '\n') + 1 : NULL;
+    assert_non_null(sl);
+    int start = caret_col - 1 - (at - dots), shown = (int)strcspn(l2 + dots, "\n");
+    if (start < 0 || (start > 0) != (dots > 0) || strncmp(l2 + dots, sl + start, (size_t)shown))
+        fail_msg("caret not at column %d:\n%s", caret_col, msg);
 }
 
 static void test_syntax_errors(void **state) {
@@ -240,6 +250,59 @@ static void test_mutations(void **state) {
     assert_true(parsed > 0 && failed > 0);
 }
 
+/* A program of `levels` nested openers around x: "((x))", "relu(relu(x))", "--x". */
+static char *nested(const char *open, const char *close, int levels) {
+    size_t no = strlen(open), nc = strlen(close);
+    char *src = malloc(64 + (no + nc) * (size_t)levels);
+    assert_non_null(src);
+    char *p = src + sprintf(src, "input x : f32[3]\ny = ");
+    for (int i = 0; i < levels; i++) p += sprintf(p, "%s", open);
+    *p++ = 'x';
+    for (int i = 0; i < levels; i++) p += sprintf(p, "%s", close);
+    sprintf(p, "\noutput y\n");
+    return src;
+}
+
+/* Nesting is bounded: 256 levels of parentheses, calls or unary minus parse; one more is an
+ * error at the opener of level 257; thousands (which used to overflow the stack) too. */
+static void test_nesting_limit(void **state) {
+    fixture *f = *state;
+    static const struct {
+        const char *open, *close;
+        int width; /* characters per level */
+    } forms[] = {{"(", ")", 1}, {"relu(", ")", 5}, {"-", "", 1}, {"softmax(dim=0, input=", ")", 21},
+                 {"(1 + ", ")", 5}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char *src = nested(forms[i].open, forms[i].close, 256);
+        rj_graph *g = rj_graph_parse(f->ctx, src, "t.rj");
+        if (!g) fail_msg("%s: %s", forms[i].open, rj_ctx_error(f->ctx));
+        rj_graph_free(g);
+        free(src);
+        static const int too_many[] = {257, 3000, 100000};
+        for (int k = 0; k < 3; k++) {
+            src = nested(forms[i].open, forms[i].close, too_many[k]);
+            char want[160];
+            snprintf(want, sizeof want, "t.rj:2:%d: expression nested too deeply (more than 256 "
+                     "levels of parentheses, calls and unary minus)", 5 + 256 * forms[i].width);
+            expect_error(f->ctx, src, RJ_ERR_PARSE, want, 5 + 256 * forms[i].width);
+            free(src);
+        }
+    }
+}
+
+/* On a long line the caret stays under the column it names: the line is shown from a little
+ * before it, marked with "...". */
+static void test_long_line_caret(void **state) {
+    fixture *f = *state;
+    char src[1400];
+    char *p = src + sprintf(src, "input x : f32[3]\ny = x");
+    for (int i = 0; i < 300; i++) p += sprintf(p, " + x");
+    sprintf(p, " + z\noutput y\n");
+    expect_error(f->ctx, src, RJ_ERR_PARSE, "t.rj:2:1209: undefined name 'z'", 1209);
+    const char *l2 = strchr(rj_ctx_error(f->ctx), '\n') + 1;
+    assert_true(!strncmp(l2, "  ...x + x", 10));
+}
+
 static void test_null_args(void **state) {
     fixture *f = *state;
     assert_null(rj_graph_parse(NULL, "x", NULL));
@@ -253,7 +316,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
-        FX(test_null_args),
+        FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

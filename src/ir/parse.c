@@ -26,6 +26,13 @@
  *             ^
  *
  * Each parse function below carries its grammar rule in a comment.
+ *
+ * The parser recurses only through expressions (parentheses, call arguments, unary minus),
+ * and every such cycle opens a level with nest_in, which stops at PARSE_MAX_NEST levels: a
+ * program is data an embedding may not have written, and 1,500 nested parentheses must be a
+ * parse error at the offending one, not a stack overflow. A call's arguments live on the heap
+ * rather than in the recursing frames, so even a maximally nested expression needs little
+ * stack.
  */
 #include <errno.h>
 #include <math.h>
@@ -33,6 +40,9 @@
 #include <string.h>
 
 #include "ir.h"
+
+/* Python's own parser stops at 200 nested parentheses; real programs nest a handful. */
+enum { PARSE_MAX_NEST = 256 };
 
 typedef enum {
     T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
@@ -61,6 +71,7 @@ typedef struct parser {
     int line;
     const char *line_start;
     int depth;          /* open parentheses and brackets: newlines are ignored inside */
+    int nest;           /* open levels of expression nesting (see nest_in) */
     token tok;          /* current token */
     bool failed;
     var *vars;
@@ -92,19 +103,23 @@ static void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* the source line containing t */
+    /* the source line containing t; of a long line, a window that keeps the caret in view */
     const char *ls = t->start;
     while (ls > P->src && ls[-1] != '\n') ls--;
     const char *le = t->start;
     while (*le && *le != '\n') le++;
-    int n = (int)(le - ls);
+    int c = (int)(t->start - ls), skip = c > 150 ? c - 100 : 0;
+    const char *ws = ls + skip, *dots = skip ? "..." : "";
+    int n = (int)(le - ws);
     if (n > 200) n = 200;
     char caret[256];
-    int c = t->col - 1 < 200 ? t->col - 1 : 200;
-    for (int i = 0; i < c; i++) caret[i] = ls[i] == '\t' ? '\t' : ' ';
-    caret[c] = '^';
-    caret[c + 1] = 0;
-    ctx_fail(P->ctx, s, "%s:%d:%d: %s\n  %.*s\n  %s", P->file, t->line, t->col, msg, n, ls, caret);
+    int k = 0;
+    for (; k < (int)strlen(dots); k++) caret[k] = ' ';
+    for (int i = 0; i < c - skip; i++) caret[k++] = ws[i] == '\t' ? '\t' : ' ';
+    caret[k++] = '^';
+    caret[k] = 0;
+    ctx_fail(P->ctx, s, "%s:%d:%d: %s\n  %s%.*s\n  %s", P->file, t->line, t->col, msg, dots, n,
+             ws, caret);
 }
 
 /* A builder call failed: re-report its message at the token that made the call. */
@@ -661,6 +676,20 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     return r;
 }
 
+/* Opens one level of expression nesting at t (a parenthesis, a call, a unary minus); false
+ * after reporting when that is one level too many. Every recursive cycle of the grammar opens
+ * a level, so this bounds the parser's recursion. */
+static bool nest_in(parser *P, const token *t) {
+    if (P->failed) return false;
+    if (P->nest == PARSE_MAX_NEST) {
+        fail_at(P, t, RJ_ERR_PARSE, "expression nested too deeply (more than %d levels of "
+                "parentheses, calls and unary minus)", PARSE_MAX_NEST);
+        return false;
+    }
+    P->nest++;
+    return true;
+}
+
 /* primary = NUMBER | "True" | "False" | "inf" | "nan" | IDENT | IDENT "(" [ arg { "," arg } ] ")"
  *         | "(" expr ")" */
 static value parse_primary(parser *P) {
@@ -677,8 +706,10 @@ static value parse_primary(parser *P) {
         r.node = check(P, rj_graph_scalar(P->g, t.fval), &t);
         return r;
     case T_LPAREN:
+        if (!nest_in(P, &t)) return r;
         next(P);
         r = parse_expr(P);
+        P->nest--;
         expect(P, T_RPAREN, "')'");
         return r;
     case T_IDENT: break;
@@ -693,14 +724,22 @@ static value parse_primary(parser *P) {
     ident(P, name, sizeof name, "a name");
     if (P->failed) return r;
     if (P->tok.kind == T_LPAREN) {
+        if (!nest_in(P, &t)) return r;
         next(P);
-        args a = {.fname = name};
-        while (!P->failed && P->tok.kind != T_RPAREN) {
-            parse_arg(P, &a);
-            if (P->tok.kind != T_RPAREN && !expect(P, T_COMMA, "',' or ')'")) return r;
+        args *a = mem_alloc(P->ctx, sizeof *a);
+        if (!a) {
+            fail_at(P, &t, RJ_ERR_NOMEM, "out of memory");
+            return r;
         }
-        if (!expect(P, T_RPAREN, "')'")) return r;
-        return call(P, &t, name, &a);
+        *a = (args){.fname = name};
+        while (!P->failed && P->tok.kind != T_RPAREN) {
+            parse_arg(P, a);
+            if (P->tok.kind != T_RPAREN && !expect(P, T_COMMA, "',' or ')'")) break;
+        }
+        P->nest--;
+        if (!P->failed && expect(P, T_RPAREN, "')'")) r = call(P, &t, name, a);
+        mem_free(P->ctx, a, sizeof *a);
+        return r;
     }
     if (!strcmp(name, "True") || !strcmp(name, "False")) {
         r.node = check(P, rj_graph_scalar_bool(P->g, name[0] == 'T'), &t);
@@ -746,8 +785,10 @@ static value parse_unary(parser *P) {
             check(P, r.node, &t);
             return r;
         }
-        value x = parse_unary(P);
         value r = node_value(RJ_NONE, t);
+        if (!nest_in(P, &t)) return r;
+        value x = parse_unary(P);
+        P->nest--;
         const node *lit = x.node >= 0 && !x.is_list && !x.is_string ? graph_node(P->g, x.node) : NULL;
         if (lit && lit->op == RJ_OP_SCALAR && lit->weak != WEAK_BOOL) { /* -inf, -(2.5): literals */
             r.node = lit->weak == WEAK_INT ? rj_graph_scalar_int(P->g, -lit->ival) : rj_graph_scalar(P->g, -lit->fval);
