@@ -150,7 +150,8 @@ static void test_syntax_errors(void **state) {
                  "t.rj:2:19: positional argument after keyword arguments", 19);
     expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, dim=0)\n", RJ_ERR_PARSE,
                  "t.rj:2:19: argument 'dim' given twice", 19);
-    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0.5)\n", RJ_ERR_PARSE, "t.rj:2:12: expected an integer", 12);
+    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0.5)\n", RJ_ERR_PARSE,
+                 "t.rj:2:12: sum: dim must be an integer", 12);
     expect_error(c, "input x : f32[3]\ny = x\n", RJ_ERR_PARSE,
                  "t.rj:3:1: the program has no outputs (add: output <name>)", 1);
     expect_error(c, "input x : f32[3]\noutput y\n", RJ_ERR_PARSE, "t.rj:2:8: undefined name 'y'", 8);
@@ -163,7 +164,7 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\ny = cast(x, dtype=\"f16\")\n", RJ_ERR_PARSE,
                  "t.rj:2:13: cast: dtype must be one of \"f32\", \"f64\", \"i32\", \"i64\", \"bool\"", 13);
     expect_error(c, "input x : f32[3]\ny = 99999999999999999999\n", RJ_ERR_PARSE,
-                 "t.rj:2:5: integer 99999999999999999999 is too large", 5);
+                 "t.rj:2:5: integer 99999999999999999999 is too large (the limit is 2^63 - 1)", 5);
 }
 
 static void test_builder_errors_located(void **state) {
@@ -250,6 +251,65 @@ static void test_mutations(void **state) {
     assert_true(parsed > 0 && failed > 0);
 }
 
+/* Integer arguments are integer literals in range, named with their value when they are not;
+ * negative numbers never stand for symbols; literals are read whole; None is not "None". */
+static void test_argument_values(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] = "ragged j : B\ninput x : f32[B, j, D]\n";
+    static const struct {
+        const char *stmt, *msg;
+        int col;
+    } bad[] = {
+        {"y = sum(x, dim=4294967297)", "sum: dim=4294967297 is out of range", 12},
+        {"y = softmax(x, -9223372036854775807)", "softmax: dim=-9223372036854775807 is out of range", 16},
+        {"y = sum(x, dim=-4)", "sum: dim -4 is out of range for f32[B, j, D] (rank 3)", 5},
+        {"y = sum(x, dim=2.0)", "sum: dim must be an integer", 12},
+        {"y = sum(x, dim=True)", "sum: dim must be an integer", 12},
+        {"y = sum(x, dim=x)", "sum: dim must be an integer", 12},
+        {"y = mean(x, 2, 1)", "mean: keepdim must be True or False", 16},
+        {"y = pad(x, len=-1)", "pad: len=-1 is negative", 12},
+        {"y = pad(x, 0.0, -2)", "pad: len=-2 is negative", 17},
+        {"y = pad(x, len=4.0)", "pad: len must be an integer", 12},
+        {"y = layer_norm(x, -2)", "layer_norm: normalized_shape=-2 is negative", 19},
+        {"y = rms_norm(x, 2.5)", "normalized_shape must be a size or a list of sizes", 17},
+        {"y = layer_norm(x, D, weight=\"None\")", "a string is not a tensor", 22},
+        {"y = layer_norm(x, D, weight=None, bias=x, eps=None + 1)", "None is not a tensor", 47},
+        {"y = cast(x, \"f32                                                                    \")",
+         "cast: dtype must be one of", 13},
+        {"y = x * 1e5e5", "malformed number '1e5e'", 9},
+    };
+    char src[512], want[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(src, sizeof src, "%s%s\noutput y\n", head, bad[i].stmt);
+        snprintf(want, sizeof want, "t.rj:3:%d: %s", bad[i].col, bad[i].msg);
+        rj_graph *g = rj_graph_parse(c, src, "t.rj");
+        if (g) fail_msg("accepted: %s", bad[i].stmt);
+        if (strncmp(rj_ctx_error(c), want, strlen(want)))
+            fail_msg("%s:\ngot %s\nwant %s", bad[i].stmt, rj_ctx_error(c), want);
+    }
+    /* what is accepted means what it says: negative dims count from the end; long literals
+     * keep every digit */
+    static const char good[] =
+        "ragged j : B\ninput x : f32[B, j, 4]\n"
+        "a = sum(x, dim=-1, keepdim=True)\n"
+        "b = softmax(x, dim=00000000000000000000000000000000000000000000000000000000000000000001)\n"
+        "p = pad(x, value=1.0000000000000000000000000000000000000000000000000000000000000000000001e5, len=7)\n"
+        "n = layer_norm(x, 4, eps=1e-999) + x * 1e999\n"
+        "output a, b, p, n\n";
+    rj_graph *g = rj_graph_parse(c, good, "good.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    assert_type(c, g, "a", "f32[B, j, 1]");
+    char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+    assert_non_null(text);
+    if (!strstr(text, "a = sum(x, dim=2, keepdim=True)") || !strstr(text, "b = softmax(x, dim=1)") ||
+        !strstr(text, "pad(x, value=1e+05, len=7)") || !strstr(text, "layer_norm(x, 4, eps=0.0)") ||
+        !strstr(text, "mul(x, inf)"))
+        fail_msg("%s", text);
+    rj_string_free(c, text);
+    rj_graph_free(g);
+}
+
 /* A program of `levels` nested openers around x: "((x))", "relu(relu(x))", "--x". */
 static char *nested(const char *open, const char *close, int levels) {
     size_t no = strlen(open), nc = strlen(close);
@@ -317,6 +377,7 @@ int main(void) {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
+        FX(test_argument_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

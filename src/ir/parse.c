@@ -18,6 +18,11 @@
  * Every op of the op table is callable by its name; infix operators map to add, sub, mul, div
  * and the comparisons.
  *
+ * Attributes are checked here, where the text still says what the user wrote: an integer
+ * argument (a dim, a length, a size) must be an integer literal in range, since a float or a
+ * wrapped value would silently mean another dim, and a negative constant would be taken for a
+ * symbol's id (rj_dim). Number literals are converted from the whole token, never a prefix.
+ *
  * The parser builds the graph as it goes, so a shape error found by the builder is reported
  * at the operator or call that caused it. Every error has the form
  *
@@ -35,6 +40,7 @@
  * stack.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +86,10 @@ typedef struct parser {
 
 typedef struct value {
     rj_node node;      /* RJ_NONE for the non-node values below */
-    bool is_string;
-    char str[64];
+    bool is_none;      /* None */
+    bool is_string;    /* a string literal: str and slen, its text in the source */
+    const char *str;
+    int slen;
     bool is_list;      /* [d, d, ...] */
     rj_dim dims[RJ_MAX_RANK];
     int ndims;
@@ -201,16 +209,23 @@ static void next(parser *P) {
             fail_at(P, t, RJ_ERR_PARSE, "malformed number '%.*s%c'", t->len, s, *p);
             return;
         }
-        char buf[64];
-        snprintf(buf, sizeof buf, "%.*s", t->len < 63 ? t->len : 63, s);
+        /* the whole token, read in place (the source ends with a NUL and the token is followed
+         * by a character no number contains); a conversion that stops early (a locale with
+         * another decimal point, say) is an error, never a shorter number */
+        char *end;
         errno = 0;
         if (flt) {
             t->kind = T_FLOAT;
-            t->fval = strtod(buf, NULL);
+            t->fval = strtod(s, &end); /* out of range: inf or 0, as Python's float literals */
         } else {
             t->kind = T_INT;
-            t->ival = strtoll(buf, NULL, 10);
-            if (errno == ERANGE) fail_at(P, t, RJ_ERR_PARSE, "integer %s is too large", buf);
+            t->ival = strtoll(s, &end, 10);
+        }
+        if (end != p) {
+            fail_at(P, t, RJ_ERR_PARSE, "cannot read the number '%.*s'", t->len < 40 ? t->len : 40, s);
+        } else if (!flt && errno == ERANGE) {
+            fail_at(P, t, RJ_ERR_PARSE, "integer %.*s%s is too large (the limit is 2^63 - 1)",
+                    t->len < 40 ? t->len : 40, s, t->len > 40 ? "..." : "");
         }
         return;
     } else if (c == '"' || c == '\'') {
@@ -381,8 +396,9 @@ static value node_value(rj_node n, token at) {
 /* A value used as a tensor operand. */
 static rj_node as_node(parser *P, const value *v) {
     if (P->failed) return RJ_NONE;
-    if (v->is_string || v->is_list) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "a %s is not a tensor", v->is_string ? "string" : "list");
+    if (v->is_string || v->is_list || v->is_none) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s is not a tensor",
+                v->is_none ? "None" : v->is_string ? "a string" : "a list");
         return RJ_NONE;
     }
     return v->node;
@@ -450,8 +466,8 @@ static void parse_arg(parser *P, args *a) {
         }
         expect(P, T_RBRACK, "']'");
     } else if (P->tok.kind == T_STRING) {
-        v = (value){.node = RJ_NONE, .is_string = true, .at = P->tok};
-        snprintf(v.str, sizeof v.str, "%.*s", P->tok.len - 2, P->tok.start + 1);
+        v = (value){.node = RJ_NONE, .is_string = true, .str = P->tok.start + 1,
+                    .slen = P->tok.len - 2, .at = P->tok};
         next(P);
     } else {
         v = parse_expr(P);
@@ -515,40 +531,63 @@ static bool bind_args(parser *P, const token *fn, const char *fname, args *a,
     return true;
 }
 
-static bool int_arg(parser *P, const value *v, int64_t *out) {
-    double d;
-    if (!literal(P, v, &d)) return false;
-    if (d != floor(d) || fabs(d) > 1e15) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "expected an integer");
+/* A scalar literal given for an attribute, or NULL. */
+static const node *scalar_of(parser *P, const value *v) {
+    const node *n = v->node >= 0 && !v->is_list ? graph_node(P->g, v->node) : NULL;
+    return n && n->op == RJ_OP_SCALAR ? n : NULL;
+}
+
+/* An integer argument: an integer literal (not a float, not a bool: PyTorch refuses both for
+ * dims and sizes) within lo..hi. Messages name the function, the argument and the value. */
+static bool int_arg(parser *P, const char *fname, const char *arg, const value *v, int64_t lo,
+                    int64_t hi, int64_t *out) {
+    const node *n = scalar_of(P, v);
+    if (!n || n->weak != WEAK_INT) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be an integer", fname, arg);
         return false;
     }
-    *out = (int64_t)d;
+    if (n->ival < lo || n->ival > hi) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s=%lld is %s", fname, arg, (long long)n->ival,
+                n->ival < 0 && lo == 0 ? "negative" : "out of range");
+        return false;
+    }
+    *out = n->ival;
     return true;
 }
 
-static bool bool_arg(parser *P, const value *v, bool *out) {
-    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
-    if (!n || n->op != RJ_OP_SCALAR || n->weak != WEAK_BOOL) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "expected True or False");
+static bool bool_arg(parser *P, const char *fname, const char *arg, const value *v, bool *out) {
+    const node *n = scalar_of(P, v);
+    if (!n || n->weak != WEAK_BOOL) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be True or False", fname, arg);
         return false;
     }
     *out = n->ival != 0;
     return true;
 }
 
-static bool is_none(const value *v) { return v && v->is_string && !strcmp(v->str, "None"); }
+static bool is_none(const value *v) { return v && v->is_none; }
+
+static bool str_is(const value *v, const char *s) {
+    return v->is_string && v->slen == (int)strlen(s) && !strncmp(v->str, s, (size_t)v->slen);
+}
 
 /* normalized_shape: a dim, or a list of dims, matching the input's trailing dims. */
-static bool norm_shape(parser *P, const value *v, rj_node x, int *ndims) {
+static bool norm_shape(parser *P, const char *fname, const value *v, rj_node x, int *ndims) {
     rj_dim want[RJ_MAX_RANK];
     int n = 0;
     if (v->is_list) {
         n = v->ndims;
         memcpy(want, v->dims, sizeof(rj_dim) * (size_t)n);
     } else {
-        const node *s = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
-        if (!s || s->op != RJ_OP_SCALAR || s->weak != WEAK_INT) {
+        const node *s = scalar_of(P, v);
+        if (!s || s->weak != WEAK_INT) {
             fail_at(P, &v->at, RJ_ERR_PARSE, "normalized_shape must be a size or a list of sizes");
+            return false;
+        }
+        /* a constant size: a negative number would read as a symbol's id */
+        if (s->ival < 0) {
+            fail_at(P, &v->at, RJ_ERR_PARSE, "%s: normalized_shape=%lld is negative", fname,
+                    (long long)s->ival);
             return false;
         }
         want[n++] = s->ival;
@@ -583,11 +622,11 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     if (op == RJ_OP_GELU) {
         static const char *const names[] = {"input", "approximate"};
         if (!bind_args(P, fn, name, a, names, 2, 1, v)) return r;
-        if (v[1] && (!v[1]->is_string || (strcmp(v[1]->str, "tanh") && strcmp(v[1]->str, "none")))) {
+        if (v[1] && !str_is(v[1], "tanh") && !str_is(v[1], "none")) {
             fail_at(P, &v[1]->at, RJ_ERR_PARSE, "gelu: approximate must be \"none\" or \"tanh\"");
             return r;
         }
-        if (v[1] && !strcmp(v[1]->str, "tanh")) op = RJ_OP_GELU_TANH;
+        if (v[1] && str_is(v[1], "tanh")) op = RJ_OP_GELU_TANH;
         r.node = check(P, rj_graph_unary(g, op, as_node(P, v[0])), fn);
     } else if (kind == KIND_UNARY) {
         static const char *const names[] = {"input"};
@@ -610,8 +649,11 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     } else if (op == RJ_OP_CAST) {
         static const char *const names[] = {"input", "dtype"};
         rj_dtype dt;
+        char dname[16] = "";
         if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
-        if (!v[1]->is_string || !parse_dtype_name(v[1]->str, &dt)) {
+        if (v[1]->is_string && v[1]->slen < (int)sizeof dname)
+            memcpy(dname, v[1]->str, (size_t)v[1]->slen);
+        if (!v[1]->is_string || !parse_dtype_name(dname, &dt)) {
             fail_at(P, &v[1]->at, RJ_ERR_PARSE, "cast: dtype must be one of \"f32\", \"f64\", "
                     "\"i32\", \"i64\", \"bool\"");
             return r;
@@ -621,13 +663,17 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         static const char *const names[] = {"input", "dim", "keepdim"};
         int64_t dim;
         bool keep = false;
-        if (!bind_args(P, fn, name, a, names, 3, 2, v) || !int_arg(P, v[1], &dim)) return r;
-        if (v[2] && !bool_arg(P, v[2], &keep)) return r;
+        if (!bind_args(P, fn, name, a, names, 3, 2, v) ||
+            !int_arg(P, name, "dim", v[1], INT_MIN, INT_MAX, &dim))
+            return r;
+        if (v[2] && !bool_arg(P, name, "keepdim", v[2], &keep)) return r;
         r.node = check(P, rj_graph_reduce(g, op, as_node(P, v[0]), (int)dim, keep), fn);
     } else if (kind == KIND_SOFTMAX) {
         static const char *const names[] = {"input", "dim"};
         int64_t dim;
-        if (!bind_args(P, fn, name, a, names, 2, 2, v) || !int_arg(P, v[1], &dim)) return r;
+        if (!bind_args(P, fn, name, a, names, 2, 2, v) ||
+            !int_arg(P, name, "dim", v[1], INT_MIN, INT_MAX, &dim))
+            return r;
         r.node = check(P, op == RJ_OP_SOFTMAX ? rj_graph_softmax(g, as_node(P, v[0]), (int)dim)
                                               : rj_graph_log_softmax(g, as_node(P, v[0]), (int)dim), fn);
     } else if (op == RJ_OP_LAYER_NORM || op == RJ_OP_RMS_NORM) {
@@ -638,7 +684,7 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         rj_node x = as_node(P, v[0]), w = RJ_NONE, b = RJ_NONE;
         int nd;
         double eps = -1;
-        if (P->failed || !norm_shape(P, v[1], x, &nd)) return r;
+        if (P->failed || !norm_shape(P, name, v[1], x, &nd)) return r;
         if (v[2] && !is_none(v[2])) w = as_node(P, v[2]);
         if (layer && v[3] && !is_none(v[3])) b = as_node(P, v[3]);
         value *ev = v[layer ? 4 : 3];
@@ -655,13 +701,10 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         if (!bind_args(P, fn, name, a, names, 3, 1, v)) return r;
         if (v[1] && !literal(P, v[1], &val)) return r;
         if (v[2] && !is_none(v[2])) {
-            const node *s = v[2]->node >= 0 ? graph_node(g, v[2]->node) : NULL;
-            if (s && s->op == RJ_OP_SCALAR && s->weak == WEAK_INT) len = s->ival;
-            else if (v[2]->is_list && v[2]->ndims == 1) len = v[2]->dims[0];
-            else {
-                fail_at(P, &v[2]->at, RJ_ERR_PARSE, "pad: len must be a number or a size name");
-                return r;
-            }
+            int64_t n;
+            if (v[2]->is_list && v[2]->ndims == 1) len = v[2]->dims[0];
+            else if (!int_arg(P, name, "len", v[2], 0, INT64_MAX, &n)) return r;
+            else len = n; /* a constant: never negative, which would name a symbol */
         }
         r.node = check(P, rj_graph_pad(g, as_node(P, v[0]), val, len), fn);
     } else if (op == RJ_OP_UNPAD) {
@@ -750,8 +793,7 @@ static value parse_primary(parser *P) {
         return r;
     }
     if (!strcmp(name, "None")) {
-        r.is_string = true;
-        snprintf(r.str, sizeof r.str, "None");
+        r.is_none = true;
         return r;
     }
     var *v = find_var(P, name);
@@ -789,8 +831,8 @@ static value parse_unary(parser *P) {
         if (!nest_in(P, &t)) return r;
         value x = parse_unary(P);
         P->nest--;
-        const node *lit = x.node >= 0 && !x.is_list && !x.is_string ? graph_node(P->g, x.node) : NULL;
-        if (lit && lit->op == RJ_OP_SCALAR && lit->weak != WEAK_BOOL) { /* -inf, -(2.5): literals */
+        const node *lit = x.is_string || x.is_none ? NULL : scalar_of(P, &x);
+        if (lit && lit->weak != WEAK_BOOL) { /* -inf, -(2.5): literals */
             r.node = lit->weak == WEAK_INT ? rj_graph_scalar_int(P->g, -lit->ival) : rj_graph_scalar(P->g, -lit->fval);
             check(P, r.node, &t);
             return r;
