@@ -594,6 +594,27 @@ static void test_deep_chains(void **state) {
     }
 }
 
+/* A program without inputs (cloning it copied from a NULL array) compiles and runs. */
+static void test_no_inputs(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx, "y = relu(1.5) + 2\noutput y\n", "c.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    assert_int_equal(rj_graph_input_count(g), 0);
+    for (int t = 0; t < 2; t++) {
+        rj_program *p = rj_program_new(g, t ? RJ_TARGET_CPU : RJ_TARGET_REFERENCE);
+        if (!p) fail_msg("%s", rj_ctx_error(f->ctx));
+        rj_bind *b = rj_bind_new(p);
+        assert_ok(f->ctx, rj_program_run(p, b));
+        rj_tensor_info info;
+        assert_ok(f->ctx, rj_tensor_get_info(rj_bind_result(b, rj_graph_find(g, "y")), &info));
+        assert_int_equal(info.rank, 0);
+        assert_true(*(const float *)info.values == 3.5f);
+        rj_bind_free(b);
+        rj_program_free(p);
+    }
+    rj_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
@@ -602,6 +623,7 @@ int main(void) {
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
         FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_deep_chains),
+        FX(test_no_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

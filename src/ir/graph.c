@@ -399,7 +399,8 @@ rj_graph *graph_clone(rj_ctx *ctx, const rj_graph *g) {
         c->nsym = i + 1;
         if (!(c->syms[i].name = mem_strdup(ctx, g->syms[i].name))) goto fail;
     }
-    memcpy(c->inputs, g->inputs, sizeof(int32_t) * (size_t)g->ninputs);
+    /* a graph without inputs has no array to copy from (memcpy's pointers must be valid) */
+    if (g->ninputs) memcpy(c->inputs, g->inputs, sizeof(int32_t) * (size_t)g->ninputs);
     c->ninputs = g->ninputs;
     for (int32_t i = 0; i < g->noutputs; i++) {
         c->outputs[i].node = g->outputs[i].node;
