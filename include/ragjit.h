@@ -212,10 +212,18 @@ RJ_API void rj_graph_free(rj_graph *g);
 /* RJ_OK, or the status of the first failure while building (its message is in the context). */
 RJ_API rj_status rj_graph_status(const rj_graph *g);
 
-/* A named dense size bound at run time; the same name gives the same symbol. */
+/* Names. Inputs, outputs and symbols (dense sizes, ragged symbols) share one namespace, as the
+ * data files named after them share one directory in `ragjit run`: giving a name that another
+ * kind already has fails with RJ_ERR_ARG naming both, so that no input's file can be read as a
+ * symbol's offsets or an output written over them. An input that is also an output may keep
+ * its name. Names are letters, digits and _, not starting with a digit, under 128 bytes. */
+
+/* A named dense size bound at run time; the same name gives the same symbol. Fails if an input
+ * or output has the name. */
 RJ_API rj_dim rj_graph_dense(rj_graph *g, const char *name);
 /* A ragged symbol whose extent varies with the index of `parent` (a dense size symbol, the
- * batch dim). Declaring an existing name again with the same parent returns the same symbol. */
+ * batch dim). Declaring an existing name again with the same parent returns the same symbol.
+ * Fails if an input or output has the name. */
 RJ_API rj_dim rj_graph_ragged(rj_graph *g, const char *name, rj_dim parent);
 /* Declares two ragged symbols with the same parent equal: tensors using them combine, and the
  * runtime compares the lengths bound to them once per run (RJ_ERR_SAME if they differ). */
@@ -223,10 +231,13 @@ RJ_API rj_status rj_graph_same(rj_graph *g, rj_dim a, rj_dim b);
 /* The symbol named `name`, or RJ_DIM_NONE. */
 RJ_API rj_dim rj_graph_find_dim(const rj_graph *g, const char *name);
 
-/* A graph input. A ragged dim must directly follow its parent dim (f32[B, j1, 64]). */
+/* A graph input. A ragged dim must directly follow its parent dim (f32[B, j1, 64]). Fails if
+ * any input, output or symbol already has the name. */
 RJ_API rj_node rj_graph_input(rj_graph *g, const char *name, rj_dtype dtype, int rank,
                               const rj_dim *dims);
-/* Marks a node as an output under `name` (NULL: "out<k>"). A node may be output once. */
+/* Marks a node as an output under `name` (NULL: the first of "out<k>", k = 0, 1, ... that no
+ * input, output or symbol has). A node may be output once. Fails if another node's input or
+ * output, or a symbol, has the name. */
 RJ_API rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name);
 
 /* Scalar literals. They take part in dtype promotion as Python numbers do in PyTorch. */

@@ -349,6 +349,31 @@ static void test_bad_data(void **state) {
     expect_fail(run("ragjit run %s --data %s --out %s/o", prog, d2, tmpdir), 2, want);
 }
 
+/* ---- hostile programs and files --------------------------------------------------------------- */
+
+/* Programs and data an embedding did not write: each is refused with status 2 and a message
+ * naming what is wrong, never a crash, a hang or lost data. */
+static void test_hostile_inputs(void **state) {
+    (void)state;
+    char prog[600], out[600];
+    snprintf(prog, sizeof prog, "%s/clash.rj", tmpdir);
+    snprintf(out, sizeof out, "%s/clash-out", tmpdir);
+    /* an output named like a ragged symbol used to be overwritten by the symbol's offsets */
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 4]\nj1 = x * 2\noutput j1\n");
+    result *r = run("ragjit run %s --random B=2,maxlen=3 --out %s", prog, out);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "clash.rj:3:1: the name 'j1' is already used by a ragged symbol"));
+    write_file(prog, "ragged j1 : B\ninput j1 : f32[B, 4]\ny = j1 * 2\noutput y\n");
+    r = run("ragjit run %s --random B=2,maxlen=3 --out %s", prog, out);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "clash.rj:2:7: the name 'j1' is already used by a ragged symbol"));
+    /* the interpreter with a `same` class whose first symbol no input uses */
+    write_file(prog, "ragged j1 : B\nragged j2 : B\nsame j1 j2\ninput x : f32[B, j2, 4]\n"
+                     "y = x * 2\noutput y\n");
+    expect_ok(run("ragjit check %s --random B=3,maxlen=4", prog));
+    expect_ok(run("ragjit run %s --random B=3,maxlen=4 --target reference --out %s", prog, out));
+}
+
 /* ---- golden dumps ---------------------------------------------------------------------------- */
 
 static void test_golden(void **state) {
@@ -410,7 +435,7 @@ int main(void) {
         cmocka_unit_test(test_run_check_roundtrip), cmocka_unit_test(test_emit_stages),
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
-        cmocka_unit_test(test_pass_pipeline),
+        cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -615,6 +615,48 @@ static void test_no_inputs(void **state) {
     rj_graph_free(g);
 }
 
+/* The builder keeps inputs, outputs and symbols in one namespace (ragjit run gives each a
+ * file in one directory): every kind of clash fails at the call, naming both. */
+static void test_one_namespace(void **state) {
+    static const char *const want[] = {
+        "input: the name 'j1' is already used by a ragged symbol",
+        "input: the name 'D' is already used by a dense size",
+        "output: the name 'j2' is already used by a ragged symbol",
+        "output: the name 'B' is already used by a dense size",
+        "rj_graph_dense: the name 'x' is already used by an input",
+        "rj_graph_ragged: the name 'w' is already used by an input",
+        "rj_graph_dense: the name 'r' is already used by an output",
+    };
+    for (int i = 0; i < 7; i++) {
+        env e = make_env(state);
+        rj_node r = rj_graph_unary(e.g, RJ_OP_RELU, e.x);
+        bool ok = true;
+        switch (i) {
+        case 0: ok = rj_graph_input(e.g, "j1", RJ_F32, 1, (rj_dim[]){4}) != RJ_NONE; break;
+        case 1: ok = rj_graph_input(e.g, "D", RJ_F32, 1, (rj_dim[]){4}) != RJ_NONE; break;
+        case 2: ok = rj_graph_output(e.g, r, "j2") == RJ_OK; break;
+        case 3: ok = rj_graph_output(e.g, r, "B") == RJ_OK; break;
+        case 4: ok = rj_graph_dense(e.g, "x") != RJ_DIM_NONE; break;
+        case 5: ok = rj_graph_ragged(e.g, "w", e.B) != RJ_DIM_NONE; break;
+        default:
+            assert_ok(e.ctx, rj_graph_output(e.g, r, "r"));
+            ok = rj_graph_dense(e.g, "r") != RJ_DIM_NONE;
+            break;
+        }
+        assert_false(ok);
+        assert_int_equal(rj_graph_status(e.g), RJ_ERR_ARG);
+        assert_error_contains(e.ctx, want[i]);
+        rj_graph_free(e.g);
+    }
+    /* an automatic output name skips names in use; an input output keeps its own name */
+    env e = make_env(state);
+    rj_graph_dense(e.g, "out0");
+    assert_ok(e.ctx, rj_graph_output(e.g, e.x, NULL));
+    assert_string_equal(rj_graph_output_name(e.g, 0), "out1");
+    assert_ok(e.ctx, rj_graph_output(e.g, e.w, "w"));
+    rj_graph_free(e.g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
@@ -623,7 +665,7 @@ int main(void) {
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
         FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_deep_chains),
-        FX(test_no_inputs),
+        FX(test_no_inputs), FX(test_one_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

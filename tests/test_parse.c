@@ -155,7 +155,9 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\ny = x\n", RJ_ERR_PARSE,
                  "t.rj:3:1: the program has no outputs (add: output <name>)", 1);
     expect_error(c, "input x : f32[3]\noutput y\n", RJ_ERR_PARSE, "t.rj:2:8: undefined name 'y'", 8);
-    expect_error(c, "input x : f32[3]\ninput x : f32[3]\n", RJ_ERR_PARSE, "t.rj:2:7: 'x' is already defined", 7);
+    expect_error(c, "input x : f32[3]\ninput x : f32[3]\n", RJ_ERR_PARSE,
+                 "t.rj:2:7: the name 'x' is already used by an input (inputs, outputs, values and "
+                 "sizes share one namespace)", 7);
     expect_error(c, "ragged j1 : B\nsame j1 j9\n", RJ_ERR_PARSE, "t.rj:2:9: undefined ragged symbol 'j9'", 9);
     expect_error(c, "input x : f32[3]\ny = x 2\n", RJ_ERR_PARSE, "t.rj:2:7: expected end of line, found '2'", 7);
     expect_error(c, "input x : f32[3]\ny = 12abc\n", RJ_ERR_PARSE, "t.rj:2:5: malformed number '12a'", 5);
@@ -310,6 +312,52 @@ static void test_argument_values(void **state) {
     rj_graph_free(g);
 }
 
+/* Inputs, outputs, values, ragged symbols and dense sizes share one namespace (the files of
+ * `ragjit run` share one directory): a clash is an error at the statement that makes it. */
+static void test_namespace(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char tail[] = " (inputs, outputs, values and sizes share one namespace)";
+    static const struct {
+        const char *src, *msg;
+        int line, col;
+    } bad[] = {
+        {"ragged j1 : B\ninput j1 : f32[B]\n", "the name 'j1' is already used by a ragged symbol", 2, 7},
+        {"ragged j1 : B\ninput x : f32[B, j1]\nj1 = x * 2\noutput j1\n",
+         "the name 'j1' is already used by a ragged symbol", 3, 1},
+        {"input x : f32[3]\nragged x : B\n", "the name 'x' is already used by an input", 2, 8},
+        {"input x : f32[3]\nragged j : x\n", "the name 'x' is already used by an input", 2, 12},
+        {"input x : f32[3]\ny = x * 2\ninput z : f32[y]\n", "the name 'y' is already used by a value", 3, 15},
+        {"input x : f32[3]\ny = x * 2\nz = layer_norm(x, [y])\n",
+         "the name 'y' is already used by a value", 3, 20},
+        {"input x : f32[D]\nD = x\n", "the name 'D' is already used by a dense size", 2, 1},
+        {"input x : f32[D]\ninput D : f32[3]\n", "the name 'D' is already used by a dense size", 2, 7},
+        {"input x : f32[3]\nx = x * 2\noutput x\n", "output: the name 'x' is already used by an input", 3, 8},
+        {"ragged j : B\ninput x : f32[B, j]\nsame j x\n", "'x' is an input, not a ragged symbol", 3, 8},
+        {"input inf : f32[3]\n", "'inf' is a reserved name", 1, 7},
+        {"input x : f32[3]\nnan = x\n", "'nan' is a reserved name", 2, 1},
+        {"ragged None : B\n", "'None' is a reserved name", 1, 8},
+        {"input x : f32[True]\n", "'True' is a reserved name", 1, 15},
+    };
+    char want[300];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        /* the parser's own messages add why; the builder's (output:) are RJ_ERR_ARG */
+        bool parser = !strncmp(bad[i].msg, "the name", 8), builder = !strncmp(bad[i].msg, "output:", 7);
+        snprintf(want, sizeof want, "t.rj:%d:%d: %s%s", bad[i].line, bad[i].col, bad[i].msg,
+                 parser ? tail : "");
+        expect_error(c, bad[i].src, builder ? RJ_ERR_ARG : RJ_ERR_PARSE, want, bad[i].col);
+    }
+    /* what stays allowed: reassigning, an input output under its own name or another */
+    static const char good[] = "ragged j : B\ninput x : f32[B, j, 2]\ny = x * 2\ny = y + x\n"
+                               "x = x - 1\nz = x\noutput y, z\n";
+    rj_graph *g = rj_graph_parse(c, good, "good.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    rj_graph_free(g);
+    g = rj_graph_parse(c, "input x : f32[3]\noutput x\n", "good.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    rj_graph_free(g);
+}
+
 /* A program of `levels` nested openers around x: "((x))", "relu(relu(x))", "--x". */
 static char *nested(const char *open, const char *close, int levels) {
     size_t no = strlen(open), nc = strlen(close);
@@ -377,7 +425,7 @@ int main(void) {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
-        FX(test_argument_values),
+        FX(test_argument_values), FX(test_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,8 @@
  * argument (a dim, a length, a size) must be an integer literal in range, since a float or a
  * wrapped value would silently mean another dim, and a negative constant would be taken for a
  * symbol's id (rj_dim). Number literals are converted from the whole token, never a prefix.
+ * Names of inputs, values and symbols share one namespace with outputs (name_user, new_name);
+ * a clash is reported at the statement that makes it, and literal keywords are reserved.
  *
  * The parser builds the graph as it goes, so a shape error found by the builder is reported
  * at the operator or call that caused it. Every error has the form
@@ -330,6 +332,41 @@ static bool ident(parser *P, char *out, size_t n, const char *what) {
     return !P->failed;
 }
 
+/* What already uses `name`, as a phrase for messages, or NULL. Inputs, outputs, values,
+ * ragged symbols and dense sizes share one namespace, since `ragjit run` gives each a file
+ * named after it in the same directory: an input named like a symbol would read, and an
+ * output write, the symbol's offsets. (Output names are variable names here.) */
+static const char *name_user(parser *P, const char *name) {
+    var *v = find_var(P, name);
+    if (v) {
+        const node *n = graph_node(P->g, v->node);
+        return n && n->op == RJ_OP_INPUT && n->name && !strcmp(n->name, name) ? "an input"
+                                                                               : "a value";
+    }
+    const sym *sy = graph_sym(P->g, rj_graph_find_dim(P->g, name));
+    if (sy) return sy->kind == SYM_RAGGED ? "a ragged symbol" : "a dense size";
+    return NULL;
+}
+
+/* A name about to be given to a new input, value or symbol: not a literal's keyword (an input
+ * named inf could never be read: inf is a number wherever it appears) and, unless it may be
+ * reassigned (a value), not used already. False after reporting at t. */
+static bool new_name(parser *P, const token *t, const char *name, bool reassign) {
+    static const char *const reserved[] = {"True", "False", "None", "inf", "nan"};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (!strcmp(name, reserved[i])) {
+            fail_at(P, t, RJ_ERR_PARSE, "'%s' is a reserved name", name);
+            return false;
+        }
+    const char *user = name_user(P, name);
+    if (user && !(reassign && find_var(P, name))) {
+        fail_at(P, t, RJ_ERR_PARSE, "the name '%s' is already used by %s (inputs, outputs, "
+                "values and sizes share one namespace)", name, user);
+        return false;
+    }
+    return true;
+}
+
 /* ---- types and dims ------------------------------------------------------------------------ */
 
 /* dim = INT | IDENT      (a name that is not a ragged symbol is a dense size) */
@@ -343,8 +380,9 @@ static rj_dim parse_dim(parser *P) {
     char name[128];
     if (!ident(P, name, sizeof name, "a dim (a number or a size name)")) return RJ_DIM_NONE;
     rj_dim d = rj_graph_find_dim(P->g, name);
-    if (d == RJ_DIM_NONE) d = rj_graph_dense(P->g, name);
-    if (d == RJ_DIM_NONE) fail_builder(P, &t);
+    if (d != RJ_DIM_NONE) return d;
+    if (!new_name(P, &t, name, false)) return RJ_DIM_NONE;
+    if ((d = rj_graph_dense(P->g, name)) == RJ_DIM_NONE) fail_builder(P, &t);
     return d;
 }
 
@@ -893,12 +931,14 @@ static value parse_expr(parser *P) {
 static void parse_ragged(parser *P) {
     char name[128], parent[128];
     token t = P->tok;
-    if (!ident(P, name, sizeof name, "the ragged symbol's name") ||
-        !expect(P, T_COLON, "':' and the dim it varies over (ragged j1 : B)"))
-        return;
+    if (!ident(P, name, sizeof name, "the ragged symbol's name")) return;
+    /* a symbol declared again is the builder's to judge (same parent: fine) */
+    if (rj_graph_find_dim(P->g, name) == RJ_DIM_NONE && !new_name(P, &t, name, false)) return;
+    if (!expect(P, T_COLON, "':' and the dim it varies over (ragged j1 : B)")) return;
     token pt = P->tok;
     if (!ident(P, parent, sizeof parent, "the dim the ragged symbol varies over")) return;
     rj_dim pd = rj_graph_find_dim(P->g, parent);
+    if (pd == RJ_DIM_NONE && !new_name(P, &pt, parent, false)) return;
     if (pd == RJ_DIM_NONE) pd = rj_graph_dense(P->g, parent);
     if (pd == RJ_DIM_NONE) {
         fail_builder(P, &pt);
@@ -917,7 +957,9 @@ static void parse_same(parser *P) {
     rj_dim da = rj_graph_find_dim(P->g, a), db = rj_graph_find_dim(P->g, b);
     if (da == RJ_DIM_NONE || db == RJ_DIM_NONE) {
         const token *t = da == RJ_DIM_NONE ? &t1 : &t2;
-        fail_at(P, t, RJ_ERR_PARSE, "undefined ragged symbol '%s'", da == RJ_DIM_NONE ? a : b);
+        const char *nm = da == RJ_DIM_NONE ? a : b, *user = name_user(P, nm);
+        if (user) fail_at(P, t, RJ_ERR_PARSE, "'%s' is %s, not a ragged symbol", nm, user);
+        else fail_at(P, t, RJ_ERR_PARSE, "undefined ragged symbol '%s'", nm);
         return;
     }
     if (rj_graph_same(P->g, da, db) != RJ_OK) fail_builder(P, &t1);
@@ -927,11 +969,7 @@ static void parse_same(parser *P) {
 static void parse_input(parser *P) {
     char name[128];
     token t = P->tok;
-    if (!ident(P, name, sizeof name, "the input's name")) return;
-    if (find_var(P, name)) {
-        fail_at(P, &t, RJ_ERR_PARSE, "'%s' is already defined", name);
-        return;
-    }
+    if (!ident(P, name, sizeof name, "the input's name") || !new_name(P, &t, name, false)) return;
     if (!expect(P, T_COLON, "':' and the input's type (input x : f32[B, j1, 64])")) return;
     rj_dtype dt;
     int rank;
@@ -971,6 +1009,7 @@ static void parse_assignment(parser *P) {
         fail_at(P, &P->tok, RJ_ERR_PARSE, "expected '=' after '%s', found %s", name, got);
         return;
     }
+    if (!new_name(P, &t, name, true)) return;
     next(P);
     value v = parse_expr(P);
     rj_node n = as_node(P, &v);
