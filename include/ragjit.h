@@ -391,7 +391,10 @@ RJ_API void rj_tensor_free(rj_tensor *t);
  * dtypes '<f4' '<f8' '<i4' '<i8' '|b1'. Files of format 1.0, 2.0 and 3.0 are read ('|u1' as
  * bool when every byte is 0 or 1); files are written byte for byte as np.save writes them.
  * Anything unsupported or malformed is RJ_ERR_IO with a message naming the file and the
- * problem (bad magic, unsupported dtype, Fortran order, truncated data, ...).
+ * problem (bad magic, unsupported dtype, Fortran order, truncated data, ...). Only regular
+ * files are read or written: a FIFO, a device or a directory is RJ_ERR_IO at once (never a
+ * blocked open or an endless read), and no more data is read than the header declares, after
+ * checking that the file holds exactly that much.
  */
 
 /* Reads path into a new dense tensor that owns its memory; rj_tensor_get_info gives its dtype,

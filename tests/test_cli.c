@@ -372,6 +372,51 @@ static void test_hostile_inputs(void **state) {
                      "y = x * 2\noutput y\n");
     expect_ok(run("ragjit check %s --random B=3,maxlen=4", prog));
     expect_ok(run("ragjit run %s --random B=3,maxlen=4 --target reference --out %s", prog, out));
+    /* programs are regular files of at most 16 MiB: a FIFO blocked, /dev/zero never ended */
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/fifo.rj", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_fail(run("ragjit emit %s --stage graph", fifo), 2, "fifo.rj: not a regular file (a FIFO)");
+    expect_fail(run("ragjit emit /dev/zero --stage graph"), 2, "/dev/zero: not a regular file (a device)");
+    expect_fail(run("ragjit emit %s --stage graph", tmpdir), 2, "not a regular file (a directory)");
+    snprintf(prog, sizeof prog, "%s/big.rj", tmpdir);
+    FILE *f = fopen(prog, "w");
+    assert_non_null(f);
+    for (int i = 0; i < (16 << 20) / 64 + 1; i++)
+        fputs("# a comment line, sixty-four bytes long with its newline ......\n", f);
+    fclose(f);
+    expect_fail(run("ragjit emit %s --stage graph", prog), 2,
+                "big.rj: 16777280 bytes is more than a program may have (16 MiB)");
+    /* data files too, read and written: a FIFO in the data or output directory */
+    const char *S = "examples/softmax.rj";
+    char d[600], p[700];
+    snprintf(d, sizeof d, "%s/fifo-data", tmpdir);
+    expect_ok(run("ragjit run %s --random B=2,maxlen=3 --save-data %s --out %s", S, d, out));
+    snprintf(p, sizeof p, "%s/x.npy", d);
+    remove(p);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    expect_fail(run("ragjit run %s --data %s --out %s", S, d, out), 2, "x.npy: cannot read: not a regular file");
+    snprintf(p, sizeof p, "%s/s.npy", out);
+    remove(p);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    expect_fail(run("ragjit run %s --random B=2 --out %s", S, out), 2, "s.npy: cannot write: not a regular file");
+    remove(p);
+    /* a negative size in the data directory */
+    snprintf(prog, sizeof prog, "%s/padlen.rj", tmpdir);
+    write_file(prog, "ragged j : B\ninput x : f32[B, j, 2]\ny = pad(x, len=L)\noutput y\n");
+    snprintf(d, sizeof d, "%s/size-data", tmpdir);
+    expect_ok(run("ragjit run %s --random B=2,maxlen=3,L=3 --save-data %s --out %s", prog, d, out));
+    snprintf(p, sizeof p, "%s/L.npy", d);
+    int64_t neg = -3;
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (), }", &neg, sizeof neg);
+    expect_fail(run("ragjit run %s --data %s --out %s", prog, d, out), 2, "L.npy: size L is negative (-3)");
+    /* --random: sizes whose data would not fit are refused before anything is allocated */
+    expect_fail(run("ragjit run %s --random B=4294967296 --out %s", S, out), 2,
+                "--random: B=4294967296 would take the generated data over 2 GiB");
+    expect_fail(run("ragjit run %s --random B=100000000,maxlen=100 --out %s", S, out), 2,
+                "--random: input x would take the generated data over 2 GiB");
+    expect_fail(run("ragjit run %s --random B=4,maxlen=9223372036854775807 --out %s", S, out), 2,
+                "--random: the row count overflows");
 }
 
 /* ---- golden dumps ---------------------------------------------------------------------------- */

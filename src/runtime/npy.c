@@ -18,10 +18,12 @@
  * Duplicate keys are rejected instead of letting the last one win: in a file that is meant to
  * describe one array they are more likely a sign of corruption than of intent.
  *
- * The reader trusts nothing in the file. Sizes are computed with the checked helpers, the
- * header is capped at 1 MiB (far above NumPy's own 10000-character default; the cap only
- * bounds what a corrupted length field can make us allocate), and the data size the header
- * claims is compared with the file's size (fstat, so only regular files are read) *before*
+ * The reader trusts nothing in the file. Only regular files are read or written: a FIFO
+ * would block, a device may never end, and the check is fstat on the descriptor actually
+ * opened (open_regular), never a separate stat that the file could change after. Sizes are
+ * computed with the checked helpers, the header is capped at 1 MiB (far above NumPy's own
+ * 10000-character default; the cap only bounds what a corrupted length field can make us
+ * allocate), and the data size the header claims is compared with the file's size *before*
  * anything is allocated for it, so a corrupted shape fails as "truncated" instead of asking
  * for terabytes. Data must end exactly at the end of the file: trailing bytes usually mean a
  * header from one array glued to the data of another, and ignoring them would hide that.
@@ -41,8 +43,10 @@
  * takes, and a file costs its size in memory once.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "npy.h"
 #include "runtime.h"
@@ -384,16 +388,41 @@ static rj_status read_exact(rj_ctx *ctx, const char *path, FILE *f, void *buf, s
     return ctx_fail(ctx, RJ_ERR_IO, "%s: truncated: the file ends inside the %s", path, what);
 }
 
-static rj_status file_size(rj_ctx *ctx, const char *path, FILE *f, int64_t *size) {
+/* Opens path for reading or writing, only if it is a regular file: a FIFO would block (or,
+ * read, never end), a device could be endless, and a directory is no file. The check is fstat
+ * on the descriptor opened, so the file checked is the file used. O_NONBLOCK keeps the open
+ * itself from waiting for a FIFO's other end; it means nothing to the regular files kept.
+ * Writing opens without O_TRUNC and truncates only after the check, since truncating a device
+ * or a FIFO is not ours to do. The size of a file read goes to *size. */
+static FILE *open_regular(rj_ctx *ctx, const char *path, bool write, int64_t *size) {
+    int fd = open(path, (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        /* ENXIO: a FIFO nobody reads, refused by O_NONBLOCK */
+        if (errno == ENXIO) ctx_fail(ctx, RJ_ERR_IO, "%s: cannot write: not a regular file", path);
+        else ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open%s: %s", path, write ? " for writing" : "",
+                      strerror(errno));
+        return NULL;
+    }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0)
-        return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot read: %s", path, strerror(EISDIR));
-    if (!S_ISREG(st.st_mode))
-        return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot read: not a regular file", path);
-    *size = (int64_t)st.st_size;
-    return RJ_OK;
+    FILE *f = NULL;
+    if (fstat(fd, &st) != 0)
+        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot %s: %s", path, write ? "write" : "read",
+                 strerror(EISDIR));
+    else if (!S_ISREG(st.st_mode))
+        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot %s: not a regular file", path,
+                 write ? "write" : "read");
+    else if (write && ftruncate(fd, 0) != 0)
+        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+    else if (!(f = fdopen(fd, write ? "wb" : "rb")))
+        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    if (size) *size = (int64_t)st.st_size;
+    return f;
 }
 
 /* Magic, version and header length; leaves f at the start of the header. */
@@ -449,13 +478,13 @@ static rj_status check_bool(rj_ctx *ctx, const char *path, unsigned char *d, siz
     return RJ_OK;
 }
 
-static rj_status read_open_file(rj_ctx *ctx, const char *path, FILE *f, npy_array *out) {
-    int64_t fsize = 0, avail;
+static rj_status read_open_file(rj_ctx *ctx, const char *path, FILE *f, int64_t fsize,
+                                npy_array *out) {
+    int64_t avail;
     uint32_t hlen = 0;
     int major = 0;
     npy_layout lay = {0};
-    if (file_size(ctx, path, f, &fsize) || read_preamble(ctx, path, f, fsize, &hlen, &major) ||
-        read_header(ctx, path, f, hlen, &lay))
+    if (read_preamble(ctx, path, f, fsize, &hlen, &major) || read_header(ctx, path, f, hlen, &lay))
         return ctx_last_status(ctx);
     avail = fsize - (major == 1 ? 10 : 12) - (int64_t)hlen;
     if ((uint64_t)avail < lay.nbytes)
@@ -484,9 +513,10 @@ rj_status npy_read(rj_ctx *ctx, const char *path, npy_array *out) {
     if (!ctx) return RJ_ERR_ARG;
     if (!path || !out)
         return ctx_fail(ctx, RJ_ERR_ARG, "npy_read: %s is NULL", path ? "out" : "path");
-    FILE *f = fopen(path, "rb");
-    if (!f) return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    rj_status st = read_open_file(ctx, path, f, out);
+    int64_t fsize = 0;
+    FILE *f = open_regular(ctx, path, false, &fsize);
+    if (!f) return RJ_ERR_IO;
+    rj_status st = read_open_file(ctx, path, f, fsize, out);
     fclose(f); /* read-only: nothing to lose if closing fails */
     if (st != RJ_OK) npy_free(ctx, out);
     return st;
@@ -582,9 +612,8 @@ rj_status npy_write(rj_ctx *ctx, const char *path, rj_dtype dtype, int rank, con
     if (check_write_args(ctx, path, dtype, rank, shape, data, &nbytes)) return ctx_last_status(ctx);
     char header[NPY_HEADER_CAP + 16];
     size_t hlen = format_header(header, dtype, rank, shape);
-    FILE *f = fopen(path, "wb");
-    if (!f) return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open for writing: %s", path,
-                            strerror(errno));
+    FILE *f = open_regular(ctx, path, true, NULL);
+    if (!f) return RJ_ERR_IO;
     /* errors are sticky in the stream, and buffered ones only surface at fclose, so both
      * results count; the partial file is left alone (path may not be a file we own) */
     errno = 0;
