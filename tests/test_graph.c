@@ -657,6 +657,24 @@ static void test_one_namespace(void **state) {
     rj_graph_free(e.g);
 }
 
+/* Constant dims multiply to at most 2^48 elements in any shape, inputs and pads alike: beyond
+ * that no tensor fits in memory, and lowering's arithmetic on constant extents overflowed. */
+static void test_constant_sizes(void **state) {
+    env e = make_env(state);
+    assert_true(rj_graph_input(e.g, "a", RJ_F32, 2, (rj_dim[]){1 << 24, 1 << 24}) != RJ_NONE);
+    assert_true(rj_graph_input(e.g, "b", RJ_F32, 3, (rj_dim[]){0, INT64_MAX, INT64_MAX}) == RJ_NONE);
+    assert_int_equal(rj_graph_status(e.g), RJ_ERR_OVERFLOW);
+    assert_error_contains(e.ctx, "input: f32[0, 9223372036854775807, 9223372036854775807]: its "
+                                 "constant dims multiply to more than 2^48 elements");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_true(rj_graph_pad(e.g, e.x, 0, (rj_dim)1 << 42) != RJ_NONE);
+    assert_true(rj_graph_pad(e.g, e.x, 0, (rj_dim)1 << 43) == RJ_NONE);
+    assert_error_contains(e.ctx, "pad: f32[B, 8796093022208, 64]: its constant dims multiply to "
+                                 "more than 2^48 elements");
+    rj_graph_free(e.g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
@@ -665,7 +683,7 @@ int main(void) {
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
         FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_deep_chains),
-        FX(test_no_inputs), FX(test_one_namespace),
+        FX(test_no_inputs), FX(test_one_namespace), FX(test_constant_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
