@@ -417,6 +417,12 @@ static void test_hostile_inputs(void **state) {
                 "--random: input x would take the generated data over 2 GiB");
     expect_fail(run("ragjit run %s --random B=4,maxlen=9223372036854775807 --out %s", S, out), 2,
                 "--random: the row count overflows");
+    /* a size name is never cut to fit (a cut name could be another size's) */
+    char longname[200];
+    memset(longname, 'D', 130);
+    longname[130] = 0;
+    expect_fail(run("ragjit run %s --random B=2 --size %s=3 --out %s", S, longname, out), 2,
+                "--size: the name in 'DDDD");
 }
 
 /* ---- golden dumps ---------------------------------------------------------------------------- */

@@ -539,6 +539,16 @@ static char *chain_program(int n, bool padded) {
     return src;
 }
 
+/* "y<k> = y<k-1> + 1", n statements, every value with a name of its own. */
+static char *named_chain_program(int n) {
+    char *src = malloc(128 + 32 * (size_t)n), *p = src;
+    assert_non_null(src);
+    p += sprintf(p, "ragged j : B\ninput x : f32[B, j, 2]\ny0 = x\n");
+    for (int i = 1; i <= n; i++) p += sprintf(p, "y%d = y%d + 1\n", i, i - 1);
+    sprintf(p, "output y%d\n", n);
+    return src;
+}
+
 /* Runs the chain program on 3 rows and checks y = x + n. */
 static void run_chain(rj_ctx *ctx, rj_graph *g, rj_target t, int n) {
     rj_program *p = rj_program_new(g, t);
@@ -592,6 +602,16 @@ static void test_deep_chains(void **state) {
         assert_error_contains(f->ctx, "chain of 1001 operations inside one kernel, more than the 1000");
         rj_graph_free(g);
     }
+    /* 100,000 distinct names: looked up and printed in linear time (this took minutes) */
+    char *src = named_chain_program(100000);
+    rj_graph *g = rj_graph_parse(f->ctx, src, "named.rj");
+    free(src);
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\ny100000 = add(y99999, 1)"));
+    rj_string_free(f->ctx, text);
+    rj_graph_free(g);
 }
 
 /* A program without inputs (cloning it copied from a NULL array) compiles and runs. */

@@ -220,6 +220,28 @@ static void test_print_roundtrip(void **state) {
     }
 }
 
+/* The names printed for unnamed values never collide with the program's own: "v1 = relu(v1)"
+ * for an input named v1 parsed back as a different program. */
+static void test_print_fresh_names(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx, "ragged v3 : B\ninput v1 : f32[B, v3]\n"
+                                 "y = relu(v1) + v1 * 2\noutput y\n", "v.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+    assert_non_null(text);
+    if (!strstr(text, "\nv1_ = relu(v1)") || !strstr(text, "\nv3_ = mul(v1, 2)") ||
+        !strstr(text, "\ny = add(v1_, v3_)"))
+        fail_msg("%s", text);
+    rj_graph *g2 = rj_graph_parse(f->ctx, text, "printed.rj");
+    if (!g2) fail_msg("%s\n%s", rj_ctx_error(f->ctx), text);
+    char *again = rj_graph_dump(g2, RJ_TARGET_REFERENCE, "graph");
+    assert_string_equal(text, again);
+    rj_string_free(f->ctx, text);
+    rj_string_free(f->ctx, again);
+    rj_graph_free(g);
+    rj_graph_free(g2);
+}
+
 /* Mutated programs (bytes replaced, deleted, truncated) never crash or leak. */
 static void test_mutations(void **state) {
     fixture *f = *state;
@@ -425,7 +447,7 @@ int main(void) {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
-        FX(test_argument_values), FX(test_namespace),
+        FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +190,7 @@ static const char bench_help[] =
 /* ---- options --------------------------------------------------------------------------------- */
 
 typedef struct sizeopt {
-    char name[64];
+    char name[128]; /* as long as any name of a program */
     int64_t value;
 } sizeopt;
 
@@ -217,6 +218,9 @@ static int add_size(opts *o, const char *spec, const char *what) {
     int64_t v;
     if (!eq || eq == spec || parse_int(eq + 1, &v) || v < 0)
         return die_usage("%s: '%s' is not NAME=VALUE with a non-negative integer VALUE", what, spec);
+    /* a longer name cut to fit could match another size */
+    if (eq - spec >= (ptrdiff_t)sizeof o->sizes[0].name)
+        return die_usage("%s: the name in '%.40s...' is too long", what, spec);
     if (o->nsizes == 32) return die_usage("%s: too many sizes", what);
     sizeopt *z = &o->sizes[o->nsizes++];
     snprintf(z->name, sizeof z->name, "%.*s", (int)(eq - spec), spec);

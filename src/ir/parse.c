@@ -84,6 +84,7 @@ typedef struct parser {
     bool failed;
     var *vars;
     int32_t nvars, capvars;
+    strmap var_index;   /* name -> index in vars: lookups stay O(1) in long programs */
 } parser;
 
 typedef struct value {
@@ -295,9 +296,8 @@ static bool expect(parser *P, tok_kind k, const char *what) {
 /* ---- variables ---------------------------------------------------------------------------- */
 
 static var *find_var(parser *P, const char *name) {
-    for (int32_t i = P->nvars - 1; i >= 0; i--)
-        if (!strcmp(P->vars[i].name, name)) return &P->vars[i];
-    return NULL;
+    int32_t i = strmap_get(&P->var_index, name);
+    return i >= 0 ? &P->vars[i] : NULL;
 }
 
 static void set_var(parser *P, const token *t, const char *name, rj_node n) {
@@ -306,7 +306,8 @@ static void set_var(parser *P, const token *t, const char *name, rj_node n) {
         v->node = n;
         return;
     }
-    if (!mem_grow(P->ctx, (void **)&P->vars, &P->capvars, P->nvars + 1, sizeof(var))) {
+    if (!mem_grow(P->ctx, (void **)&P->vars, &P->capvars, P->nvars + 1, sizeof(var)) ||
+        !strmap_put(&P->var_index, name, P->nvars)) {
         fail_at(P, t, RJ_ERR_NOMEM, "out of memory");
         return;
     }
@@ -1052,6 +1053,7 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
     }
     parser P = {.ctx = ctx, .src = source, .p = source, .line = 1, .line_start = source,
                 .file = filename ? filename : "<input>"};
+    strmap_init(&P.var_index, ctx);
     if (!(P.g = rj_graph_new(ctx))) return NULL;
     next(&P);
     while (!P.failed && P.tok.kind != T_EOF) {
@@ -1071,6 +1073,7 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
         fail_at(&P, &end, RJ_ERR_PARSE, "the program has no outputs (add: output <name>)");
     }
     mem_free(ctx, P.vars, sizeof(var) * (size_t)P.capvars);
+    strmap_free(&P.var_index);
     P.g->cur_loc = -1;
     if (P.failed) {
         rj_graph_free(P.g);
