@@ -417,6 +417,18 @@ static void test_hostile_inputs(void **state) {
                 "--random: input x would take the generated data over 2 GiB");
     expect_fail(run("ragjit run %s --random B=4,maxlen=9223372036854775807 --out %s", S, out), 2,
                 "--random: the row count overflows");
+    /* RAGJIT_DUMP skips what is not a regular file (a FIFO blocked the compile) */
+    char dump[600];
+    snprintf(dump, sizeof dump, "%s/dump", tmpdir);
+    assert_int_equal(mkdir(dump, 0700), 0);
+    snprintf(p, sizeof p, "%s/0001-s.graph.rj", dump);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    setenv("RAGJIT_DUMP", dump, 1);
+    r = run("ragjit run %s --random B=2 --out %s", S, out);
+    unsetenv("RAGJIT_DUMP");
+    expect_ok(r);
+    assert_non_null(strstr(r->err, "RAGJIT_DUMP: "));
+    assert_non_null(strstr(r->err, "0001-s.graph.rj: cannot write: not a regular file"));
     /* a size name is never cut to fit (a cut name could be another size's) */
     char longname[200];
     memset(longname, 'D', 130);

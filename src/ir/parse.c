@@ -1051,6 +1051,11 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
         ctx_fail(ctx, RJ_ERR_ARG, "rj_graph_parse: source is NULL");
         return NULL;
     }
+    /* token lengths and columns are ints */
+    if (strnlen(source, (size_t)INT_MAX) == (size_t)INT_MAX) {
+        ctx_fail(ctx, RJ_ERR_ARG, "rj_graph_parse: the source is 2 GiB or longer");
+        return NULL;
+    }
     parser P = {.ctx = ctx, .src = source, .p = source, .line = 1, .line_start = source,
                 .file = filename ? filename : "<input>"};
     strmap_init(&P.var_index, ctx);

@@ -20,7 +20,7 @@
  *
  * The reader trusts nothing in the file. Only regular files are read or written: a FIFO
  * would block, a device may never end, and the check is fstat on the descriptor actually
- * opened (open_regular), never a separate stat that the file could change after. Sizes are
+ * opened (file_open_regular), never a separate stat that the file could change after. Sizes are
  * computed with the checked helpers, the header is capped at 1 MiB (far above NumPy's own
  * 10000-character default; the cap only bounds what a corrupted length field can make us
  * allocate), and the data size the header claims is compared with the file's size *before*
@@ -43,10 +43,7 @@
  * takes, and a file costs its size in memory once.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "npy.h"
 #include "runtime.h"
@@ -388,43 +385,6 @@ static rj_status read_exact(rj_ctx *ctx, const char *path, FILE *f, void *buf, s
     return ctx_fail(ctx, RJ_ERR_IO, "%s: truncated: the file ends inside the %s", path, what);
 }
 
-/* Opens path for reading or writing, only if it is a regular file: a FIFO would block (or,
- * read, never end), a device could be endless, and a directory is no file. The check is fstat
- * on the descriptor opened, so the file checked is the file used. O_NONBLOCK keeps the open
- * itself from waiting for a FIFO's other end; it means nothing to the regular files kept.
- * Writing opens without O_TRUNC and truncates only after the check, since truncating a device
- * or a FIFO is not ours to do. The size of a file read goes to *size. */
-static FILE *open_regular(rj_ctx *ctx, const char *path, bool write, int64_t *size) {
-    int fd = open(path, (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_NONBLOCK | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        /* ENXIO: a FIFO nobody reads, refused by O_NONBLOCK */
-        if (errno == ENXIO) ctx_fail(ctx, RJ_ERR_IO, "%s: cannot write: not a regular file", path);
-        else ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open%s: %s", path, write ? " for writing" : "",
-                      strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    FILE *f = NULL;
-    if (fstat(fd, &st) != 0)
-        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot %s: %s", path, write ? "write" : "read",
-                 strerror(EISDIR));
-    else if (!S_ISREG(st.st_mode))
-        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot %s: not a regular file", path,
-                 write ? "write" : "read");
-    else if (write && ftruncate(fd, 0) != 0)
-        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
-    else if (!(f = fdopen(fd, write ? "wb" : "rb")))
-        ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (!f) {
-        close(fd);
-        return NULL;
-    }
-    if (size) *size = (int64_t)st.st_size;
-    return f;
-}
-
 /* Magic, version and header length; leaves f at the start of the header. */
 static rj_status read_preamble(rj_ctx *ctx, const char *path, FILE *f, int64_t fsize,
                                uint32_t *hlen, int *major) {
@@ -514,7 +474,7 @@ rj_status npy_read(rj_ctx *ctx, const char *path, npy_array *out) {
     if (!path || !out)
         return ctx_fail(ctx, RJ_ERR_ARG, "npy_read: %s is NULL", path ? "out" : "path");
     int64_t fsize = 0;
-    FILE *f = open_regular(ctx, path, false, &fsize);
+    FILE *f = file_open_regular(ctx, path, false, &fsize);
     if (!f) return RJ_ERR_IO;
     rj_status st = read_open_file(ctx, path, f, fsize, out);
     fclose(f); /* read-only: nothing to lose if closing fails */
@@ -612,7 +572,7 @@ rj_status npy_write(rj_ctx *ctx, const char *path, rj_dtype dtype, int rank, con
     if (check_write_args(ctx, path, dtype, rank, shape, data, &nbytes)) return ctx_last_status(ctx);
     char header[NPY_HEADER_CAP + 16];
     size_t hlen = format_header(header, dtype, rank, shape);
-    FILE *f = open_regular(ctx, path, true, NULL);
+    FILE *f = file_open_regular(ctx, path, true, NULL);
     if (!f) return RJ_ERR_IO;
     /* errors are sticky in the stream, and buffered ones only surface at fclose, so both
      * results count; the partial file is left alone (path may not be a file we own) */

@@ -105,6 +105,11 @@ void sbuf_vprintf(sbuf *b, const char *fmt, va_list ap);
 char *sbuf_finish(sbuf *b);
 void sbuf_free(sbuf *b);
 
+/* file.c: opens path for reading ("rb") or writing ("wb", truncated), only if it is a regular
+ * file; NULL with RJ_ERR_IO and a message naming the file otherwise. The size of a file opened
+ * for reading goes to *size (may be NULL). Never blocks on a FIFO. */
+FILE *file_open_regular(rj_ctx *ctx, const char *path, bool write, int64_t *size);
+
 /* A map from names to int32 values (strmap.c): lookups in constant time however many names a
  * program has. Keys are copied. strmap_get gives -1 for a missing key; strmap_put replaces a
  * present key's value and returns false, with the error recorded, when out of memory. */
