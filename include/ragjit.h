@@ -286,7 +286,9 @@ RJ_API rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged);
  *     output y
  * `filename` is used in messages only (NULL: "<input>"). On error: NULL, with a status from
  * rj_ctx_status (RJ_ERR_PARSE for syntax, or the builder's status for ill-formed programs) and
- * a message "file:line:col: message", then the source line and a caret under the column. */
+ * a message "file:line:col: message", then the source line and a caret under the column.
+ * Sources must be under 2 GiB; expressions nest at most 256 levels (deeper is RJ_ERR_PARSE),
+ * so parsing needs at most about 1 MiB of stack whatever the source. */
 RJ_API rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename);
 
 /* Introspection: what a parsed or built graph declares, for code that binds data by name
