@@ -14,6 +14,7 @@
  *   bench [--quick] [--threads N] [--reps N]
  * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,14 +201,29 @@ static bw bandwidth(const setup *s) {
     return r;
 }
 
+/* A whole-string integer in lo..hi, or -1: atoi read "x" as 0 and "-5" as a count. */
+static int count_arg(const char *s, int lo, int hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno || end == s || *end || v < lo || v > hi ? -1 : (int)v;
+}
+
 int main(int argc, char **argv) {
     bool quick = false;
     int threads = 0, reps = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else {
+        else if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--reps")) {
+            bool t = argv[i][2] == 't';
+            int v = i + 1 < argc ? count_arg(argv[++i], 1, t ? 4096 : 1000000) : -1;
+            if (v < 0) {
+                fprintf(stderr, "bench: %s needs an integer in 1..%d\n", t ? "--threads" : "--reps",
+                        t ? 4096 : 1000000);
+                return 2;
+            }
+            *(t ? &threads : &reps) = v;
+        } else {
             fprintf(stderr, "usage: bench [--quick] [--threads N] [--reps N]\n");
             return 2;
         }

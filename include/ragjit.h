@@ -228,10 +228,18 @@ RJ_API void rj_graph_free(rj_graph *g);
 /* RJ_OK, or the status of the first failure while building (its message is in the context). */
 RJ_API rj_status rj_graph_status(const rj_graph *g);
 
-/* A named dense size bound at run time; the same name gives the same symbol. */
+/* Names. Inputs, outputs and symbols (dense sizes, ragged symbols) share one namespace, as the
+ * data files named after them share one directory in `ragjit run`: giving a name that another
+ * kind already has fails with RJ_ERR_ARG naming both, so that no input's file can be read as a
+ * symbol's offsets or an output written over them. An input that is also an output may keep
+ * its name. Names are letters, digits and _, not starting with a digit, under 128 bytes. */
+
+/* A named dense size bound at run time; the same name gives the same symbol. Fails if an input
+ * or output has the name. */
 RJ_API rj_dim rj_graph_dense(rj_graph *g, const char *name);
 /* A ragged symbol whose extent varies with the index of `parent` (a dense size symbol, the
- * batch dim). Declaring an existing name again with the same parent returns the same symbol. */
+ * batch dim). Declaring an existing name again with the same parent returns the same symbol.
+ * Fails if an input or output has the name. */
 RJ_API rj_dim rj_graph_ragged(rj_graph *g, const char *name, rj_dim parent);
 /* Declares two ragged symbols with the same parent equal: tensors using them combine, and the
  * runtime compares the lengths bound to them once per run (RJ_ERR_SAME if they differ). */
@@ -239,10 +247,13 @@ RJ_API rj_status rj_graph_same(rj_graph *g, rj_dim a, rj_dim b);
 /* The symbol named `name`, or RJ_DIM_NONE. */
 RJ_API rj_dim rj_graph_find_dim(const rj_graph *g, const char *name);
 
-/* A graph input. A ragged dim must directly follow its parent dim (f32[B, j1, 64]). */
+/* A graph input. A ragged dim must directly follow its parent dim (f32[B, j1, 64]). Fails if
+ * any input, output or symbol already has the name. */
 RJ_API rj_node rj_graph_input(rj_graph *g, const char *name, rj_dtype dtype, int rank,
                               const rj_dim *dims);
-/* Marks a node as an output under `name` (NULL: "out<k>"). A node may be output once. */
+/* Marks a node as an output under `name` (NULL: the first of "out<k>", k = 0, 1, ... that no
+ * input, output or symbol has). A node may be output once. Fails if another node's input or
+ * output, or a symbol, has the name. */
 RJ_API rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name);
 
 /* Scalar literals. They take part in dtype promotion as Python numbers do in PyTorch. */
@@ -291,7 +302,9 @@ RJ_API rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged);
  *     output y
  * `filename` is used in messages only (NULL: "<input>"). On error: NULL, with a status from
  * rj_ctx_status (RJ_ERR_PARSE for syntax, or the builder's status for ill-formed programs) and
- * a message "file:line:col: message", then the source line and a caret under the column. */
+ * a message "file:line:col: message", then the source line and a caret under the column.
+ * Sources must be under 2 GiB; expressions nest at most 256 levels (deeper is RJ_ERR_PARSE),
+ * so parsing needs at most about 1 MiB of stack whatever the source. */
 RJ_API rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename);
 
 /* Introspection: what a parsed or built graph declares, for code that binds data by name
@@ -396,7 +409,10 @@ RJ_API void rj_tensor_free(rj_tensor *t);
  * dtypes '<f4' '<f8' '<i4' '<i8' '|b1'. Files of format 1.0, 2.0 and 3.0 are read ('|u1' as
  * bool when every byte is 0 or 1); files are written byte for byte as np.save writes them.
  * Anything unsupported or malformed is RJ_ERR_IO with a message naming the file and the
- * problem (bad magic, unsupported dtype, Fortran order, truncated data, ...).
+ * problem (bad magic, unsupported dtype, Fortran order, truncated data, ...). Only regular
+ * files are read or written: a FIFO, a device or a directory is RJ_ERR_IO at once (never a
+ * blocked open or an endless read), and no more data is read than the header declares, after
+ * checking that the file holds exactly that much.
  */
 
 /* Reads path into a new dense tensor that owns its memory; rj_tensor_get_info gives its dtype,

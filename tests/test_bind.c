@@ -190,6 +190,50 @@ static void test_batch_and_same(void **state) {
     rj_graph_free(g);
 }
 
+/* A `same` class whose first symbol no tensor uses: the interpreter (which dereferenced the
+ * unbound root's lengths) and the CPU agree; members are compared with each other whichever
+ * are bound, and offsets bound to an unused member are checked like any others. */
+static void test_same_unused_root(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx, "ragged j1 : B\nragged j2 : B\nragged j3 : B\n"
+                                 "same j1 j2\nsame j2 j3\ninput x : f32[B, j2, 2]\n"
+                                 "input z : f32[B, j3, 2]\ny = x * 2 + z\noutput y\n", "s.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    rj_dim J1 = rj_graph_find_dim(g, "j1"), J2 = rj_graph_find_dim(g, "j2"),
+          J3 = rj_graph_find_dim(g, "j3");
+    rj_node x = rj_graph_find(g, "x"), z = rj_graph_find(g, "z"), y = rj_graph_find(g, "y");
+    static const float xv[6] = {1, 2, 3, 4, 5, 6}, zv[6] = {10, 20, 30, 40, 50, 60};
+    static const int64_t o[] = {0, 1, 3}, other[] = {0, 2, 3}, bad[] = {1, 2, 3};
+    static const double want[] = {12, 24, 36, 48, 60, 72};
+    static const rj_target targets[] = {RJ_TARGET_REFERENCE, RJ_TARGET_CPU};
+    for (int t = 0; t < 2; t++) {
+        rj_program *p = rj_program_new(g, targets[t]);
+        if (!p) fail_msg("%s", rj_ctx_error(f->ctx));
+        rj_bind *b = rj_bind_new(p);
+        rj_bind_offsets(b, J2, 2, o, NULL);
+        rj_bind_offsets(b, J3, 2, o, NULL);
+        rj_bind_input(b, x, xv, 6);
+        rj_bind_input(b, z, zv, 6);
+        assert_ok(f->ctx, rj_program_run(p, b));
+        rj_tensor_info yi;
+        rj_tensor_get_info(rj_bind_result(b, y), &yi);
+        assert_close_f("same, unused root", yi.values, RJ_F32, want, 6, 0, 0);
+        /* j2 and j3 differ: with j1 unbound this used to pass unchecked */
+        rj_bind_offsets(b, J3, 2, other, NULL);
+        assert_int_equal(rj_program_run(p, b), RJ_ERR_SAME);
+        assert_error_contains(f->ctx, "j2 and j3 are declared same but item 0 has length 1 vs 2");
+        rj_bind_offsets(b, J3, 2, o, NULL);
+        rj_bind_offsets(b, J1, 2, bad, NULL);
+        assert_int_equal(rj_program_run(p, b), RJ_ERR_OFFSETS_START);
+        assert_error_contains(f->ctx, "ragged symbol j1: offsets[0] is 1, expected 0");
+        rj_bind_offsets(b, J1, 2, o, NULL);
+        assert_ok(f->ctx, rj_program_run(p, b));
+        rj_bind_free(b);
+        rj_program_free(p);
+    }
+    rj_graph_free(g);
+}
+
 static void test_holes(void **state) {
     fixture *f = *state;
     prog q = make_prog(f->ctx);
@@ -306,8 +350,8 @@ static void test_bind_tensor(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_run_ok_and_rerun), FX(test_unbound),           FX(test_offsets_errors),
-        FX(test_batch_and_same),   FX(test_holes),             FX(test_outputs_and_sizes),
-        FX(test_bind_argument_errors), FX(test_bind_tensor),
+        FX(test_batch_and_same),   FX(test_same_unused_root),  FX(test_holes),
+        FX(test_outputs_and_sizes), FX(test_bind_argument_errors), FX(test_bind_tensor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -349,6 +349,94 @@ static void test_bad_data(void **state) {
     expect_fail(run("ragjit run %s --data %s --out %s/o", prog, d2, tmpdir), 2, want);
 }
 
+/* ---- hostile programs and files --------------------------------------------------------------- */
+
+/* Programs and data an embedding did not write: each is refused with status 2 and a message
+ * naming what is wrong, never a crash, a hang or lost data. */
+static void test_hostile_inputs(void **state) {
+    (void)state;
+    char prog[600], out[600];
+    snprintf(prog, sizeof prog, "%s/clash.rj", tmpdir);
+    snprintf(out, sizeof out, "%s/clash-out", tmpdir);
+    /* an output named like a ragged symbol used to be overwritten by the symbol's offsets */
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 4]\nj1 = x * 2\noutput j1\n");
+    result *r = run("ragjit run %s --random B=2,maxlen=3 --out %s", prog, out);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "clash.rj:3:1: the name 'j1' is already used by a ragged symbol"));
+    write_file(prog, "ragged j1 : B\ninput j1 : f32[B, 4]\ny = j1 * 2\noutput y\n");
+    r = run("ragjit run %s --random B=2,maxlen=3 --out %s", prog, out);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "clash.rj:2:7: the name 'j1' is already used by a ragged symbol"));
+    /* the interpreter with a `same` class whose first symbol no input uses */
+    write_file(prog, "ragged j1 : B\nragged j2 : B\nsame j1 j2\ninput x : f32[B, j2, 4]\n"
+                     "y = x * 2\noutput y\n");
+    expect_ok(run("ragjit check %s --random B=3,maxlen=4", prog));
+    expect_ok(run("ragjit run %s --random B=3,maxlen=4 --target reference --out %s", prog, out));
+    /* programs are regular files of at most 16 MiB: a FIFO blocked, /dev/zero never ended */
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/fifo.rj", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_fail(run("ragjit emit %s --stage graph", fifo), 2, "fifo.rj: not a regular file (a FIFO)");
+    expect_fail(run("ragjit emit /dev/zero --stage graph"), 2, "/dev/zero: not a regular file (a device)");
+    expect_fail(run("ragjit emit %s --stage graph", tmpdir), 2, "not a regular file (a directory)");
+    snprintf(prog, sizeof prog, "%s/big.rj", tmpdir);
+    FILE *f = fopen(prog, "w");
+    assert_non_null(f);
+    for (int i = 0; i < (16 << 20) / 64 + 1; i++)
+        fputs("# a comment line, sixty-four bytes long with its newline ......\n", f);
+    fclose(f);
+    expect_fail(run("ragjit emit %s --stage graph", prog), 2,
+                "big.rj: 16777280 bytes is more than a program may have (16 MiB)");
+    /* data files too, read and written: a FIFO in the data or output directory */
+    const char *S = "examples/softmax.rj";
+    char d[600], p[700];
+    snprintf(d, sizeof d, "%s/fifo-data", tmpdir);
+    expect_ok(run("ragjit run %s --random B=2,maxlen=3 --save-data %s --out %s", S, d, out));
+    snprintf(p, sizeof p, "%s/x.npy", d);
+    remove(p);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    expect_fail(run("ragjit run %s --data %s --out %s", S, d, out), 2, "x.npy: cannot read: not a regular file");
+    snprintf(p, sizeof p, "%s/s.npy", out);
+    remove(p);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    expect_fail(run("ragjit run %s --random B=2 --out %s", S, out), 2, "s.npy: cannot write: not a regular file");
+    remove(p);
+    /* a negative size in the data directory */
+    snprintf(prog, sizeof prog, "%s/padlen.rj", tmpdir);
+    write_file(prog, "ragged j : B\ninput x : f32[B, j, 2]\ny = pad(x, len=L)\noutput y\n");
+    snprintf(d, sizeof d, "%s/size-data", tmpdir);
+    expect_ok(run("ragjit run %s --random B=2,maxlen=3,L=3 --save-data %s --out %s", prog, d, out));
+    snprintf(p, sizeof p, "%s/L.npy", d);
+    int64_t neg = -3;
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (), }", &neg, sizeof neg);
+    expect_fail(run("ragjit run %s --data %s --out %s", prog, d, out), 2, "L.npy: size L is negative (-3)");
+    /* --random: sizes whose data would not fit are refused before anything is allocated */
+    expect_fail(run("ragjit run %s --random B=4294967296 --out %s", S, out), 2,
+                "--random: B=4294967296 would take the generated data over 2 GiB");
+    expect_fail(run("ragjit run %s --random B=100000000,maxlen=100 --out %s", S, out), 2,
+                "--random: input x would take the generated data over 2 GiB");
+    expect_fail(run("ragjit run %s --random B=4,maxlen=9223372036854775807 --out %s", S, out), 2,
+                "--random: the row count overflows");
+    /* RAGJIT_DUMP skips what is not a regular file (a FIFO blocked the compile) */
+    char dump[600];
+    snprintf(dump, sizeof dump, "%s/dump", tmpdir);
+    assert_int_equal(mkdir(dump, 0700), 0);
+    snprintf(p, sizeof p, "%s/0001-s.graph.rj", dump);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    setenv("RAGJIT_DUMP", dump, 1);
+    r = run("ragjit run %s --random B=2 --out %s", S, out);
+    unsetenv("RAGJIT_DUMP");
+    expect_ok(r);
+    assert_non_null(strstr(r->err, "RAGJIT_DUMP: "));
+    assert_non_null(strstr(r->err, "0001-s.graph.rj: cannot write: not a regular file"));
+    /* a size name is never cut to fit (a cut name could be another size's) */
+    char longname[200];
+    memset(longname, 'D', 130);
+    longname[130] = 0;
+    expect_fail(run("ragjit run %s --random B=2 --size %s=3 --out %s", S, longname, out), 2,
+                "--size: the name in 'DDDD");
+}
+
 /* ---- golden dumps ---------------------------------------------------------------------------- */
 
 static void test_golden(void **state) {
@@ -410,7 +498,7 @@ int main(void) {
         cmocka_unit_test(test_run_check_roundtrip), cmocka_unit_test(test_emit_stages),
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
-        cmocka_unit_test(test_pass_pipeline),
+        cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

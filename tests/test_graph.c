@@ -5,6 +5,7 @@
  */
 #include "harness.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -528,6 +529,172 @@ static void test_op_table(void **state) {
     assert_int_equal(rj_dtype_size((rj_dtype)99), 0);
 }
 
+/* "y = y + 1" n times over x : f32[B, j, 2] (between a pad and an unpad when padded). */
+static char *chain_program(int n, bool padded) {
+    char *src = malloc(128 + 10 * (size_t)n), *p = src;
+    assert_non_null(src);
+    p += sprintf(p, "ragged j : B\ninput x : f32[B, j, 2]\ny = %s\n", padded ? "pad(x)" : "x");
+    for (int i = 0; i < n; i++) p += sprintf(p, "y = y + 1\n");
+    sprintf(p, "%soutput y\n", padded ? "y = unpad(y, j)\n" : "");
+    return src;
+}
+
+/* "y<k> = y<k-1> + 1", n statements, every value with a name of its own. */
+static char *named_chain_program(int n) {
+    char *src = malloc(128 + 32 * (size_t)n), *p = src;
+    assert_non_null(src);
+    p += sprintf(p, "ragged j : B\ninput x : f32[B, j, 2]\ny0 = x\n");
+    for (int i = 1; i <= n; i++) p += sprintf(p, "y%d = y%d + 1\n", i, i - 1);
+    sprintf(p, "output y%d\n", n);
+    return src;
+}
+
+/* Runs the chain program on 3 rows and checks y = x + n. */
+static void run_chain(rj_ctx *ctx, rj_graph *g, rj_target t, int n) {
+    rj_program *p = rj_program_new(g, t);
+    if (!p) fail_msg("%s", rj_ctx_error(ctx));
+    rj_bind *b = rj_bind_new(p);
+    static const int64_t off[] = {0, 1, 3};
+    static const float x[6] = {0, 1, 2, 3, 4, 5};
+    assert_ok(ctx, rj_bind_offsets(b, rj_graph_find_dim(g, "j"), 2, off, NULL));
+    assert_ok(ctx, rj_bind_input(b, rj_graph_find(g, "x"), x, 6));
+    assert_ok(ctx, rj_program_run(p, b));
+    rj_tensor_info info;
+    assert_ok(ctx, rj_tensor_get_info(rj_bind_result(b, rj_graph_find(g, "y")), &info));
+    for (int i = 0; i < 6; i++) assert_true(((const float *)info.values)[i] == x[i] + (float)n);
+    rj_bind_free(b);
+    rj_program_free(p);
+}
+
+/* Long chains of statements reach nothing that recurses over the graph without a bound: a
+ * 100,000-node chain parses, prints and interprets; compiling it is refused with a message,
+ * since one kernel computes at most 1000 chained operations (those compile and run). */
+static void test_deep_chains(void **state) {
+    fixture *f = *state;
+    for (int padded = 0; padded < 2; padded++) {
+        char *src = chain_program(100000, padded);
+        rj_graph *g = rj_graph_parse(f->ctx, src, "chain.rj");
+        free(src);
+        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+        char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+        assert_non_null(text);
+        rj_string_free(f->ctx, text);
+        run_chain(f->ctx, g, RJ_TARGET_REFERENCE, 100000);
+        /* pad elimination walks the whole chain first (it used to recurse) */
+        assert_null(rj_graph_dump(g, RJ_TARGET_CPU, "opt"));
+        assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_UNSUPPORTED);
+        assert_error_contains(f->ctx, "fuse: y is computed by a chain of 100000 "
+                                      "operations inside one kernel, more than the 1000");
+        assert_null(rj_program_new(g, RJ_TARGET_CPU));
+        assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_UNSUPPORTED);
+        rj_graph_free(g);
+
+        src = chain_program(1000, padded);
+        g = rj_graph_parse(f->ctx, src, "chain.rj");
+        free(src);
+        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+        run_chain(f->ctx, g, RJ_TARGET_CPU, 1000);
+        rj_graph_free(g);
+        src = chain_program(1001, padded);
+        g = rj_graph_parse(f->ctx, src, "chain.rj");
+        free(src);
+        assert_null(rj_program_new(g, RJ_TARGET_CPU));
+        assert_error_contains(f->ctx, "chain of 1001 operations inside one kernel, more than the 1000");
+        rj_graph_free(g);
+    }
+    /* 100,000 distinct names: looked up and printed in linear time (this took minutes) */
+    char *src = named_chain_program(100000);
+    rj_graph *g = rj_graph_parse(f->ctx, src, "named.rj");
+    free(src);
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\ny100000 = add(y99999, 1)"));
+    rj_string_free(f->ctx, text);
+    rj_graph_free(g);
+}
+
+/* A program without inputs (cloning it copied from a NULL array) compiles and runs. */
+static void test_no_inputs(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx, "y = relu(1.5) + 2\noutput y\n", "c.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    assert_int_equal(rj_graph_input_count(g), 0);
+    for (int t = 0; t < 2; t++) {
+        rj_program *p = rj_program_new(g, t ? RJ_TARGET_CPU : RJ_TARGET_REFERENCE);
+        if (!p) fail_msg("%s", rj_ctx_error(f->ctx));
+        rj_bind *b = rj_bind_new(p);
+        assert_ok(f->ctx, rj_program_run(p, b));
+        rj_tensor_info info;
+        assert_ok(f->ctx, rj_tensor_get_info(rj_bind_result(b, rj_graph_find(g, "y")), &info));
+        assert_int_equal(info.rank, 0);
+        assert_true(*(const float *)info.values == 3.5f);
+        rj_bind_free(b);
+        rj_program_free(p);
+    }
+    rj_graph_free(g);
+}
+
+/* The builder keeps inputs, outputs and symbols in one namespace (ragjit run gives each a
+ * file in one directory): every kind of clash fails at the call, naming both. */
+static void test_one_namespace(void **state) {
+    static const char *const want[] = {
+        "input: the name 'j1' is already used by a ragged symbol",
+        "input: the name 'D' is already used by a dense size",
+        "output: the name 'j2' is already used by a ragged symbol",
+        "output: the name 'B' is already used by a dense size",
+        "rj_graph_dense: the name 'x' is already used by an input",
+        "rj_graph_ragged: the name 'w' is already used by an input",
+        "rj_graph_dense: the name 'r' is already used by an output",
+    };
+    for (int i = 0; i < 7; i++) {
+        env e = make_env(state);
+        rj_node r = rj_graph_unary(e.g, RJ_OP_RELU, e.x);
+        bool ok = true;
+        switch (i) {
+        case 0: ok = rj_graph_input(e.g, "j1", RJ_F32, 1, (rj_dim[]){4}) != RJ_NONE; break;
+        case 1: ok = rj_graph_input(e.g, "D", RJ_F32, 1, (rj_dim[]){4}) != RJ_NONE; break;
+        case 2: ok = rj_graph_output(e.g, r, "j2") == RJ_OK; break;
+        case 3: ok = rj_graph_output(e.g, r, "B") == RJ_OK; break;
+        case 4: ok = rj_graph_dense(e.g, "x") != RJ_DIM_NONE; break;
+        case 5: ok = rj_graph_ragged(e.g, "w", e.B) != RJ_DIM_NONE; break;
+        default:
+            assert_ok(e.ctx, rj_graph_output(e.g, r, "r"));
+            ok = rj_graph_dense(e.g, "r") != RJ_DIM_NONE;
+            break;
+        }
+        assert_false(ok);
+        assert_int_equal(rj_graph_status(e.g), RJ_ERR_ARG);
+        assert_error_contains(e.ctx, want[i]);
+        rj_graph_free(e.g);
+    }
+    /* an automatic output name skips names in use; an input output keeps its own name */
+    env e = make_env(state);
+    rj_graph_dense(e.g, "out0");
+    assert_ok(e.ctx, rj_graph_output(e.g, e.x, NULL));
+    assert_string_equal(rj_graph_output_name(e.g, 0), "out1");
+    assert_ok(e.ctx, rj_graph_output(e.g, e.w, "w"));
+    rj_graph_free(e.g);
+}
+
+/* Constant dims multiply to at most 2^48 elements in any shape, inputs and pads alike: beyond
+ * that no tensor fits in memory, and lowering's arithmetic on constant extents overflowed. */
+static void test_constant_sizes(void **state) {
+    env e = make_env(state);
+    assert_true(rj_graph_input(e.g, "a", RJ_F32, 2, (rj_dim[]){1 << 24, 1 << 24}) != RJ_NONE);
+    assert_true(rj_graph_input(e.g, "b", RJ_F32, 3, (rj_dim[]){0, INT64_MAX, INT64_MAX}) == RJ_NONE);
+    assert_int_equal(rj_graph_status(e.g), RJ_ERR_OVERFLOW);
+    assert_error_contains(e.ctx, "input: f32[0, 9223372036854775807, 9223372036854775807]: its "
+                                 "constant dims multiply to more than 2^48 elements");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_true(rj_graph_pad(e.g, e.x, 0, (rj_dim)1 << 42) != RJ_NONE);
+    assert_true(rj_graph_pad(e.g, e.x, 0, (rj_dim)1 << 43) == RJ_NONE);
+    assert_error_contains(e.ctx, "pad: f32[B, 8796093022208, 64]: its constant dims multiply to "
+                                 "more than 2^48 elements");
+    rj_graph_free(e.g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
@@ -535,7 +702,8 @@ int main(void) {
         FX(test_reductions), FX(test_norms), FX(test_pad_unpad), FX(test_input_errors),
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
-        FX(test_introspection_allocates_nothing), FX(test_op_table),
+        FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_deep_chains),
+        FX(test_no_inputs), FX(test_one_namespace), FX(test_constant_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,14 +107,24 @@ static void expect_error(rj_ctx *ctx, const char *src, rj_status s, const char *
     size_t n = strcspn(msg, "\n");
     if (strlen(first_line) != n || strncmp(msg, first_line, n))
         fail_msg("got:\n%s\nexpected first line:\n%s", msg, first_line);
-    /* third line: two spaces of indent, then the caret at the column */
-    const char *l3 = strchr(msg, '\n');
-    l3 = l3 ? strchr(l3 + 1, '\n') : NULL;
+    /* second line: the source line (on a long one, "..." and a window of it); third line: the
+     * caret under the column. Both indented by two spaces. */
+    const char *l2 = strchr(msg, '\n');
+    assert_non_null(l2);
+    l2 += 3;
+    const char *l3 = strchr(l2, '\n');
     assert_non_null(l3);
     const char *caret = strchr(l3, '^');
     assert_non_null(caret);
-    if ((int)(caret - (l3 + 1)) - 2 + 1 != caret_col)
-        fail_msg("caret at column %d, expected %d:\n%s", (int)(caret - (l3 + 1)) - 1, caret_col, msg);
+    int dots = strncmp(l2, "...", 3) ? 0 : 3, at = (int)(caret - (l3 + 3));
+    int line = 0;
+    sscanf(first_line, "t.rj:%d:", &line);
+    const char *sl = src;
+    for (int i = 1; i < line && sl; i++) sl = strchr(sl, '\n') ? strchr(sl, '\n') + 1 : NULL;
+    assert_non_null(sl);
+    int start = caret_col - 1 - (at - dots), shown = (int)strcspn(l2 + dots, "\n");
+    if (start < 0 || (start > 0) != (dots > 0) || strncmp(l2 + dots, sl + start, (size_t)shown))
+        fail_msg("caret not at column %d:\n%s", caret_col, msg);
 }
 
 static void test_syntax_errors(void **state) {
@@ -140,11 +150,14 @@ static void test_syntax_errors(void **state) {
                  "t.rj:2:19: positional argument after keyword arguments", 19);
     expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, dim=0)\n", RJ_ERR_PARSE,
                  "t.rj:2:19: argument 'dim' given twice", 19);
-    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0.5)\n", RJ_ERR_PARSE, "t.rj:2:12: expected an integer", 12);
+    expect_error(c, "input x : f32[3]\ny = sum(x, dim=0.5)\n", RJ_ERR_PARSE,
+                 "t.rj:2:12: sum: dim must be an integer", 12);
     expect_error(c, "input x : f32[3]\ny = x\n", RJ_ERR_PARSE,
                  "t.rj:3:1: the program has no outputs (add: output <name>)", 1);
     expect_error(c, "input x : f32[3]\noutput y\n", RJ_ERR_PARSE, "t.rj:2:8: undefined name 'y'", 8);
-    expect_error(c, "input x : f32[3]\ninput x : f32[3]\n", RJ_ERR_PARSE, "t.rj:2:7: 'x' is already defined", 7);
+    expect_error(c, "input x : f32[3]\ninput x : f32[3]\n", RJ_ERR_PARSE,
+                 "t.rj:2:7: the name 'x' is already used by an input (inputs, outputs, values and "
+                 "sizes share one namespace)", 7);
     expect_error(c, "ragged j1 : B\nsame j1 j9\n", RJ_ERR_PARSE, "t.rj:2:9: undefined ragged symbol 'j9'", 9);
     expect_error(c, "input x : f32[3]\ny = x 2\n", RJ_ERR_PARSE, "t.rj:2:7: expected end of line, found '2'", 7);
     expect_error(c, "input x : f32[3]\ny = 12abc\n", RJ_ERR_PARSE, "t.rj:2:5: malformed number '12a'", 5);
@@ -153,7 +166,7 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\ny = cast(x, dtype=\"f16\")\n", RJ_ERR_PARSE,
                  "t.rj:2:13: cast: dtype must be one of \"f32\", \"f64\", \"i32\", \"i64\", \"bool\"", 13);
     expect_error(c, "input x : f32[3]\ny = 99999999999999999999\n", RJ_ERR_PARSE,
-                 "t.rj:2:5: integer 99999999999999999999 is too large", 5);
+                 "t.rj:2:5: integer 99999999999999999999 is too large (the limit is 2^63 - 1)", 5);
 }
 
 static void test_builder_errors_located(void **state) {
@@ -207,6 +220,28 @@ static void test_print_roundtrip(void **state) {
     }
 }
 
+/* The names printed for unnamed values never collide with the program's own: "v1 = relu(v1)"
+ * for an input named v1 parsed back as a different program. */
+static void test_print_fresh_names(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx, "ragged v3 : B\ninput v1 : f32[B, v3]\n"
+                                 "y = relu(v1) + v1 * 2\noutput y\n", "v.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+    assert_non_null(text);
+    if (!strstr(text, "\nv1_ = relu(v1)") || !strstr(text, "\nv3_ = mul(v1, 2)") ||
+        !strstr(text, "\ny = add(v1_, v3_)"))
+        fail_msg("%s", text);
+    rj_graph *g2 = rj_graph_parse(f->ctx, text, "printed.rj");
+    if (!g2) fail_msg("%s\n%s", rj_ctx_error(f->ctx), text);
+    char *again = rj_graph_dump(g2, RJ_TARGET_REFERENCE, "graph");
+    assert_string_equal(text, again);
+    rj_string_free(f->ctx, text);
+    rj_string_free(f->ctx, again);
+    rj_graph_free(g);
+    rj_graph_free(g2);
+}
+
 /* Mutated programs (bytes replaced, deleted, truncated) never crash or leak. */
 static void test_mutations(void **state) {
     fixture *f = *state;
@@ -240,6 +275,164 @@ static void test_mutations(void **state) {
     assert_true(parsed > 0 && failed > 0);
 }
 
+/* Integer arguments are integer literals in range, named with their value when they are not;
+ * negative numbers never stand for symbols; literals are read whole; None is not "None". */
+static void test_argument_values(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] = "ragged j : B\ninput x : f32[B, j, D]\n";
+    static const struct {
+        const char *stmt, *msg;
+        int col;
+    } bad[] = {
+        {"y = sum(x, dim=4294967297)", "sum: dim=4294967297 is out of range", 12},
+        {"y = softmax(x, -9223372036854775807)", "softmax: dim=-9223372036854775807 is out of range", 16},
+        {"y = sum(x, dim=-4)", "sum: dim -4 is out of range for f32[B, j, D] (rank 3)", 5},
+        {"y = sum(x, dim=2.0)", "sum: dim must be an integer", 12},
+        {"y = sum(x, dim=True)", "sum: dim must be an integer", 12},
+        {"y = sum(x, dim=x)", "sum: dim must be an integer", 12},
+        {"y = mean(x, 2, 1)", "mean: keepdim must be True or False", 16},
+        {"y = pad(x, len=-1)", "pad: len=-1 is negative", 12},
+        {"y = pad(x, 0.0, -2)", "pad: len=-2 is negative", 17},
+        {"y = pad(x, len=4.0)", "pad: len must be an integer", 12},
+        {"y = layer_norm(x, -2)", "layer_norm: normalized_shape=-2 is negative", 19},
+        {"y = rms_norm(x, 2.5)", "normalized_shape must be a size or a list of sizes", 17},
+        {"y = layer_norm(x, D, weight=\"None\")", "a string is not a tensor", 22},
+        {"y = layer_norm(x, D, weight=None, bias=x, eps=None + 1)", "None is not a tensor", 47},
+        {"y = cast(x, \"f32                                                                    \")",
+         "cast: dtype must be one of", 13},
+        {"y = x * 1e5e5", "malformed number '1e5e'", 9},
+    };
+    char src[512], want[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(src, sizeof src, "%s%s\noutput y\n", head, bad[i].stmt);
+        snprintf(want, sizeof want, "t.rj:3:%d: %s", bad[i].col, bad[i].msg);
+        rj_graph *g = rj_graph_parse(c, src, "t.rj");
+        if (g) fail_msg("accepted: %s", bad[i].stmt);
+        if (strncmp(rj_ctx_error(c), want, strlen(want)))
+            fail_msg("%s:\ngot %s\nwant %s", bad[i].stmt, rj_ctx_error(c), want);
+    }
+    /* what is accepted means what it says: negative dims count from the end; long literals
+     * keep every digit */
+    static const char good[] =
+        "ragged j : B\ninput x : f32[B, j, 4]\n"
+        "a = sum(x, dim=-1, keepdim=True)\n"
+        "b = softmax(x, dim=00000000000000000000000000000000000000000000000000000000000000000001)\n"
+        "p = pad(x, value=1.0000000000000000000000000000000000000000000000000000000000000000000001e5, len=7)\n"
+        "n = layer_norm(x, 4, eps=1e-999) + x * 1e999\n"
+        "output a, b, p, n\n";
+    rj_graph *g = rj_graph_parse(c, good, "good.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    assert_type(c, g, "a", "f32[B, j, 1]");
+    char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+    assert_non_null(text);
+    if (!strstr(text, "a = sum(x, dim=2, keepdim=True)") || !strstr(text, "b = softmax(x, dim=1)") ||
+        !strstr(text, "pad(x, value=1e+05, len=7)") || !strstr(text, "layer_norm(x, 4, eps=0.0)") ||
+        !strstr(text, "mul(x, inf)"))
+        fail_msg("%s", text);
+    rj_string_free(c, text);
+    rj_graph_free(g);
+}
+
+/* Inputs, outputs, values, ragged symbols and dense sizes share one namespace (the files of
+ * `ragjit run` share one directory): a clash is an error at the statement that makes it. */
+static void test_namespace(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char tail[] = " (inputs, outputs, values and sizes share one namespace)";
+    static const struct {
+        const char *src, *msg;
+        int line, col;
+    } bad[] = {
+        {"ragged j1 : B\ninput j1 : f32[B]\n", "the name 'j1' is already used by a ragged symbol", 2, 7},
+        {"ragged j1 : B\ninput x : f32[B, j1]\nj1 = x * 2\noutput j1\n",
+         "the name 'j1' is already used by a ragged symbol", 3, 1},
+        {"input x : f32[3]\nragged x : B\n", "the name 'x' is already used by an input", 2, 8},
+        {"input x : f32[3]\nragged j : x\n", "the name 'x' is already used by an input", 2, 12},
+        {"input x : f32[3]\ny = x * 2\ninput z : f32[y]\n", "the name 'y' is already used by a value", 3, 15},
+        {"input x : f32[3]\ny = x * 2\nz = layer_norm(x, [y])\n",
+         "the name 'y' is already used by a value", 3, 20},
+        {"input x : f32[D]\nD = x\n", "the name 'D' is already used by a dense size", 2, 1},
+        {"input x : f32[D]\ninput D : f32[3]\n", "the name 'D' is already used by a dense size", 2, 7},
+        {"input x : f32[3]\nx = x * 2\noutput x\n", "output: the name 'x' is already used by an input", 3, 8},
+        {"ragged j : B\ninput x : f32[B, j]\nsame j x\n", "'x' is an input, not a ragged symbol", 3, 8},
+        {"input inf : f32[3]\n", "'inf' is a reserved name", 1, 7},
+        {"input x : f32[3]\nnan = x\n", "'nan' is a reserved name", 2, 1},
+        {"ragged None : B\n", "'None' is a reserved name", 1, 8},
+        {"input x : f32[True]\n", "'True' is a reserved name", 1, 15},
+    };
+    char want[300];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        /* the parser's own messages add why; the builder's (output:) are RJ_ERR_ARG */
+        bool parser = !strncmp(bad[i].msg, "the name", 8), builder = !strncmp(bad[i].msg, "output:", 7);
+        snprintf(want, sizeof want, "t.rj:%d:%d: %s%s", bad[i].line, bad[i].col, bad[i].msg,
+                 parser ? tail : "");
+        expect_error(c, bad[i].src, builder ? RJ_ERR_ARG : RJ_ERR_PARSE, want, bad[i].col);
+    }
+    /* what stays allowed: reassigning, an input output under its own name or another */
+    static const char good[] = "ragged j : B\ninput x : f32[B, j, 2]\ny = x * 2\ny = y + x\n"
+                               "x = x - 1\nz = x\noutput y, z\n";
+    rj_graph *g = rj_graph_parse(c, good, "good.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    rj_graph_free(g);
+    g = rj_graph_parse(c, "input x : f32[3]\noutput x\n", "good.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    rj_graph_free(g);
+}
+
+/* A program of `levels` nested openers around x: "((x))", "relu(relu(x))", "--x". */
+static char *nested(const char *open, const char *close, int levels) {
+    size_t no = strlen(open), nc = strlen(close);
+    char *src = malloc(64 + (no + nc) * (size_t)levels);
+    assert_non_null(src);
+    char *p = src + sprintf(src, "input x : f32[3]\ny = ");
+    for (int i = 0; i < levels; i++) p += sprintf(p, "%s", open);
+    *p++ = 'x';
+    for (int i = 0; i < levels; i++) p += sprintf(p, "%s", close);
+    sprintf(p, "\noutput y\n");
+    return src;
+}
+
+/* Nesting is bounded: 256 levels of parentheses, calls or unary minus parse; one more is an
+ * error at the opener of level 257; thousands (which used to overflow the stack) too. */
+static void test_nesting_limit(void **state) {
+    fixture *f = *state;
+    static const struct {
+        const char *open, *close;
+        int width; /* characters per level */
+    } forms[] = {{"(", ")", 1}, {"relu(", ")", 5}, {"-", "", 1}, {"softmax(dim=0, input=", ")", 21},
+                 {"(1 + ", ")", 5}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char *src = nested(forms[i].open, forms[i].close, 256);
+        rj_graph *g = rj_graph_parse(f->ctx, src, "t.rj");
+        if (!g) fail_msg("%s: %s", forms[i].open, rj_ctx_error(f->ctx));
+        rj_graph_free(g);
+        free(src);
+        static const int too_many[] = {257, 3000, 100000};
+        for (int k = 0; k < 3; k++) {
+            src = nested(forms[i].open, forms[i].close, too_many[k]);
+            char want[160];
+            snprintf(want, sizeof want, "t.rj:2:%d: expression nested too deeply (more than 256 "
+                     "levels of parentheses, calls and unary minus)", 5 + 256 * forms[i].width);
+            expect_error(f->ctx, src, RJ_ERR_PARSE, want, 5 + 256 * forms[i].width);
+            free(src);
+        }
+    }
+}
+
+/* On a long line the caret stays under the column it names: the line is shown from a little
+ * before it, marked with "...". */
+static void test_long_line_caret(void **state) {
+    fixture *f = *state;
+    char src[1400];
+    char *p = src + sprintf(src, "input x : f32[3]\ny = x");
+    for (int i = 0; i < 300; i++) p += sprintf(p, " + x");
+    sprintf(p, " + z\noutput y\n");
+    expect_error(f->ctx, src, RJ_ERR_PARSE, "t.rj:2:1209: undefined name 'z'", 1209);
+    const char *l2 = strchr(rj_ctx_error(f->ctx), '\n') + 1;
+    assert_true(!strncmp(l2, "  ...x + x", 10));
+}
+
 static void test_null_args(void **state) {
     fixture *f = *state;
     assert_null(rj_graph_parse(NULL, "x", NULL));
@@ -253,7 +446,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
-        FX(test_null_args),
+        FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
+        FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,19 +15,33 @@
  * It uses ragjit.h and nothing else (it links the shared library, which exports only the rj_
  * API): whatever a command needs to learn about a program, an embedder can learn the same
  * way, and a gap in the public API shows up here first.
+ *
+ * Programs and data may come from anywhere, so everything read is bounded: a program is a
+ * regular file of at most PROGRAM_MAX_BYTES (a FIFO or a device is refused before it can
+ * block or stream forever; .npy files get the same treatment in rj_npy_read), and --random
+ * counts every array it would generate against RANDOM_MAX_BYTES, with arithmetic that cannot
+ * overflow, before it allocates any of them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ragjit.h"
 
 enum { EXIT_RUN = 1, EXIT_USAGE = 2 };
+
+/* Limits on what the command reads and makes, so that a mistaken or hostile argument is a
+ * usage error instead of an endless read or an allocation the machine cannot satisfy. */
+#define PROGRAM_MAX_BYTES ((int64_t)16 << 20) /* a program file */
+#define RANDOM_MAX_BYTES ((int64_t)2 << 30)   /* all the data --random generates */
 
 /* ---- messages ------------------------------------------------------------------------------ */
 
@@ -64,7 +78,8 @@ static const char main_help[] =
     "          cuda, ptx, dot)\n"
     "  bench   time PROGRAM: median run time and GB/s\n"
     "\n"
-    "PROGRAM is a file in ragjit's text format, for example (examples/softmax.rj):\n"
+    "PROGRAM is a file in ragjit's text format (at most 16 MiB), for example\n"
+    "(examples/softmax.rj):\n"
     "  ragged j1 : B\n"
     "  input x : f32[B, j1, 64]\n"
     "  s = softmax(relu(x * 2.0 + 0.5), dim=1)\n"
@@ -87,7 +102,7 @@ static const char data_help[] =
     "                      determines (a pad length) is read from DIR/<size>.npy (0-d integer)\n"
     "  --random SPEC       generate data: SPEC is comma-separated NAME=VALUE pairs: B (items),\n"
     "                      maxlen and minlen (row counts per item, default 0..maxlen), seed, and\n"
-    "                      any named size of the program (D=64, L=128)\n"
+    "                      any named size of the program (D=64, L=128); at most 2 GiB in all\n"
     "  --size NAME=VALUE   a named size of the program (repeatable)\n"
     "  --save-data DIR     also write the data used (generated or read) to DIR, so that\n"
     "                      'ragjit run PROG --data DIR' reproduces the run\n";
@@ -175,7 +190,7 @@ static const char bench_help[] =
 /* ---- options --------------------------------------------------------------------------------- */
 
 typedef struct sizeopt {
-    char name[64];
+    char name[128]; /* as long as any name of a program */
     int64_t value;
 } sizeopt;
 
@@ -203,6 +218,9 @@ static int add_size(opts *o, const char *spec, const char *what) {
     int64_t v;
     if (!eq || eq == spec || parse_int(eq + 1, &v) || v < 0)
         return die_usage("%s: '%s' is not NAME=VALUE with a non-negative integer VALUE", what, spec);
+    /* a longer name cut to fit could match another size */
+    if (eq - spec >= (ptrdiff_t)sizeof o->sizes[0].name)
+        return die_usage("%s: the name in '%.40s...' is too long", what, spec);
     if (o->nsizes == 32) return die_usage("%s: too many sizes", what);
     sizeopt *z = &o->sizes[o->nsizes++];
     snprintf(z->name, sizeof z->name, "%.*s", (int)(eq - spec), spec);
@@ -279,40 +297,56 @@ static int parse_opts(int argc, char **argv, opts *o) {
 
 /* ---- programs -------------------------------------------------------------------------------- */
 
+/* Reads a program: a regular file (fstat on the opened file, so what is checked is what is
+ * read; a FIFO or a device would block or never end) of at most PROGRAM_MAX_BYTES. Opening
+ * does not block either: O_NONBLOCK matters only for what is refused right after. */
 static char *read_file(const char *path, int *status) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         *status = die_usage("%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        n += fread(buf + n, 1, cap - 1 - n, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb) {
+    struct stat st;
+    char *buf = NULL;
+    size_t n = 0;
+    if (fstat(fd, &st)) {
+        *status = die_usage("%s: cannot stat: %s", path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        *status = die_usage("%s: not a regular file (%s)", path,
+                            S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                            : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket");
+    } else if (st.st_size > PROGRAM_MAX_BYTES) {
+        *status = die_usage("%s: %lld bytes is more than a program may have (%lld MiB)", path,
+                            (long long)st.st_size, (long long)(PROGRAM_MAX_BYTES >> 20));
+    } else if (!(buf = malloc((size_t)st.st_size + 2))) {
+        *status = die_run("out of memory");
+    } else {
+        /* one byte more than fstat said, to notice a file that grew in between */
+        size_t cap = (size_t)st.st_size + 1;
+        bool bad = false;
+        while (n < cap) {
+            ssize_t k = read(fd, buf + n, cap - n);
+            if (k < 0 && errno == EINTR) continue;
+            if (k < 0) *status = die_usage("%s: cannot read: %s", path, strerror(errno));
+            if (k <= 0) {
+                bad = k < 0;
+                break;
+            }
+            n += (size_t)k;
+        }
+        if (n == cap) *status = die_usage("%s: the file changed while it was read", path);
+        if (bad || n == cap) {
             free(buf);
             buf = NULL;
-        } else {
-            buf = nb;
         }
     }
-    bool err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        free(buf);
-        *status = die_usage("%s: cannot read the file", path);
-        return NULL;
-    }
-    if (memchr(buf, 0, n)) {
+    close(fd);
+    if (buf && memchr(buf, 0, n)) {
         free(buf);
         *status = die_usage("%s: not a text file (contains a NUL byte)", path);
         return NULL;
     }
-    buf[n] = 0;
+    if (buf) buf[n] = 0;
     return buf;
 }
 
@@ -553,8 +587,12 @@ static int load_data(dataset *d, const char *dir) {
         if (!t) r = die_usage("%s", rj_ctx_error(d->ctx));
         else if (a.rank != 0 || (a.dtype != RJ_I64 && a.dtype != RJ_I32))
             r = die_usage("%s: size %s must be a 0-d integer array", p, si.name);
-        else r = learn_size(d, s, a.dtype == RJ_I64 ? *(int64_t *)a.values : *(int32_t *)a.values,
-                            "the data directory");
+        else {
+            int64_t v = a.dtype == RJ_I64 ? *(int64_t *)a.values : *(int32_t *)a.values;
+            /* a negative size would read as "not given" (-1) or worse */
+            if (v < 0) r = die_usage("%s: size %s is negative (%lld)", p, si.name, (long long)v);
+            else r = learn_size(d, s, v, "the data directory");
+        }
         rj_tensor_free(t);
         free(p);
         if (r) return r;
@@ -568,6 +606,16 @@ static uint64_t rng_next(void) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+/* Counts n elements of es bytes against what --random may generate in all (RANDOM_MAX_BYTES),
+ * before they are allocated; the arithmetic cannot overflow. */
+static int random_budget(int64_t *used, int64_t n, int64_t es, const char *what) {
+    if (n < 0 || n > (RANDOM_MAX_BYTES - *used) / es)
+        return die_usage("--random: %s would take the generated data over %lld GiB (give smaller "
+                         "sizes)", what, (long long)(RANDOM_MAX_BYTES >> 30));
+    *used += n * es;
+    return 0;
 }
 
 static int make_random(dataset *d, const char *spec) {
@@ -600,28 +648,36 @@ static int make_random(dataset *d, const char *spec) {
     if (r) return r;
     if (minlen > maxlen) return die_usage("--random: minlen %lld is larger than maxlen %lld", (long long)minlen, (long long)maxlen);
     rng_state = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 1;
+    int64_t budget = 0;
+    /* maxlen - minlen + 1 in unsigned arithmetic: maxlen may be as large as INT64_MAX */
+    uint64_t span = (uint64_t)maxlen - (uint64_t)minlen + 1;
     /* offsets: one per class (symbols declared same share them) */
     for (int s = 0; s < d->nsym; s++) {
         rj_dim_info si = sym_info(g, s);
         if (si.kind != RJ_DIM_RAGGED || !si.used) continue;
         int parent = sym_index(g, si.parent);
         int64_t nb = B >= 0 ? B : d->size[parent];
-        if (nb < 0) {
-            if (B < 0) return die_usage("--random: the number of items is not given (add B=<n>)");
-        }
-        if (nb > (int64_t)1 << 32) return die_usage("--random: B=%lld is too large", (long long)nb);
-        int root = sym_index(g, si.same);
+        if (nb < 0) return die_usage("--random: the number of items is not given (add B=<n>)");
+        char what[160];
+        snprintf(what, sizeof what, "B=%lld", (long long)nb);
+        if (random_budget(&budget, nb < RANDOM_MAX_BYTES ? nb + 1 : RANDOM_MAX_BYTES, 8, what))
+            return EXIT_USAGE;
+        /* the class's first member with offsets (its first symbol may be unused) */
+        int from = -1;
+        for (int m = 0; m < s && from < 0; m++)
+            if (d->off[m] && sym_info(g, m).same == si.same) from = m;
         int64_t entries = nb + 1;
         if (!(d->off[s] = rj_tensor_dense(d->ctx, RJ_I64, 1, &entries, NULL))) return die_run("out of memory");
         int64_t *off = tinfo(d->off[s]).values;
-        if (root != s && d->off[root]) {
-            memcpy(off, tinfo(d->off[root]).values, sizeof(int64_t) * (size_t)entries);
+        if (from >= 0) {
+            memcpy(off, tinfo(d->off[from]).values, sizeof(int64_t) * (size_t)entries);
         } else {
             off[0] = 0;
             for (int64_t b = 0; b < nb; b++) {
-                int64_t len = minlen + (int64_t)(rng_next() % (uint64_t)(maxlen - minlen + 1));
+                int64_t len = minlen + (int64_t)(rng_next() % span);
+                if (len > INT64_MAX - off[b])
+                    return die_usage("--random: the row count overflows (give a smaller B or maxlen)");
                 off[b + 1] = off[b] + len;
-                if (off[b + 1] > ((int64_t)1 << 40)) return die_usage("--random: too many rows");
             }
         }
         if (set_size(d, parent, nb, "--random")) return EXIT_USAGE;
@@ -639,6 +695,7 @@ static int make_random(dataset *d, const char *spec) {
         int rp = ragged_pos(g, rank, dims);
         int arank = rp >= 0 ? rank - 1 : rank;
         int64_t shape[RJ_MAX_RANK], numel = 1;
+        bool zero = false, over = false; /* a 0 dim makes it empty, however large the others */
         for (int ad = 0; ad < arank; ad++) {
             int nd = rp >= 0 ? (ad == 0 ? rp : ad + 1) : ad;
             rj_dim dm = dims[nd];
@@ -662,10 +719,14 @@ static int make_random(dataset *d, const char *spec) {
                 }
             }
             shape[ad] = v;
-            if (v > 0 && numel > ((int64_t)1 << 32) / v)
-                return die_usage("--random: input %s would have more than 2^32 elements", name);
-            numel *= v;
+            if (v == 0) zero = true;
+            else if (over || numel > INT64_MAX / v) over = true;
+            else numel *= v;
         }
+        if (zero || over) numel = zero ? 0 : -1; /* -1: refused just below */
+        char what[160];
+        snprintf(what, sizeof what, "input %s", name);
+        if (random_budget(&budget, numel, (int64_t)rj_dtype_size(dtype), what)) return EXIT_USAGE;
         if (!(d->in[k] = rj_tensor_dense(d->ctx, dtype, arank, shape, NULL))) return die_run("out of memory");
         void *values = tinfo(d->in[k]).values;
         for (int64_t i = 0; i < numel; i++) {

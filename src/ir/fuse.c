@@ -19,6 +19,10 @@
  *
  * Kernels run in this order: root kernels by node id (a root only reads roots and epilogues
  * built before it), then map kernels (nothing reads an output of a map kernel).
+ *
+ * A kernel computes at most FUSE_MAX_DEPTH chained operations (see check_depth): compilation
+ * walks those chains recursively, and the bound is what keeps its stack use bounded for any
+ * program. Nothing here recurses.
  */
 #include <string.h>
 
@@ -63,23 +67,67 @@ static int32_t new_group(fuse_plan *p, uint8_t kind, int32_t root) {
     return p->ngroups++;
 }
 
-/* Marks what kernel `grp` reads from other kernels, expanding inline nodes from `from`. */
-static void mark_reads(const rj_graph *g, fuse_plan *p, int32_t from, int32_t grp, uint8_t *seen) {
-    const node *n = &g->nodes[from];
-    for (int k = 0; k < n->nin; k++) {
-        int32_t o = n->in[k];
-        fuse_node *f = &p->nodes[o];
-        if (f->role == FR_ROOT || f->role == FR_EPILOGUE) {
-            if (f->group != grp) {
-                f->mat = 1;
-                continue;
+/* Marks what kernel `grp` reads from other kernels, expanding inline nodes from `from`. The
+ * expansion keeps its own stack of nodes still to expand (each pushed once, thanks to seen),
+ * so a long chain of inline nodes costs heap, not call stack. */
+static rj_status mark_reads(const rj_graph *g, fuse_plan *p, int32_t from, int32_t grp,
+                            uint8_t *seen, int32_t **stack, int32_t *cap) {
+    int32_t top = 0;
+    (*stack)[top++] = from;
+    while (top > 0) {
+        const node *n = &g->nodes[(*stack)[--top]];
+        for (int k = 0; k < n->nin; k++) {
+            int32_t o = n->in[k];
+            fuse_node *f = &p->nodes[o];
+            if (f->role == FR_ROOT || f->role == FR_EPILOGUE) {
+                if (f->group != grp) {
+                    f->mat = 1;
+                    continue;
+                }
+                if (f->role == FR_ROOT) continue; /* the root's own value is at hand */
             }
-            if (f->role == FR_ROOT) continue; /* the root's own value is at hand */
+            if (f->role == FR_INPUT || seen[o]) continue;
+            seen[o] = 1;
+            if (!mem_grow(p->ctx, (void **)stack, cap, top + 1, sizeof(int32_t)))
+                return RJ_ERR_NOMEM;
+            (*stack)[top++] = o;
         }
-        if (f->role == FR_INPUT || seen[o]) continue;
-        seen[o] = 1;
-        mark_reads(g, p, o, grp, seen);
     }
+    return RJ_OK;
+}
+
+/* Lowering evaluates an inline node by recursing into its operands (lower.c, value()), and
+ * the backends walk the resulting expressions recursively too, so the longest chain of nodes
+ * one kernel computes without writing them bounds the stack compilation needs. Chains longer
+ * than FUSE_MAX_DEPTH are refused here, with a message, instead of overflowing the stack
+ * somewhere below. depth[i] counts the chain ending at i. A root's value is at hand in its
+ * own kernel and loaded in others, so chains restart after it; epilogues count as links,
+ * which over-estimates only chains that cross into another kernel. */
+static rj_status check_depth(const rj_graph *g, const fuse_plan *p, int32_t *depth) {
+    int32_t deepest = -1;
+    for (int32_t i = 0; i < g->n; i++) {
+        const node *n = &g->nodes[i];
+        uint8_t role = p->nodes[i].role;
+        depth[i] = 0;
+        if (role == FR_DEAD || role == FR_INPUT || n->nin == 0) continue; /* leaves */
+        for (int k = 0; k < n->nin; k++) {
+            int32_t o = n->in[k], d = p->nodes[o].role == FR_ROOT ? 0 : depth[o];
+            if (d > depth[i]) depth[i] = d;
+        }
+        depth[i]++;
+        if (deepest < 0 || depth[i] > depth[deepest]) deepest = i;
+    }
+    if (deepest < 0 || depth[deepest] <= FUSE_MAX_DEPTH) return RJ_OK;
+    /* the end of the longest chain is usually an output, which names it for the user */
+    sbuf b;
+    sbuf_init(&b, g->ctx);
+    print_node_ref(&b, g, deepest);
+    rj_status s = ctx_fail(g->ctx, RJ_ERR_UNSUPPORTED, "fuse: %s is computed by a chain of %d "
+                           "operations inside one kernel, more than the %d this version "
+                           "allows; split the program, writing an intermediate result as an "
+                           "output", b.s ? b.s : "a node", (int)depth[deepest], FUSE_MAX_DEPTH);
+    sbuf_free(&b);
+    return s;
 }
 
 rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
@@ -89,9 +137,10 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     p->n = g->n;
     size_t nb = (size_t)(g->n ? g->n : 1);
     uint8_t *live = mem_alloc(ctx, nb), *seen = mem_alloc(ctx, nb);
-    int32_t *maxroot = mem_alloc(ctx, nb * sizeof(int32_t));
+    int32_t *maxroot = mem_alloc(ctx, nb * sizeof(int32_t)), *stack = NULL, stack_cap = 0;
     rj_status s = RJ_ERR_NOMEM;
-    if (!live || !seen || !maxroot || !(p->nodes = mem_zalloc(ctx, nb * sizeof(fuse_node))))
+    if (!live || !seen || !maxroot || !(p->nodes = mem_zalloc(ctx, nb * sizeof(fuse_node))) ||
+        !mem_grow(ctx, (void **)&stack, &stack_cap, 1, sizeof(int32_t)))
         goto out;
     /* live nodes, inputs included */
     memset(live, 0, nb);
@@ -139,8 +188,9 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     memset(seen, 0, nb);
     for (int32_t gi = 0; gi < p->ngroups; gi++) {
         fuse_group *gr = &p->groups[gi];
-        mark_reads(g, p, gr->root, gi, seen);
-        for (int32_t m = 0; m < gr->nmembers; m++) mark_reads(g, p, gr->members[m], gi, seen);
+        if (mark_reads(g, p, gr->root, gi, seen, &stack, &stack_cap)) goto out;
+        for (int32_t m = 0; m < gr->nmembers; m++)
+            if (mark_reads(g, p, gr->members[m], gi, seen, &stack, &stack_cap)) goto out;
         memset(seen, 0, nb);
     }
     /* map kernels: inline (or input) outputs, one kernel per output domain */
@@ -153,18 +203,20 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
             if (same_dims(g, &g->nodes[p->groups[k].root], &g->nodes[i])) gi = k;
         if (gi < 0 && (gi = new_group(p, FG_MAP, i)) < 0) goto out;
         f->group = gi;
-        if (add_member(p, &p->groups[gi], i)) goto out;
-        mark_reads(g, p, i, gi, seen);
+        if (add_member(p, &p->groups[gi], i) || mark_reads(g, p, i, gi, seen, &stack, &stack_cap))
+            goto out;
         memset(seen, 0, nb);
     }
-    s = RJ_OK;
+    s = check_depth(g, p, maxroot);
 out:
     mem_free(ctx, live, nb);
     mem_free(ctx, seen, nb);
     mem_free(ctx, maxroot, nb * sizeof(int32_t));
+    mem_free(ctx, stack, sizeof(int32_t) * (size_t)stack_cap);
     if (s) {
         fuse_plan_free(p);
-        if (ctx_last_status(ctx) != RJ_ERR_NOMEM) ctx_fail(ctx, s, "fuse: out of memory");
+        if (s == RJ_ERR_NOMEM && ctx_last_status(ctx) != RJ_ERR_NOMEM)
+            ctx_fail(ctx, s, "fuse: out of memory");
     }
     return s;
 }

@@ -6,6 +6,10 @@
  * one free releases everything. Building is sticky: the first failure is kept in the graph
  * (status and message) and later failures do not overwrite it, which lets callers build a
  * whole graph and check rj_graph_status once, and lets rj_program_new report the root cause.
+ *
+ * Inputs, outputs and symbols share one namespace (io_user, sym_user): `ragjit run` names a
+ * file after each in one directory, so two kinds with one name would read or overwrite each
+ * other's data. The text format adds its values to the same namespace (parse.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -125,11 +129,34 @@ static bool valid_name(const char *s) {
     return strlen(s) < 128;
 }
 
+/* The input or output (other than node `self`) that has `name`, as a phrase, or NULL.
+ * Inputs, outputs and symbols share one namespace: `ragjit run` gives each a file named after
+ * it in one directory, so an output named like a ragged symbol would overwrite the symbol's
+ * offsets. An input that is also an output may keep its name for both. */
+static const char *io_user(const rj_graph *g, const char *name, rj_node self) {
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].node != self && !strcmp(g->outputs[i].name, name)) return "an output";
+    for (int32_t i = 0; i < g->ninputs; i++)
+        if (g->inputs[i] != self && !strcmp(g->nodes[g->inputs[i]].name, name)) return "an input";
+    return NULL;
+}
+
+static const char *sym_user(const rj_graph *g, const char *name) {
+    int32_t s = graph_find_sym(g, name);
+    if (s < 0) return NULL;
+    return g->syms[s].kind == SYM_RAGGED ? "a ragged symbol" : "a dense size";
+}
+
 static rj_dim declare_sym(rj_graph *g, const char *what, const char *name, int kind,
                           int32_t parent) {
     if (!valid_name(name)) {
         graph_fail(g, RJ_ERR_ARG, "%s: '%s' is not a valid name (letters, digits, _; not "
                    "starting with a digit)", what, name ? name : "(NULL)");
+        return RJ_DIM_NONE;
+    }
+    const char *user = io_user(g, name, RJ_NONE);
+    if (user) {
+        graph_fail(g, RJ_ERR_ARG, "%s: the name '%s' is already used by %s", what, name, user);
         return RJ_DIM_NONE;
     }
     int32_t s = graph_find_sym(g, name);
@@ -210,8 +237,9 @@ rj_node rj_graph_input(rj_graph *g, const char *name, rj_dtype dtype, int rank,
         graph_fail(g, RJ_ERR_ARG, "input: '%s' is not a valid name", name ? name : "(NULL)");
         return RJ_NONE;
     }
-    if (rj_graph_find(g, name) != RJ_NONE) {
-        graph_fail(g, RJ_ERR_ARG, "input: the name '%s' is already used", name);
+    const char *user = io_user(g, name, RJ_NONE);
+    if (user || (user = sym_user(g, name))) {
+        graph_fail(g, RJ_ERR_ARG, "input: the name '%s' is already used by %s", name, user);
         return RJ_NONE;
     }
     if ((unsigned)dtype >= RJ_DTYPE_COUNT) {
@@ -256,8 +284,11 @@ rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
     if (nd->op == RJ_OP_SCALAR)
         return graph_fail(g, RJ_ERR_ARG, "output: a scalar literal cannot be an output");
     char auto_name[32];
-    if (!name) {
-        snprintf(auto_name, sizeof auto_name, "out%d", g->noutputs);
+    if (!name) { /* the first free one of out0, out1, ... */
+        for (int32_t k = g->noutputs;; k++) {
+            snprintf(auto_name, sizeof auto_name, "out%d", (int)k);
+            if (!io_user(g, auto_name, n) && !sym_user(g, auto_name)) break;
+        }
         name = auto_name;
     }
     if (!valid_name(name))
@@ -267,9 +298,10 @@ rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
             return graph_fail(g, RJ_ERR_ARG, "output %s: node is already output '%s'", name,
                               g->outputs[i].name);
     }
-    rj_node other = rj_graph_find(g, name);
-    if (other != RJ_NONE && other != n)
-        return graph_fail(g, RJ_ERR_ARG, "output: the name '%s' is already used", name);
+    const char *user = io_user(g, name, n);
+    if (user || (user = sym_user(g, name)))
+        return graph_fail(g, RJ_ERR_ARG, "output: the name '%s' is already used by %s", name,
+                          user);
     char *nm = mem_strdup(g->ctx, name);
     if (!nm || !mem_grow(g->ctx, (void **)&g->outputs, &g->capoutputs, g->noutputs + 1,
                          sizeof(output))) {
@@ -399,7 +431,8 @@ rj_graph *graph_clone(rj_ctx *ctx, const rj_graph *g) {
         c->nsym = i + 1;
         if (!(c->syms[i].name = mem_strdup(ctx, g->syms[i].name))) goto fail;
     }
-    memcpy(c->inputs, g->inputs, sizeof(int32_t) * (size_t)g->ninputs);
+    /* a graph without inputs has no array to copy from (memcpy's pointers must be valid) */
+    if (g->ninputs) memcpy(c->inputs, g->inputs, sizeof(int32_t) * (size_t)g->ninputs);
     c->ninputs = g->ninputs;
     for (int32_t i = 0; i < g->noutputs; i++) {
         c->outputs[i].node = g->outputs[i].node;

@@ -15,6 +15,7 @@
  *     per tensor, at position 1 (after the batch dim); the representation itself allows more
  *     (several ragged dims, nested symbols), which later versions will accept here.
  *   - Dtypes follow the op table's rule (see ops.c for promotion).
+ *   - The constant dims of any shape multiply to at most 2^48 elements (check_const_numel).
  * The verifier re-runs this inference over a whole graph to check a pass's output.
  */
 #include <math.h>
@@ -341,8 +342,33 @@ static rj_status infer_pad(rj_graph *g, node *n, const char *op) {
     return RJ_OK;
 }
 
+/* The constant dims of a shape multiply to at most 2^48 elements (zeros aside: lowering may
+ * multiply the others before it sees the zero). No such tensor fits in memory anyway, and the
+ * bound leaves compile-time arithmetic on constant extents (strides, tile counts, element
+ * sizes) far from overflowing int64. */
+#define CONST_NUMEL_MAX ((int64_t)1 << 48)
+
+static rj_status check_const_numel(rj_graph *g, const node *n, const char *op) {
+    int64_t c = 1;
+    for (int k = 0; k < n->rank; k++) {
+        if (n->dims[k] <= 0) continue; /* symbols, and 0 */
+        if (n->dims[k] > CONST_NUMEL_MAX / c)
+            return graph_fail(g, RJ_ERR_OVERFLOW, "%s: %s: its constant dims multiply to more "
+                              "than 2^48 elements", op, type_text(g, n).s);
+        c *= n->dims[k];
+    }
+    return RJ_OK;
+}
+
+static rj_status infer_kind(rj_graph *g, node *n, const char *op);
+
 rj_status infer_node(rj_graph *g, node *n) {
     const char *op = op_table[n->op].name;
+    rj_status s = infer_kind(g, n, op);
+    return s ? s : check_const_numel(g, n, op);
+}
+
+static rj_status infer_kind(rj_graph *g, node *n, const char *op) {
     switch (op_table[n->op].kind) {
     case KIND_LEAF:
         if (n->op == RJ_OP_INPUT) return infer_input(g, n);

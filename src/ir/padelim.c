@@ -20,12 +20,22 @@
 #include "passes.h"
 #include "rewrite.h"
 
+/* A node the unpad is being pushed through: its copy being built, the next operand. */
+typedef struct pframe {
+    int32_t o;
+    int a;
+    node m;
+} pframe;
+
 typedef struct pctx {
     rewriter *rw;
     const rj_graph *g;
     int32_t jroot;   /* class of the unpad's symbol */
     rj_dim j;
-    int32_t *memo;   /* old id -> pushed new id for this unpad, -2 unknown */
+    int32_t *memo;   /* old id -> pushed new id for this unpad, -1 impossible, -2 unknown */
+    pframe *stack;   /* nodes whose operands are being pushed, innermost last */
+    int32_t nstack, capstack;
+    bool nomem;
 } pctx;
 
 static bool same_class(const rj_graph *g, rj_dim a, rj_dim b) {
@@ -34,46 +44,78 @@ static bool same_class(const rj_graph *g, rj_dim a, rj_dim b) {
            sym_root(g, dim_sym(a)) == sym_root(g, dim_sym(b));
 }
 
-static int32_t push(pctx *pc, int32_t o);
-
 static bool is_elementwise(op_kind k) {
     return k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT ||
            k == KIND_CAST;
 }
 
-static int32_t push_uncached(pctx *pc, int32_t o) {
+/* Starts pushing the unpad through node o: a leaf is settled at once (in memo); an
+ * elementwise node gets a frame, and push() settles its operands one by one. */
+static void enter(pctx *pc, int32_t o) {
     const rj_graph *g = pc->g;
     const node *n = &g->nodes[o];
-    op_kind k = op_table[n->op].kind;
-    if (n->op == RJ_OP_PAD && same_class(g, g->nodes[n->in[0]].dims[1], pc->j))
-        return pc->rw->map[n->in[0]];
-    if (is_elementwise(k)) {
-        node m = *n;
-        m.name = NULL;
-        for (int a = 0; a < n->nin; a++) {
-            const node *op = &g->nodes[n->in[a]];
-            int pos = 1 - (n->rank - op->rank);
-            if (pos < 0 || op->dims[pos] == 1) {
-                m.in[a] = pc->rw->map[n->in[a]]; /* broadcast along the padded dim */
-                continue;
-            }
-            if (pos != 1) return -1;
-            if ((m.in[a] = push(pc, n->in[a])) < 0) return -1;
+    if (n->op == RJ_OP_PAD && same_class(g, g->nodes[n->in[0]].dims[1], pc->j)) {
+        pc->memo[o] = pc->rw->map[n->in[0]];
+        return;
+    }
+    if (is_elementwise(op_table[n->op].kind)) {
+        if (!mem_grow(g->ctx, (void **)&pc->stack, &pc->capstack, pc->nstack + 1, sizeof(pframe))) {
+            pc->nomem = true;
+            pc->memo[o] = -1;
+            return;
         }
-        return rw_add(pc->rw, &m);
+        pframe *f = &pc->stack[pc->nstack++];
+        *f = (pframe){.o = o, .m = *n};
+        f->m.name = NULL;
+        return;
     }
     /* a dense [B, L, ...] leaf: read it through a jagged view */
     const sym *sj = graph_sym(g, pc->j);
     if (n->rank >= 2 && dim_ragged_pos(g, n) < 0 && dim_equal(g, n->dims[0], sym_dim(sj->parent))) {
         node u = {.op = RJ_OP_UNPAD, .nin = 1, .in = {pc->rw->map[o], -1, -1}, .ival = pc->j};
-        return rw_add(pc->rw, &u);
+        pc->memo[o] = rw_add(pc->rw, &u);
+        return;
     }
-    return -1;
+    pc->memo[o] = -1;
 }
 
-static int32_t push(pctx *pc, int32_t o) {
-    if (pc->memo[o] != -2) return pc->memo[o];
-    return pc->memo[o] = push_uncached(pc, o);
+/* The unpad pushed down to node o: the new id of the equivalent jagged node, or -1. A chain
+ * of elementwise ops between pad and unpad may be as long as the program, so the walk keeps
+ * its own stack of frames instead of recursing. Operands are settled in order and the first
+ * one that cannot be pushed gives up on the node, as a recursive walk would. */
+static int32_t push(pctx *pc, int32_t root) {
+    const rj_graph *g = pc->g;
+    if (pc->memo[root] != -2) return pc->memo[root];
+    pc->nstack = 0;
+    enter(pc, root);
+    while (pc->nstack > 0) {
+        pframe *f = &pc->stack[pc->nstack - 1];
+        const node *n = &g->nodes[f->o];
+        int32_t r = -2;
+        for (; f->a < n->nin; f->a++) {
+            int32_t in = n->in[f->a];
+            const node *op = &g->nodes[in];
+            int pos = 1 - (n->rank - op->rank);
+            if (pos < 0 || op->dims[pos] == 1) {
+                f->m.in[f->a] = pc->rw->map[in]; /* broadcast along the padded dim */
+                continue;
+            }
+            if (pos != 1 || pc->memo[in] == -1) {
+                r = -1;
+                break;
+            }
+            if (pc->memo[in] == -2) break; /* not pushed yet: descend first */
+            f->m.in[f->a] = pc->memo[in];
+        }
+        if (r == -2 && f->a < n->nin) {
+            enter(pc, n->in[f->a]); /* may move the stack: f is not used after this */
+            continue;
+        }
+        if (r == -2) r = rw_add(pc->rw, &f->m);
+        pc->memo[f->o] = r;
+        pc->nstack--;
+    }
+    return pc->memo[root];
 }
 
 rj_status pass_eliminate_pads(rj_graph *g) {
@@ -84,6 +126,7 @@ rj_status pass_eliminate_pads(rj_graph *g) {
     size_t nb = (size_t)(g->n ? g->n : 1);
     uint8_t *live = mem_alloc(ctx, nb);
     int32_t *memo = mem_alloc(ctx, nb * sizeof(int32_t));
+    pctx pc = {.rw = &rw, .g = g, .memo = memo};
     if (!live || !memo) {
         s = RJ_ERR_NOMEM;
         goto out;
@@ -95,9 +138,13 @@ rj_status pass_eliminate_pads(rj_graph *g) {
         int32_t id = -1;
         if (n->op == RJ_OP_UNPAD) {
             for (int32_t k = 0; k < g->n; k++) memo[k] = -2;
-            pctx pc = {.rw = &rw, .g = g, .j = (rj_dim)n->ival, .memo = memo};
+            pc.j = (rj_dim)n->ival;
             pc.jroot = sym_root(g, dim_sym(pc.j));
             int32_t pushed = push(&pc, n->in[0]);
+            if (pc.nomem) {
+                s = RJ_ERR_NOMEM;
+                goto out;
+            }
             const node *pn = pushed >= 0 ? &rw.out->nodes[pushed] : NULL;
             if (pn && pn->rank == n->rank && pn->dtype == n->dtype &&
                 !memcmp(pn->dims, n->dims, sizeof(rj_dim) * n->rank)) {
@@ -114,6 +161,7 @@ rj_status pass_eliminate_pads(rj_graph *g) {
 out:
     mem_free(ctx, live, nb);
     mem_free(ctx, memo, nb * sizeof(int32_t));
+    mem_free(ctx, pc.stack, sizeof(pframe) * (size_t)pc.capstack);
     if (s) {
         rw_abort(&rw);
         return s;

@@ -18,6 +18,13 @@
  * Every op of the op table is callable by its name; infix operators map to add, sub, mul, div
  * and the comparisons.
  *
+ * Attributes are checked here, where the text still says what the user wrote: an integer
+ * argument (a dim, a length, a size) must be an integer literal in range, since a float or a
+ * wrapped value would silently mean another dim, and a negative constant would be taken for a
+ * symbol's id (rj_dim). Number literals are converted from the whole token, never a prefix.
+ * Names of inputs, values and symbols share one namespace with outputs (name_user, new_name);
+ * a clash is reported at the statement that makes it, and literal keywords are reserved.
+ *
  * The parser builds the graph as it goes, so a shape error found by the builder is reported
  * at the operator or call that caused it. Every error has the form
  *
@@ -26,13 +33,24 @@
  *             ^
  *
  * Each parse function below carries its grammar rule in a comment.
+ *
+ * The parser recurses only through expressions (parentheses, call arguments, unary minus),
+ * and every such cycle opens a level with nest_in, which stops at PARSE_MAX_NEST levels: a
+ * program is data an embedding may not have written, and 1,500 nested parentheses must be a
+ * parse error at the offending one, not a stack overflow. A call's arguments live on the heap
+ * rather than in the recursing frames, which keeps the stack of the deepest expression allowed
+ * under about 1 MiB.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
+
+/* Python's own parser stops at 200 nested parentheses; real programs nest a handful. */
+enum { PARSE_MAX_NEST = 256 };
 
 typedef enum {
     T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
@@ -61,16 +79,20 @@ typedef struct parser {
     int line;
     const char *line_start;
     int depth;          /* open parentheses and brackets: newlines are ignored inside */
+    int nest;           /* open levels of expression nesting (see nest_in) */
     token tok;          /* current token */
     bool failed;
     var *vars;
     int32_t nvars, capvars;
+    strmap var_index;   /* name -> index in vars: lookups stay O(1) in long programs */
 } parser;
 
 typedef struct value {
     rj_node node;      /* RJ_NONE for the non-node values below */
-    bool is_string;
-    char str[64];
+    bool is_none;      /* None */
+    bool is_string;    /* a string literal: str and slen, its text in the source */
+    const char *str;
+    int slen;
     bool is_list;      /* [d, d, ...] */
     rj_dim dims[RJ_MAX_RANK];
     int ndims;
@@ -92,19 +114,23 @@ static void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* the source line containing t */
+    /* the source line containing t; of a long line, a window that keeps the caret in view */
     const char *ls = t->start;
     while (ls > P->src && ls[-1] != '\n') ls--;
     const char *le = t->start;
     while (*le && *le != '\n') le++;
-    int n = (int)(le - ls);
+    int c = (int)(t->start - ls), skip = c > 150 ? c - 100 : 0;
+    const char *ws = ls + skip, *dots = skip ? "..." : "";
+    int n = (int)(le - ws);
     if (n > 200) n = 200;
     char caret[256];
-    int c = t->col - 1 < 200 ? t->col - 1 : 200;
-    for (int i = 0; i < c; i++) caret[i] = ls[i] == '\t' ? '\t' : ' ';
-    caret[c] = '^';
-    caret[c + 1] = 0;
-    ctx_fail(P->ctx, s, "%s:%d:%d: %s\n  %.*s\n  %s", P->file, t->line, t->col, msg, n, ls, caret);
+    int k = 0;
+    for (; k < (int)strlen(dots); k++) caret[k] = ' ';
+    for (int i = 0; i < c - skip; i++) caret[k++] = ws[i] == '\t' ? '\t' : ' ';
+    caret[k++] = '^';
+    caret[k] = 0;
+    ctx_fail(P->ctx, s, "%s:%d:%d: %s\n  %s%.*s\n  %s", P->file, t->line, t->col, msg, dots, n,
+             ws, caret);
 }
 
 /* A builder call failed: re-report its message at the token that made the call. */
@@ -186,16 +212,23 @@ static void next(parser *P) {
             fail_at(P, t, RJ_ERR_PARSE, "malformed number '%.*s%c'", t->len, s, *p);
             return;
         }
-        char buf[64];
-        snprintf(buf, sizeof buf, "%.*s", t->len < 63 ? t->len : 63, s);
+        /* the whole token, read in place (the source ends with a NUL and the token is followed
+         * by a character no number contains); a conversion that stops early (a locale with
+         * another decimal point, say) is an error, never a shorter number */
+        char *end;
         errno = 0;
         if (flt) {
             t->kind = T_FLOAT;
-            t->fval = strtod(buf, NULL);
+            t->fval = strtod(s, &end); /* out of range: inf or 0, as Python's float literals */
         } else {
             t->kind = T_INT;
-            t->ival = strtoll(buf, NULL, 10);
-            if (errno == ERANGE) fail_at(P, t, RJ_ERR_PARSE, "integer %s is too large", buf);
+            t->ival = strtoll(s, &end, 10);
+        }
+        if (end != p) {
+            fail_at(P, t, RJ_ERR_PARSE, "cannot read the number '%.*s'", t->len < 40 ? t->len : 40, s);
+        } else if (!flt && errno == ERANGE) {
+            fail_at(P, t, RJ_ERR_PARSE, "integer %.*s%s is too large (the limit is 2^63 - 1)",
+                    t->len < 40 ? t->len : 40, s, t->len > 40 ? "..." : "");
         }
         return;
     } else if (c == '"' || c == '\'') {
@@ -263,9 +296,8 @@ static bool expect(parser *P, tok_kind k, const char *what) {
 /* ---- variables ---------------------------------------------------------------------------- */
 
 static var *find_var(parser *P, const char *name) {
-    for (int32_t i = P->nvars - 1; i >= 0; i--)
-        if (!strcmp(P->vars[i].name, name)) return &P->vars[i];
-    return NULL;
+    int32_t i = strmap_get(&P->var_index, name);
+    return i >= 0 ? &P->vars[i] : NULL;
 }
 
 static void set_var(parser *P, const token *t, const char *name, rj_node n) {
@@ -274,7 +306,8 @@ static void set_var(parser *P, const token *t, const char *name, rj_node n) {
         v->node = n;
         return;
     }
-    if (!mem_grow(P->ctx, (void **)&P->vars, &P->capvars, P->nvars + 1, sizeof(var))) {
+    if (!mem_grow(P->ctx, (void **)&P->vars, &P->capvars, P->nvars + 1, sizeof(var)) ||
+        !strmap_put(&P->var_index, name, P->nvars)) {
         fail_at(P, t, RJ_ERR_NOMEM, "out of memory");
         return;
     }
@@ -300,6 +333,41 @@ static bool ident(parser *P, char *out, size_t n, const char *what) {
     return !P->failed;
 }
 
+/* What already uses `name`, as a phrase for messages, or NULL. Inputs, outputs, values,
+ * ragged symbols and dense sizes share one namespace, since `ragjit run` gives each a file
+ * named after it in the same directory: an input named like a symbol would read, and an
+ * output write, the symbol's offsets. (Output names are variable names here.) */
+static const char *name_user(parser *P, const char *name) {
+    var *v = find_var(P, name);
+    if (v) {
+        const node *n = graph_node(P->g, v->node);
+        return n && n->op == RJ_OP_INPUT && n->name && !strcmp(n->name, name) ? "an input"
+                                                                               : "a value";
+    }
+    const sym *sy = graph_sym(P->g, rj_graph_find_dim(P->g, name));
+    if (sy) return sy->kind == SYM_RAGGED ? "a ragged symbol" : "a dense size";
+    return NULL;
+}
+
+/* A name about to be given to a new input, value or symbol: not a literal's keyword (an input
+ * named inf could never be read: inf is a number wherever it appears) and, unless it may be
+ * reassigned (a value), not used already. False after reporting at t. */
+static bool new_name(parser *P, const token *t, const char *name, bool reassign) {
+    static const char *const reserved[] = {"True", "False", "None", "inf", "nan"};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (!strcmp(name, reserved[i])) {
+            fail_at(P, t, RJ_ERR_PARSE, "'%s' is a reserved name", name);
+            return false;
+        }
+    const char *user = name_user(P, name);
+    if (user && !(reassign && find_var(P, name))) {
+        fail_at(P, t, RJ_ERR_PARSE, "the name '%s' is already used by %s (inputs, outputs, "
+                "values and sizes share one namespace)", name, user);
+        return false;
+    }
+    return true;
+}
+
 /* ---- types and dims ------------------------------------------------------------------------ */
 
 /* dim = INT | IDENT      (a name that is not a ragged symbol is a dense size) */
@@ -313,8 +381,9 @@ static rj_dim parse_dim(parser *P) {
     char name[128];
     if (!ident(P, name, sizeof name, "a dim (a number or a size name)")) return RJ_DIM_NONE;
     rj_dim d = rj_graph_find_dim(P->g, name);
-    if (d == RJ_DIM_NONE) d = rj_graph_dense(P->g, name);
-    if (d == RJ_DIM_NONE) fail_builder(P, &t);
+    if (d != RJ_DIM_NONE) return d;
+    if (!new_name(P, &t, name, false)) return RJ_DIM_NONE;
+    if ((d = rj_graph_dense(P->g, name)) == RJ_DIM_NONE) fail_builder(P, &t);
     return d;
 }
 
@@ -366,8 +435,9 @@ static value node_value(rj_node n, token at) {
 /* A value used as a tensor operand. */
 static rj_node as_node(parser *P, const value *v) {
     if (P->failed) return RJ_NONE;
-    if (v->is_string || v->is_list) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "a %s is not a tensor", v->is_string ? "string" : "list");
+    if (v->is_string || v->is_list || v->is_none) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s is not a tensor",
+                v->is_none ? "None" : v->is_string ? "a string" : "a list");
         return RJ_NONE;
     }
     return v->node;
@@ -435,8 +505,8 @@ static void parse_arg(parser *P, args *a) {
         }
         expect(P, T_RBRACK, "']'");
     } else if (P->tok.kind == T_STRING) {
-        v = (value){.node = RJ_NONE, .is_string = true, .at = P->tok};
-        snprintf(v.str, sizeof v.str, "%.*s", P->tok.len - 2, P->tok.start + 1);
+        v = (value){.node = RJ_NONE, .is_string = true, .str = P->tok.start + 1,
+                    .slen = P->tok.len - 2, .at = P->tok};
         next(P);
     } else {
         v = parse_expr(P);
@@ -500,40 +570,63 @@ static bool bind_args(parser *P, const token *fn, const char *fname, args *a,
     return true;
 }
 
-static bool int_arg(parser *P, const value *v, int64_t *out) {
-    double d;
-    if (!literal(P, v, &d)) return false;
-    if (d != floor(d) || fabs(d) > 1e15) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "expected an integer");
+/* A scalar literal given for an attribute, or NULL. */
+static const node *scalar_of(parser *P, const value *v) {
+    const node *n = v->node >= 0 && !v->is_list ? graph_node(P->g, v->node) : NULL;
+    return n && n->op == RJ_OP_SCALAR ? n : NULL;
+}
+
+/* An integer argument: an integer literal (not a float, not a bool: PyTorch refuses both for
+ * dims and sizes) within lo..hi. Messages name the function, the argument and the value. */
+static bool int_arg(parser *P, const char *fname, const char *arg, const value *v, int64_t lo,
+                    int64_t hi, int64_t *out) {
+    const node *n = scalar_of(P, v);
+    if (!n || n->weak != WEAK_INT) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be an integer", fname, arg);
         return false;
     }
-    *out = (int64_t)d;
+    if (n->ival < lo || n->ival > hi) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s=%lld is %s", fname, arg, (long long)n->ival,
+                n->ival < 0 && lo == 0 ? "negative" : "out of range");
+        return false;
+    }
+    *out = n->ival;
     return true;
 }
 
-static bool bool_arg(parser *P, const value *v, bool *out) {
-    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
-    if (!n || n->op != RJ_OP_SCALAR || n->weak != WEAK_BOOL) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "expected True or False");
+static bool bool_arg(parser *P, const char *fname, const char *arg, const value *v, bool *out) {
+    const node *n = scalar_of(P, v);
+    if (!n || n->weak != WEAK_BOOL) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be True or False", fname, arg);
         return false;
     }
     *out = n->ival != 0;
     return true;
 }
 
-static bool is_none(const value *v) { return v && v->is_string && !strcmp(v->str, "None"); }
+static bool is_none(const value *v) { return v && v->is_none; }
+
+static bool str_is(const value *v, const char *s) {
+    return v->is_string && v->slen == (int)strlen(s) && !strncmp(v->str, s, (size_t)v->slen);
+}
 
 /* normalized_shape: a dim, or a list of dims, matching the input's trailing dims. */
-static bool norm_shape(parser *P, const value *v, rj_node x, int *ndims) {
+static bool norm_shape(parser *P, const char *fname, const value *v, rj_node x, int *ndims) {
     rj_dim want[RJ_MAX_RANK];
     int n = 0;
     if (v->is_list) {
         n = v->ndims;
         memcpy(want, v->dims, sizeof(rj_dim) * (size_t)n);
     } else {
-        const node *s = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
-        if (!s || s->op != RJ_OP_SCALAR || s->weak != WEAK_INT) {
+        const node *s = scalar_of(P, v);
+        if (!s || s->weak != WEAK_INT) {
             fail_at(P, &v->at, RJ_ERR_PARSE, "normalized_shape must be a size or a list of sizes");
+            return false;
+        }
+        /* a constant size: a negative number would read as a symbol's id */
+        if (s->ival < 0) {
+            fail_at(P, &v->at, RJ_ERR_PARSE, "%s: normalized_shape=%lld is negative", fname,
+                    (long long)s->ival);
             return false;
         }
         want[n++] = s->ival;
@@ -568,11 +661,11 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     if (op == RJ_OP_GELU) {
         static const char *const names[] = {"input", "approximate"};
         if (!bind_args(P, fn, name, a, names, 2, 1, v)) return r;
-        if (v[1] && (!v[1]->is_string || (strcmp(v[1]->str, "tanh") && strcmp(v[1]->str, "none")))) {
+        if (v[1] && !str_is(v[1], "tanh") && !str_is(v[1], "none")) {
             fail_at(P, &v[1]->at, RJ_ERR_PARSE, "gelu: approximate must be \"none\" or \"tanh\"");
             return r;
         }
-        if (v[1] && !strcmp(v[1]->str, "tanh")) op = RJ_OP_GELU_TANH;
+        if (v[1] && str_is(v[1], "tanh")) op = RJ_OP_GELU_TANH;
         r.node = check(P, rj_graph_unary(g, op, as_node(P, v[0])), fn);
     } else if (kind == KIND_UNARY) {
         static const char *const names[] = {"input"};
@@ -595,8 +688,11 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     } else if (op == RJ_OP_CAST) {
         static const char *const names[] = {"input", "dtype"};
         rj_dtype dt;
+        char dname[16] = "";
         if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
-        if (!v[1]->is_string || !parse_dtype_name(v[1]->str, &dt)) {
+        if (v[1]->is_string && v[1]->slen < (int)sizeof dname)
+            memcpy(dname, v[1]->str, (size_t)v[1]->slen);
+        if (!v[1]->is_string || !parse_dtype_name(dname, &dt)) {
             fail_at(P, &v[1]->at, RJ_ERR_PARSE, "cast: dtype must be one of \"f32\", \"f64\", "
                     "\"i32\", \"i64\", \"bool\"");
             return r;
@@ -606,13 +702,17 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         static const char *const names[] = {"input", "dim", "keepdim"};
         int64_t dim;
         bool keep = false;
-        if (!bind_args(P, fn, name, a, names, 3, 2, v) || !int_arg(P, v[1], &dim)) return r;
-        if (v[2] && !bool_arg(P, v[2], &keep)) return r;
+        if (!bind_args(P, fn, name, a, names, 3, 2, v) ||
+            !int_arg(P, name, "dim", v[1], INT_MIN, INT_MAX, &dim))
+            return r;
+        if (v[2] && !bool_arg(P, name, "keepdim", v[2], &keep)) return r;
         r.node = check(P, rj_graph_reduce(g, op, as_node(P, v[0]), (int)dim, keep), fn);
     } else if (kind == KIND_SOFTMAX) {
         static const char *const names[] = {"input", "dim"};
         int64_t dim;
-        if (!bind_args(P, fn, name, a, names, 2, 2, v) || !int_arg(P, v[1], &dim)) return r;
+        if (!bind_args(P, fn, name, a, names, 2, 2, v) ||
+            !int_arg(P, name, "dim", v[1], INT_MIN, INT_MAX, &dim))
+            return r;
         r.node = check(P, op == RJ_OP_SOFTMAX ? rj_graph_softmax(g, as_node(P, v[0]), (int)dim)
                                               : rj_graph_log_softmax(g, as_node(P, v[0]), (int)dim), fn);
     } else if (op == RJ_OP_LAYER_NORM || op == RJ_OP_RMS_NORM) {
@@ -623,7 +723,7 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         rj_node x = as_node(P, v[0]), w = RJ_NONE, b = RJ_NONE;
         int nd;
         double eps = -1;
-        if (P->failed || !norm_shape(P, v[1], x, &nd)) return r;
+        if (P->failed || !norm_shape(P, name, v[1], x, &nd)) return r;
         if (v[2] && !is_none(v[2])) w = as_node(P, v[2]);
         if (layer && v[3] && !is_none(v[3])) b = as_node(P, v[3]);
         value *ev = v[layer ? 4 : 3];
@@ -640,13 +740,10 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         if (!bind_args(P, fn, name, a, names, 3, 1, v)) return r;
         if (v[1] && !literal(P, v[1], &val)) return r;
         if (v[2] && !is_none(v[2])) {
-            const node *s = v[2]->node >= 0 ? graph_node(g, v[2]->node) : NULL;
-            if (s && s->op == RJ_OP_SCALAR && s->weak == WEAK_INT) len = s->ival;
-            else if (v[2]->is_list && v[2]->ndims == 1) len = v[2]->dims[0];
-            else {
-                fail_at(P, &v[2]->at, RJ_ERR_PARSE, "pad: len must be a number or a size name");
-                return r;
-            }
+            int64_t n;
+            if (v[2]->is_list && v[2]->ndims == 1) len = v[2]->dims[0];
+            else if (!int_arg(P, name, "len", v[2], 0, INT64_MAX, &n)) return r;
+            else len = n; /* a constant: never negative, which would name a symbol */
         }
         r.node = check(P, rj_graph_pad(g, as_node(P, v[0]), val, len), fn);
     } else if (op == RJ_OP_UNPAD) {
@@ -659,6 +756,20 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         r.node = check(P, rj_graph_unpad(g, as_node(P, v[0]), v[1]->dims[0]), fn);
     }
     return r;
+}
+
+/* Opens one level of expression nesting at t (a parenthesis, a call, a unary minus); false
+ * after reporting when that is one level too many. Every recursive cycle of the grammar opens
+ * a level, so this bounds the parser's recursion. */
+static bool nest_in(parser *P, const token *t) {
+    if (P->failed) return false;
+    if (P->nest == PARSE_MAX_NEST) {
+        fail_at(P, t, RJ_ERR_PARSE, "expression nested too deeply (more than %d levels of "
+                "parentheses, calls and unary minus)", PARSE_MAX_NEST);
+        return false;
+    }
+    P->nest++;
+    return true;
 }
 
 /* primary = NUMBER | "True" | "False" | "inf" | "nan" | IDENT | IDENT "(" [ arg { "," arg } ] ")"
@@ -677,8 +788,10 @@ static value parse_primary(parser *P) {
         r.node = check(P, rj_graph_scalar(P->g, t.fval), &t);
         return r;
     case T_LPAREN:
+        if (!nest_in(P, &t)) return r;
         next(P);
         r = parse_expr(P);
+        P->nest--;
         expect(P, T_RPAREN, "')'");
         return r;
     case T_IDENT: break;
@@ -693,14 +806,22 @@ static value parse_primary(parser *P) {
     ident(P, name, sizeof name, "a name");
     if (P->failed) return r;
     if (P->tok.kind == T_LPAREN) {
+        if (!nest_in(P, &t)) return r;
         next(P);
-        args a = {.fname = name};
-        while (!P->failed && P->tok.kind != T_RPAREN) {
-            parse_arg(P, &a);
-            if (P->tok.kind != T_RPAREN && !expect(P, T_COMMA, "',' or ')'")) return r;
+        args *a = mem_alloc(P->ctx, sizeof *a);
+        if (!a) {
+            fail_at(P, &t, RJ_ERR_NOMEM, "out of memory");
+            return r;
         }
-        if (!expect(P, T_RPAREN, "')'")) return r;
-        return call(P, &t, name, &a);
+        *a = (args){.fname = name};
+        while (!P->failed && P->tok.kind != T_RPAREN) {
+            parse_arg(P, a);
+            if (P->tok.kind != T_RPAREN && !expect(P, T_COMMA, "',' or ')'")) break;
+        }
+        P->nest--;
+        if (!P->failed && expect(P, T_RPAREN, "')'")) r = call(P, &t, name, a);
+        mem_free(P->ctx, a, sizeof *a);
+        return r;
     }
     if (!strcmp(name, "True") || !strcmp(name, "False")) {
         r.node = check(P, rj_graph_scalar_bool(P->g, name[0] == 'T'), &t);
@@ -711,8 +832,7 @@ static value parse_primary(parser *P) {
         return r;
     }
     if (!strcmp(name, "None")) {
-        r.is_string = true;
-        snprintf(r.str, sizeof r.str, "None");
+        r.is_none = true;
         return r;
     }
     var *v = find_var(P, name);
@@ -746,10 +866,12 @@ static value parse_unary(parser *P) {
             check(P, r.node, &t);
             return r;
         }
-        value x = parse_unary(P);
         value r = node_value(RJ_NONE, t);
-        const node *lit = x.node >= 0 && !x.is_list && !x.is_string ? graph_node(P->g, x.node) : NULL;
-        if (lit && lit->op == RJ_OP_SCALAR && lit->weak != WEAK_BOOL) { /* -inf, -(2.5): literals */
+        if (!nest_in(P, &t)) return r;
+        value x = parse_unary(P);
+        P->nest--;
+        const node *lit = x.is_string || x.is_none ? NULL : scalar_of(P, &x);
+        if (lit && lit->weak != WEAK_BOOL) { /* -inf, -(2.5): literals */
             r.node = lit->weak == WEAK_INT ? rj_graph_scalar_int(P->g, -lit->ival) : rj_graph_scalar(P->g, -lit->fval);
             check(P, r.node, &t);
             return r;
@@ -810,12 +932,14 @@ static value parse_expr(parser *P) {
 static void parse_ragged(parser *P) {
     char name[128], parent[128];
     token t = P->tok;
-    if (!ident(P, name, sizeof name, "the ragged symbol's name") ||
-        !expect(P, T_COLON, "':' and the dim it varies over (ragged j1 : B)"))
-        return;
+    if (!ident(P, name, sizeof name, "the ragged symbol's name")) return;
+    /* a symbol declared again is the builder's to judge (same parent: fine) */
+    if (rj_graph_find_dim(P->g, name) == RJ_DIM_NONE && !new_name(P, &t, name, false)) return;
+    if (!expect(P, T_COLON, "':' and the dim it varies over (ragged j1 : B)")) return;
     token pt = P->tok;
     if (!ident(P, parent, sizeof parent, "the dim the ragged symbol varies over")) return;
     rj_dim pd = rj_graph_find_dim(P->g, parent);
+    if (pd == RJ_DIM_NONE && !new_name(P, &pt, parent, false)) return;
     if (pd == RJ_DIM_NONE) pd = rj_graph_dense(P->g, parent);
     if (pd == RJ_DIM_NONE) {
         fail_builder(P, &pt);
@@ -834,7 +958,9 @@ static void parse_same(parser *P) {
     rj_dim da = rj_graph_find_dim(P->g, a), db = rj_graph_find_dim(P->g, b);
     if (da == RJ_DIM_NONE || db == RJ_DIM_NONE) {
         const token *t = da == RJ_DIM_NONE ? &t1 : &t2;
-        fail_at(P, t, RJ_ERR_PARSE, "undefined ragged symbol '%s'", da == RJ_DIM_NONE ? a : b);
+        const char *nm = da == RJ_DIM_NONE ? a : b, *user = name_user(P, nm);
+        if (user) fail_at(P, t, RJ_ERR_PARSE, "'%s' is %s, not a ragged symbol", nm, user);
+        else fail_at(P, t, RJ_ERR_PARSE, "undefined ragged symbol '%s'", nm);
         return;
     }
     if (rj_graph_same(P->g, da, db) != RJ_OK) fail_builder(P, &t1);
@@ -844,11 +970,7 @@ static void parse_same(parser *P) {
 static void parse_input(parser *P) {
     char name[128];
     token t = P->tok;
-    if (!ident(P, name, sizeof name, "the input's name")) return;
-    if (find_var(P, name)) {
-        fail_at(P, &t, RJ_ERR_PARSE, "'%s' is already defined", name);
-        return;
-    }
+    if (!ident(P, name, sizeof name, "the input's name") || !new_name(P, &t, name, false)) return;
     if (!expect(P, T_COLON, "':' and the input's type (input x : f32[B, j1, 64])")) return;
     rj_dtype dt;
     int rank;
@@ -888,6 +1010,7 @@ static void parse_assignment(parser *P) {
         fail_at(P, &P->tok, RJ_ERR_PARSE, "expected '=' after '%s', found %s", name, got);
         return;
     }
+    if (!new_name(P, &t, name, true)) return;
     next(P);
     value v = parse_expr(P);
     rj_node n = as_node(P, &v);
@@ -928,8 +1051,14 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
         ctx_fail(ctx, RJ_ERR_ARG, "rj_graph_parse: source is NULL");
         return NULL;
     }
+    /* token lengths and columns are ints */
+    if (strnlen(source, (size_t)INT_MAX) == (size_t)INT_MAX) {
+        ctx_fail(ctx, RJ_ERR_ARG, "rj_graph_parse: the source is 2 GiB or longer");
+        return NULL;
+    }
     parser P = {.ctx = ctx, .src = source, .p = source, .line = 1, .line_start = source,
                 .file = filename ? filename : "<input>"};
+    strmap_init(&P.var_index, ctx);
     if (!(P.g = rj_graph_new(ctx))) return NULL;
     next(&P);
     while (!P.failed && P.tok.kind != T_EOF) {
@@ -949,6 +1078,7 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
         fail_at(&P, &end, RJ_ERR_PARSE, "the program has no outputs (add: output <name>)");
     }
     mem_free(ctx, P.vars, sizeof(var) * (size_t)P.capvars);
+    strmap_free(&P.var_index);
     P.g->cur_loc = -1;
     if (P.failed) {
         rj_graph_free(P.g);

@@ -48,6 +48,10 @@ typedef struct fuse_plan {
     int32_t ngroups, capgroups;
 } fuse_plan;
 
+/* The longest chain of operations one kernel computes without writing it to memory; a
+ * longer chain fails fusion with RJ_ERR_UNSUPPORTED (see check_depth in fuse.c). */
+enum { FUSE_MAX_DEPTH = 1000 };
+
 rj_status pass_fuse(const rj_graph *g, fuse_plan *plan);
 void fuse_plan_free(fuse_plan *plan);
 void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *plan);

@@ -4,7 +4,9 @@
  * Types print as they are written in the text format, f32[B, j1, 64]. A graph prints as a
  * program in the text format itself (declarations, one assignment per node, outputs), with
  * each node's type in a trailing comment, so a dump can be read, diffed, and parsed back.
- * Intermediate nodes are named v<id>; scalar literals are printed inline where used.
+ * Intermediate nodes are named v<id> (made unique among the graph's names); scalar literals
+ * are printed inline where used. A whole graph is printed in linear time, through indexes of
+ * its names (namer), however many statements it has.
  */
 #include <string.h>
 
@@ -52,8 +54,49 @@ static const char *output_name(const rj_graph *g, int32_t id) {
     return NULL;
 }
 
+/* Indexes of a graph's names, so that printing a whole graph takes linear time; without them
+ * (a node printed on its own) the same questions are answered by scanning. */
+typedef struct namer {
+    strmap first; /* a node's label or input name -> the smallest id having it */
+    strmap inp;   /* an input's name -> its node */
+    strmap out;   /* an output's name -> its node */
+    strmap all;   /* every name: symbols, inputs, outputs, labels */
+} namer;
+
+static bool namer_init(namer *nm, const rj_graph *g) {
+    strmap_init(&nm->first, g->ctx);
+    strmap_init(&nm->inp, g->ctx);
+    strmap_init(&nm->out, g->ctx);
+    strmap_init(&nm->all, g->ctx);
+    bool ok = true;
+    for (int32_t i = 0; ok && i < g->nsym; i++) ok = strmap_put(&nm->all, g->syms[i].name, 1);
+    for (int32_t i = 0; ok && i < g->noutputs; i++)
+        ok = strmap_put(&nm->out, g->outputs[i].name, g->outputs[i].node) &&
+             strmap_put(&nm->all, g->outputs[i].name, 1);
+    for (int32_t i = 0; ok && i < g->n; i++) {
+        const char *l = g->nodes[i].name;
+        if (!l) continue;
+        ok = (strmap_get(&nm->first, l) >= 0 || strmap_put(&nm->first, l, i)) &&
+             (g->nodes[i].op != RJ_OP_INPUT || strmap_put(&nm->inp, l, i)) &&
+             strmap_put(&nm->all, l, 1);
+    }
+    return ok;
+}
+
+static void namer_free(namer *nm) {
+    strmap_free(&nm->first);
+    strmap_free(&nm->inp);
+    strmap_free(&nm->out);
+    strmap_free(&nm->all);
+}
+
 /* Is `name` taken by another node (an input, an output, or an earlier label)? */
-static bool name_taken(const rj_graph *g, int32_t id, const char *name) {
+static bool name_taken(const rj_graph *g, const namer *nm, int32_t id, const char *name) {
+    if (nm) {
+        int32_t o = strmap_get(&nm->out, name), f = strmap_get(&nm->first, name),
+                in = strmap_get(&nm->inp, name);
+        return (o >= 0 && o != id) || (f >= 0 && f < id) || (in >= 0 && in != id);
+    }
     for (int32_t i = 0; i < g->noutputs; i++)
         if (g->outputs[i].node != id && !strcmp(g->outputs[i].name, name)) return true;
     for (int32_t i = 0; i < g->n; i++)
@@ -63,10 +106,24 @@ static bool name_taken(const rj_graph *g, int32_t id, const char *name) {
     return false;
 }
 
+/* Does any symbol, input, output or node of the graph have `name`? */
+static bool name_in_graph(const rj_graph *g, const namer *nm, const char *name) {
+    if (nm) return strmap_get(&nm->all, name) >= 0;
+    for (int32_t i = 0; i < g->nsym; i++)
+        if (!strcmp(g->syms[i].name, name)) return true;
+    for (int32_t i = 0; i < g->noutputs; i++)
+        if (!strcmp(g->outputs[i].name, name)) return true;
+    for (int32_t i = 0; i < g->n; i++)
+        if (g->nodes[i].name && !strcmp(g->nodes[i].name, name)) return true;
+    return false;
+}
+
 /* A node's name in the printed program: its input or output name, else its variable name
- * from the text format when unambiguous, else v<id>. */
+ * from the text format when unambiguous, else v<id> — with underscores added while that is
+ * some other name of the graph, since a printed program that reassigned an input named v3
+ * would parse back as a different program. */
 void print_node_ref(sbuf *b, const rj_graph *g, int32_t id);
-static void print_ref(sbuf *b, const rj_graph *g, int32_t id) {
+static void print_ref(sbuf *b, const rj_graph *g, const namer *nm, int32_t id) {
     const node *n = &g->nodes[id];
     if (n->op == RJ_OP_SCALAR) {
         print_literal(b, n);
@@ -77,9 +134,18 @@ static void print_ref(sbuf *b, const rj_graph *g, int32_t id) {
         return;
     }
     const char *o = output_name(g, id);
-    if (o) sbuf_puts(b, o);
-    else if (n->name && !name_taken(g, id, n->name)) sbuf_puts(b, n->name);
-    else sbuf_printf(b, "v%d", id);
+    if (o) {
+        sbuf_puts(b, o);
+        return;
+    }
+    if (n->name && !name_taken(g, nm, id, n->name)) {
+        sbuf_puts(b, n->name);
+        return;
+    }
+    char gen[160]; /* names are shorter than 128 bytes, so one this long is always free */
+    int len = snprintf(gen, sizeof gen, "v%d", (int)id);
+    while (len < 150 && name_in_graph(g, nm, gen)) gen[len++] = '_', gen[len] = 0;
+    sbuf_puts(b, gen);
 }
 
 static void print_num(sbuf *b, const char *key, double v) {
@@ -88,14 +154,14 @@ static void print_num(sbuf *b, const char *key, double v) {
     sbuf_printf(b, ", %s=%s", key, num);
 }
 
-static void print_call(sbuf *b, const rj_graph *g, const node *n) {
+static void print_call(sbuf *b, const rj_graph *g, const namer *nm, const node *n) {
     const char *name = op_table[n->op].name;
     if (n->op == RJ_OP_GELU_TANH) name = "gelu";
     sbuf_printf(b, "%s(", name);
     int shown = op_table[n->op].kind == KIND_NORM ? 1 : n->nin;
     for (int i = 0; i < shown; i++) {
         if (i) sbuf_puts(b, ", ");
-        print_ref(b, g, n->in[i]);
+        print_ref(b, g, nm, n->in[i]);
     }
     switch (op_table[n->op].kind) {
     case KIND_CAST: sbuf_printf(b, ", dtype=\"%s\"", rj_dtype_name(n->dtype)); break;
@@ -116,11 +182,11 @@ static void print_call(sbuf *b, const rj_graph *g, const node *n) {
         int k = 1;
         if (n->ival & 1) {
             sbuf_puts(b, ", weight=");
-            print_ref(b, g, n->in[k++]);
+            print_ref(b, g, nm, n->in[k++]);
         }
         if (n->ival & 2) {
             sbuf_puts(b, ", bias=");
-            print_ref(b, g, n->in[k++]);
+            print_ref(b, g, nm, n->in[k++]);
         }
         if (n->fval >= 0) print_num(b, "eps", n->fval);
         break;
@@ -151,6 +217,12 @@ static void print_call(sbuf *b, const rj_graph *g, const node *n) {
 }
 
 void print_graph(sbuf *b, const rj_graph *g) {
+    namer nm;
+    if (!namer_init(&nm, g)) { /* reported as the buffer's own allocation failures are */
+        namer_free(&nm);
+        b->failed = true;
+        return;
+    }
     for (int32_t i = 0; i < g->nsym; i++) {
         const sym *s = &g->syms[i];
         if (s->kind == SYM_RAGGED) sbuf_printf(b, "ragged %s : %s\n", s->name,
@@ -170,9 +242,9 @@ void print_graph(sbuf *b, const rj_graph *g) {
             sbuf_putc(b, '\n');
             continue;
         }
-        print_ref(b, g, i);
+        print_ref(b, g, &nm, i);
         sbuf_puts(b, " = ");
-        print_call(b, g, n);
+        print_call(b, g, &nm, n);
         size_t w = b->len - start;
         for (size_t k = w; k < 40; k++) sbuf_putc(b, ' ');
         sbuf_puts(b, "  # ");
@@ -193,12 +265,13 @@ void print_graph(sbuf *b, const rj_graph *g) {
         }
         sbuf_putc(b, '\n');
     }
+    namer_free(&nm);
 }
 
 void print_node_ref(sbuf *b, const rj_graph *g, int32_t id) {
-    print_ref(b, g, id);
+    print_ref(b, g, NULL, id);
 }
 
 void print_node_call(sbuf *b, const rj_graph *g, int32_t id) {
-    print_call(b, g, &g->nodes[id]);
+    print_call(b, g, NULL, &g->nodes[id]);
 }

@@ -5,8 +5,10 @@
  * reading the data: ids, NULLs, kinds). bind_prepare, called by rj_program_run, validates in
  * the order a user would fix problems:
  *   1. every input, and every ragged symbol the graph uses, is bound;
- *   2. offsets are well formed (offsets_check), batch sizes agree per parent dim;
- *   3. symbols declared `same` have equal lengths;
+ *   2. offsets are well formed (offsets_check; every bound symbol's, used or not), batch sizes
+ *      agree per parent dim;
+ *   3. symbols declared `same` have equal lengths (all bound members of a class, whichever
+ *      of them are bound);
  *   4. dense sizes are bound or solvable from input element counts; max(j) sizes computed;
  *   5. every input buffer has exactly the elements its shape needs (for jagged inputs: the
  *      last offset equals its row count);
@@ -232,15 +234,20 @@ static rj_status check_ragged(rj_bind *b) {
     rj_ctx *ctx = b->ctx;
     for (int32_t s = 0; s < g->nsym; s++) {
         const sym *sy = &g->syms[s];
-        if (sy->kind != SYM_RAGGED || !b->used[s]) continue;
+        if (sy->kind != SYM_RAGGED) continue;
         rag_bind *r = &b->rag[s];
-        if (!r->set)
+        if (!r->set) {
+            if (!b->used[s]) continue;
             return ctx_fail(ctx, RJ_ERR_UNBOUND, "ragged symbol %s has no offsets bound "
                             "(rj_bind_offsets or rj_bind_tensor)", sy->name);
+        }
+        /* bound offsets are checked even where no tensor uses the symbol: a `same` class takes
+         * its row layout from any bound member (class_offsets, the interpreter) */
         char what[200];
         snprintf(what, sizeof what, "ragged symbol %s", sy->name);
         rj_status st = offsets_check(ctx, what, r->batch, r->off, r->len, &b->rows[s], &b->val[s]);
         if (st) return st;
+        if (!b->used[s]) continue;
         int32_t p = sy->parent;
         if (b->size_set[p] && b->size[p] != r->batch)
             return ctx_fail(ctx, RJ_ERR_BATCH, "ragged symbol %s has %lld offsets (batch %lld) "
@@ -257,20 +264,24 @@ static rj_status check_ragged(rj_bind *b) {
         }
         b->val[p] = r->batch;
     }
-    /* `same` symbols: equal lengths, row by row */
+    /* `same` symbols: every bound member has the lengths of the class's first bound member,
+     * row by row (the class's root may be bound to nothing when no tensor uses it) */
     for (int32_t s = 0; s < g->nsym; s++) {
-        int32_t root = sym_root(g, s);
-        if (root == s || !b->rag[s].set || !b->rag[root].set) continue;
-        const rag_bind *x = &b->rag[root], *y = &b->rag[s];
+        if (g->syms[s].kind != SYM_RAGGED || !b->rag[s].set) continue;
+        int32_t root = sym_root(g, s), ref = 0;
+        while (!b->rag[ref].set || g->syms[ref].kind != SYM_RAGGED || sym_root(g, ref) != root)
+            ref++;
+        if (ref == s) continue;
+        const rag_bind *x = &b->rag[ref], *y = &b->rag[s];
         if (x->batch != y->batch)
             return ctx_fail(ctx, RJ_ERR_SAME, "%s and %s are declared same but have batch sizes "
-                            "%lld and %lld", g->syms[root].name, g->syms[s].name,
+                            "%lld and %lld", g->syms[ref].name, g->syms[s].name,
                             (long long)x->batch, (long long)y->batch);
         for (int64_t k = 0; k < x->batch; k++) {
             int64_t nx = row_len(x->off, x->len, k), ny = row_len(y->off, y->len, k);
             if (nx != ny)
                 return ctx_fail(ctx, RJ_ERR_SAME, "%s and %s are declared same but item %lld has "
-                                "length %lld vs %lld", g->syms[root].name, g->syms[s].name,
+                                "length %lld vs %lld", g->syms[ref].name, g->syms[s].name,
                                 (long long)k, (long long)nx, (long long)ny);
         }
     }

@@ -14,6 +14,7 @@
  * Outputs larger than the streaming threshold are written with non-temporal stores: they
  * skip the read-for-ownership of each line and do not evict the inputs from cache.
  */
+#include <errno.h>
 #include <ffi.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -96,9 +97,13 @@ static int64_t stream_threshold(rj_ctx *ctx) {
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     int64_t set = st ? __atomic_load_n(&st->stream_bytes, __ATOMIC_RELAXED) : 0;
     if (set) return set;
+    /* the whole value must be a non-negative integer: atoll read "8MiB" as 8 and "x" as 0,
+     * silently streaming every output; anything else keeps the default */
     const char *v = getenv("RAGJIT_NT_BYTES");
-    long long n = v ? atoll(v) : -1;
-    return n >= 0 ? n : NT_BYTES_DEFAULT;
+    char *end = NULL;
+    errno = 0;
+    long long n = v && *v ? strtoll(v, &end, 10) : -1;
+    return n >= 0 && !errno && end && !*end ? n : NT_BYTES_DEFAULT;
 }
 
 /* ---- compile --------------------------------------------------------------------------------- */

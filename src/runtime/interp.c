@@ -528,9 +528,14 @@ static rj_status setup_lengths(interp *in) {
         if (g->syms[s].kind == SYM_RAGGED && b->rag[s].set && b->rag[s].batch > in->batch_alloc)
             in->batch_alloc = b->rag[s].batch;
     for (int32_t s = 0; s < g->nsym; s++) {
-        int32_t r = sym_root(g, s);
-        if (g->syms[s].kind != SYM_RAGGED || r != s || !b->rag[s].set) continue;
-        const rag_bind *rb = &b->rag[s];
+        if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
+        /* a class's lengths come from any bound member (bind_prepare checked that they agree):
+         * the root itself is bound to nothing when no tensor uses it */
+        const rag_bind *rb = NULL;
+        for (int32_t m = s; m < g->nsym && !rb; m++)
+            if (b->rag[m].set && g->syms[m].kind == SYM_RAGGED && sym_root(g, m) == s)
+                rb = &b->rag[m];
+        if (!rb) continue;
         size_t n = (size_t)in->batch_alloc + 1;
         if (!(in->lens[s] = mem_zalloc(in->ctx, n * sizeof(int64_t))) ||
             !(in->poff[s] = mem_alloc(in->ctx, n * sizeof(int64_t))))

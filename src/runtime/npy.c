@@ -18,10 +18,12 @@
  * Duplicate keys are rejected instead of letting the last one win: in a file that is meant to
  * describe one array they are more likely a sign of corruption than of intent.
  *
- * The reader trusts nothing in the file. Sizes are computed with the checked helpers, the
- * header is capped at 1 MiB (far above NumPy's own 10000-character default; the cap only
- * bounds what a corrupted length field can make us allocate), and the data size the header
- * claims is compared with the file's size (fstat, so only regular files are read) *before*
+ * The reader trusts nothing in the file. Only regular files are read or written: a FIFO
+ * would block, a device may never end, and the check is fstat on the descriptor actually
+ * opened (file_open_regular), never a separate stat that the file could change after. Sizes are
+ * computed with the checked helpers, the header is capped at 1 MiB (far above NumPy's own
+ * 10000-character default; the cap only bounds what a corrupted length field can make us
+ * allocate), and the data size the header claims is compared with the file's size *before*
  * anything is allocated for it, so a corrupted shape fails as "truncated" instead of asking
  * for terabytes. Data must end exactly at the end of the file: trailing bytes usually mean a
  * header from one array glued to the data of another, and ignoring them would hide that.
@@ -42,7 +44,6 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "npy.h"
 #include "runtime.h"
@@ -384,18 +385,6 @@ static rj_status read_exact(rj_ctx *ctx, const char *path, FILE *f, void *buf, s
     return ctx_fail(ctx, RJ_ERR_IO, "%s: truncated: the file ends inside the %s", path, what);
 }
 
-static rj_status file_size(rj_ctx *ctx, const char *path, FILE *f, int64_t *size) {
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0)
-        return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot read: %s", path, strerror(EISDIR));
-    if (!S_ISREG(st.st_mode))
-        return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot read: not a regular file", path);
-    *size = (int64_t)st.st_size;
-    return RJ_OK;
-}
-
 /* Magic, version and header length; leaves f at the start of the header. */
 static rj_status read_preamble(rj_ctx *ctx, const char *path, FILE *f, int64_t fsize,
                                uint32_t *hlen, int *major) {
@@ -449,13 +438,13 @@ static rj_status check_bool(rj_ctx *ctx, const char *path, unsigned char *d, siz
     return RJ_OK;
 }
 
-static rj_status read_open_file(rj_ctx *ctx, const char *path, FILE *f, npy_array *out) {
-    int64_t fsize = 0, avail;
+static rj_status read_open_file(rj_ctx *ctx, const char *path, FILE *f, int64_t fsize,
+                                npy_array *out) {
+    int64_t avail;
     uint32_t hlen = 0;
     int major = 0;
     npy_layout lay = {0};
-    if (file_size(ctx, path, f, &fsize) || read_preamble(ctx, path, f, fsize, &hlen, &major) ||
-        read_header(ctx, path, f, hlen, &lay))
+    if (read_preamble(ctx, path, f, fsize, &hlen, &major) || read_header(ctx, path, f, hlen, &lay))
         return ctx_last_status(ctx);
     avail = fsize - (major == 1 ? 10 : 12) - (int64_t)hlen;
     if ((uint64_t)avail < lay.nbytes)
@@ -484,9 +473,10 @@ rj_status npy_read(rj_ctx *ctx, const char *path, npy_array *out) {
     if (!ctx) return RJ_ERR_ARG;
     if (!path || !out)
         return ctx_fail(ctx, RJ_ERR_ARG, "npy_read: %s is NULL", path ? "out" : "path");
-    FILE *f = fopen(path, "rb");
-    if (!f) return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    rj_status st = read_open_file(ctx, path, f, out);
+    int64_t fsize = 0;
+    FILE *f = file_open_regular(ctx, path, false, &fsize);
+    if (!f) return RJ_ERR_IO;
+    rj_status st = read_open_file(ctx, path, f, fsize, out);
     fclose(f); /* read-only: nothing to lose if closing fails */
     if (st != RJ_OK) npy_free(ctx, out);
     return st;
@@ -582,9 +572,8 @@ rj_status npy_write(rj_ctx *ctx, const char *path, rj_dtype dtype, int rank, con
     if (check_write_args(ctx, path, dtype, rank, shape, data, &nbytes)) return ctx_last_status(ctx);
     char header[NPY_HEADER_CAP + 16];
     size_t hlen = format_header(header, dtype, rank, shape);
-    FILE *f = fopen(path, "wb");
-    if (!f) return ctx_fail(ctx, RJ_ERR_IO, "%s: cannot open for writing: %s", path,
-                            strerror(errno));
+    FILE *f = file_open_regular(ctx, path, true, NULL);
+    if (!f) return RJ_ERR_IO;
     /* errors are sticky in the stream, and buffered ones only surface at fclose, so both
      * results count; the partial file is left alone (path may not be a file we own) */
     errno = 0;

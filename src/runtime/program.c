@@ -342,12 +342,17 @@ static void dump_all(rj_program *p, const char *dir) {
         if (!text) continue; /* e.g. no NVRTC for ptx */
         char path[4096];
         snprintf(path, sizeof path, "%s/%04d-%s.%s", dir, id, p->g->outputs[0].name, stage_table[st].ext);
-        FILE *f = fopen(path, "w");
+        /* a regular file only: a FIFO left in the directory would block the compile */
+        FILE *f = file_open_regular(ctx, path, true, NULL);
+        errno = 0;
         bool ok = f && fputs(text, f) >= 0;
-        if (f && fclose(f)) ok = false;
+        int err = errno;
+        if (f && fclose(f) && ok) ok = false, err = errno;
         rj_string_free(ctx, text);
         if (!ok) {
-            fprintf(stderr, "ragjit: RAGJIT_DUMP: cannot write %s: %s\n", path, strerror(errno));
+            if (f) fprintf(stderr, "ragjit: RAGJIT_DUMP: cannot write %s: %s\n", path,
+                           strerror(err ? err : EIO));
+            else fprintf(stderr, "ragjit: RAGJIT_DUMP: %s\n", rj_ctx_error(ctx));
             break;
         }
     }

@@ -121,6 +121,26 @@ void sbuf_vprintf(sbuf *b, const char *fmt, va_list ap);
 char *sbuf_finish(sbuf *b);
 void sbuf_free(sbuf *b);
 
+/* file.c: opens path for reading ("rb") or writing ("wb", truncated), only if it is a regular
+ * file; NULL with RJ_ERR_IO and a message naming the file otherwise. The size of a file opened
+ * for reading goes to *size (may be NULL). Never blocks on a FIFO. */
+FILE *file_open_regular(rj_ctx *ctx, const char *path, bool write, int64_t *size);
+
+/* A map from names to int32 values (strmap.c): lookups in constant time however many names a
+ * program has. Keys are copied. strmap_get gives -1 for a missing key; strmap_put replaces a
+ * present key's value and returns false, with the error recorded, when out of memory. */
+typedef struct strmap {
+    rj_ctx *ctx;
+    char **keys;
+    int32_t *vals;
+    int32_t cap, n;
+} strmap;
+
+void strmap_init(strmap *m, rj_ctx *ctx);
+int32_t strmap_get(const strmap *m, const char *key);
+bool strmap_put(strmap *m, const char *key, int32_t val);
+void strmap_free(strmap *m);
+
 /* Shortest text that reads back as the same double ("0.5", "1e-05", "inf", "nan"). */
 void fmt_double(char *out, size_t n, double v);
 
