@@ -633,6 +633,29 @@ static void test_no_inputs(void **state) {
         rj_program_free(p);
     }
     rj_graph_free(g);
+    /* constants the canonicaliser could fold to a literal stay outputs on every target */
+    g = rj_graph_parse(f->ctx, "input x : f32[4]\ny = 2 * 1\nz = abs(-3.5) * 1\nw = x + y\noutput y, z, w\n",
+                       "c2.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    float xs[4] = {1, 2, 3, 4};
+    for (int t = 0; t < 2; t++) {
+        rj_program *p = rj_program_new(g, t ? RJ_TARGET_CPU : RJ_TARGET_REFERENCE);
+        if (!p) fail_msg("%s", rj_ctx_error(f->ctx));
+        rj_bind *b = rj_bind_new(p);
+        assert_ok(f->ctx, rj_bind_input(b, rj_graph_input_at(g, 0), xs, 4));
+        assert_ok(f->ctx, rj_program_run(p, b));
+        rj_tensor_info y, z, w;
+        assert_ok(f->ctx, rj_tensor_get_info(rj_bind_result(b, rj_graph_find(g, "y")), &y));
+        assert_ok(f->ctx, rj_tensor_get_info(rj_bind_result(b, rj_graph_find(g, "z")), &z));
+        assert_ok(f->ctx, rj_tensor_get_info(rj_bind_result(b, rj_graph_find(g, "w")), &w));
+        assert_int_equal(y.dtype, RJ_I64);
+        assert_int_equal(*(const int64_t *)y.values, 2);
+        assert_true(*(const float *)z.values == 3.5f);
+        assert_true(((const float *)w.values)[3] == 6.0f);
+        rj_bind_free(b);
+        rj_program_free(p);
+    }
+    rj_graph_free(g);
 }
 
 /* The builder keeps inputs, outputs and symbols in one namespace (ragjit run gives each a

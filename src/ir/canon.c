@@ -52,7 +52,9 @@ static int32_t simplify(const rj_graph *o, const node *n) {
     default: break;
     }
     RJ_UNUSED(b);
-    return cand >= 0 && same_type(&o->nodes[cand], n) ? cand : -1;
+    /* never a literal: `2 * 1` stays a computed value, so it can be an output (a literal
+     * cannot) on every target, as it is on the interpreter */
+    return cand >= 0 && o->nodes[cand].op != RJ_OP_SCALAR && same_type(&o->nodes[cand], n) ? cand : -1;
 }
 
 rj_status pass_canonicalize(rj_graph *g) {
