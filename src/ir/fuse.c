@@ -22,7 +22,10 @@
  *
  * A kernel computes at most FUSE_MAX_DEPTH chained operations (see check_depth): compilation
  * walks those chains recursively, and the bound is what keeps its stack use bounded for any
- * program. Nothing here recurses.
+ * program. A longer chain of inline nodes is cut: every FUSE_CUT_DEPTH-th link is
+ * materialised by a map kernel of its own, run in node order with the root kernels, and the
+ * rest of the chain reads it back. A 100,000-statement chain compiles to 200 kernels instead
+ * of being refused. Nothing here recurses.
  */
 #include <string.h>
 
@@ -138,8 +141,9 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     size_t nb = (size_t)(g->n ? g->n : 1);
     uint8_t *live = mem_alloc(ctx, nb), *seen = mem_alloc(ctx, nb);
     int32_t *maxroot = mem_alloc(ctx, nb * sizeof(int32_t)), *stack = NULL, stack_cap = 0;
+    int32_t *chain = mem_alloc(ctx, nb * sizeof(int32_t)); /* inline links ending at a node */
     rj_status s = RJ_ERR_NOMEM;
-    if (!live || !seen || !maxroot || !(p->nodes = mem_zalloc(ctx, nb * sizeof(fuse_node))) ||
+    if (!live || !seen || !maxroot || !chain || !(p->nodes = mem_zalloc(ctx, nb * sizeof(fuse_node))) ||
         !mem_grow(ctx, (void **)&stack, &stack_cap, 1, sizeof(int32_t)))
         goto out;
     /* live nodes, inputs included */
@@ -153,6 +157,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
         fuse_node *f = &p->nodes[i];
         f->group = -1;
         maxroot[i] = -1;
+        chain[i] = 0;
         if (n->op == RJ_OP_INPUT) {
             f->role = FR_INPUT;
             continue;
@@ -164,6 +169,19 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
             f->role = FR_ROOT;
             if ((f->group = new_group(p, FG_ROOT, i)) < 0) goto out;
             maxroot[i] = i;
+            continue;
+        }
+        for (int k = 0; k < n->nin; k++) {
+            int32_t o = n->in[k], d = p->nodes[o].role == FR_ROOT ? 0 : chain[o];
+            if (d > chain[i]) chain[i] = d;
+        }
+        if (n->nin && ++chain[i] >= FUSE_CUT_DEPTH) {
+            /* the end of a long inline chain: computed by a map kernel of its own, in node
+             * order (a root, for everything that reads it), so the chain starts again here */
+            f->role = FR_ROOT;
+            if ((f->group = new_group(p, FG_MAP, i)) < 0 || add_member(p, &p->groups[f->group], i))
+                goto out;
+            chain[i] = 0;
             continue;
         }
         f->role = FR_INLINE;
@@ -212,6 +230,7 @@ out:
     mem_free(ctx, live, nb);
     mem_free(ctx, seen, nb);
     mem_free(ctx, maxroot, nb * sizeof(int32_t));
+    mem_free(ctx, chain, nb * sizeof(int32_t));
     mem_free(ctx, stack, sizeof(int32_t) * (size_t)stack_cap);
     if (s) {
         fuse_plan_free(p);

@@ -48,9 +48,11 @@ typedef struct fuse_plan {
     int32_t ngroups, capgroups;
 } fuse_plan;
 
-/* The longest chain of operations one kernel computes without writing it to memory; a
- * longer chain fails fusion with RJ_ERR_UNSUPPORTED (see check_depth in fuse.c). */
-enum { FUSE_MAX_DEPTH = 1000 };
+/* The longest chain of operations one kernel computes without writing it to memory (it
+ * bounds the stack compilation needs). Fusion cuts inline chains every FUSE_CUT_DEPTH links
+ * by materialising a link, so only a pathological mix of epilogues could still exceed the
+ * maximum, which then fails with RJ_ERR_UNSUPPORTED (see check_depth in fuse.c). */
+enum { FUSE_MAX_DEPTH = 1000, FUSE_CUT_DEPTH = 500 };
 
 rj_status pass_fuse(const rj_graph *g, fuse_plan *plan);
 void fuse_plan_free(fuse_plan *plan);
