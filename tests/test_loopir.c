@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/codegen/cuda/cuda_backend.h"
+#include "../src/codegen/simt/simt.h"
 #include "../src/codegen/llvm/llvm_backend.h"
 #include "../src/ir/pipeline.h"
 

@@ -1,5 +1,5 @@
 /*
- * cuda.c — the CUDA target: PTX from codegen/cuda loaded into the device's primary context,
+ * cuda.c — the CUDA target: PTX from codegen/simt loaded into the device's primary context,
  * and runs launched through the CUDA driver, loaded with dlopen.
  *
  * ragjit must build and run where no driver or GPU exists, so the driver's few types,
@@ -15,18 +15,14 @@
  * share; cuCtxCreate changed signature in CUDA 13) and looks up one function per kernel.
  * The "cuda" and "ptx" dumps need no device: without one, PTX is for compute_90.
  *
- * A run mirrors the CPU's through the shared launch planning (launch.c): device copies of
- * inputs, offsets and logical offsets, device outputs, temporaries and per-thread scratch,
- * then the kernels in order on the default stream, then the outputs copied back into the
- * binding's host memory. Device memory lives for one run only: simple, and nothing leaks when
- * a binding's sizes change between runs. When some input is a view with holes, outputs are
- * copied in as well, since kernels leave the holes of a jagged output untouched (as the CPU
- * does in the caller's memory). Launch shape: a unit range [0, units) split across
- * min(units, 65536) threads in blocks of the kernel's launch shape (lowering reads the block
- * size from the target descriptor); the generated code gives each thread one
- * contiguous slice (see codegen/cuda/emit.c), so any shape is correct. Reductions over the
- * ragged dim take whole items as units (no column tiling) and their scratch is sized per
- * thread, with the thread count lowered so a run's scratch stays within SCRATCH_BUDGET.
+ * A run is launch.c's device_run with the driver's calls: device copies of inputs, offsets
+ * and logical offsets, device outputs, temporaries and per-thread scratch, then the kernels
+ * in order on the default stream, then the outputs copied back into the binding's host
+ * memory. Launch shape: a unit range [0, units) split across min(units, 65536) threads in
+ * blocks of the kernel's launch shape (lowering reads the block size from the target
+ * descriptor). Reductions over the ragged dim take whole items as units (no column tiling)
+ * and their scratch is sized per thread, with the thread count lowered so a run's scratch
+ * stays within SCRATCH_BUDGET.
  *
  * Errors: no driver or device -> RJ_ERR_NO_DEVICE; NVRTC missing -> RJ_ERR_NO_DEVICE; a CUDA
  * call failing while compiling -> RJ_ERR_COMPILE, while running -> RJ_ERR_INTERNAL (device
@@ -40,7 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../codegen/cuda/cuda_backend.h"
+#include "../codegen/simt/simt.h"
 #include "launch.h"
 
 /* ---- the CUDA declarations we need ------------------------------------------------------- */
@@ -269,21 +265,13 @@ static rj_status cuda_dump(rj_ctx *ctx, const lprog *lp, const void *code, int s
 
 typedef struct run {
     rj_ctx *ctx;
-    rj_bind *b;
     const cuda_code *cc;
     const lprog *lp;
-    uint64_t *addr;        /* the launch_mem arrays: per buffer, per symbol, per class */
-    size_t naddr;
-    launch_mem m;
-    CUdeviceptr scratch;
-    int64_t scratch_bytes;
 } run;
 
-static rj_status dev_alloc(run *r, uint64_t *d, int64_t bytes, const char *what) {
+static rj_status run_alloc(void *ud, uint64_t *d, int64_t bytes, const char *what) {
+    run *r = ud;
     CUdeviceptr p = 0;
-    *d = 0;
-    rj_status s = run_reserve(r->b, bytes, what);
-    if (s) return s;
     CUresult e = cu.MemAlloc(&p, bytes > MIN_ALLOC ? (size_t)bytes : MIN_ALLOC);
     *d = e ? 0 : p;
     if (e) {
@@ -294,146 +282,73 @@ static rj_status dev_alloc(run *r, uint64_t *d, int64_t bytes, const char *what)
     return RJ_OK;
 }
 
-static rj_status upload(run *r, uint64_t *d, const void *src, int64_t bytes, const char *what) {
-    rj_status s = dev_alloc(r, d, bytes, what);
-    if (s || bytes <= 0) return s;
-    CUresult e = cu.MemcpyHtoD(*d, src, (size_t)bytes);
+static void run_release(void *ud, uint64_t d) {
+    (void)ud;
+    cu.MemFree(d);
+}
+
+static rj_status run_write(void *ud, uint64_t d, const void *src, size_t bytes, const char *what) {
+    run *r = ud;
+    CUresult e = cu.MemcpyHtoD(d, src, bytes);
     return e ? cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuMemcpyHtoD_v2", e, what) : RJ_OK;
 }
 
-/* Device memory for every loop-IR buffer, and the offsets and logical offsets the kernels
- * read; inputs copied in. An output laid out as a view with holes is copied in too: kernels
- * write only the rows inside items, and the rows in the holes must come back as they were. */
-static rj_status device_memory(run *r) {
-    rj_bind *b = r->b;
-    const lprog *lp = r->lp;
-    uint64_t *buf = r->addr, *off = buf + lp->nbufs, *loff = off + b->nsym;
-    r->m = (launch_mem){.buf = buf, .off = off, .loff = loff};
-    bool holes = false;
-    for (int32_t s = 0; s < b->nsym; s++) holes |= b->rag[s].set && b->rag[s].len;
-    for (int32_t i = 0; i < lp->nbufs; i++) {
-        const lbuf *lb = &lp->bufs[i];
-        int64_t n;
-        size_t bytes;
-        rj_status s = launch_buf_elems(b, lb, &n);
-        if (s) return s;
-        if (!bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
-            return ctx_fail(r->ctx, RJ_ERR_OVERFLOW, "CUDA run: buffer %d is too large", (int)i);
-        if (lb->kind == LB_INPUT)
-            s = upload(r, &buf[i], b->in[lb->index].data, (int64_t)bytes, "an input");
-        else if (lb->kind == LB_OUTPUT && holes)
-            s = upload(r, &buf[i], b->out[lb->index].data, (int64_t)bytes, "an output");
-        else
-            s = dev_alloc(r, &buf[i], (int64_t)bytes, lb->kind == LB_OUTPUT ? "an output" : "a temporary");
-        if (s) return s;
-    }
-    for (int32_t ki = 0; ki < lp->nkernels; ki++) {
-        const lkernel *k = &lp->kernels[ki];
-        for (int32_t a = 0; a < k->nparams; a++) {
-            const lparam *pm = &k->params[a];
-            int32_t sy = pm->ref;
-            rj_status s = RJ_OK;
-            if (pm->kind == PK_OFF && !off[sy]) {
-                if (sy < 0 || sy >= b->nsym || !b->rag[sy].set)
-                    return ctx_fail(r->ctx, RJ_ERR_INTERNAL, "CUDA run: no offsets bound for %s", pm->name);
-                s = upload(r, &off[sy], b->rag[sy].off, (int64_t)sizeof(int64_t) * (b->rag[sy].batch + 1), pm->name);
-            } else if (pm->kind == PK_LOFF && !loff[sy]) {
-                if (sy < 0 || sy >= b->nsym || !b->loff[sy])
-                    return ctx_fail(r->ctx, RJ_ERR_INTERNAL, "CUDA run: no offsets for ragged class %d", (int)sy);
-                s = upload(r, &loff[sy], b->loff[sy], (int64_t)sizeof(int64_t) * (b->cbatch[sy] + 1), pm->name);
-            }
-            if (s) return s;
-        }
-    }
-    return RJ_OK;
+static rj_status run_read(void *ud, void *dst, uint64_t d, size_t bytes, const char *what) {
+    run *r = ud;
+    CUresult e = cu.MemcpyDtoH(dst, d, bytes);
+    return e ? cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuMemcpyDtoH_v2", e, what) : RJ_OK;
 }
 
-/* Device scratch of at least `bytes`. */
-static rj_status scratch(run *r, int64_t bytes) {
-    if (bytes <= r->scratch_bytes) return RJ_OK;
-    if (r->scratch) cu.MemFree(r->scratch);
-    r->scratch = 0;
-    r->scratch_bytes = 0;
-    uint64_t d;
-    rj_status s = dev_alloc(r, &d, bytes, "per-thread scratch");
-    if (!s) r->scratch = d, r->scratch_bytes = bytes;
-    return s;
+static int64_t run_block(void *ud, int32_t ki) {
+    const lkernel *k = &((run *)ud)->lp->kernels[ki];
+    return k->launch.simt && k->launch.block > 0 ? k->launch.block : BLOCK;
 }
 
-static rj_status launch(run *r, int32_t ki) {
+/* On the default stream; the driver takes a pointer to each parameter's value. */
+static rj_status run_launch(void *ud, int32_t ki, int64_t block, int64_t threads, uint64_t *args) {
+    run *r = ud;
     const lkernel *k = &r->lp->kernels[ki];
-    rj_ctx *ctx = r->ctx;
-    static const launch_opts o = {.workers = MAX_THREADS, .scratch_budget = SCRATCH_BUDGET};
-    launch_plan pl;
-    rj_status s = launch_plan_kernel(r->b, k, &o, &pl);
-    if (s || pl.units <= 0) return s;
-    int64_t block = k->launch.simt && k->launch.block > 0 ? k->launch.block : BLOCK;
-    int64_t threads = ((int64_t)pl.workers + block - 1) / block * block;
-    if (pl.scratch_elems) {
-        int64_t bytes;
-        if (!mul_i64(pl.scratch_elems, threads, &bytes) ||
-            !mul_i64(bytes, (int64_t)rj_dtype_size((rj_dtype)k->scratch_type), &bytes))
-            return ctx_fail(ctx, RJ_ERR_OVERFLOW, "CUDA run: scratch size overflows");
-        if ((s = scratch(r, bytes))) return s;
-        r->m.scratch = r->scratch;
-    }
-    /* one value per parameter; the generated code takes a scratch pointer's stride (elements
-     * per thread) right after it */
     size_t nslots = (size_t)k->nparams * 2 + 1;
-    uint64_t *vals = mem_zalloc(ctx, sizeof(uint64_t) * nslots);
-    void **args = mem_zalloc(ctx, sizeof(void *) * nslots);
-    if (!vals || !args) {
-        s = RJ_ERR_NOMEM;
-    } else {
-        launch_args(r->b, k, &pl, &r->m, 0, pl.units, 0, false, vals);
-        uint64_t *stride = vals + k->nparams;
-        size_t n = 0;
-        for (int32_t a = 0; a < k->nparams; a++) {
-            args[n++] = &vals[a];
-            if (k->params[a].kind == PK_SCRATCH) {
-                *stride = (uint64_t)pl.scratch_elems;
-                args[n++] = stride;
-            }
-        }
-        CUresult e = cu.LaunchKernel(r->cc->fns[ki], (unsigned)(threads / block), 1, 1, (unsigned)block, 1, 1,
-                                     0, NULL, args, NULL);
-        if (e) s = cu_fail(ctx, RJ_ERR_INTERNAL, "cuLaunchKernel", e, k->name);
+    void **ptrs = mem_alloc(r->ctx, sizeof(void *) * nslots);
+    if (!ptrs) return RJ_ERR_NOMEM;
+    size_t n = 0;
+    for (int32_t a = 0; a < k->nparams; a++) {
+        ptrs[n] = &args[n];
+        n++;
+        if (k->params[a].kind == PK_SCRATCH) ptrs[n] = &args[n], n++;
     }
-    mem_free(ctx, vals, sizeof(uint64_t) * nslots);
-    mem_free(ctx, args, sizeof(void *) * nslots);
-    return s;
+    CUresult e = cu.LaunchKernel(r->cc->fns[ki], (unsigned)(threads / block), 1, 1, (unsigned)block, 1, 1,
+                                 0, NULL, ptrs, NULL);
+    mem_free(r->ctx, ptrs, sizeof(void *) * nslots);
+    return e ? cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuLaunchKernel", e, k->name) : RJ_OK;
 }
+
+static rj_status run_finish(void *ud) {
+    CUresult e = cu.CtxSynchronize();
+    return e ? cu_fail(((run *)ud)->ctx, RJ_ERR_INTERNAL, "cuCtxSynchronize", e, "(a kernel failed)") : RJ_OK;
+}
+
+static const device_ops cuda_ops = {
+    .what = "CUDA run",
+    .max_threads = MAX_THREADS,
+    .scratch_budget = SCRATCH_BUDGET,
+    .alloc = run_alloc,
+    .release = run_release,
+    .write = run_write,
+    .read = run_read,
+    .block = run_block,
+    .launch = run_launch,
+    .finish = run_finish,
+};
 
 static rj_status cuda_run(rj_program *p, rj_bind *b) {
     rj_ctx *ctx = p->ctx;
     const cuda_code *cc = p->art->ce ? p->art->ce->code : NULL;
     if (!cc || !cc->mod) return ctx_fail(ctx, RJ_ERR_INTERNAL, "CUDA run: the program is not compiled");
-    run r = {.ctx = ctx, .b = b, .cc = cc, .lp = &p->art->comp.lp};
-    r.naddr = (size_t)r.lp->nbufs + 2 * (size_t)b->nsym;
-    rj_status s = RJ_OK;
-    CUresult e;
-    if (!(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1)))) s = RJ_ERR_NOMEM;
-    else if ((e = cu.CtxSetCurrent(cc->cuctx))) s = cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSetCurrent", e, NULL);
-    if (!s) s = device_memory(&r);
-    for (int32_t ki = 0; !s && ki < r.lp->nkernels; ki++) s = launch(&r, ki);
-    if (!s && (e = cu.CtxSynchronize())) s = cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSynchronize", e, "(a kernel failed)");
-    for (int32_t i = 0; !s && i < r.lp->nbufs; i++) {
-        const lbuf *lb = &r.lp->bufs[i];
-        if (lb->kind != LB_OUTPUT) continue;
-        const out_bind *ob = &b->out[lb->index];
-        size_t bytes;
-        if (!bytes_of(ob->numel, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
-            s = ctx_fail(ctx, RJ_ERR_OVERFLOW, "CUDA run: output %d is too large", lb->index);
-        else if (bytes && (e = cu.MemcpyDtoH(ob->data, r.m.buf[i], bytes)))
-            s = cu_fail(ctx, RJ_ERR_INTERNAL, "cuMemcpyDtoH_v2", e, "copying an output back");
-    }
-    /* teardown; after a failed launch the context may be unusable, and frees may fail too */
-    if (r.addr)
-        for (size_t i = 0; i < r.naddr; i++)
-            if (r.addr[i]) cu.MemFree(r.addr[i]);
-    if (r.scratch) cu.MemFree(r.scratch);
-    mem_free(ctx, r.addr, sizeof(uint64_t) * (r.naddr ? r.naddr : 1));
-    return s;
+    CUresult e = cu.CtxSetCurrent(cc->cuctx);
+    if (e) return cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSetCurrent", e, NULL);
+    run r = {.ctx = ctx, .cc = cc, .lp = &p->art->comp.lp};
+    return device_run(b, r.lp, &cuda_ops, &r);
 }
 
 const backend backend_cuda = {

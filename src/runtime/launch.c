@@ -183,6 +183,154 @@ void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const laun
     }
 }
 
+/* ---- host bindings run on a device --------------------------------------------------------- */
+
+typedef struct dev_run {
+    rj_bind *b;
+    const lprog *lp;
+    const device_ops *ops;
+    void *ud;
+    uint64_t *addr;        /* the launch_mem arrays: per buffer, per symbol, per class */
+    size_t naddr;
+    launch_mem m;
+    uint64_t scratch;
+    int64_t scratch_bytes;
+} dev_run;
+
+static rj_status dev_alloc(dev_run *r, uint64_t *d, int64_t bytes, const char *what) {
+    *d = 0;
+    rj_status s = run_reserve(r->b, bytes, what);
+    return s ? s : r->ops->alloc(r->ud, d, bytes, what);
+}
+
+static rj_status dev_upload(dev_run *r, uint64_t *d, const void *src, int64_t bytes, const char *what) {
+    rj_status s = dev_alloc(r, d, bytes, what);
+    if (s || bytes <= 0) return s;
+    return r->ops->write(r->ud, *d, src, (size_t)bytes, what);
+}
+
+/* Device memory for every loop-IR buffer, and the offsets and logical offsets the kernels
+ * read; inputs (and, with holes, outputs) copied in. */
+static rj_status dev_memory(dev_run *r) {
+    rj_bind *b = r->b;
+    const lprog *lp = r->lp;
+    uint64_t *buf = r->addr, *off = buf + lp->nbufs, *loff = off + b->nsym;
+    r->m = (launch_mem){.buf = buf, .off = off, .loff = loff};
+    bool holes = false;
+    for (int32_t s = 0; s < b->nsym; s++) holes |= b->rag[s].set && b->rag[s].len;
+    for (int32_t i = 0; i < lp->nbufs; i++) {
+        const lbuf *lb = &lp->bufs[i];
+        int64_t n;
+        size_t bytes;
+        rj_status s = launch_buf_elems(b, lb, &n);
+        if (s) return s;
+        if (!bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
+            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
+        if (lb->kind == LB_INPUT)
+            s = dev_upload(r, &buf[i], b->in[lb->index].data, (int64_t)bytes, "an input");
+        else if (lb->kind == LB_OUTPUT && holes)
+            s = dev_upload(r, &buf[i], b->out[lb->index].data, (int64_t)bytes, "an output");
+        else
+            s = dev_alloc(r, &buf[i], (int64_t)bytes, lb->kind == LB_OUTPUT ? "an output" : "a temporary");
+        if (s) return s;
+    }
+    for (int32_t ki = 0; ki < lp->nkernels; ki++) {
+        const lkernel *k = &lp->kernels[ki];
+        for (int32_t a = 0; a < k->nparams; a++) {
+            const lparam *pm = &k->params[a];
+            int32_t sy = pm->ref;
+            rj_status s = RJ_OK;
+            if (pm->kind == PK_OFF && !off[sy]) {
+                if (sy < 0 || sy >= b->nsym || !b->rag[sy].set)
+                    return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets bound for %s", r->ops->what, pm->name);
+                s = dev_upload(r, &off[sy], b->rag[sy].off, (int64_t)sizeof(int64_t) * (b->rag[sy].batch + 1), pm->name);
+            } else if (pm->kind == PK_LOFF && !loff[sy]) {
+                if (sy < 0 || sy >= b->nsym || !b->loff[sy])
+                    return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets for ragged class %d", r->ops->what, (int)sy);
+                s = dev_upload(r, &loff[sy], b->loff[sy], (int64_t)sizeof(int64_t) * (b->cbatch[sy] + 1), pm->name);
+            }
+            if (s) return s;
+        }
+    }
+    return RJ_OK;
+}
+
+/* Device scratch of at least `bytes`. */
+static rj_status dev_scratch(dev_run *r, int64_t bytes) {
+    if (bytes <= r->scratch_bytes) return RJ_OK;
+    if (r->scratch) r->ops->release(r->ud, r->scratch);
+    r->scratch = 0;
+    r->scratch_bytes = 0;
+    uint64_t d;
+    rj_status s = dev_alloc(r, &d, bytes, "per-thread scratch");
+    if (!s) r->scratch = d, r->scratch_bytes = bytes;
+    return s;
+}
+
+/* A unit range [0, units) split across at most max_threads threads in blocks of the target's
+ * size; the generated code gives each thread one contiguous slice (codegen/simt/emit.c), so
+ * any shape is correct. Item kernels' scratch is per thread, and the planner lowers the thread
+ * count so that a launch's scratch stays within the budget. */
+static rj_status dev_launch(dev_run *r, int32_t ki) {
+    const lkernel *k = &r->lp->kernels[ki];
+    rj_ctx *ctx = r->b->ctx;
+    const launch_opts o = {.workers = r->ops->max_threads, .scratch_budget = r->ops->scratch_budget};
+    launch_plan pl;
+    rj_status s = launch_plan_kernel(r->b, k, &o, &pl);
+    if (s || pl.units <= 0) return s;
+    int64_t block = r->ops->block(r->ud, ki);
+    int64_t threads = ((int64_t)pl.workers + block - 1) / block * block;
+    if (pl.scratch_elems) {
+        int64_t bytes;
+        if (!mul_i64(pl.scratch_elems, threads, &bytes) ||
+            !mul_i64(bytes, (int64_t)rj_dtype_size((rj_dtype)k->scratch_type), &bytes))
+            return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: scratch size overflows", r->ops->what);
+        if ((s = dev_scratch(r, bytes))) return s;
+        r->m.scratch = r->scratch;
+    }
+    size_t nslots = (size_t)k->nparams * 2 + 1;
+    uint64_t *vals = mem_zalloc(ctx, sizeof(uint64_t) * nslots * 2);
+    if (!vals) return RJ_ERR_NOMEM;
+    uint64_t *args = vals + nslots;
+    launch_args(r->b, k, &pl, &r->m, 0, pl.units, 0, false, vals);
+    size_t n = 0;
+    for (int32_t a = 0; a < k->nparams; a++) {
+        args[n++] = vals[a];
+        if (k->params[a].kind == PK_SCRATCH) args[n++] = (uint64_t)pl.scratch_elems;
+    }
+    s = r->ops->launch(r->ud, ki, block, threads, args);
+    mem_free(ctx, vals, sizeof(uint64_t) * nslots * 2);
+    return s;
+}
+
+rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *ud) {
+    rj_ctx *ctx = b->ctx;
+    dev_run r = {.b = b, .lp = lp, .ops = ops, .ud = ud};
+    r.naddr = (size_t)lp->nbufs + 2 * (size_t)b->nsym;
+    rj_status s = RJ_OK;
+    if (!(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1)))) s = RJ_ERR_NOMEM;
+    if (!s) s = dev_memory(&r);
+    for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) s = dev_launch(&r, ki);
+    if (!s) s = ops->finish(ud);
+    for (int32_t i = 0; !s && i < lp->nbufs; i++) {
+        const lbuf *lb = &lp->bufs[i];
+        if (lb->kind != LB_OUTPUT) continue;
+        const out_bind *ob = &b->out[lb->index];
+        size_t bytes;
+        if (!bytes_of(ob->numel, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
+            s = ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: output %d is too large", ops->what, lb->index);
+        else if (bytes)
+            s = ops->read(ud, ob->data, r.m.buf[i], bytes, "copying an output back");
+    }
+    /* after a failed launch the device may be unusable, and releases may fail too */
+    if (r.addr)
+        for (size_t i = 0; i < r.naddr; i++)
+            if (r.addr[i]) ops->release(ud, r.addr[i]);
+    if (r.scratch) ops->release(ud, r.scratch);
+    mem_free(ctx, r.addr, sizeof(uint64_t) * (r.naddr ? r.naddr : 1));
+    return s;
+}
+
 void *host_block_get(rj_ctx *ctx, host_block *blk, size_t bytes) {
     size_t need = bytes + 64;
     if (need > blk->bytes || !blk->p) {

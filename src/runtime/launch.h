@@ -3,9 +3,9 @@
  * many units a kernel has and how they are split among workers, how much scratch each worker
  * needs, and the value of every kernel parameter.
  *
- * A dispatcher (cpu.c: OpenMP threads calling through libffi; cuda.c: a grid on a stream)
- * only decides where memory lives and launches; the arithmetic of a run is written once,
- * here, so the targets cannot disagree about it.
+ * A dispatcher (cpu.c: OpenMP threads calling through libffi; cuda.c: a grid on a stream;
+ * opencl.c: an NDRange on a queue) only decides where memory lives and launches; the
+ * arithmetic of a run is written once, here, so the targets cannot disagree about it.
  */
 #ifndef RJ_LAUNCH_H
 #define RJ_LAUNCH_H
@@ -52,6 +52,39 @@ typedef struct launch_mem {
 /* One value per kernel parameter for units [lo, hi) run by `worker`. */
 void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const launch_mem *m,
                  int64_t lo, int64_t hi, int worker, bool nt, uint64_t *vals);
+
+/* ---- host bindings run on a device ----------------------------------------------------------
+ * A GPU target given host memory copies in, launches, and copies out; what needs device memory,
+ * what is copied each way, how scratch grows and how a kernel's threads and parameters are
+ * laid out is the same for every such target, so device_run does it and the target supplies
+ * the calls. Device memory lives for one run only: simple, and nothing leaks when a binding's
+ * sizes change between runs. A device address is the target's handle as 64 bits (a CUDA
+ * device pointer, an OpenCL cl_mem), 0 for none. */
+typedef struct device_ops {
+    const char *what;          /* "CUDA run", "OpenCL run": the start of messages */
+    int max_threads;           /* most threads in one launch */
+    int64_t scratch_budget;    /* most bytes of per-thread scratch in one launch */
+    /* Device memory for `bytes` (0 allowed; run_reserve has counted it). */
+    rj_status (*alloc)(void *ud, uint64_t *addr, int64_t bytes, const char *what);
+    void (*release)(void *ud, uint64_t addr);
+    rj_status (*write)(void *ud, uint64_t addr, const void *src, size_t bytes, const char *what);
+    rj_status (*read)(void *ud, void *dst, uint64_t addr, size_t bytes, const char *what);
+    /* Threads per block of kernel ki. */
+    int64_t (*block)(void *ud, int32_t ki);
+    /* Queues kernel ki over `threads` threads (a multiple of block) with one value per
+     * parameter in order, each scratch pointer followed by its stride (elements per thread). */
+    rj_status (*launch)(void *ud, int32_t ki, int64_t block, int64_t threads, uint64_t *args);
+    /* Waits for the queued kernels. */
+    rj_status (*finish)(void *ud);
+} device_ops;
+
+/* Runs lp on prepared binding b through ops: device copies of inputs, offsets and logical
+ * offsets, device outputs, temporaries and per-thread scratch, the kernels in order, the
+ * outputs copied back into the binding's memory, and everything released, also on failure.
+ * When some input is a view with holes, outputs are copied in as well: kernels write only the
+ * rows inside items, and the rows in the holes must come back as they were (as the CPU leaves
+ * them in the caller's memory). */
+rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *ud);
 
 /* Host memory that a binding keeps across runs for temporaries and scratch (CPU runs): grown
  * as needed, freed with the binding. */

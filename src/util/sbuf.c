@@ -118,3 +118,18 @@ uint64_t hash_str(uint64_t h, const char *s) {
     for (; *s; s++) h = hash_mix(h, (unsigned char)*s);
     return hash_mix(h, 0);
 }
+
+void text_head(char *dst, size_t n, const char *log) {
+    size_t j = 0;
+    int lines = 0;
+    for (const char *s = log; *s && j + 1 < n; s++) {
+        if (*s != '\n') {
+            dst[j++] = *s;
+            continue;
+        }
+        if (++lines == 8 || !s[1] || j + 4 >= n) break;
+        memcpy(dst + j, " | ", 3); /* one line in the message */
+        j += 3;
+    }
+    dst[j] = 0;
+}

@@ -121,6 +121,10 @@ void sbuf_vprintf(sbuf *b, const char *fmt, va_list ap);
 char *sbuf_finish(sbuf *b);
 void sbuf_free(sbuf *b);
 
+/* The first lines of a compiler's log in dst (n bytes), joined by " | ": one line of an error
+ * message. */
+void text_head(char *dst, size_t n, const char *log);
+
 /* file.c: opens path for reading ("rb") or writing ("wb", truncated), only if it is a regular
  * file; NULL with RJ_ERR_IO and a message naming the file otherwise. The size of a file opened
  * for reading goes to *size (may be NULL). Never blocks on a FIFO. */

@@ -1,23 +1,38 @@
 /*
- * emit.c (CUDA) — loop IR to CUDA C.
+ * emit.c (SIMT) — loop IR to CUDA C and to OpenCL C 1.2: one printer, two spellings.
  *
- * The CUDA backend prints the same loop IR the LLVM backend translates, as C++ that NVRTC
- * compiles: a fixed preamble of `__device__` helpers, then one `extern "C" __global__`
- * function per kernel (unmangled, so the driver finds it by the loop IR's kernel name). The
- * printer follows the LLVM emitter's semantics operation by operation rather than C's, which
- * differ in the corners that matter for a numerical oracle:
+ * The SIMT backends print the same loop IR the LLVM backend translates, as C that a device
+ * compiler builds: NVRTC for CUDA (C++), clBuildProgram for OpenCL (C99-based OpenCL C 1.2).
+ * The output is a fixed preamble of helpers, then one kernel function per loop-IR kernel, under
+ * the loop IR's name (unmangled, so the driver finds it). The printer follows the LLVM
+ * emitter's semantics operation by operation rather than C's, which differ in the corners that
+ * matter for a numerical oracle:
  *
  *   - integer add/sub/mul/neg wrap (rj_add...: unsigned arithmetic; signed overflow is UB in C
  *     and NVVM would exploit it), integer pow wraps and follows the negative-exponent rule of
  *     the CPU's mathlib (rj_ipow);
  *   - float maximum/minimum propagate NaN, relu(x) = x < 0 ? 0 : x, sgn = (x>0)-(x<0);
  *   - float -> int saturates with NaN -> 0 (llvm.fptosi.sat; a C cast would be UB);
- *   - bool is C++ `bool` in expressions and one byte in memory; add/max/or are ||,
+ *   - bool is `bool` in expressions and one byte in memory; add/max/or are ||,
  *     mul/min/and are && (short-circuiting a pure expression is harmless);
  *   - pow with a constant exponent of 1, 2, 3, 0.5 or -1 becomes the same multiply / sqrt /
  *     divide the LLVM emitter folds it to; LOP_FMA is fma(); everything else rounds per
- *     operation (NVRTC runs with --fmad=false, see nvrtc.c), so results match the CPU to the
- *     ulp-level differences of the math library.
+ *     operation (NVRTC runs with --fmad=false, see nvrtc.c; OpenCL C contracts by default,
+ *     so its source turns FP_CONTRACT off), so results match the CPU to the ulp-level
+ *     differences of the math library.
+ *
+ * Spellings. CUDA C and OpenCL C differ in words, not in structure, so everything that
+ * differs is one row of the spelling table below: the kernel keyword, the address-space
+ * qualifier of pointers (`__global` on every OpenCL pointer parameter), block-shared memory,
+ * the barrier, the index builtins, the name of the 64-bit integer types and their literal
+ * suffixes, how a non-finite constant is written as bits, how math functions are named
+ * (`expf` in CUDA, the overloaded `exp` in OpenCL) and whether helpers may be overloaded by
+ * type (C++) or carry the type in their name (C: rj_max_f32). The preamble is written once, as
+ * templates instantiated per type with the spelling's words (see expand below), so the two
+ * spellings cannot drift apart in semantics. OpenCL's double-precision helpers are printed
+ * only when the program computes in f64, with the cl_khr_fp64 pragma: an f32 program then
+ * runs on a device without doubles. CUDA-only refinements, if any are ever added, belong
+ * behind a field of the same table.
  *
  * Launch scheme. A kernel processes the unit range [lo, hi) given by its PK_LO/PK_HI
  * parameters. On the GPU every thread takes one contiguous slice of it: with T threads in
@@ -29,16 +44,18 @@
  * a shared array: each scratch pointer parameter is followed by an extra `stride` parameter
  * (elements per thread). PK_NT is accepted and ignored: there are no streaming stores here.
  * The slice scheme keeps correctness independent of the grid size, so the runtime can pick
- * any launch shape (GPU performance is not the goal of this backend yet).
+ * any launch shape (GPU performance is not the goal of this backend yet). Both spellings
+ * take the same parameters in the same order, so one launch planner fills them.
  *
  * Parallel mappings. Today's lowering is CPU-shaped (each thread a chunk of units), so `units`,
  * `lanes` and `serial` loops are all ordinary loops of one thread; a `reduce` is the
- * accumulation v = v op e; `barrier` is __syncthreads(). A thread-scope local whose storage a
- * parameter passes in is that thread's slice of the scratch array; other locals are arrays of
- * their constant size, `__shared__` for block scope.
+ * accumulation v = v op e; `barrier` is the spelling's block barrier. A thread-scope local
+ * whose storage a parameter passes in is that thread's slice of the scratch array; other
+ * locals are arrays of their constant size, block-shared (`__shared__`, `__local`) for block
+ * scope.
  *
  * Names. Loop-IR names come partly from the user (input names, symbols), so they can clash
- * with C++ keywords, with each other once sanitised, or with math functions. Every C name is
+ * with keywords, with each other once sanitised, or with math functions. Every C name is
  * therefore prefixed with its index: parameter i is p<i>_<name>, variable i is v<i>_<name>,
  * shared subexpressions t<n>, helpers rj_*; the sanitised name is kept for the reader.
  *
@@ -60,101 +77,204 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_backend.h"
+#include "simt.h"
+
+/* ---- spellings ---------------------------------------------------------------------------- */
+
+typedef struct spelling {
+    const char *lang;          /* in messages: "CUDA", "OpenCL" */
+    const char *banner;        /* the first line of the source */
+    const char *prelude;       /* before the helpers (pragmas) */
+    const char *prelude_f64;   /* also, when the program computes in f64 */
+    const char *dev;           /* what RJ_DEV, the helpers' qualifier, stands for */
+    const char *kernel;        /* a kernel function's declaration up to its name */
+    const char *global;        /* address space of pointer parameters ("" or "__global ") */
+    const char *shared;        /* block-scope arrays */
+    const char *barrier;       /* a block barrier, as a statement */
+    const char *group_id, *local_id, *local_size, *num_groups; /* 1-D index builtins */
+    const char *i64, *u32, *u64; /* integer type names beyond int (OpenCL reserves long long) */
+    const char *i64_lit, *u64_lit; /* their literal suffixes */
+    const char *f32_bits[2];   /* around the hex digits of a float written as its bits */
+    const char *f64_bits[2];   /* ... of a double */
+    bool overloads;            /* helpers overload by type (C++); else rj_max_f32, rj_max_i64 */
+    bool math_f;               /* f32 math functions take an 'f' suffix (expf); else overloaded */
+    bool f64_always;           /* double helpers printed whatever the program uses */
+} spelling;
+
+static const spelling cuda_spelling = {
+    .lang = "CUDA",
+    .banner = "// CUDA C generated by ragjit from the loop IR; compile with NVRTC.\n",
+    .prelude = "",
+    .prelude_f64 = "",
+    .dev = "__device__ __forceinline__",
+    .kernel = "extern \"C\" __global__ void ",
+    .global = "",
+    .shared = "__shared__ ",
+    .barrier = "__syncthreads();",
+    .group_id = "blockIdx.x",
+    .local_id = "threadIdx.x",
+    .local_size = "blockDim.x",
+    .num_groups = "gridDim.x",
+    .i64 = "long long",
+    .u32 = "unsigned",
+    .u64 = "unsigned long long",
+    .i64_lit = "LL",
+    .u64_lit = "ull",
+    .f32_bits = {"__int_as_float((int)0x", "u)"},
+    .f64_bits = {"__longlong_as_double((long long)0x", "ull)"},
+    .overloads = true,
+    .math_f = true,
+    .f64_always = true,
+};
+
+/* static: OpenCL C 1.2 follows C99, where a plain `inline` function has no definition to call
+ * when the compiler declines to inline it. */
+static const spelling opencl_spelling = {
+    .lang = "OpenCL",
+    .banner = "// OpenCL C 1.2 generated by ragjit from the loop IR; build with -cl-std=CL1.2.\n",
+    .prelude = "#pragma OPENCL FP_CONTRACT OFF\n",
+    .prelude_f64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
+    .dev = "static inline",
+    .kernel = "__kernel void ",
+    .global = "__global ",
+    .shared = "__local ",
+    .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
+    .group_id = "get_group_id(0)",
+    .local_id = "get_local_id(0)",
+    .local_size = "get_local_size(0)",
+    .num_groups = "get_num_groups(0)",
+    .i64 = "long",
+    .u32 = "uint",
+    .u64 = "ulong",
+    .i64_lit = "L",
+    .u64_lit = "ul",
+    .f32_bits = {"as_float(0x", "u)"},
+    .f64_bits = {"as_double(0x", "ul)"},
+    .overloads = false,
+    .math_f = false,
+    .f64_always = false,
+};
 
 /* ---- the preamble ----------------------------------------------------------------------------
- * Overloads per C type, so the printer can name one helper for every dtype. Only CUDA builtins
- * that NVRTC declares without any #include are used (expf, erff, __int_as_float, ...). */
-static const char *const preamble[] = {
-    "// Helpers: the semantics of ragjit's CPU backend (see src/codegen/cuda/emit.c).\n",
-    "#define RJ_DEV __device__ __forceinline__\n",
-    "// maximum/minimum: NaN if either operand is NaN\n",
-    "RJ_DEV float rj_max(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }\n",
-    "RJ_DEV double rj_max(double a, double b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }\n",
-    "RJ_DEV int rj_max(int a, int b) { return a > b ? a : b; }\n",
-    "RJ_DEV long long rj_max(long long a, long long b) { return a > b ? a : b; }\n",
-    "RJ_DEV float rj_min(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }\n",
-    "RJ_DEV double rj_min(double a, double b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }\n",
-    "RJ_DEV int rj_min(int a, int b) { return a < b ? a : b; }\n",
-    "RJ_DEV long long rj_min(long long a, long long b) { return a < b ? a : b; }\n",
-    "// integer arithmetic wraps (two's complement), as in LLVM\n",
-    "RJ_DEV int rj_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }\n",
-    "RJ_DEV long long rj_add(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }\n",
-    "RJ_DEV int rj_sub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }\n",
-    "RJ_DEV long long rj_sub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }\n",
-    "RJ_DEV int rj_mul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }\n",
-    "RJ_DEV long long rj_mul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }\n",
-    "RJ_DEV int rj_neg(int a) { return (int)(0u - (unsigned)a); }\n",
-    "RJ_DEV long long rj_neg(long long a) { return (long long)(0ull - (unsigned long long)a); }\n",
-    "RJ_DEV int rj_abs(int a) { return a < 0 ? rj_neg(a) : a; }\n",
-    "RJ_DEV long long rj_abs(long long a) { return a < 0 ? rj_neg(a) : a; }\n",
-    "RJ_DEV int rj_sgn(int x) { return (x > 0) - (x < 0); }\n",
-    "RJ_DEV long long rj_sgn(long long x) { return (long long)((x > 0) - (x < 0)); }\n",
-    "RJ_DEV float rj_sgn(float x) { return (float)(x > 0.0f) - (float)(x < 0.0f); }\n",
-    "RJ_DEV double rj_sgn(double x) { return (double)(x > 0.0) - (double)(x < 0.0); }\n",
-    "RJ_DEV int rj_relu(int x) { return x > 0 ? x : 0; }\n",
-    "RJ_DEV long long rj_relu(long long x) { return x > 0 ? x : 0; }\n",
-    "RJ_DEV float rj_relu(float x) { return x < 0.0f ? 0.0f : x; }\n",
-    "RJ_DEV double rj_relu(double x) { return x < 0.0 ? 0.0 : x; }\n",
-    "// integer pow: wraps; a negative exponent gives 1 for base 1, +-1 for base -1, else 0\n",
-    "RJ_DEV int rj_ipow(int b, int e) {\n",
-    "    if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;\n",
-    "    unsigned r = 1u, x = (unsigned)b;\n",
-    "    for (; e; e >>= 1) { if (e & 1) r *= x; x *= x; }\n",
-    "    return (int)r;\n",
-    "}\n",
-    "RJ_DEV long long rj_ipow(long long b, long long e) {\n",
-    "    if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;\n",
-    "    unsigned long long r = 1ull, x = (unsigned long long)b;\n",
-    "    for (; e; e >>= 1) { if (e & 1) r *= x; x *= x; }\n",
-    "    return (long long)r;\n",
-    "}\n",
-    "// float -> int saturates, NaN -> 0 (llvm.fptosi.sat)\n",
-    "RJ_DEV int rj_to_i32(float x) {\n",
-    "    return x != x ? 0 : x <= -2147483648.0f ? (-2147483647 - 1) : x >= 2147483648.0f ? 2147483647 : (int)x;\n",
-    "}\n",
-    "RJ_DEV int rj_to_i32(double x) {\n",
-    "    return x != x ? 0 : x <= -2147483648.0 ? (-2147483647 - 1) : x >= 2147483647.0 ? 2147483647 : (int)x;\n",
-    "}\n",
-    "RJ_DEV long long rj_to_i64(float x) {\n",
-    "    if (x != x) return 0;\n",
-    "    if (x <= -9223372036854775808.0f) return -9223372036854775807LL - 1;\n",
-    "    return x >= 9223372036854775808.0f ? 9223372036854775807LL : (long long)x;\n",
-    "}\n",
-    "RJ_DEV long long rj_to_i64(double x) {\n",
-    "    if (x != x) return 0;\n",
-    "    if (x <= -9223372036854775808.0) return -9223372036854775807LL - 1;\n",
-    "    return x >= 9223372036854775808.0 ? 9223372036854775807LL : (long long)x;\n",
-    "}\n",
-    "RJ_DEV float rj_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n",
-    "RJ_DEV double rj_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }\n",
-    "RJ_DEV float rj_silu(float x) { return x * rj_sigmoid(x); }\n",
-    "RJ_DEV double rj_silu(double x) { return x * rj_sigmoid(x); }\n",
-    "RJ_DEV float rj_gelu(float x) { return (0.5f * x) * (1.0f + erff(x * 0.707106781186547524f)); }\n",
-    "RJ_DEV double rj_gelu(double x) { return (0.5 * x) * (1.0 + erf(x * 0.707106781186547524)); }\n",
-    "RJ_DEV float rj_gelu_tanh(float x) {\n",
-    "    return (0.5f * x) * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * ((x * x) * x))));\n",
-    "}\n",
-    "RJ_DEV double rj_gelu_tanh(double x) {\n",
-    "    return (0.5 * x) * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * ((x * x) * x))));\n",
-    "}\n",
-    "RJ_DEV float rj_rsqrt(float x) { return 1.0f / sqrtf(x); }\n",
-    "RJ_DEV double rj_rsqrt(double x) { return 1.0 / sqrt(x); }\n",
-    "// items of a thread's row range: largest b in [lo, hi] with off[b] <= v, smallest with off[b] >= v\n",
-    "RJ_DEV long long rj_upper_item(const long long *off, long long lo, long long hi, long long v) {\n",
-    "    while (lo < hi) { long long mid = lo + (hi - lo + 1) / 2; if (off[mid] <= v) lo = mid; else hi = mid - 1; }\n",
-    "    return lo;\n",
-    "}\n",
-    "RJ_DEV long long rj_lower_item(const long long *off, long long lo, long long hi, long long v) {\n",
-    "    while (lo < hi) { long long mid = lo + (hi - lo) / 2; if (off[mid] >= v) hi = mid; else lo = mid + 1; }\n",
-    "    return lo;\n",
-    "}\n"};
+ * Helpers with the semantics listed at the top of this file, as templates: each is printed
+ * once per type of its mask, in the order f32, f64, i32, i64 (or once, untyped, for mask 0),
+ * with these words of the spelling and the type substituted:
+ *
+ *   $T the type           $U its unsigned partner       $u the unsigned literal suffix
+ *   $N the helper suffix  ("" where helpers overload, else _f32, _f64, _i32, _i64)
+ *   $L the float literal suffix (f for f32)             $f the math suffix (expf: f32 in CUDA)
+ *   $I the 64-bit integer type   $l its literal suffix  $G the global address space
+ *
+ * Only builtins that NVRTC declares without any #include, and that OpenCL C defines, are used
+ * (expf / exp, erff / erf, ...). */
+enum { MF32 = 1, MF64 = 2, MI32 = 4, MI64 = 8, MFLT = MF32 | MF64, MINT = MI32 | MI64 };
+
+static const struct {
+    int mask;
+    const char *text;
+} preamble[] = {
+    {0, "// maximum/minimum: NaN if either operand is NaN\n"},
+    {MFLT, "RJ_DEV $T rj_max$N($T a, $T b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }\n"},
+    {MINT, "RJ_DEV $T rj_max$N($T a, $T b) { return a > b ? a : b; }\n"},
+    {MFLT, "RJ_DEV $T rj_min$N($T a, $T b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }\n"},
+    {MINT, "RJ_DEV $T rj_min$N($T a, $T b) { return a < b ? a : b; }\n"},
+    {0, "// integer arithmetic wraps (two's complement), as in LLVM\n"},
+    {MINT, "RJ_DEV $T rj_add$N($T a, $T b) { return ($T)(($U)a + ($U)b); }\n"},
+    {MINT, "RJ_DEV $T rj_sub$N($T a, $T b) { return ($T)(($U)a - ($U)b); }\n"},
+    {MINT, "RJ_DEV $T rj_mul$N($T a, $T b) { return ($T)(($U)a * ($U)b); }\n"},
+    {MINT, "RJ_DEV $T rj_neg$N($T a) { return ($T)(0$u - ($U)a); }\n"},
+    {MINT, "RJ_DEV $T rj_abs$N($T a) { return a < 0 ? rj_neg$N(a) : a; }\n"},
+    {MI32, "RJ_DEV $T rj_sgn$N($T x) { return (x > 0) - (x < 0); }\n"},
+    {MI64, "RJ_DEV $T rj_sgn$N($T x) { return ($T)((x > 0) - (x < 0)); }\n"},
+    {MFLT, "RJ_DEV $T rj_sgn$N($T x) { return ($T)(x > 0.0$L) - ($T)(x < 0.0$L); }\n"},
+    {MINT, "RJ_DEV $T rj_relu$N($T x) { return x > 0 ? x : 0; }\n"},
+    {MFLT, "RJ_DEV $T rj_relu$N($T x) { return x < 0.0$L ? 0.0$L : x; }\n"},
+    {0, "// integer pow: wraps; a negative exponent gives 1 for base 1, +-1 for base -1, else 0\n"},
+    {MINT, "RJ_DEV $T rj_ipow$N($T b, $T e) {\n"
+           "    if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;\n"
+           "    $U r = 1$u, x = ($U)b;\n"
+           "    for (; e; e >>= 1) { if (e & 1) r *= x; x *= x; }\n"
+           "    return ($T)r;\n"
+           "}\n"},
+    {0, "// float -> int saturates, NaN -> 0 (llvm.fptosi.sat)\n"},
+    /* 2^31 - 1 is no float: the f32 bound is 2^31 itself */
+    {MF32, "RJ_DEV int rj_to_i32$N($T x) {\n"
+           "    return x != x ? 0 : x <= -2147483648.0f ? (-2147483647 - 1) : x >= 2147483648.0f ? 2147483647 : (int)x;\n"
+           "}\n"},
+    {MF64, "RJ_DEV int rj_to_i32$N($T x) {\n"
+           "    return x != x ? 0 : x <= -2147483648.0 ? (-2147483647 - 1) : x >= 2147483647.0 ? 2147483647 : (int)x;\n"
+           "}\n"},
+    {MFLT, "RJ_DEV $I rj_to_i64$N($T x) {\n"
+           "    if (x != x) return 0;\n"
+           "    if (x <= -9223372036854775808.0$L) return -9223372036854775807$l - 1;\n"
+           "    return x >= 9223372036854775808.0$L ? 9223372036854775807$l : ($I)x;\n"
+           "}\n"},
+    {MFLT, "RJ_DEV $T rj_sigmoid$N($T x) { return 1.0$L / (1.0$L + exp$f(-x)); }\n"},
+    {MFLT, "RJ_DEV $T rj_silu$N($T x) { return x * rj_sigmoid$N(x); }\n"},
+    {MFLT, "RJ_DEV $T rj_gelu$N($T x) { return (0.5$L * x) * (1.0$L + erf$f(x * 0.707106781186547524$L)); }\n"},
+    {MFLT, "RJ_DEV $T rj_gelu_tanh$N($T x) {\n"
+           "    return (0.5$L * x) * (1.0$L + tanh$f(0.7978845608028654$L * (x + 0.044715$L * ((x * x) * x))));\n"
+           "}\n"},
+    {MFLT, "RJ_DEV $T rj_rsqrt$N($T x) { return 1.0$L / sqrt$f(x); }\n"},
+    {0, "// items of a thread's row range: largest b in [lo, hi] with off[b] <= v, smallest with off[b] >= v\n"},
+    {0, "RJ_DEV $I rj_upper_item(const $G$I *off, $I lo, $I hi, $I v) {\n"
+        "    while (lo < hi) { $I mid = lo + (hi - lo + 1) / 2; if (off[mid] <= v) lo = mid; else hi = mid - 1; }\n"
+        "    return lo;\n"
+        "}\n"},
+    {0, "RJ_DEV $I rj_lower_item(const $G$I *off, $I lo, $I hi, $I v) {\n"
+        "    while (lo < hi) { $I mid = lo + (hi - lo) / 2; if (off[mid] >= v) hi = mid; else lo = mid + 1; }\n"
+        "    return lo;\n"
+        "}\n"},
+};
+
+static const char *const type_suffix[RJ_DTYPE_COUNT] = {
+    [RJ_F32] = "_f32", [RJ_F64] = "_f64", [RJ_I32] = "_i32", [RJ_I64] = "_i64"};
+
+/* One template for type t (-1: untyped), as the table above describes. */
+static void expand(sbuf *b, const spelling *sp, const char *s, int t) {
+    bool f32 = t == RJ_F32;
+    const char *ty = t == RJ_F32 ? "float" : t == RJ_F64 ? "double" : t == RJ_I32 ? "int" : sp->i64;
+    for (; *s; s++) {
+        if (*s != '$') {
+            sbuf_putc(b, *s);
+            continue;
+        }
+        switch (*++s) {
+        case 'T': sbuf_puts(b, ty); break;
+        case 'U': sbuf_puts(b, t == RJ_I32 ? sp->u32 : sp->u64); break;
+        case 'u': sbuf_puts(b, t == RJ_I32 ? "u" : sp->u64_lit); break;
+        case 'N': sbuf_puts(b, sp->overloads || t < 0 ? "" : type_suffix[t]); break;
+        case 'L': sbuf_puts(b, f32 ? "f" : ""); break;
+        case 'f': sbuf_puts(b, f32 && sp->math_f ? "f" : ""); break;
+        case 'I': sbuf_puts(b, sp->i64); break;
+        case 'l': sbuf_puts(b, sp->i64_lit); break;
+        case 'G': sbuf_puts(b, sp->global); break;
+        default: sbuf_putc(b, '$'), s--; break; /* not a placeholder: printed as it is */
+        }
+    }
+}
+
+static void put_preamble(sbuf *b, const spelling *sp, bool f64) {
+    static const int order[] = {RJ_F32, RJ_F64, RJ_I32, RJ_I64};
+    static const int bit[] = {MF32, MF64, MI32, MI64};
+    sbuf_puts(b, sp->prelude);
+    if (f64) sbuf_puts(b, sp->prelude_f64);
+    sbuf_puts(b, "// Helpers: the semantics of ragjit's CPU backend (see src/codegen/simt/emit.c).\n");
+    sbuf_printf(b, "#define RJ_DEV %s\n", sp->dev);
+    for (size_t i = 0; i < RJ_ARRAY_LEN(preamble); i++) {
+        if (!preamble[i].mask) expand(b, sp, preamble[i].text, -1);
+        for (int k = 0; k < 4; k++)
+            if ((preamble[i].mask & bit[k]) && (order[k] != RJ_F64 || f64))
+                expand(b, sp, preamble[i].text, order[k]);
+    }
+}
 
 /* ---- printer state ------------------------------------------------------------------------ */
 
 typedef struct cem {
     rj_ctx *ctx;
     sbuf *b;
+    const spelling *sp;
     const lkernel *k;
     lx_binder bd;    /* temporaries t<N> of the statement being printed */
     uint32_t *seen;  /* lx_visit's marks for the walks below (compared with walk) */
@@ -167,18 +287,30 @@ typedef struct cem {
 
 static bool isf(int t) { return t == RJ_F32 || t == RJ_F64; }
 
-static const char *ctype(int t) {
+static const char *ctype(const cem *C, int t) {
     switch (t) {
     case RJ_BOOL: return "bool";
     case RJ_I32: return "int";
-    case RJ_I64: return "long long";
+    case RJ_I64: return C->sp->i64;
     case RJ_F32: return "float";
     default: return "double";
     }
 }
 
 /* In memory, bool is one byte. */
-static const char *mtype(int t) { return t == RJ_BOOL ? "unsigned char" : ctype(t); }
+static const char *mtype(const cem *C, int t) { return t == RJ_BOOL ? "unsigned char" : ctype(C, t); }
+
+/* A helper of the preamble for operands of type t: overloaded, or named after the type. */
+static void put_helper(cem *C, const char *name, int t) {
+    sbuf_puts(C->b, name);
+    if (!C->sp->overloads) sbuf_puts(C->b, type_suffix[t]);
+}
+
+/* A C math function (expf / exp) for type t, as the spelling names it. */
+static void put_math(cem *C, const char *name, int t) {
+    sbuf_puts(C->b, name);
+    if (t == RJ_F32 && C->sp->math_f) sbuf_putc(C->b, 'f');
+}
 
 static void indent(cem *C) {
     for (int i = 0; i < C->depth; i++) sbuf_puts(C->b, "    ");
@@ -219,14 +351,16 @@ static void fmt_float(char *out, size_t n, float v) {
     if (!strpbrk(out, ".eE") && strlen(out) + 3 < n) strcat(out, ".0");
 }
 
-static void put_float(sbuf *b, int t, double v) {
+static void put_float(cem *C, int t, double v) {
+    sbuf *b = C->b;
+    const spelling *sp = C->sp;
     char num[48];
     if (t == RJ_F32) {
         float f = (float)v;
         if (!isfinite(f)) { /* no literal for inf/nan: the exact bits */
             uint32_t bits;
             memcpy(&bits, &f, sizeof bits);
-            sbuf_printf(b, "__int_as_float((int)0x%08xu)", (unsigned)bits);
+            sbuf_printf(b, "%s%08x%s", sp->f32_bits[0], (unsigned)bits, sp->f32_bits[1]);
             return;
         }
         fmt_float(num, sizeof num, f);
@@ -236,14 +370,15 @@ static void put_float(sbuf *b, int t, double v) {
     if (!isfinite(v)) {
         uint64_t bits;
         memcpy(&bits, &v, sizeof bits);
-        sbuf_printf(b, "__longlong_as_double((long long)0x%016llxull)", (unsigned long long)bits);
+        sbuf_printf(b, "%s%016llx%s", sp->f64_bits[0], (unsigned long long)bits, sp->f64_bits[1]);
         return;
     }
     fmt_double(num, sizeof num, v);
     sbuf_printf(b, signbit(v) ? "(%s)" : "%s", num);
 }
 
-static void put_int(sbuf *b, int t, int64_t v) {
+static void put_int(cem *C, int t, int64_t v) {
+    sbuf *b = C->b;
     if (t == RJ_BOOL) {
         sbuf_puts(b, v ? "true" : "false");
     } else if (t == RJ_I32) {
@@ -251,8 +386,9 @@ static void put_int(sbuf *b, int t, int64_t v) {
         if (x == INT32_MIN) sbuf_puts(b, "(-2147483647 - 1)");
         else sbuf_printf(b, x < 0 ? "(%d)" : "%d", (int)x);
     } else {
-        if (v == INT64_MIN) sbuf_puts(b, "(-9223372036854775807LL - 1)");
-        else sbuf_printf(b, v < 0 ? "(%lldLL)" : "%lldLL", (long long)v);
+        const char *sfx = C->sp->i64_lit;
+        if (v == INT64_MIN) sbuf_printf(b, "(-9223372036854775807%s - 1)", sfx);
+        else sbuf_printf(b, v < 0 ? "(%lld%s)" : "%lld%s", (long long)v, sfx);
     }
 }
 
@@ -301,19 +437,36 @@ static pow_expansion pow_expansion_of(const lkernel *k, const lx *e) {
 
 static void expr(cem *C, int32_t id);
 
-static void call1(cem *C, const char *fn, int32_t a) {
-    sbuf_printf(C->b, "%s(", fn);
+/* A callee: a helper of the preamble or a C math function, named for operands of type t
+ * (put_helper, put_math). */
+typedef struct callee {
+    const char *name;
+    bool math;
+} callee;
+
+static void put_callee(cem *C, callee f, int t) {
+    if (f.math) put_math(C, f.name, t);
+    else put_helper(C, f.name, t);
+}
+
+static void call1(cem *C, callee f, int t, int32_t a) {
+    put_callee(C, f, t);
+    sbuf_putc(C->b, '(');
     expr(C, a);
     sbuf_putc(C->b, ')');
 }
 
-static void call2(cem *C, const char *fn, int32_t a, int32_t b) {
-    sbuf_printf(C->b, "%s(", fn);
+static void call2(cem *C, callee f, int t, int32_t a, int32_t b) {
+    put_callee(C, f, t);
+    sbuf_putc(C->b, '(');
     expr(C, a);
     sbuf_puts(C->b, ", ");
     expr(C, b);
     sbuf_putc(C->b, ')');
 }
+
+#define HELPER(n) ((callee){n, false})
+#define MATH(n) ((callee){n, true})
 
 static void infix(cem *C, int32_t a, const char *op, int32_t b) {
     sbuf_putc(C->b, '(');
@@ -349,8 +502,7 @@ static void load(cem *C, const lx *e) {
 
 static void unary(cem *C, const lx *e) {
     int t = e->type;
-    bool f32 = t == RJ_F32;
-    const char *fn = NULL;
+    callee fn = {0};
     if (e->fn == RJ_OP_LOGICAL_NOT) { /* operand already bool (lowering takes its truth) */
         sbuf_puts(C->b, "(!");
         expr(C, e->a);
@@ -363,7 +515,7 @@ static void unary(cem *C, const lx *e) {
     }
     switch (e->fn) {
     case RJ_OP_NEG:
-        if (!isf(t)) fn = "rj_neg";
+        if (!isf(t)) fn = HELPER("rj_neg");
         else {
             sbuf_puts(C->b, "(-");
             expr(C, e->a);
@@ -371,31 +523,31 @@ static void unary(cem *C, const lx *e) {
             return;
         }
         break;
-    case RJ_OP_ABS: fn = !isf(t) ? "rj_abs" : f32 ? "fabsf" : "fabs"; break;
-    case RJ_OP_SGN: fn = "rj_sgn"; break;
-    case RJ_OP_RELU: fn = "rj_relu"; break;
+    case RJ_OP_ABS: fn = !isf(t) ? HELPER("rj_abs") : MATH("fabs"); break;
+    case RJ_OP_SGN: fn = HELPER("rj_sgn"); break;
+    case RJ_OP_RELU: fn = HELPER("rj_relu"); break;
     default:
         if (!isf(t)) break;
         switch (e->fn) {
-        case RJ_OP_GELU: fn = "rj_gelu"; break;
-        case RJ_OP_GELU_TANH: fn = "rj_gelu_tanh"; break;
-        case RJ_OP_SILU: fn = "rj_silu"; break;
-        case RJ_OP_SIGMOID: fn = "rj_sigmoid"; break;
-        case RJ_OP_TANH: fn = f32 ? "tanhf" : "tanh"; break;
-        case RJ_OP_EXP: fn = f32 ? "expf" : "exp"; break;
-        case RJ_OP_LOG: fn = f32 ? "logf" : "log"; break;
-        case RJ_OP_SQRT: fn = f32 ? "sqrtf" : "sqrt"; break;
-        case RJ_OP_RSQRT: fn = "rj_rsqrt"; break;
-        case RJ_OP_SIN: fn = f32 ? "sinf" : "sin"; break;
-        case RJ_OP_COS: fn = f32 ? "cosf" : "cos"; break;
+        case RJ_OP_GELU: fn = HELPER("rj_gelu"); break;
+        case RJ_OP_GELU_TANH: fn = HELPER("rj_gelu_tanh"); break;
+        case RJ_OP_SILU: fn = HELPER("rj_silu"); break;
+        case RJ_OP_SIGMOID: fn = HELPER("rj_sigmoid"); break;
+        case RJ_OP_TANH: fn = MATH("tanh"); break;
+        case RJ_OP_EXP: fn = MATH("exp"); break;
+        case RJ_OP_LOG: fn = MATH("log"); break;
+        case RJ_OP_SQRT: fn = MATH("sqrt"); break;
+        case RJ_OP_RSQRT: fn = HELPER("rj_rsqrt"); break;
+        case RJ_OP_SIN: fn = MATH("sin"); break;
+        case RJ_OP_COS: fn = MATH("cos"); break;
         default: break;
         }
     }
-    if (!fn) {
+    if (!fn.name) {
         C->bad = true;
         return;
     }
-    call1(C, fn, e->a);
+    call1(C, fn, t, e->a);
 }
 
 /* pow with the constant exponents every target expands (pow_expand): the same operations,
@@ -418,7 +570,7 @@ static void fpow(cem *C, const lx *e) {
         sbuf_putc(C->b, ')');
         return;
     }
-    case POWX_SQRT: call1(C, f32 ? "sqrtf" : "sqrt", e->a); return;
+    case POWX_SQRT: call1(C, MATH("sqrt"), e->type, e->a); return;
     case POWX_RECIP:
         sbuf_puts(C->b, f32 ? "(1.0f / " : "(1.0 / ");
         expr(C, e->a);
@@ -426,13 +578,14 @@ static void fpow(cem *C, const lx *e) {
         return;
     case POWX_NONE: break;
     }
-    call2(C, f32 ? "powf" : "pow", e->a, e->b);
+    call2(C, MATH("pow"), e->type, e->a, e->b);
 }
 
-/* How fn(a, b) in type t prints: open, a, mid, b, ")". False for the ops printed otherwise
- * (float pow, fma) and for those this printer does not know. */
-static bool binary_form(int t, int fn, const char **open, const char **mid) {
-    const char *o = "(", *m = NULL;
+/* How fn(a, b) in type t prints: [helper] "(" a mid b ")" (helper NULL: an infix operator).
+ * False for the ops printed otherwise (float pow, fma) and for those this printer does not
+ * know. */
+static bool binary_form(int t, int fn, const char **helper, const char **mid) {
+    const char *o = NULL, *m = NULL;
     if (t == RJ_BOOL) {
         switch (fn) {
         case RJ_OP_ADD:
@@ -446,12 +599,12 @@ static bool binary_form(int t, int fn, const char **open, const char **mid) {
     } else if (!isf(t)) {
         m = ", ";
         switch (fn) {
-        case RJ_OP_ADD: o = "rj_add("; break;
-        case RJ_OP_SUB: o = "rj_sub("; break;
-        case RJ_OP_MUL: o = "rj_mul("; break;
-        case RJ_OP_MAXIMUM: o = "rj_max("; break;
-        case RJ_OP_MINIMUM: o = "rj_min("; break;
-        case RJ_OP_POW: o = "rj_ipow("; break;
+        case RJ_OP_ADD: o = "rj_add"; break;
+        case RJ_OP_SUB: o = "rj_sub"; break;
+        case RJ_OP_MUL: o = "rj_mul"; break;
+        case RJ_OP_MAXIMUM: o = "rj_max"; break;
+        case RJ_OP_MINIMUM: o = "rj_min"; break;
+        case RJ_OP_POW: o = "rj_ipow"; break;
         case LOP_IDIV: m = " / "; break;
         case LOP_IREM: m = " % "; break;
         default: m = NULL; break;
@@ -462,27 +615,35 @@ static bool binary_form(int t, int fn, const char **open, const char **mid) {
         case RJ_OP_SUB: m = " - "; break;
         case RJ_OP_MUL: m = " * "; break;
         case RJ_OP_DIV: m = " / "; break;
-        case RJ_OP_MAXIMUM: o = "rj_max(", m = ", "; break;
-        case RJ_OP_MINIMUM: o = "rj_min(", m = ", "; break;
+        case RJ_OP_MAXIMUM: o = "rj_max", m = ", "; break;
+        case RJ_OP_MINIMUM: o = "rj_min", m = ", "; break;
         default: break;
         }
     }
-    *open = o;
+    *helper = o;
     *mid = m;
     return m != NULL;
+}
+
+/* The opening of binary_form's text. */
+static void open_form(cem *C, const char *helper, int t) {
+    if (helper) put_helper(C, helper, t);
+    sbuf_putc(C->b, '(');
 }
 
 /* a * b + c with the rounding of LOP_FMA: one fused rounding for floats, wrapping for ints.
  * put_c prints c (an expression, or a reduce's accumulator). */
 static void fma_text(cem *C, int t, int32_t a, int32_t b, void (*put_c)(cem *, int32_t), int32_t c) {
     if (isf(t)) {
-        sbuf_puts(C->b, t == RJ_F32 ? "fmaf(" : "fma(");
+        put_math(C, "fma", t);
+        sbuf_putc(C->b, '(');
         expr(C, a);
         sbuf_puts(C->b, ", ");
         expr(C, b);
     } else {
-        sbuf_puts(C->b, "rj_add(");
-        call2(C, "rj_mul", a, b);
+        put_helper(C, "rj_add", t);
+        sbuf_putc(C->b, '(');
+        call2(C, HELPER("rj_mul"), t, a, b);
     }
     sbuf_puts(C->b, ", ");
     put_c(C, c);
@@ -490,9 +651,9 @@ static void fma_text(cem *C, int t, int32_t a, int32_t b, void (*put_c)(cem *, i
 }
 
 static void binary(cem *C, const lx *e) {
-    const char *open, *mid;
-    if (binary_form(e->type, e->fn, &open, &mid)) {
-        sbuf_puts(C->b, open);
+    const char *helper, *mid;
+    if (binary_form(e->type, e->fn, &helper, &mid)) {
+        open_form(C, helper, e->type);
         expr(C, e->a);
         sbuf_puts(C->b, mid);
         expr(C, e->b);
@@ -526,8 +687,8 @@ static void cast(cem *C, int32_t id) {
     int to = e->type, from = C->k->ex[e->a].type;
     cval v;
     if (const_eval(C->k, id, &v)) { /* folded, as NVRTC would: "0.5f" reads better than a cast */
-        if (isf(to)) put_float(C->b, to, v.f);
-        else put_int(C->b, to, v.i);
+        if (isf(to)) put_float(C, to, v.f);
+        else put_int(C, to, v.i);
         return;
     }
     if (to == RJ_BOOL) { /* != 0 is true for NaN too, as LLVM's une */
@@ -537,13 +698,13 @@ static void cast(cem *C, int32_t id) {
         return;
     }
     if (!isf(to) && isf(from)) {
-        call1(C, to == RJ_I32 ? "rj_to_i32" : "rj_to_i64", e->a);
+        call1(C, HELPER(to == RJ_I32 ? "rj_to_i32" : "rj_to_i64"), from, e->a);
         return;
     }
     /* the rest are exact C conversions: int/bool -> float rounds to nearest, float widening or
      * narrowing rounds to nearest, bool -> int is 0/1, i64 -> i32 keeps the low bits (NVCC
-     * defines the out-of-range signed conversion as modular) */
-    sbuf_printf(C->b, "(%s)(", ctype(to));
+     * and OpenCL's clang define the out-of-range signed conversion as modular) */
+    sbuf_printf(C->b, "(%s)(", ctype(C, to));
     expr(C, e->a);
     sbuf_putc(C->b, ')');
 }
@@ -557,8 +718,8 @@ static void expr(cem *C, int32_t id) {
     const lx *e = &C->k->ex[id];
     switch (e->kind) {
     case LX_CONST:
-        if (isf(e->type)) put_float(C->b, e->type, e->f);
-        else put_int(C->b, e->type, e->i);
+        if (isf(e->type)) put_float(C, e->type, e->f);
+        else put_int(C, e->type, e->i);
         break;
     case LX_PARAM: put_param(C, e->ref); break;
     case LX_VAR: put_var(C, e->ref); break;
@@ -610,7 +771,7 @@ static int32_t repeated(const lkernel *k, int32_t id) {
 static void bind_temp(void *ud, int32_t id, int32_t name) {
     cem *C = ud;
     indent(C);
-    sbuf_printf(C->b, "const %s t%d = ", ctype(C->k->ex[id].type), (int)name);
+    sbuf_printf(C->b, "const %s t%d = ", ctype(C, C->k->ex[id].type), (int)name);
     expr(C, id);
     sbuf_puts(C->b, ";\n");
 }
@@ -663,7 +824,7 @@ static void stmt(cem *C, const ls *st) {
         if (hoist) {
             end = C->bd.count++;
             indent(C);
-            sbuf_printf(b, "const long long t%d = ", end);
+            sbuf_printf(b, "const %s t%d = ", C->sp->i64, end);
             expr(C, st->b);
             sbuf_puts(b, ";\n");
         }
@@ -722,12 +883,12 @@ static void stmt(cem *C, const ls *st) {
         put_var(C, st->var);
         sbuf_puts(b, " = ");
         int t = k->vars[st->var].type;
-        const char *open, *mid;
+        const char *helper, *mid;
         if (st->flags & LF_FMA) {
             if (t == RJ_BOOL) C->bad = true;
             else fma_text(C, t, st->a, st->b, put_var, st->var);
-        } else if (binary_form(t, st->fn, &open, &mid)) {
-            sbuf_puts(b, open);
+        } else if (binary_form(t, st->fn, &helper, &mid)) {
+            open_form(C, helper, t);
             put_var(C, st->var);
             sbuf_puts(b, mid);
             expr(C, st->a);
@@ -740,7 +901,7 @@ static void stmt(cem *C, const ls *st) {
     }
     case LS_BARRIER:
         indent(C);
-        sbuf_puts(b, "__syncthreads();\n");
+        sbuf_printf(b, "%s\n", C->sp->barrier);
         break;
     case LS_STORE: {
         int32_t roots[2] = {st->a, st->b};
@@ -810,24 +971,25 @@ static bool is_identifier(const char *s) {
 static void signature(cem *C) {
     const lkernel *k = C->k;
     sbuf *b = C->b;
-    sbuf_printf(b, "extern \"C\" __global__ void %s(", k->name);
+    const spelling *sp = C->sp;
+    sbuf_printf(b, "%s%s(", sp->kernel, k->name);
     for (int32_t i = 0; i < k->nparams; i++) {
         const lparam *p = &k->params[i];
         sbuf_puts(b, i ? ",\n        " : "");
         switch (p->kind) {
         case PK_BUF:
-            sbuf_printf(b, "%s%s *", p->written ? "" : "const ", mtype(p->dtype));
+            sbuf_printf(b, "%s%s%s *", sp->global, p->written ? "" : "const ", mtype(C, p->dtype));
             put_param(C, i);
             break;
         case PK_OFF:
         case PK_LOFF:
-            sbuf_puts(b, "const long long *");
+            sbuf_printf(b, "%sconst %s *", sp->global, sp->i64);
             put_param(C, i);
             break;
         case PK_SCRATCH:
-            sbuf_printf(b, "%s *", mtype(p->dtype));
+            sbuf_printf(b, "%s%s *", sp->global, mtype(C, p->dtype));
             put_param(C, i);
-            sbuf_puts(b, "_base, long long ");
+            sbuf_printf(b, "_base, %s ", sp->i64);
             put_param(C, i);
             sbuf_puts(b, "_stride");
             break;
@@ -835,12 +997,12 @@ static void signature(cem *C) {
         case PK_HI:
         case PK_BLO:
         case PK_BHI:
-            sbuf_puts(b, "long long ");
+            sbuf_printf(b, "%s ", sp->i64);
             put_param(C, i);
             sbuf_puts(b, "_all");
             break;
         default:
-            sbuf_puts(b, "long long ");
+            sbuf_printf(b, "%s ", sp->i64);
             put_param(C, i);
             break;
         }
@@ -854,25 +1016,28 @@ static bool prologue(cem *C) {
     sbuf *b = C->b;
     int32_t lo = find_param(k, PK_LO, -1), hi = find_param(k, PK_HI, -1);
     int32_t blo = find_param(k, PK_BLO, -1), bhi = find_param(k, PK_BHI, -1);
-    sbuf_puts(b, "    const long long rj_tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
-    sbuf_puts(b, "    const long long rj_nth = (long long)gridDim.x * blockDim.x;\n");
+    const spelling *sp = C->sp;
+    const char *i64 = sp->i64;
+    sbuf_printf(b, "    const %s rj_tid = (%s)%s * %s + %s;\n", i64, i64, sp->group_id, sp->local_size,
+                sp->local_id);
+    sbuf_printf(b, "    const %s rj_nth = (%s)%s * %s;\n", i64, i64, sp->num_groups, sp->local_size);
     if (lo >= 0 && hi >= 0) {
-        sbuf_puts(b, "    const long long rj_n = ");
+        sbuf_printf(b, "    const %s rj_n = ", i64);
         put_param(C, hi);
         sbuf_puts(b, "_all - ");
         put_param(C, lo);
         sbuf_puts(b, "_all;\n    if (rj_n <= 0) return;\n");
-        sbuf_puts(b, "    const long long rj_chunk = (rj_n + rj_nth - 1) / rj_nth;\n");
-        sbuf_puts(b, "    const long long ");
-        put_param(C, lo);
-        sbuf_puts(b, " = ");
-        put_param(C, lo);
-        sbuf_puts(b, "_all + rj_min(rj_tid * rj_chunk, rj_n);\n");
-        sbuf_puts(b, "    const long long ");
-        put_param(C, hi);
-        sbuf_puts(b, " = ");
-        put_param(C, lo);
-        sbuf_puts(b, "_all + rj_min((rj_tid + 1) * rj_chunk, rj_n);\n    if (");
+        sbuf_printf(b, "    const %s rj_chunk = (rj_n + rj_nth - 1) / rj_nth;\n", i64);
+        for (int w = 0; w < 2; w++) {
+            sbuf_printf(b, "    const %s ", i64);
+            put_param(C, w ? hi : lo);
+            sbuf_puts(b, " = ");
+            put_param(C, lo);
+            sbuf_puts(b, "_all + ");
+            put_helper(C, "rj_min", RJ_I64);
+            sbuf_puts(b, w ? "((rj_tid + 1) * rj_chunk, rj_n);\n" : "(rj_tid * rj_chunk, rj_n);\n");
+        }
+        sbuf_puts(b, "    if (");
         put_param(C, lo);
         sbuf_puts(b, " >= ");
         put_param(C, hi);
@@ -885,7 +1050,7 @@ static bool prologue(cem *C) {
         int32_t loff = k->domain == UD_ROWS ? find_param(k, PK_LOFF, k->dom_class) : -1;
         if (blo < 0 || bhi < 0 || loff < 0) return false;
         for (int w = 0; w < 2; w++) {
-            sbuf_puts(b, "    const long long ");
+            sbuf_printf(b, "    const %s ", i64);
             put_param(C, w ? bhi : blo);
             sbuf_printf(b, " = %s(", w ? "rj_lower_item" : "rj_upper_item");
             put_param(C, loff);
@@ -900,7 +1065,7 @@ static bool prologue(cem *C) {
     }
     for (int32_t i = 0; i < k->nparams; i++) {
         if (k->params[i].kind != PK_SCRATCH) continue;
-        sbuf_printf(b, "    %s *const ", mtype(k->params[i].dtype));
+        sbuf_printf(b, "    %s%s *const ", sp->global, mtype(C, k->params[i].dtype));
         put_param(C, i);
         sbuf_puts(b, " = ");
         put_param(C, i);
@@ -911,7 +1076,7 @@ static bool prologue(cem *C) {
     return true;
 }
 
-/* Locals the kernel declares itself: per-thread arrays, and __shared__ ones for block scope.
+/* Locals the kernel declares itself: per-thread arrays, and block-shared ones for block scope.
  * A block-scope local cannot live in per-thread scratch: false for the inconsistency. */
 static bool declare_locals(cem *C) {
     const lkernel *k = C->k;
@@ -921,7 +1086,7 @@ static bool declare_locals(cem *C) {
             if (lc->scope == LL_BLOCK) return false;
             continue;
         }
-        sbuf_printf(C->b, "    %s%s ", lc->scope == LL_BLOCK ? "__shared__ " : "", mtype(lc->dtype));
+        sbuf_printf(C->b, "    %s%s ", lc->scope == LL_BLOCK ? C->sp->shared : "", mtype(C, lc->dtype));
         put_mem(C, MEM_LOCAL, l);
         sbuf_printf(C->b, "[%lld];\n", (long long)lc->elems);
     }
@@ -960,7 +1125,7 @@ static bool kernel(cem *C, const lkernel *k) {
         mark_reads(C, k->body);
         for (int32_t v = 0; v < k->nvars; v++) {
             if (!C->vread[v]) continue;
-            sbuf_printf(b, "    %s ", ctype(k->vars[v].type));
+            sbuf_printf(b, "    %s ", ctype(C, k->vars[v].type));
             put_var(C, v);
             sbuf_puts(b, " = 0;\n");
         }
@@ -973,29 +1138,49 @@ static bool kernel(cem *C, const lkernel *k) {
     mem_free(C->ctx, C->vread, nv);
     if (!ok) return false; /* out of memory: recorded by mem_alloc */
     if (!shape) {
-        ctx_fail(C->ctx, RJ_ERR_INTERNAL, "CUDA emit: kernel %s has an inconsistent unit range "
-                 "(lo/hi/blo/bhi/offsets parameters) or a block-scope local in scratch", k->name);
+        ctx_fail(C->ctx, RJ_ERR_INTERNAL, "%s emit: kernel %s has an inconsistent unit range "
+                 "(lo/hi/blo/bhi/offsets parameters) or a block-scope local in scratch", C->sp->lang,
+                 k->name);
         return false;
     }
     if (C->bad) {
-        ctx_fail(C->ctx, RJ_ERR_INTERNAL, "CUDA emit: kernel %s uses an operation the CUDA "
-                 "backend does not implement", k->name);
+        ctx_fail(C->ctx, RJ_ERR_INTERNAL, "%s emit: kernel %s uses an operation the %s "
+                 "backend does not implement", C->sp->lang, k->name, C->sp->lang);
         return false;
     }
     return true;
 }
 
-char *cuda_source(rj_ctx *ctx, const lprog *p) {
+/* Declarations and non-constant expressions: a constant is printed as a literal, which a cast
+ * to f32 folds into a float literal and an f64 operation makes visible through its own type. */
+bool simt_uses_f64(const lprog *p) {
+    for (int32_t ki = 0; ki < p->nkernels; ki++) {
+        const lkernel *k = &p->kernels[ki];
+        cval v;
+        for (int32_t i = 0; i < k->nparams; i++)
+            if ((k->params[i].kind == PK_BUF || k->params[i].kind == PK_SCRATCH) && k->params[i].dtype == RJ_F64)
+                return true;
+        for (int32_t i = 0; i < k->nvars; i++)
+            if (k->vars[i].type == RJ_F64) return true;
+        for (int32_t i = 0; i < k->nlocals; i++)
+            if (k->locals[i].dtype == RJ_F64) return true;
+        for (int32_t i = 0; i < k->nex; i++)
+            if (k->ex[i].type == RJ_F64 && k->ex[i].kind != LX_CONST && !const_eval(k, i, &v)) return true;
+    }
+    return false;
+}
+
+static char *source(rj_ctx *ctx, const lprog *p, const spelling *sp) {
     if (!ctx) return NULL;
     if (!p) {
-        ctx_fail(ctx, RJ_ERR_ARG, "cuda_source: no program");
+        ctx_fail(ctx, RJ_ERR_ARG, "%s emit: no program", sp->lang);
         return NULL;
     }
     sbuf b;
     sbuf_init(&b, ctx);
-    cem C = {.ctx = ctx, .b = &b};
-    sbuf_puts(&b, "// CUDA C generated by ragjit from the loop IR; compile with NVRTC.\n"
-                  "//\n"
+    cem C = {.ctx = ctx, .b = &b, .sp = sp};
+    sbuf_puts(&b, sp->banner);
+    sbuf_puts(&b, "//\n"
                   "// Launch: any 1-D grid. With T threads in all, thread t processes units\n"
                   "// [lo + t*c, lo + (t+1)*c) of [lo, hi), c = ceil((hi - lo) / T).\n"
                   "// Parameters: one per loop-IR parameter, in order, named p<index>_<name>, except:\n"
@@ -1005,11 +1190,11 @@ char *cuda_source(rj_ctx *ctx, const lprog *p) {
                   "//     per thread): thread t uses <name>_base + t * <name>_stride;\n"
                   "//   nt (streaming stores) is ignored.\n"
                   "// bool is stored as one byte (0 or 1); offsets and sizes are 64-bit.\n\n");
-    for (size_t i = 0; i < RJ_ARRAY_LEN(preamble); i++) sbuf_puts(&b, preamble[i]);
+    put_preamble(&b, sp, sp->f64_always || simt_uses_f64(p));
     for (int32_t i = 0; i < p->nkernels; i++) {
         if (!is_identifier(p->kernels[i].name)) {
             sbuf_free(&b);
-            ctx_fail(ctx, RJ_ERR_INTERNAL, "CUDA emit: kernel name '%s' is not an identifier",
+            ctx_fail(ctx, RJ_ERR_INTERNAL, "%s emit: kernel name '%s' is not an identifier", sp->lang,
                      p->kernels[i].name);
             return NULL;
         }
@@ -1020,3 +1205,7 @@ char *cuda_source(rj_ctx *ctx, const lprog *p) {
     }
     return sbuf_finish(&b);
 }
+
+char *cuda_source(rj_ctx *ctx, const lprog *p) { return source(ctx, p, &cuda_spelling); }
+
+char *opencl_source(rj_ctx *ctx, const lprog *p) { return source(ctx, p, &opencl_spelling); }

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_backend.h"
+#include "simt.h"
 
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
@@ -111,22 +111,6 @@ static int pick_arch(rj_ctx *ctx, int want, int *lowest) {
     return best;
 }
 
-/* The first lines of a compiler log, for an error message. */
-static void log_head(char *dst, size_t n, const char *log) {
-    size_t j = 0;
-    int lines = 0;
-    for (const char *s = log; *s && j + 1 < n; s++) {
-        if (*s != '\n') {
-            dst[j++] = *s;
-            continue;
-        }
-        if (++lines == 8 || !s[1] || j + 4 >= n) break;
-        memcpy(dst + j, " | ", 3); /* one line in the message */
-        j += 3;
-    }
-    dst[j] = 0;
-}
-
 char *cuda_ptx(rj_ctx *ctx, const lprog *p, int arch) {
     if (!ctx) return NULL;
     char *src = cuda_source(ctx, p);
@@ -167,7 +151,7 @@ char *cuda_ptx(rj_ctx *ctx, const lprog *p, int arch) {
         char head[640] = "";
         if (log) {
             log[n - 1] = 0;
-            log_head(head, sizeof head, log);
+            text_head(head, sizeof head, log);
             mem_free(ctx, log, n);
         }
         ctx_fail(ctx, RJ_ERR_COMPILE, "NVRTC failed to compile the generated CUDA C for "
