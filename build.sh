@@ -9,7 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev python3 python3-numpy)
+# pocl-opencl-icd and the ICD loader: an OpenCL device on the CPU, so the tests run the GPU
+# kernels (the OpenCL target) on machines without a GPU; ragjit itself builds without them
+PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev python3 python3-numpy
+          ocl-icd-libopencl1 pocl-opencl-icd)
 
 install_missing() {
   local missing=()

@@ -95,7 +95,7 @@ typedef enum rj_status {
     RJ_ERR_PARSE,          /* text format syntax error */
     RJ_ERR_IO,             /* file could not be read or written, or is malformed */
     RJ_ERR_COMPILE,        /* the backend failed to compile the program */
-    RJ_ERR_NO_DEVICE,      /* no CUDA driver or device */
+    RJ_ERR_NO_DEVICE,      /* no CUDA driver or device, no OpenCL loader, platform or device */
     RJ_ERR_INTERNAL,       /* a bug in ragjit: please report it */
     RJ_STATUS_COUNT
 } rj_status;
@@ -431,8 +431,17 @@ RJ_API rj_status rj_npy_write(rj_ctx *ctx, const char *path, rj_dtype dtype, int
  * so node ids and symbols of `g` stay valid for binding and g may be freed. Identical graphs
  * compile once per context (a program cache). RJ_TARGET_REFERENCE is the reference
  * interpreter: op by op, every intermediate materialised; the oracle for the other targets.
+ * RJ_TARGET_CUDA runs on an NVIDIA GPU through the CUDA driver; RJ_TARGET_OPENCL runs the same
+ * kernels, spelled in OpenCL C 1.2, on any OpenCL device (a GPU, or the CPU through PoCL),
+ * through the ICD loader libOpenCL.so.1. Both load their driver at run time: without one,
+ * rj_program_new fails with RJ_ERR_NO_DEVICE saying why.
  */
-typedef enum rj_target { RJ_TARGET_REFERENCE, RJ_TARGET_CPU, RJ_TARGET_CUDA } rj_target;
+typedef enum rj_target {
+    RJ_TARGET_REFERENCE,
+    RJ_TARGET_CPU,
+    RJ_TARGET_CUDA,
+    RJ_TARGET_OPENCL,
+} rj_target;
 typedef struct rj_program rj_program;
 typedef struct rj_bind rj_bind;
 
@@ -447,9 +456,10 @@ RJ_API void rj_program_free(rj_program *p);
  *               mapping, reductions, local arrays, barriers and launch shapes)
  *   "llvm"      LLVM IR before optimisation;  "llvm-opt" after;  "asm"  host assembly
  *   "cuda"      CUDA C source;  "ptx"  PTX from NVRTC (RJ_ERR_NO_DEVICE if NVRTC is missing)
+ *   "opencl"    OpenCL C 1.2 source (no OpenCL library needed)
  *   "dot"       a Graphviz picture: shapes on edges, fused kernels as clusters
  * A stage that belongs to one backend ("llvm", "llvm-opt", "asm": the CPU; "cuda", "ptx":
- * CUDA) is that backend's text whatever the program's target. The program keeps each text
+ * CUDA; "opencl": OpenCL) is that backend's text whatever the program's target. The program keeps each text
  * once produced: asking again costs nothing and never recompiles. */
 RJ_API char *rj_program_dump(rj_program *p, const char *stage);
 /* The same stages for g compiled for `target`, without running anything: no device is needed

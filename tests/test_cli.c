@@ -169,7 +169,8 @@ static void test_run_check_roundtrip(void **state) {
 
 static void test_emit_stages(void **state) {
     (void)state;
-    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm", "cuda", "dot"};
+    static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt", "asm", "cuda",
+                                         "opencl", "dot"};
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         result *r = run("ragjit emit examples/masked_softmax.rj --stage %s", stages[i]);
         expect_ok(r);
@@ -259,6 +260,10 @@ static void test_run_failures(void **state) {
     assert_non_null(strstr(r->out, "MISMATCH"));
     r = run("ragjit run %s --random B=2 --out %s/x --target cuda", S, tmpdir);
     if (r->status != 0) expect_fail(r, 1, "");
+    /* OpenCL: checked against the interpreter where a device (PoCL) exists, else one clear line */
+    r = run("ragjit check %s --random B=5,maxlen=30,seed=3 --target opencl", S);
+    if (r->status != 0) expect_fail(r, 1, "no OpenCL device");
+    else assert_non_null(strstr(r->out, "ok"));
 }
 
 /* RAGJIT_LLVM_PASSES: the faster pipeline docs/guide.md offers (read from the guide, so the

@@ -75,7 +75,7 @@ static const char main_help[] =
     "  run     run PROGRAM on .npy data (or random data) and write its outputs as .npy files\n"
     "  check   run PROGRAM with the JIT and the reference interpreter and compare the outputs\n"
     "  emit    print one stage of the compilation (graph, opt, fused, loops, llvm, llvm-opt, asm,\n"
-    "          cuda, ptx, dot)\n"
+    "          cuda, ptx, opencl, dot)\n"
     "  bench   time PROGRAM: median run time and GB/s\n"
     "\n"
     "PROGRAM is a file in ragjit's text format (at most 16 MiB), for example\n"
@@ -115,7 +115,7 @@ static const char run_help[] =
     "\n"
     "options:\n"
     "  --out DIR           where to write the outputs (created if missing)\n"
-    "  --target T          cpu (default), cuda, or reference (the interpreter)\n"
+    "  --target T          cpu (default), cuda, opencl, or reference (the interpreter)\n"
     "  --threads N         CPU worker threads (default: all cores)\n"
     "  --time              print compile and run times to stderr\n"
     "  --print             also print the outputs, item by item (abridged)\n"
@@ -136,7 +136,7 @@ static const char check_help[] =
     "1e-10; NaN must meet NaN, an infinity the same infinity; integers and bools must be equal).\n"
     "\n"
     "options:\n"
-    "  --target T          cpu (default) or cuda\n"
+    "  --target T          cpu (default), cuda or opencl\n"
     "  --threads N         CPU worker threads (default: all cores)\n"
     "  --atol A, --rtol R  tolerances for floating-point outputs\n"
     "%s"
@@ -159,17 +159,19 @@ static const char emit_help[] =
     "  asm        host assembly\n"
     "  cuda       CUDA C source\n"
     "  ptx        PTX compiled by NVRTC\n"
+    "  opencl     OpenCL C 1.2 source (the same kernels as cuda)\n"
     "  dot        a Graphviz picture: shapes on edges, kernels as clusters\n"
     "\n"
     "options:\n"
-    "  --target T          cpu (default), cuda, or reference: the target whose lowering the\n"
-    "                      loops stage shows (llvm, llvm-opt and asm are always the CPU's, cuda\n"
-    "                      and ptx CUDA's); no device is needed\n"
+    "  --target T          cpu (default), cuda, opencl, or reference: the target whose lowering\n"
+    "                      the loops stage shows (llvm, llvm-opt and asm are always the CPU's,\n"
+    "                      cuda and ptx CUDA's, opencl OpenCL's); no device is needed\n"
     "\n"
     "examples:\n"
     "  ragjit emit examples/pad_unpad.rj --stage opt\n"
     "  ragjit emit examples/softmax.rj --stage loops\n"
     "  ragjit emit examples/softmax.rj --stage loops --target cuda\n"
+    "  ragjit emit examples/softmax.rj --stage opencl\n"
     "  ragjit emit examples/reductions.rj --stage dot\n";
 
 static const char bench_help[] =
@@ -180,7 +182,7 @@ static const char bench_help[] =
     "\n"
     "options:\n"
     "  --reps N            timed runs (default 20)\n"
-    "  --target T          cpu (default), cuda, or reference\n"
+    "  --target T          cpu (default), cuda, opencl, or reference\n"
     "  --threads N         CPU worker threads (default: all cores)\n"
     "%s"
     "\n"
@@ -271,8 +273,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
         } else if (!strcmp(key, "--target")) {
             if (!strcmp(val, "cpu")) o->target = RJ_TARGET_CPU;
             else if (!strcmp(val, "cuda")) o->target = RJ_TARGET_CUDA;
+            else if (!strcmp(val, "opencl")) o->target = RJ_TARGET_OPENCL;
             else if (!strcmp(val, "reference")) o->target = RJ_TARGET_REFERENCE;
-            else return die_usage("%s: unknown target '%s' (cpu, cuda, reference)", o->cmd, val);
+            else return die_usage("%s: unknown target '%s' (cpu, cuda, opencl, reference)", o->cmd, val);
         } else if (!strcmp(key, "--threads")) {
             if (parse_int(val, &n) || n < 1 || n > 4096)
                 return die_usage("%s: --threads must be an integer in 1..4096, got '%s'", o->cmd, val);
@@ -1019,14 +1022,14 @@ static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
 static int cmd_emit(rj_ctx *ctx, rj_graph *g, const opts *o) {
     if (!o->stage)
         return die_usage("emit: --stage is required (graph, opt, fused, loops, llvm, llvm-opt, asm, "
-                         "cuda, ptx, dot)");
+                         "cuda, ptx, opencl, dot)");
     static const char *const stages[] = {"graph", "opt", "fused", "loops", "llvm", "llvm-opt",
-                                         "asm", "cuda", "ptx", "dot"};
+                                         "asm", "cuda", "ptx", "opencl", "dot"};
     bool known = false;
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) known |= !strcmp(stages[i], o->stage);
     if (!known)
         return die_usage("emit: unknown stage '%s' (graph, opt, fused, loops, llvm, llvm-opt, asm, "
-                         "cuda, ptx, dot)", o->stage);
+                         "cuda, ptx, opencl, dot)", o->stage);
     int r = 0;
     char *text = rj_graph_dump(g, o->target, o->stage);
     if (!text) r = die_run("emit: %s", rj_ctx_error(ctx));

@@ -10,7 +10,11 @@
  *
  * The CUDA descriptor is a constant describing a Hopper-class device (H100): 32-thread warps,
  * 16-byte vector loads, the default 48 KiB of shared memory a block may use without opting in,
- * 1024 threads per block, a 50 MiB L2. A runtime that knows its device may describe it better;
+ * 1024 threads per block, a 50 MiB L2. The OpenCL descriptor describes no device in
+ * particular, since the same kernels run on PoCL's CPU device and on GPUs of every vendor: 128
+ * work-items make a work-group (four 32-wide warps on NVIDIA, two 64-wide waves on AMD, and
+ * within the 256 that nearly every OpenCL device allows), with the 32 KiB of local memory the
+ * OpenCL 1.2 full profile guarantees. A runtime that knows its device may describe it better;
  * lowering only needs the shape of the machine, not its exact sizes. The reference
  * interpreter runs the CPU's lowering, so it shares the CPU's descriptor.
  */
@@ -64,6 +68,17 @@ static const target_desc cuda_desc = {
     .max_block = 1024,
 };
 
+static const target_desc opencl_desc = {
+    .name = "opencl",
+    .simt = true,
+    .warp = 32,
+    .vector_bytes = 16,
+    .l1_bytes = 64 << 10,
+    .l2_bytes = 4 << 20,
+    .shared_bytes = 32 << 10,
+    .max_block = 256,
+};
+
 const target_desc *target_desc_for(int target) {
     switch (target) {
     case RJ_TARGET_CPU:
@@ -71,6 +86,7 @@ const target_desc *target_desc_for(int target) {
         pthread_once(&cpu_once, probe_cpu);
         return &cpu_desc;
     case RJ_TARGET_CUDA: return &cuda_desc;
+    case RJ_TARGET_OPENCL: return &opencl_desc;
     default: return NULL;
     }
 }

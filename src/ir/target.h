@@ -28,7 +28,8 @@ typedef struct target_desc {
 } target_desc;
 
 /* The descriptors lowering uses when dumping or compiling for a target (rj_target values). The
- * CPU's is the host's, probed once; the CUDA one is a Hopper-class default. */
+ * CPU's is the host's, probed once; the CUDA one is a Hopper-class default, the OpenCL one
+ * a portable one for any OpenCL device. */
 const target_desc *target_desc_for(int target);
 
 #endif

@@ -42,6 +42,7 @@ static const backend *const backends[] = {
     [RJ_TARGET_REFERENCE] = &backend_reference,
     [RJ_TARGET_CPU] = &backend_cpu,
     [RJ_TARGET_CUDA] = &backend_cuda,
+    [RJ_TARGET_OPENCL] = &backend_opencl,
 };
 
 typedef struct cache {

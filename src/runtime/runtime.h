@@ -15,7 +15,7 @@
 
 /* What each context slot (util.h) holds. The program cache is released first: its entries
  * hold code that the backends' state (the JIT, a device context) must outlive. */
-enum { SLOT_CACHE, SLOT_CPU, SLOT_CUDA, SLOT_COUNT_ };
+enum { SLOT_CACHE, SLOT_CPU, SLOT_CUDA, SLOT_OPENCL, SLOT_COUNT_ };
 _Static_assert((int)SLOT_COUNT_ <= (int)CTX_SLOTS, "more context slots than util.h provides");
 
 int ctx_threads(const rj_ctx *ctx);
@@ -140,6 +140,7 @@ int64_t bind_dim_value(const rj_bind *b, rj_dim d);
     X(ASM, "asm", "s", RJ_TARGET_CPU)                                                          \
     X(CUDA, "cuda", "cu", RJ_TARGET_CUDA)                                                      \
     X(PTX, "ptx", "ptx", RJ_TARGET_CUDA)                                                       \
+    X(OPENCL, "opencl", "cl", RJ_TARGET_OPENCL)                                                \
     X(DOT, "dot", "dot", -1)
 #define STAGE_ENUM(e, name, ext, owner) STAGE_##e,
 typedef enum { STAGES(STAGE_ENUM) STAGE_COUNT } stage_id;
@@ -209,6 +210,7 @@ struct rj_program {
 extern const backend backend_reference;
 extern const backend backend_cpu;
 extern const backend backend_cuda;
+extern const backend backend_opencl;
 
 /* References to an artifact (program.c): programs and bindings hold one each. */
 void artifact_retain(rj_ctx *ctx, artifact *a);

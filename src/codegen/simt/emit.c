@@ -32,7 +32,10 @@
  * spellings cannot drift apart in semantics. OpenCL's double-precision helpers are printed
  * only when the program computes in f64, with the cl_khr_fp64 pragma: an f32 program then
  * runs on a device without doubles. CUDA-only refinements, if any are ever added, belong
- * behind a field of the same table.
+ * behind a field of the same table, as the one OpenCL-only detail does: a NaN constant is
+ * read through a volatile there, since PoCL 3's builtins, built for finite math, fold into
+ * garbage when the compiler hands them a literal NaN (exp(x + NaN)). A NaN is rare in a
+ * kernel (a pad or fill value), so the load it costs does not matter.
  *
  * Launch scheme. A kernel processes the unit range [lo, hi) given by its PK_LO/PK_HI
  * parameters. On the GPU every thread takes one contiguous slice of it: with T threads in
@@ -96,6 +99,9 @@ typedef struct spelling {
     const char *i64_lit, *u64_lit; /* their literal suffixes */
     const char *f32_bits[2];   /* around the hex digits of a float written as its bits */
     const char *f64_bits[2];   /* ... of a double */
+    const char *f32_nan[2];    /* ... of a float NaN (NULL: as other bits) */
+    const char *f64_nan[2];    /* ... of a double NaN */
+    const char *nan_helpers[2]; /* preamble lines for those, f32 and f64 (NULL: none) */
     bool overloads;            /* helpers overload by type (C++); else rj_max_f32, rj_max_i64 */
     bool math_f;               /* f32 math functions take an 'f' suffix (expf); else overloaded */
     bool f64_always;           /* double helpers printed whatever the program uses */
@@ -150,6 +156,13 @@ static const spelling opencl_spelling = {
     .u64_lit = "ul",
     .f32_bits = {"as_float(0x", "u)"},
     .f64_bits = {"as_double(0x", "ul)"},
+    /* PoCL 3 folds a builtin of a literal NaN (exp(x + NaN), whose operand folds to NaN) into
+     * garbage, its builtins being built for finite math: a NaN is read through a volatile */
+    .f32_nan = {"rj_nan_f32(0x", "u)"},
+    .f64_nan = {"rj_nan_f64(0x", "ul)"},
+    .nan_helpers = {"// NaN constants through a volatile, so no compiler folds a builtin of one\n"
+                    "RJ_DEV float rj_nan_f32(uint b) { volatile uint v = b; return as_float(v); }\n",
+                    "RJ_DEV double rj_nan_f64(ulong b) { volatile ulong v = b; return as_double(v); }\n"},
     .overloads = false,
     .math_f = false,
     .f64_always = false,
@@ -261,6 +274,8 @@ static void put_preamble(sbuf *b, const spelling *sp, bool f64) {
     if (f64) sbuf_puts(b, sp->prelude_f64);
     sbuf_puts(b, "// Helpers: the semantics of ragjit's CPU backend (see src/codegen/simt/emit.c).\n");
     sbuf_printf(b, "#define RJ_DEV %s\n", sp->dev);
+    if (sp->nan_helpers[0]) sbuf_puts(b, sp->nan_helpers[0]);
+    if (sp->nan_helpers[1] && f64) sbuf_puts(b, sp->nan_helpers[1]);
     for (size_t i = 0; i < RJ_ARRAY_LEN(preamble); i++) {
         if (!preamble[i].mask) expand(b, sp, preamble[i].text, -1);
         for (int k = 0; k < 4; k++)
@@ -360,7 +375,8 @@ static void put_float(cem *C, int t, double v) {
         if (!isfinite(f)) { /* no literal for inf/nan: the exact bits */
             uint32_t bits;
             memcpy(&bits, &f, sizeof bits);
-            sbuf_printf(b, "%s%08x%s", sp->f32_bits[0], (unsigned)bits, sp->f32_bits[1]);
+            const char *const *w = isnan(f) && sp->f32_nan[0] ? sp->f32_nan : sp->f32_bits;
+            sbuf_printf(b, "%s%08x%s", w[0], (unsigned)bits, w[1]);
             return;
         }
         fmt_float(num, sizeof num, f);
@@ -370,7 +386,8 @@ static void put_float(cem *C, int t, double v) {
     if (!isfinite(v)) {
         uint64_t bits;
         memcpy(&bits, &v, sizeof bits);
-        sbuf_printf(b, "%s%016llx%s", sp->f64_bits[0], (unsigned long long)bits, sp->f64_bits[1]);
+        const char *const *w = isnan(v) && sp->f64_nan[0] ? sp->f64_nan : sp->f64_bits;
+        sbuf_printf(b, "%s%016llx%s", w[0], (unsigned long long)bits, w[1]);
         return;
     }
     fmt_double(num, sizeof num, v);
