@@ -3,6 +3,7 @@
  */
 #include "harness.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,4 +153,27 @@ void assert_close_f(const char *what, const void *got, rj_dtype t, const double 
 void assert_error_contains(rj_ctx *ctx, const char *needle) {
     const char *msg = rj_ctx_error(ctx);
     if (!strstr(msg, needle)) fail_msg("expected an error containing \"%s\", got \"%s\"", needle, msg);
+}
+
+/* ---- generated source ------------------------------------------------------------------ */
+
+/* Does s contain `word` as a whole C token outside // comments? */
+bool has_code_word(const char *s, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = s; (p = strstr(p, word)); p++) {
+        const char *line = p;
+        while (line > s && line[-1] != '\n') line--;
+        const char *c = strstr(line, "//");
+        if (c && c < p) continue;
+        bool before = p > s && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        bool after = isalnum((unsigned char)p[n]) || p[n] == '_';
+        if (!before && !after) return true;
+    }
+    return false;
+}
+
+int count_substr(const char *s, const char *needle) {
+    int n = 0;
+    for (; (s = strstr(s, needle)); s += strlen(needle)) n++;
+    return n;
 }

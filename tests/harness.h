@@ -85,4 +85,10 @@ void assert_close_f(const char *what, const void *got, rj_dtype t, const double 
 /* Asserts that the context's last message contains `needle`. */
 void assert_error_contains(rj_ctx *ctx, const char *needle);
 
+/* ---- generated source ------------------------------------------------------------------ */
+
+/* Does s contain `word` as a whole C token outside // comments? */
+bool has_code_word(const char *s, const char *word);
+int count_substr(const char *s, const char *needle);
+
 #endif

@@ -1,14 +1,16 @@
 /*
  * stdenv.c — the standard test graph, its random data (packed and with holes), binding, and
- * the comparison against the reference interpreter, and the corpus of fused chains. See
- * stdenv.h.
+ * the comparison against the reference interpreter; the corpus of op groups and fused chains,
+ * and the checks every GPU target runs on it. See stdenv.h.
  */
 #include "stdenv.h"
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 env env_new(rj_ctx *ctx, rj_dtype ft) {
     env e = {.ft = ft};
@@ -175,6 +177,101 @@ void compare(const char *what, const rj_tensor_info *got, const rj_tensor_info *
     free(w);
 }
 
+/* ---- op groups --------------------------------------------------------------------------- */
+
+/* every op */
+static void g_unary(env *e) {
+    for (int op = RJ_OP_NEG; op <= RJ_OP_LOGICAL_NOT; op++) {
+        out(e, un(e, (rj_op)op, e->x));
+        out(e, un(e, (rj_op)op, e->xi));
+    }
+}
+static void g_binary(env *e) {
+    for (int op = RJ_OP_ADD; op <= RJ_OP_LOGICAL_OR; op++) {
+        rj_op o = (rj_op)op;
+        out(e, bin(e, o, e->x, e->y));
+        out(e, bin(e, o, e->p3, e->x));
+        out(e, bin(e, o, e->xi, SI(e, 3)));
+        out(e, bin(e, o, e->xi, e->x));
+        if (op == RJ_OP_ADD || op == RJ_OP_MUL || op >= RJ_OP_MAXIMUM)
+            out(e, bin(e, o, e->m, un(e, RJ_OP_LOGICAL_NOT, e->m)));
+    }
+    out(e, bin(e, RJ_OP_POW, e->x, S(e, 2)));
+    out(e, bin(e, RJ_OP_POW, e->x, S(e, 3)));
+    out(e, bin(e, RJ_OP_POW, e->x, S(e, -1)));
+    out(e, bin(e, RJ_OP_POW, e->x, S(e, 1.5)));
+    out(e, bin(e, RJ_OP_POW, e->xi, SI(e, -1)));
+}
+static void g_select_cast(env *e) {
+    out(e, rj_graph_where(e->g, e->m, e->x, e->w));
+    out(e, rj_graph_where(e->g, e->m, e->xi, S(e, -0.5)));
+    out(e, rj_graph_masked_fill(e->g, e->x, e->m, -7));
+    out(e, rj_graph_masked_fill(e->g, e->xi, bin(e, RJ_OP_GT, e->x, e->w), 9));
+    for (rj_dtype t = RJ_BOOL; t < RJ_DTYPE_COUNT; t++) {
+        out(e, rj_graph_cast(e->g, bin(e, RJ_OP_MUL, e->x, S(e, 4)), t));
+        out(e, rj_graph_cast(e->g, e->xi, t));
+        out(e, rj_graph_cast(e->g, e->m, t));
+        out(e, rj_graph_cast(e->g, rj_graph_cast(e->g, e->xi, RJ_I64), t));
+    }
+}
+static void g_reduce(env *e) {
+    for (int op = RJ_OP_SUM; op <= RJ_OP_PROD; op++) {
+        rj_op o = (rj_op)op;
+        out(e, rj_graph_reduce(e->g, o, e->x, 1, false));
+        out(e, rj_graph_reduce(e->g, o, e->x, 1, true));
+        out(e, rj_graph_reduce(e->g, o, e->x, 2, false));
+        out(e, rj_graph_reduce(e->g, o, e->pb, 0, false));
+        out(e, rj_graph_reduce(e->g, o, e->w, 0, false));
+        if (o != RJ_OP_MEAN) {
+            out(e, rj_graph_reduce(e->g, o, e->xi, 1, false));
+            out(e, rj_graph_reduce(e->g, o, e->xi, 2, false));
+            out(e, rj_graph_reduce(e->g, o, e->m, 1, false));
+        }
+    }
+}
+static void g_softmax_norm(env *e) {
+    out(e, rj_graph_softmax(e->g, e->x, 1));
+    out(e, rj_graph_softmax(e->g, e->x, 2));
+    out(e, rj_graph_log_softmax(e->g, e->x, 1));
+    out(e, rj_graph_log_softmax(e->g, e->x, -1));
+    out(e, rj_graph_softmax(e->g, e->xi, 1));
+    out(e, rj_graph_softmax(e->g, e->pb, 0));
+    out(e, rj_graph_layer_norm(e->g, e->x, 1, RJ_NONE, RJ_NONE, -1));
+    out(e, rj_graph_layer_norm(e->g, e->x, 1, e->w, e->v, 1e-3));
+    out(e, rj_graph_rms_norm(e->g, e->x, 1, RJ_NONE, -1));
+    out(e, rj_graph_rms_norm(e->g, e->x, 1, e->w, 1e-6));
+    out(e, rj_graph_layer_norm(e->g, e->pb, 2, RJ_NONE, RJ_NONE, -1));
+}
+static void g_pad(env *e) {
+    rj_node p = rj_graph_pad(e->g, e->x, -2.5, RJ_DIM_NONE);
+    out(e, p);
+    out(e, rj_graph_pad(e->g, e->xi, 4, e->L));
+    out(e, rj_graph_unpad(e->g, p, e->J));
+}
+/* constants that have no plain literal, and ones that must round-trip exactly */
+static void g_constants(env *e) {
+    out(e, bin(e, RJ_OP_ADD, e->x, S(e, NAN)));
+    out(e, bin(e, RJ_OP_MINIMUM, e->x, S(e, INFINITY)));
+    out(e, bin(e, RJ_OP_MAXIMUM, e->x, S(e, -INFINITY)));
+    out(e, bin(e, RJ_OP_MUL, e->x, S(e, 0.1)));
+    out(e, bin(e, RJ_OP_ADD, e->x, S(e, -0.0)));
+    out(e, bin(e, RJ_OP_MUL, e->x, S(e, 1e-45)));
+    out(e, bin(e, RJ_OP_MUL, e->x, S(e, 3.4e38)));
+    out(e, bin(e, RJ_OP_ADD, e->xi, SI(e, INT32_MIN)));
+    out(e, bin(e, RJ_OP_ADD, rj_graph_cast(e->g, e->xi, RJ_I64), SI(e, INT64_MIN)));
+}
+
+const std_chain std_ops[] = {
+    {"unary ops", g_unary},
+    {"binary ops", g_binary},
+    {"select/cast", g_select_cast},
+    {"reductions", g_reduce},
+    {"softmax/norm", g_softmax_norm},
+    {"pad/unpad", g_pad},
+    {"constants", g_constants},
+};
+const int std_nops = (int)(sizeof std_ops / sizeof std_ops[0]);
+
 /* ---- fused chains ------------------------------------------------------------------------ */
 
 static void c_relu_affine(env *e) { out(e, un(e, RJ_OP_RELU, affine(e))); }
@@ -339,10 +436,151 @@ const std_chain std_chains[] = {
 const int std_nchains = (int)(sizeof std_chains / sizeof std_chains[0]);
 
 void std_chain_add(env *e, const char *name) {
-    for (int i = 0; i < std_nchains; i++)
-        if (!strcmp(std_chains[i].name, name)) {
-            std_chains[i].fn(e);
+    for (int i = 0; i < std_corpus_count(); i++)
+        if (!strcmp(std_corpus_name(i), name)) {
+            (i < std_nops ? std_ops[i].fn : std_chains[i - std_nops].fn)(e);
             return;
         }
-    fail_msg("no chain named %s", name);
+    fail_msg("no op group or chain named %s", name);
+}
+
+/* ---- the corpus on a GPU target ----------------------------------------------------------- */
+
+int std_corpus_count(void) { return std_nops + std_nchains; }
+
+const char *std_corpus_name(int i) { return i < std_nops ? std_ops[i].name : std_chains[i - std_nops].name; }
+
+env std_corpus_build(rj_ctx *ctx, int i, rj_dtype ft) {
+    env e = env_new(ctx, ft);
+    (i < std_nops ? std_ops[i].fn : std_chains[i - std_nops].fn)(&e);
+    if (rj_graph_status(e.g) != RJ_OK) fail_msg("%s: building: %s", std_corpus_name(i), rj_ctx_error(ctx));
+    return e;
+}
+
+double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static const char *target_name(rj_target t) {
+    return t == RJ_TARGET_CUDA ? "CUDA" : t == RJ_TARGET_OPENCL ? "OpenCL" : t == RJ_TARGET_CPU ? "CPU" : "reference";
+}
+
+/* One length pattern of graph i in one layout on the program pt, against the interpreter. */
+static void run_pattern(rj_ctx *ctx, const env *e, int i, rj_program *pt, rj_program *pr, int pat,
+                        bool with_holes) {
+    rj_dtype ft = e->ft;
+    data d = data_new((len_pattern)pat, ft, (uint64_t)i + 7);
+    holes h = {0};
+    if (with_holes) h = holes_new(&d, ft);
+    rj_bind *bt = rj_bind_new(pt), *br = rj_bind_new(pr);
+    bind_all(ctx, bt, e, &d, with_holes ? &h : NULL);
+    bind_all(ctx, br, e, &d, with_holes ? &h : NULL);
+    if (rj_program_run(pt, bt))
+        fail_msg("%s (%s%s): run: %s", std_corpus_name(i), len_pattern_names[pat], with_holes ? ", with holes" : "",
+                 rj_ctx_error(ctx));
+    assert_ok(ctx, rj_program_run(pr, br));
+    for (int o = 0; o < rj_graph_output_count(e->g); o++) {
+        rj_node on = rj_graph_output_at(e->g, o);
+        rj_tensor_info gi, ri;
+        rj_tensor_get_info(rj_bind_result(bt, on), &gi);
+        rj_tensor_get_info(rj_bind_result(br, on), &ri);
+        char what[160];
+        snprintf(what, sizeof what, "%s, output %s, %s, %s%s", std_corpus_name(i), rj_node_name(e->g, on),
+                 len_pattern_names[pat], rj_dtype_name(ft), with_holes ? ", with holes" : "");
+        compare(what, &gi, &ri);
+    }
+    rj_bind_free(bt);
+    rj_bind_free(br);
+    if (with_holes) holes_free(&h);
+    data_free(&d);
+}
+
+void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts) {
+    int graphs = 0;
+    double t0 = now_ms(), t_compile = 0;
+    for (int i = 0; i < std_corpus_count(); i++)
+        for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+            env e = std_corpus_build(ctx, i, ft);
+            double tc = now_ms();
+            rj_program *pt = rj_program_new(e.g, target);
+            t_compile += now_ms() - tc;
+            if (!pt) {
+                if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE)
+                    fail_msg("%s: compiling for %s: %s", std_corpus_name(i), target_name(target), rj_ctx_error(ctx));
+                printf("skipped: %s\n", rj_ctx_error(ctx));
+                rj_graph_free(e.g);
+                skip();
+            }
+            rj_program *pr = rj_program_new(e.g, RJ_TARGET_REFERENCE);
+            assert_non_null(pr);
+            for (int pat = 0; pat < LEN_PATTERN_COUNT; pat++) {
+                if (layouts & STD_PACKED) run_pattern(ctx, &e, i, pt, pr, pat, false);
+                if (layouts & STD_HOLES) run_pattern(ctx, &e, i, pt, pr, pat, true);
+            }
+            rj_program_free(pt);
+            rj_program_free(pr);
+            rj_graph_free(e.g);
+            graphs++;
+        }
+    printf("%d graphs match the interpreter on %s (%d length patterns%s%s) in %.0f ms (compiling: %.0f ms)\n",
+           graphs, target_name(target), LEN_PATTERN_COUNT, layouts & STD_PACKED ? ", packed inputs" : "",
+           layouts & STD_HOLES ? ", inputs with holes" : "", now_ms() - t0, t_compile);
+}
+
+/* Compiles and runs a small graph on target with the nth allocation failing (0: none). */
+static rj_status failing_run(rj_target target, tracker *tr, long nth, long *attempts) {
+    rj_ctx *ctx = rj_ctx_new(tracking_alloc, tr);
+    assert_non_null(ctx);
+    env e = env_new(ctx, RJ_F32);
+    std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
+    std_chain_add(&e, "sum(pad(x,0.75,L),1)");
+    data d = data_new(LEN_UNIFORM, RJ_F32, 5);
+    rj_bind *b = NULL;
+    long before = tr->attempts;
+    tr->fail_at = nth ? before + nth : 0;
+    rj_program *p = rj_program_new(e.g, target);
+    rj_status st = p ? RJ_OK : rj_ctx_status(ctx);
+    if (p && !(b = rj_bind_new(p))) st = rj_ctx_status(ctx);
+    if (b) {
+        rj_bind_offsets(b, e.J, d.B, d.off, NULL);
+        rj_bind_size(b, e.L, d.maxlen + 3);
+        const void *in[] = {d.x, d.y, d.w, d.v, d.m, d.xi, d.pb, d.p3};
+        rj_node nodes[] = {e.x, e.y, e.w, e.v, e.m, e.xi, e.pb, e.p3};
+        int64_t numel[] = {d.rows * D, d.rows * D, D, D, d.rows * D, d.rows * D, d.B * D, d.B * D};
+        for (int i = 0; i < 8; i++) rj_bind_input(b, nodes[i], in[i], numel[i]);
+        st = rj_program_run(p, b);
+    }
+    tr->fail_at = 0;
+    *attempts = tr->attempts - before;
+    data_free(&d);
+    rj_bind_free(b);
+    rj_program_free(p);
+    rj_graph_free(e.g);
+    rj_ctx_free(ctx);
+    return st;
+}
+
+void std_alloc_sweep(rj_target target) {
+    tracker clean = {0};
+    long total;
+    double t0 = now_ms();
+    rj_status st = failing_run(target, &clean, 0, &total);
+    if (st == RJ_ERR_NO_DEVICE) {
+        printf("skipped: no %s device\n", target_name(target));
+        skip();
+    }
+    assert_int_equal(st, RJ_OK);
+    for (long nth = 1; nth <= total; nth++) {
+        tracker tr = {0};
+        long n;
+        st = failing_run(target, &tr, nth, &n);
+        if (st != RJ_ERR_NOMEM)
+            fail_msg("failing allocation %ld of %ld gave %s", nth, total, rj_status_str(st));
+        if (tr.live_blocks || tr.bad_size)
+            fail_msg("failing allocation %ld of %ld leaked %ld blocks", nth, total, tr.live_blocks);
+    }
+    printf("alloc sweep (%s compile and run): %ld allocation points, each failed once, in %.0f ms\n",
+           target_name(target), total, now_ms() - t0);
 }

@@ -1,5 +1,5 @@
 /*
- * stdenv.h — the standard test graph shared by the JIT and CUDA tests.
+ * stdenv.h — the standard test graph shared by the JIT, CUDA and OpenCL tests.
  *
  * One set of inputs covers every case the fused kernels distinguish: two jagged f[B, j1, D]
  * tensors (x, y), dense weights w and v of [D], a jagged bool mask m and i32 tensor xi, a
@@ -74,7 +74,33 @@ typedef struct std_chain {
 extern const std_chain std_chains[];
 extern const int std_nchains;
 
-/* Adds the chain of that name to e (fails the test if there is none). */
+/* Groups of ops that between them use every op of the op table, every dtype and every kind of
+ * operand (jagged, dense, per item, scalar), and constants without a plain literal. */
+extern const std_chain std_ops[];
+extern const int std_nops;
+
+/* Adds the op group or chain of that name to e (fails the test if there is none). */
 void std_chain_add(env *e, const char *name);
+
+/* ---- the corpus of the GPU targets: the op groups, then the chains ---------------------------- */
+
+int std_corpus_count(void);
+const char *std_corpus_name(int i);
+/* Graph i of the corpus with floats of type ft (f32 or f64); fails the test if it has errors. */
+env std_corpus_build(rj_ctx *ctx, int i, rj_dtype ft);
+
+double now_ms(void); /* a monotonic clock, in milliseconds */
+
+/* Runs the whole corpus in f32 and f64 on `target` and compares every output with the
+ * interpreter's (compare's tolerances) on every length pattern, with the inputs packed, as
+ * views with holes, or both (layouts: STD_PACKED | STD_HOLES; both run on one compiled
+ * program). Skips the test, saying why, when the target has no device. */
+enum { STD_PACKED = 1, STD_HOLES = 2 };
+void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts);
+
+/* Compiles and runs two chains on `target` in a fresh context once with no failure, then once
+ * with each allocation failing in turn: RJ_ERR_NOMEM every time, and nothing leaks. Skips the
+ * test without a device. */
+void std_alloc_sweep(rj_target target);
 
 #endif

@@ -1,0 +1,262 @@
+/*
+ * test_opencl.c — the OpenCL target: generated OpenCL C, and the GPU-shaped kernels run on
+ * whatever OpenCL device there is (PoCL's CPU device in CI) against the interpreter.
+ *
+ * The corpus is test_cuda.c's (stdenv: every op group and every fused chain, in f32 and f64):
+ *   - the "opencl" dump has one `__kernel` function per loop-IR kernel, under the kernel's
+ *     name, is the same text when dumped twice, spells nothing of CUDA's, writes non-finite
+ *     constants as bits, and uses double exactly when it enables cl_khr_fp64 — never for an
+ *     f32 graph that computes nothing in f64, so those build on devices without doubles;
+ *   - on a device, every graph is compiled once and run on every length pattern, with the
+ *     inputs packed and as views with holes, and every output matches the interpreter within
+ *     the CPU JIT's tolerances (stdenv's compare);
+ *   - every allocation of compiling and running two chains fails once: RJ_ERR_NOMEM, no leak;
+ *   - one program runs from several threads at once (they share the queue and the kernels);
+ *   - without a loader (RAGJIT_OPENCL_LIBRARY pointing nowhere), without a platform
+ *     (OCL_ICD_VENDORS, read by the ocl-icd loader, pointing nowhere) and with a device index
+ *     that does not exist, rj_program_new fails with RJ_ERR_NO_DEVICE and the reason, leaking
+ *     nothing. The loader is opened once per process, so each of these runs in a child process
+ *     (this program again, re-executed with the variable set).
+ * The device tests are skipped, saying why, where no OpenCL device exists. PoCL builds a new
+ * source in about a second and caches it under ~/.cache/pocl, so the first run of this test on
+ * a machine takes longest; the corpus is compiled once for both layouts to halve that.
+ */
+#include "stdenv.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- the generated source ---------------------------------------------------------------- */
+
+static void check_source(rj_ctx *ctx, rj_graph *g, rj_dtype ft, const char *what, size_t *bytes, int *no_double) {
+    char *loops = rj_graph_dump(g, RJ_TARGET_OPENCL, "loops");
+    char *src = rj_graph_dump(g, RJ_TARGET_OPENCL, "opencl");
+    char *again = rj_graph_dump(g, RJ_TARGET_OPENCL, "opencl");
+    if (!loops || !src || !again) fail_msg("%s: dump: %s", what, rj_ctx_error(ctx));
+    int nk = 0;
+    for (const char *s = loops; (s = strstr(s, "kernel ")); s++) {
+        if (s != loops && s[-1] != '\n') continue;
+        const char *a = s + 7, *p = strchr(a, '(');
+        assert_non_null(p);
+        char sig[96];
+        snprintf(sig, sizeof sig, "__kernel void %.*s(", (int)(p - a), a);
+        if (!strstr(src, sig)) fail_msg("%s: no `%s` in the OpenCL source", what, sig);
+        nk++;
+    }
+    assert_true(nk > 0);
+    if (count_substr(src, "__kernel void ") != nk)
+        fail_msg("%s: %d kernels in the loop IR but %d __kernel functions", what, nk, count_substr(src, "__kernel void "));
+    if (strcmp(src, again)) fail_msg("%s: two dumps of the OpenCL source differ", what);
+    static const char *const cuda_words[] = {"__global__", "__device__", "__shared__", "__syncthreads",
+                                             "blockIdx", "threadIdx", "blockDim", "gridDim", "extern",
+                                             "expf", "sqrtf", "fmaf", "__int_as_float", "inf", "nan"};
+    for (size_t i = 0; i < sizeof cuda_words / sizeof cuda_words[0]; i++)
+        if (has_code_word(src, cuda_words[i])) fail_msg("%s: `%s` in the OpenCL source", what, cuda_words[i]);
+    if (strstr(src, "long long")) fail_msg("%s: `long long` (reserved in OpenCL C) in the source", what);
+    bool dbl = has_code_word(src, "double"), fp64 = strstr(src, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable");
+    if (dbl != fp64) fail_msg("%s: double %s in the source, the cl_khr_fp64 pragma %s", what, dbl ? "used" : "unused",
+                              fp64 ? "present" : "absent");
+    if (ft == RJ_F32 && !dbl) (*no_double)++;
+    *bytes += strlen(src);
+    rj_string_free(ctx, loops);
+    rj_string_free(ctx, src);
+    rj_string_free(ctx, again);
+}
+
+static void test_source(void **state) {
+    fixture *f = *state;
+    size_t bytes = 0;
+    int no_double = 0;
+    double t0 = now_ms();
+    for (int i = 0; i < std_corpus_count(); i++)
+        for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+            env e = std_corpus_build(f->ctx, i, ft);
+            char what[96];
+            snprintf(what, sizeof what, "%s (%s)", std_corpus_name(i), rj_dtype_name(ft));
+            check_source(f->ctx, e.g, ft, what, &bytes, &no_double);
+            rj_graph_free(e.g);
+        }
+    /* every f32 graph but the one that casts to every dtype builds without cl_khr_fp64 */
+    if (no_double != std_corpus_count() - 1)
+        fail_msg("%d of %d f32 graphs' sources are free of double", no_double, std_corpus_count());
+    printf("OpenCL source of %d graphs (f32 and f64): %zu bytes in %.0f ms\n", 2 * std_corpus_count(), bytes,
+           now_ms() - t0);
+}
+
+/* Exact literals: constants round-trip, and non-finite ones are written as bits (NaN through a
+ * helper that hides it from constant folding). */
+static void test_constants_text(void **state) {
+    fixture *f = *state;
+    static const char *const want[2][4] = {
+        {"rj_nan_f32(0x7fc00000u)", "as_float(0x7f800000u)", "as_float(0xff800000u)", "0.1f"},
+        {"rj_nan_f64(0x7ff8000000000000ul)", "as_double(0x7ff0000000000000ul)",
+         "as_double(0xfff0000000000000ul)", "0.1)"}};
+    for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+        env e = env_new(f->ctx, ft);
+        std_chain_add(&e, "constants");
+        char *src = rj_graph_dump(e.g, RJ_TARGET_OPENCL, "opencl");
+        assert_non_null(src);
+        for (int k = 0; k < 4; k++)
+            if (!strstr(src, want[ft - RJ_F32][k]))
+                fail_msg("%s source lacks %s", rj_dtype_name(ft), want[ft - RJ_F32][k]);
+        assert_non_null(strstr(src, "(-2147483647 - 1)"));
+        assert_non_null(strstr(src, "(-9223372036854775807L - 1)"));
+        rj_string_free(f->ctx, src);
+        rj_graph_free(e.g);
+    }
+}
+
+/* ---- on a device --------------------------------------------------------------------------- */
+
+static void test_device_runs(void **state) {
+    std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, STD_PACKED | STD_HOLES);
+}
+
+static void test_alloc_failures(void **state) {
+    (void)state;
+    std_alloc_sweep(RJ_TARGET_OPENCL);
+}
+
+/* Several threads run one program at once, each with its own binding and data. */
+typedef struct worker {
+    rj_ctx *ctx;
+    rj_program *p;
+    const env *e;
+    len_pattern pat;
+    rj_status st;
+    double got; /* the sum of the first output */
+} worker;
+
+static double first_output_sum(rj_bind *b, const env *e) {
+    rj_tensor_info ti;
+    rj_tensor_get_info(rj_bind_result(b, rj_graph_output_at(e->g, 0)), &ti);
+    double s = 0;
+    for (int64_t i = 0; i < numel_of(&ti); i++) s += elem_get(ti.values, ti.dtype, i);
+    return s;
+}
+
+static void *work(void *arg) {
+    worker *w = arg;
+    data d = data_new(w->pat, RJ_F32, 11);
+    rj_bind *b = rj_bind_new(w->p);
+    w->st = RJ_ERR_NOMEM;
+    if (b) {
+        bind_all(w->ctx, b, w->e, &d, NULL);
+        for (int rep = 0; rep < 5 && (w->st = rj_program_run(w->p, b)) == RJ_OK; rep++) w->got = first_output_sum(b, w->e);
+    }
+    rj_bind_free(b);
+    data_free(&d);
+    return NULL;
+}
+
+static void test_threads(void **state) {
+    fixture *f = *state;
+    env e = env_new(f->ctx, RJ_F32);
+    std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
+    std_chain_add(&e, "sum(pad(x,0.75,L),1)");
+    rj_program *p = rj_program_new(e.g, RJ_TARGET_OPENCL);
+    if (!p) {
+        assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_NO_DEVICE);
+        printf("skipped: %s\n", rj_ctx_error(f->ctx));
+        rj_graph_free(e.g);
+        skip();
+    }
+    rj_program *pr = rj_program_new(e.g, RJ_TARGET_REFERENCE);
+    assert_non_null(pr);
+    enum { NW = 4 };
+    worker w[NW];
+    pthread_t t[NW];
+    for (int i = 0; i < NW; i++) {
+        w[i] = (worker){.ctx = f->ctx, .p = p, .e = &e, .pat = i % 2 ? LEN_SKEWED : LEN_ONE_LONG};
+        assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < NW; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < NW; i++) {
+        if (w[i].st) fail_msg("thread %d: %s", i, rj_status_str(w[i].st));
+        worker ref = {.ctx = f->ctx, .p = pr, .e = &e, .pat = w[i].pat};
+        work(&ref);
+        assert_int_equal(ref.st, RJ_OK);
+        double tol = 1e-4 * (1 + fabs(ref.got));
+        if (fabs(w[i].got - ref.got) > tol) fail_msg("thread %d: sum %.9g, interpreter %.9g", i, w[i].got, ref.got);
+    }
+    rj_program_free(p);
+    rj_program_free(pr);
+    rj_graph_free(e.g);
+}
+
+/* ---- without a device ---------------------------------------------------------------------- */
+
+/* Does the message contain one of the '|'-separated needles? */
+static bool contains_one(const char *msg, const char *needles) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", needles);
+    for (char *save = NULL, *n = strtok_r(buf, "|", &save); n; n = strtok_r(NULL, "|", &save))
+        if (strstr(msg, n)) return true;
+    return false;
+}
+
+/* In the child: compiling for OpenCL fails with RJ_ERR_NO_DEVICE and one of `needles`, twice
+ * (the second time from the loader's remembered state), leaking nothing. The exit status says
+ * how it went. */
+static int child_no_device(const char *needles) {
+    tracker tr = {0};
+    rj_ctx *ctx = rj_ctx_new(tracking_alloc, &tr);
+    env e = env_new(ctx, RJ_F32);
+    std_chain_add(&e, "relu(x*w+v)");
+    int bad = 0;
+    for (int round = 0; round < 2; round++) {
+        rj_program *p = rj_program_new(e.g, RJ_TARGET_OPENCL);
+        if (p || rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE || !contains_one(rj_ctx_error(ctx), needles)) {
+            fprintf(stderr, "expected RJ_ERR_NO_DEVICE with \"%s\", got %s: %s\n", needles,
+                    p ? "a program" : rj_status_str(rj_ctx_status(ctx)), rj_ctx_error(ctx));
+            bad = 1;
+        }
+        if (round == 0) printf("    %s\n", rj_ctx_error(ctx));
+        rj_program_free(p);
+    }
+    rj_graph_free(e.g);
+    rj_ctx_free(ctx);
+    if (tr.live_blocks || tr.bad_size) fprintf(stderr, "leaked %ld blocks\n", tr.live_blocks), bad = 1;
+    return bad;
+}
+
+/* Runs this program again with `var` set to `value`, checking for one of `needles`. */
+static void run_child(const char *var, const char *value, const char *needles) {
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv(var, value, 1);
+        execl("/proc/self/exe", "test_opencl", "--no-device", needles, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("%s=%s: the child process failed (status %d)", var, value, st);
+}
+
+/* Without the loader; with it but without a platform (where the loader itself is missing, the
+ * child says that instead); with a device index beyond the devices there are. */
+static void test_no_device(void **state) {
+    (void)state;
+    run_child("RAGJIT_OPENCL_LIBRARY", "/nonexistent/libOpenCL.so.1",
+              "no OpenCL device: /nonexistent/libOpenCL.so.1 not found");
+    run_child("OCL_ICD_VENDORS", "/nonexistent", "the ICD loader finds no platform|libOpenCL.so.1 not found");
+    run_child("RAGJIT_OPENCL_DEVICE", "99",
+              "RAGJIT_OPENCL_DEVICE=99 is not a device index|finds no platform|libOpenCL.so.1 not found");
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--no-device")) return child_no_device(argv[2]);
+    const struct CMUnitTest tests[] = {
+        FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs),
+        FX(test_threads), FX(test_alloc_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
