@@ -76,18 +76,18 @@ rj_status rj_tensor_get_info(const rj_tensor *t, rj_tensor_info *info) {
     return RJ_OK;
 }
 
-/* Product of shape[from..rank) with overflow checking. */
+/* Product of shape[from..rank) with overflow checking, by NumPy's rule (util.h's
+ * shape_count): the same shapes are refused whatever the order of their dims, and every
+ * partial product of an accepted shape fits. */
 static rj_status shape_numel(rj_ctx *ctx, const char *what, int rank, const int64_t *shape,
                              int from, int64_t *out) {
-    int64_t n = 1;
-    for (int i = from; i < rank; i++) {
+    for (int i = from; i < rank; i++)
         if (shape[i] < 0)
             return ctx_fail(ctx, RJ_ERR_SIZE, "%s: dim %d is negative (%lld)", what, i,
                             (long long)shape[i]);
-        if (!mul_i64(n, shape[i], &n))
-            return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: the element count overflows", what);
-    }
-    *out = n;
+    if (rank > from && !shape_count(rank - from, shape + from, out, NULL))
+        return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: the element count overflows", what);
+    if (rank <= from) *out = 1; /* shape may be NULL then */
     return RJ_OK;
 }
 
