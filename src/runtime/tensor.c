@@ -325,11 +325,14 @@ static int64_t inner_numel(const rj_tensor_info *in) {
     return n;
 }
 
+/* v converted as the graph's pad converts its value (a cast: integers saturate, NaN is 0),
+ * so rj_tensor_to_padded and pad agree, and no value is undefined behaviour */
 static void fill_value(void *dst, rj_dtype t, int64_t n, double v) {
+    int64_t iv = t == RJ_I32 || t == RJ_I64 ? cast_float_to_int(v, t) : 0;
     switch (t) {
     case RJ_BOOL: memset(dst, v != 0, (size_t)n); break;
-    case RJ_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)v; break;
-    case RJ_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = (int64_t)v; break;
+    case RJ_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)iv; break;
+    case RJ_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = iv; break;
     case RJ_F32: for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)v; break;
     default: for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = v; break;
     }
