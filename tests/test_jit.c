@@ -187,6 +187,20 @@ static void test_pad_ops(void **state) {
     }
 }
 
+/* Found with fuzz/fuzz_parse (UBSan; the harness run on masked_fill and pad of an i32 input
+ * with 1e300): lowering made integer constants of out-of-range fill values with a plain C cast,
+ * undefined and wrapping where the interpreter saturates. They now convert as a cast does
+ * (saturating, NaN giving 0), so the JIT and the interpreter agree. */
+static void test_fuzz_int_fill_out_of_range(void **state) {
+    fixture *f = *state;
+    env e = env_new(f->ctx, RJ_F32);
+    rj_graph_output(e.g, rj_graph_masked_fill(e.g, e.xi, e.m, 1e300), "big");
+    rj_graph_output(e.g, rj_graph_masked_fill(e.g, e.xi, e.m, -1e300), "small");
+    rj_graph_output(e.g, rj_graph_masked_fill(e.g, e.xi, e.m, NAN), "nan");
+    rj_graph_output(e.g, rj_graph_pad(e.g, e.xi, -1e300, RJ_DIM_NONE), "pad");
+    check_graph(f->ctx, &e, "int fill out of range");
+}
+
 /* ---- fused chains ------------------------------------------------------------------------ */
 
 
@@ -436,7 +450,7 @@ static void test_run_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
-        FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops),
+        FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
         FX(test_vectorized),      FX(test_run_errors),        FX(test_math_special_values),
         FX(test_dumps_and_lifetimes),
