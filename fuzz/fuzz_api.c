@@ -60,6 +60,7 @@ typedef struct api {
     rj_program *prog[NPROG];
     int prog_nouts[NPROG];          /* outputs the graph had when the program was made */
     unsigned prog_gen[NPROG];       /* programs made in the slot so far */
+    bool prog_skip[NPROG];          /* its graph has the known `same` defect: never run it */
     rj_bind *bind[NBIND];
     int bind_prog[NBIND];           /* the program (slot, generation) it was made for */
     unsigned bind_gen[NBIND];
@@ -389,6 +390,7 @@ static void program_new(api *s, int slot, rj_target t) {
     fz_clear(s->ctx);
     s->prog[slot] = rj_program_new(s->g, t);
     s->prog_gen[slot]++;
+    s->prog_skip[slot] = fz_known_same_defect(s->g);
     if (!s->prog[slot]) fz_failed(s->ctx, "rj_program_new");
     else if (t != RJ_TARGET_REFERENCE) fz_die("rj_program_new accepted target %d", (int)t);
     s->prog_nouts[slot] = s->nouts;
@@ -408,7 +410,7 @@ static void bind_new(api *s, int slot, int ps) {
 static void run(api *s, int bs, int ps) {
     rj_bind *b = s->bind[bs];
     rj_program *p = s->prog[ps];
-    if (!b || !p) return;
+    if (!b || !p || s->prog_skip[ps]) return;
     s->ran = true;
     fz_clear(s->ctx);
     rj_status st = rj_program_run(p, b);
@@ -592,10 +594,11 @@ static void bind_tensor(api *s, int bs) {
             shapes[c][0] = byte(s) % 4;
             for (int k = 0; k < nin && k + 1 < RJ_MAX_RANK; k++) shapes[c][k + 1] = inner[k];
             ranks[c] = nin + 1 <= RJ_MAX_RANK ? nin + 1 : RJ_MAX_RANK;
-            if (byte(s) % 16 == 0) ranks[c] = 1; /* a rank that differs: refused */
-            void *v = fz_arena_alloc(&s->arena, (size_t)(shapes[c][0] * in_numel + 1) * 8);
+            int64_t elems = shapes[c][0] * in_numel;
+            if (byte(s) % 16 == 0) ranks[c] = 1, elems = shapes[c][0]; /* refused unless all are */
+            void *v = fz_arena_alloc(&s->arena, (size_t)(elems + 1) * 8);
             if (!v) return;
-            fz_fill(v, t, shapes[c][0] * in_numel, &s->rng);
+            fz_fill(v, t, elems, &s->rng);
             data[c] = v;
             sp[c] = shapes[c];
         }

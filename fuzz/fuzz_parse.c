@@ -9,8 +9,9 @@
  *   - every target-neutral dump (graph, opt, fused, loops, dot) for the CPU's descriptor and
  *     the loop IR and CUDA C for the CUDA descriptor: the whole pipeline (verify, canonicalise,
  *     pad elimination, fusion) and both lowerings, with no LLVM and no device;
- *   - the printer as the parser's inverse: the printed graph must parse again and print the
- *     same text (the fixed point test_parse checks for a few programs, here for all of them);
+ *   - the printer as the parser's inverse: the printed graph must parse again, print the
+ *     same text (the fixed point test_parse checks for a few programs, here for all of them)
+ *     and lower to the same loops (the same meaning, not only the same spelling);
  *   - a run on the reference target with small data derived from the bytes, results read to
  *     the last byte.
  *
@@ -58,7 +59,7 @@ static void dump(rj_ctx *ctx, rj_graph *g, rj_target t, const char *stage) {
     fz_string(ctx, rj_graph_dump(g, t, stage), stage);
 }
 
-/* print(parse(src)) parses and prints the same text. */
+/* print(parse(src)) parses, prints the same text and compiles to the same loops. */
 static void check_fixed_point(rj_ctx *ctx, rj_graph *g) {
     fz_clear(ctx);
     char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
@@ -70,6 +71,15 @@ static void check_fixed_point(rj_ctx *ctx, rj_graph *g) {
     if (!text2) fz_die("the graph stage of a re-parsed program failed: %s", rj_ctx_error(ctx));
     if (strcmp(text, text2))
         fz_die("printing is not a fixed point:\n--- first:\n%s\n--- second:\n%s", text, text2);
+    /* and the printed program means the same: it lowers to the same loops (names of
+     * intermediates may differ, so the opt and fused stages are not compared) */
+    char *l1 = rj_graph_dump(g, RJ_TARGET_CPU, "loops"), *l2 = rj_graph_dump(g2, RJ_TARGET_CPU, "loops");
+    if (!l1 != !l2 || (l1 && strcmp(l1, l2)))
+        fz_die("the printed program lowers differently:\n--- printed:\n%s\n--- loops:\n%s\n--- "
+               "loops of the printed program:\n%s", text, l1 ? l1 : rj_ctx_error(ctx),
+               l2 ? l2 : rj_ctx_error(ctx));
+    rj_string_free(ctx, l1);
+    rj_string_free(ctx, l2);
     rj_string_free(ctx, text);
     rj_string_free(ctx, text2);
     rj_graph_free(g2);
