@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# build.sh — the project's two commands (see README.md):
+# build.sh — the project's commands (see README.md):
 #   ./build.sh demo   install what is missing, build, run the demo
 #   ./build.sh test   install what is missing, build, run the whole test suite: the normal
-#                     build (warnings as errors), an AddressSanitizer + UBSan build, and the
-#                     concurrency test under ThreadSanitizer
-# Both are idempotent: packages already present are not reinstalled and configured build
+#                     build (warnings as errors), an AddressSanitizer + UBSan build, the
+#                     concurrency test under ThreadSanitizer, and each libFuzzer harness for a
+#                     short smoke run
+#   ./build.sh fuzz [SECONDS] [parse|npy|api ...]
+#                     run the fuzzers for long: SECONDS each (default 600), one at a time, on a
+#                     corpus kept in build-fuzz/corpus/ (docs/guide.md, "Fuzzing")
+# All are idempotent: packages already present are not reinstalled and configured build
 # directories are reused.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 # pocl-opencl-icd and the ICD loader: an OpenCL device on the CPU, so the tests run the GPU
-# kernels (the OpenCL target) on machines without a GPU; ragjit itself builds without them
+# kernels (the OpenCL target) on machines without a GPU; ragjit itself builds without them.
+# clang, its runtime (libFuzzer, sanitizers) and OpenMP: the fuzz build (clang's -fopenmp
+# needs libomp's headers; apt installs without recommends, so the runtime is named too)
 PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev python3 python3-numpy
-          ocl-icd-libopencl1 pocl-opencl-icd)
+          ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev)
+FUZZERS=(parse npy api)
 
 install_missing() {
   local missing=()
@@ -35,6 +42,37 @@ configure() {
   else
     meson setup "$dir" "$@"
   fi
+}
+
+# The libFuzzer harnesses: a clang build with coverage instrumentation, ASan and UBSan.
+build_fuzzers() {
+  CC=clang configure build-fuzz --buildtype=debugoptimized -Dfuzz=true -Dtests=false \
+    -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+  ninja -C build-fuzz "${FUZZERS[@]/#/fuzz/fuzz_}"
+}
+
+# run_fuzzer NAME SECONDS CORPUS [libFuzzer flags...]: fuzzes for SECONDS, growing CORPUS (the
+# repository's seeds are read, never written); findings land in build-fuzz/findings/NAME/.
+# Prints the run's closing numbers; fails if the fuzzer found something.
+run_fuzzer() {
+  local name=$1 secs=$2 corpus=$3; shift 3
+  local found=build-fuzz/findings/$name log=build-fuzz/findings/$name.log
+  mkdir -p "$found" "$corpus"
+  local rc=0 dict=()
+  [ -f "fuzz/$name.dict" ] && dict=(-dict="fuzz/$name.dict")
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions="$PWD/fuzz/ubsan.supp" \
+    "./build-fuzz/fuzz/fuzz_$name" "$corpus" "fuzz/corpus/$name" \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$found/" "${dict[@]}" "$@" >"$log" 2>&1 || rc=$?
+  local runs last
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [^ ]+' || true)
+  echo "fuzz_$name: ${runs:-?} executions in ${secs}s, ${last:-no coverage line}, exit $rc"
+  if [ "$rc" -ne 0 ]; then
+    grep -E 'ERROR|FUZZ FINDING|runtime error|SUMMARY|Test unit written' "$log" >&2 || true
+    echo "fuzz_$name: FAILED; the log is $log, to reproduce: ./build-fuzz/fuzz/fuzz_$name FILE" >&2
+  fi
+  return "$rc"
 }
 
 cmd=${1:-}
@@ -74,9 +112,35 @@ case "$cmd" in
     ninja -C build-tsan tests/test_threads
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
       meson test -C build-tsan --no-rebuild --print-errorlogs threads
+    # libFuzzer smoke runs, 20 s each, on a throwaway copy of the seed corpora; a finding
+    # fails the command (the input is left in build-fuzz/findings/)
+    build_fuzzers
+    failed=0
+    for f in "${FUZZERS[@]}"; do
+      rm -rf "build-fuzz/smoke/$f"
+      run_fuzzer "$f" 20 "build-fuzz/smoke/$f" || failed=1
+    done
+    rm -rf build-fuzz/smoke
+    [ "$failed" -eq 0 ] || exit 1
+    echo "fuzz: ${#FUZZERS[@]} passed, 0 failed"
+    ;;
+  fuzz)
+    install_missing
+    secs=${2:-600}
+    shift $(( $# > 1 ? 2 : 1 ))
+    [ $# -gt 0 ] && FUZZERS=("$@")
+    build_fuzzers
+    failed=0
+    # FUZZ_FLAGS adds libFuzzer flags, e.g. "-fork=1 -ignore_crashes=1" to keep going past
+    # findings (never in CI)
+    for f in "${FUZZERS[@]}"; do
+      # shellcheck disable=SC2086
+      run_fuzzer "$f" "$secs" "build-fuzz/corpus/$f" ${FUZZ_FLAGS:-} || failed=1
+    done
+    exit "$failed"
     ;;
   *)
-    echo "usage: ./build.sh demo | test" >&2
+    echo "usage: ./build.sh demo | test | fuzz [SECONDS] [parse|npy|api ...]" >&2
     exit 2
     ;;
 esac

@@ -395,7 +395,8 @@ RJ_API rj_tensor *rj_tensor_from_padded(rj_ctx *ctx, rj_dtype dtype, int rank,
                                         const int64_t *shape, void *padded,
                                         const int64_t *lengths);
 /* A new dense tensor (B, len, inner...) filled with value beyond each row; len < 0 selects the
- * longest row; a len shorter than the longest row is RJ_ERR_PAD_LEN. */
+ * longest row; a len shorter than the longest row is RJ_ERR_PAD_LEN. value converts to the
+ * dtype as pad's does (for integers: rounded toward zero, saturating, NaN gives 0). */
 RJ_API rj_tensor *rj_tensor_to_padded(const rj_tensor *t, double value, int64_t len);
 /* A packed copy (a view with holes becomes contiguous); also copies dense tensors. */
 RJ_API rj_tensor *rj_tensor_contiguous(const rj_tensor *t);

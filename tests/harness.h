@@ -1,6 +1,6 @@
 /*
- * harness.h — shared test support: a tracking allocator, fixtures, random ragged data, and
- * helpers to run graphs and compare results.
+ * harness.h — shared test support: fixtures over the tracking allocator (tracker.h), random
+ * ragged data, and helpers to run graphs and compare results.
  *
  * Every test runs on a context whose allocator records each block's size in a header and
  * checks it against the osize ragjit passes back, counts live blocks, and can fail the Nth
@@ -20,17 +20,7 @@
 #include <cmocka.h>
 
 #include "ragjit.h"
-
-typedef struct tracker {
-    long live_blocks;
-    long long live_bytes;
-    long allocs;      /* successful allocations (incl. reallocs that move) so far */
-    long fail_at;     /* fail the allocation with this 1-based number; 0 = never */
-    long attempts;    /* allocation attempts counted for fail_at */
-    int bad_size;     /* an osize did not match the recorded size */
-} tracker;
-
-void *tracking_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+#include "tracker.h"
 
 /* Fixture state: a tracker and a context using it. */
 typedef struct fixture {

@@ -289,6 +289,24 @@ static void test_outputs_and_sizes(void **state) {
     rj_bind_size(q.b, q.D, INT64_C(1) << 62);
     expect_run(f->ctx, &q, RJ_ERR_OVERFLOW, "input x: the element count overflows");
     free_prog(&q);
+    /* ... also for an empty batch (NumPy's rule: an empty tensor's dims must fit too, so
+     * that nothing downstream multiplies them past 64 bits) */
+    rj_graph *g = rj_graph_new(f->ctx);
+    rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", B), D = rj_graph_dense(g, "D");
+    rj_node x = rj_graph_input(g, "x", RJ_F32, 4, (rj_dim[]){B, J, D, D});
+    assert_ok(f->ctx, rj_graph_output(g, rj_graph_unary(g, RJ_OP_NEG, x), "y"));
+    rj_program *p = rj_program_new(g, RJ_TARGET_REFERENCE);
+    rj_bind *b = rj_bind_new(p);
+    assert_ok(f->ctx, rj_bind_offsets(b, J, 0, off, NULL));
+    assert_ok(f->ctx, rj_bind_input(b, x, NULL, 0));
+    assert_ok(f->ctx, rj_bind_size(b, D, INT64_C(1) << 32));
+    assert_int_equal(rj_program_run(p, b), RJ_ERR_OVERFLOW);
+    assert_error_contains(f->ctx, "input x: the element count overflows");
+    assert_ok(f->ctx, rj_bind_size(b, D, INT64_C(1) << 31));
+    assert_ok(f->ctx, rj_program_run(p, b));
+    rj_bind_free(b);
+    rj_program_free(p);
+    rj_graph_free(g);
 }
 
 static void test_bind_argument_errors(void **state) {

@@ -187,6 +187,25 @@ static void test_pad_ops(void **state) {
     }
 }
 
+/* Found with fuzz/fuzz_parse (UBSan; the harness run on masked_fill and pad of an i32 input
+ * with 1e300): lowering made integer constants of out-of-range fill values with a plain C cast,
+ * undefined and wrapping where the interpreter saturates. Such values are now refused when the
+ * graph is built (test_ops: test_int_fill_values), and lowering converts constants as a cast
+ * does anyway, so no target can meet one. */
+static void test_fuzz_int_fill_out_of_range(void **state) {
+    fixture *f = *state;
+    static const double values[] = {1e300, -1e300, NAN};
+    for (int k = 0; k < 4; k++) {
+        env e = env_new(f->ctx, RJ_F32);
+        rj_node n = k < 3 ? rj_graph_masked_fill(e.g, e.xi, e.m, values[k])
+                          : rj_graph_pad(e.g, e.xi, -1e300, RJ_DIM_NONE);
+        assert_int_equal(n, RJ_NONE);
+        assert_int_equal(rj_graph_status(e.g), RJ_ERR_ARG);
+        assert_error_contains(f->ctx, "cannot be converted to i32 without overflow");
+        rj_graph_free(e.g);
+    }
+}
+
 /* ---- fused chains ------------------------------------------------------------------------ */
 
 
@@ -616,7 +635,7 @@ static void test_run_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
-        FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops),
+        FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
         FX(test_vectorized),      FX(test_run_errors),        FX(test_math_special_values),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),

@@ -251,9 +251,11 @@ static void test_header_bytes_match_numpy(void **state) {
         {RJ_I32, 1, {0}, "{'descr': '<i4', 'fortran_order': False, 'shape': (0,), }", 128},
         {RJ_F32, 2, {1234567, 0},
          "{'descr': '<f4', 'fortran_order': False, 'shape': (1234567, 0), }", 128},
-        {RJ_F32, 8, {1, 0, 100000, 100000, 100000, 100000, 10000, 10000},
-         "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 0, 100000, 100000, 100000, "
-         "100000, 10000, 10000), }", 192},
+        /* the longest header an array NumPy can make has (rank 8, every dim as wide as the
+         * element count allows) */
+        {RJ_F32, 8, {1, 0, 1000, 1000, 1000, 1000, 1000, 1000},
+         "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 0, 1000, 1000, 1000, 1000, "
+         "1000, 1000), }", 128},
     };
     static const char zeros[8 * 24];
     for (size_t i = 0; i < RJ_ARRAY_LEN(cases); i++) {
@@ -345,10 +347,10 @@ static void test_read_variants(void **state) {
     assert_int_equal(a.dtype, RJ_BOOL);
     assert_memory_equal(a.data, "\1\0\0\1", 4);
     npy_free(f->ctx, &a);
-    /* an empty array whose other dims would overflow if multiplied is still just empty */
+    /* an empty array is empty whatever its other (fitting) dims are */
     write_npy_raw(p, 1, 0,
                   "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4294967296, "
-                  "4294967296), }\n",
+                  "1048576), }\n",
                   NULL, 0);
     assert_ok(f->ctx, npy_read(f->ctx, p, &a));
     assert_int_equal(a.rank, 3);
@@ -534,6 +536,10 @@ static void test_error_shape_text(void **state) {
         {"(1, 1, 1, 1, 1, 1, 1, 1, 1)", "rank 9 is more than the maximum rank 8"},
         {"(99999999999999999999,)", "dim 0 of 'shape' is too large for 64 bits"},
         {"(4294967296, 4294967296)", "shape (4294967296, 4294967296) has too many elements"},
+        /* NumPy's rule: a zero dim does not excuse the others (np.empty calls it too big) */
+        {"(0, 4294967296, 4294967296)", "shape (0, 4294967296, 4294967296) has too many elements"},
+        {"(4294967296, 4294967296, 0)", "shape (4294967296, 4294967296, 0) has too many elements"},
+        {"(0, 2305843009213693952)", "shape (0, 2305843009213693952) is too large"},
         {"(2305843009213693952,)", "shape (2305843009213693952,) is too large"},
     };
     char header[256];
@@ -826,6 +832,37 @@ static void test_public_errors(void **state) {
     assert_int_equal(f->tr.live_blocks, live);
 }
 
+/* Found by fuzz/fuzz_npy: an empty array whose other dims overflow when multiplied was read
+ * (a zero dim was taken to excuse them), and then refused by the tensor it became, with
+ * RJ_ERR_OVERFLOW and a message that did not name the file; in the other dim order the
+ * tensor took it. Both now follow NumPy's rule and the reader refuses the file. */
+static void test_fuzz_empty_shape_overflow(void **state) {
+    fixture *f = *state;
+    static const unsigned char input[] =
+        "\x93NUMPY\x01\x00\x76\x00"
+        "{'descr': '<f4', 'fortran_order': False, 'shape': "
+        "(4611686018427387903, 11686018427387903, 0), }                     \n";
+    assert_int_equal(sizeof input - 1, 128);
+    const char *p = tpath("fuzz-empty.npy");
+    write_bytes(p, input, sizeof input - 1);
+    assert_null(rj_npy_read(f->ctx, p));
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_IO);
+    assert_memory_equal(rj_ctx_error(f->ctx), p, strlen(p));
+    assert_error_contains(f->ctx, "has too many elements");
+    /* the tensor calls agree, whatever the order of the dims */
+    static const int64_t a[3] = {0, INT64_C(4611686018427387903), 4}, b[3] = {a[1], 4, 0};
+    assert_null(rj_tensor_dense(f->ctx, RJ_F32, 3, a, NULL));
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_OVERFLOW);
+    assert_null(rj_tensor_dense(f->ctx, RJ_F32, 3, b, NULL));
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_OVERFLOW);
+    /* and the writer never writes what the reader refuses */
+    assert_int_equal(rj_npy_write(f->ctx, tpath("w.npy"), RJ_F32, 3, b, NULL), RJ_ERR_OVERFLOW);
+    static const int64_t ok[3] = {0, 4294967296, 5};
+    rj_tensor *t = rj_tensor_dense(f->ctx, RJ_F32, 3, ok, NULL);
+    assert_non_null(t);
+    rj_tensor_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_round_trip),
@@ -849,6 +886,7 @@ int main(void) {
         FX(test_alloc_failure),
         FX(test_public_jagged_from_files),
         FX(test_public_errors),
+        FX(test_fuzz_empty_shape_overflow),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -857,13 +857,45 @@ static void test_select_random(void **state) {
     }
 }
 
+/* Found by fuzz/fuzz_api (a timeout): the calls below, run on an empty batch. The unused
+ * pad(len=2^40) is an empty [0, 2^40, 8] tensor, and the interpreter's index walk stepped
+ * through all 2^43 of its (invalid) positions; it now carries past an empty dim at once. The
+ * interpreter is naive, but its work must stay proportional to the elements it computes. */
+static void test_fuzz_empty_pad_huge_len(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_new(f->ctx);
+    rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", B);
+    rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, J, 8});
+    rj_node r = rj_graph_unary(g, RJ_OP_RELU, x);
+    rj_node s = rj_graph_softmax(g, r, 1);
+    rj_graph_reduce(g, RJ_OP_SUM, x, 1, false);
+    rj_graph_unpad(g, rj_graph_pad(g, r, 0.0, RJ_DIM_NONE), J);
+    assert_ok(f->ctx, rj_graph_output(g, s, "out"));
+    rj_graph_pad(g, r, 0.5, (rj_dim)1 << 40);
+    rj_graph_scalar(g, 1e-5);
+    rj_graph_scalar(g, 0.0);
+    rj_graph_softmax(g, r, 1);
+    rj_graph_reduce(g, RJ_OP_SUM, x, 1, false);
+    rj_graph_unpad(g, rj_graph_pad(g, r, 0.0, RJ_DIM_NONE), J);
+    runner run;
+    run_start(&run, g);
+    static const int64_t off[1] = {0};
+    static const float none[1];
+    assert_ok(f->ctx, rj_bind_offsets(run.b, J, 0, off, NULL));
+    assert_ok(f->ctx, rj_bind_input(run.b, x, none, 0));
+    const rj_tensor_info *o = run_result(&run, f->ctx, s);
+    assert_int_equal(o->shape[0], 0);
+    assert_int_equal(o->rows, 0);
+    run_end(&run);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_unary_hand),    FX(test_binary_hand),    FX(test_reduce_hand),
         FX(test_norm_hand),     FX(test_pad_hand),       FX(test_select_cast_hand),
         FX(test_unary_random),  FX(test_binary_random),  FX(test_reduce_random),
         FX(test_softmax_random), FX(test_norm_random),   FX(test_pad_random),
-        FX(test_select_random), FX(test_int_fill_values),
+        FX(test_select_random), FX(test_int_fill_values), FX(test_fuzz_empty_pad_huge_len),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  */
 #include "harness.h"
 
+#include <math.h>
 #include <string.h>
 
 static rj_tensor *two_components(rj_ctx *ctx) {
@@ -211,11 +212,46 @@ static void test_dense_errors(void **state) {
     rj_tensor_free(s);
 }
 
+/* Found by fuzz/fuzz_api (UBSan): rj_tensor_to_padded(value=1e300) of an i32 tensor of three
+ * items converted the value with a plain C cast, undefined out of range. It now converts as
+ * the graph's pad does: saturating, NaN giving 0. */
+static void test_fuzz_to_padded_value_out_of_range(void **state) {
+    fixture *f = *state;
+    static int32_t v32[4] = {1, 2, 3, 4};
+    static int64_t v64[4] = {1, 2, 3, 4};
+    static const int64_t off[4] = {0, 1, 3, 4};
+    static const struct {
+        double value;
+        int64_t i32, i64;
+    } cases[] = {{1e300, INT32_MAX, INT64_MAX}, {-1e300, INT32_MIN, INT64_MIN}, {NAN, 0, 0},
+                 {INFINITY, INT32_MAX, INT64_MAX}, {-7.9, -7, -7}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rj_tensor *t = rj_tensor_from_values(f->ctx, RJ_I32, 0, NULL, v32, 4, off, 3);
+        rj_tensor *p = rj_tensor_to_padded(t, cases[i].value, 2);
+        assert_non_null(p);
+        rj_tensor_info pi;
+        rj_tensor_get_info(p, &pi);
+        const int32_t *o = pi.values;
+        assert_int_equal(o[0], 1);
+        assert_int_equal(o[1], cases[i].i32);
+        assert_int_equal(o[5], cases[i].i32);
+        rj_tensor_free(p);
+        rj_tensor_free(t);
+        t = rj_tensor_from_values(f->ctx, RJ_I64, 0, NULL, v64, 4, off, 3);
+        p = rj_tensor_to_padded(t, cases[i].value, 2);
+        assert_non_null(p);
+        rj_tensor_get_info(p, &pi);
+        assert_int_equal(((const int64_t *)pi.values)[1], cases[i].i64);
+        rj_tensor_free(p);
+        rj_tensor_free(t);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_from_components), FX(test_components_errors), FX(test_from_values),
         FX(test_padded_roundtrip), FX(test_from_padded_errors), FX(test_unbind),
-        FX(test_dense_errors),
+        FX(test_dense_errors), FX(test_fuzz_to_padded_value_out_of_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -110,7 +110,7 @@ static int32_t xconst(lower *L, rj_dtype t, double f) {
     lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
     if (dtype_is_float(t)) e.f = t == RJ_F32 ? (double)(float)f : f;
     else if (t == RJ_BOOL) e.i = f != 0 || isnan(f);
-    else e.i = isnan(f) ? 0 : (int64_t)f;
+    else e.i = cast_float_to_int(f, t); /* as the interpreter converts: saturating */
     return X(L, e);
 }
 

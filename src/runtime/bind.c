@@ -212,20 +212,19 @@ int64_t bind_dim_value(const rj_bind *b, rj_dim d) {
     return d >= 0 ? d : b->val[dim_sym(d)];
 }
 
-/* Number of elements of node n in this run: rows x inner for jagged, the product for dense. */
+/* Number of elements of node n in this run: rows x inner for jagged, the product for dense.
+ * By NumPy's rule (util.h), the dims of an empty tensor must fit as well, so that every
+ * partial product the backends compute fits. */
 static rj_status node_numel(rj_bind *b, const node *n, const char *what, int64_t *out) {
     const rj_graph *g = b->g;
-    int rp = dim_ragged_pos(g, n);
-    int64_t c = 1;
+    int rp = dim_ragged_pos(g, n), nf = 0;
+    int64_t fact[RJ_MAX_RANK];
     for (int k = 0; k < n->rank; k++) {
-        int64_t v;
-        if (k == rp) v = b->rows[dim_sym(n->dims[k])];
-        else if (k == rp - 1) continue; /* the batch dim is folded into the rows */
-        else v = bind_dim_value(b, n->dims[k]);
-        if (!mul_i64(c, v, &c))
-            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: the element count overflows", what);
+        if (k == rp) fact[nf++] = b->rows[dim_sym(n->dims[k])];
+        else if (k != rp - 1) fact[nf++] = bind_dim_value(b, n->dims[k]); /* B: in the rows */
     }
-    *out = c;
+    if (!shape_count(nf, fact, out, NULL))
+        return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: the element count overflows", what);
     return RJ_OK;
 }
 

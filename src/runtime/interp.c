@@ -35,6 +35,7 @@ typedef struct ival {
     const int64_t *lens;    /* rp >= 0: length of each item's ragged dim */
     const int64_t *poff;    /* rp >= 0: packed row offsets (B+1) */
     int64_t inner;          /* elements per row (jagged) */
+    int64_t numel;          /* elements in all */
 } ival;
 
 typedef struct interp {
@@ -211,30 +212,42 @@ static int64_t ext_at(const ival *v, const int64_t *idx, int k) {
     return b < v->ext[v->rp - 1] ? v->lens[b] : 0;
 }
 
-static bool idx_valid(const ival *v, const int64_t *idx) {
-    for (int k = 0; k < v->rank; k++)
-        if (idx[k] >= ext_at(v, idx, k)) return false;
-    return true;
-}
-
-/* Advances idx over all valid indices of v (dim `pinned` held at 0). */
-static bool idx_next(const ival *v, int64_t *idx, int pinned) {
-    do {
-        int k = v->rank - 1;
+/* Moves idx to the first valid index at or after it, given that dims left of `from` hold valid
+ * positions and the others are 0. A dim of extent 0 at the current position (a dense 0, or an
+ * empty row of the ragged dim) leaves nothing to visit to its right, so the walk advances the
+ * dims before it at once instead of stepping through that empty subspace: pad(x, len=2^40) of
+ * an empty batch is not 2^43 steps. */
+static bool idx_settle(const ival *v, int64_t *idx, int pinned, int from) {
+    for (;;) {
+        int e = from;
+        while (e < v->rank && idx[e] < ext_at(v, idx, e)) e++;
+        if (e == v->rank) return true;
+        int k = e - 1;
         for (; k >= 0; k--) {
             if (k == pinned) continue;
             if (++idx[k] < ext_at(v, idx, k)) break;
             idx[k] = 0;
         }
         if (k < 0) return false;
-    } while (!idx_valid(v, idx));
-    return true;
+        from = k + 1;
+    }
 }
 
+/* Advances idx over all valid indices of v (dim `pinned` held at 0). */
+static bool idx_next(const ival *v, int64_t *idx, int pinned) {
+    int k = v->rank - 1;
+    for (; k >= 0; k--) {
+        if (k == pinned) continue;
+        if (++idx[k] < ext_at(v, idx, k)) break;
+        idx[k] = 0;
+    }
+    return k >= 0 && idx_settle(v, idx, pinned, k + 1);
+}
+
+/* An empty value has no valid index, however large its other dims. */
 static bool idx_first(const ival *v, int64_t *idx, int pinned) {
     memset(idx, 0, sizeof(int64_t) * RJ_MAX_RANK);
-    if (v->rank == 0) return true;
-    return idx_valid(v, idx) || idx_next(v, idx, pinned);
+    return v->numel > 0 && idx_settle(v, idx, pinned, 0);
 }
 
 /* Linear element index in v of the result index idx (of rank R), with broadcasting: v's dims
@@ -260,20 +273,26 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
     v->rank = n->rank;
     v->rp = dim_ragged_pos(g, n);
     for (int k = 0; k < n->rank; k++) v->ext[k] = bind_dim_value(in->b, n->dims[k]);
-    int64_t numel = 1;
+    /* the extents that multiply to the element count: the batch dim is folded into the rows */
+    int64_t fact[RJ_MAX_RANK], numel;
+    int nf = 0;
     for (int k = 0; k < n->rank; k++) {
         if (k == v->rp - 1) continue;
-        int64_t e = v->ext[k];
+        fact[nf] = v->ext[k];
         if (k == v->rp) {
             int32_t r = sym_root(g, dim_sym(n->dims[k]));
             v->lens = in->lens[r];
             v->poff = in->poff[r];
-            e = v->poff[v->ext[k - 1]];
+            fact[nf] = v->poff[v->ext[k - 1]];
         }
-        if (!mul_i64(numel, e, &numel))
-            return ctx_fail(in->ctx, RJ_ERR_OVERFLOW, "interp: node %d is too large",
-                            (int)(n - g->nodes));
+        nf++;
     }
+    /* NumPy's rule (util.h): an empty value's other dims must fit too, so that products of
+     * any of them (inner below, the index arithmetic) cannot overflow */
+    if (!shape_count(nf, fact, &numel, NULL))
+        return ctx_fail(in->ctx, RJ_ERR_OVERFLOW, "interp: node %d is too large",
+                        (int)(n - g->nodes));
+    v->numel = numel;
     v->inner = 1;
     for (int k = v->rp + 1; v->rp >= 0 && k < v->rank; k++) v->inner *= v->ext[k];
     if (!bytes_of(numel, rj_dtype_size(n->dtype), &v->bytes))

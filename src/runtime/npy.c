@@ -357,20 +357,21 @@ static rj_status check_header(rj_ctx *ctx, const char *path, const npy_header *h
                         h->rank, RJ_MAX_RANK);
     lay->rank = h->rank;
     memcpy(lay->shape, h->shape, sizeof lay->shape);
-    /* a zero anywhere makes the array empty, whatever the other dims multiply to */
-    int64_t numel = 1;
-    for (int i = 0; i < h->rank; i++)
-        if (h->shape[i] == 0) numel = 0;
+    /* NumPy's rule, so that we read exactly what np.load reads: a zero dim makes the array
+     * empty, but the other dims (times the item size) must still fit, or NumPy calls the
+     * array too big; such a file cannot come from NumPy */
+    int64_t numel, nonzero;
+    size_t bytes;
     char sh[RJ_MAX_RANK * 22 + 4];
     shape_repr(sh, sizeof sh, h->rank, h->shape);
-    for (int i = 0; i < h->rank && numel; i++)
-        if (!mul_i64(numel, h->shape[i], &numel))
-            return ctx_fail(ctx, RJ_ERR_IO, "%s: shape %s has too many elements (overflow)",
-                            path, sh);
-    if (!bytes_of(numel, rj_dtype_size(lay->type->dtype), &lay->nbytes))
+    if (!shape_count(h->rank, h->shape, &numel, &nonzero))
+        return ctx_fail(ctx, RJ_ERR_IO, "%s: shape %s has too many elements (overflow)",
+                        path, sh);
+    if (!bytes_of(nonzero, rj_dtype_size(lay->type->dtype), &bytes))
         return ctx_fail(ctx, RJ_ERR_IO, "%s: shape %s is too large: %lld elements of %zu bytes "
-                        "overflow the address space", path, sh, (long long)numel,
+                        "overflow the address space", path, sh, (long long)nonzero,
                         rj_dtype_size(lay->type->dtype));
+    lay->nbytes = numel ? bytes : 0;
     return RJ_OK;
 }
 
@@ -531,20 +532,19 @@ static rj_status check_write_args(rj_ctx *ctx, const char *path, rj_dtype dtype,
     if (rank < 0 || rank > RJ_MAX_RANK || (rank > 0 && !shape))
         return ctx_fail(ctx, RJ_ERR_ARG, "%s: cannot write: rank %d is out of range 0..%d%s",
                         path, rank, RJ_MAX_RANK, rank > 0 && !shape ? " or shape is NULL" : "");
-    int64_t numel = 1;
+    int64_t numel, nonzero;
     for (int i = 0; i < rank; i++)
         if (shape[i] < 0)
             return ctx_fail(ctx, RJ_ERR_ARG, "%s: cannot write: dim %d is negative (%lld)", path,
                             i, (long long)shape[i]);
-    for (int i = 0; i < rank; i++)
-        if (shape[i] == 0) numel = 0;
-    for (int i = 0; i < rank && numel; i++)
-        if (!mul_i64(numel, shape[i], &numel))
-            return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: cannot write: the element count "
-                            "overflows", path);
-    if (!bytes_of(numel, rj_dtype_size(dtype), nbytes))
+    /* the reader's rule: never write a file that cannot be read back */
+    if (!shape_count(rank, shape, &numel, &nonzero))
+        return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: cannot write: the element count "
+                        "overflows", path);
+    if (!bytes_of(nonzero, rj_dtype_size(dtype), nbytes))
         return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: cannot write: %lld elements overflow the "
-                        "address space", path, (long long)numel);
+                        "address space", path, (long long)nonzero);
+    if (!numel) *nbytes = 0;
     if (!data && *nbytes)
         return ctx_fail(ctx, RJ_ERR_ARG, "%s: cannot write: data is NULL", path);
     return RJ_OK;

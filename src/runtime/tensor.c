@@ -76,18 +76,18 @@ rj_status rj_tensor_get_info(const rj_tensor *t, rj_tensor_info *info) {
     return RJ_OK;
 }
 
-/* Product of shape[from..rank) with overflow checking. */
+/* Product of shape[from..rank) with overflow checking, by NumPy's rule (util.h's
+ * shape_count): the same shapes are refused whatever the order of their dims, and every
+ * partial product of an accepted shape fits. */
 static rj_status shape_numel(rj_ctx *ctx, const char *what, int rank, const int64_t *shape,
                              int from, int64_t *out) {
-    int64_t n = 1;
-    for (int i = from; i < rank; i++) {
+    for (int i = from; i < rank; i++)
         if (shape[i] < 0)
             return ctx_fail(ctx, RJ_ERR_SIZE, "%s: dim %d is negative (%lld)", what, i,
                             (long long)shape[i]);
-        if (!mul_i64(n, shape[i], &n))
-            return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: the element count overflows", what);
-    }
-    *out = n;
+    if (rank > from && !shape_count(rank - from, shape + from, out, NULL))
+        return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: the element count overflows", what);
+    if (rank <= from) *out = 1; /* shape may be NULL then */
     return RJ_OK;
 }
 
@@ -325,11 +325,14 @@ static int64_t inner_numel(const rj_tensor_info *in) {
     return n;
 }
 
+/* v converted as the graph's pad converts its value (a cast: integers saturate, NaN is 0),
+ * so rj_tensor_to_padded and pad agree, and no value is undefined behaviour */
 static void fill_value(void *dst, rj_dtype t, int64_t n, double v) {
+    int64_t iv = t == RJ_I32 || t == RJ_I64 ? cast_float_to_int(v, t) : 0;
     switch (t) {
     case RJ_BOOL: memset(dst, v != 0, (size_t)n); break;
-    case RJ_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)v; break;
-    case RJ_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = (int64_t)v; break;
+    case RJ_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)iv; break;
+    case RJ_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = iv; break;
     case RJ_F32: for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)v; break;
     default: for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = v; break;
     }

@@ -46,6 +46,22 @@ static inline bool bytes_of(int64_t n, size_t s, size_t *r) {
     return true;
 }
 
+/* The element count of a shape by NumPy's rule: 0 if a dim is 0, but the product of the
+ * non-zero dims must fit all the same (NumPy refuses a larger shape as "too big" even when
+ * another dim is 0), so that every partial product of the dims fits too, whatever order code
+ * multiplies them in. *nonzero gets that product. False on overflow or a negative dim. */
+static inline bool shape_count(int rank, const int64_t *shape, int64_t *numel, int64_t *nonzero) {
+    int64_t n = 1;
+    bool empty = false;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] == 0) empty = true;
+        else if (!mul_i64(n, shape[i], &n)) return false;
+    }
+    *numel = empty ? 0 : n;
+    if (nonzero) *nonzero = n;
+    return true;
+}
+
 /* ---- the context ---------------------------------------------------------------------------
  * Defined here, at the bottom, because every layer allocates and reports errors through it.
  * It holds only what is common to all of ragjit (the allocator, the error, the settings);
