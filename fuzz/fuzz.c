@@ -297,13 +297,3 @@ bool fz_bind_all(rj_ctx *ctx, rj_bind *b, const rj_graph *g, uint64_t *rng, fz_a
     return true;
 }
 
-bool fz_known_same_defect(const rj_graph *g) {
-    int ns = rj_graph_dim_count(g);
-    for (int i = 0; i < ns; i++) {
-        rj_dim d = rj_graph_dim_at(g, i);
-        rj_dim_info info, root;
-        if (rj_dim_get_info(g, d, &info) != RJ_OK || info.same == d || !info.used) continue;
-        if (rj_dim_get_info(g, info.same, &root) == RJ_OK && !root.used) return true;
-    }
-    return false;
-}

@@ -113,8 +113,5 @@ void fz_fill(void *data, rj_dtype t, int64_t n, uint64_t *rng);
 bool fz_bind_all(rj_ctx *ctx, rj_bind *b, const rj_graph *g, uint64_t *rng, fz_arena *a,
                  fz_sizes *s);
 
-/* A known interpreter defect being fixed on another branch: a `same` class whose first symbol
- * no shape uses. Harnesses do not run such graphs until the fix lands (docs/guide.md). */
-bool fz_known_same_defect(const rj_graph *g);
 
 #endif

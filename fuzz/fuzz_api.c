@@ -60,7 +60,6 @@ typedef struct api {
     rj_program *prog[NPROG];
     int prog_nouts[NPROG];          /* outputs the graph had when the program was made */
     unsigned prog_gen[NPROG];       /* programs made in the slot so far */
-    bool prog_skip[NPROG];          /* its graph has the known `same` defect: never run it */
     rj_bind *bind[NBIND];
     int bind_prog[NBIND];           /* the program (slot, generation) it was made for */
     unsigned bind_gen[NBIND];
@@ -390,7 +389,6 @@ static void program_new(api *s, int slot, rj_target t) {
     fz_clear(s->ctx);
     s->prog[slot] = rj_program_new(s->g, t);
     s->prog_gen[slot]++;
-    s->prog_skip[slot] = fz_known_same_defect(s->g);
     if (!s->prog[slot]) fz_failed(s->ctx, "rj_program_new");
     else if (t != RJ_TARGET_REFERENCE) fz_die("rj_program_new accepted target %d", (int)t);
     s->prog_nouts[slot] = s->nouts;
@@ -410,7 +408,7 @@ static void bind_new(api *s, int slot, int ps) {
 static void run(api *s, int bs, int ps) {
     rj_bind *b = s->bind[bs];
     rj_program *p = s->prog[ps];
-    if (!b || !p || s->prog_skip[ps]) return;
+    if (!b || !p) return;
     s->ran = true;
     fz_clear(s->ctx);
     rj_status st = rj_program_run(p, b);
@@ -662,7 +660,7 @@ static void result(api *s, int bs) {
 }
 
 static void auto_bind(api *s, int bs) {
-    if (!s->bind[bs] || !s->g || fz_known_same_defect(s->g)) return;
+    if (!s->bind[bs] || !s->g) return;
     fz_bind_all(s->ctx, s->bind[bs], s->g, &s->rng, &s->arena, &s->sizes[bs]);
 }
 
@@ -756,7 +754,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!s->ran && s->g) { /* short inputs still reach the interpreter */
         if (!s->prog[0]) program_new(s, 0, RJ_TARGET_REFERENCE);
         bind_new(s, 0, 0);
-        if (s->bind[0] && s->g && !fz_known_same_defect(s->g) &&
+        if (s->bind[0] && s->g &&
             fz_bind_all(s->ctx, s->bind[0], s->g, &s->rng, &s->arena, &s->sizes[0]))
             run(s, 0, 0);
     }
