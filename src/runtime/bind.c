@@ -428,7 +428,7 @@ static rj_status prepare_outputs(rj_bind *b) {
                                 "but this run writes %lld", what, (long long)o->cap,
                                 (long long)need);
             o->data = o->user;
-        } else if ((s = run_reserve(b, (int64_t)bytes, what))) {
+        } else if ((s = run_reserve(b, (int64_t)bytes, what, -1))) {
             return s;
         } else {
             /* 64-byte aligned: whole cache lines per row for streaming stores and vectors */
@@ -527,13 +527,17 @@ static rj_status class_offsets(rj_bind *b) {
     return RJ_OK;
 }
 
-rj_status run_reserve(rj_bind *b, int64_t bytes, const char *what) {
+rj_status run_reserve(rj_bind *b, int64_t bytes, const char *what, int index) {
     int64_t limit = __atomic_load_n(&b->ctx->run_limit, __ATOMIC_RELAXED), total;
     if (!add_i64(b->run_bytes, bytes, &total)) total = INT64_MAX;
-    if (total > limit)
+    if (total > limit) {
+        char name[224];
+        if (index >= 0) snprintf(name, sizeof name, "%s %d", what, index);
+        else snprintf(name, sizeof name, "%s", what);
         return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s needs %lld bytes, and this run would then use %lld "
-                        "bytes, above the memory limit of %lld bytes (rj_ctx_set_memory_limit)", what,
+                        "bytes, above the memory limit of %lld bytes (rj_ctx_set_memory_limit)", name,
                         (long long)bytes, (long long)total, (long long)limit);
+    }
     b->run_bytes = total;
     return RJ_OK;
 }

@@ -29,6 +29,7 @@ typedef struct cpu_state {
     uint64_t compiles;     /* modules JIT-compiled (tests check cache hits with it) */
     int64_t stream_bytes;  /* 0: the default threshold */
     int64_t tile_bytes;    /* softmax tiles keep an item's columns within this (half of L2) */
+    int64_t env_stream_bytes; /* RAGJIT_NT_BYTES, or the default */
 } cpu_state;
 
 typedef struct cpu_kernel {
@@ -59,6 +60,17 @@ static void state_release(rj_ctx *ctx, void *p) {
     mem_free(ctx, st, sizeof *st);
 }
 
+/* RAGJIT_NT_BYTES, read once per context (runs never call getenv). The whole value must be a
+ * non-negative integer: atoll read "8MiB" as 8 and "x" as 0, silently streaming every output;
+ * anything else keeps the default. */
+static int64_t env_stream_bytes(void) {
+    const char *v = getenv("RAGJIT_NT_BYTES");
+    char *end = NULL;
+    errno = 0;
+    long long n = v && *v ? strtoll(v, &end, 10) : -1;
+    return n >= 0 && !errno && end && !*end ? n : NT_BYTES_DEFAULT;
+}
+
 /* Created by the first compile or dump, under the context's lock; read-only for runs. */
 static cpu_state *state_get(rj_ctx *ctx) {
     ctx_slot *sl = &ctx->slot[SLOT_CPU];
@@ -66,6 +78,7 @@ static cpu_state *state_get(rj_ctx *ctx) {
         cpu_state *st = mem_zalloc(ctx, sizeof(cpu_state));
         if (!st) return NULL;
         st->tile_bytes = target_desc_for(RJ_TARGET_CPU)->l2_bytes / 2;
+        st->env_stream_bytes = env_stream_bytes();
         sl->state = st;
         sl->release = state_release;
     }
@@ -95,15 +108,8 @@ uint64_t cpu_compile_count(const rj_ctx *ctx) {
 
 static int64_t stream_threshold(rj_ctx *ctx) {
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
-    int64_t set = st ? __atomic_load_n(&st->stream_bytes, __ATOMIC_RELAXED) : 0;
-    if (set) return set;
-    /* the whole value must be a non-negative integer: atoll read "8MiB" as 8 and "x" as 0,
-     * silently streaming every output; anything else keeps the default */
-    const char *v = getenv("RAGJIT_NT_BYTES");
-    char *end = NULL;
-    errno = 0;
-    long long n = v && *v ? strtoll(v, &end, 10) : -1;
-    return n >= 0 && !errno && end && !*end ? n : NT_BYTES_DEFAULT;
+    int64_t set = __atomic_load_n(&st->stream_bytes, __ATOMIC_RELAXED);
+    return set ? set : st->env_stream_bytes;
 }
 
 /* ---- compile --------------------------------------------------------------------------------- */
@@ -237,9 +243,7 @@ static rj_status host_addresses(rj_bind *b, const lprog *lp, host_mem *hm, launc
             if (s) return s;
             if (!bytes_of(elems, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
                 return ctx_fail(ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
-            char what[48];
-            snprintf(what, sizeof what, "temporary %d", lb->index);
-            if ((s = run_reserve(b, (int64_t)bytes, what))) return s;
+            if ((s = run_reserve(b, (int64_t)bytes, "temporary", lb->index))) return s;
             if (!(p = host_block_get(ctx, &hm->temp[lb->index], bytes))) return RJ_ERR_NOMEM;
         }
         a[i] = (uint64_t)(uintptr_t)p;
@@ -289,7 +293,7 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
                 return ctx_fail(ctx, RJ_ERR_OVERFLOW, "kernel %s: scratch size overflows", k->name);
             /* the largest kernel's scratch: one block serves every kernel in turn */
             if (bytes > scratch_reserved) {
-                if ((s = run_reserve(b, bytes - scratch_reserved, "per-thread scratch"))) return s;
+                if ((s = run_reserve(b, bytes - scratch_reserved, "per-thread scratch", -1))) return s;
                 scratch_reserved = bytes;
             }
             void *sc = host_block_get(ctx, &b->mem->scratch, (size_t)bytes);

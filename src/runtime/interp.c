@@ -299,9 +299,7 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
         return ctx_fail(in->ctx, RJ_ERR_OVERFLOW, "interp: node %d is too large",
                         (int)(n - g->nodes));
     v->bytes = v->bytes ? v->bytes : 1;
-    char what[64];
-    snprintf(what, sizeof what, "the value of node %d", (int)(n - g->nodes));
-    rj_status s = run_reserve(in->b, (int64_t)v->bytes, what);
+    rj_status s = run_reserve(in->b, (int64_t)v->bytes, "the value of node", (int)(n - g->nodes));
     if (s) return s;
     v->data = mem_zalloc(in->ctx, v->bytes);
     return v->data ? RJ_OK : RJ_ERR_NOMEM;

@@ -199,7 +199,7 @@ typedef struct dev_run {
 
 static rj_status dev_alloc(dev_run *r, uint64_t *d, int64_t bytes, const char *what) {
     *d = 0;
-    rj_status s = run_reserve(r->b, bytes, what);
+    rj_status s = run_reserve(r->b, bytes, what, -1);
     return s ? s : r->ops->alloc(r->ud, d, bytes, what);
 }
 

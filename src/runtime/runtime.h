@@ -116,10 +116,12 @@ static inline int64_t item_at_or_after(const int64_t *loff, int64_t B, int64_t v
     return lo;
 }
 
-/* Counts `bytes` that this run is about to allocate for `what` against the context's memory
- * limit (rj_ctx_set_memory_limit); RJ_ERR_SIZE, naming what, when they do not fit. Every
- * run-time allocation whose size the data decides goes through here first. */
-rj_status run_reserve(rj_bind *b, int64_t bytes, const char *what);
+/* Counts `bytes` that this run is about to allocate for `what` (followed by `index` when it
+ * is >= 0: "temporary 3") against the context's memory limit (rj_ctx_set_memory_limit);
+ * RJ_ERR_SIZE, naming it, when they do not fit. Every run-time allocation whose size the data
+ * decides goes through here first; the name is formatted only on failure, off the dispatch
+ * path. */
+rj_status run_reserve(rj_bind *b, int64_t bytes, const char *what, int index);
 
 /* Checks every binding and resolves the sizes of this run (see the file comment). */
 rj_status bind_prepare(rj_bind *b);
