@@ -58,7 +58,7 @@ static void check_source(rj_ctx *ctx, const rj_graph *g, const char *what, size_
                  count_substr(src, "extern \"C\" __global__ void "));
     for (int i = 0; i < nk; i++) {
         char sig[96];
-        snprintf(sig, sizeof sig, "extern \"C\" __global__ void %.31s(", names[i]);
+        snprintf(sig, sizeof sig, "extern \"C\" __global__ void __launch_bounds__(256) %.31s(", names[i]);
         if (!strstr(src, sig)) fail_msg("%s: no `%s` in the CUDA source", what, sig);
     }
     if (strcmp(src, again)) fail_msg("%s: two dumps of the CUDA source differ", what);

@@ -228,14 +228,15 @@ static void test_print_simt_launch(void **state) {
     assert_int_equal(pipeline_run(g, target_desc_for(RJ_TARGET_CUDA), &c), RJ_OK);
     assert_true(c.lp.nkernels > 0);
     assert_true(c.lp.kernels[0].launch.simt);
-    assert_int_equal(c.lp.kernels[0].launch.block, 128);
+    assert_int_equal(c.lp.kernels[0].launch.block, 256);
+    assert_int_equal(c.lp.kernels[0].launch.group, 32); /* a warp per row */
     sbuf b;
     sbuf_init(&b, f->ctx);
     print_lprog(&b, c.opt, &c.lp);
     char *t = sbuf_finish(&b);
     assert_non_null(t);
-    expect_in(t, "// launch: units = rows of j1; blocks of 128 threads; per thread: a chunk of units, "
-                 "lanes in turn\n");
+    expect_in(t, "// launch: units = rows of j1; blocks of 256 threads; per group of 32 threads: a chunk "
+                 "of units, lanes across them\n");
     rj_string_free(f->ctx, t);
     compiled_free(&c);
     assert_int_equal(pipeline_run(g, target_desc_for(RJ_TARGET_CPU), &c), RJ_OK);

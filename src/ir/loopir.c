@@ -34,6 +34,7 @@ lkernel *lprog_add_kernel(lprog *p, const char *name) {
     k->ctx = p->ctx;
     k->body = -1;
     k->launch.block = 1;
+    k->launch.group = 1;
     snprintf(k->name, sizeof k->name, "%s", name);
     return k;
 }
@@ -622,7 +623,10 @@ static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
     switch (k->domain) {
     case UD_ROWS: sbuf_printf(b, "rows of %s", class_name(g, k)); break;
     case UD_ITEMS:
-        sbuf_printf(b, "(item, %s) pairs of %s over [", k->tiled ? "tile" : "whole", class_name(g, k));
+        if (k->fixed_tile > 0)
+            sbuf_printf(b, "(item, %d-wide tile) pairs of %s over [", (int)k->fixed_tile, class_name(g, k));
+        else
+            sbuf_printf(b, "(item, %s) pairs of %s over [", k->tiled ? "tile" : "whole", class_name(g, k));
         print_dims(b, g, k->dom_dims, k->dom_rank, ", ");
         sbuf_putc(b, ']');
         break;
@@ -632,8 +636,14 @@ static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
         sbuf_putc(b, ']');
         break;
     }
-    if (k->launch.simt) sbuf_printf(b, "; blocks of %d threads", (int)k->launch.block);
-    sbuf_printf(b, "; per thread: a chunk of units, lanes %s\n", k->launch.simt ? "in turn" : "vectorised");
+    if (!k->launch.simt) {
+        sbuf_puts(b, "; per thread: a chunk of units, lanes vectorised\n");
+        return;
+    }
+    sbuf_printf(b, "; blocks of %d threads", (int)k->launch.block);
+    if (k->launch.group <= 1) sbuf_puts(b, "; per thread: a chunk of units, lanes in turn\n");
+    else if (k->launch.group == k->launch.block) sbuf_puts(b, "; per block: a chunk of units, lanes across its threads\n");
+    else sbuf_printf(b, "; per group of %d threads: a chunk of units, lanes across them\n", (int)k->launch.group);
 }
 
 /* A local array: its constant size, or for the runtime-sized thread scratch what the runtime

@@ -141,11 +141,20 @@ typedef struct llocal {
 
 typedef enum { UD_ROWS, UD_ITEMS, UD_DENSE } unit_domain;
 
-/* What one thread of a launch covers. Today's lowering has one template for every target;
- * the SIMT templates of DESIGN.md §3 (a warp per row, a block per (item, tile) with lanes
- * across its threads) add covers as they come. */
+/* What the threads of a launch cover. Threads come in groups of launch_shape.group
+ * consecutive threads (1 on a CPU; a warp, part of one, or a whole block on a SIMT target).
+ * A group takes a contiguous chunk of the kernel's units; every thread of the group runs the
+ * unit's statements, except that the iterations of a `lanes` loop are spread across the
+ * group's threads (thread l of the group takes iterations l, l + group, ...), and a `reduce`
+ * inside a lanes loop combines the threads' partial values so that every thread holds the
+ * whole result after the loop. So statements outside lanes loops compute the same values in
+ * every thread of a group (stores there write the same value to the same place), a variable
+ * set inside a lanes loop is private to the thread running that iteration, and a thread-scope
+ * local indexed by a lanes variable is touched by the one thread that runs that iteration.
+ * `barrier` and block-scope locals need the group to be the whole block (the block then runs
+ * its chunk of units in step). */
 typedef enum {
-    LC_CHUNK, /* a contiguous chunk of units, each unit run whole, lanes loops included */
+    LC_CHUNK, /* a group of threads takes a contiguous chunk of units, lanes across the group */
 } launch_cover;
 
 /* The launch shape: with the unit domain (domain, dom_* of the kernel), how units map onto
@@ -153,7 +162,8 @@ typedef enum {
 typedef struct launch_shape {
     bool simt;       /* threads come in blocks (target_desc.simt) */
     int32_t block;   /* SIMT: threads per block; 1 on a CPU */
-    uint8_t cover;   /* launch_cover of a thread; a block covers `block` consecutive shares */
+    int32_t group;   /* threads sharing a chunk of units (a power of two dividing block) */
+    uint8_t cover;   /* launch_cover */
 } launch_shape;
 
 typedef struct lkernel {
@@ -186,6 +196,8 @@ typedef struct lkernel {
     bool has_nt;        /* some store is LF_NT */
     bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
     uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
+    int32_t fixed_tile; /* UD_ITEMS: the tile is this constant of the kernel's code, not the
+                         * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
 } lkernel;
 /* Buffers: what a PK_BUF parameter points to. */
 typedef enum { LB_INPUT, LB_OUTPUT, LB_TEMP } lbuf_kind;

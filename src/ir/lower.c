@@ -1135,7 +1135,363 @@ static void items_softmax(lower *L, const fuse_group *gr, items *it) {
     items_write_rows(L, gr, it);
 }
 
+/* ---- reductions and softmax over the ragged or padded dim on a SIMT target ------------------
+ *
+ * One block per (item, tile) unit, with the tile TS columns wide (a warp's width, or less for
+ * a narrow inner extent) and the block's BS threads arranged as R = BS / TS row groups of TS
+ * threads: thread v takes column t = v mod TS and rows r, r + R, r + 2R, ... of the item, with
+ * r = v / TS. A warp therefore reads TS consecutive elements of one row (coalesced), the R row
+ * groups stream different rows of the item at once, and every thread folds its rows into
+ * registers: a compensated sum, a max/min/product, or for softmax the running maximum m and the
+ * sum s of exp(x - m), rescaled when m grows (the online softmax: one pass over the input for
+ * both statistics). The threads' partial values meet in block-shared memory after a barrier;
+ * the first TS threads fold the R partials of their column, add the padding rows in closed
+ * form, and write the result (reductions) or leave m and 1/s (softmax; log s for log_softmax)
+ * in shared memory, where after a second barrier every thread reads its column's and writes
+ * its rows. Nothing goes through per-thread global scratch; softmax reads its input twice (the
+ * second read mostly from L2: a block's rows were read moments before).
+ *
+ * The online softmax step folds x into (m, s) with a single exp: with mn = max(m, x), one of
+ * exp(m - mn) and exp(x - mn) is 1, so
+ *     x > m:   s = s * exp(m - x) + (x - x + 1)      (x - x + 1: NaN for x = +inf, as exp(x - mn))
+ *     else:    s = s + exp(x - m)                    (0 for x = -inf, whatever m is)
+ * which keeps the NaN of the two-pass form wherever it has one (an +inf or NaN in the column),
+ * and the sum is compensated as the CPU's is (the compensation rescaled with the sum). */
+
+typedef struct simt_items {
+    red_ctx *rc;
+    blk ub;             /* the unit loop's body */
+    int32_t part;       /* block-shared partials: [nslot][BS] */
+    int32_t BS, TS, R;
+    int32_t b, f0, tn, len, cnt;
+    int32_t vv, vt, vr, vq; /* lane v, its column t and row group r, the row step q */
+    at rows, pad;       /* element (b, i, f0 + t) in the rows / the padding rows */
+    bool softmax, compensate;
+} simt_items;
+
+/* slot k of the partials of lane (expression) v */
+static int32_t sp_at(lower *L, simt_items *s, int k, int32_t v) {
+    return xlocal(L, s->part, xadd(L, xi(L, (int64_t)k * s->BS), v));
+}
+
+static void simt_items_open(lower *L, red_ctx *rc, simt_items *s, blk *top, int32_t *fu) {
+    const node *root = rc->ai.root, *x = rc->ai.x;
+    lkernel *k = L->k;
+    int32_t cls = rc->ai.cls;
+    s->rc = rc;
+    s->softmax = op_table[root->op].kind == KIND_SOFTMAX;
+    bool sums = s->softmax || root->op == RJ_OP_SUM || root->op == RJ_OP_MEAN;
+    s->compensate = sums && dtype_is_float(rc->acc_t);
+    k->domain = UD_ITEMS;
+    k->dom_class = cls;
+    k->dom_rank = x->rank - 2;
+    memcpy(k->dom_dims, x->dims + 2, sizeof(rj_dim) * (size_t)k->dom_rank);
+    k->scratch_type = (uint8_t)rc->acc_t;
+    k->passes = s->softmax ? 2 : 1;
+    /* the tile: a warp's width, narrower when the inner extent is a smaller constant */
+    int64_t n = 1;
+    bool known = true;
+    for (int d = 2; d < x->rank; d++) {
+        if (x->dims[d] < 0) known = false;
+        else n *= x->dims[d];
+    }
+    s->BS = k->launch.block;
+    s->TS = L->desc->warp < s->BS ? L->desc->warp : s->BS;
+    while (known && s->TS > 1 && s->TS / 2 >= n) s->TS /= 2;
+    s->R = s->BS / s->TS;
+    k->tiled = true;
+    k->fixed_tile = s->TS;
+    k->launch.group = s->BS;
+    int32_t vu = newvar(L, "u", RJ_I64);
+    int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi");
+    *fu = s_for(L, top, vu, lo, hi, LM_UNITS);
+    s->ub = NEWBLK;
+    int32_t N = xi(L, 1);
+    for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
+    int32_t T = xi(L, s->TS);
+    int32_t nt = xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xi(L, s->TS - 1)), T);
+    int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
+    int32_t vlen = newvar(L, "len", RJ_I64);
+    int32_t u = xvar(L, vu);
+    s_set(L, &s->ub, vb, xbin(L, LOP_IDIV, RJ_I64, u, nt));
+    s->b = xvar(L, vb);
+    s_set(L, &s->ub, vf0, xmul(L, xsub(L, u, xmul(L, s->b, nt)), T));
+    s->f0 = xvar(L, vf0);
+    s_set(L, &s->ub, vnt, xmin(L, T, xsub(L, N, s->f0)));
+    s->tn = xvar(L, vnt);
+    rc->ntile = s->tn;
+    s_set(L, &s->ub, vlen, xlen(L, cls, s->b));
+    s->len = xvar(L, vlen);
+    s->cnt = rc->ai.padded ? xsub(L, xsize(L, rc->ai.L), s->len) : xi(L, 0);
+    int nslot = s->softmax ? 3 : s->compensate ? 2 : 1;
+    s->part = L->err ? 0 : lk_local(k, "part", LL_BLOCK, rc->acc_t);
+    if (s->part < 0) {
+        L->err = RJ_ERR_NOMEM;
+        s->part = 0;
+    } else if (!L->err) {
+        k->locals[s->part].elems = (int64_t)nslot * s->BS;
+    }
+    rc->vi = newvar(L, "i", RJ_I64);
+    s->vv = newvar(L, "v", RJ_I64);
+    s->vt = newvar(L, "t", RJ_I64);
+    s->vr = newvar(L, "r", RJ_I64);
+    s->vq = newvar(L, "q", RJ_I64);
+    at a = {.rank = x->rank, .inclass = cls, .outclass = -1, .guard = -1};
+    a.idx[0] = s->b;
+    a.idx[1] = xvar(L, rc->vi);
+    int32_t rem = xadd(L, s->f0, xvar(L, s->vt));
+    for (int d = x->rank - 1; d >= 2; d--) {
+        if (d == 2) {
+            a.idx[2] = rem;
+            break;
+        }
+        int32_t sz = xsize(L, x->dims[d]);
+        a.idx[d] = x->dims[d] == 1 ? xi(L, 0) : xbin(L, LOP_IREM, RJ_I64, rem, sz);
+        rem = xbin(L, LOP_IDIV, RJ_I64, rem, sz);
+    }
+    s->rows = s->pad = a;
+    s->pad.inclass = -1;
+    s->pad.outclass = cls;
+}
+
+/* Opens "for v in 0 .. BS lanes { t = v mod TS; r = v / TS; ...": one iteration per thread. */
+static int32_t simt_lane_loop(lower *L, simt_items *s, blk *into, blk *body) {
+    *body = NEWBLK;
+    int32_t f = s_for(L, into, s->vv, xi(L, 0), xi(L, s->BS), LM_LANES);
+    int32_t v = xvar(L, s->vv);
+    s_set(L, body, s->vt, s->TS == 1 ? xi(L, 0) : xbin(L, LOP_IREM, RJ_I64, v, xi(L, s->TS)));
+    s_set(L, body, s->vr, s->TS == 1 ? v : xbin(L, LOP_IDIV, RJ_I64, v, xi(L, s->TS)));
+    return f;
+}
+
+/* Opens the row loop of a lane: rows [lo, lo + n) of the item with i = lo + r + q * R, none
+ * when the lane's column is outside the tile; sets i. */
+static int32_t simt_row_loop(lower *L, simt_items *s, blk *into, blk *body, int32_t lo, int32_t n) {
+    *body = NEWBLK;
+    int32_t r = xvar(L, s->vr);
+    int32_t steps = xbin(L, LOP_IDIV, RJ_I64, xadd(L, xsub(L, n, r), xi(L, s->R - 1)), xi(L, s->R));
+    steps = xsel(L, xcmp(L, RJ_OP_LT, xvar(L, s->vt), s->tn), steps, xi(L, 0));
+    int32_t f = s_for(L, into, s->vq, xi(L, 0), steps, LM_SERIAL);
+    s_set(L, body, s->rc->vi, xadd(L, lo, xadd(L, r, xmul(L, xvar(L, s->vq), xi(L, s->R)))));
+    return f;
+}
+
+/* The online softmax step: (m, s, c) folded with `cnt` copies (an f-typed expression, or -1
+ * for one) of x. cnt > 0 is the caller's guard. */
+static void online_step(lower *L, blk *b, rj_dtype t, int32_t vm, int32_t vs, int32_t vc, int32_t x,
+                        int32_t times) {
+    int32_t m = xvar(L, vm);
+    int32_t big = xcmp(L, RJ_OP_GT, x, m);
+    int32_t ex = xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_MINIMUM, t, x, m),
+                                         xbin(L, RJ_OP_MAXIMUM, t, x, m)));
+    int32_t one = xbin(L, RJ_OP_ADD, t, xbin(L, RJ_OP_SUB, t, x, x), xconst(L, t, 1));
+    int32_t neginf = xcmp(L, RJ_OP_EQ, x, xextreme(L, t, true));
+    int32_t term = xsel(L, big, one, xsel(L, neginf, xconst(L, t, 0), ex));
+    if (times >= 0) term = xbin(L, RJ_OP_MUL, t, term, times);
+    int32_t vsc = newvar(L, "scale", t);
+    s_set(L, b, vsc, xsel(L, big, ex, xconst(L, t, 1)));
+    s_set(L, b, vs, xbin(L, RJ_OP_MUL, t, xvar(L, vs), xvar(L, vsc)));
+    s_set(L, b, vc, xbin(L, RJ_OP_MUL, t, xvar(L, vc), xvar(L, vsc)));
+    kahan_add(L, b, t, (place){-1, vs}, (place){-1, vc}, term);
+    s_set(L, b, vm, xbin(L, RJ_OP_MAXIMUM, t, m, x));
+}
+
+/* Merges a partial (m2, s2 - c2) of the online softmax into (m, s, c). */
+static void online_merge(lower *L, blk *b, rj_dtype t, int32_t vm, int32_t vs, int32_t vc, int32_t m2,
+                         int32_t sum2) {
+    int32_t m = xvar(L, vm);
+    int32_t big = xcmp(L, RJ_OP_GT, m2, m);
+    int32_t ex = xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_MINIMUM, t, m2, m),
+                                         xbin(L, RJ_OP_MAXIMUM, t, m2, m)));
+    int32_t neginf = xcmp(L, RJ_OP_EQ, m2, xextreme(L, t, true));
+    int32_t term = xsel(L, neginf, xconst(L, t, 0), xsel(L, big, sum2, xbin(L, RJ_OP_MUL, t, sum2, ex)));
+    int32_t vsc = newvar(L, "scale", t);
+    s_set(L, b, vsc, xsel(L, big, ex, xconst(L, t, 1)));
+    s_set(L, b, vs, xbin(L, RJ_OP_MUL, t, xvar(L, vs), xvar(L, vsc)));
+    s_set(L, b, vc, xbin(L, RJ_OP_MUL, t, xvar(L, vc), xvar(L, vsc)));
+    kahan_add(L, b, t, (place){-1, vs}, (place){-1, vc}, term);
+    s_set(L, b, vm, xbin(L, RJ_OP_MAXIMUM, t, m, m2));
+}
+
+/* Folds element v into the lane's accumulators a (and c) or (m, s, c). */
+static void simt_fold(lower *L, simt_items *s, blk *b, int32_t va, int32_t vs, int32_t vc, int32_t v) {
+    red_ctx *rc = s->rc;
+    rj_dtype t = rc->acc_t;
+    int32_t vx = newvar(L, "x", t); /* read once, used by several statements */
+    s_set(L, b, vx, v);
+    v = xvar(L, vx);
+    if (s->softmax) online_step(L, b, t, va, vs, vc, v, -1);
+    else if (s->compensate) kahan_add(L, b, t, (place){-1, va}, (place){-1, vc}, v);
+    else s_set(L, b, va, combine(L, (rj_op)rc->ai.root->op, t, xvar(L, va), v));
+}
+
+/* Pass 1: every lane folds its rows (and the padding rows that depend on the row) into
+ * registers and leaves them in the block's partials. */
+static void simt_pass_fold(lower *L, simt_items *s, int32_t va, int32_t vs, int32_t vc) {
+    red_ctx *rc = s->rc;
+    rj_dtype t = rc->acc_t;
+    blk lb;
+    int32_t fl = simt_lane_loop(L, s, &s->ub, &lb);
+    s_set(L, &lb, va, s->softmax ? xextreme(L, t, true) : identity(L, (rj_op)rc->ai.root->op, t));
+    if (s->softmax) s_set(L, &lb, vs, xconst(L, t, 0));
+    if (s->softmax || s->compensate) s_set(L, &lb, vc, xconst(L, t, 0));
+    for (int part = 0; part < 2; part++) {
+        int32_t v;
+        if (part == 1) {
+            if (!rc->ai.padded) break;
+            v = red_input(L, rc, &s->pad);
+            if (!expr_uses_var(L, v, rc->vi)) break; /* closed form, in the combine */
+        }
+        blk rb;
+        int32_t fr = simt_row_loop(L, s, &lb, &rb, part ? s->len : xi(L, 0), part ? s->cnt : s->len);
+        v = red_input(L, rc, part ? &s->pad : &s->rows);
+        simt_fold(L, s, &rb, va, vs, vc, v);
+        close_body(L, fr, &rb);
+    }
+    int32_t lane = xvar(L, s->vv);
+    s_store_local(L, &lb, s->part, xadd(L, xi(L, 0), lane), xvar(L, va));
+    if (s->softmax) s_store_local(L, &lb, s->part, xadd(L, xi(L, s->BS), lane), xvar(L, vs));
+    if (s->softmax || s->compensate)
+        s_store_local(L, &lb, s->part, xadd(L, xi(L, (int64_t)(s->softmax ? 2 : 1) * s->BS), lane), xvar(L, vc));
+    close_body(L, fl, &lb);
+    put(L, &s->ub, (ls){.kind = LS_BARRIER, .var = -1, .a = -1, .b = -1, .ref = -1, .body = -1, .els = -1});
+}
+
+/* Pass 2 (the first TS lanes): the column's R partials folded together, then the padding rows
+ * in closed form. Opens "for t in 0 .. tn lanes", left open in *cb for the caller's finish. */
+static int32_t simt_combine(lower *L, simt_items *s, blk *cb, int32_t va, int32_t vs, int32_t vc) {
+    red_ctx *rc = s->rc;
+    rj_dtype t = rc->acc_t;
+    rj_op op = (rj_op)rc->ai.root->op;
+    *cb = NEWBLK;
+    int32_t fc = s_for(L, &s->ub, s->vt, xi(L, 0), s->tn, LM_LANES);
+    int32_t col = xvar(L, s->vt);
+    int cslot = s->softmax ? 2 : 1;
+    s_set(L, cb, va, sp_at(L, s, 0, col));
+    if (s->softmax) s_set(L, cb, vs, sp_at(L, s, 1, col));
+    if (s->softmax || s->compensate) s_set(L, cb, vc, sp_at(L, s, cslot, col));
+    if (s->R > 1) {
+        blk rb = NEWBLK;
+        int32_t fr = s_for(L, cb, s->vr, xi(L, 1), xi(L, s->R), LM_SERIAL);
+        int32_t ix = xadd(L, xmul(L, xvar(L, s->vr), xi(L, s->TS)), col);
+        if (s->softmax)
+            online_merge(L, &rb, t, va, vs, vc, sp_at(L, s, 0, ix),
+                         xbin(L, RJ_OP_SUB, t, sp_at(L, s, 1, ix), sp_at(L, s, 2, ix)));
+        else if (s->compensate)
+            kahan_add(L, &rb, t, (place){-1, va}, (place){-1, vc},
+                      xbin(L, RJ_OP_SUB, t, sp_at(L, s, 0, ix), sp_at(L, s, 1, ix)));
+        else
+            s_set(L, &rb, va, combine(L, op, t, xvar(L, va), sp_at(L, s, 0, ix)));
+        close_body(L, fr, &rb);
+    }
+    if (rc->ai.padded) { /* padding rows of one value: in closed form */
+        int32_t v = red_input(L, rc, &s->pad);
+        if (!expr_uses_var(L, v, rc->vi)) {
+            int32_t some = xcmp(L, RJ_OP_GT, s->cnt, xi(L, 0));
+            if (s->softmax) {
+                blk ib = NEWBLK;
+                int32_t fi = put(L, cb, (ls){.kind = LS_IF, .var = -1, .a = some, .b = -1, .ref = -1,
+                                             .body = -1, .els = -1});
+                online_step(L, &ib, t, va, vs, vc, v, xcast(L, t, s->cnt));
+                close_body(L, fi, &ib);
+            } else if (s->compensate) {
+                kahan_add(L, cb, t, (place){-1, va}, (place){-1, vc},
+                          xsel(L, some, xbin(L, RJ_OP_MUL, t, v, xcast(L, t, s->cnt)), xconst(L, t, 0)));
+            } else {
+                s_set(L, cb, va, combine_n(L, op, t, xvar(L, va), v, s->cnt));
+            }
+        }
+    }
+    return fc;
+}
+
+/* The reduction's result for column t, then the epilogue. */
+static void simt_write_result(lower *L, simt_items *s, blk *cb, int32_t va, int32_t vc) {
+    red_ctx *rc = s->rc;
+    const node *root = rc->ai.root, *x = rc->ai.x;
+    rj_dtype t = rc->acc_t;
+    int32_t r = xvar(L, va);
+    if (s->compensate) r = xbin(L, RJ_OP_SUB, t, r, xvar(L, vc));
+    if (root->op == RJ_OP_MEAN) {
+        int32_t n = rc->ai.padded ? xsize(L, rc->ai.L) : s->len;
+        r = xbin(L, RJ_OP_DIV, t, r, xcast(L, t, n));
+    }
+    r = xcast(L, root->dtype, r);
+    at oa = {.rank = root->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    oa.idx[0] = s->b;
+    int o = 1;
+    if (root->keepdim) oa.idx[o++] = xi(L, 0);
+    for (int d = 2; d < x->rank; d++) oa.idx[o++] = s->rows.idx[d];
+    store_group(L, cb, (int32_t)(root - L->g->nodes), r, &oa, false, 0);
+}
+
+/* Softmax: every lane writes its rows (and the padding rows where something padded is
+ * materialised) from its column's m and 1/s (log s) in the partials. */
+static void simt_write_rows(lower *L, const fuse_group *gr, simt_items *s) {
+    red_ctx *rc = s->rc;
+    const rj_graph *g = L->g;
+    const node *root = rc->ai.root;
+    rj_dtype t = rc->acc_t;
+    bool padded_out = L->plan->nodes[root - g->nodes].mat;
+    for (int32_t m = 0; m < gr->nmembers; m++)
+        padded_out |= L->plan->nodes[gr->members[m]].mat && g->nodes[gr->members[m]].op != RJ_OP_UNPAD;
+    blk lb;
+    int32_t fl = simt_lane_loop(L, s, &s->ub, &lb);
+    int32_t col = xvar(L, s->vt);
+    int32_t vm = newvar(L, "m", t), vk = newvar(L, "k", t);
+    s_set(L, &lb, vm, sp_at(L, s, 0, col));
+    s_set(L, &lb, vk, sp_at(L, s, 1, col));
+    for (int part = 0; part < (rc->ai.padded && padded_out ? 2 : 1); part++) {
+        const at *pa = part ? &s->pad : &s->rows;
+        blk rb;
+        int32_t fr = simt_row_loop(L, s, &lb, &rb, part ? s->len : xi(L, 0), part ? s->cnt : s->len);
+        int32_t v = red_input(L, rc, pa);
+        int32_t y = root->op == RJ_OP_SOFTMAX
+                        ? xbin(L, RJ_OP_MUL, t, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, vm))), xvar(L, vk))
+                        : xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, vm)), xvar(L, vk));
+        store_group(L, &rb, (int32_t)(root - g->nodes), y, pa, part == 0, LF_NT);
+        close_body(L, fr, &rb);
+    }
+    close_body(L, fl, &lb);
+}
+
+static void lower_items_simt(lower *L, const fuse_group *gr, red_ctx *rc) {
+    simt_items s;
+    blk top = NEWBLK;
+    int32_t fu;
+    simt_items_open(L, rc, &s, &top, &fu);
+    rj_dtype t = rc->acc_t;
+    int32_t va = newvar(L, s.softmax ? "mx" : "acc", t);
+    int32_t vs = newvar(L, "s", t), vc = newvar(L, "c", t);
+    simt_pass_fold(L, &s, va, vs, vc);
+    blk cb;
+    int32_t fc = simt_combine(L, &s, &cb, va, vs, vc);
+    if (s.softmax) {
+        int32_t sum = xbin(L, RJ_OP_SUB, t, xvar(L, vs), xvar(L, vc));
+        int32_t col = xvar(L, s.vt);
+        s_store_local(L, &cb, s.part, col, xvar(L, va));
+        s_store_local(L, &cb, s.part, xadd(L, xi(L, s.BS), col),
+                      rc->ai.root->op == RJ_OP_SOFTMAX ? xbin(L, RJ_OP_DIV, t, xconst(L, t, 1), sum)
+                                                       : xun(L, RJ_OP_LOG, t, sum));
+    } else {
+        simt_write_result(L, &s, &cb, va, vc);
+    }
+    close_body(L, fc, &cb);
+    ls bar = {.kind = LS_BARRIER, .var = -1, .a = -1, .b = -1, .ref = -1, .body = -1, .els = -1};
+    if (s.softmax) {
+        put(L, &s.ub, bar);
+        simt_write_rows(L, gr, &s);
+    }
+    put(L, &s.ub, bar); /* the next unit overwrites the partials */
+    close_body(L, fu, &s.ub);
+    L->k->body = top.first;
+}
+
 static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
+    if (L->desc->simt) {
+        lower_items_simt(L, gr, rc);
+        return;
+    }
     items it;
     blk top = NEWBLK;
     int32_t fu = items_open(L, rc, &it, &top);
@@ -1457,13 +1813,44 @@ static int32_t add_buf(lower *L, lbuf_kind kind, int32_t index, int32_t node_id,
     return p->nbufs++;
 }
 
-/* Today's one template for every target: a thread runs a contiguous chunk of units. On a SIMT
- * target four warps' chunks make a block: enough threads per multiprocessor to hide memory
- * latency while every thread's chunk stays long. */
+/* The launch shape before a kernel is lowered: on a SIMT target, blocks of eight warps (enough
+ * threads per multiprocessor to hide memory latency, and the row groups of the item template);
+ * the template may set the group (the item template takes whole blocks), else group_for
+ * chooses it once the kernel exists. */
 static launch_shape launch_for(const target_desc *d) {
-    launch_shape s = {.simt = d->simt, .block = 1, .cover = LC_CHUNK};
-    if (d->simt) s.block = 4 * d->warp < d->max_block ? 4 * d->warp : d->max_block;
+    launch_shape s = {.simt = d->simt, .block = 1, .group = 1, .cover = LC_CHUNK};
+    if (d->simt) s.block = 8 * d->warp < d->max_block ? 8 * d->warp : d->max_block;
     return s;
+}
+
+/* The threads a kernel's lanes loops are spread across on a SIMT target: a warp per unit (a
+ * row: coalesced accesses, and warp-shuffle reductions over the row), narrowed to the lanes'
+ * extent where it is a smaller constant; the whole block where reductions must go through
+ * shared memory (no shuffles); one thread where there are no lanes. */
+static void group_for(lower *L, lkernel *k) {
+    if (!k->launch.simt || k->launch.group > 1) return;
+    bool lanes = false, reduces = false, known = true;
+    int64_t widest = 1;
+    for (int32_t i = 0; i < k->nst && !L->err; i++) {
+        const ls *st = &k->st[i];
+        if (st->kind == LS_REDUCE) reduces = true;
+        if (st->kind != LS_FOR || st->map != LM_LANES) continue;
+        lanes = true;
+        const lx *a = E(L, st->a), *b = E(L, st->b);
+        if (a->kind == LX_CONST && b->kind == LX_CONST && a->type == RJ_I64 && b->type == RJ_I64) {
+            if (b->i - a->i > widest) widest = b->i - a->i;
+        } else {
+            known = false;
+        }
+    }
+    if (!lanes) return;
+    if (reduces && !L->desc->shuffles) {
+        k->launch.group = k->launch.block;
+        return;
+    }
+    int32_t g = L->desc->warp < k->launch.block ? L->desc->warp : k->launch.block;
+    while (known && g > 1 && g / 2 >= widest) g /= 2;
+    k->launch.group = g;
 }
 
 rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *plan,
@@ -1510,6 +1897,7 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
         else lower_axis(&L, gr);
         if (L.k->has_nt) xparam(&L, PK_NT, 0, "nt");
+        group_for(&L, L.k);
     }
     mem_free(ctx, L.bufof, nb * sizeof(int32_t));
     mem_free(ctx, L.memo, sizeof(memo_ent) * (size_t)L.memo_cap);

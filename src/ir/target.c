@@ -66,6 +66,7 @@ static const target_desc cuda_desc = {
     .l2_bytes = 50 << 20,
     .shared_bytes = 48 << 10,
     .max_block = 1024,
+    .shuffles = true,
 };
 
 static const target_desc opencl_desc = {

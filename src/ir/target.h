@@ -25,6 +25,9 @@ typedef struct target_desc {
     int64_t l2_bytes;        /* per core (CPU) or device-wide (SIMT) */
     int64_t shared_bytes;    /* SIMT: shared memory a block may use; 0 on a CPU */
     int32_t max_block;       /* SIMT: most threads in a block; 1 on a CPU */
+    bool shuffles;           /* SIMT: the threads of a warp can exchange registers (CUDA's
+                              * __shfl_xor_sync); without, reductions across threads go
+                              * through block-shared memory (OpenCL C 1.2) */
 } target_desc;
 
 /* The descriptors lowering uses when dumping or compiling for a target (rj_target values). The

@@ -63,6 +63,11 @@ static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_
     pl->tile = N > 0 ? N : 1;
     pl->ntiles = 1;
     if (!k->tiled) return;
+    if (k->fixed_tile > 0) { /* the kernel's own constant */
+        pl->tile = k->fixed_tile;
+        pl->ntiles = N > 0 ? (N + k->fixed_tile - 1) / k->fixed_tile : 1;
+        return;
+    }
     if (o->tile_bytes > 0 && k->passes > 1 && N > 16) {
         int64_t es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
         int64_t t = o->tile_bytes / ((maxw > 0 ? maxw : 1) * es * 2);
@@ -267,22 +272,28 @@ static rj_status dev_scratch(dev_run *r, int64_t bytes) {
     return s;
 }
 
-/* A unit range [0, units) split across at most max_threads threads in blocks of the target's
- * size; the generated code gives each thread one contiguous slice (codegen/simt/emit.c), so
- * any shape is correct. Item kernels' scratch is per thread, and the planner lowers the thread
- * count so that a launch's scratch stays within the budget. */
+/* A unit range [0, units) split across groups of the kernel's launch shape (one thread, a
+ * warp, a block), at most max_threads threads in all, in blocks of the target's size; the
+ * generated code gives each group one contiguous slice (codegen/simt/emit.c), so any number
+ * of groups is correct. Scratch is per group, and the planner lowers the group count so that
+ * a launch's scratch stays within the budget. */
 static rj_status dev_launch(dev_run *r, int32_t ki) {
     const lkernel *k = &r->lp->kernels[ki];
     rj_ctx *ctx = r->b->ctx;
-    const launch_opts o = {.workers = r->ops->max_threads, .scratch_budget = r->ops->scratch_budget};
+    int64_t block = r->ops->block(r->ud, ki);
+    int64_t group = k->launch.simt && k->launch.group > 1 ? k->launch.group : 1;
+    if (group > block || block % group)
+        return ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: kernel %s groups %lld threads, blocks have %lld",
+                        r->ops->what, k->name, (long long)group, (long long)block);
+    int64_t most = r->ops->max_threads / group;
+    const launch_opts o = {.workers = most > 0 ? (int)most : 1, .scratch_budget = r->ops->scratch_budget};
     launch_plan pl;
     rj_status s = launch_plan_kernel(r->b, k, &o, &pl);
     if (s || pl.units <= 0) return s;
-    int64_t block = r->ops->block(r->ud, ki);
-    int64_t threads = ((int64_t)pl.workers + block - 1) / block * block;
+    int64_t threads = ((int64_t)pl.workers * group + block - 1) / block * block;
     if (pl.scratch_elems) {
         int64_t bytes;
-        if (!mul_i64(pl.scratch_elems, threads, &bytes) ||
+        if (!mul_i64(pl.scratch_elems, threads / group, &bytes) ||
             !mul_i64(bytes, (int64_t)rj_dtype_size((rj_dtype)k->scratch_type), &bytes))
             return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: scratch size overflows", r->ops->what);
         if ((s = dev_scratch(r, bytes))) return s;

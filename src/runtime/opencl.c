@@ -395,6 +395,7 @@ static rj_status build_failed(rj_ctx *ctx, cl_program prog, cl_int e) {
 
 /* Does the kernel rely on its work-group size (block-shared memory or barriers)? */
 static bool needs_its_block(const lkernel *k) {
+    if (k->launch.simt && k->launch.group > 1 && k->launch.group == k->launch.block) return true;
     for (int32_t i = 0; i < k->nlocals; i++)
         if (k->locals[i].scope == LL_BLOCK) return true;
     for (int32_t i = 0; i < k->nst; i++)
@@ -442,7 +443,9 @@ static rj_status build(rj_ctx *ctx, const lprog *lp, cl_code *c) {
         if (want > most && needs_its_block(k))
             return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "OpenCL: kernel %s needs work-groups of %zu "
                             "work-items, but %s allows %zu", k->name, want, cl.name, most);
-        c->group[i] = want < most ? want : most;
+        size_t g = want < most ? want : most;
+        while (g & (g - 1)) g &= g - 1; /* a power of two: a multiple of the kernel's thread groups */
+        c->group[i] = g;
     }
     if (pthread_mutex_init(&c->lock, NULL))
         return ctx_fail(ctx, RJ_ERR_INTERNAL, "OpenCL: cannot create a mutex");

@@ -91,6 +91,9 @@ typedef struct spelling {
     const char *prelude_f64;   /* also, when the program computes in f64 */
     const char *dev;           /* what RJ_DEV, the helpers' qualifier, stands for */
     const char *kernel;        /* a kernel function's declaration up to its name */
+    const char *bounds;        /* between kernel and name, with the block size (NULL: none) */
+    const char *shuffle;       /* a warp's register exchange, (mask, value, offset, width)
+                                * (NULL: none; reductions go through block-shared memory) */
     const char *global;        /* address space of pointer parameters ("" or "__global ") */
     const char *shared;        /* block-scope arrays */
     const char *barrier;       /* a block barrier, as a statement */
@@ -114,6 +117,8 @@ static const spelling cuda_spelling = {
     .prelude_f64 = "",
     .dev = "__device__ __forceinline__",
     .kernel = "extern \"C\" __global__ void ",
+    .bounds = "__launch_bounds__(%d) ",
+    .shuffle = "__shfl_xor_sync",
     .global = "",
     .shared = "__shared__ ",
     .barrier = "__syncthreads();",
@@ -298,6 +303,9 @@ typedef struct cem {
     uint8_t *vread;  /* per variable: read somewhere (declared) */
     int depth;
     bool bad;        /* an operation this printer does not know */
+    int32_t group;   /* threads sharing a chunk of units: lanes loops are spread across them */
+    bool shuffle;    /* reductions across a group by warp shuffles (else block-shared memory) */
+    int nred;        /* temporaries for the reductions of lanes loops */
 } cem;
 
 static bool isf(int t) { return t == RJ_F32 || t == RJ_F64; }
@@ -827,6 +835,145 @@ static bool bound_varies(cem *C, const ls *st) {
     return r;
 }
 
+/* ---- groups: lanes loops across threads ---------------------------------------------------
+ *
+ * A kernel whose launch shape has groups of G > 1 threads spreads the iterations of each lanes
+ * loop across the G threads of the group (thread l of the group: iterations l, l + G, ...,
+ * rj_lane being l), and every `reduce` inside such a loop accumulates a partial value per
+ * thread that the group combines after the loop: with warp shuffles (a butterfly, so that
+ * every thread ends with the same bits: each level combines a and b in one thread and b and a
+ * in its partner, and the ops are commutative), or through block-shared memory (a tree with a
+ * barrier per level) where the spelling has no shuffles, in which case the group is the whole
+ * block. The accumulator's value before the loop is set aside and folded in once at the end,
+ * so each thread starts from the identity. */
+
+#define MAX_LANE_REDUCES 16
+
+typedef struct lane_red {
+    int32_t var;
+    uint16_t fn;
+} lane_red;
+
+/* The distinct accumulators the reduces inside block s (and below) update, with their ops. */
+static void collect_reduces(cem *C, int32_t s, lane_red *r, int *n) {
+    for (; s >= 0; s = C->k->st[s].next) {
+        const ls *st = &C->k->st[s];
+        if (st->kind == LS_REDUCE) {
+            uint16_t fn = (st->flags & LF_FMA) ? RJ_OP_ADD : st->fn;
+            int i = 0;
+            while (i < *n && r[i].var != st->var) i++;
+            if (i < *n) {
+                if (r[i].fn != fn) C->bad = true; /* one accumulator, two ops */
+            } else if (*n == MAX_LANE_REDUCES) {
+                C->bad = true;
+            } else {
+                r[(*n)++] = (lane_red){st->var, fn};
+            }
+        }
+        if (st->kind == LS_FOR || st->kind == LS_IF) {
+            collect_reduces(C, st->body, r, n);
+            collect_reduces(C, st->els, r, n);
+        }
+    }
+}
+
+/* The identity of reduction fn in type t. */
+static void put_identity(cem *C, int t, int fn) {
+    bool low = fn == RJ_OP_MAXIMUM, high = fn == RJ_OP_MINIMUM;
+    if (t == RJ_BOOL) {
+        sbuf_puts(C->b, fn == RJ_OP_MUL || high ? "true" : "false");
+    } else if (isf(t)) {
+        put_float(C, t, low ? -INFINITY : high ? INFINITY : fn == RJ_OP_MUL ? 1 : 0);
+    } else {
+        int64_t lo = t == RJ_I32 ? INT32_MIN : INT64_MIN, hi = t == RJ_I32 ? INT32_MAX : INT64_MAX;
+        put_int(C, t, low ? lo : high ? hi : fn == RJ_OP_MUL ? 1 : 0);
+    }
+}
+
+/* "v = fn(v, <text of other>)": the caller prints the other operand between the two calls. */
+static void open_combine(cem *C, int32_t var, int fn) {
+    const char *helper, *mid;
+    int t = C->k->vars[var].type;
+    indent(C);
+    put_var(C, var);
+    sbuf_puts(C->b, " = ");
+    if (!binary_form(t, fn, &helper, &mid)) {
+        C->bad = true;
+        return;
+    }
+    open_form(C, helper, t);
+    put_var(C, var);
+    sbuf_puts(C->b, mid);
+}
+
+/* The group's partial values of r combined into every thread. */
+static void combine_group(cem *C, const lane_red *r) {
+    sbuf *b = C->b;
+    int t = C->k->vars[r->var].type;
+    if (C->shuffle) {
+        indent(C);
+        sbuf_printf(b, "for (int rj_o = %d; rj_o > 0; rj_o >>= 1)\n", (int)C->group / 2);
+        C->depth++;
+        open_combine(C, r->var, r->fn);
+        if (t == RJ_BOOL) sbuf_printf(b, "(%s(rj_mask, (int)", C->sp->shuffle);
+        else sbuf_printf(b, "%s(rj_mask, ", C->sp->shuffle);
+        put_var(C, r->var);
+        sbuf_printf(b, ", rj_o, %d)%s);\n", (int)C->group, t == RJ_BOOL ? " != 0)" : "");
+        C->depth--;
+        return;
+    }
+    const char *sfx = type_suffix[t] ? type_suffix[t] : "_b8";
+    indent(C);
+    sbuf_printf(b, "rj_red%s[rj_lane] = ", sfx);
+    put_var(C, r->var);
+    sbuf_printf(b, ";\n");
+    indent(C);
+    sbuf_printf(b, "%s\n", C->sp->barrier);
+    indent(C);
+    sbuf_printf(b, "for (int rj_o = %d; rj_o > 0; rj_o >>= 1) {\n", (int)C->group / 2);
+    C->depth++;
+    indent(C);
+    sbuf_puts(b, "if (rj_lane < rj_o) {\n");
+    C->depth++;
+    indent(C);
+    put_var(C, r->var);
+    sbuf_printf(b, " = rj_red%s[rj_lane + rj_o];\n", sfx);
+    open_combine(C, r->var, r->fn);
+    sbuf_printf(b, "rj_red%s[rj_lane]);\n", sfx);
+    indent(C);
+    sbuf_printf(b, "rj_red%s[rj_lane] = ", sfx);
+    put_var(C, r->var);
+    sbuf_puts(b, ";\n");
+    C->depth--;
+    indent(C);
+    sbuf_puts(b, "}\n");
+    indent(C);
+    sbuf_printf(b, "%s\n", C->sp->barrier);
+    C->depth--;
+    indent(C);
+    sbuf_puts(b, "}\n");
+    indent(C);
+    put_var(C, r->var);
+    sbuf_printf(b, " = rj_red%s[0];\n", sfx);
+    indent(C);
+    sbuf_printf(b, "%s\n", C->sp->barrier);
+}
+
+/* Block-shared arrays for the reductions of a kernel without shuffles: one per type. */
+static void declare_group_arrays(cem *C) {
+    const lkernel *k = C->k;
+    if (C->group <= 1 || C->shuffle) return;
+    bool used[RJ_DTYPE_COUNT] = {false};
+    for (int32_t i = 0; i < k->nst; i++)
+        if (k->st[i].kind == LS_REDUCE && k->st[i].var >= 0 && k->st[i].var < k->nvars)
+            used[k->vars[k->st[i].var].type] = true;
+    for (int t = 0; t < RJ_DTYPE_COUNT; t++) {
+        if (!used[t]) continue;
+        sbuf_printf(C->b, "    %s%s rj_red%s[%d];\n", C->sp->shared, mtype(C, t),
+                    type_suffix[t] ? type_suffix[t] : "_b8", (int)C->group);
+    }
+}
+
 static void block(cem *C, int32_t s);
 
 static void stmt(cem *C, const ls *st) {
@@ -845,11 +992,29 @@ static void stmt(cem *C, const ls *st) {
             expr(C, st->b);
             sbuf_puts(b, ";\n");
         }
+        bool spread = st->map == LM_LANES && C->group > 1;
+        lane_red red[MAX_LANE_REDUCES];
+        int nred = 0, first = C->nred;
+        if (spread) collect_reduces(C, st->body, red, &nred);
+        for (int i = 0; i < nred; i++) { /* set aside what the accumulator holds */
+            int t = k->vars[red[i].var].type;
+            indent(C);
+            sbuf_printf(b, "const %s rj_r%d = ", ctype(C, t), first + i);
+            put_var(C, red[i].var);
+            sbuf_puts(b, ";\n");
+            indent(C);
+            put_var(C, red[i].var);
+            sbuf_puts(b, " = ");
+            put_identity(C, t, red[i].fn);
+            sbuf_puts(b, ";\n");
+        }
+        C->nred += nred;
         indent(C);
         sbuf_puts(b, "for (");
         put_var(C, st->var);
         sbuf_puts(b, " = ");
         expr(C, st->a);
+        if (spread) sbuf_puts(b, " + rj_lane");
         sbuf_puts(b, "; ");
         put_var(C, st->var);
         sbuf_puts(b, " < ");
@@ -857,12 +1022,18 @@ static void stmt(cem *C, const ls *st) {
         else expr(C, st->b);
         sbuf_puts(b, "; ");
         put_var(C, st->var);
-        sbuf_puts(b, "++) {\n");
+        if (spread) sbuf_printf(b, " += %d) {\n", (int)C->group);
+        else sbuf_puts(b, "++) {\n");
         C->depth++;
         block(C, st->body);
         C->depth--;
         indent(C);
         sbuf_puts(b, "}\n");
+        for (int i = 0; i < nred; i++) {
+            combine_group(C, &red[i]);
+            open_combine(C, red[i].var, red[i].fn);
+            sbuf_printf(b, "rj_r%d);\n", first + i);
+        }
         break;
     }
     case LS_IF:
@@ -989,7 +1160,9 @@ static void signature(cem *C) {
     const lkernel *k = C->k;
     sbuf *b = C->b;
     const spelling *sp = C->sp;
-    sbuf_printf(b, "%s%s(", sp->kernel, k->name);
+    sbuf_puts(b, sp->kernel);
+    if (sp->bounds && k->launch.simt && k->launch.block > 0) sbuf_printf(b, sp->bounds, (int)k->launch.block);
+    sbuf_printf(b, "%s(", k->name);
     for (int32_t i = 0; i < k->nparams; i++) {
         const lparam *p = &k->params[i];
         sbuf_puts(b, i ? ",\n        " : "");
@@ -1035,9 +1208,23 @@ static bool prologue(cem *C) {
     int32_t blo = find_param(k, PK_BLO, -1), bhi = find_param(k, PK_BHI, -1);
     const spelling *sp = C->sp;
     const char *i64 = sp->i64;
-    sbuf_printf(b, "    const %s rj_tid = (%s)%s * %s + %s;\n", i64, i64, sp->group_id, sp->local_size,
-                sp->local_id);
-    sbuf_printf(b, "    const %s rj_nth = (%s)%s * %s;\n", i64, i64, sp->num_groups, sp->local_size);
+    if (C->group <= 1) {
+        sbuf_printf(b, "    const %s rj_tid = (%s)%s * %s + %s;\n", i64, i64, sp->group_id, sp->local_size,
+                    sp->local_id);
+        sbuf_printf(b, "    const %s rj_nth = (%s)%s * %s;\n", i64, i64, sp->num_groups, sp->local_size);
+    } else { /* rj_tid, rj_nth: the group and the number of groups; rj_lane: the thread in it */
+        sbuf_printf(b, "    const %s rj_gtid = (%s)%s * %s + %s;\n", i64, i64, sp->group_id, sp->local_size,
+                    sp->local_id);
+        sbuf_printf(b, "    const %s rj_tid = rj_gtid / %d;\n", i64, (int)C->group);
+        sbuf_printf(b, "    const %s rj_lane = rj_gtid %% %d;\n", i64, (int)C->group);
+        sbuf_printf(b, "    const %s rj_nth = (%s)%s * %s / %d;\n", i64, i64, sp->num_groups, sp->local_size,
+                    (int)C->group);
+        if (C->shuffle && C->group >= 32)
+            sbuf_puts(b, "    const unsigned rj_mask = 0xffffffffu;\n");
+        else if (C->shuffle) /* the group's lanes of its warp */
+            sbuf_printf(b, "    const unsigned rj_mask = ((1u << %d) - 1u) << ((unsigned)rj_gtid & %uu);\n",
+                        (int)C->group, 31u & ~(unsigned)(C->group - 1));
+    }
     if (lo >= 0 && hi >= 0) {
         sbuf_printf(b, "    const %s rj_n = ", i64);
         put_param(C, hi);
@@ -1114,6 +1301,9 @@ static bool kernel(cem *C, const lkernel *k) {
     sbuf *b = C->b;
     C->k = k;
     C->depth = 1;
+    C->group = k->launch.simt && k->launch.group > 1 ? k->launch.group : 1;
+    C->shuffle = C->sp->shuffle && C->group <= 32;
+    C->nred = 0;
     size_t ne = (size_t)(k->nex ? k->nex : 1), nv = (size_t)(k->nvars ? k->nvars : 1);
     bool ok = lx_binder_init(&C->bd, C->ctx, k);
     C->bd.lazy_guards = true;
@@ -1136,6 +1326,7 @@ static bool kernel(cem *C, const lkernel *k) {
         signature(C);
         sbuf_puts(b, "{\n");
         shape = prologue(C) && declare_locals(C);
+        declare_group_arrays(C);
         /* only variables something reads are declared: NVRTC warns about the others, and
          * assignments to them are dropped (pure expressions, nothing else changes) */
         C->walk++;
