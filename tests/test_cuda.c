@@ -58,7 +58,7 @@ static void check_source(rj_ctx *ctx, const rj_graph *g, const char *what, size_
                  count_substr(src, "extern \"C\" __global__ void "));
     for (int i = 0; i < nk; i++) {
         char sig[96];
-        snprintf(sig, sizeof sig, "extern \"C\" __global__ void __launch_bounds__(256) %.31s(", names[i]);
+        snprintf(sig, sizeof sig, "extern \"C\" __global__ void __launch_bounds__(256, 4) %.31s(", names[i]);
         if (!strstr(src, sig)) fail_msg("%s: no `%s` in the CUDA source", what, sig);
     }
     if (strcmp(src, again)) fail_msg("%s: two dumps of the CUDA source differ", what);
@@ -129,8 +129,43 @@ static void test_constants_text(void **state) {
 
 /* ---- NVRTC and ptxas ---------------------------------------------------------------------- */
 
-/* Assembles PTX with ptxas for the PTX's own target; fails the test with ptxas's output. */
-static void assemble(const char *ptx, const char *what) {
+/* What ptxas -v reported over the corpus: registers per kernel, and any spills. */
+typedef struct ptx_stats {
+    int kernels;
+    int regs_max, regs_hist[5]; /* <= 32, <= 64, <= 96, <= 128, more */
+    char worst[96];
+} ptx_stats;
+
+/* Reads ptxas -v's lines: "Compiling entry function 'k0' ...", "... N bytes spill stores, M
+ * bytes spill loads", "Used R registers, ..."; fails the test on any local-memory spill. */
+static void ptxas_verbose(const char *msg, const char *what, ptx_stats *ps) {
+    char entry[40] = "?";
+    for (const char *l = msg; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        const char *q;
+        if ((q = strstr(l, "entry function '")) && q < strchr(l, '\n')) {
+            sscanf(q + 16, "%39[^']", entry);
+        } else if ((q = strstr(l, "bytes spill stores")) && q < strchr(l, '\n')) {
+            int st = -1, ld = -1;
+            const char *c = strchr(l, ',');
+            if (c && sscanf(c + 1, " %d bytes spill stores, %d bytes spill loads", &st, &ld) == 2 && (st || ld))
+                fail_msg("%s: kernel %s spills to local memory (%d bytes stored, %d loaded)", what, entry, st, ld);
+        } else if ((q = strstr(l, "Used ")) && q < strchr(l, '\n')) {
+            int r = 0;
+            if (sscanf(q, "Used %d registers", &r) == 1) {
+                ps->kernels++;
+                ps->regs_hist[r <= 32 ? 0 : r <= 64 ? 1 : r <= 96 ? 2 : r <= 128 ? 3 : 4]++;
+                if (r > ps->regs_max) {
+                    ps->regs_max = r;
+                    snprintf(ps->worst, sizeof ps->worst, "%.60s %s", what, entry);
+                }
+                if (getenv("RAGJIT_PTXAS_TABLE")) printf("  %-60s %-4s %3d registers\n", what, entry, r);
+            }
+        }
+    }
+}
+
+/* Assembles PTX with ptxas -v for the PTX's own target; fails the test with ptxas's output. */
+static void assemble(const char *ptx, const char *what, ptx_stats *ps) {
     const char *t = strstr(ptx, ".target sm_");
     assert_non_null(t);
     int arch = atoi(t + 11);
@@ -142,16 +177,17 @@ static void assemble(const char *ptx, const char *what) {
     fputs(ptx, fp);
     fclose(fp);
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "%s -arch=sm_%d -o /dev/null %s 2>&1", PTXAS, arch, path);
+    snprintf(cmd, sizeof cmd, "%s -v -arch=sm_%d -o /dev/null %s 2>&1", PTXAS, arch, path);
     FILE *pp = popen(cmd, "r");
     assert_non_null(pp);
-    char msg[2048] = "";
+    static char msg[1 << 16];
     size_t n = fread(msg, 1, sizeof msg - 1, pp);
     msg[n] = 0;
     int st = pclose(pp);
     unlink(path);
     if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("%s: ptxas -arch=sm_%d failed (status %d): %s", what, arch, st, msg);
+        fail_msg("%s: ptxas -arch=sm_%d failed (status %d): %.2000s", what, arch, st, msg);
+    ptxas_verbose(msg, what, ps);
 }
 
 static void test_ptx(void **state) {
@@ -159,6 +195,7 @@ static void test_ptx(void **state) {
     bool have_ptxas = access(PTXAS, X_OK) == 0;
     double t_nvrtc = 0, t_ptxas = 0;
     int graphs = 0, kernels = 0;
+    ptx_stats ps = {0};
     for (int i = 0; i < std_corpus_count(); i++)
         for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
             env e = std_corpus_build(f->ctx, i, ft);
@@ -190,7 +227,7 @@ static void test_ptx(void **state) {
             graphs++;
             if (have_ptxas) {
                 t0 = now_ms();
-                assemble(ptx, what);
+                assemble(ptx, what, &ps);
                 t_ptxas += now_ms() - t0;
             }
             rj_string_free(f->ctx, loops);
@@ -204,6 +241,10 @@ static void test_ptx(void **state) {
         skip();
     }
     printf("; ptxas assembled them in %.0f ms\n", t_ptxas);
+    printf("ptxas -v: %d kernels, no local-memory spills; registers <= 32: %d, <= 64: %d, <= 96: %d, "
+           "<= 128: %d, more: %d; most %d (%s)\n", ps.kernels, ps.regs_hist[0], ps.regs_hist[1],
+           ps.regs_hist[2], ps.regs_hist[3], ps.regs_hist[4], ps.regs_max, ps.worst);
+    assert_int_equal(ps.kernels, kernels);
 }
 
 /* ---- allocation failures ------------------------------------------------------------------ */

@@ -325,7 +325,7 @@ static void test_dumps_and_lifetimes(void **state) {
     char *loops = rj_graph_dump(e.g, RJ_TARGET_CUDA, "loops");
     char *cuda = rj_graph_dump(e.g, RJ_TARGET_CUDA, "cuda");
     if (!loops || !cuda) fail_msg("rj_graph_dump for CUDA: %s", rj_ctx_error(f->ctx));
-    assert_non_null(strstr(cuda, "extern \"C\" __global__ void __launch_bounds__(256) k0("));
+    assert_non_null(strstr(cuda, "extern \"C\" __global__ void __launch_bounds__(256, 4) k0("));
     rj_string_free(f->ctx, loops);
     rj_string_free(f->ctx, cuda);
     assert_null(rj_graph_dump(e.g, (rj_target)7, "loops"));

@@ -410,6 +410,18 @@ static void test_hand_built_kernel(void **state) {
 static void test_verify_rejects(void **state) {
     fixture *f = *state;
     rj_ctx *ctx = f->ctx;
+    { /* on a SIMT target, a barrier needs the block to run its units in step */
+        lprog lp = {.ctx = ctx};
+        lkernel *k = lprog_add_kernel(&lp, "k0");
+        assert_non_null(k);
+        build_kernel(k);
+        k->launch = (launch_shape){.simt = true, .block = 256, .group = 256};
+        assert_int_equal(lprog_verify(&lp), RJ_OK);
+        k->launch.group = 32;
+        assert_int_equal(lprog_verify(&lp), RJ_ERR_INTERNAL);
+        expect_in(rj_ctx_error(ctx), "not whole blocks");
+        lprog_free(&lp);
+    }
     for (int c = 0; c < 3; c++) {
         lprog lp = {.ctx = ctx};
         lkernel *k = lprog_add_kernel(&lp, "k0");

@@ -9,6 +9,9 @@
 
 #define MAGIC 0x52414a4954ull /* "RAJIT" */
 
+/* The counters are updated atomically: tests share a context between threads. */
+#define ADD(field, v) __atomic_add_fetch(&(field), (v), __ATOMIC_RELAXED)
+
 typedef struct hdr {
     uint64_t magic;
     uint64_t size;
@@ -24,20 +27,20 @@ void *tracking_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     if (nsize == 0) {
         if (h) {
-            t->live_blocks--;
-            t->live_bytes -= (long long)h->size;
+            ADD(t->live_blocks, -1);
+            ADD(t->live_bytes, -(long long)h->size);
             h->magic = 0;
             free(h);
         }
         return NULL;
     }
-    t->attempts++;
-    if (t->fail_at && t->attempts == t->fail_at) return NULL;
+    long attempt = ADD(t->attempts, 1);
+    if (t->fail_at && attempt == t->fail_at) return NULL;
     hdr *n = realloc(h, sizeof(hdr) + nsize);
     if (!n) return NULL;
-    if (!h) t->live_blocks++;
-    t->live_bytes += (long long)nsize - (long long)(h ? osize : 0);
-    t->allocs++;
+    if (!h) ADD(t->live_blocks, 1);
+    ADD(t->live_bytes, (long long)nsize - (long long)(h ? osize : 0));
+    ADD(t->allocs, 1);
     n->magic = MAGIC;
     n->size = nsize;
     return n + 1;

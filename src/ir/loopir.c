@@ -359,6 +359,11 @@ static void verify_block(vctx *V, int32_t s, int32_t lanes) {
                 V->why = "a fused multiply-add reduce without two factors";
             break;
         }
+        case LS_BARRIER:
+            if (lanes >= 0) V->why = "a barrier inside a lanes loop (threads of a block would wait apart)";
+            else if (k->launch.simt && k->launch.group != k->launch.block)
+                V->why = "a barrier in a kernel whose thread groups are not whole blocks";
+            break;
         default: break;
         }
     }
@@ -371,6 +376,11 @@ rj_status lprog_verify(const lprog *p) {
         if (!(V.seen = mem_zalloc(p->ctx, sizeof(uint32_t) * (size_t)(k->nex ? k->nex : 1))))
             return RJ_ERR_NOMEM;
         verify_block(&V, k->body, -1);
+        for (int32_t l = 0; l < k->nlocals && !V.why; l++)
+            if (k->locals[l].scope == LL_BLOCK && k->launch.simt && k->launch.group != k->launch.block)
+                V.why = "a block-scope local in a kernel whose thread groups are not whole blocks";
+        if (!V.why && k->launch.group > 1 && (k->launch.group & (k->launch.group - 1)))
+            V.why = "threads grouped in a number that is not a power of two";
         mem_free(p->ctx, V.seen, sizeof(uint32_t) * (size_t)(k->nex ? k->nex : 1));
         if (V.why) return ctx_fail(p->ctx, RJ_ERR_INTERNAL, "loop IR of kernel %s: %s", k->name, V.why);
     }

@@ -91,7 +91,8 @@ typedef struct spelling {
     const char *prelude_f64;   /* also, when the program computes in f64 */
     const char *dev;           /* what RJ_DEV, the helpers' qualifier, stands for */
     const char *kernel;        /* a kernel function's declaration up to its name */
-    const char *bounds;        /* between kernel and name, with the block size (NULL: none) */
+    const char *bounds;        /* between kernel and name, with the block size and the blocks
+                                * per multiprocessor to plan registers for (NULL: none) */
     const char *shuffle;       /* a warp's register exchange, (mask, value, offset, width)
                                 * (NULL: none; reductions go through block-shared memory) */
     const char *global;        /* address space of pointer parameters ("" or "__global ") */
@@ -117,7 +118,7 @@ static const spelling cuda_spelling = {
     .prelude_f64 = "",
     .dev = "__device__ __forceinline__",
     .kernel = "extern \"C\" __global__ void ",
-    .bounds = "__launch_bounds__(%d) ",
+    .bounds = "__launch_bounds__(%d, %d) ",
     .shuffle = "__shfl_xor_sync",
     .global = "",
     .shared = "__shared__ ",
@@ -1161,7 +1162,11 @@ static void signature(cem *C) {
     sbuf *b = C->b;
     const spelling *sp = C->sp;
     sbuf_puts(b, sp->kernel);
-    if (sp->bounds && k->launch.simt && k->launch.block > 0) sbuf_printf(b, sp->bounds, (int)k->launch.block);
+    /* registers for half the multiprocessor's 2048 threads: enough warps to keep loads in
+     * flight, and 64 registers per thread at 256 threads a block (full occupancy would allow
+     * 32, and ptxas then spills the math functions' slow paths) */
+    if (sp->bounds && k->launch.simt && k->launch.block > 0)
+        sbuf_printf(b, sp->bounds, (int)k->launch.block, k->launch.block >= 1024 ? 1 : (int)(1024 / k->launch.block));
     sbuf_printf(b, "%s(", k->name);
     for (int32_t i = 0; i < k->nparams; i++) {
         const lparam *p = &k->params[i];
