@@ -46,7 +46,7 @@ static int kernel_names(const char *loops, char names[][32], int cap) {
 static void check_source(rj_ctx *ctx, const rj_graph *g, const char *what, size_t *bytes) {
     rj_program *p = rj_program_new((rj_graph *)g, RJ_TARGET_REFERENCE);
     assert_non_null(p);
-    char *loops = rj_program_dump(p, "loops");
+    char *loops = rj_graph_dump((rj_graph *)g, RJ_TARGET_CUDA, "loops");
     char *src = rj_program_dump(p, "cuda");
     char *again = rj_program_dump(p, "cuda");
     if (!loops || !src || !again) fail_msg("%s: dump: %s", what, rj_ctx_error(ctx));
@@ -214,7 +214,7 @@ static void test_ptx(void **state) {
                 rj_graph_free(e.g);
                 skip();
             }
-            char *loops = rj_program_dump(p, "loops");
+            char *loops = rj_graph_dump(e.g, RJ_TARGET_CUDA, "loops");
             assert_non_null(loops);
             char names[64][32];
             int nk = kernel_names(loops, names, 64);

@@ -608,7 +608,9 @@ void print_kernel_signature(sbuf *b, const lkernel *k) {
                         p->ref >= 0 && p->ref < k->nlocals ? k->locals[p->ref].name : "?");
             break;
         case PK_OFF:
-        case PK_LOFF: sbuf_printf(b, "%s: i64*", p->name); break;
+        case PK_LOFF:
+        case PK_PITEM:
+        case PK_PSTART: sbuf_printf(b, "%s: i64*", p->name); break;
         default: sbuf_printf(b, "%s: i64", p->name); break;
         }
     }
@@ -637,6 +639,11 @@ static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
             sbuf_printf(b, "(item, %d-wide tile) pairs of %s over [", (int)k->fixed_tile, class_name(g, k));
         else
             sbuf_printf(b, "(item, %s) pairs of %s over [", k->tiled ? "tile" : "whole", class_name(g, k));
+        print_dims(b, g, k->dom_dims, k->dom_rank, ", ");
+        sbuf_putc(b, ']');
+        break;
+    case UD_PIECES:
+        sbuf_printf(b, "(piece, %d-wide tile) pairs of %s over [", (int)k->fixed_tile, class_name(g, k));
         print_dims(b, g, k->dom_dims, k->dom_rank, ", ");
         sbuf_putc(b, ']');
         break;
@@ -676,6 +683,13 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
     static const char *const kinds[] = {"input", "output", "temp"};
     for (int32_t i = 0; i < p->nbufs; i++) {
         const lbuf *lb = &p->bufs[i];
+        if (lb->kind == LB_PIECES) {
+            sbuf_printf(b, "buffer %d: per piece of %s, ", i,
+                        lb->index >= 0 && lb->index < g->nsym ? g->syms[lb->index].name : "?");
+            print_type(b, g, (rj_dtype)lb->dtype, lb->rank, lb->dims);
+            sbuf_puts(b, " (partials of split items)\n");
+            continue;
+        }
         sbuf_printf(b, "buffer %d: %s %d (v%d) ", i, kinds[lb->kind], lb->index, lb->node);
         print_type(b, g, (rj_dtype)lb->dtype, lb->rank, lb->dims);
         sbuf_putc(b, '\n');

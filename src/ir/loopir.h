@@ -36,6 +36,10 @@
  *   UD_ROWS   logical rows of a ragged class (all items' rows, packed order): uniform cost
  *   UD_ITEMS  (item, inner tile) pairs of a ragged class: cost proportional to the item length
  *   UD_DENSE  the product of some dense dims: uniform cost
+ *   UD_PIECES (piece, inner tile) pairs of a ragged class, where the runtime cuts every item
+ *             into pieces of at most PK_PROWS rows (at least one piece an item, so an empty
+ *             item has one), chosen per run so that one long item becomes many units: the
+ *             SIMT templates fold an item's pieces in parallel and combine them after
  */
 #ifndef RJ_LOOPIR_H
 #define RJ_LOOPIR_H
@@ -112,6 +116,9 @@ typedef enum {
     PK_NT,      /* 1 if streaming stores should bypass the cache */
     PK_BLO,     /* UD_ROWS: first item overlapping [lo, hi) */
     PK_BHI,     /* UD_ROWS: one past the last item overlapping [lo, hi) */
+    PK_PROWS,   /* rows per piece of the class rooted at symbol `ref` (see UD_PIECES) */
+    PK_PITEM,   /* i64*: the item of each piece of class `ref` */
+    PK_PSTART,  /* i64*: the first piece of each item of class `ref` (B+1 entries) */
 } param_kind;
 
 typedef struct lparam {
@@ -139,7 +146,7 @@ typedef struct llocal {
     int64_t elems;   /* param < 0: its size in elements, a constant */
 } llocal;
 
-typedef enum { UD_ROWS, UD_ITEMS, UD_DENSE } unit_domain;
+typedef enum { UD_ROWS, UD_ITEMS, UD_DENSE, UD_PIECES } unit_domain;
 
 /* What the threads of a launch cover. Threads come in groups of launch_shape.group
  * consecutive threads (1 on a CPU; a warp, part of one, or a whole block on a SIMT target).
@@ -200,7 +207,13 @@ typedef struct lkernel {
                          * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
 } lkernel;
 /* Buffers: what a PK_BUF parameter points to. */
-typedef enum { LB_INPUT, LB_OUTPUT, LB_TEMP } lbuf_kind;
+typedef enum {
+    LB_INPUT,
+    LB_OUTPUT,
+    LB_TEMP,
+    LB_PIECES, /* per piece of class `index` (UD_PIECES), dims[0] slots of the inner extent
+                * dims[1..rank): the partial results of split items (SIMT templates) */
+} lbuf_kind;
 
 typedef struct lbuf {
     uint8_t kind;

@@ -143,7 +143,8 @@ static rj_status prepare_ffi(rj_ctx *ctx, const lprog *lp, cpu_code *c) {
         if (!(ck->types = mem_alloc(ctx, sizeof(ffi_type *) * (size_t)(k->nparams + 1)))) return RJ_ERR_NOMEM;
         for (int32_t a = 0; a < k->nparams; a++) {
             int kind = k->params[a].kind;
-            bool ptr = kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH;
+            bool ptr = kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH || kind == PK_PITEM ||
+                kind == PK_PSTART;
             ck->types[a] = ptr ? &ffi_type_pointer : &ffi_type_sint64;
         }
         if (ffi_prep_cif(&ck->cif, FFI_DEFAULT_ABI, (unsigned)k->nparams, &ffi_type_void, ck->types) != FFI_OK)

@@ -130,6 +130,18 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
         if (!mul_i64(total, N > 0 ? N : 1, &work)) work = INT64_MAX;
         break;
     }
+    case UD_PIECES: {
+        int64_t N;
+        if ((s = class_rows(b, k->dom_class, &lo, &B)) || (s = numel(b, k->dom_dims, k->dom_rank, &N)))
+            return s;
+        if (!o->pieces || k->fixed_tile <= 0)
+            return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "launch: kernel %s has no pieces", k->name);
+        pl->tile = k->fixed_tile;
+        pl->ntiles = (N + k->fixed_tile - 1) / k->fixed_tile;
+        if (N <= 0 || !mul_i64(o->pieces[k->dom_class], pl->ntiles, &pl->units)) pl->units = 0;
+        if (!mul_i64(lo[B], N > 0 ? N : 1, &work)) work = INT64_MAX;
+        break;
+    }
     default:
         if ((s = numel(b, k->dom_dims, k->dom_rank, &pl->units))) return s;
         work = pl->units;
@@ -177,6 +189,9 @@ void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const laun
         case PK_TILE: v = (uint64_t)pl->tile; break;
         case PK_SCRATCH: v = m->scratch + (uint64_t)worker * (uint64_t)pl->scratch_bytes; break;
         case PK_NT: v = nt; break;
+        case PK_PITEM: v = m->pitem ? m->pitem[pm->ref] : 0; break;
+        case PK_PSTART: v = m->pstart ? m->pstart[pm->ref] : 0; break;
+        case PK_PROWS: v = m->prows ? (uint64_t)m->prows[pm->ref] : 0; break;
         case PK_BLO:
             v = (uint64_t)item_at_or_before(b->loff[k->dom_class], b->cbatch[k->dom_class], lo);
             break;
@@ -188,6 +203,48 @@ void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const laun
     }
 }
 
+rj_status launch_pieces_make(rj_bind *b, int32_t cls, int64_t blocks, launch_pieces *lp) {
+    memset(lp, 0, sizeof *lp);
+    const int64_t *lo = NULL;
+    int64_t B = 0;
+    rj_status s = class_rows(b, cls, &lo, &B);
+    if (s) return s;
+    int64_t total = lo[B], rows = 64;
+    if (B > 0) {
+        int64_t mean2 = (total / B + 1) * 2;
+        int64_t par = total / (blocks > 8 ? blocks / 8 : 1) + 1; /* eight column tiles a piece */
+        rows = mean2 < par ? mean2 : par;
+        if (rows < 64) rows = 64;
+    }
+    lp->rows = rows;
+    lp->batch = B;
+    int64_t count = 0;
+    for (int64_t i = 0; i < B; i++) {
+        int64_t len = lo[i + 1] - lo[i];
+        count += len > rows ? (len + rows - 1) / rows : 1; /* <= total + B: no overflow */
+    }
+    lp->count = count;
+    if (!(lp->start = mem_alloc(b->ctx, sizeof(int64_t) * (size_t)(B + 1))) ||
+        !(lp->item = mem_alloc(b->ctx, sizeof(int64_t) * (size_t)(count ? count : 1)))) {
+        launch_pieces_free(b->ctx, lp);
+        return RJ_ERR_NOMEM;
+    }
+    int64_t p = 0;
+    for (int64_t i = 0; i < B; i++) {
+        int64_t len = lo[i + 1] - lo[i], n = len > rows ? (len + rows - 1) / rows : 1;
+        lp->start[i] = p;
+        for (int64_t k = 0; k < n; k++) lp->item[p++] = i;
+    }
+    lp->start[B] = p;
+    return RJ_OK;
+}
+
+void launch_pieces_free(rj_ctx *ctx, launch_pieces *lp) {
+    mem_free(ctx, lp->start, sizeof(int64_t) * (size_t)(lp->batch + 1));
+    mem_free(ctx, lp->item, sizeof(int64_t) * (size_t)(lp->count ? lp->count : 1));
+    memset(lp, 0, sizeof *lp);
+}
+
 /* ---- host bindings run on a device --------------------------------------------------------- */
 
 typedef struct dev_run {
@@ -195,8 +252,10 @@ typedef struct dev_run {
     const lprog *lp;
     const device_ops *ops;
     void *ud;
-    uint64_t *addr;        /* the launch_mem arrays: per buffer, per symbol, per class */
+    uint64_t *addr;        /* the launch_mem arrays: per buffer, per symbol, per class (offsets,
+                            * pieces' items, pieces' starts) */
     size_t naddr;
+    int64_t *npieces, *prows; /* per class: launch_pieces' count and rows (-1: not made) */
     launch_mem m;
     uint64_t scratch;
     int64_t scratch_bytes;
@@ -220,7 +279,29 @@ static rj_status dev_memory(dev_run *r) {
     rj_bind *b = r->b;
     const lprog *lp = r->lp;
     uint64_t *buf = r->addr, *off = buf + lp->nbufs, *loff = off + b->nsym;
-    r->m = (launch_mem){.buf = buf, .off = off, .loff = loff};
+    uint64_t *pitem = loff + b->nsym, *pstart = pitem + b->nsym;
+    r->m = (launch_mem){.buf = buf, .off = off, .loff = loff, .pitem = pitem, .pstart = pstart, .prows = r->prows};
+    /* the pieces of every class an item kernel splits (before the buffers: they size the
+     * buffers of pieces) */
+    for (int32_t ki = 0; ki < lp->nkernels; ki++) {
+        const lkernel *k = &lp->kernels[ki];
+        for (int32_t a = 0; a < k->nparams; a++) {
+            int32_t sy = k->params[a].ref;
+            if (k->params[a].kind != PK_PROWS && k->params[a].kind != PK_PSTART && k->params[a].kind != PK_PITEM)
+                continue;
+            if (sy < 0 || sy >= b->nsym)
+                return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: pieces of an unknown class", r->ops->what);
+            if (r->npieces[sy] >= 0) continue;
+            launch_pieces pc;
+            rj_status s = launch_pieces_make(b, sy, r->ops->max_threads / 256, &pc);
+            if (!s) s = dev_upload(r, &pitem[sy], pc.item, (int64_t)sizeof(int64_t) * pc.count, "pieces' items");
+            if (!s) s = dev_upload(r, &pstart[sy], pc.start, (int64_t)sizeof(int64_t) * (pc.batch + 1), "pieces' starts");
+            r->npieces[sy] = pc.count;
+            r->prows[sy] = pc.rows;
+            launch_pieces_free(b->ctx, &pc);
+            if (s) return s;
+        }
+    }
     bool holes = false;
     for (int32_t s = 0; s < b->nsym; s++) holes |= b->rag[s].set && b->rag[s].len;
     for (int32_t i = 0; i < lp->nbufs; i++) {
@@ -231,7 +312,13 @@ static rj_status dev_memory(dev_run *r) {
         if (s) return s;
         if (!bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
             return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
-        if (lb->kind == LB_INPUT)
+        if (lb->kind == LB_PIECES) { /* slots x inner extent per piece of the class */
+            if (lb->index < 0 || lb->index >= b->nsym || r->npieces[lb->index] < 0)
+                return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: buffer %d has no pieces", r->ops->what, (int)i);
+            if (!mul_i64(n, r->npieces[lb->index], &n) || !bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
+                return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
+            s = dev_alloc(r, &buf[i], (int64_t)bytes, "partials of split items");
+        } else if (lb->kind == LB_INPUT)
             s = dev_upload(r, &buf[i], b->in[lb->index].data, (int64_t)bytes, "an input");
         else if (lb->kind == LB_OUTPUT && holes)
             s = dev_upload(r, &buf[i], b->out[lb->index].data, (int64_t)bytes, "an output");
@@ -286,7 +373,8 @@ static rj_status dev_launch(dev_run *r, int32_t ki) {
         return ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: kernel %s groups %lld threads, blocks have %lld",
                         r->ops->what, k->name, (long long)group, (long long)block);
     int64_t most = r->ops->max_threads / group;
-    const launch_opts o = {.workers = most > 0 ? (int)most : 1, .scratch_budget = r->ops->scratch_budget};
+    const launch_opts o = {.workers = most > 0 ? (int)most : 1, .scratch_budget = r->ops->scratch_budget,
+                           .pieces = r->npieces};
     launch_plan pl;
     rj_status s = launch_plan_kernel(r->b, k, &o, &pl);
     if (s || pl.units <= 0) return s;
@@ -317,9 +405,13 @@ static rj_status dev_launch(dev_run *r, int32_t ki) {
 rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *ud) {
     rj_ctx *ctx = b->ctx;
     dev_run r = {.b = b, .lp = lp, .ops = ops, .ud = ud};
-    r.naddr = (size_t)lp->nbufs + 2 * (size_t)b->nsym;
+    r.naddr = (size_t)lp->nbufs + 4 * (size_t)b->nsym;
+    size_t nsym = (size_t)(b->nsym ? b->nsym : 1);
     rj_status s = RJ_OK;
-    if (!(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1)))) s = RJ_ERR_NOMEM;
+    if (!(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
+        !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)))
+        s = RJ_ERR_NOMEM;
+    for (int32_t i = 0; !s && i < b->nsym; i++) r.npieces[i] = -1;
     if (!s) s = dev_memory(&r);
     for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) s = dev_launch(&r, ki);
     if (!s) s = ops->finish(ud);
@@ -339,6 +431,8 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
             if (r.addr[i]) ops->release(ud, r.addr[i]);
     if (r.scratch) ops->release(ud, r.scratch);
     mem_free(ctx, r.addr, sizeof(uint64_t) * (r.naddr ? r.naddr : 1));
+    mem_free(ctx, r.npieces, sizeof(int64_t) * nsym);
+    mem_free(ctx, r.prows, sizeof(int64_t) * nsym);
     return s;
 }
 

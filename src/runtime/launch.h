@@ -26,6 +26,7 @@ typedef struct launch_opts {
                                 within this many bytes (0: no cache tiling) */
     bool split_items;        /* tile columns so that one long item is shared by workers */
     int64_t scratch_budget;  /* most scratch bytes for all workers together (0: no limit) */
+    const int64_t *pieces;   /* UD_PIECES: pieces of each class root (launch_pieces) */
 } launch_opts;
 
 typedef struct launch_plan {
@@ -40,6 +41,20 @@ typedef struct launch_plan {
 
 rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o, launch_plan *pl);
 
+/* The pieces of a class's items for UD_PIECES kernels (loopir.h): every item cut into pieces
+ * of at most `rows` rows, at least one an item. rows is chosen so that a typical item is one
+ * piece (twice the mean length) while the longest items become enough pieces to occupy
+ * `blocks` blocks of eight column tiles; never fewer than 64 rows. item[p] is the item of
+ * piece p (count entries), start[b] the first piece of item b (B + 1 entries), both allocated
+ * from the context (launch_pieces_free). */
+typedef struct launch_pieces {
+    int64_t rows, count, batch;
+    int64_t *item, *start;
+} launch_pieces;
+
+rj_status launch_pieces_make(rj_bind *b, int32_t cls, int64_t blocks, launch_pieces *lp);
+void launch_pieces_free(rj_ctx *ctx, launch_pieces *lp);
+
 /* Addresses of the run's memory as the kernels see it: host pointers on a CPU, device
  * addresses on a GPU. Offsets pointers are indexed by symbol, logical offsets by class root. */
 typedef struct launch_mem {
@@ -47,6 +62,8 @@ typedef struct launch_mem {
     const uint64_t *off;     /* per symbol */
     const uint64_t *loff;    /* per class root */
     uint64_t scratch;        /* worker w's scratch is at scratch + w * plan.scratch_bytes */
+    const uint64_t *pitem, *pstart; /* per class root: launch_pieces' tables */
+    const int64_t *prows;    /* per class root: rows per piece */
 } launch_mem;
 
 /* One value per kernel parameter for units [lo, hi) run by `worker`. */

@@ -524,7 +524,8 @@ static rj_status run_read(void *ud, void *dst, uint64_t d, size_t bytes, const c
 static int64_t run_block(void *ud, int32_t ki) { return (int64_t)((run *)ud)->c->group[ki]; }
 
 static bool is_pointer(int kind) {
-    return kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH;
+    return kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH || kind == PK_PITEM ||
+                kind == PK_PSTART;
 }
 
 /* Pointers are cl_mem objects, every other value (and a scratch pointer's stride) a long. */

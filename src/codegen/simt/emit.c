@@ -975,6 +975,23 @@ static void declare_group_arrays(cem *C) {
     }
 }
 
+/* A condition inside if ( ): without the parentheses a comparison prints with, which
+ * compilers warn about (-Wparentheses-equality). */
+static void cond_text(cem *C, int32_t id) {
+    sbuf *b = C->b;
+    size_t at = b->len;
+    expr(C, id);
+    if (b->failed || b->len < at + 2 || b->s[at] != '(' || b->s[b->len - 1] != ')') return;
+    int depth = 0;
+    for (size_t i = at; i < b->len; i++) {
+        depth += b->s[i] == '(' ? 1 : b->s[i] == ')' ? -1 : 0;
+        if (depth == 0 && i + 1 < b->len) return; /* "(a) && (b)": not one parenthesis */
+    }
+    memmove(b->s + at, b->s + at + 1, b->len - at - 2);
+    b->len -= 2;
+    b->s[b->len] = 0;
+}
+
 static void block(cem *C, int32_t s);
 
 static void stmt(cem *C, const ls *st) {
@@ -1041,7 +1058,7 @@ static void stmt(cem *C, const ls *st) {
         begin_stmt(C, &st->a, 1);
         indent(C);
         sbuf_puts(b, "if (");
-        expr(C, st->a);
+        cond_text(C, st->a);
         sbuf_puts(b, ") {\n");
         C->depth++;
         block(C, st->body);
@@ -1140,7 +1157,8 @@ static void mark_reads(cem *C, int32_t s) {
 
 static const char *const domain_text[] = {"logical rows of a ragged class",
                                           "(item, inner tile) pairs of a ragged class",
-                                          "flattened dense indices"};
+                                          "flattened dense indices",
+                                          "(piece of an item, inner tile) pairs of a ragged class"};
 
 static int32_t find_param(const lkernel *k, int kind, int32_t ref) {
     for (int32_t i = 0; i < k->nparams; i++)
@@ -1178,6 +1196,8 @@ static void signature(cem *C) {
             break;
         case PK_OFF:
         case PK_LOFF:
+        case PK_PITEM:
+        case PK_PSTART:
             sbuf_printf(b, "%sconst %s *", sp->global, sp->i64);
             put_param(C, i);
             break;
@@ -1327,7 +1347,7 @@ static bool kernel(cem *C, const lkernel *k) {
         put_comment_text(b, k->name);
         sbuf_puts(b, ": ");
         put_comment_text(b, k->what);
-        sbuf_printf(b, "\n// units: %s\n", domain_text[k->domain <= UD_DENSE ? k->domain : UD_DENSE]);
+        sbuf_printf(b, "\n// units: %s\n", domain_text[k->domain <= UD_PIECES ? k->domain : UD_DENSE]);
         signature(C);
         sbuf_puts(b, "{\n");
         shape = prologue(C) && declare_locals(C);
