@@ -492,6 +492,24 @@ RJ_API rj_status rj_program_run(rj_program *p, rj_bind *b);
  * run or rj_bind_free. */
 RJ_API const rj_tensor *rj_bind_result(rj_bind *b, rj_node output);
 
+/* Where the time of a binding's last successful run went, for benchmarks and profiling. On a
+ * GPU target the kernels are timed by the device (CUDA events, OpenCL profiling), apart from
+ * the copies between host and device memory that a run with host pointers makes; on the CPU
+ * and the reference target the kernels' time is the run's. Milliseconds. */
+typedef struct rj_run_stats {
+    double run_ms;     /* rj_program_run, host clock */
+    double kernel_ms;  /* the kernels, first start to last end */
+    double copy_ms;    /* host <-> device copies (and device allocations), host clock */
+    int kernels;       /* kernel launches */
+} rj_run_stats;
+RJ_API rj_status rj_bind_stats(const rj_bind *b, rj_run_stats *stats);
+
+/* A device-to-device copy of `bytes` bytes on a GPU target, timed by the device (the median of
+ * a few copies): the memory bandwidth a kernel can hope for, as bytes read plus bytes written
+ * per second (GB/s = 1e9 bytes/s). RJ_ERR_NO_DEVICE without a device; RJ_ERR_UNSUPPORTED for
+ * the CPU and reference targets, whose bandwidth bench/ measures with host loops. */
+RJ_API rj_status rj_device_copy_bandwidth(rj_ctx *ctx, rj_target target, int64_t bytes, double *gb_per_s);
+
 #ifdef __cplusplus
 }
 #endif

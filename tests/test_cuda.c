@@ -318,6 +318,40 @@ static void test_no_device(void **state) {
         assert_error_contains(f->ctx, "no CUDA device");
         if (round == 0) printf("rj_program_new(RJ_TARGET_CUDA): %s\n", rj_ctx_error(f->ctx));
     }
+    double gbs = 1;
+    assert_int_equal(rj_device_copy_bandwidth(f->ctx, RJ_TARGET_CUDA, 1 << 20, &gbs), RJ_ERR_NO_DEVICE);
+    assert_true(gbs == 0);
+    rj_graph_free(e.g);
+}
+
+/* Where a device exists: the kernels are timed by events, and the copy probe measures the
+ * device's memory. */
+static void test_device_stats(void **state) {
+    fixture *f = *state;
+    env e = env_new(f->ctx, RJ_F32);
+    std_chain_add(&e, "sum(pad(x,0.75,L),1)");
+    rj_program *p = rj_program_new(e.g, RJ_TARGET_CUDA);
+    if (!p) {
+        rj_graph_free(e.g);
+        printf("skipped: %s\n", rj_ctx_error(f->ctx));
+        skip();
+    }
+    data d = data_new(LEN_ONE_LONG, RJ_F32, 5);
+    rj_bind *b = rj_bind_new(p);
+    assert_non_null(b);
+    bind_all(f->ctx, b, &e, &d, NULL);
+    assert_int_equal(rj_program_run(p, b), RJ_OK);
+    rj_run_stats st;
+    assert_int_equal(rj_bind_stats(b, &st), RJ_OK);
+    assert_int_equal(st.kernels, 2); /* the fold and the combine of the sum */
+    assert_true(st.kernel_ms > 0 && st.run_ms >= st.kernel_ms);
+    double gbs = 0;
+    assert_int_equal(rj_device_copy_bandwidth(f->ctx, RJ_TARGET_CUDA, 64 << 20, &gbs), RJ_OK);
+    printf("kernels %.3f ms (events), copies %.3f ms; copy probe %.1f GB/s\n", st.kernel_ms, st.copy_ms, gbs);
+    assert_true(gbs > 0);
+    rj_bind_free(b);
+    data_free(&d);
+    rj_program_free(p);
     rj_graph_free(e.g);
 }
 
@@ -334,7 +368,7 @@ static void test_device_alloc_failures(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_ptx), FX(test_alloc_failures),
-        FX(test_no_device),
+        FX(test_no_device), FX(test_device_stats),
         FX(test_device_runs), FX(test_device_holes), FX(test_device_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -609,6 +609,33 @@ static void test_math_special_values(void **state) {
     }
 }
 
+/* CPU runs report their time as the kernels' time, with no copies; there is no device probe. */
+static void test_run_stats(void **state) {
+    fixture *f = *state;
+    env e = env_new(f->ctx, RJ_F32);
+    std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
+    rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU);
+    assert_non_null(p);
+    rj_bind *b = rj_bind_new(p);
+    data d = data_new(LEN_SKEWED, RJ_F32, 2);
+    bind_all(f->ctx, b, &e, &d, NULL);
+    rj_run_stats st;
+    assert_int_equal(rj_bind_stats(b, &st), RJ_ERR_ARG);
+    assert_error_contains(f->ctx, "no successful run");
+    assert_int_equal(rj_program_run(p, b), RJ_OK);
+    assert_int_equal(rj_bind_stats(b, &st), RJ_OK);
+    assert_true(st.run_ms > 0 && st.kernel_ms == st.run_ms && st.copy_ms == 0 && st.kernels >= 1);
+    double gbs = 1;
+    assert_int_equal(rj_device_copy_bandwidth(f->ctx, RJ_TARGET_CPU, 1 << 20, &gbs), RJ_ERR_UNSUPPORTED);
+    assert_true(gbs == 0);
+    assert_int_equal(rj_device_copy_bandwidth(f->ctx, (rj_target)99, 1 << 20, &gbs), RJ_ERR_ARG);
+    assert_int_equal(rj_bind_stats(NULL, &st), RJ_ERR_ARG);
+    rj_bind_free(b);
+    data_free(&d);
+    rj_program_free(p);
+    rj_graph_free(e.g);
+}
+
 static void test_run_errors(void **state) {
     fixture *f = *state;
     env e = env_new(f->ctx, RJ_F32);
@@ -637,7 +664,7 @@ int main(void) {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors),        FX(test_math_special_values),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats),        FX(test_math_special_values),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

@@ -189,6 +189,44 @@ static void test_threads(void **state) {
     rj_graph_free(e.g);
 }
 
+/* rj_bind_stats after a run: the kernels timed by the device within the run's time, the
+ * launches counted (a softmax over the ragged dim is a fold, a combine and a rows kernel, a
+ * sum a fold and a combine); the copy probe measures something. */
+static void test_stats_and_probe(void **state) {
+    fixture *f = *state;
+    env e = env_new(f->ctx, RJ_F32);
+    std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
+    rj_program *p = rj_program_new(e.g, RJ_TARGET_OPENCL);
+    if (!p) {
+        assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_NO_DEVICE);
+        printf("skipped: %s\n", rj_ctx_error(f->ctx));
+        rj_graph_free(e.g);
+        skip();
+    }
+    data d = data_new(LEN_ONE_LONG, RJ_F32, 5);
+    rj_bind *b = rj_bind_new(p);
+    assert_non_null(b);
+    rj_run_stats st;
+    assert_int_equal(rj_bind_stats(b, &st), RJ_ERR_ARG); /* no run yet */
+    bind_all(f->ctx, b, &e, &d, NULL);
+    assert_int_equal(rj_program_run(p, b), RJ_OK);
+    assert_int_equal(rj_bind_stats(b, &st), RJ_OK);
+    assert_int_equal(st.kernels, 3);
+    assert_true(st.kernel_ms > 0 && st.copy_ms >= 0 && st.run_ms >= st.kernel_ms);
+    assert_int_equal(rj_bind_stats(b, NULL), RJ_ERR_ARG);
+    double gbs = 0;
+    assert_int_equal(rj_device_copy_bandwidth(f->ctx, RJ_TARGET_OPENCL, 1 << 20, &gbs), RJ_OK);
+    assert_true(gbs > 0);
+    printf("run %.3f ms: kernels %.3f ms (device timers), copies %.3f ms; copy probe %.2f GB/s\n", st.run_ms,
+           st.kernel_ms, st.copy_ms, gbs);
+    assert_int_equal(rj_device_copy_bandwidth(f->ctx, RJ_TARGET_OPENCL, 0, &gbs), RJ_ERR_ARG);
+    assert_int_equal(rj_device_copy_bandwidth(f->ctx, RJ_TARGET_OPENCL, 1 << 20, NULL), RJ_ERR_ARG);
+    rj_bind_free(b);
+    data_free(&d);
+    rj_program_free(p);
+    rj_graph_free(e.g);
+}
+
 /* ---- without a device ---------------------------------------------------------------------- */
 
 /* Does the message contain one of the '|'-separated needles? */
@@ -256,7 +294,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--no-device")) return child_no_device(argv[2]);
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs),
-        FX(test_threads), FX(test_alloc_failures),
+        FX(test_threads), FX(test_stats_and_probe), FX(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1049,18 +1049,23 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
     double cms = 0;
     rj_program *p = NULL;
     rj_bind *b = NULL;
-    double *t = malloc(sizeof(double) * (size_t)o->reps);
+    double *t = malloc(sizeof(double) * (size_t)o->reps * 3), *tk = t ? t + o->reps : NULL, *tc = tk ? tk + o->reps : NULL;
     if (!t) r = die_run("out of memory");
     if (!r && (p = compile(ctx, g, o->target, &r, &cms)) && !(b = rj_bind_new(p))) r = die_run("%s", rj_ctx_error(ctx));
     if (!r) r = bind_data(ctx, b, &d);
     if (!r) r = run_once(ctx, p, b);
+    int nk = 0;
     for (int i = 0; !r && i < o->reps; i++) {
         double t0 = now_ms();
         r = run_once(ctx, p, b);
         t[i] = now_ms() - t0;
+        rj_run_stats st;
+        if (!r && rj_bind_stats(b, &st) == RJ_OK) tk[i] = st.kernel_ms, tc[i] = st.copy_ms, nk = st.kernels;
     }
     if (!r) {
         qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
+        qsort(tk, (size_t)o->reps, sizeof *tk, cmp_double);
+        qsort(tc, (size_t)o->reps, sizeof *tc, cmp_double);
         double med = t[o->reps / 2];
         double in_bytes = 0;
         for (int k = 0; k < d.nin; k++) {
@@ -1080,6 +1085,17 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
         }
         printf("  %-16s %12.1f MB          %8.2f GB/s\n", "total", (in_bytes + out_bytes) / 1e6,
                (in_bytes + out_bytes) / (med * 1e-3) / 1e9);
+        if (o->target == RJ_TARGET_CUDA || o->target == RJ_TARGET_OPENCL) {
+            double kmed = tk[o->reps / 2], kgbs = (in_bytes + out_bytes) / (kmed * 1e-3) / 1e9, probe = 0;
+            printf("  %-16s %12.3f ms median (device timers, %d launches)   %8.2f GB/s\n", "kernels", kmed, nk, kgbs);
+            printf("  %-16s %12.3f ms median (host <-> device, with allocations)\n", "copies", tc[o->reps / 2]);
+            int64_t pb = (int64_t)(in_bytes > 1 << 20 ? in_bytes : 1 << 20);
+            if (rj_device_copy_bandwidth(ctx, o->target, pb, &probe) == RJ_OK && probe > 0)
+                printf("  %-16s %12.2f GB/s device-to-device copy of %.1f MB (same run); kernels at %.2fx it\n",
+                       "copy probe", probe, (double)pb / 1e6, kgbs / probe);
+            else
+                printf("  %-16s %s\n", "copy probe", rj_ctx_error(ctx));
+        }
     }
     free(t);
     rj_bind_free(b);

@@ -49,8 +49,11 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef unsigned long long CUdeviceptr;
+typedef struct CUevent_st *CUevent;
 
 enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     CU_JIT_ERROR_LOG_BUFFER = 5,
@@ -65,6 +68,7 @@ typedef struct cuda_api {
     bool loaded;       /* libcuda.so.1 and every symbol we need */
     CUresult init;     /* cuInit's result */
     int ndev;
+    int64_t threads;   /* device 0: multiprocessors x threads each x 4 (launch.c's groups) */
     char err[384];     /* why there is no device */
     CUresult (*Init)(unsigned);
     CUresult (*DeviceGetCount)(int *);
@@ -83,6 +87,12 @@ typedef struct cuda_api {
     CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
     CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*EventDestroy)(CUevent);
     CUresult (*GetErrorName)(CUresult, const char **); /* optional */
 } cuda_api;
 
@@ -115,6 +125,12 @@ static void driver_load(void) {
         {"cuMemcpyHtoD_v2", NULL, offsetof(cuda_api, MemcpyHtoD)},
         {"cuMemcpyDtoH_v2", NULL, offsetof(cuda_api, MemcpyDtoH)},
         {"cuLaunchKernel", NULL, offsetof(cuda_api, LaunchKernel)},
+        {"cuMemcpyDtoD_v2", NULL, offsetof(cuda_api, MemcpyDtoD)},
+        {"cuEventCreate", NULL, offsetof(cuda_api, EventCreate)},
+        {"cuEventRecord", NULL, offsetof(cuda_api, EventRecord)},
+        {"cuEventSynchronize", NULL, offsetof(cuda_api, EventSynchronize)},
+        {"cuEventElapsedTime", NULL, offsetof(cuda_api, EventElapsedTime)},
+        {"cuEventDestroy_v2", "cuEventDestroy", offsetof(cuda_api, EventDestroy)},
     };
     for (size_t i = 0; i < RJ_ARRAY_LEN(syms); i++) {
         void *slot = (char *)&cu + syms[i].off;
@@ -135,7 +151,15 @@ static void driver_load(void) {
     if (cu.DeviceGetCount(&cu.ndev) || cu.ndev <= 0) {
         cu.ndev = 0;
         snprintf(cu.err, sizeof cu.err, "no CUDA device: the driver reports no devices");
+        return;
     }
+    /* enough threads to fill every multiprocessor four times over: launch.c gives each thread
+     * group a contiguous chunk of units, and more, shorter chunks balance uneven units */
+    CUdevice dev;
+    int sms = 0, per = 0;
+    if (!cu.DeviceGet(&dev, 0) && !cu.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) &&
+        !cu.DeviceGetAttribute(&per, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev) && sms > 0 && per > 0)
+        cu.threads = (int64_t)sms * per * 4;
 }
 
 /* Device 0, or RJ_ERR_NO_DEVICE with the reason. */
@@ -267,6 +291,8 @@ typedef struct run {
     rj_ctx *ctx;
     const cuda_code *cc;
     const lprog *lp;
+    CUevent ev[2];     /* before the first kernel, after the last (NULL: no timing) */
+    bool started;
 } run;
 
 static rj_status run_alloc(void *ud, uint64_t *d, int64_t bytes, const char *what) {
@@ -317,15 +343,26 @@ static rj_status run_launch(void *ud, int32_t ki, int64_t block, int64_t threads
         n++;
         if (k->params[a].kind == PK_SCRATCH) ptrs[n] = &args[n], n++;
     }
+    if (!r->started && r->ev[0] && !cu.EventRecord(r->ev[0], NULL)) r->started = true;
     CUresult e = cu.LaunchKernel(r->cc->fns[ki], (unsigned)(threads / block), 1, 1, (unsigned)block, 1, 1,
                                  0, NULL, ptrs, NULL);
     mem_free(r->ctx, ptrs, sizeof(void *) * nslots);
     return e ? cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuLaunchKernel", e, k->name) : RJ_OK;
 }
 
-static rj_status run_finish(void *ud) {
+static rj_status run_finish(void *ud, double *kernel_ms) {
+    run *r = ud;
+    bool timed = r->started && r->ev[1] && !cu.EventRecord(r->ev[1], NULL);
     CUresult e = cu.CtxSynchronize();
-    return e ? cu_fail(((run *)ud)->ctx, RJ_ERR_INTERNAL, "cuCtxSynchronize", e, "(a kernel failed)") : RJ_OK;
+    if (e) return cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuCtxSynchronize", e, "(a kernel failed)");
+    float ms = 0;
+    if (timed && !cu.EventElapsedTime(&ms, r->ev[0], r->ev[1])) *kernel_ms = ms;
+    return RJ_OK;
+}
+
+static int64_t run_threads(void *ud) {
+    (void)ud;
+    return cu.threads > 0 ? cu.threads : MAX_THREADS;
 }
 
 static const device_ops cuda_ops = {
@@ -339,6 +376,7 @@ static const device_ops cuda_ops = {
     .block = run_block,
     .launch = run_launch,
     .finish = run_finish,
+    .threads = run_threads,
 };
 
 static rj_status cuda_run(rj_program *p, rj_bind *b) {
@@ -348,7 +386,42 @@ static rj_status cuda_run(rj_program *p, rj_bind *b) {
     CUresult e = cu.CtxSetCurrent(cc->cuctx);
     if (e) return cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSetCurrent", e, NULL);
     run r = {.ctx = ctx, .cc = cc, .lp = &p->art->comp.lp};
-    return device_run(b, r.lp, &cuda_ops, &r);
+    /* timing is best effort: without events the run reports its host-clock kernel time */
+    if (cu.EventCreate(&r.ev[0], 0)) r.ev[0] = NULL;
+    if (cu.EventCreate(&r.ev[1], 0)) r.ev[1] = NULL;
+    rj_status s = device_run(b, r.lp, &cuda_ops, &r);
+    for (int i = 0; i < 2; i++)
+        if (r.ev[i]) cu.EventDestroy(r.ev[i]);
+    return s;
+}
+
+/* rj_device_copy_bandwidth: one device-to-device copy between two fresh buffers, timed by
+ * events around it on the default stream. */
+static rj_status cuda_copy_probe(rj_ctx *ctx, int64_t bytes, double *ms) {
+    CUdevice dev;
+    rj_status s = driver_device(ctx, &dev);
+    if (s) return s;
+    CUcontext cx;
+    CUresult e = cu.DevicePrimaryCtxRetain(&cx, dev);
+    if (e) return cu_fail(ctx, RJ_ERR_NO_DEVICE, "cuDevicePrimaryCtxRetain", e, NULL);
+    CUdeviceptr a = 0, b = 0;
+    CUevent ev[2] = {NULL, NULL};
+    const char *call = "cuCtxSetCurrent";
+    if (!(e = cu.CtxSetCurrent(cx)) && !(e = cu.MemAlloc(&a, (size_t)bytes)) && !(e = cu.MemAlloc(&b, (size_t)bytes)) &&
+        !(e = cu.EventCreate(&ev[0], 0)) && !(e = cu.EventCreate(&ev[1], 0)) && !(e = cu.EventRecord(ev[0], NULL)) &&
+        !(e = cu.MemcpyDtoD(b, a, (size_t)bytes)) && !(e = cu.EventRecord(ev[1], NULL)) &&
+        !(e = cu.EventSynchronize(ev[1]))) {
+        float t = 0;
+        e = cu.EventElapsedTime(&t, ev[0], ev[1]);
+        *ms = t;
+    }
+    if (e && call) call = "the copy probe (cuMemAlloc, cuEventRecord, cuMemcpyDtoD or cuEventElapsedTime)";
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cu.EventDestroy(ev[i]);
+    if (a) cu.MemFree(a);
+    if (b) cu.MemFree(b);
+    cu.DevicePrimaryCtxRelease(dev);
+    return e ? cu_fail(ctx, RJ_ERR_INTERNAL, call, e, NULL) : RJ_OK;
 }
 
 const backend backend_cuda = {
@@ -359,4 +432,5 @@ const backend backend_cuda = {
     .code_free = cuda_code_free,
     .dump = cuda_dump,
     .run = cuda_run,
+    .copy_probe = cuda_copy_probe,
 };

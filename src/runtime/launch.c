@@ -256,6 +256,7 @@ typedef struct dev_run {
                             * pieces' items, pieces' starts) */
     size_t naddr;
     int64_t *npieces, *prows; /* per class: launch_pieces' count and rows (-1: not made) */
+    int launches;
     launch_mem m;
     uint64_t scratch;
     int64_t scratch_bytes;
@@ -293,7 +294,7 @@ static rj_status dev_memory(dev_run *r) {
                 return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: pieces of an unknown class", r->ops->what);
             if (r->npieces[sy] >= 0) continue;
             launch_pieces pc;
-            rj_status s = launch_pieces_make(b, sy, r->ops->max_threads / 256, &pc);
+            rj_status s = launch_pieces_make(b, sy, (r->ops->threads ? r->ops->threads(r->ud) : r->ops->max_threads) / 256, &pc);
             if (!s) s = dev_upload(r, &pitem[sy], pc.item, (int64_t)sizeof(int64_t) * pc.count, "pieces' items");
             if (!s) s = dev_upload(r, &pstart[sy], pc.start, (int64_t)sizeof(int64_t) * (pc.batch + 1), "pieces' starts");
             r->npieces[sy] = pc.count;
@@ -372,7 +373,7 @@ static rj_status dev_launch(dev_run *r, int32_t ki) {
     if (group > block || block % group)
         return ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: kernel %s groups %lld threads, blocks have %lld",
                         r->ops->what, k->name, (long long)group, (long long)block);
-    int64_t most = r->ops->max_threads / group;
+    int64_t most = (r->ops->threads ? r->ops->threads(r->ud) : r->ops->max_threads) / group;
     const launch_opts o = {.workers = most > 0 ? (int)most : 1, .scratch_budget = r->ops->scratch_budget,
                            .pieces = r->npieces};
     launch_plan pl;
@@ -398,6 +399,7 @@ static rj_status dev_launch(dev_run *r, int32_t ki) {
         if (k->params[a].kind == PK_SCRATCH) args[n++] = (uint64_t)pl.scratch_elems;
     }
     s = r->ops->launch(r->ud, ki, block, threads, args);
+    r->launches += s == RJ_OK;
     mem_free(ctx, vals, sizeof(uint64_t) * nslots * 2);
     return s;
 }
@@ -412,9 +414,13 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
         !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)))
         s = RJ_ERR_NOMEM;
     for (int32_t i = 0; !s && i < b->nsym; i++) r.npieces[i] = -1;
+    double t0 = clock_ms();
     if (!s) s = dev_memory(&r);
+    double t1 = clock_ms();
     for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) s = dev_launch(&r, ki);
-    if (!s) s = ops->finish(ud);
+    double kms = -1;
+    if (!s) s = ops->finish(ud, &kms);
+    double t2 = clock_ms();
     for (int32_t i = 0; !s && i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];
         if (lb->kind != LB_OUTPUT) continue;
@@ -430,6 +436,9 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
         for (size_t i = 0; i < r.naddr; i++)
             if (r.addr[i]) ops->release(ud, r.addr[i]);
     if (r.scratch) ops->release(ud, r.scratch);
+    b->stats.copy_ms = (t1 - t0) + (clock_ms() - t2);
+    b->stats.kernel_ms = kms >= 0 ? kms : t2 - t1;
+    b->stats.kernels = r.launches;
     mem_free(ctx, r.addr, sizeof(uint64_t) * (r.naddr ? r.naddr : 1));
     mem_free(ctx, r.npieces, sizeof(int64_t) * nsym);
     mem_free(ctx, r.prows, sizeof(int64_t) * nsym);

@@ -91,8 +91,11 @@ typedef struct device_ops {
     /* Queues kernel ki over `threads` threads (a multiple of block) with one value per
      * parameter in order, each scratch pointer followed by its stride (elements per thread). */
     rj_status (*launch)(void *ud, int32_t ki, int64_t block, int64_t threads, uint64_t *args);
-    /* Waits for the queued kernels. */
-    rj_status (*finish)(void *ud);
+    /* Waits for the queued kernels; *kernel_ms: their time by the device's timers, from the
+     * first one's start to the last one's end (left negative where there are none). */
+    rj_status (*finish)(void *ud, double *kernel_ms);
+    /* The most threads for a launch on this run's device (NULL: max_threads). */
+    int64_t (*threads)(void *ud);
 } device_ops;
 
 /* Runs lp on prepared binding b through ops: device copies of inputs, offsets and logical

@@ -87,6 +87,8 @@ enum {
     CL_DEVICE_EXTENSIONS = 0x1030,
     CL_PROGRAM_BUILD_LOG = 0x1183,
     CL_KERNEL_WORK_GROUP_SIZE = 0x11B0,
+    CL_PROFILING_COMMAND_START = 0x1282,
+    CL_PROFILING_COMMAND_END = 0x1283,
 };
 #define CL_DEVICE_TYPE_GPU ((cl_bitfield)1 << 2)
 #define CL_DEVICE_TYPE_ALL ((cl_bitfield)0xFFFFFFFF)
@@ -135,6 +137,10 @@ typedef struct opencl_api {
     cl_int (*EnqueueNDRangeKernel)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *,
                                    const size_t *, cl_uint, const cl_event *, cl_event *);
     cl_int (*Finish)(cl_command_queue);
+    cl_int (*EnqueueCopyBuffer)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint,
+                                const cl_event *, cl_event *);
+    cl_int (*GetEventProfilingInfo)(cl_event, cl_uint, size_t, void *, size_t *);
+    cl_int (*ReleaseEvent)(cl_event);
 } opencl_api;
 
 static opencl_api cl;
@@ -294,6 +300,9 @@ static void loader_load(void) {
         {"clEnqueueReadBuffer", offsetof(opencl_api, EnqueueReadBuffer)},
         {"clEnqueueNDRangeKernel", offsetof(opencl_api, EnqueueNDRangeKernel)},
         {"clFinish", offsetof(opencl_api, Finish)},
+        {"clEnqueueCopyBuffer", offsetof(opencl_api, EnqueueCopyBuffer)},
+        {"clGetEventProfilingInfo", offsetof(opencl_api, GetEventProfilingInfo)},
+        {"clReleaseEvent", offsetof(opencl_api, ReleaseEvent)},
     };
     for (size_t i = 0; i < RJ_ARRAY_LEN(syms); i++)
         if (!dl_sym(lib, syms[i].name, (char *)&cl + syms[i].off)) {
@@ -484,7 +493,18 @@ typedef struct run {
     rj_ctx *ctx;
     cl_code *c;
     const lprog *lp;
+    cl_event first, last; /* the first and the last kernel's events (profiling) */
 } run;
+
+/* Nanoseconds from the start of `a` to the end of `b` by the device's profiling timer. */
+static bool span_ms(cl_event a, cl_event b, double *ms) {
+    cl_ulong t0 = 0, t1 = 0;
+    if (!a || !b || cl.GetEventProfilingInfo(a, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) ||
+        cl.GetEventProfilingInfo(b, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) || t1 < t0)
+        return false;
+    *ms = (double)(t1 - t0) * 1e-6;
+    return true;
+}
 
 static rj_status run_alloc(void *ud, uint64_t *d, int64_t bytes, const char *what) {
     run *r = ud;
@@ -551,16 +571,25 @@ static rj_status run_launch(void *ud, int32_t ki, int64_t block, int64_t threads
     if (!e) {
         size_t global = (size_t)threads, local = (size_t)block;
         call = "clEnqueueNDRangeKernel";
-        e = cl.EnqueueNDRangeKernel(r->c->st->q, kn, 1, NULL, &global, &local, 0, NULL, NULL);
+        cl_event ev = NULL;
+        e = cl.EnqueueNDRangeKernel(r->c->st->q, kn, 1, NULL, &global, &local, 0, NULL, &ev);
+        if (!e && ev) { /* keep the first and the last */
+            if (!r->first) r->first = ev;
+            else if (r->last) cl.ReleaseEvent(r->last), r->last = ev;
+            else r->last = ev;
+        }
     }
     pthread_mutex_unlock(&r->c->lock);
     return e ? cl_fail(r->ctx, RJ_ERR_INTERNAL, call, e, k->name) : RJ_OK;
 }
 
-static rj_status run_finish(void *ud) {
+static rj_status run_finish(void *ud, double *kernel_ms) {
     run *r = ud;
     cl_int e = cl.Finish(r->c->st->q);
-    return e ? cl_fail(r->ctx, RJ_ERR_INTERNAL, "clFinish", e, "(a kernel failed)") : RJ_OK;
+    if (e) return cl_fail(r->ctx, RJ_ERR_INTERNAL, "clFinish", e, "(a kernel failed)");
+    double ms;
+    if (span_ms(r->first, r->last ? r->last : r->first, &ms)) *kernel_ms = ms;
+    return RJ_OK;
 }
 
 static const device_ops opencl_ops = {
@@ -582,7 +611,35 @@ static rj_status opencl_run(rj_program *p, rj_bind *b) {
     run r = {.ctx = p->ctx, .c = c, .lp = &p->art->comp.lp};
     rj_status s = device_run(b, r.lp, &opencl_ops, &r);
     if (s) cl.Finish(c->st->q); /* nothing of this run is left queued when it returns */
+    if (r.first) cl.ReleaseEvent(r.first);
+    if (r.last) cl.ReleaseEvent(r.last);
     return s;
+}
+
+/* rj_device_copy_bandwidth: one copy between two fresh buffers, timed by its event. */
+static rj_status opencl_copy_probe(rj_ctx *ctx, int64_t bytes, double *ms) {
+    cl_state *st;
+    rj_status s = state_get(ctx, &st);
+    if (s) return s;
+    if ((cl_ulong)bytes > cl.max_alloc)
+        return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_copy_bandwidth: %lld bytes exceed %s's largest buffer "
+                        "(%llu bytes)", (long long)bytes, cl.name, (unsigned long long)cl.max_alloc);
+    cl_int e = CL_SUCCESS;
+    const char *call = "clCreateBuffer";
+    cl_mem a = cl.CreateBuffer(st->cx, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &e), b = NULL;
+    cl_event ev = NULL;
+    if (a && !e) b = cl.CreateBuffer(st->cx, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &e);
+    if (b && !e) {
+        call = "clEnqueueCopyBuffer";
+        e = cl.EnqueueCopyBuffer(st->q, a, b, 0, 0, (size_t)bytes, 0, NULL, &ev);
+        if (!e) call = "clFinish", e = cl.Finish(st->q);
+        if (!e && !span_ms(ev, ev, ms)) call = "clGetEventProfilingInfo", e = -59; /* CL_INVALID_OPERATION */
+    }
+    if (ev) cl.ReleaseEvent(ev);
+    if (a) cl.ReleaseMemObject(a);
+    if (b) cl.ReleaseMemObject(b);
+    if (!e && (!a || !b)) e = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+    return e ? cl_fail(ctx, RJ_ERR_INTERNAL, call, e, "(the copy probe)") : RJ_OK;
 }
 
 const backend backend_opencl = {
@@ -593,4 +650,5 @@ const backend backend_opencl = {
     .code_free = opencl_code_free,
     .dump = opencl_dump,
     .run = opencl_run,
+    .copy_probe = opencl_copy_probe,
 };

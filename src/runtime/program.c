@@ -373,9 +373,50 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
         return ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: the binding belongs to another "
                         "program");
     b->prepared = false;
+    double t0 = clock_ms();
     rj_status s = bind_prepare(b);
     if (s) return s;
+    b->stats = (rj_run_stats){.kernel_ms = -1};
     s = p->be->run(p, b);
     b->prepared = s == RJ_OK;
+    b->stats.run_ms = clock_ms() - t0;
+    if (b->stats.kernel_ms < 0) b->stats.kernel_ms = b->stats.run_ms;
+    if (!b->stats.kernels && p->target != RJ_TARGET_REFERENCE) b->stats.kernels = p->art->comp.lp.nkernels;
     return s;
+}
+
+rj_status rj_bind_stats(const rj_bind *b, rj_run_stats *stats) {
+    if (!b || !stats) return b ? ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_stats: stats is NULL") : RJ_ERR_ARG;
+    if (!b->prepared) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_stats: the binding has no successful run");
+    *stats = b->stats;
+    return RJ_OK;
+}
+
+rj_status rj_device_copy_bandwidth(rj_ctx *ctx, rj_target target, int64_t bytes, double *gb_per_s) {
+    if (!ctx) return RJ_ERR_ARG;
+    if (!gb_per_s) return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_copy_bandwidth: gb_per_s is NULL");
+    *gb_per_s = 0;
+    if ((unsigned)target >= RJ_ARRAY_LEN(backends) || !backends[target])
+        return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_copy_bandwidth: unknown target %d", (int)target);
+    const backend *be = backends[target];
+    if (!be->copy_probe)
+        return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "rj_device_copy_bandwidth: the %s target has no device "
+                        "(bench/ measures host bandwidth)", be->name);
+    if (bytes <= 0 || bytes > ((int64_t)1 << 40))
+        return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_copy_bandwidth: %lld bytes (1 .. 2^40)", (long long)bytes);
+    rj_status s = be->available(ctx);
+    if (s) return s;
+    double t[5];
+    for (int i = -1; i < 5; i++) { /* a warm-up copy, then five */
+        double ms = 0;
+        if ((s = be->copy_probe(ctx, bytes, &ms))) return s;
+        if (i >= 0) t[i] = ms;
+    }
+    for (int i = 1; i < 5; i++) /* median of five */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    *gb_per_s = t[2] > 0 ? 2.0 * (double)bytes / (t[2] * 1e-3) / 1e9 : 0;
+    return RJ_OK;
 }

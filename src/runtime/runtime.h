@@ -92,6 +92,8 @@ struct rj_bind {
     bool prepared;        /* the last run succeeded: results are valid */
     struct host_mem *mem; /* temporaries and scratch of host runs, kept across runs */
     int64_t run_bytes;    /* what this run has reserved (run_reserve) */
+    rj_run_stats stats;   /* of the last run (rj_bind_stats); backends fill kernel_ms (< 0:
+                             the run's time), copy_ms and kernels */
 };
 
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
@@ -198,6 +200,8 @@ typedef struct backend {
     rj_status (*dump)(rj_ctx *ctx, const lprog *lp, const void *code, int st, char **text);
     /* Runs a compiled program on a prepared binding. */
     rj_status (*run)(rj_program *p, rj_bind *b);
+    /* rj_device_copy_bandwidth: ms for one device-to-device copy of `bytes` (NULL: none). */
+    rj_status (*copy_probe)(rj_ctx *ctx, int64_t bytes, double *ms);
 } backend;
 
 struct rj_program {

@@ -161,6 +161,9 @@ int32_t strmap_get(const strmap *m, const char *key);
 bool strmap_put(strmap *m, const char *key, int32_t val);
 void strmap_free(strmap *m);
 
+/* Milliseconds on the monotonic clock (clock.c). */
+double clock_ms(void);
+
 /* Shortest text that reads back as the same double ("0.5", "1e-05", "inf", "nan"). */
 void fmt_double(char *out, size_t n, double v);
 
