@@ -11,8 +11,15 @@
  * Then: compile latency (the first program of the process, later programs, a cache hit) and
  * dispatch overhead of a tiny run (B = 8, D = 16).
  *
- *   bench [--quick] [--threads N] [--reps N]
+ *   bench [--quick] [--threads N] [--reps N] [--target cpu|cuda|opencl]
  * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
+ *
+ * With --target cuda or opencl the same workloads run on the device at the GPU issue's size
+ * (B = 2048, lengths 1..1024, D = 256: 1.08 GB a tensor), plus W2 and W4 with one item 1000x
+ * longer than the others and the same total rows. Each reports the kernels' time by the
+ * device's timers (rj_bind_stats: the copies of a run with host pointers are apart), its GB/s
+ * of unique bytes, and the ratio to a device-to-device copy of one tensor measured in the same
+ * run (rj_device_copy_bandwidth).
  */
 #include <errno.h>
 #include <math.h>
@@ -201,6 +208,109 @@ static bw bandwidth(const setup *s) {
     return r;
 }
 
+/* ---- a GPU target ------------------------------------------------------------------------- */
+
+/* Median kernel time (device timers) of a workload over reps runs, in seconds. */
+static double time_device(rj_ctx *ctx, wl *w, int reps, double *copy_ms) {
+    double *t = malloc(sizeof(double) * (size_t)reps * 2), *c = t + reps;
+    if (rj_program_run(w->p, w->b)) die(ctx, w->name);
+    for (int r = 0; r < reps; r++) {
+        rj_run_stats st;
+        if (rj_program_run(w->p, w->b) || rj_bind_stats(w->b, &st)) die(ctx, w->name);
+        t[r] = st.kernel_ms * 1e-3;
+        c[r] = st.copy_ms;
+    }
+    double m = median(t, reps);
+    *copy_ms = median(c, reps);
+    free(t);
+    return m;
+}
+
+static void make_lengths(setup *s, int64_t maxlen, bool one_long) {
+    s->off = malloc(sizeof(int64_t) * (size_t)(s->B + 1));
+    s->off[0] = 0;
+    s->L = 0;
+    int64_t total = s->B * (1 + maxlen) / 2, base = total / (s->B - 1 + 1000);
+    if (base < 1) base = 1;
+    for (int64_t i = 0; i < s->B; i++) {
+        int64_t len = one_long ? (i == s->B / 2 ? 1000 * base : base) : 1 + (int64_t)(next() % (uint64_t)maxlen);
+        s->off[i + 1] = s->off[i] + len;
+        if (len > s->L) s->L = len;
+    }
+    s->rows = s->off[s->B];
+}
+
+static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
+    const char *tname = target == RJ_TARGET_CUDA ? "cuda" : "opencl";
+    setup s = {.B = quick ? 64 : 2048, .D = quick ? 32 : 256, .reps = reps ? reps : (quick ? 2 : 10)};
+    int64_t maxlen = quick ? 128 : 1024;
+    make_lengths(&s, maxlen, false);
+    int64_t n = s.rows * s.D;
+    s.x = falloc(n);
+    s.w = falloc(s.D);
+    s.bias = falloc(s.D);
+    for (int64_t i = 0; i < n; i++) s.x[i] = (float)((int64_t)(next() % 2001) - 1000) / 500.0f;
+    for (int64_t i = 0; i < s.D; i++) s.w[i] = 1.0f + (float)i / (float)s.D, s.bias[i] = 0.25f;
+    double probe = 0;
+    rj_status ps = rj_device_copy_bandwidth(ctx, target, n * 4, &probe);
+    if (ps == RJ_ERR_NO_DEVICE) { /* 77: meson's "skipped" */
+        printf("bench --target %s: skipped: %s\n", tname, rj_ctx_error(ctx));
+        free(s.off), free(s.x), free(s.w), free(s.bias);
+        return 77;
+    }
+    if (ps) die(ctx, "copy probe");
+    printf("ragjit bench --target %s: B=%lld, lengths 1..%lld (total %lld rows), D=%lld, f32 (%.2f GB a "
+           "tensor), median of %d%s\n", tname, (long long)s.B, (long long)maxlen, (long long)s.rows,
+           (long long)s.D, (double)n * 4 / 1e9, s.reps, quick ? " (QUICK: numbers are meaningless)" : "");
+    printf("device copy probe (same run, one tensor): %.1f GB/s (read + write)\n\n", probe);
+    printf("%-26s %10s %9s %8s %11s %8s\n", "workload", "kernel ms", "GB/s", "/copy", "copies ms", "kernels");
+    double t_uniform[7] = {0};
+    for (int which = 1; which <= 8; which++) {
+        int w = which <= 6 ? which : which == 7 ? 2 : 4;
+        setup *sp = &s, sl;
+        float *xl = NULL;
+        if (which > 6) { /* one long item, the same total rows */
+            sl = s;
+            make_lengths(&sl, maxlen, true);
+            xl = falloc(sl.rows * sl.D);
+            for (int64_t i = 0; i < sl.rows * sl.D; i++) xl[i] = s.x[i % n];
+            sl.x = xl;
+            sp = &sl;
+        }
+        double N = (double)sp->rows * (double)sp->D;
+        wl wk = {0};
+        rj_dim J;
+        rj_node x, wv, bv;
+        wk.name = which <= 6 ? NULL : which == 7 ? "W2 softmax, 1 long item" : "W4 sum, 1 long item";
+        wk.g = new_graph(ctx, sp->D, &J, &x, &wv, &bv);
+        wk.out = build(wk.g, w, J, x, wv, bv);
+        if (rj_graph_output(wk.g, wk.out, "y") != RJ_OK) die(ctx, "output");
+        if (!(wk.p = rj_program_new(wk.g, target))) die(ctx, "compile");
+        wk.b = rj_bind_new(wk.p);
+        if (!wk.b || rj_bind_offsets(wk.b, J, sp->B, sp->off, NULL) || rj_bind_input(wk.b, x, sp->x, sp->rows * sp->D) ||
+            rj_bind_input(wk.b, wv, sp->w, sp->D) || rj_bind_input(wk.b, bv, sp->bias, sp->D))
+            die(ctx, "bind");
+        static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)", "W3 unpad(pad(x)*2+1)",
+                                            "W4 sum(x,1)", "W5 layer_norm(x,D)", "W6 pad(x) output"};
+        if (!wk.name) wk.name = names[w];
+        double cms = 0, t = time_device(ctx, &wk, sp->reps, &cms);
+        double out_elems = w == 4 ? (double)(sp->B * sp->D) : w == 6 ? (double)(sp->B * sp->L * sp->D) : N;
+        double gbs = (N + out_elems) * 4 / t / 1e9;
+        rj_run_stats st = {0};
+        rj_bind_stats(wk.b, &st);
+        printf("%-26s %10.3f %9.1f %8.2f %11.1f %8d", wk.name, t * 1e3, gbs, gbs / probe, cms, st.kernels);
+        if (which <= 6) t_uniform[w] = t;
+        else printf("   %.2fx the uniform time", t / t_uniform[w]);
+        printf("\n");
+        rj_bind_free(wk.b);
+        rj_program_free(wk.p);
+        rj_graph_free(wk.g);
+        if (xl) free(xl), free(sl.off);
+    }
+    free(s.off), free(s.x), free(s.w), free(s.bias);
+    return 0;
+}
+
 /* A whole-string integer in lo..hi, or -1: atoi read "x" as 0 and "-5" as a count. */
 static int count_arg(const char *s, int lo, int hi) {
     char *end;
@@ -212,8 +322,19 @@ static int count_arg(const char *s, int lo, int hi) {
 int main(int argc, char **argv) {
     bool quick = false;
     int threads = 0, reps = 0;
+    rj_target target = RJ_TARGET_CPU;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
+            const char *t = argv[++i];
+            if (!strcmp(t, "cpu")) target = RJ_TARGET_CPU;
+            else if (!strcmp(t, "cuda")) target = RJ_TARGET_CUDA;
+            else if (!strcmp(t, "opencl")) target = RJ_TARGET_OPENCL;
+            else {
+                fprintf(stderr, "bench: --target is cpu, cuda or opencl, not '%s'\n", t);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--reps")) {
             bool t = argv[i][2] == 't';
             int v = i + 1 < argc ? count_arg(argv[++i], 1, t ? 4096 : 1000000) : -1;
@@ -224,13 +345,18 @@ int main(int argc, char **argv) {
             }
             *(t ? &threads : &reps) = v;
         } else {
-            fprintf(stderr, "usage: bench [--quick] [--threads N] [--reps N]\n");
+            fprintf(stderr, "usage: bench [--quick] [--threads N] [--reps N] [--target cpu|cuda|opencl]\n");
             return 2;
         }
     }
     rj_ctx *ctx = rj_ctx_new(NULL, NULL);
     if (!ctx) return 1;
     if (threads > 0) rj_ctx_set_threads(ctx, threads);
+    if (target != RJ_TARGET_CPU) {
+        int r = gpu_bench(ctx, target, quick, reps);
+        rj_ctx_free(ctx);
+        return r;
+    }
     setup s = {.B = quick ? 16 : 256, .D = quick ? 32 : 256, .reps = reps ? reps : (quick ? 2 : 15)};
     int64_t maxlen = quick ? 64 : 1024;
     s.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
