@@ -133,7 +133,7 @@ static void test_constants_text(void **state) {
 typedef struct ptx_stats {
     int kernels;
     int regs_max, regs_hist[5]; /* <= 32, <= 64, <= 96, <= 128, more */
-    char worst[96];
+    char worst[128];
 } ptx_stats;
 
 /* Reads ptxas -v's lines: "Compiling entry function 'k0' ...", "... N bytes spill stores, M

@@ -330,6 +330,8 @@ static void verify_block(vctx *V, int32_t s, int32_t lanes) {
             if (lx_visit(k, ex[i], bad_ref, NULL, V->seen, V->mark)) V->why = "an expression refers past the kernel's parameters, variables or locals";
         switch (st->kind) {
         case LS_FOR:
+            if (st->map == LM_LANES && lanes >= 0 && k->launch.simt && k->launch.group > 1)
+                V->why = "a lanes loop inside a lanes loop of a kernel whose lanes are threads";
             verify_block(V, st->body, st->map == LM_LANES ? s : lanes);
             break;
         case LS_IF:
