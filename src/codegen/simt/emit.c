@@ -96,6 +96,8 @@ typedef struct spelling {
     const char *shuffle;       /* a warp's register exchange, (mask, value, offset, width)
                                 * (NULL: none; reductions go through block-shared memory) */
     const char *global;        /* address space of pointer parameters ("" or "__global ") */
+    const char *restrict_kw;   /* after the '*' of a pointer parameter: no other parameter
+                                * reaches its memory (every buffer of a run is its own) */
     const char *shared;        /* block-scope arrays */
     const char *barrier;       /* a block barrier, as a statement */
     const char *group_id, *local_id, *local_size, *num_groups; /* 1-D index builtins */
@@ -118,6 +120,7 @@ static const spelling cuda_spelling = {
     .prelude_f64 = "",
     .dev = "__device__ __forceinline__",
     .kernel = "extern \"C\" __global__ void ",
+    .restrict_kw = "__restrict__ ",
     .bounds = "__launch_bounds__(%d, %d) ",
     .shuffle = "__shfl_xor_sync",
     .global = "",
@@ -149,6 +152,7 @@ static const spelling opencl_spelling = {
     .dev = "static inline",
     .kernel = "__kernel void ",
     .global = "__global ",
+    .restrict_kw = "restrict ",
     .shared = "__local ",
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
     .group_id = "get_group_id(0)",
@@ -1182,27 +1186,32 @@ static void signature(cem *C) {
     sbuf_puts(b, sp->kernel);
     /* registers for half the multiprocessor's 2048 threads: enough warps to keep loads in
      * flight, and 64 registers per thread at 256 threads a block (full occupancy would allow
-     * 32, and ptxas then spills the math functions' slow paths) */
+     * 32, and ptxas then spills the math functions' slow paths); a kernel writing many
+     * buffers at once (a fused fan-out) keeps many values live, and gets twice that */
+    int nbuf = 0;
+    for (int32_t i = 0; i < k->nparams; i++) nbuf += k->params[i].kind == PK_BUF;
+    int threads = nbuf > 16 ? 512 : 1024;
     if (sp->bounds && k->launch.simt && k->launch.block > 0)
-        sbuf_printf(b, sp->bounds, (int)k->launch.block, k->launch.block >= 1024 ? 1 : (int)(1024 / k->launch.block));
+        sbuf_printf(b, sp->bounds, (int)k->launch.block,
+                    k->launch.block >= threads ? 1 : (int)(threads / k->launch.block));
     sbuf_printf(b, "%s(", k->name);
     for (int32_t i = 0; i < k->nparams; i++) {
         const lparam *p = &k->params[i];
         sbuf_puts(b, i ? ",\n        " : "");
         switch (p->kind) {
         case PK_BUF:
-            sbuf_printf(b, "%s%s%s *", sp->global, p->written ? "" : "const ", mtype(C, p->dtype));
+            sbuf_printf(b, "%s%s%s *%s", sp->global, p->written ? "" : "const ", mtype(C, p->dtype), sp->restrict_kw);
             put_param(C, i);
             break;
         case PK_OFF:
         case PK_LOFF:
         case PK_PITEM:
         case PK_PSTART:
-            sbuf_printf(b, "%sconst %s *", sp->global, sp->i64);
+            sbuf_printf(b, "%sconst %s *%s", sp->global, sp->i64, sp->restrict_kw);
             put_param(C, i);
             break;
         case PK_SCRATCH:
-            sbuf_printf(b, "%s%s *", sp->global, mtype(C, p->dtype));
+            sbuf_printf(b, "%s%s *%s", sp->global, mtype(C, p->dtype), sp->restrict_kw);
             put_param(C, i);
             sbuf_printf(b, "_base, %s ", sp->i64);
             put_param(C, i);
