@@ -129,7 +129,7 @@ static void driver_load(void) {
         {"cuEventCreate", NULL, offsetof(cuda_api, EventCreate)},
         {"cuEventRecord", NULL, offsetof(cuda_api, EventRecord)},
         {"cuEventSynchronize", NULL, offsetof(cuda_api, EventSynchronize)},
-        {"cuEventElapsedTime", NULL, offsetof(cuda_api, EventElapsedTime)},
+        {"cuEventElapsedTime_v2", "cuEventElapsedTime", offsetof(cuda_api, EventElapsedTime)}, /* CUDA 13: _v2 */
         {"cuEventDestroy_v2", "cuEventDestroy", offsetof(cuda_api, EventDestroy)},
     };
     for (size_t i = 0; i < RJ_ARRAY_LEN(syms); i++) {
