@@ -492,6 +492,39 @@ RJ_API rj_status rj_program_run(rj_program *p, rj_bind *b);
  * run or rj_bind_free. */
 RJ_API const rj_tensor *rj_bind_result(rj_bind *b, rj_node output);
 
+/* ---- device memory (GPU targets) ---------------------------------------------------------
+ * On RJ_TARGET_CUDA and RJ_TARGET_OPENCL a binding's inputs, outputs and offsets may live in
+ * the device's memory, and are then used where they are: nothing is copied. A device buffer
+ * is an rj_devptr: a CUDA device pointer (a CUdeviceptr, e.g. from cuMemAlloc or a PyTorch
+ * CUDA tensor's data_ptr(); ragjit runs in the device's primary context, as the CUDA runtime
+ * does), or an OpenCL cl_mem cast to an integer, created in ragjit's OpenCL context
+ * (rj_device_handles). Sizes are in elements, as for host memory. CUDA checks that a device
+ * pointer is device memory holding the bound size, and that a host pointer bound with the
+ * host calls is not device memory (RJ_ERR_ARG naming the buffer); OpenCL checks the size of
+ * each cl_mem (a handle that is no cl_mem cannot be told apart: it is the caller's promise).
+ *
+ * Device offsets are read back with one small copy per run (batch + 1 offsets, and the
+ * lengths of a view with holes) and validated on the host like host offsets; the kernels use
+ * the device copy. Outputs bound with rj_bind_output_device(b, out, 0, 0) are allocated by
+ * ragjit on the device, owned by the binding and reused across runs while they fit
+ * (rj_bind_result_device gives their address). A run whose outputs are all device memory
+ * copies nothing back; the run still waits for its kernels before returning. The result
+ * tensor of a device output (rj_bind_result) describes its shape and offsets with values
+ * NULL. The CPU and reference targets refuse device memory (RJ_ERR_UNSUPPORTED). */
+typedef uint64_t rj_devptr;
+RJ_API rj_status rj_bind_input_device(rj_bind *b, rj_node input, rj_devptr data, int64_t numel);
+RJ_API rj_status rj_bind_output_device(rj_bind *b, rj_node output, rj_devptr data, int64_t capacity);
+RJ_API rj_status rj_bind_offsets_device(rj_bind *b, rj_dim ragged, int64_t batch, rj_devptr offsets,
+                                        rj_devptr lengths);
+/* After a successful run: where a device output is and how many elements this run wrote. */
+RJ_API rj_status rj_bind_result_device(rj_bind *b, rj_node output, rj_devptr *data, int64_t *numel);
+/* The stream (CUstream) or command queue (cl_command_queue, of ragjit's OpenCL context) the
+ * binding's runs use; NULL: the default stream / ragjit's queue. */
+RJ_API rj_status rj_bind_stream(rj_bind *b, void *stream);
+/* The device's context (CUcontext: the primary context of device 0; cl_context) and ragjit's
+ * command queue (OpenCL; NULL for CUDA), for allocating device memory to bind. */
+RJ_API rj_status rj_device_handles(rj_ctx *ctx, rj_target target, void **context, void **queue);
+
 /* Where the time of a binding's last successful run went, for benchmarks and profiling. On a
  * GPU target the kernels are timed by the device (CUDA events, OpenCL profiling), apart from
  * the copies between host and device memory that a run with host pointers makes; on the CPU

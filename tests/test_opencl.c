@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,6 +228,191 @@ static void test_stats_and_probe(void **state) {
     rj_graph_free(e.g);
 }
 
+/* ---- device memory -------------------------------------------------------------------------- */
+
+/* The few OpenCL calls a caller makes to hand ragjit device memory, through the loader (the
+ * test, like ragjit, builds without OpenCL headers). */
+typedef struct ocl {
+    void *lib;
+    void *(*CreateBuffer)(void *, uint64_t, size_t, void *, int32_t *);
+    int32_t (*ReleaseMemObject)(void *);
+    int32_t (*EnqueueWriteBuffer)(void *, void *, uint32_t, size_t, size_t, const void *, uint32_t, const void *, void *);
+    int32_t (*EnqueueReadBuffer)(void *, void *, uint32_t, size_t, size_t, void *, uint32_t, const void *, void *);
+} ocl;
+
+static bool ocl_load(ocl *o) {
+    memset(o, 0, sizeof *o);
+    if (!(o->lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL))) return false;
+    *(void **)&o->CreateBuffer = dlsym(o->lib, "clCreateBuffer");
+    *(void **)&o->ReleaseMemObject = dlsym(o->lib, "clReleaseMemObject");
+    *(void **)&o->EnqueueWriteBuffer = dlsym(o->lib, "clEnqueueWriteBuffer");
+    *(void **)&o->EnqueueReadBuffer = dlsym(o->lib, "clEnqueueReadBuffer");
+    return o->CreateBuffer && o->ReleaseMemObject && o->EnqueueWriteBuffer && o->EnqueueReadBuffer;
+}
+
+/* A cl_mem holding a copy of `bytes` at src (at least 8 bytes: OpenCL has no empty buffers). */
+static rj_devptr ocl_upload(ocl *o, void *cx, void *q, const void *src, size_t bytes) {
+    int32_t e = 0;
+    void *m = o->CreateBuffer(cx, 1 /* CL_MEM_READ_WRITE */, bytes > 8 ? bytes : 8, NULL, &e);
+    assert_true(m && !e);
+    if (bytes && src) assert_int_equal(o->EnqueueWriteBuffer(q, m, 1, 0, bytes, src, 0, NULL, NULL), 0);
+    return (rj_devptr)(uintptr_t)m;
+}
+
+/* Every input, the offsets (and lengths) and every output in device memory: the first output in
+ * a cl_mem of the caller's, the others allocated by ragjit. The outputs must be bitwise those
+ * of a run of the same program on host memory; the binding is run twice, on two length
+ * patterns, to reuse (and grow) its device outputs. */
+static void test_device_memory(void **state) {
+    fixture *f = *state;
+    rj_ctx *ctx = f->ctx;
+    void *cx = NULL, *q = NULL;
+    ocl o = {0};
+    if (rj_device_handles(ctx, RJ_TARGET_OPENCL, &cx, &q) != RJ_OK || !ocl_load(&o)) {
+        printf("skipped: %s\n", rj_ctx_error(ctx));
+        skip();
+    }
+    env e = env_new(ctx, RJ_F32);
+    std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
+    std_chain_add(&e, "sum(pad(x,0.75,L),1)");
+    std_chain_add(&e, "relu(x*w+v)");
+    rj_program *p = rj_program_new(e.g, RJ_TARGET_OPENCL);
+    assert_non_null(p);
+    rj_bind *bd = rj_bind_new(p);
+    assert_non_null(bd);
+    assert_ok(ctx, rj_bind_stream(bd, q));
+    int nout = rj_graph_output_count(e.g);
+    rj_devptr user_out = 0;
+    static const len_pattern pats[] = {LEN_SKEWED, LEN_ONE_LONG, LEN_EMPTY, LEN_B0};
+    for (size_t pi = 0; pi < sizeof pats / sizeof pats[0]; pi++) {
+        data d = data_new(pats[pi], RJ_F32, 7 + pi);
+        rj_bind *bh = rj_bind_new(p);
+        bind_all(ctx, bh, &e, &d, NULL);
+        assert_ok(ctx, rj_program_run(p, bh));
+        /* the same inputs in device memory */
+        size_t fs = sizeof(float);
+        struct {
+            rj_node n;
+            const void *src;
+            int64_t numel;
+            size_t es;
+        } in[] = {{e.x, d.x, d.rows * D, fs}, {e.y, d.y, d.rows * D, fs}, {e.w, d.w, D, fs}, {e.v, d.v, D, fs},
+                  {e.m, d.m, d.rows * D, 1},  {e.xi, d.xi, d.rows * D, 4}, {e.pb, d.pb, d.B * D, fs},
+                  {e.p3, d.p3, d.B * D, fs}};
+        rj_devptr mem[8];
+        for (int i = 0; i < 8; i++) {
+            mem[i] = ocl_upload(&o, cx, q, in[i].src, (size_t)in[i].numel * in[i].es);
+            assert_ok(ctx, rj_bind_input_device(bd, in[i].n, mem[i], in[i].numel));
+        }
+        rj_devptr doff = ocl_upload(&o, cx, q, d.off, sizeof(int64_t) * (size_t)(d.B + 1));
+        assert_ok(ctx, rj_bind_offsets_device(bd, e.J, d.B, doff, 0));
+        assert_ok(ctx, rj_bind_size(bd, e.L, d.maxlen + 3));
+        rj_tensor_info first;
+        assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bh, rj_graph_output_at(e.g, 0)), &first));
+        int64_t n0 = numel_of(&first);
+        if (user_out) o.ReleaseMemObject((void *)(uintptr_t)user_out);
+        user_out = ocl_upload(&o, cx, q, NULL, (size_t)n0 * rj_dtype_size(first.dtype));
+        assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, 0), user_out, n0));
+        for (int i = 1; i < nout; i++) assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, i), 0, 0));
+        assert_ok(ctx, rj_program_run(p, bd));
+        for (int i = 0; i < nout; i++) {
+            rj_node on = rj_graph_output_at(e.g, i);
+            rj_tensor_info wi, ti;
+            assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bh, on), &wi));
+            const rj_tensor_info *want = &wi;
+            rj_devptr at = 0;
+            int64_t n = -1;
+            assert_ok(ctx, rj_bind_result_device(bd, on, &at, &n));
+            assert_int_equal(n, numel_of(want));
+            if (i == 0) assert_true(at == user_out);
+            size_t bytes = (size_t)n * rj_dtype_size(want->dtype);
+            void *got = malloc(bytes ? bytes : 1);
+            if (bytes) assert_int_equal(o.EnqueueReadBuffer(q, (void *)(uintptr_t)at, 1, 0, bytes, got, 0, NULL, NULL), 0);
+            if (bytes && memcmp(got, want->values, bytes))
+                fail_msg("%s: output %d in device memory differs from the host-memory run", len_pattern_names[pats[pi]], i);
+            assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bd, on), &ti));
+            assert_null(ti.values); /* in device memory */
+            free(got);
+        }
+        rj_run_stats st;
+        assert_ok(ctx, rj_bind_stats(bd, &st));
+        if (pi == 0) printf("device-memory run: %.3f ms, kernels %.3f ms, copies %.3f ms\n", st.run_ms, st.kernel_ms, st.copy_ms);
+        for (int i = 0; i < 8; i++) o.ReleaseMemObject((void *)(uintptr_t)mem[i]);
+        o.ReleaseMemObject((void *)(uintptr_t)doff);
+        rj_bind_free(bh);
+        data_free(&d);
+    }
+    { /* a view with holes: offsets and lengths on the device; rows compared, holes left out */
+        data d = data_new(LEN_SKEWED, RJ_F32, 21);
+        holes h = holes_new(&d, RJ_F32);
+        rj_bind *bh = rj_bind_new(p);
+        bind_all(ctx, bh, &e, &d, &h);
+        assert_ok(ctx, rj_program_run(p, bh));
+        bind_all(ctx, bd, &e, &d, NULL); /* the dense inputs, host memory */
+        rj_devptr hx = ocl_upload(&o, cx, q, h.x, sizeof(float) * (size_t)(h.rows * D));
+        rj_devptr hoff = ocl_upload(&o, cx, q, h.off, sizeof(int64_t) * (size_t)(d.B + 1));
+        rj_devptr hlen = ocl_upload(&o, cx, q, h.len, sizeof(int64_t) * (size_t)d.B);
+        assert_ok(ctx, rj_bind_input_device(bd, e.x, hx, h.rows * D));
+        assert_ok(ctx, rj_bind_input(bd, e.y, h.y, h.rows * D));
+        assert_ok(ctx, rj_bind_input(bd, e.m, h.m, h.rows * D));
+        assert_ok(ctx, rj_bind_input(bd, e.xi, h.xi, h.rows * D));
+        assert_ok(ctx, rj_bind_offsets_device(bd, e.J, d.B, hoff, hlen));
+        for (int i = 0; i < nout; i++) assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, i), 0, 0));
+        assert_ok(ctx, rj_program_run(p, bd));
+        for (int i = 0; i < nout; i++) {
+            rj_node on = rj_graph_output_at(e.g, i);
+            rj_tensor_info want, got;
+            assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bh, on), &want));
+            assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bd, on), &got));
+            rj_devptr at = 0;
+            int64_t n = 0;
+            assert_ok(ctx, rj_bind_result_device(bd, on, &at, &n));
+            size_t bytes = (size_t)n * rj_dtype_size(want.dtype);
+            void *host = malloc(bytes ? bytes : 1);
+            if (bytes) assert_int_equal(o.EnqueueReadBuffer(q, (void *)(uintptr_t)at, 1, 0, bytes, host, 0, NULL, NULL), 0);
+            got.values = host;
+            compare("holes, device memory", &got, &want);
+            free(host);
+        }
+        o.ReleaseMemObject((void *)(uintptr_t)hx);
+        o.ReleaseMemObject((void *)(uintptr_t)hoff);
+        o.ReleaseMemObject((void *)(uintptr_t)hlen);
+        rj_bind_free(bh);
+        holes_free(&h);
+        data_free(&d);
+    }
+    /* misuse: a device input smaller than bound; a host output asked for its device address */
+    data d = data_new(LEN_SKEWED, RJ_F32, 3);
+    bind_all(ctx, bd, &e, &d, NULL);
+    rj_devptr small = ocl_upload(&o, cx, q, d.x, 16);
+    assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, 0), user_out, 0));
+    assert_int_equal(rj_program_run(p, bd), RJ_ERR_SIZE); /* the caller's output is too small */
+    assert_error_contains(ctx, "output out0: the bound device buffer holds 0 elements");
+    assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, 0), 0, 0));
+    assert_ok(ctx, rj_bind_input_device(bd, e.x, small, d.rows * D));
+    assert_int_equal(rj_program_run(p, bd), RJ_ERR_SIZE);
+    assert_error_contains(ctx, "input x");
+    assert_ok(ctx, rj_bind_input(bd, e.x, d.x, d.rows * D));
+    assert_ok(ctx, rj_bind_output(bd, rj_graph_output_at(e.g, 0), NULL, 0));
+    assert_ok(ctx, rj_program_run(p, bd));
+    assert_int_equal(rj_bind_result_device(bd, rj_graph_output_at(e.g, 0), NULL, NULL), RJ_ERR_ARG);
+    o.ReleaseMemObject((void *)(uintptr_t)small);
+    o.ReleaseMemObject((void *)(uintptr_t)user_out);
+    data_free(&d);
+    rj_bind_free(bd);
+    rj_program_free(p);
+    /* the CPU has no device memory */
+    rj_program *pc = rj_program_new(e.g, RJ_TARGET_CPU);
+    rj_bind *bc = rj_bind_new(pc);
+    assert_int_equal(rj_bind_input_device(bc, e.x, 64, 1), RJ_ERR_UNSUPPORTED);
+    assert_int_equal(rj_bind_stream(bc, NULL), RJ_ERR_UNSUPPORTED);
+    assert_int_equal(rj_device_handles(ctx, RJ_TARGET_CPU, &cx, &q), RJ_ERR_UNSUPPORTED);
+    rj_bind_free(bc);
+    rj_program_free(pc);
+    rj_graph_free(e.g);
+    dlclose(o.lib);
+}
+
 /* ---- without a device ---------------------------------------------------------------------- */
 
 /* Does the message contain one of the '|'-separated needles? */
@@ -294,7 +480,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--no-device")) return child_no_device(argv[2]);
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs),
-        FX(test_threads), FX(test_stats_and_probe), FX(test_alloc_failures),
+        FX(test_threads), FX(test_stats_and_probe), FX(test_device_memory), FX(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

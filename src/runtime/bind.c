@@ -36,6 +36,7 @@ rj_bind *rj_bind_new(rj_program *p) {
     if (!b) return NULL;
     b->ctx = ctx;
     b->prog_id = p->id;
+    b->be = p->be;
     b->art = p->art;
     artifact_retain(ctx, b->art);
     b->g = g;
@@ -66,7 +67,12 @@ void rj_bind_free(rj_bind *b) {
     const rj_graph *g = b->g;
     size_t ns = (size_t)(b->nsym ? b->nsym : 1);
     if (b->out)
-        for (int32_t i = 0; i < g->noutputs; i++) mem_free(ctx, b->out[i].own, b->out[i].own_bytes);
+        for (int32_t i = 0; i < g->noutputs; i++) {
+            mem_free(ctx, b->out[i].own, b->out[i].own_bytes);
+            if (b->out[i].down && b->be && b->be->dev_free) b->be->dev_free(ctx, b->out[i].down);
+        }
+    if (b->rag)
+        for (int32_t s = 0; s < b->nsym; s++) mem_free(ctx, b->rag[s].hcopy, b->rag[s].hcopy_bytes);
     mem_free(ctx, b->size, ns * sizeof(int64_t));
     mem_free(ctx, b->size_set, ns);
     mem_free(ctx, b->rag, ns * sizeof(rag_bind));
@@ -121,8 +127,163 @@ rj_status rj_bind_offsets(rj_bind *b, rj_dim d, int64_t batch, const int64_t *of
     if (batch < 0)
         return ctx_fail(b->ctx, RJ_ERR_BATCH, "rj_bind_offsets: %s: batch %lld is negative",
                         s->name, (long long)batch);
-    b->rag[dim_sym(d)] = (rag_bind){.off = offsets, .len = lengths, .batch = batch, .set = true};
+    rag_bind *r = &b->rag[dim_sym(d)];
+    *r = (rag_bind){.off = offsets, .len = lengths, .batch = batch, .set = true, .hcopy = r->hcopy,
+                    .hcopy_bytes = r->hcopy_bytes};
     b->prepared = false;
+    return RJ_OK;
+}
+
+/* ---- device memory ----------------------------------------------------------------------- */
+
+static int input_index(rj_bind *b, rj_node n, const char *call);
+static int output_index(rj_bind *b, rj_node n, const char *call);
+
+static rj_status need_device(rj_bind *b, const char *call) {
+    if (b->be && b->be->dev_read) return RJ_OK;
+    return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "%s: the %s target has no device memory (bind host "
+                    "memory, or compile for cuda or opencl)", call, b->be ? b->be->name : "program's");
+}
+
+rj_status rj_bind_offsets_device(rj_bind *b, rj_dim d, int64_t batch, rj_devptr offsets, rj_devptr lengths) {
+    if (!b) return RJ_ERR_ARG;
+    rj_status st = need_device(b, "rj_bind_offsets_device");
+    if (st) return st;
+    const sym *s = bound_sym(b, d, "rj_bind_offsets_device");
+    if (!s) return RJ_ERR_ARG;
+    if (s->kind != SYM_RAGGED)
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_offsets_device: %s is not a ragged symbol", s->name);
+    if (!offsets) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_offsets_device: %s: offsets is 0", s->name);
+    if (batch < 0 || batch > ((int64_t)1 << 40))
+        return ctx_fail(b->ctx, RJ_ERR_BATCH, "rj_bind_offsets_device: %s: batch %lld is out of range "
+                        "(0 .. 2^40)", s->name, (long long)batch);
+    rag_bind *r = &b->rag[dim_sym(d)];
+    *r = (rag_bind){.batch = batch, .set = true, .dev = true, .doff = offsets, .dlen = lengths,
+                    .hcopy = r->hcopy, .hcopy_bytes = r->hcopy_bytes};
+    b->has_dev = true;
+    b->prepared = false;
+    return RJ_OK;
+}
+
+rj_status rj_bind_input_device(rj_bind *b, rj_node n, rj_devptr data, int64_t numel) {
+    if (!b) return RJ_ERR_ARG;
+    rj_status st = need_device(b, "rj_bind_input_device");
+    if (st) return st;
+    int i = input_index(b, n, "rj_bind_input_device");
+    if (i < 0) return RJ_ERR_ARG;
+    const char *name = b->g->nodes[n].name;
+    if (numel < 0)
+        return ctx_fail(b->ctx, RJ_ERR_SIZE, "rj_bind_input_device: %s: numel %lld is negative", name,
+                        (long long)numel);
+    if (!data && numel > 0) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_input_device: %s: data is 0", name);
+    b->in[i] = (in_bind){.numel = numel, .set = true, .dev = true, .ddata = data};
+    b->has_dev = true;
+    b->prepared = false;
+    return RJ_OK;
+}
+
+rj_status rj_bind_output_device(rj_bind *b, rj_node n, rj_devptr data, int64_t capacity) {
+    if (!b) return RJ_ERR_ARG;
+    rj_status st = need_device(b, "rj_bind_output_device");
+    if (st) return st;
+    int i = output_index(b, n, "rj_bind_output_device");
+    if (i < 0) return RJ_ERR_ARG;
+    if (capacity < 0 || (!data && capacity > 0))
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_output_device: %s: %s", b->g->outputs[i].name,
+                        capacity < 0 ? "negative capacity" : "data is 0 (ragjit allocates: capacity 0)");
+    out_bind *o = &b->out[i];
+    o->dev = true;
+    o->duser = data;
+    o->user = NULL;
+    o->cap = data ? capacity : 0;
+    b->has_dev = true;
+    b->prepared = false;
+    return RJ_OK;
+}
+
+rj_status rj_bind_result_device(rj_bind *b, rj_node n, rj_devptr *data, int64_t *numel) {
+    if (!b) return RJ_ERR_ARG;
+    int i = output_index(b, n, "rj_bind_result_device");
+    if (i < 0) return RJ_ERR_ARG;
+    const out_bind *o = &b->out[i];
+    if (!b->prepared)
+        return ctx_fail(b->ctx, RJ_ERR_UNBOUND, "rj_bind_result_device: %s: the program has not run "
+                        "successfully with this binding", b->g->outputs[i].name);
+    if (!o->dev)
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_result_device: %s is in host memory (rj_bind_result)",
+                        b->g->outputs[i].name);
+    if (data) *data = o->ddata;
+    if (numel) *numel = o->numel;
+    return RJ_OK;
+}
+
+rj_status rj_bind_stream(rj_bind *b, void *stream) {
+    if (!b) return RJ_ERR_ARG;
+    rj_status st = need_device(b, "rj_bind_stream");
+    if (st) return st;
+    b->stream = stream;
+    return RJ_OK;
+}
+
+/* Device offsets read back for validation and planning (one copy each of offsets, lengths). */
+static rj_status fetch_offsets(rj_bind *b) {
+    for (int32_t s = 0; s < b->nsym; s++) {
+        rag_bind *r = &b->rag[s];
+        if (!r->set || !r->dev) continue;
+        size_t n = (size_t)(r->batch + 1) + (r->dlen ? (size_t)r->batch : 0), bytes = n * sizeof(int64_t);
+        if (bytes > r->hcopy_bytes) {
+            int64_t *h = mem_realloc(b->ctx, r->hcopy, r->hcopy_bytes, bytes);
+            if (!h) return RJ_ERR_NOMEM;
+            r->hcopy = h;
+            r->hcopy_bytes = bytes;
+        }
+        char what[160];
+        snprintf(what, sizeof what, "the device offsets of %s", b->g->syms[s].name);
+        rj_status st = b->be->dev_check(b->ctx, r->doff, sizeof(int64_t) * (size_t)(r->batch + 1), true, what);
+        if (!st) st = b->be->dev_read(b->ctx, b->stream, r->hcopy, r->doff, sizeof(int64_t) * (size_t)(r->batch + 1));
+        if (!st && r->dlen) {
+            snprintf(what, sizeof what, "the device lengths of %s", b->g->syms[s].name);
+            st = b->be->dev_check(b->ctx, r->dlen, sizeof(int64_t) * (size_t)r->batch, true, what);
+            if (!st) st = b->be->dev_read(b->ctx, b->stream, r->hcopy + r->batch + 1, r->dlen,
+                                          sizeof(int64_t) * (size_t)r->batch);
+        }
+        if (st) return st;
+        r->off = r->hcopy;
+        r->len = r->dlen ? r->hcopy + r->batch + 1 : NULL;
+    }
+    return RJ_OK;
+}
+
+/* Every buffer where the binding says it is, as far as the driver can tell, and as large as
+ * bound (device memory). */
+static rj_status check_memory(rj_bind *b) {
+    const rj_graph *g = b->g;
+    if (!b->be || !b->be->dev_check) return RJ_OK;
+    char what[200];
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const in_bind *ib = &b->in[i];
+        size_t bytes = (size_t)ib->numel * rj_dtype_size(g->nodes[g->inputs[i]].dtype);
+        snprintf(what, sizeof what, "input %s", g->nodes[g->inputs[i]].name);
+        rj_status s = ib->dev ? b->be->dev_check(b->ctx, ib->ddata, bytes, true, what)
+                              : b->be->dev_check(b->ctx, (uint64_t)(uintptr_t)ib->data, bytes, false, what);
+        if (s) return s;
+    }
+    for (int32_t i = 0; i < g->noutputs; i++) {
+        const out_bind *o = &b->out[i];
+        snprintf(what, sizeof what, "output %s", g->outputs[i].name);
+        size_t bytes = (size_t)o->numel * rj_dtype_size(g->nodes[g->outputs[i].node].dtype);
+        rj_status s = RJ_OK;
+        if (o->dev && o->duser) s = b->be->dev_check(b->ctx, o->duser, bytes, true, what);
+        else if (!o->dev && o->user) s = b->be->dev_check(b->ctx, (uint64_t)(uintptr_t)o->user, bytes, false, what);
+        if (s) return s;
+    }
+    for (int32_t s = 0; s < b->nsym; s++) {
+        const rag_bind *r = &b->rag[s];
+        if (!r->set || r->dev) continue;
+        snprintf(what, sizeof what, "the offsets of %s", g->syms[s].name);
+        rj_status st = b->be->dev_check(b->ctx, (uint64_t)(uintptr_t)r->off, 0, false, what);
+        if (st) return st;
+    }
     return RJ_OK;
 }
 
@@ -164,6 +325,8 @@ rj_status rj_bind_output(rj_bind *b, rj_node n, void *data, int64_t capacity) {
                         capacity < 0 ? "negative capacity" : "data is NULL");
     b->out[i].user = data;
     b->out[i].cap = data ? capacity : 0;
+    b->out[i].dev = false;
+    b->out[i].duser = 0;
     b->prepared = false;
     return RJ_OK;
 }
@@ -422,7 +585,13 @@ static rj_status prepare_outputs(rj_bind *b) {
         if (!bytes_of(need, rj_dtype_size(n->dtype), &bytes))
             return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: %lld elements overflow the address "
                             "space", what, (long long)need);
-        if (o->user) {
+        if (o->dev) {
+            if (o->duser && o->cap < need)
+                return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s: the bound device buffer holds %lld elements "
+                                "but this run writes %lld", what, (long long)o->cap, (long long)need);
+            if (!o->duser && (s = run_reserve(b, (int64_t)bytes, what, -1))) return s;
+            o->data = NULL; /* the run sets ddata */
+        } else if (o->user) {
             if (o->cap < need)
                 return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s: the bound buffer holds %lld elements "
                                 "but this run writes %lld", what, (long long)o->cap,
@@ -465,6 +634,30 @@ static rj_status prepare_outputs(rj_bind *b) {
     return RJ_OK;
 }
 
+/* A device output against the device inputs and outputs before it: address ranges on CUDA;
+ * on OpenCL, where a cl_mem is a handle, the same handle. */
+static rj_status check_overlap_device(rj_bind *b, int32_t o, size_t ob_bytes) {
+    const rj_graph *g = b->g;
+    const out_bind *ob = &b->out[o];
+    bool ranges = b->be && b->be->target == RJ_TARGET_CUDA;
+    if (!ob->duser || !ob_bytes) return RJ_OK;
+    uint64_t lo = ob->duser, hi = lo + ob_bytes;
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        const in_bind *ib = &b->in[i];
+        uint64_t n = (uint64_t)ib->numel * rj_dtype_size(g->nodes[g->inputs[i]].dtype);
+        if (ib->dev && n && (ranges ? ib->ddata < hi && lo < ib->ddata + n : ib->ddata == lo))
+            return ctx_fail(b->ctx, RJ_ERR_ARG, "output %s overlaps input %s (outputs must not alias inputs)",
+                            g->outputs[o].name, g->nodes[g->inputs[i]].name);
+    }
+    for (int32_t k = 0; k < o; k++) {
+        const out_bind *q = &b->out[k];
+        uint64_t n = (uint64_t)q->numel * rj_dtype_size(g->nodes[g->outputs[k].node].dtype);
+        if (q->dev && q->duser && n && (ranges ? q->duser < hi && lo < q->duser + n : q->duser == lo))
+            return ctx_fail(b->ctx, RJ_ERR_ARG, "outputs %s and %s overlap", g->outputs[k].name, g->outputs[o].name);
+    }
+    return RJ_OK;
+}
+
 /* Outputs must not overlap inputs or each other: kernels read inputs after writing outputs
  * (softmax's passes) and the generated code assumes no aliasing. */
 static rj_status check_overlap(rj_bind *b) {
@@ -472,6 +665,11 @@ static rj_status check_overlap(rj_bind *b) {
     for (int32_t o = 0; o < g->noutputs; o++) {
         const out_bind *ob = &b->out[o];
         size_t ob_bytes = (size_t)ob->numel * rj_dtype_size(g->nodes[g->outputs[o].node].dtype);
+        if (ob->dev) {
+            rj_status s = check_overlap_device(b, o, ob_bytes);
+            if (s) return s;
+            continue;
+        }
         if (!ob->user || !ob_bytes) continue;
         const char *lo = ob->user, *hi = lo + ob_bytes;
         for (int32_t i = 0; i < g->ninputs; i++) {
@@ -551,8 +749,8 @@ rj_status bind_prepare(rj_bind *b) {
         if (!b->in[i].set)
             return ctx_fail(ctx, RJ_ERR_UNBOUND, "input %s is not bound (rj_bind_input or "
                             "rj_bind_tensor)", g->nodes[g->inputs[i]].name);
-    rj_status s = check_ragged(b);
-    if (s || (s = class_offsets(b))) return s;
+    rj_status s = b->has_dev ? fetch_offsets(b) : RJ_OK;
+    if (s || (s = check_ragged(b)) || (s = class_offsets(b))) return s;
     uint8_t stack_known[64], *known = stack_known;
     size_t kn = (size_t)g->nsym;
     if (kn > sizeof stack_known && !(known = mem_alloc(ctx, kn))) return RJ_ERR_NOMEM;
@@ -561,7 +759,8 @@ rj_status bind_prepare(rj_bind *b) {
     if (known != stack_known) mem_free(ctx, known, kn);
     if (s) return s;
     if ((s = check_inputs(b)) || (s = check_pad_lengths(b)) || (s = prepare_outputs(b))) return s;
-    return check_overlap(b);
+    if ((s = check_overlap(b))) return s;
+    return check_memory(b);
 }
 
 const rj_tensor *rj_bind_result(rj_bind *b, rj_node n) {

@@ -93,7 +93,10 @@ typedef struct cuda_api {
     CUresult (*EventSynchronize)(CUevent);
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
     CUresult (*EventDestroy)(CUevent);
+    CUresult (*StreamSynchronize)(CUstream);
     CUresult (*GetErrorName)(CUresult, const char **); /* optional */
+    CUresult (*PointerGetAttribute)(void *, int, CUdeviceptr);            /* optional */
+    CUresult (*MemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr); /* optional */
 } cuda_api;
 
 static cuda_api cu;
@@ -131,6 +134,7 @@ static void driver_load(void) {
         {"cuEventSynchronize", NULL, offsetof(cuda_api, EventSynchronize)},
         {"cuEventElapsedTime_v2", "cuEventElapsedTime", offsetof(cuda_api, EventElapsedTime)}, /* CUDA 13: _v2 */
         {"cuEventDestroy_v2", "cuEventDestroy", offsetof(cuda_api, EventDestroy)},
+        {"cuStreamSynchronize", NULL, offsetof(cuda_api, StreamSynchronize)},
     };
     for (size_t i = 0; i < RJ_ARRAY_LEN(syms); i++) {
         void *slot = (char *)&cu + syms[i].off;
@@ -141,6 +145,8 @@ static void driver_load(void) {
         }
     }
     dl_sym(lib, "cuGetErrorName", &cu.GetErrorName);
+    dl_sym(lib, "cuPointerGetAttribute", &cu.PointerGetAttribute);
+    if (!dl_sym(lib, "cuMemGetAddressRange_v2", &cu.MemGetAddressRange)) cu.MemGetAddressRange = NULL;
     cu.loaded = true;
     cu.init = cu.Init(0);
     if (cu.init) {
@@ -293,6 +299,7 @@ typedef struct run {
     const lprog *lp;
     CUevent ev[2];     /* before the first kernel, after the last (NULL: no timing) */
     bool started;
+    CUstream stream;   /* the binding's, or NULL: the default stream */
 } run;
 
 static rj_status run_alloc(void *ud, uint64_t *d, int64_t bytes, const char *what) {
@@ -343,18 +350,19 @@ static rj_status run_launch(void *ud, int32_t ki, int64_t block, int64_t threads
         n++;
         if (k->params[a].kind == PK_SCRATCH) ptrs[n] = &args[n], n++;
     }
-    if (!r->started && r->ev[0] && !cu.EventRecord(r->ev[0], NULL)) r->started = true;
+    if (!r->started && r->ev[0] && !cu.EventRecord(r->ev[0], r->stream)) r->started = true;
     CUresult e = cu.LaunchKernel(r->cc->fns[ki], (unsigned)(threads / block), 1, 1, (unsigned)block, 1, 1,
-                                 0, NULL, ptrs, NULL);
+                                 0, r->stream, ptrs, NULL);
     mem_free(r->ctx, ptrs, sizeof(void *) * nslots);
     return e ? cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuLaunchKernel", e, k->name) : RJ_OK;
 }
 
 static rj_status run_finish(void *ud, double *kernel_ms) {
     run *r = ud;
-    bool timed = r->started && r->ev[1] && !cu.EventRecord(r->ev[1], NULL);
-    CUresult e = cu.CtxSynchronize();
-    if (e) return cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuCtxSynchronize", e, "(a kernel failed)");
+    bool timed = r->started && r->ev[1] && !cu.EventRecord(r->ev[1], r->stream);
+    CUresult e = r->stream ? cu.StreamSynchronize(r->stream) : cu.CtxSynchronize();
+    if (e) return cu_fail(r->ctx, RJ_ERR_INTERNAL, r->stream ? "cuStreamSynchronize" : "cuCtxSynchronize", e,
+                          "(a kernel failed)");
     float ms = 0;
     if (timed && !cu.EventElapsedTime(&ms, r->ev[0], r->ev[1])) *kernel_ms = ms;
     return RJ_OK;
@@ -385,7 +393,7 @@ static rj_status cuda_run(rj_program *p, rj_bind *b) {
     if (!cc || !cc->mod) return ctx_fail(ctx, RJ_ERR_INTERNAL, "CUDA run: the program is not compiled");
     CUresult e = cu.CtxSetCurrent(cc->cuctx);
     if (e) return cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSetCurrent", e, NULL);
-    run r = {.ctx = ctx, .cc = cc, .lp = &p->art->comp.lp};
+    run r = {.ctx = ctx, .cc = cc, .lp = &p->art->comp.lp, .stream = (CUstream)b->stream};
     /* timing is best effort: without events the run reports its host-clock kernel time */
     if (cu.EventCreate(&r.ev[0], 0)) r.ev[0] = NULL;
     if (cu.EventCreate(&r.ev[1], 0)) r.ev[1] = NULL;
@@ -393,6 +401,77 @@ static rj_status cuda_run(rj_program *p, rj_bind *b) {
     for (int i = 0; i < 2; i++)
         if (r.ev[i]) cu.EventDestroy(r.ev[i]);
     return s;
+}
+
+/* ---- device memory of bindings ------------------------------------------------------------- */
+
+/* The primary context of device 0, retained once for the process and made current: device
+ * pointers of the CUDA runtime (PyTorch's) live there, and bindings use it before and after
+ * any program runs. */
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext primary;
+
+static rj_status primary_current(rj_ctx *ctx, CUcontext *out) {
+    CUdevice dev;
+    rj_status s = driver_device(ctx, &dev);
+    if (s) return s;
+    pthread_mutex_lock(&primary_lock);
+    CUresult e = primary ? 0 : cu.DevicePrimaryCtxRetain(&primary, dev);
+    CUcontext cx = primary;
+    pthread_mutex_unlock(&primary_lock);
+    if (e) return cu_fail(ctx, RJ_ERR_NO_DEVICE, "cuDevicePrimaryCtxRetain", e, NULL);
+    if ((e = cu.CtxSetCurrent(cx))) return cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSetCurrent", e, NULL);
+    if (out) *out = cx;
+    return RJ_OK;
+}
+
+/* After the binding's stream's work, so offsets a kernel just wrote are read as written. */
+static rj_status cuda_dev_read(rj_ctx *ctx, void *stream, void *dst, uint64_t src, size_t bytes) {
+    rj_status s = primary_current(ctx, NULL);
+    if (s) return s;
+    CUresult e = stream ? cu.StreamSynchronize((CUstream)stream) : 0;
+    if (e) return cu_fail(ctx, RJ_ERR_INTERNAL, "cuStreamSynchronize", e, "(before reading device offsets)");
+    e = cu.MemcpyDtoH(dst, src, bytes);
+    return e ? cu_fail(ctx, RJ_ERR_INTERNAL, "cuMemcpyDtoH_v2", e, "(reading device offsets)") : RJ_OK;
+}
+
+static void cuda_dev_free(rj_ctx *ctx, uint64_t addr) {
+    if (addr && !primary_current(ctx, NULL)) cu.MemFree(addr);
+}
+
+enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_UNIFIED = 4 };
+
+/* cuPointerGetAttribute tells device memory from host memory (it fails for plain malloc'd
+ * memory); cuMemGetAddressRange gives the allocation around a device pointer. */
+static rj_status cuda_dev_check(rj_ctx *ctx, uint64_t addr, size_t bytes, bool device, const char *what) {
+    if (!cu.PointerGetAttribute || !addr) return RJ_OK;
+    rj_status s = primary_current(ctx, NULL);
+    if (s) return s;
+    unsigned type = 0;
+    CUresult e = cu.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, addr);
+    bool on_device = !e && (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED);
+    if (!device)
+        return on_device ? ctx_fail(ctx, RJ_ERR_ARG, "%s is device memory: bind it with the _device calls "
+                                    "(rj_bind_input_device, ...)", what)
+                         : RJ_OK;
+    if (!on_device)
+        return ctx_fail(ctx, RJ_ERR_ARG, "%s is not device memory of the CUDA device (a host pointer bound "
+                        "as device memory?)", what);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (cu.MemGetAddressRange && !cu.MemGetAddressRange(&base, &size, addr) && addr - base + bytes > size)
+        return ctx_fail(ctx, RJ_ERR_SIZE, "%s: its allocation holds %llu bytes from that address but the "
+                        "binding needs %zu", what, (unsigned long long)(size - (addr - base)), bytes);
+    return RJ_OK;
+}
+
+static rj_status cuda_handles(rj_ctx *ctx, void **context, void **queue) {
+    CUcontext cx;
+    rj_status s = primary_current(ctx, &cx);
+    if (s) return s;
+    if (context) *context = cx;
+    if (queue) *queue = NULL;
+    return RJ_OK;
 }
 
 /* rj_device_copy_bandwidth: one device-to-device copy between two fresh buffers, timed by
@@ -433,4 +512,8 @@ const backend backend_cuda = {
     .dump = cuda_dump,
     .run = cuda_run,
     .copy_probe = cuda_copy_probe,
+    .dev_read = cuda_dev_read,
+    .dev_free = cuda_dev_free,
+    .dev_check = cuda_dev_check,
+    .handles = cuda_handles,
 };

@@ -256,6 +256,7 @@ typedef struct dev_run {
                             * pieces' items, pieces' starts) */
     size_t naddr;
     int64_t *npieces, *prows; /* per class: launch_pieces' count and rows (-1: not made) */
+    uint8_t *keep;         /* per addr: the caller's or the binding's memory, not released */
     int launches;
     launch_mem m;
     uint64_t scratch;
@@ -319,6 +320,20 @@ static rj_status dev_memory(dev_run *r) {
             if (!mul_i64(n, r->npieces[lb->index], &n) || !bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
                 return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
             s = dev_alloc(r, &buf[i], (int64_t)bytes, "partials of split items");
+        } else if (lb->kind == LB_INPUT && b->in[lb->index].dev) { /* the caller's: used in place */
+            buf[i] = b->in[lb->index].ddata;
+            r->keep[i] = 1;
+        } else if (lb->kind == LB_OUTPUT && b->out[lb->index].dev) {
+            out_bind *o = &b->out[lb->index];
+            if (!o->duser && o->down_bytes < bytes) { /* the binding's, grown to fit */
+                if (o->down) r->ops->release(r->ud, o->down);
+                o->down = 0;
+                o->down_bytes = 0;
+                if ((s = r->ops->alloc(r->ud, &o->down, (int64_t)bytes, "a device output"))) return s;
+                o->down_bytes = bytes;
+            }
+            buf[i] = o->ddata = o->duser ? o->duser : o->down;
+            r->keep[i] = 1;
         } else if (lb->kind == LB_INPUT)
             s = dev_upload(r, &buf[i], b->in[lb->index].data, (int64_t)bytes, "an input");
         else if (lb->kind == LB_OUTPUT && holes)
@@ -336,6 +351,11 @@ static rj_status dev_memory(dev_run *r) {
             if (pm->kind == PK_OFF && !off[sy]) {
                 if (sy < 0 || sy >= b->nsym || !b->rag[sy].set)
                     return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets bound for %s", r->ops->what, pm->name);
+                if (b->rag[sy].dev) { /* the caller's, used in place */
+                    off[sy] = b->rag[sy].doff;
+                    r->keep[lp->nbufs + sy] = 1;
+                    continue;
+                }
                 s = dev_upload(r, &off[sy], b->rag[sy].off, (int64_t)sizeof(int64_t) * (b->rag[sy].batch + 1), pm->name);
             } else if (pm->kind == PK_LOFF && !loff[sy]) {
                 if (sy < 0 || sy >= b->nsym || !b->loff[sy])
@@ -411,7 +431,8 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
     size_t nsym = (size_t)(b->nsym ? b->nsym : 1);
     rj_status s = RJ_OK;
     if (!(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
-        !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)))
+        !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)) ||
+        !(r.keep = mem_zalloc(ctx, r.naddr ? r.naddr : 1)))
         s = RJ_ERR_NOMEM;
     for (int32_t i = 0; !s && i < b->nsym; i++) r.npieces[i] = -1;
     double t0 = clock_ms();
@@ -423,7 +444,7 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
     double t2 = clock_ms();
     for (int32_t i = 0; !s && i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];
-        if (lb->kind != LB_OUTPUT) continue;
+        if (lb->kind != LB_OUTPUT || b->out[lb->index].dev) continue;
         const out_bind *ob = &b->out[lb->index];
         size_t bytes;
         if (!bytes_of(ob->numel, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
@@ -434,13 +455,14 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
     /* after a failed launch the device may be unusable, and releases may fail too */
     if (r.addr)
         for (size_t i = 0; i < r.naddr; i++)
-            if (r.addr[i]) ops->release(ud, r.addr[i]);
+            if (r.addr[i] && !(r.keep && r.keep[i])) ops->release(ud, r.addr[i]);
     if (r.scratch) ops->release(ud, r.scratch);
     b->stats.copy_ms = (t1 - t0) + (clock_ms() - t2);
     b->stats.kernel_ms = kms >= 0 ? kms : t2 - t1;
     b->stats.kernels = r.launches;
     mem_free(ctx, r.addr, sizeof(uint64_t) * (r.naddr ? r.naddr : 1));
     mem_free(ctx, r.npieces, sizeof(int64_t) * nsym);
+    mem_free(ctx, r.keep, r.naddr ? r.naddr : 1);
     mem_free(ctx, r.prows, sizeof(int64_t) * nsym);
     return s;
 }

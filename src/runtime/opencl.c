@@ -87,6 +87,7 @@ enum {
     CL_DEVICE_EXTENSIONS = 0x1030,
     CL_PROGRAM_BUILD_LOG = 0x1183,
     CL_KERNEL_WORK_GROUP_SIZE = 0x11B0,
+    CL_MEM_SIZE = 0x1102,
     CL_PROFILING_COMMAND_START = 0x1282,
     CL_PROFILING_COMMAND_END = 0x1283,
 };
@@ -141,6 +142,7 @@ typedef struct opencl_api {
                                 const cl_event *, cl_event *);
     cl_int (*GetEventProfilingInfo)(cl_event, cl_uint, size_t, void *, size_t *);
     cl_int (*ReleaseEvent)(cl_event);
+    cl_int (*GetMemObjectInfo)(cl_mem, cl_uint, size_t, void *, size_t *);
 } opencl_api;
 
 static opencl_api cl;
@@ -303,6 +305,7 @@ static void loader_load(void) {
         {"clEnqueueCopyBuffer", offsetof(opencl_api, EnqueueCopyBuffer)},
         {"clGetEventProfilingInfo", offsetof(opencl_api, GetEventProfilingInfo)},
         {"clReleaseEvent", offsetof(opencl_api, ReleaseEvent)},
+        {"clGetMemObjectInfo", offsetof(opencl_api, GetMemObjectInfo)},
     };
     for (size_t i = 0; i < RJ_ARRAY_LEN(syms); i++)
         if (!dl_sym(lib, syms[i].name, (char *)&cl + syms[i].off)) {
@@ -493,6 +496,7 @@ typedef struct run {
     rj_ctx *ctx;
     cl_code *c;
     const lprog *lp;
+    cl_command_queue q;   /* the binding's queue, or the context's */
     cl_event first, last; /* the first and the last kernel's events (profiling) */
 } run;
 
@@ -531,13 +535,13 @@ static void run_release(void *ud, uint64_t d) {
 
 static rj_status run_write(void *ud, uint64_t d, const void *src, size_t bytes, const char *what) {
     run *r = ud;
-    cl_int e = cl.EnqueueWriteBuffer(r->c->st->q, (cl_mem)(uintptr_t)d, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
+    cl_int e = cl.EnqueueWriteBuffer(r->q, (cl_mem)(uintptr_t)d, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
     return e ? cl_fail(r->ctx, RJ_ERR_INTERNAL, "clEnqueueWriteBuffer", e, what) : RJ_OK;
 }
 
 static rj_status run_read(void *ud, void *dst, uint64_t d, size_t bytes, const char *what) {
     run *r = ud;
-    cl_int e = cl.EnqueueReadBuffer(r->c->st->q, (cl_mem)(uintptr_t)d, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
+    cl_int e = cl.EnqueueReadBuffer(r->q, (cl_mem)(uintptr_t)d, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
     return e ? cl_fail(r->ctx, RJ_ERR_INTERNAL, "clEnqueueReadBuffer", e, what) : RJ_OK;
 }
 
@@ -572,7 +576,7 @@ static rj_status run_launch(void *ud, int32_t ki, int64_t block, int64_t threads
         size_t global = (size_t)threads, local = (size_t)block;
         call = "clEnqueueNDRangeKernel";
         cl_event ev = NULL;
-        e = cl.EnqueueNDRangeKernel(r->c->st->q, kn, 1, NULL, &global, &local, 0, NULL, &ev);
+        e = cl.EnqueueNDRangeKernel(r->q, kn, 1, NULL, &global, &local, 0, NULL, &ev);
         if (!e && ev) { /* keep the first and the last */
             if (!r->first) r->first = ev;
             else if (r->last) cl.ReleaseEvent(r->last), r->last = ev;
@@ -585,7 +589,7 @@ static rj_status run_launch(void *ud, int32_t ki, int64_t block, int64_t threads
 
 static rj_status run_finish(void *ud, double *kernel_ms) {
     run *r = ud;
-    cl_int e = cl.Finish(r->c->st->q);
+    cl_int e = cl.Finish(r->q);
     if (e) return cl_fail(r->ctx, RJ_ERR_INTERNAL, "clFinish", e, "(a kernel failed)");
     double ms;
     if (span_ms(r->first, r->last ? r->last : r->first, &ms)) *kernel_ms = ms;
@@ -608,12 +612,50 @@ static const device_ops opencl_ops = {
 static rj_status opencl_run(rj_program *p, rj_bind *b) {
     cl_code *c = p->art->ce ? p->art->ce->code : NULL;
     if (!c || !c->prog) return ctx_fail(p->ctx, RJ_ERR_INTERNAL, "OpenCL run: the program is not compiled");
-    run r = {.ctx = p->ctx, .c = c, .lp = &p->art->comp.lp};
+    run r = {.ctx = p->ctx, .c = c, .lp = &p->art->comp.lp, .q = b->stream ? (cl_command_queue)b->stream : c->st->q};
     rj_status s = device_run(b, r.lp, &opencl_ops, &r);
-    if (s) cl.Finish(c->st->q); /* nothing of this run is left queued when it returns */
+    if (s) cl.Finish(r.q); /* nothing of this run is left queued when it returns */
     if (r.first) cl.ReleaseEvent(r.first);
     if (r.last) cl.ReleaseEvent(r.last);
     return s;
+}
+
+/* ---- device memory of bindings ------------------------------------------------------------- */
+
+static rj_status opencl_dev_read(rj_ctx *ctx, void *stream, void *dst, uint64_t src, size_t bytes) {
+    cl_state *st;
+    rj_status s = state_get(ctx, &st);
+    if (s) return s;
+    cl_command_queue q = stream ? (cl_command_queue)stream : st->q; /* in order: after its kernels */
+    cl_int e = cl.EnqueueReadBuffer(q, (cl_mem)(uintptr_t)src, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
+    return e ? cl_fail(ctx, RJ_ERR_INTERNAL, "clEnqueueReadBuffer", e, "(reading device offsets)") : RJ_OK;
+}
+
+static void opencl_dev_free(rj_ctx *ctx, uint64_t addr) {
+    (void)ctx;
+    if (addr) cl.ReleaseMemObject((cl_mem)(uintptr_t)addr);
+}
+
+/* A cl_mem holds at least `bytes`; a host pointer cannot be told from a cl_mem handle without
+ * dereferencing it, so only device bindings are checked. */
+static rj_status opencl_dev_check(rj_ctx *ctx, uint64_t addr, size_t bytes, bool device, const char *what) {
+    if (!device || !addr) return RJ_OK;
+    size_t size = 0;
+    cl_int e = cl.GetMemObjectInfo((cl_mem)(uintptr_t)addr, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (e) return cl_fail(ctx, RJ_ERR_ARG, "clGetMemObjectInfo", e, what);
+    if (size < bytes)
+        return ctx_fail(ctx, RJ_ERR_SIZE, "%s: the cl_mem holds %zu bytes but the binding needs %zu", what, size,
+                        bytes);
+    return RJ_OK;
+}
+
+static rj_status opencl_handles(rj_ctx *ctx, void **context, void **queue) {
+    cl_state *st;
+    rj_status s = state_get(ctx, &st);
+    if (s) return s;
+    if (context) *context = st->cx;
+    if (queue) *queue = st->q;
+    return RJ_OK;
 }
 
 /* rj_device_copy_bandwidth: one copy between two fresh buffers, timed by its event. */
@@ -651,4 +693,8 @@ const backend backend_opencl = {
     .dump = opencl_dump,
     .run = opencl_run,
     .copy_probe = opencl_copy_probe,
+    .dev_read = opencl_dev_read,
+    .dev_free = opencl_dev_free,
+    .dev_check = opencl_dev_check,
+    .handles = opencl_handles,
 };

@@ -392,6 +392,19 @@ rj_status rj_bind_stats(const rj_bind *b, rj_run_stats *stats) {
     return RJ_OK;
 }
 
+rj_status rj_device_handles(rj_ctx *ctx, rj_target target, void **context, void **queue) {
+    if (!ctx) return RJ_ERR_ARG;
+    if (context) *context = NULL;
+    if (queue) *queue = NULL;
+    if ((unsigned)target >= RJ_ARRAY_LEN(backends) || !backends[target])
+        return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_handles: unknown target %d", (int)target);
+    const backend *be = backends[target];
+    if (!be->handles)
+        return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "rj_device_handles: the %s target has no device", be->name);
+    rj_status s = be->available(ctx);
+    return s ? s : be->handles(ctx, context, queue);
+}
+
 rj_status rj_device_copy_bandwidth(rj_ctx *ctx, rj_target target, int64_t bytes, double *gb_per_s) {
     if (!ctx) return RJ_ERR_ARG;
     if (!gb_per_s) return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_copy_bandwidth: gb_per_s is NULL");

@@ -48,15 +48,21 @@ static inline int64_t row_len(const int64_t *off, const int64_t *len, int64_t b)
 /* ---- bindings and runs ------------------------------------------------------------------ */
 
 typedef struct rag_bind {
-    const int64_t *off, *len; /* len NULL: packed */
+    const int64_t *off, *len; /* len NULL: packed (host memory; for device offsets, the copy) */
     int64_t batch;
     bool set;
+    bool dev;                 /* offsets (and lengths) live on the device: doff, dlen */
+    uint64_t doff, dlen;      /* dlen 0: packed */
+    int64_t *hcopy;           /* device offsets read back: batch + 1 offsets, then lengths */
+    size_t hcopy_bytes;
 } rag_bind;
 
 typedef struct in_bind {
-    const void *data;
+    const void *data;    /* host memory, or NULL when dev */
     int64_t numel;
     bool set;
+    bool dev;            /* device memory: ddata */
+    uint64_t ddata;
 } in_bind;
 
 typedef struct out_bind {
@@ -64,9 +70,15 @@ typedef struct out_bind {
     int64_t cap;         /* its capacity in elements */
     void *own;           /* memory ragjit allocated (kept across runs) */
     size_t own_bytes;
-    void *data;          /* where this run writes */
+    void *data;          /* where this run writes (host outputs) */
     int64_t numel;       /* elements this run writes (rows * inner for jagged) */
     rj_tensor result;
+    bool dev;            /* written to device memory: duser, or down that ragjit allocates */
+    uint64_t duser;      /* the caller's device memory (0: ragjit's) */
+    uint64_t down;       /* device memory ragjit allocated (kept across runs, freed with the
+                            binding by backend.dev_free) */
+    size_t down_bytes;
+    uint64_t ddata;      /* where this run writes (device outputs; set by the run) */
 } out_bind;
 
 struct rj_bind {
@@ -94,6 +106,9 @@ struct rj_bind {
     int64_t run_bytes;    /* what this run has reserved (run_reserve) */
     rj_run_stats stats;   /* of the last run (rj_bind_stats); backends fill kernel_ms (< 0:
                              the run's time), copy_ms and kernels */
+    const struct backend *be; /* the program's backend (device memory of the binding) */
+    void *stream;         /* the caller's CUstream / cl_command_queue, or NULL */
+    bool has_dev;         /* something is bound as device memory */
 };
 
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
@@ -202,6 +217,15 @@ typedef struct backend {
     rj_status (*run)(rj_program *p, rj_bind *b);
     /* rj_device_copy_bandwidth: ms for one device-to-device copy of `bytes` (NULL: none). */
     rj_status (*copy_probe)(rj_ctx *ctx, int64_t bytes, double *ms);
+    /* Device memory of bindings (NULL on targets without a device): reads device memory into
+     * the host (device offsets, before validation) on the binding's stream; frees what a
+     * binding allocated; checks that addr is device memory of at least `bytes` (device) or
+     * that a host pointer is not device memory (!device), where the driver can tell. */
+    rj_status (*dev_read)(rj_ctx *ctx, void *stream, void *dst, uint64_t src, size_t bytes);
+    void (*dev_free)(rj_ctx *ctx, uint64_t addr);
+    rj_status (*dev_check)(rj_ctx *ctx, uint64_t addr, size_t bytes, bool device, const char *what);
+    /* rj_device_handles: the device's context and ragjit's queue (NULL: none). */
+    rj_status (*handles)(rj_ctx *ctx, void **context, void **queue);
 } backend;
 
 struct rj_program {
