@@ -516,6 +516,19 @@ RJ_API rj_status rj_bind_input_device(rj_bind *b, rj_node input, rj_devptr data,
 RJ_API rj_status rj_bind_output_device(rj_bind *b, rj_node output, rj_devptr data, int64_t capacity);
 RJ_API rj_status rj_bind_offsets_device(rj_bind *b, rj_dim ragged, int64_t batch, rj_devptr offsets,
                                         rj_devptr lengths);
+/* What the host needs of device offsets, so that a run need not read them back: the rows
+ * they address (the last offset) and the longest item (-1: unknown; needed exactly where a
+ * pad length is max(j), else an upper bound of 64 pieces per item is planned for). With
+ * rj_bind_trust_offsets(b, true) runs take these facts as given: device offsets are neither
+ * read back nor validated, nothing is copied and, when every output is device memory, a run
+ * returns as soon as its kernels are queued on the binding's stream (rj_bind_wait), so it can
+ * be captured into a CUDA graph. Offsets that contradict the facts are the caller's error,
+ * as with any kernel library; views with holes are always read back and checked. */
+RJ_API rj_status rj_bind_offsets_info(rj_bind *b, rj_dim ragged, int64_t rows, int64_t maxlen);
+RJ_API rj_status rj_bind_trust_offsets(rj_bind *b, bool trusted);
+/* Waits for the binding's last run when it returned early, and completes its statistics
+ * (rj_bind_stats' kernel_ms is -1 until then). A no-op otherwise. */
+RJ_API rj_status rj_bind_wait(rj_bind *b);
 /* After a successful run: where a device output is and how many elements this run wrote. */
 RJ_API rj_status rj_bind_result_device(rj_bind *b, rj_node output, rj_devptr *data, int64_t *numel);
 /* The stream (CUstream) or command queue (cl_command_queue, of ragjit's OpenCL context) the

@@ -306,6 +306,9 @@ static void test_device_memory(void **state) {
         }
         rj_devptr doff = ocl_upload(&o, cx, q, d.off, sizeof(int64_t) * (size_t)(d.B + 1));
         assert_ok(ctx, rj_bind_offsets_device(bd, e.J, d.B, doff, 0));
+        bool trusted = pi % 2 == 1; /* every other pattern: the offsets' facts given, not read back */
+        assert_ok(ctx, rj_bind_trust_offsets(bd, trusted));
+        if (trusted) assert_ok(ctx, rj_bind_offsets_info(bd, e.J, d.rows, d.maxlen));
         assert_ok(ctx, rj_bind_size(bd, e.L, d.maxlen + 3));
         rj_tensor_info first;
         assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bh, rj_graph_output_at(e.g, 0)), &first));
@@ -334,6 +337,7 @@ static void test_device_memory(void **state) {
             assert_null(ti.values); /* in device memory */
             free(got);
         }
+        assert_ok(ctx, rj_bind_wait(bd));
         rj_run_stats st;
         assert_ok(ctx, rj_bind_stats(bd, &st));
         if (pi == 0) printf("device-memory run: %.3f ms, kernels %.3f ms, copies %.3f ms\n", st.run_ms, st.kernel_ms, st.copy_ms);
@@ -379,6 +383,21 @@ static void test_device_memory(void **state) {
         o.ReleaseMemObject((void *)(uintptr_t)hlen);
         rj_bind_free(bh);
         holes_free(&h);
+        data_free(&d);
+    }
+    { /* trusted offsets need their facts; facts that cannot be */
+        data d = data_new(LEN_SKEWED, RJ_F32, 5);
+        rj_devptr doff = ocl_upload(&o, cx, q, d.off, sizeof(int64_t) * (size_t)(d.B + 1));
+        bind_all(ctx, bd, &e, &d, NULL);
+        assert_ok(ctx, rj_bind_offsets_device(bd, e.J, d.B, doff, 0));
+        assert_ok(ctx, rj_bind_trust_offsets(bd, true));
+        assert_int_equal(rj_program_run(p, bd), RJ_ERR_ARG);
+        assert_error_contains(ctx, "rj_bind_offsets_info");
+        assert_int_equal(rj_bind_offsets_info(bd, e.J, d.rows, d.rows + 1), RJ_ERR_ARG);
+        assert_int_equal(rj_bind_offsets_info(bd, e.J, -1, 0), RJ_ERR_ARG);
+        assert_ok(ctx, rj_bind_trust_offsets(bd, false));
+        assert_ok(ctx, rj_program_run(p, bd)); /* read back and checked instead */
+        o.ReleaseMemObject((void *)(uintptr_t)doff);
         data_free(&d);
     }
     /* misuse: a device input smaller than bound; a host output asked for its device address */

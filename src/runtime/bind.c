@@ -50,6 +50,7 @@ rj_bind *rj_bind_new(rj_program *p) {
         !(b->used = mem_zalloc(ctx, ns)) ||
         !(b->loff = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
         !(b->cbatch = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
+        !(b->crows = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
         !(b->loff_own = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
         !(b->loff_cap = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
         !(b->in = mem_zalloc(ctx, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind))) ||
@@ -73,6 +74,16 @@ void rj_bind_free(rj_bind *b) {
         }
     if (b->rag)
         for (int32_t s = 0; s < b->nsym; s++) mem_free(ctx, b->rag[s].hcopy, b->rag[s].hcopy_bytes);
+    if (b->be && b->be->wait && b->pending) {
+        double ms;
+        b->be->wait(b, &ms); /* nothing is freed under running kernels */
+    }
+    for (size_t i = 0; i < b->ndmem; i++) {
+        if (b->dmem[i].addr && b->be && b->be->dev_free) b->be->dev_free(ctx, b->dmem[i].addr);
+        mem_free(ctx, b->dmem[i].shadow, b->dmem[i].shadow_bytes);
+    }
+    mem_free(ctx, b->dmem, sizeof(dev_block) * b->ndmem);
+    if (b->be && b->be->bind_release) b->be->bind_release(b);
     mem_free(ctx, b->size, ns * sizeof(int64_t));
     mem_free(ctx, b->size_set, ns);
     mem_free(ctx, b->rag, ns * sizeof(rag_bind));
@@ -83,6 +94,7 @@ void rj_bind_free(rj_bind *b) {
         for (size_t s = 0; s < ns; s++) mem_free(ctx, b->loff_own[s], sizeof(int64_t) * (size_t)b->loff_cap[s]);
     mem_free(ctx, b->loff, ns * sizeof(int64_t *));
     mem_free(ctx, b->cbatch, ns * sizeof(int64_t));
+    mem_free(ctx, b->crows, ns * sizeof(int64_t));
     mem_free(ctx, b->loff_own, ns * sizeof(int64_t *));
     mem_free(ctx, b->loff_cap, ns * sizeof(int64_t));
     mem_free(ctx, b->in, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind));
@@ -159,10 +171,47 @@ rj_status rj_bind_offsets_device(rj_bind *b, rj_dim d, int64_t batch, rj_devptr 
                         "(0 .. 2^40)", s->name, (long long)batch);
     rag_bind *r = &b->rag[dim_sym(d)];
     *r = (rag_bind){.batch = batch, .set = true, .dev = true, .doff = offsets, .dlen = lengths,
-                    .hcopy = r->hcopy, .hcopy_bytes = r->hcopy_bytes};
+                    .hcopy = r->hcopy, .hcopy_bytes = r->hcopy_bytes, .info_rows = -1, .info_maxlen = -1};
     b->has_dev = true;
     b->prepared = false;
     return RJ_OK;
+}
+
+rj_status rj_bind_offsets_info(rj_bind *b, rj_dim d, int64_t rows, int64_t maxlen) {
+    if (!b) return RJ_ERR_ARG;
+    const sym *s = bound_sym(b, d, "rj_bind_offsets_info");
+    if (!s) return RJ_ERR_ARG;
+    rag_bind *r = &b->rag[dim_sym(d)];
+    if (s->kind != SYM_RAGGED || !r->set || !r->dev)
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_offsets_info: %s has no device offsets bound "
+                        "(rj_bind_offsets_device first)", s->name);
+    if (rows < 0 || maxlen < -1 || maxlen > rows || (r->batch == 0 && rows > 0))
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_offsets_info: %s: rows %lld and longest item %lld "
+                        "cannot describe %lld items", s->name, (long long)rows, (long long)maxlen,
+                        (long long)r->batch);
+    r->info_rows = rows;
+    r->info_maxlen = maxlen;
+    b->prepared = false;
+    return RJ_OK;
+}
+
+rj_status rj_bind_trust_offsets(rj_bind *b, bool trusted) {
+    if (!b) return RJ_ERR_ARG;
+    rj_status st = need_device(b, "rj_bind_trust_offsets");
+    if (st) return st;
+    b->trusted = trusted;
+    b->prepared = false;
+    return RJ_OK;
+}
+
+rj_status rj_bind_wait(rj_bind *b) {
+    if (!b) return RJ_ERR_ARG;
+    if (!b->pending) return RJ_OK;
+    double ms = -1;
+    rj_status s = b->be->wait(b, &ms);
+    b->pending = false;
+    if (!s) b->stats.kernel_ms = ms;
+    return s;
 }
 
 rj_status rj_bind_input_device(rj_bind *b, rj_node n, rj_devptr data, int64_t numel) {
@@ -221,6 +270,7 @@ rj_status rj_bind_stream(rj_bind *b, void *stream) {
     if (!b) return RJ_ERR_ARG;
     rj_status st = need_device(b, "rj_bind_stream");
     if (st) return st;
+    if (stream != b->stream && (st = rj_bind_wait(b))) return st; /* its memory, on another stream */
     b->stream = stream;
     return RJ_OK;
 }
@@ -230,6 +280,13 @@ static rj_status fetch_offsets(rj_bind *b) {
     for (int32_t s = 0; s < b->nsym; s++) {
         rag_bind *r = &b->rag[s];
         if (!r->set || !r->dev) continue;
+        if (b->trusted && !r->dlen) { /* the caller's facts stand for the offsets */
+            if (r->info_rows < 0)
+                return ctx_fail(b->ctx, RJ_ERR_ARG, "trusted device offsets of %s need their rows given by "
+                                "rj_bind_offsets_info", b->g->syms[s].name);
+            r->off = r->len = NULL;
+            continue;
+        } /* a view with holes is read back and checked, trusted or not */
         size_t n = (size_t)(r->batch + 1) + (r->dlen ? (size_t)r->batch : 0), bytes = n * sizeof(int64_t);
         if (bytes > r->hcopy_bytes) {
             int64_t *h = mem_realloc(b->ctx, r->hcopy, r->hcopy_bytes, bytes);
@@ -407,7 +464,13 @@ static rj_status check_ragged(rj_bind *b) {
          * its row layout from any bound member (class_offsets, the interpreter) */
         char what[200];
         snprintf(what, sizeof what, "ragged symbol %s", sy->name);
-        rj_status st = offsets_check(ctx, what, r->batch, r->off, r->len, &b->rows[s], &b->val[s]);
+        rj_status st = RJ_OK;
+        if (r->dev && b->trusted && !r->off) { /* rows and the longest item as the caller says */
+            b->rows[s] = r->info_rows;
+            b->val[s] = r->info_maxlen >= 0 ? r->info_maxlen : r->info_rows;
+        } else {
+            st = offsets_check(ctx, what, r->batch, r->off, r->len, &b->rows[s], &b->val[s]);
+        }
         if (st) return st;
         if (!b->used[s]) continue;
         int32_t p = sy->parent;
@@ -439,6 +502,12 @@ static rj_status check_ragged(rj_bind *b) {
             return ctx_fail(ctx, RJ_ERR_SAME, "%s and %s are declared same but have batch sizes "
                             "%lld and %lld", g->syms[ref].name, g->syms[s].name,
                             (long long)x->batch, (long long)y->batch);
+        if (!x->off || !y->off) { /* trusted device offsets: their facts must agree */
+            if (b->rows[ref] != b->rows[s])
+                return ctx_fail(ctx, RJ_ERR_SAME, "%s and %s are declared same but have %lld and %lld rows",
+                                g->syms[ref].name, g->syms[s].name, (long long)b->rows[ref], (long long)b->rows[s]);
+            continue;
+        }
         for (int64_t k = 0; k < x->batch; k++) {
             int64_t nx = row_len(x->off, x->len, k), ny = row_len(y->off, y->len, k);
             if (nx != ny)
@@ -557,7 +626,7 @@ static rj_status check_pad_lengths(rj_bind *b) {
         if (lv >= maxlen) continue;
         const rag_bind *r = &b->rag[j];
         int64_t item = 0;
-        while (item < r->batch && row_len(r->off, r->len, item) <= lv) item++;
+        while (r->off && item < r->batch && row_len(r->off, r->len, item) <= lv) item++;
         sbuf lb;
         sbuf_init(&lb, b->ctx);
         print_dim(&lb, g, L);
@@ -700,14 +769,20 @@ static rj_status class_offsets(rj_bind *b) {
         b->loff[s] = NULL;
         if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
         const rag_bind *src = NULL;
+        int32_t srcm = -1;
         for (int32_t m = 0; m < g->nsym; m++)
             if (b->rag[m].set && g->syms[m].kind == SYM_RAGGED && sym_root(g, m) == s &&
                 (!src || (src->len && !b->rag[m].len)))
-                src = &b->rag[m];
+                src = &b->rag[m], srcm = m;
         if (!src) continue;
         b->cbatch[s] = src->batch;
+        if (!src->off) { /* trusted device offsets */
+            b->crows[s] = b->rows[srcm];
+            continue;
+        }
         if (!src->len) {
             b->loff[s] = src->off;
+            b->crows[s] = src->off[src->batch];
             continue;
         }
         if (b->loff_cap[s] < src->batch + 1) {
@@ -721,6 +796,7 @@ static rj_status class_offsets(rj_bind *b) {
         lo[0] = 0;
         for (int64_t k = 0; k < src->batch; k++) lo[k + 1] = lo[k] + src->len[k];
         b->loff[s] = lo;
+        b->crows[s] = lo[src->batch];
     }
     return RJ_OK;
 }

@@ -297,7 +297,7 @@ typedef struct run {
     rj_ctx *ctx;
     const cuda_code *cc;
     const lprog *lp;
-    CUevent ev[2];     /* before the first kernel, after the last (NULL: no timing) */
+    CUevent *ev;       /* the binding's: before the first kernel, after the last (NULL: no timing) */
     bool started;
     CUstream stream;   /* the binding's, or NULL: the default stream */
 } run;
@@ -368,6 +368,14 @@ static rj_status run_finish(void *ud, double *kernel_ms) {
     return RJ_OK;
 }
 
+static rj_status run_leave(void *ud) {
+    run *r = ud;
+    if (r->started && r->ev[1] && !cu.EventRecord(r->ev[1], r->stream)) return RJ_OK;
+    /* no event to wait on later: wait now */
+    CUresult e = r->stream ? cu.StreamSynchronize(r->stream) : cu.CtxSynchronize();
+    return e ? cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuStreamSynchronize", e, "(a kernel failed)") : RJ_OK;
+}
+
 static int64_t run_threads(void *ud) {
     (void)ud;
     return cu.threads > 0 ? cu.threads : MAX_THREADS;
@@ -384,6 +392,7 @@ static const device_ops cuda_ops = {
     .block = run_block,
     .launch = run_launch,
     .finish = run_finish,
+    .leave = run_leave,
     .threads = run_threads,
 };
 
@@ -393,14 +402,33 @@ static rj_status cuda_run(rj_program *p, rj_bind *b) {
     if (!cc || !cc->mod) return ctx_fail(ctx, RJ_ERR_INTERNAL, "CUDA run: the program is not compiled");
     CUresult e = cu.CtxSetCurrent(cc->cuctx);
     if (e) return cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSetCurrent", e, NULL);
-    run r = {.ctx = ctx, .cc = cc, .lp = &p->art->comp.lp, .stream = (CUstream)b->stream};
-    /* timing is best effort: without events the run reports its host-clock kernel time */
-    if (cu.EventCreate(&r.ev[0], 0)) r.ev[0] = NULL;
-    if (cu.EventCreate(&r.ev[1], 0)) r.ev[1] = NULL;
-    rj_status s = device_run(b, r.lp, &cuda_ops, &r);
+    run r = {.ctx = ctx, .cc = cc, .lp = &p->art->comp.lp, .stream = (CUstream)b->stream,
+             .ev = (CUevent *)b->dev_events};
+    /* the binding's events, made at its first run; timing is best effort: without events a
+     * run reports its host-clock kernel time and never returns early */
     for (int i = 0; i < 2; i++)
-        if (r.ev[i]) cu.EventDestroy(r.ev[i]);
-    return s;
+        if (!r.ev[i] && cu.EventCreate(&r.ev[i], 0)) r.ev[i] = NULL;
+    return device_run(b, r.lp, &cuda_ops, &r);
+}
+
+static rj_status primary_current(rj_ctx *ctx, CUcontext *out);
+
+/* rj_bind_wait: the end event of the binding's last run. */
+static rj_status cuda_wait(rj_bind *b, double *kernel_ms) {
+    CUevent *ev = (CUevent *)b->dev_events;
+    rj_status s = primary_current(b->ctx, NULL);
+    if (s) return s;
+    CUresult e = ev[1] ? cu.EventSynchronize(ev[1]) : cu.CtxSynchronize();
+    if (e) return cu_fail(b->ctx, RJ_ERR_INTERNAL, "cuEventSynchronize", e, "(a kernel of the run failed)");
+    float ms = 0;
+    if (ev[0] && ev[1] && !cu.EventElapsedTime(&ms, ev[0], ev[1])) *kernel_ms = ms;
+    return RJ_OK;
+}
+
+static void cuda_bind_release(rj_bind *b) {
+    CUevent *ev = (CUevent *)b->dev_events;
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cu.EventDestroy(ev[i]), ev[i] = NULL;
 }
 
 /* ---- device memory of bindings ------------------------------------------------------------- */
@@ -516,4 +544,6 @@ const backend backend_cuda = {
     .dev_free = cuda_dev_free,
     .dev_check = cuda_dev_check,
     .handles = cuda_handles,
+    .wait = cuda_wait,
+    .bind_release = cuda_bind_release,
 };

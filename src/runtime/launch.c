@@ -30,13 +30,24 @@ static rj_status numel(rj_bind *b, const rj_dim *dims, int n, int64_t *out) {
     return RJ_OK;
 }
 
-/* The class's logical offsets and batch (resolved by bind_prepare). */
+/* The class's logical offsets and batch (resolved by bind_prepare). For trusted device
+ * offsets the host has no offsets: lo is NULL and only the batch and the class's rows
+ * (b->crows) are known. */
 static rj_status class_rows(rj_bind *b, int32_t cls, const int64_t **lo, int64_t *B) {
-    if (cls < 0 || cls >= b->nsym || !b->loff[cls])
+    if (cls < 0 || cls >= b->nsym || (!b->loff[cls] && !b->trusted))
         return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "launch: no offsets for ragged class %d", (int)cls);
     *lo = b->loff[cls];
     *B = b->cbatch[cls];
     return RJ_OK;
+}
+
+/* The longest item of a class, as validation found it or the caller gave it. */
+static int64_t class_maxlen(rj_bind *b, int32_t cls) {
+    int64_t m = 0;
+    for (int32_t s = 0; s < b->nsym; s++)
+        if (b->rag[s].set && b->g->syms[s].kind == SYM_RAGGED && sym_root(b->g, s) == cls && b->val[s] > m)
+            m = b->val[s];
+    return m;
 }
 
 rj_status launch_buf_elems(rj_bind *b, const lbuf *lb, int64_t *n) {
@@ -51,7 +62,8 @@ rj_status launch_buf_elems(rj_bind *b, const lbuf *lb, int64_t *n) {
     if ((st = class_rows(b, sym_root(g, dim_sym(lb->dims[1])), &lo, &B)) ||
         (st = numel(b, lb->dims + 2, lb->rank - 2, &inner)))
         return st;
-    if (!mul_i64(lo[B], inner, n))
+    (void)lo;
+    if (!mul_i64(b->crows[sym_root(g, dim_sym(lb->dims[1]))], inner, n))
         return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
     return RJ_OK;
 }
@@ -113,17 +125,18 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
     switch (k->domain) {
     case UD_ROWS:
         if ((s = class_rows(b, k->dom_class, &lo, &B))) return s;
-        pl->units = work = lo[B];
+        pl->units = work = b->crows[k->dom_class];
         break;
     case UD_ITEMS: {
         int64_t N, total = 0, maxw = 0;
         if ((s = class_rows(b, k->dom_class, &lo, &B)) || (s = numel(b, k->dom_dims, k->dom_rank, &N)))
             return s;
-        for (int64_t i = 0; i < B; i++) {
+        for (int64_t i = 0; lo && i < B; i++) {
             int64_t w = lo[i + 1] - lo[i] + 1;
             total += w;
             if (w > maxw) maxw = w;
         }
+        if (!lo) total = b->crows[k->dom_class] + B, maxw = class_maxlen(b, k->dom_class) + 1;
         maxlen = maxw > 0 ? maxw - 1 : 0;
         item_tiles(k, o, N, maxw, total, pl);
         pl->units = N > 0 ? B * pl->ntiles : 0; /* no columns: nothing to compute */
@@ -139,7 +152,7 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
         pl->tile = k->fixed_tile;
         pl->ntiles = (N + k->fixed_tile - 1) / k->fixed_tile;
         if (N <= 0 || !mul_i64(o->pieces[k->dom_class], pl->ntiles, &pl->units)) pl->units = 0;
-        if (!mul_i64(lo[B], N > 0 ? N : 1, &work)) work = INT64_MAX;
+        if (!mul_i64(b->crows[k->dom_class], N > 0 ? N : 1, &work)) work = INT64_MAX;
         break;
     }
     default:
@@ -192,11 +205,12 @@ void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const laun
         case PK_PITEM: v = m->pitem ? m->pitem[pm->ref] : 0; break;
         case PK_PSTART: v = m->pstart ? m->pstart[pm->ref] : 0; break;
         case PK_PROWS: v = m->prows ? (uint64_t)m->prows[pm->ref] : 0; break;
-        case PK_BLO:
-            v = (uint64_t)item_at_or_before(b->loff[k->dom_class], b->cbatch[k->dom_class], lo);
+        case PK_BLO: /* without host offsets: every item (SIMT kernels search within) */
+            v = b->loff[k->dom_class] ? (uint64_t)item_at_or_before(b->loff[k->dom_class], b->cbatch[k->dom_class], lo) : 0;
             break;
         case PK_BHI:
-            v = (uint64_t)item_at_or_after(b->loff[k->dom_class], b->cbatch[k->dom_class], hi);
+            v = b->loff[k->dom_class] ? (uint64_t)item_at_or_after(b->loff[k->dom_class], b->cbatch[k->dom_class], hi)
+                                      : (uint64_t)b->cbatch[k->dom_class];
             break;
         }
         vals[a] = v;
@@ -209,15 +223,30 @@ rj_status launch_pieces_make(rj_bind *b, int32_t cls, int64_t blocks, launch_pie
     int64_t B = 0;
     rj_status s = class_rows(b, cls, &lo, &B);
     if (s) return s;
-    int64_t total = lo[B], rows = 64;
+    int64_t total = b->crows[cls], rows = 64;
     if (B > 0) {
         int64_t mean2 = (total / B + 1) * 2;
         int64_t par = total / (blocks > 8 ? blocks / 8 : 1) + 1; /* eight column tiles a piece */
         rows = mean2 < par ? mean2 : par;
         if (rows < 64) rows = 64;
     }
-    lp->rows = rows;
     lp->batch = B;
+    if (!lo) { /* no item lengths on the host: as many pieces for every item as the longest
+                * needs, at most 64 (pieces past an item's end have no rows) */
+        int64_t maxlen = class_maxlen(b, cls), k = maxlen > rows ? (maxlen + rows - 1) / rows : 1;
+        if (k > 64) k = 64, rows = (maxlen + 63) / 64;
+        lp->rows = rows;
+        lp->count = B * k;
+        if (!(lp->start = mem_alloc(b->ctx, sizeof(int64_t) * (size_t)(B + 1))) ||
+            !(lp->item = mem_alloc(b->ctx, sizeof(int64_t) * (size_t)(lp->count ? lp->count : 1)))) {
+            launch_pieces_free(b->ctx, lp);
+            return RJ_ERR_NOMEM;
+        }
+        for (int64_t i = 0; i <= B; i++) lp->start[i] = i * k;
+        for (int64_t p = 0; p < lp->count; p++) lp->item[p] = p / k;
+        return RJ_OK;
+    }
+    lp->rows = rows;
     int64_t count = 0;
     for (int64_t i = 0; i < B; i++) {
         int64_t len = lo[i + 1] - lo[i];
@@ -249,6 +278,7 @@ void launch_pieces_free(rj_ctx *ctx, launch_pieces *lp) {
 
 typedef struct dev_run {
     rj_bind *b;
+    bool settled;          /* the binding's previous run has finished (or never was early) */
     const lprog *lp;
     const device_ops *ops;
     void *ud;
@@ -263,16 +293,60 @@ typedef struct dev_run {
     int64_t scratch_bytes;
 } dev_run;
 
-static rj_status dev_alloc(dev_run *r, uint64_t *d, int64_t bytes, const char *what) {
-    *d = 0;
-    rj_status s = run_reserve(r->b, bytes, what, -1);
-    return s ? s : r->ops->alloc(r->ud, d, bytes, what);
+/* Before memory of the previous run is overwritten: that run may have returned early. */
+static rj_status dev_settle(dev_run *r) {
+    if (r->settled || !r->b->pending) return RJ_OK;
+    r->settled = true;
+    double ms;
+    rj_status s = r->b->be->wait(r->b, &ms);
+    r->b->pending = false;
+    return s;
 }
 
-static rj_status dev_upload(dev_run *r, uint64_t *d, const void *src, int64_t bytes, const char *what) {
-    rj_status s = dev_alloc(r, d, bytes, what);
+/* Device memory of slot `slot` (an index of the addr arrays; the last one is the scratch),
+ * kept by the binding across runs and grown when a run needs more. */
+static rj_status dev_alloc(dev_run *r, size_t slot, uint64_t *d, int64_t bytes, const char *what) {
+    *d = 0;
+    rj_status s = run_reserve(r->b, bytes, what, -1);
+    if (s) return s;
+    dev_block *blk = &r->b->dmem[slot];
+    if (!blk->addr || blk->bytes < (size_t)bytes) {
+        if (blk->addr) {
+            if ((s = dev_settle(r))) return s; /* not under the previous run's kernels */
+            r->ops->release(r->ud, blk->addr);
+        }
+        mem_free(r->b->ctx, blk->shadow, blk->shadow_bytes);
+        *blk = (dev_block){0};
+        if ((s = r->ops->alloc(r->ud, &blk->addr, bytes, what))) return s;
+        blk->bytes = (size_t)bytes;
+    }
+    *d = blk->addr;
+    return RJ_OK;
+}
+
+/* bytes at src copied into slot's memory; `small`: remember them, and skip the copy when the
+ * slot already holds them (offsets and tables that did not change since the last run). */
+static rj_status dev_upload(dev_run *r, size_t slot, uint64_t *d, const void *src, int64_t bytes, const char *what,
+                            bool small) {
+    rj_status s = dev_alloc(r, slot, d, bytes, what);
     if (s || bytes <= 0) return s;
-    return r->ops->write(r->ud, *d, src, (size_t)bytes, what);
+    dev_block *blk = &r->b->dmem[slot];
+    if (small && blk->shadow && blk->shadow_bytes == (size_t)bytes && !memcmp(blk->shadow, src, (size_t)bytes))
+        return RJ_OK;
+    if ((s = dev_settle(r)) || (s = r->ops->write(r->ud, *d, src, (size_t)bytes, what))) return s;
+    if (small) {
+        void *sh = mem_realloc(r->b->ctx, blk->shadow, blk->shadow_bytes, (size_t)bytes);
+        if (!sh) { /* the device holds the new bytes: the old shadow must not match them */
+            mem_free(r->b->ctx, blk->shadow, blk->shadow_bytes);
+            blk->shadow = NULL;
+            blk->shadow_bytes = 0;
+            return RJ_ERR_NOMEM;
+        }
+        memcpy(sh, src, (size_t)bytes);
+        blk->shadow = sh;
+        blk->shadow_bytes = (size_t)bytes;
+    }
+    return RJ_OK;
 }
 
 /* Device memory for every loop-IR buffer, and the offsets and logical offsets the kernels
@@ -296,8 +370,11 @@ static rj_status dev_memory(dev_run *r) {
             if (r->npieces[sy] >= 0) continue;
             launch_pieces pc;
             rj_status s = launch_pieces_make(b, sy, (r->ops->threads ? r->ops->threads(r->ud) : r->ops->max_threads) / 256, &pc);
-            if (!s) s = dev_upload(r, &pitem[sy], pc.item, (int64_t)sizeof(int64_t) * pc.count, "pieces' items");
-            if (!s) s = dev_upload(r, &pstart[sy], pc.start, (int64_t)sizeof(int64_t) * (pc.batch + 1), "pieces' starts");
+            size_t nb = (size_t)lp->nbufs, ns = (size_t)b->nsym;
+            if (!s) s = dev_upload(r, nb + 2 * ns + (size_t)sy, &pitem[sy], pc.item, (int64_t)sizeof(int64_t) * pc.count,
+                                   "pieces' items", true);
+            if (!s) s = dev_upload(r, nb + 3 * ns + (size_t)sy, &pstart[sy], pc.start,
+                                   (int64_t)sizeof(int64_t) * (pc.batch + 1), "pieces' starts", true);
             r->npieces[sy] = pc.count;
             r->prows[sy] = pc.rows;
             launch_pieces_free(b->ctx, &pc);
@@ -319,7 +396,7 @@ static rj_status dev_memory(dev_run *r) {
                 return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: buffer %d has no pieces", r->ops->what, (int)i);
             if (!mul_i64(n, r->npieces[lb->index], &n) || !bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
                 return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
-            s = dev_alloc(r, &buf[i], (int64_t)bytes, "partials of split items");
+            s = dev_alloc(r, (size_t)i, &buf[i], (int64_t)bytes, "partials of split items");
         } else if (lb->kind == LB_INPUT && b->in[lb->index].dev) { /* the caller's: used in place */
             buf[i] = b->in[lb->index].ddata;
             r->keep[i] = 1;
@@ -335,11 +412,11 @@ static rj_status dev_memory(dev_run *r) {
             buf[i] = o->ddata = o->duser ? o->duser : o->down;
             r->keep[i] = 1;
         } else if (lb->kind == LB_INPUT)
-            s = dev_upload(r, &buf[i], b->in[lb->index].data, (int64_t)bytes, "an input");
+            s = dev_upload(r, (size_t)i, &buf[i], b->in[lb->index].data, (int64_t)bytes, "an input", false);
         else if (lb->kind == LB_OUTPUT && holes)
-            s = dev_upload(r, &buf[i], b->out[lb->index].data, (int64_t)bytes, "an output");
+            s = dev_upload(r, (size_t)i, &buf[i], b->out[lb->index].data, (int64_t)bytes, "an output", false);
         else
-            s = dev_alloc(r, &buf[i], (int64_t)bytes, lb->kind == LB_OUTPUT ? "an output" : "a temporary");
+            s = dev_alloc(r, (size_t)i, &buf[i], (int64_t)bytes, lb->kind == LB_OUTPUT ? "an output" : "a temporary");
         if (s) return s;
     }
     for (int32_t ki = 0; ki < lp->nkernels; ki++) {
@@ -356,11 +433,21 @@ static rj_status dev_memory(dev_run *r) {
                     r->keep[lp->nbufs + sy] = 1;
                     continue;
                 }
-                s = dev_upload(r, &off[sy], b->rag[sy].off, (int64_t)sizeof(int64_t) * (b->rag[sy].batch + 1), pm->name);
+                s = dev_upload(r, (size_t)lp->nbufs + (size_t)sy, &off[sy], b->rag[sy].off,
+                               (int64_t)sizeof(int64_t) * (b->rag[sy].batch + 1), pm->name, true);
             } else if (pm->kind == PK_LOFF && !loff[sy]) {
-                if (sy < 0 || sy >= b->nsym || !b->loff[sy])
+                if (sy < 0 || sy >= b->nsym || (!b->loff[sy] && !b->trusted))
                     return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets for ragged class %d", r->ops->what, (int)sy);
-                s = dev_upload(r, &loff[sy], b->loff[sy], (int64_t)sizeof(int64_t) * (b->cbatch[sy] + 1), pm->name);
+                if (!b->loff[sy]) { /* trusted device offsets: a packed member's are the logical ones */
+                    for (int32_t m = 0; m < b->nsym && !loff[sy]; m++)
+                        if (b->rag[m].set && b->rag[m].dev && !b->rag[m].dlen && sym_root(b->g, m) == sy)
+                            loff[sy] = b->rag[m].doff;
+                    if (!loff[sy])
+                        return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no logical offsets for %s", r->ops->what, pm->name);
+                    continue;
+                }
+                s = dev_upload(r, (size_t)lp->nbufs + (size_t)b->nsym + (size_t)sy, &loff[sy], b->loff[sy],
+                               (int64_t)sizeof(int64_t) * (b->cbatch[sy] + 1), pm->name, true);
             }
             if (s) return s;
         }
@@ -371,11 +458,8 @@ static rj_status dev_memory(dev_run *r) {
 /* Device scratch of at least `bytes`. */
 static rj_status dev_scratch(dev_run *r, int64_t bytes) {
     if (bytes <= r->scratch_bytes) return RJ_OK;
-    if (r->scratch) r->ops->release(r->ud, r->scratch);
-    r->scratch = 0;
-    r->scratch_bytes = 0;
     uint64_t d;
-    rj_status s = dev_alloc(r, &d, bytes, "per-thread scratch");
+    rj_status s = dev_alloc(r, r->naddr, &d, bytes, "per-thread scratch"); /* the last slot */
     if (!s) r->scratch = d, r->scratch_bytes = bytes;
     return s;
 }
@@ -430,17 +514,32 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
     r.naddr = (size_t)lp->nbufs + 4 * (size_t)b->nsym;
     size_t nsym = (size_t)(b->nsym ? b->nsym : 1);
     rj_status s = RJ_OK;
-    if (!(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
+    if (!b->dmem) { /* the binding's device memory: a slot per address, and the scratch */
+        if ((b->dmem = mem_zalloc(ctx, sizeof(dev_block) * (r.naddr + 1)))) b->ndmem = r.naddr + 1;
+    }
+    if (!b->dmem || b->ndmem != r.naddr + 1 || !(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
         !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)) ||
         !(r.keep = mem_zalloc(ctx, r.naddr ? r.naddr : 1)))
-        s = RJ_ERR_NOMEM;
+        s = b->dmem && b->ndmem != r.naddr + 1 ? ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: the binding's device memory "
+                                                           "does not fit the program", ops->what)
+                                                : RJ_ERR_NOMEM;
     for (int32_t i = 0; !s && i < b->nsym; i++) r.npieces[i] = -1;
     double t0 = clock_ms();
     if (!s) s = dev_memory(&r);
     double t1 = clock_ms();
     for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) s = dev_launch(&r, ki);
+    /* every output in device memory: nothing to copy back, and the run may return as soon as
+     * its kernels are queued (rj_bind_wait) */
+    bool early = ops->leave != NULL;
+    for (int32_t i = 0; i < lp->nbufs; i++)
+        if (lp->bufs[i].kind == LB_OUTPUT && !b->out[lp->bufs[i].index].dev) early = false;
     double kms = -1;
-    if (!s) s = ops->finish(ud, &kms);
+    if (!s && early) {
+        if (!(s = ops->leave(ud))) b->pending = true;
+    } else if (!s) {
+        s = ops->finish(ud, &kms);
+        if (!s) b->pending = false; /* an earlier early run finished before this one */
+    }
     double t2 = clock_ms();
     for (int32_t i = 0; !s && i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];
@@ -452,13 +551,9 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
         else if (bytes)
             s = ops->read(ud, ob->data, r.m.buf[i], bytes, "copying an output back");
     }
-    /* after a failed launch the device may be unusable, and releases may fail too */
-    if (r.addr)
-        for (size_t i = 0; i < r.naddr; i++)
-            if (r.addr[i] && !(r.keep && r.keep[i])) ops->release(ud, r.addr[i]);
-    if (r.scratch) ops->release(ud, r.scratch);
+    /* the device memory stays with the binding (dmem) for the next run */
     b->stats.copy_ms = (t1 - t0) + (clock_ms() - t2);
-    b->stats.kernel_ms = kms >= 0 ? kms : t2 - t1;
+    b->stats.kernel_ms = b->pending ? -1 : kms >= 0 ? kms : t2 - t1;
     b->stats.kernels = r.launches;
     mem_free(ctx, r.addr, sizeof(uint64_t) * (r.naddr ? r.naddr : 1));
     mem_free(ctx, r.npieces, sizeof(int64_t) * nsym);

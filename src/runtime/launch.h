@@ -94,6 +94,9 @@ typedef struct device_ops {
     /* Waits for the queued kernels; *kernel_ms: their time by the device's timers, from the
      * first one's start to the last one's end (left negative where there are none). */
     rj_status (*finish)(void *ud, double *kernel_ms);
+    /* Instead of finish when nothing is copied back: marks the end of the run's kernels for
+     * backend.wait and returns without waiting (NULL: runs always wait). */
+    rj_status (*leave)(void *ud);
     /* The most threads for a launch on this run's device (NULL: max_threads). */
     int64_t (*threads)(void *ud);
 } device_ops;

@@ -380,7 +380,7 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
     s = p->be->run(p, b);
     b->prepared = s == RJ_OK;
     b->stats.run_ms = clock_ms() - t0;
-    if (b->stats.kernel_ms < 0) b->stats.kernel_ms = b->stats.run_ms;
+    if (b->stats.kernel_ms < 0 && !b->pending) b->stats.kernel_ms = b->stats.run_ms;
     if (!b->stats.kernels && p->target != RJ_TARGET_REFERENCE) b->stats.kernels = p->art->comp.lp.nkernels;
     return s;
 }

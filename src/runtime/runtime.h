@@ -47,12 +47,24 @@ static inline int64_t row_len(const int64_t *off, const int64_t *len, int64_t b)
 
 /* ---- bindings and runs ------------------------------------------------------------------ */
 
+/* Device memory a binding keeps across runs (GPU targets): every per-run buffer of a device
+ * run (temporaries, uploads, tables, scratch) has a slot, grown as needed and freed with the
+ * binding, so a run allocates and frees nothing once warm. shadow: what a small upload last
+ * wrote (offsets, tables), so an unchanged one is not copied again. */
+typedef struct dev_block {
+    uint64_t addr;
+    size_t bytes;
+    void *shadow;
+    size_t shadow_bytes;
+} dev_block;
+
 typedef struct rag_bind {
     const int64_t *off, *len; /* len NULL: packed (host memory; for device offsets, the copy) */
     int64_t batch;
     bool set;
     bool dev;                 /* offsets (and lengths) live on the device: doff, dlen */
     uint64_t doff, dlen;      /* dlen 0: packed */
+    int64_t info_rows, info_maxlen; /* rj_bind_offsets_info (-1: not given) */
     int64_t *hcopy;           /* device offsets read back: batch + 1 offsets, then lengths */
     size_t hcopy_bytes;
 } rag_bind;
@@ -99,6 +111,8 @@ struct rj_bind {
     uint8_t *used;        /* per symbol: appears in some shape of the graph */
     const int64_t **loff; /* per class root: logical (packed) row offsets of the class, B+1 */
     int64_t *cbatch;      /* per class root: its batch size */
+    int64_t *crows;       /* per class root: its logical rows (loff[cbatch], or the caller's
+                             count for trusted device offsets, whose loff is NULL) */
     int64_t **loff_own;   /* per class root: loff computed for views with holes (reused) */
     int64_t *loff_cap;    /* their capacities, in entries */
     bool prepared;        /* the last run succeeded: results are valid */
@@ -109,6 +123,11 @@ struct rj_bind {
     const struct backend *be; /* the program's backend (device memory of the binding) */
     void *stream;         /* the caller's CUstream / cl_command_queue, or NULL */
     bool has_dev;         /* something is bound as device memory */
+    bool trusted;         /* rj_bind_trust_offsets: device offsets are neither read nor checked */
+    bool pending;         /* the last run returned before its kernels finished (rj_bind_wait) */
+    dev_block *dmem;      /* device memory kept across runs (launch.c) */
+    size_t ndmem;
+    void *dev_events[2];  /* the backend's timing events of the last asynchronous run */
 };
 
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
@@ -226,6 +245,10 @@ typedef struct backend {
     rj_status (*dev_check)(rj_ctx *ctx, uint64_t addr, size_t bytes, bool device, const char *what);
     /* rj_device_handles: the device's context and ragjit's queue (NULL: none). */
     rj_status (*handles)(rj_ctx *ctx, void **context, void **queue);
+    /* rj_bind_wait: waits for the binding's last run and fills its kernel time (NULL: runs
+     * never return early); releases the binding's events (rj_bind_free). */
+    rj_status (*wait)(rj_bind *b, double *kernel_ms);
+    void (*bind_release)(rj_bind *b);
 } backend;
 
 struct rj_program {
