@@ -538,6 +538,29 @@ RJ_API rj_status rj_bind_stream(rj_bind *b, void *stream);
  * command queue (OpenCL; NULL for CUDA), for allocating device memory to bind. */
 RJ_API rj_status rj_device_handles(rj_ctx *ctx, rj_target target, void **context, void **queue);
 
+/* ---- DLPack ---------------------------------------------------------------------------------
+ * Zero-copy interchange with PyTorch, CuPy, JAX and NumPy >= 1.22 through DLPack (dlpack.h,
+ * version 0.6 or later; `values` and `offsets` below point to DLTensors).
+ *
+ * rj_bind_dlpack binds an input from a DLTensor: a dense input from one tensor of its shape; a
+ * jagged input f[B, j, inner...] from two, as a PyTorch nested jagged tensor is made
+ * (nt.values(): [rows, inner...]; nt.offsets(): int64 [B + 1]), both in host memory (kDLCPU,
+ * kDLCUDAHost) or both on the program's device (kDLCUDA device 0, kDLOpenCL). The dtype (float32
+ * and 64, int32 and 64, bool), the number of dims and the constant dims must match the input;
+ * strides must be those of a contiguous tensor. Nothing is copied; the tensors are borrowed.
+ *
+ * rj_bind_export_dlpack describes an output after a successful run as DLManagedTensors (for a
+ * jagged output also its offsets, int64 [B + 1], aliasing the offsets bound to its symbol;
+ * `offsets` may be NULL for a dense output). Memory ragjit allocated for the output becomes
+ * the tensor's, freed by its deleter (the binding allocates new memory for its next run);
+ * memory the caller bound stays the caller's. Each exported tensor keeps the context alive
+ * until its deleter runs, which may be after rj_ctx_free. An output laid out as a view with
+ * holes is RJ_ERR_UNSUPPORTED. */
+struct DLManagedTensor;
+RJ_API rj_status rj_bind_dlpack(rj_bind *b, rj_node input, const void *values, const void *offsets);
+RJ_API rj_status rj_bind_export_dlpack(rj_bind *b, rj_node output, struct DLManagedTensor **values,
+                                       struct DLManagedTensor **offsets);
+
 /* Where the time of a binding's last successful run went, for benchmarks and profiling. On a
  * GPU target the kernels are timed by the device (CUDA events, OpenCL profiling), apart from
  * the copies between host and device memory that a run with host pointers makes; on the CPU

@@ -15,6 +15,7 @@
  */
 #include "stdenv.h"
 
+#include <dlpack/dlpack.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -636,6 +637,101 @@ static void test_run_stats(void **state) {
     rj_graph_free(e.g);
 }
 
+/* DLPack on host memory: a jagged input as values + offsets tensors, a dense one as one tensor;
+ * outputs exported without a copy (ragjit's memory handed over, freed by the deleter, which
+ * may run after rj_ctx_free); what DLPack can say that ragjit cannot take is refused. */
+static void test_dlpack(void **state) {
+    (void)state;
+    tracker tr = {0};
+    rj_ctx *ctx = rj_ctx_new(tracking_alloc, &tr);
+    rj_graph *g = rj_graph_parse(ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput w : f32[4]\n"
+                                      "y = softmax(x * w, dim=1)\ns = sum(x, dim=1)\noutput y\noutput s\n", "t.rj");
+    assert_non_null(g);
+    rj_program *p = rj_program_new(g, RJ_TARGET_CPU);
+    assert_non_null(p);
+    rj_node x = rj_graph_find(g, "x"), w = rj_graph_find(g, "w"), y = rj_graph_find(g, "y"), s = rj_graph_find(g, "s");
+    int64_t off[4] = {0, 2, 2, 5};
+    float xv[20], wv[4] = {1, 2, 0.5f, -1};
+    for (int i = 0; i < 20; i++) xv[i] = (float)((i * 7) % 11) / 4.0f;
+    int64_t xshape[2] = {5, 4}, oshape[1] = {4}, wshape[1] = {4}, xstrides[2] = {4, 1};
+    DLTensor tx = {.data = xv, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = xshape,
+                   .strides = xstrides};
+    DLTensor to = {.data = off, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLInt, 64, 1}, .shape = oshape};
+    DLTensor tw = {.data = wv, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = wshape};
+    rj_bind *b = rj_bind_new(p);
+    assert_ok(ctx, rj_bind_dlpack(b, x, &tx, &to));
+    assert_ok(ctx, rj_bind_dlpack(b, w, &tw, NULL));
+    assert_ok(ctx, rj_program_run(p, b));
+    /* the same run bound the plain way */
+    rj_bind *ref = rj_bind_new(p);
+    rj_dim J = rj_graph_find_dim(g, "j1");
+    assert_ok(ctx, rj_bind_offsets(ref, J, 3, off, NULL));
+    assert_ok(ctx, rj_bind_input(ref, x, xv, 20));
+    assert_ok(ctx, rj_bind_input(ref, w, wv, 4));
+    assert_ok(ctx, rj_program_run(p, ref));
+    rj_tensor_info want;
+    assert_ok(ctx, rj_tensor_get_info(rj_bind_result(ref, y), &want));
+    struct DLManagedTensor *mv = NULL, *mo = NULL, *ms = NULL;
+    assert_ok(ctx, rj_bind_export_dlpack(b, y, &mv, &mo));
+    assert_non_null(mv);
+    assert_non_null(mo);
+    DLTensor *ty = &mv->dl_tensor, *tyo = &mo->dl_tensor;
+    assert_int_equal(ty->ndim, 2);
+    assert_int_equal(ty->shape[0], 5);
+    assert_int_equal(ty->shape[1], 4);
+    assert_int_equal(ty->dtype.code, kDLFloat);
+    assert_int_equal(ty->device.device_type, kDLCPU);
+    assert_null(ty->strides);
+    assert_memory_equal(ty->data, want.values, 20 * sizeof(float));
+    assert_int_equal(tyo->shape[0], 4);
+    assert_true(tyo->data == (void *)off); /* aliases the bound offsets */
+    assert_ok(ctx, rj_bind_export_dlpack(b, s, &ms, NULL)); /* dense: no offsets */
+    assert_int_equal(ms->dl_tensor.ndim, 2);
+    assert_int_equal(ms->dl_tensor.shape[0], 3);
+    /* the next run writes new memory: the exported values stay as they were */
+    float keep[20];
+    memcpy(keep, ty->data, sizeof keep);
+    wv[0] = 3;
+    assert_ok(ctx, rj_program_run(p, b));
+    assert_memory_equal(ty->data, keep, sizeof keep);
+    /* refusals */
+    DLTensor bad = tx;
+    bad.dtype = (DLDataType){kDLFloat, 16, 1};
+    assert_int_equal(rj_bind_dlpack(b, x, &bad, &to), RJ_ERR_UNSUPPORTED);
+    bad = tx;
+    int64_t tstrides[2] = {1, 5};
+    bad.strides = tstrides; /* a transposed view */
+    assert_int_equal(rj_bind_dlpack(b, x, &bad, &to), RJ_ERR_UNSUPPORTED);
+    assert_error_contains(ctx, "not contiguous");
+    bad = tx;
+    bad.device.device_type = kDLCUDA;
+    assert_int_equal(rj_bind_dlpack(b, x, &bad, &to), RJ_ERR_UNSUPPORTED);
+    assert_error_contains(ctx, "CUDA memory");
+    bad = tx;
+    int64_t wrong[2] = {5, 3};
+    bad.shape = wrong;
+    bad.strides = NULL;
+    assert_int_equal(rj_bind_dlpack(b, x, &bad, &to), RJ_ERR_SHAPE);
+    assert_int_equal(rj_bind_dlpack(b, x, &tx, NULL), RJ_ERR_ARG);
+    assert_int_equal(rj_bind_dlpack(b, w, &tw, &to), RJ_ERR_ARG);
+    DLTensor bo = to;
+    bo.dtype = (DLDataType){kDLInt, 32, 1};
+    assert_int_equal(rj_bind_dlpack(b, x, &tx, &bo), RJ_ERR_SHAPE);
+    /* the exported tensors outlive the binding, the program and the context */
+    rj_bind_free(b);
+    rj_bind_free(ref);
+    rj_program_free(p);
+    rj_graph_free(g);
+    rj_ctx_free(ctx);
+    assert_true(tr.live_blocks > 0);
+    mo->deleter(mo);
+    ms->deleter(ms);
+    float v0 = ((float *)ty->data)[0];
+    (void)v0;
+    mv->deleter(mv);
+    assert_int_equal(tr.live_blocks, 0);
+}
+
 static void test_run_errors(void **state) {
     fixture *f = *state;
     env e = env_new(f->ctx, RJ_F32);
@@ -664,7 +760,7 @@ int main(void) {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats),        FX(test_math_special_values),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dlfcn.h>
+#include <dlpack/dlpack.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -383,6 +384,45 @@ static void test_device_memory(void **state) {
         o.ReleaseMemObject((void *)(uintptr_t)hlen);
         rj_bind_free(bh);
         holes_free(&h);
+        data_free(&d);
+    }
+    { /* DLPack: x and its offsets as kDLOpenCL tensors; the outputs exported as such */
+        data d = data_new(LEN_SKEWED, RJ_F32, 9);
+        rj_bind *bh = rj_bind_new(p);
+        bind_all(ctx, bh, &e, &d, NULL);
+        assert_ok(ctx, rj_program_run(p, bh));
+        bind_all(ctx, bd, &e, &d, NULL);
+        assert_ok(ctx, rj_bind_trust_offsets(bd, false));
+        rj_devptr mx = ocl_upload(&o, cx, q, d.x, sizeof(float) * (size_t)(d.rows * D));
+        rj_devptr mo = ocl_upload(&o, cx, q, d.off, sizeof(int64_t) * (size_t)(d.B + 1));
+        int64_t xs[2] = {d.rows, D}, os[1] = {d.B + 1};
+        DLTensor tx = {.data = (void *)(uintptr_t)mx, .device = {kDLOpenCL, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1},
+                       .shape = xs};
+        DLTensor to = {.data = (void *)(uintptr_t)mo, .device = {kDLOpenCL, 0}, .ndim = 1, .dtype = {kDLInt, 64, 1},
+                       .shape = os};
+        assert_ok(ctx, rj_bind_dlpack(bd, e.x, &tx, &to));
+        assert_ok(ctx, rj_bind_input(bd, e.y, d.y, d.rows * D)); /* host memory beside it */
+        for (int i = 0; i < nout; i++) assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, i), 0, 0));
+        assert_ok(ctx, rj_program_run(p, bd));
+        rj_node on = rj_graph_output_at(e.g, 0);
+        struct DLManagedTensor *ev = NULL, *eo = NULL;
+        assert_ok(ctx, rj_bind_export_dlpack(bd, on, &ev, &eo));
+        assert_int_equal(ev->dl_tensor.device.device_type, kDLOpenCL);
+        assert_int_equal(eo->dl_tensor.device.device_type, kDLOpenCL);
+        assert_true(eo->dl_tensor.data == (void *)(uintptr_t)mo);
+        rj_tensor_info want;
+        assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bh, on), &want));
+        size_t bytes = (size_t)numel_of(&want) * sizeof(float);
+        void *got = malloc(bytes ? bytes : 1);
+        if (bytes) assert_int_equal(o.EnqueueReadBuffer(q, ev->dl_tensor.data, 1, 0, bytes, got, 0, NULL, NULL), 0);
+        if (bytes && memcmp(got, want.values, bytes)) fail_msg("DLPack: the exported output differs");
+        free(got);
+        assert_ok(ctx, rj_program_run(p, bd)); /* a new output buffer: the exported one is the tensor's */
+        ev->deleter(ev);
+        eo->deleter(eo);
+        o.ReleaseMemObject((void *)(uintptr_t)mx);
+        o.ReleaseMemObject((void *)(uintptr_t)mo);
+        rj_bind_free(bh);
         data_free(&d);
     }
     { /* trusted offsets need their facts; facts that cannot be */

@@ -42,6 +42,7 @@ rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud) {
     ctx->alloc = alloc;
     ctx->ud = ud;
     ctx->run_limit = default_run_limit();
+    ctx->refs = 1;
     if (pthread_mutex_init(&ctx->lock, NULL)) {
         alloc(ud, ctx, sizeof *ctx, 0);
         return NULL;
@@ -49,8 +50,14 @@ rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud) {
     return ctx;
 }
 
-void rj_ctx_free(rj_ctx *ctx) {
-    if (!ctx) return;
+void rj_ctx_free(rj_ctx *ctx) { ctx_unref(ctx); }
+
+void ctx_ref(rj_ctx *ctx) { __atomic_add_fetch(&ctx->refs, 1, __ATOMIC_RELAXED); }
+
+/* The last reference gone (rj_ctx_free, and every DLPack tensor exported from the context
+ * deleted): everything the context holds is released. */
+void ctx_unref(rj_ctx *ctx) {
+    if (!ctx || __atomic_sub_fetch(&ctx->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
     for (int i = 0; i < CTX_SLOTS; i++)
         if (ctx->slot[i].state) ctx->slot[i].release(ctx, ctx->slot[i].state);
     pthread_mutex_destroy(&ctx->lock);

@@ -45,6 +45,10 @@ static inline int64_t row_len(const int64_t *off, const int64_t *len, int64_t b)
     return len ? len[b] : off[b + 1] - off[b];
 }
 
+/* The context's reference count (ctx.c): exported DLPack tensors keep it alive. */
+void ctx_ref(rj_ctx *ctx);
+void ctx_unref(rj_ctx *ctx);
+
 /* ---- bindings and runs ------------------------------------------------------------------ */
 
 /* Device memory a binding keeps across runs (GPU targets): every per-run buffer of a device

@@ -84,6 +84,7 @@ struct rj_ctx {
     int64_t run_limit;    /* rj_ctx_set_memory_limit: most bytes one run may allocate */
     pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];
+    int refs;             /* rj_ctx_free's and every exported DLPack tensor's (ctx_unref) */
 };
 
 static inline void ctx_lock(rj_ctx *ctx) { pthread_mutex_lock(&ctx->lock); }
