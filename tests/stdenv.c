@@ -5,6 +5,7 @@
  */
 #include "stdenv.h"
 
+#include <dlpack/dlpack.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -530,7 +531,7 @@ void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts) {
 }
 
 /* Compiles and runs a small graph on target with the nth allocation failing (0: none). */
-static rj_status failing_run(rj_target target, tracker *tr, long nth, long *attempts) {
+static rj_status failing_run(rj_target target, tracker *tr, long nth, long *attempts, bool device) {
     rj_ctx *ctx = rj_ctx_new(tracking_alloc, tr);
     assert_non_null(ctx);
     env e = env_new(ctx, RJ_F32);
@@ -550,7 +551,16 @@ static rj_status failing_run(rj_target target, tracker *tr, long nth, long *atte
         rj_node nodes[] = {e.x, e.y, e.w, e.v, e.m, e.xi, e.pb, e.p3};
         int64_t numel[] = {d.rows * D, d.rows * D, D, D, d.rows * D, d.rows * D, d.B * D, d.B * D};
         for (int i = 0; i < 8; i++) rj_bind_input(b, nodes[i], in[i], numel[i]);
+        if (device) /* outputs in device memory that the binding allocates, run twice, exported */
+            for (int i = 0; i < rj_graph_output_count(e.g); i++) rj_bind_output_device(b, rj_graph_output_at(e.g, i), 0, 0);
         st = rj_program_run(p, b);
+        if (device && !st) st = rj_program_run(p, b);
+        if (device && !st) st = rj_bind_wait(b);
+        if (device && !st) {
+            DLManagedTensor *v = NULL;
+            st = rj_bind_export_dlpack(b, rj_graph_output_at(e.g, 1), &v, NULL); /* sum: dense */
+            if (v) v->deleter(v);
+        }
     }
     tr->fail_at = 0;
     *attempts = tr->attempts - before;
@@ -562,11 +572,13 @@ static rj_status failing_run(rj_target target, tracker *tr, long nth, long *atte
     return st;
 }
 
-void std_alloc_sweep(rj_target target) {
+void std_alloc_sweep(rj_target target) { std_alloc_sweep_mode(target, false); }
+
+void std_alloc_sweep_mode(rj_target target, bool device) {
     tracker clean = {0};
     long total;
     double t0 = now_ms();
-    rj_status st = failing_run(target, &clean, 0, &total);
+    rj_status st = failing_run(target, &clean, 0, &total, device);
     if (st == RJ_ERR_NO_DEVICE) {
         printf("skipped: no %s device\n", target_name(target));
         skip();
@@ -575,12 +587,12 @@ void std_alloc_sweep(rj_target target) {
     for (long nth = 1; nth <= total; nth++) {
         tracker tr = {0};
         long n;
-        st = failing_run(target, &tr, nth, &n);
+        st = failing_run(target, &tr, nth, &n, device);
         if (st != RJ_ERR_NOMEM)
             fail_msg("failing allocation %ld of %ld gave %s", nth, total, rj_status_str(st));
         if (tr.live_blocks || tr.bad_size)
             fail_msg("failing allocation %ld of %ld leaked %ld blocks", nth, total, tr.live_blocks);
     }
-    printf("alloc sweep (%s compile and run): %ld allocation points, each failed once, in %.0f ms\n",
-           target_name(target), total, now_ms() - t0);
+    printf("alloc sweep (%s compile and run%s): %ld allocation points, each failed once, in %.0f ms\n",
+           target_name(target), device ? ", device outputs run twice and exported" : "", total, now_ms() - t0);
 }

@@ -102,5 +102,8 @@ void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts);
  * with each allocation failing in turn: RJ_ERR_NOMEM every time, and nothing leaks. Skips the
  * test without a device. */
 void std_alloc_sweep(rj_target target);
+/* The same with every output in device memory the binding allocates, run twice (the second
+ * run reuses the binding's device memory) and one output exported through DLPack. */
+void std_alloc_sweep_mode(rj_target target, bool device);
 
 #endif

@@ -360,6 +360,11 @@ static void test_device_stats(void **state) {
  * running fails once. */
 static void test_device_runs(void **state) { std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_PACKED); }
 static void test_device_holes(void **state) { std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_HOLES); }
+static void test_device_alloc_failures_device(void **state) {
+    (void)state;
+    std_alloc_sweep_mode(RJ_TARGET_CUDA, true);
+}
+
 static void test_device_alloc_failures(void **state) {
     (void)state;
     std_alloc_sweep(RJ_TARGET_CUDA);
@@ -370,6 +375,7 @@ int main(void) {
         FX(test_source), FX(test_constants_text), FX(test_ptx), FX(test_alloc_failures),
         FX(test_no_device), FX(test_device_stats),
         FX(test_device_runs), FX(test_device_holes), FX(test_device_alloc_failures),
+        FX(test_device_alloc_failures_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -119,6 +119,11 @@ static void test_device_runs(void **state) {
     std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, STD_PACKED | STD_HOLES);
 }
 
+static void test_alloc_failures_device(void **state) {
+    (void)state;
+    std_alloc_sweep_mode(RJ_TARGET_OPENCL, true);
+}
+
 static void test_alloc_failures(void **state) {
     (void)state;
     std_alloc_sweep(RJ_TARGET_OPENCL);
@@ -540,6 +545,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs),
         FX(test_threads), FX(test_stats_and_probe), FX(test_device_memory), FX(test_alloc_failures),
+        FX(test_alloc_failures_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
