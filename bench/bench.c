@@ -240,6 +240,63 @@ static void make_lengths(setup *s, int64_t maxlen, bool one_long) {
     s->rows = s->off[s->B];
 }
 
+/* n values of type t copied to device memory with the public API alone: a program returning
+ * its input, run with its output in device memory that stays with the binding (kept in *keep
+ * until the caller frees it). */
+static rj_devptr to_device(rj_ctx *ctx, rj_target target, const void *data, int64_t n, bool i64, rj_bind **keep,
+                           rj_program **prog, rj_graph **graph) {
+    rj_graph *g = rj_graph_new(ctx);
+    rj_dim N = rj_graph_dense(g, "N");
+    rj_node a = rj_graph_input(g, "a", i64 ? RJ_I64 : RJ_F32, 1, (rj_dim[]){N});
+    rj_graph_output(g, a, "b");
+    rj_program *p = rj_program_new(g, target);
+    if (!p) die(ctx, "to_device");
+    rj_bind *b = rj_bind_new(p);
+    rj_node out = rj_graph_output_at(g, 0);
+    rj_devptr d = 0;
+    if (!b || rj_bind_input(b, a, data, n) || rj_bind_output_device(b, out, 0, 0) || rj_program_run(p, b) ||
+        rj_bind_wait(b) || rj_bind_result_device(b, out, &d, NULL))
+        die(ctx, "to_device");
+    *keep = b, *prog = p, *graph = g;
+    return d;
+}
+
+typedef struct resident {
+    rj_bind *keep[5];
+    rj_program *prog[5];
+    rj_graph *graph[5];
+    rj_devptr x, w, bias, off;
+} resident;
+
+static void resident_free(resident *r) {
+    for (int i = 0; i < 5; i++) rj_bind_free(r->keep[i]), rj_program_free(r->prog[i]), rj_graph_free(r->graph[i]);
+}
+
+/* A workload's binding with everything in device memory: inputs, trusted offsets and their
+ * facts, ragjit's device outputs. Returns the median wall time per run (run + wait), seconds. */
+static double time_resident(rj_ctx *ctx, wl *w, const setup *s, const resident *r, rj_dim J, rj_node x, rj_node wv,
+                            rj_node bv, double *kernel_s) {
+    rj_bind *b = rj_bind_new(w->p);
+    rj_node out = rj_graph_output_at(w->g, 0);
+    if (!b || rj_bind_offsets_device(b, J, s->B, r->off, 0) || rj_bind_offsets_info(b, J, s->rows, s->L) ||
+        rj_bind_trust_offsets(b, true) || rj_bind_input_device(b, x, r->x, s->rows * s->D) ||
+        rj_bind_input_device(b, wv, r->w, s->D) || rj_bind_input_device(b, bv, r->bias, s->D) ||
+        rj_bind_output_device(b, out, 0, 0))
+        die(ctx, "resident bind");
+    double *t = malloc(sizeof(double) * (size_t)s->reps * 2), *k = t + s->reps;
+    for (int i = -1; i < s->reps; i++) {
+        double t0 = now();
+        rj_run_stats st;
+        if (rj_program_run(w->p, b) || rj_bind_wait(b) || rj_bind_stats(b, &st)) die(ctx, "resident run");
+        if (i >= 0) t[i] = now() - t0, k[i] = st.kernel_ms * 1e-3;
+    }
+    double m = median(t, s->reps);
+    *kernel_s = median(k, s->reps);
+    free(t);
+    rj_bind_free(b);
+    return m;
+}
+
 static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
     const char *tname = target == RJ_TARGET_CUDA ? "cuda" : "opencl";
     setup s = {.B = quick ? 64 : 2048, .D = quick ? 32 : 256, .reps = reps ? reps : (quick ? 2 : 10)};
@@ -263,7 +320,13 @@ static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
            "tensor), median of %d%s\n", tname, (long long)s.B, (long long)maxlen, (long long)s.rows,
            (long long)s.D, (double)n * 4 / 1e9, s.reps, quick ? " (QUICK: numbers are meaningless)" : "");
     printf("device copy probe (same run, one tensor): %.1f GB/s (read + write)\n\n", probe);
-    printf("%-26s %10s %9s %8s %11s %8s\n", "workload", "kernel ms", "GB/s", "/copy", "copies ms", "kernels");
+    resident res = {0};
+    res.x = to_device(ctx, target, s.x, n, false, &res.keep[0], &res.prog[0], &res.graph[0]);
+    res.w = to_device(ctx, target, s.w, s.D, false, &res.keep[1], &res.prog[1], &res.graph[1]);
+    res.bias = to_device(ctx, target, s.bias, s.D, false, &res.keep[2], &res.prog[2], &res.graph[2]);
+    res.off = to_device(ctx, target, s.off, s.B + 1, true, &res.keep[3], &res.prog[3], &res.graph[3]);
+    printf("%-26s %10s %9s %8s %11s %8s %13s\n", "workload", "kernel ms", "GB/s", "/copy", "copies ms", "kernels",
+           "resident ms");
     double t_uniform[7] = {0};
     for (int which = 1; which <= 8; which++) {
         int w = which <= 6 ? which : which == 7 ? 2 : 4;
@@ -299,6 +362,10 @@ static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
         rj_run_stats st = {0};
         rj_bind_stats(wk.b, &st);
         printf("%-26s %10.3f %9.1f %8.2f %11.1f %8d", wk.name, t * 1e3, gbs, gbs / probe, cms, st.kernels);
+        if (which <= 6) { /* the same run on device memory: wall time per run against kernel time */
+            double ks = 0, rt = time_resident(ctx, &wk, sp, &res, J, x, wv, bv, &ks);
+            printf(" %7.3f (%+.1f us)", rt * 1e3, (rt - ks) * 1e6);
+        }
         if (which <= 6) t_uniform[w] = t;
         else printf("   %.2fx the uniform time", t / t_uniform[w]);
         printf("\n");
@@ -307,6 +374,36 @@ static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
         rj_graph_free(wk.g);
         if (xl) free(xl), free(sl.off);
     }
+    printf("\nresident ms: wall time per run with every buffer in device memory and trusted offsets "
+           "(run + rj_bind_wait), and its excess over the kernels' time\n");
+    /* host overhead of a tiny device-resident run (B = 8, D = 16) */
+    {
+        setup tiny = {.B = 8, .D = 16, .reps = 2000};
+        int64_t toff[9] = {0, 1, 3, 4, 8, 9, 12, 14, 16};
+        float tx[16 * 16], tw[16], tb[16];
+        for (int i = 0; i < 256; i++) tx[i] = (float)i;
+        for (int i = 0; i < 16; i++) tw[i] = 1, tb[i] = 0;
+        tiny.off = toff, tiny.rows = 16, tiny.L = 4;
+        resident tr = {0};
+        tr.x = to_device(ctx, target, tx, 256, false, &tr.keep[0], &tr.prog[0], &tr.graph[0]);
+        tr.w = to_device(ctx, target, tw, 16, false, &tr.keep[1], &tr.prog[1], &tr.graph[1]);
+        tr.bias = to_device(ctx, target, tb, 16, false, &tr.keep[2], &tr.prog[2], &tr.graph[2]);
+        tr.off = to_device(ctx, target, toff, 9, true, &tr.keep[3], &tr.prog[3], &tr.graph[3]);
+        wl wk = {.name = "tiny"};
+        rj_dim J;
+        rj_node x, wv, bv;
+        wk.g = new_graph(ctx, tiny.D, &J, &x, &wv, &bv);
+        wk.out = build(wk.g, 1, J, x, wv, bv);
+        rj_graph_output(wk.g, wk.out, "y");
+        if (!(wk.p = rj_program_new(wk.g, target))) die(ctx, "tiny");
+        double ks = 0, rt = time_resident(ctx, &wk, &tiny, &tr, J, x, wv, bv, &ks);
+        printf("tiny device-resident run (B=8, D=16, trusted offsets): %.1f us per run, kernels %.1f us, "
+               "host overhead %.1f us (median of %d)\n", rt * 1e6, ks * 1e6, (rt - ks) * 1e6, tiny.reps);
+        rj_program_free(wk.p);
+        rj_graph_free(wk.g);
+        resident_free(&tr);
+    }
+    resident_free(&res);
     free(s.off), free(s.x), free(s.w), free(s.bias);
     return 0;
 }
