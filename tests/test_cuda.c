@@ -18,6 +18,7 @@
  */
 #include "stdenv.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,6 +361,120 @@ static void test_device_stats(void **state) {
  * running fails once. */
 static void test_device_runs(void **state) { std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_PACKED); }
 static void test_device_holes(void **state) { std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_HOLES); }
+/* Where a device exists: a device-resident run with trusted offsets on the caller's stream is
+ * captured into a CUDA graph, and the graph replayed on new data gives the CPU's results. */
+typedef struct cudrv {
+    int (*StreamCreate)(void **, unsigned);
+    int (*StreamDestroy)(void *);
+    int (*StreamSynchronize)(void *);
+    int (*BeginCapture)(void *, int);
+    int (*EndCapture)(void *, void **);
+    int (*Instantiate)(void **, void *, unsigned long long);
+    int (*GraphLaunch)(void *, void *);
+    int (*GraphExecDestroy)(void *);
+    int (*GraphDestroy)(void *);
+    int (*MemAlloc)(uint64_t *, size_t);
+    int (*MemFree)(uint64_t);
+    int (*HtoD)(uint64_t, const void *, size_t);
+    int (*DtoH)(void *, uint64_t, size_t);
+} cudrv;
+
+static void test_device_graph(void **state) {
+    fixture *f = *state;
+    rj_ctx *ctx = f->ctx;
+    rj_graph *g = rj_graph_parse(ctx, "ragged j : B\ninput x : f32[B, j, 8]\ninput w : f32[8]\n"
+                                      "y = relu(x * w)\ns = softmax(x, dim=1)\noutput y\noutput s\n", "g.rj");
+    assert_non_null(g);
+    rj_program *p = rj_program_new(g, RJ_TARGET_CUDA);
+    if (!p) {
+        printf("skipped: %s\n", rj_ctx_error(ctx));
+        rj_graph_free(g);
+        skip();
+    }
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    cudrv cu = {0};
+    static const char *const names[] = {"cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize",
+                                         "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
+                                         "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy", "cuMemAlloc_v2",
+                                         "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2"};
+    void **slots = (void **)&cu;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(slots[i] = dlsym(lib, names[i]))) fail_msg("libcuda.so.1 lacks %s", names[i]);
+    void *cx = NULL;
+    assert_ok(ctx, rj_device_handles(ctx, RJ_TARGET_CUDA, &cx, NULL)); /* and current */
+    enum { B = 6, ROWS = 40 };
+    int64_t off[B + 1] = {0, 3, 3, 11, 12, 30, ROWS};
+    float x[ROWS * 8], w[8];
+    for (int i = 0; i < 8; i++) w[i] = 0.5f + (float)i / 8;
+    uint64_t dx = 0, dw = 0, doff = 0;
+    assert_int_equal(cu.MemAlloc(&dx, sizeof x), 0);
+    assert_int_equal(cu.MemAlloc(&dw, sizeof w), 0);
+    assert_int_equal(cu.MemAlloc(&doff, sizeof off), 0);
+    assert_int_equal(cu.HtoD(dw, w, sizeof w), 0);
+    assert_int_equal(cu.HtoD(doff, off, sizeof off), 0);
+    void *stream = NULL;
+    assert_int_equal(cu.StreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */), 0);
+    rj_node nx = rj_graph_find(g, "x"), nw = rj_graph_find(g, "w"), ny = rj_graph_find(g, "y"), ns = rj_graph_find(g, "s");
+    rj_dim J = rj_graph_find_dim(g, "j");
+    rj_bind *b = rj_bind_new(p);
+    assert_ok(ctx, rj_bind_stream(b, stream));
+    assert_ok(ctx, rj_bind_offsets_device(b, J, B, doff, 0));
+    assert_ok(ctx, rj_bind_offsets_info(b, J, ROWS, 18));
+    assert_ok(ctx, rj_bind_trust_offsets(b, true));
+    assert_ok(ctx, rj_bind_input_device(b, nx, dx, ROWS * 8));
+    assert_ok(ctx, rj_bind_input_device(b, nw, dw, 8));
+    assert_ok(ctx, rj_bind_output_device(b, ny, 0, 0));
+    assert_ok(ctx, rj_bind_output_device(b, ns, 0, 0));
+    for (int i = 0; i < ROWS * 8; i++) x[i] = (float)((i * 13) % 17) / 8.0f - 1.0f;
+    assert_int_equal(cu.HtoD(dx, x, sizeof x), 0);
+    assert_ok(ctx, rj_program_run(p, b)); /* warm: the binding's device memory and tables */
+    assert_ok(ctx, rj_bind_wait(b));
+    void *graph = NULL, *exec = NULL;
+    assert_int_equal(cu.BeginCapture(stream, 2 /* relaxed */), 0);
+    rj_status st = rj_program_run(p, b);
+    assert_int_equal(cu.EndCapture(stream, &graph), 0);
+    if (st) fail_msg("a run under stream capture failed: %s", rj_ctx_error(ctx));
+    assert_non_null(graph);
+    assert_int_equal(cu.Instantiate(&exec, graph, 0), 0);
+    rj_devptr dy = 0, ds = 0;
+    assert_ok(ctx, rj_bind_result_device(b, ny, &dy, NULL));
+    assert_ok(ctx, rj_bind_result_device(b, ns, &ds, NULL));
+    rj_program *pc = rj_program_new(g, RJ_TARGET_CPU);
+    rj_bind *bc = rj_bind_new(pc);
+    assert_ok(ctx, rj_bind_offsets(bc, J, B, off, NULL));
+    assert_ok(ctx, rj_bind_input(bc, nx, x, ROWS * 8));
+    assert_ok(ctx, rj_bind_input(bc, nw, w, 8));
+    for (int rep = 0; rep < 3; rep++) { /* new data, the same graph */
+        for (int i = 0; i < ROWS * 8; i++) x[i] = (float)((i * 7 + rep * 5) % 23) / 4.0f - 2.5f;
+        assert_int_equal(cu.HtoD(dx, x, sizeof x), 0);
+        assert_int_equal(cu.GraphLaunch(exec, stream), 0);
+        assert_int_equal(cu.StreamSynchronize(stream), 0);
+        float y[ROWS * 8], s[ROWS * 8];
+        assert_int_equal(cu.DtoH(y, dy, sizeof y), 0);
+        assert_int_equal(cu.DtoH(s, ds, sizeof s), 0);
+        assert_ok(ctx, rj_program_run(pc, bc));
+        rj_tensor_info wy, ws;
+        assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bc, ny), &wy));
+        assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bc, ns), &ws));
+        for (int i = 0; i < ROWS * 8; i++) {
+            if (fabsf(y[i] - ((const float *)wy.values)[i]) > 1e-6f) fail_msg("graph replay %d: y[%d] differs", rep, i);
+            if (fabsf(s[i] - ((const float *)ws.values)[i]) > 1e-5f) fail_msg("graph replay %d: s[%d] differs", rep, i);
+        }
+    }
+    printf("a device-resident run captured into a CUDA graph and replayed 3 times on new data\n");
+    cu.GraphExecDestroy(exec);
+    cu.GraphDestroy(graph);
+    rj_bind_free(bc);
+    rj_program_free(pc);
+    rj_bind_free(b);
+    cu.StreamDestroy(stream);
+    cu.MemFree(dx), cu.MemFree(dw), cu.MemFree(doff);
+    rj_program_free(p);
+    rj_graph_free(g);
+    dlclose(lib);
+}
+
 static void test_device_alloc_failures_device(void **state) {
     (void)state;
     std_alloc_sweep_mode(RJ_TARGET_CUDA, true);
@@ -375,7 +490,7 @@ int main(void) {
         FX(test_source), FX(test_constants_text), FX(test_ptx), FX(test_alloc_failures),
         FX(test_no_device), FX(test_device_stats),
         FX(test_device_runs), FX(test_device_holes), FX(test_device_alloc_failures),
-        FX(test_device_alloc_failures_device),
+        FX(test_device_alloc_failures_device), FX(test_device_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
