@@ -517,13 +517,15 @@ RJ_API rj_status rj_bind_output_device(rj_bind *b, rj_node output, rj_devptr dat
 RJ_API rj_status rj_bind_offsets_device(rj_bind *b, rj_dim ragged, int64_t batch, rj_devptr offsets,
                                         rj_devptr lengths);
 /* What the host needs of device offsets, so that a run need not read them back: the rows
- * they address (the last offset) and the longest item (-1: unknown; needed exactly where a
- * pad length is max(j), else an upper bound of 64 pieces per item is planned for). With
- * rj_bind_trust_offsets(b, true) runs take these facts as given: device offsets are neither
- * read back nor validated, nothing is copied and, when every output is device memory, a run
+ * they address (the last offset) and the longest item (-1: unknown; needed where a pad
+ * length is max(j), else an upper bound of 64 pieces per item is planned for). With them, a
+ * kernel checks the offsets on the device before the run's kernels (which do nothing if the
+ * check fails) and the run fails as a host check would, naming the symbol and the first bad
+ * item. With rj_bind_trust_offsets(b, true) runs take the facts as given: nothing is read
+ * back or checked, nothing is copied and, when every output is device memory, a CUDA run
  * returns as soon as its kernels are queued on the binding's stream (rj_bind_wait), so it can
- * be captured into a CUDA graph. Offsets that contradict the facts are the caller's error,
- * as with any kernel library; views with holes are always read back and checked. */
+ * be captured into a CUDA graph. Offsets that contradict trusted facts are the caller's
+ * error, as with any kernel library. Views with holes are always read back and checked. */
 RJ_API rj_status rj_bind_offsets_info(rj_bind *b, rj_dim ragged, int64_t rows, int64_t maxlen);
 RJ_API rj_status rj_bind_trust_offsets(rj_bind *b, bool trusted);
 /* Waits for the binding's last run when it returned early, and completes its statistics

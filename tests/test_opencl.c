@@ -51,8 +51,9 @@ static void check_source(rj_ctx *ctx, rj_graph *g, rj_dtype ft, const char *what
         nk++;
     }
     assert_true(nk > 0);
-    if (count_substr(src, "__kernel void ") != nk)
+    if (count_substr(src, "__kernel void ") != nk + 1) /* and the device check of offsets */
         fail_msg("%s: %d kernels in the loop IR but %d __kernel functions", what, nk, count_substr(src, "__kernel void "));
+    if (!strstr(src, "__kernel void rj_check_offsets(")) fail_msg("%s: no rj_check_offsets", what);
     if (strcmp(src, again)) fail_msg("%s: two dumps of the OpenCL source differ", what);
     static const char *const cuda_words[] = {"__global__", "__device__", "__shared__", "__syncthreads",
                                              "blockIdx", "threadIdx", "blockDim", "gridDim", "extern",
@@ -312,9 +313,11 @@ static void test_device_memory(void **state) {
         }
         rj_devptr doff = ocl_upload(&o, cx, q, d.off, sizeof(int64_t) * (size_t)(d.B + 1));
         assert_ok(ctx, rj_bind_offsets_device(bd, e.J, d.B, doff, 0));
-        bool trusted = pi % 2 == 1; /* every other pattern: the offsets' facts given, not read back */
+        /* the offsets read back and checked on the host (pattern 0), their facts given and
+         * trusted (1, 3), their facts given and the offsets checked on the device (2) */
+        bool trusted = pi % 2 == 1;
         assert_ok(ctx, rj_bind_trust_offsets(bd, trusted));
-        if (trusted) assert_ok(ctx, rj_bind_offsets_info(bd, e.J, d.rows, d.maxlen));
+        if (pi > 0) assert_ok(ctx, rj_bind_offsets_info(bd, e.J, d.rows, d.maxlen));
         assert_ok(ctx, rj_bind_size(bd, e.L, d.maxlen + 3));
         rj_tensor_info first;
         assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bh, rj_graph_output_at(e.g, 0)), &first));
@@ -428,6 +431,40 @@ static void test_device_memory(void **state) {
         o.ReleaseMemObject((void *)(uintptr_t)mx);
         o.ReleaseMemObject((void *)(uintptr_t)mo);
         rj_bind_free(bh);
+        data_free(&d);
+    }
+    { /* offsets checked on the device: what the host check finds, found there */
+        data d = data_new(LEN_SKEWED, RJ_F32, 5);
+        bind_all(ctx, bd, &e, &d, NULL);
+        for (int i = 0; i < nout; i++) assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, i), 0, 0));
+        assert_ok(ctx, rj_bind_trust_offsets(bd, false));
+        int64_t *bad = malloc(sizeof(int64_t) * (size_t)(d.B + 1));
+        struct {
+            int64_t item, delta, rows, maxlen;
+            rj_status want;
+            const char *says;
+        } cases[] = {
+            {0, 0, d.rows, d.maxlen, RJ_OK, NULL},
+            {3, -1000, d.rows, d.maxlen, RJ_ERR_OFFSETS_ORDER, "decrease at item"},
+            {0, 1, d.rows, d.maxlen, RJ_ERR_OFFSETS_START, "do not start at 0"},
+            {d.B, -1, d.rows, d.maxlen, RJ_ERR_OFFSETS_END, "end at another row"},
+            {0, 0, d.rows, d.maxlen - 1, RJ_ERR_SIZE, "longer than the longest item"},
+        };
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            memcpy(bad, d.off, sizeof(int64_t) * (size_t)(d.B + 1));
+            bad[cases[c].item] += cases[c].delta;
+            rj_devptr doff = ocl_upload(&o, cx, q, bad, sizeof(int64_t) * (size_t)(d.B + 1));
+            assert_ok(ctx, rj_bind_offsets_device(bd, e.J, d.B, doff, 0));
+            assert_ok(ctx, rj_bind_offsets_info(bd, e.J, cases[c].rows, cases[c].maxlen));
+            rj_status st = rj_program_run(p, bd);
+            if (st != cases[c].want)
+                fail_msg("device check case %zu: %s, expected %s (%s)", c, rj_status_str(st), rj_status_str(cases[c].want),
+                         rj_ctx_error(ctx));
+            if (cases[c].says) assert_error_contains(ctx, cases[c].says);
+            if (cases[c].says) assert_error_contains(ctx, "ragged symbol j");
+            o.ReleaseMemObject((void *)(uintptr_t)doff);
+        }
+        free(bad);
         data_free(&d);
     }
     { /* trusted offsets need their facts; facts that cannot be */

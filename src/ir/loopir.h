@@ -119,6 +119,8 @@ typedef enum {
     PK_PROWS,   /* rows per piece of the class rooted at symbol `ref` (see UD_PIECES) */
     PK_PITEM,   /* i64*: the item of each piece of class `ref` */
     PK_PSTART,  /* i64*: the first piece of each item of class `ref` (B+1 entries) */
+    PK_ERR,     /* SIMT: the run's offsets-check word (u32*, all ones: valid), or NULL; a
+                 * kernel does nothing when it says the device offsets are invalid */
 } param_kind;
 
 typedef struct lparam {

@@ -2111,6 +2111,9 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         if (L.k->has_nt) xparam(&L, PK_NT, 0, "nt");
         group_for(&L, L.k);
     }
+    /* every SIMT kernel checks the word the device validation of offsets writes (launch.c) */
+    for (int32_t ki = 0; desc->simt && !L.err && ki < out->nkernels; ki++)
+        if (lk_param(&out->kernels[ki], PK_ERR, 0, RJ_I64, "err") < 0) L.err = RJ_ERR_NOMEM;
     mem_free(ctx, L.bufof, nb * sizeof(int32_t));
     mem_free(ctx, L.memo, sizeof(memo_ent) * (size_t)L.memo_cap);
     if (L.err) {

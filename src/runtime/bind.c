@@ -211,6 +211,16 @@ rj_status rj_bind_wait(rj_bind *b) {
     rj_status s = b->be->wait(b, &ms);
     b->pending = false;
     if (!s) b->stats.kernel_ms = ms;
+    if (!s && b->err_addr) { /* the run's device check of offsets */
+        size_t n = (size_t)b->nsym + 1;
+        uint32_t stack[64], *w = n <= 64 ? stack : mem_alloc(b->ctx, n * sizeof(uint32_t));
+        if (!w) return RJ_ERR_NOMEM;
+        s = b->be->dev_read(b->ctx, b->stream, w, b->err_addr, n * sizeof(uint32_t));
+        if (!s) s = bind_offsets_verdict(b, w);
+        if (w != stack) mem_free(b->ctx, w, n * sizeof(uint32_t));
+        b->err_addr = 0;
+        if (s) b->prepared = false; /* the kernels did nothing */
+    }
     return s;
 }
 
@@ -280,13 +290,25 @@ static rj_status fetch_offsets(rj_bind *b) {
     for (int32_t s = 0; s < b->nsym; s++) {
         rag_bind *r = &b->rag[s];
         if (!r->set || !r->dev) continue;
-        if (b->trusted && !r->dlen) { /* the caller's facts stand for the offsets */
-            if (r->info_rows < 0)
-                return ctx_fail(b->ctx, RJ_ERR_ARG, "trusted device offsets of %s need their rows given by "
-                                "rj_bind_offsets_info", b->g->syms[s].name);
+        r->devcheck = false;
+        if (b->trusted && !r->dlen && r->info_rows < 0)
+            return ctx_fail(b->ctx, RJ_ERR_ARG, "trusted device offsets of %s need their rows given by "
+                            "rj_bind_offsets_info", b->g->syms[s].name);
+        bool maxlen_used = false; /* a size max(j) of this symbol shapes something */
+        for (int32_t m = 0; m < b->nsym; m++)
+            maxlen_used |= b->g->syms[m].kind == SYM_MAXLEN && b->g->syms[m].parent == s && b->used[m];
+        if (b->trusted && !r->dlen && maxlen_used && r->info_maxlen < 0)
+            return ctx_fail(b->ctx, RJ_ERR_ARG, "trusted device offsets of %s need their longest item given by "
+                            "rj_bind_offsets_info: max(%s) is a size of the program", b->g->syms[s].name,
+                            b->g->syms[s].name);
+        if (!r->dlen && r->info_rows >= 0 && (r->info_maxlen >= 0 || !maxlen_used)) {
+            /* the caller's facts stand for the offsets; unless trusted, a kernel checks them on
+             * the device (launch.c) */
             r->off = r->len = NULL;
+            r->devcheck = !b->trusted;
             continue;
-        } /* a view with holes is read back and checked, trusted or not */
+        } /* a view with holes, or offsets without the facts the program needs: read back and
+           * checked here */
         size_t n = (size_t)(r->batch + 1) + (r->dlen ? (size_t)r->batch : 0), bytes = n * sizeof(int64_t);
         if (bytes > r->hcopy_bytes) {
             int64_t *h = mem_realloc(b->ctx, r->hcopy, r->hcopy_bytes, bytes);
@@ -309,6 +331,36 @@ static rj_status fetch_offsets(rj_bind *b) {
         r->len = r->dlen ? r->hcopy + r->batch + 1 : NULL;
     }
     return RJ_OK;
+}
+
+rj_status bind_offsets_verdict(rj_bind *b, const uint32_t *words) {
+    if (words[0] == 0xffffffffu) return RJ_OK;
+    for (int32_t s = 0; s < b->nsym; s++) {
+        uint32_t w = words[1 + s];
+        if (w == 0xffffffffu) continue;
+        const char *name = b->g->syms[s].name;
+        long long item = (long long)(w / 8);
+        const rag_bind *r = &b->rag[s];
+        switch (w % 8) {
+        case 1:
+            return ctx_fail(b->ctx, RJ_ERR_OFFSETS_START, "ragged symbol %s: the device offsets do not start at 0 "
+                            "(checked on the device)", name);
+        case 2:
+            return ctx_fail(b->ctx, RJ_ERR_OFFSETS_ORDER, "ragged symbol %s: the device offsets decrease at item %lld "
+                            "(offsets[%lld] < offsets[%lld]; checked on the device)", name, item, item + 1, item);
+        case 3:
+            return ctx_fail(b->ctx, RJ_ERR_OFFSETS_END, "ragged symbol %s: the device offsets end at another row than "
+                            "the %lld rows given by rj_bind_offsets_info (offsets[%lld]; checked on the device)", name,
+                            (long long)r->info_rows, item);
+        case 4:
+            return ctx_fail(b->ctx, RJ_ERR_SIZE, "ragged symbol %s: item %lld is longer than the longest item given by "
+                            "rj_bind_offsets_info (%lld; checked on the device)", name, item, (long long)r->info_maxlen);
+        default:
+            return ctx_fail(b->ctx, RJ_ERR_SAME, "ragged symbol %s: item %lld has another length than in the symbols "
+                            "declared same with it (checked on the device)", name, item);
+        }
+    }
+    return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "the device check of offsets failed without naming a symbol");
 }
 
 /* Every buffer where the binding says it is, as far as the driver can tell, and as large as
@@ -465,7 +517,7 @@ static rj_status check_ragged(rj_bind *b) {
         char what[200];
         snprintf(what, sizeof what, "ragged symbol %s", sy->name);
         rj_status st = RJ_OK;
-        if (r->dev && b->trusted && !r->off) { /* rows and the longest item as the caller says */
+        if (r->dev && !r->off) { /* rows and the longest item as the caller says */
             b->rows[s] = r->info_rows;
             b->val[s] = r->info_maxlen >= 0 ? r->info_maxlen : r->info_rows;
         } else {

@@ -208,6 +208,7 @@ typedef struct cuda_code {
     CUmodule mod;
     CUfunction *fns;   /* per kernel */
     int32_t nfns;
+    CUfunction check;  /* rj_check_offsets */
     char *ptx;         /* what was loaded (the "ptx" dump) */
 } cuda_code;
 
@@ -253,6 +254,8 @@ static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
         if ((r = cu.ModuleGetFunction(&cc->fns[i], cc->mod, name)))
             return cu_fail(ctx, RJ_ERR_COMPILE, "cuModuleGetFunction", r, name);
     }
+    if ((r = cu.ModuleGetFunction(&cc->check, cc->mod, "rj_check_offsets")))
+        return cu_fail(ctx, RJ_ERR_COMPILE, "cuModuleGetFunction", r, "rj_check_offsets");
     return RJ_OK;
 }
 
@@ -368,6 +371,19 @@ static rj_status run_finish(void *ud, double *kernel_ms) {
     return RJ_OK;
 }
 
+static rj_status run_check(void *ud, uint64_t off, uint64_t ref, int64_t B, int64_t rows, int64_t maxlen,
+                           uint64_t err, int64_t symbol) {
+    run *r = ud;
+    uint64_t a[7] = {off, ref, (uint64_t)B, (uint64_t)rows, (uint64_t)maxlen, err, (uint64_t)symbol};
+    void *ptrs[7];
+    for (int i = 0; i < 7; i++) ptrs[i] = &a[i];
+    int64_t blocks = (B + 1 + 255) / 256;
+    if (blocks > 1024) blocks = 1024; /* grid-stride beyond */
+    if (!r->started && r->ev && r->ev[0] && !cu.EventRecord(r->ev[0], r->stream)) r->started = true;
+    CUresult e = cu.LaunchKernel(r->cc->check, (unsigned)blocks, 1, 1, 256, 1, 1, 0, r->stream, ptrs, NULL);
+    return e ? cu_fail(r->ctx, RJ_ERR_INTERNAL, "cuLaunchKernel", e, "rj_check_offsets") : RJ_OK;
+}
+
 static rj_status run_leave(void *ud) {
     run *r = ud;
     if (r->started && r->ev[1] && !cu.EventRecord(r->ev[1], r->stream)) return RJ_OK;
@@ -393,6 +409,7 @@ static const device_ops cuda_ops = {
     .launch = run_launch,
     .finish = run_finish,
     .leave = run_leave,
+    .check = run_check,
     .threads = run_threads,
 };
 

@@ -34,7 +34,7 @@ static rj_status numel(rj_bind *b, const rj_dim *dims, int n, int64_t *out) {
  * offsets the host has no offsets: lo is NULL and only the batch and the class's rows
  * (b->crows) are known. */
 static rj_status class_rows(rj_bind *b, int32_t cls, const int64_t **lo, int64_t *B) {
-    if (cls < 0 || cls >= b->nsym || (!b->loff[cls] && !b->trusted))
+    if (cls < 0 || cls >= b->nsym || (!b->loff[cls] && !b->has_dev))
         return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "launch: no offsets for ragged class %d", (int)cls);
     *lo = b->loff[cls];
     *B = b->cbatch[cls];
@@ -205,6 +205,7 @@ void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const laun
         case PK_PITEM: v = m->pitem ? m->pitem[pm->ref] : 0; break;
         case PK_PSTART: v = m->pstart ? m->pstart[pm->ref] : 0; break;
         case PK_PROWS: v = m->prows ? (uint64_t)m->prows[pm->ref] : 0; break;
+        case PK_ERR: v = m->err; break;
         case PK_BLO: /* without host offsets: every item (SIMT kernels search within) */
             v = b->loff[k->dom_class] ? (uint64_t)item_at_or_before(b->loff[k->dom_class], b->cbatch[k->dom_class], lo) : 0;
             break;
@@ -436,7 +437,7 @@ static rj_status dev_memory(dev_run *r) {
                 s = dev_upload(r, (size_t)lp->nbufs + (size_t)sy, &off[sy], b->rag[sy].off,
                                (int64_t)sizeof(int64_t) * (b->rag[sy].batch + 1), pm->name, true);
             } else if (pm->kind == PK_LOFF && !loff[sy]) {
-                if (sy < 0 || sy >= b->nsym || (!b->loff[sy] && !b->trusted))
+                if (sy < 0 || sy >= b->nsym || (!b->loff[sy] && !b->has_dev))
                     return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets for ragged class %d", r->ops->what, (int)sy);
                 if (!b->loff[sy]) { /* trusted device offsets: a packed member's are the logical ones */
                     for (int32_t m = 0; m < b->nsym && !loff[sy]; m++)
@@ -461,6 +462,46 @@ static rj_status dev_scratch(dev_run *r, int64_t bytes) {
     uint64_t d;
     rj_status s = dev_alloc(r, r->naddr, &d, bytes, "per-thread scratch"); /* the last slot */
     if (!s) r->scratch = d, r->scratch_bytes = bytes;
+    return s;
+}
+
+/* Device offsets given with their facts and not trusted are checked on the device before the
+ * run's kernels (which do nothing if the check fails): the check's words start all ones. */
+static rj_status dev_check_offsets(dev_run *r, bool *check) {
+    rj_bind *b = r->b;
+    *check = false;
+    for (int32_t s = 0; s < b->nsym; s++) *check |= b->rag[s].set && b->rag[s].dev && b->rag[s].devcheck;
+    if (!*check) return RJ_OK;
+    if (!r->ops->check)
+        return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no device check of offsets", r->ops->what);
+    size_t n = (size_t)b->nsym + 1;
+    uint32_t *ones = mem_alloc(b->ctx, n * sizeof(uint32_t));
+    if (!ones) return RJ_ERR_NOMEM;
+    memset(ones, 0xff, n * sizeof(uint32_t));
+    rj_status s = dev_upload(r, r->naddr + 1, &r->m.err, ones, (int64_t)(n * sizeof(uint32_t)), "the offsets check", false);
+    mem_free(b->ctx, ones, n * sizeof(uint32_t));
+    for (int32_t sy = 0; !s && sy < b->nsym; sy++) {
+        const rag_bind *rg = &b->rag[sy];
+        if (!rg->set || !rg->dev || !rg->devcheck) continue;
+        uint64_t ref = 0; /* the first device member of its `same` class compares with none */
+        for (int32_t m = 0; m < sy && !ref; m++)
+            if (b->rag[m].set && b->rag[m].dev && !b->rag[m].dlen && b->g->syms[m].kind == SYM_RAGGED &&
+                sym_root(b->g, m) == sym_root(b->g, sy))
+                ref = b->rag[m].doff;
+        s = r->ops->check(r->ud, rg->doff, ref, rg->batch, rg->info_rows, rg->info_maxlen, r->m.err, sy);
+    }
+    return s;
+}
+
+/* The check's verdict after the run's kernels finished. */
+static rj_status dev_verdict(dev_run *r) {
+    rj_bind *b = r->b;
+    size_t n = (size_t)b->nsym + 1;
+    uint32_t *w = mem_alloc(b->ctx, n * sizeof(uint32_t));
+    if (!w) return RJ_ERR_NOMEM;
+    rj_status s = r->ops->read(r->ud, w, r->m.err, n * sizeof(uint32_t), "reading the offsets check");
+    if (!s) s = bind_offsets_verdict(b, w);
+    mem_free(b->ctx, w, n * sizeof(uint32_t));
     return s;
 }
 
@@ -514,18 +555,20 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
     r.naddr = (size_t)lp->nbufs + 4 * (size_t)b->nsym;
     size_t nsym = (size_t)(b->nsym ? b->nsym : 1);
     rj_status s = RJ_OK;
-    if (!b->dmem) { /* the binding's device memory: a slot per address, and the scratch */
-        if ((b->dmem = mem_zalloc(ctx, sizeof(dev_block) * (r.naddr + 1)))) b->ndmem = r.naddr + 1;
+    if (!b->dmem) { /* the binding's device memory: a slot per address, the scratch, the check */
+        if ((b->dmem = mem_zalloc(ctx, sizeof(dev_block) * (r.naddr + 2)))) b->ndmem = r.naddr + 2;
     }
-    if (!b->dmem || b->ndmem != r.naddr + 1 || !(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
+    if (!b->dmem || b->ndmem != r.naddr + 2 || !(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
         !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)) ||
         !(r.keep = mem_zalloc(ctx, r.naddr ? r.naddr : 1)))
-        s = b->dmem && b->ndmem != r.naddr + 1 ? ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: the binding's device memory "
+        s = b->dmem && b->ndmem != r.naddr + 2 ? ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: the binding's device memory "
                                                            "does not fit the program", ops->what)
                                                 : RJ_ERR_NOMEM;
     for (int32_t i = 0; !s && i < b->nsym; i++) r.npieces[i] = -1;
     double t0 = clock_ms();
     if (!s) s = dev_memory(&r);
+    bool check = false;
+    if (!s) s = dev_check_offsets(&r, &check);
     double t1 = clock_ms();
     for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) s = dev_launch(&r, ki);
     /* every output in device memory: nothing to copy back, and the run may return as soon as
@@ -539,7 +582,9 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
     } else if (!s) {
         s = ops->finish(ud, &kms);
         if (!s) b->pending = false; /* an earlier early run finished before this one */
+        if (!s && check) s = dev_verdict(&r);
     }
+    b->err_addr = !s && b->pending && check ? r.m.err : 0;
     double t2 = clock_ms();
     for (int32_t i = 0; !s && i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];

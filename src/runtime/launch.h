@@ -64,6 +64,7 @@ typedef struct launch_mem {
     uint64_t scratch;        /* worker w's scratch is at scratch + w * plan.scratch_bytes */
     const uint64_t *pitem, *pstart; /* per class root: launch_pieces' tables */
     const int64_t *prows;    /* per class root: rows per piece */
+    uint64_t err;            /* the device check's words (PK_ERR), or 0 */
 } launch_mem;
 
 /* One value per kernel parameter for units [lo, hi) run by `worker`. */
@@ -94,6 +95,10 @@ typedef struct device_ops {
     /* Waits for the queued kernels; *kernel_ms: their time by the device's timers, from the
      * first one's start to the last one's end (left negative where there are none). */
     rj_status (*finish)(void *ud, double *kernel_ms);
+    /* The device check of offsets: rj_check_offsets(off, ref, B, rows, maxlen, err, sym) queued
+     * before the run's kernels (codegen/simt/emit.c). */
+    rj_status (*check)(void *ud, uint64_t off, uint64_t ref, int64_t B, int64_t rows, int64_t maxlen, uint64_t err,
+                       int64_t sym);
     /* Instead of finish when nothing is copied back: marks the end of the run's kernels for
      * backend.wait and returns without waiting (NULL: runs always wait). */
     rj_status (*leave)(void *ud);

@@ -369,6 +369,7 @@ typedef struct cl_code {
     cl_kernel *kern;         /* per kernel */
     size_t *group;           /* per kernel: work-items per work-group */
     int32_t nk;
+    cl_kernel check;         /* rj_check_offsets */
     pthread_mutex_t lock;    /* a kernel's arguments are set and its launch queued under it */
     bool lock_made;
 } cl_code;
@@ -379,6 +380,7 @@ static void opencl_code_free(rj_ctx *ctx, void *p) {
     size_t nk = (size_t)(c->nk ? c->nk : 1);
     for (int32_t i = 0; c->kern && i < c->nk; i++)
         if (c->kern[i]) cl.ReleaseKernel(c->kern[i]);
+    if (c->check) cl.ReleaseKernel(c->check);
     if (c->prog) cl.ReleaseProgram(c->prog);
     if (c->lock_made) pthread_mutex_destroy(&c->lock);
     mem_free(ctx, c->kern, sizeof(cl_kernel) * nk);
@@ -458,6 +460,11 @@ static rj_status build(rj_ctx *ctx, const lprog *lp, cl_code *c) {
         size_t g = want < most ? want : most;
         while (g & (g - 1)) g &= g - 1; /* a power of two: a multiple of the kernel's thread groups */
         c->group[i] = g;
+    }
+    c->check = cl.CreateKernel(c->prog, "rj_check_offsets", &e);
+    if (!c->check || e) {
+        c->check = NULL;
+        return cl_fail(ctx, RJ_ERR_COMPILE, "clCreateKernel", e, "rj_check_offsets");
     }
     if (pthread_mutex_init(&c->lock, NULL))
         return ctx_fail(ctx, RJ_ERR_INTERNAL, "OpenCL: cannot create a mutex");
@@ -587,6 +594,30 @@ static rj_status run_launch(void *ud, int32_t ki, int64_t block, int64_t threads
     return e ? cl_fail(r->ctx, RJ_ERR_INTERNAL, call, e, k->name) : RJ_OK;
 }
 
+static rj_status run_check(void *ud, uint64_t off, uint64_t ref, int64_t B, int64_t rows, int64_t maxlen,
+                           uint64_t err, int64_t symbol) {
+    run *r = ud;
+    cl_kernel kn = r->c->check;
+    cl_mem mo = (cl_mem)(uintptr_t)off, mr = (cl_mem)(uintptr_t)ref, me = (cl_mem)(uintptr_t)err;
+    int64_t v[4] = {B, rows, maxlen, symbol};
+    pthread_mutex_lock(&r->c->lock);
+    cl_int e = cl.SetKernelArg(kn, 0, sizeof mo, &mo);
+    if (!e) e = cl.SetKernelArg(kn, 1, sizeof mr, ref ? (const void *)&mr : NULL); /* NULL: no `same` reference */
+    for (cl_uint i = 0; !e && i < 3; i++) e = cl.SetKernelArg(kn, 2 + i, sizeof v[i], &v[i]);
+    if (!e) e = cl.SetKernelArg(kn, 5, sizeof me, &me);
+    if (!e) e = cl.SetKernelArg(kn, 6, sizeof v[3], &v[3]);
+    size_t local = 64, global = (size_t)((B + 1 + 63) / 64 * 64);
+    if (global > 65536) global = 65536; /* grid-stride beyond */
+    cl_event ev = NULL;
+    if (!e) e = cl.EnqueueNDRangeKernel(r->q, kn, 1, NULL, &global, &local, 0, NULL, &ev);
+    if (!e && ev) { /* the run's first kernel, for the profiling span */
+        if (!r->first) r->first = ev;
+        else cl.ReleaseEvent(ev);
+    }
+    pthread_mutex_unlock(&r->c->lock);
+    return e ? cl_fail(r->ctx, RJ_ERR_INTERNAL, "rj_check_offsets", e, NULL) : RJ_OK;
+}
+
 static rj_status run_finish(void *ud, double *kernel_ms) {
     run *r = ud;
     cl_int e = cl.Finish(r->q);
@@ -607,6 +638,7 @@ static const device_ops opencl_ops = {
     .block = run_block,
     .launch = run_launch,
     .finish = run_finish,
+    .check = run_check,
 };
 
 static rj_status opencl_run(rj_program *p, rj_bind *b) {

@@ -69,6 +69,7 @@ typedef struct rag_bind {
     bool dev;                 /* offsets (and lengths) live on the device: doff, dlen */
     uint64_t doff, dlen;      /* dlen 0: packed */
     int64_t info_rows, info_maxlen; /* rj_bind_offsets_info (-1: not given) */
+    bool devcheck;            /* this run checks the device offsets on the device (launch.c) */
     int64_t *hcopy;           /* device offsets read back: batch + 1 offsets, then lengths */
     size_t hcopy_bytes;
 } rag_bind;
@@ -132,7 +133,12 @@ struct rj_bind {
     dev_block *dmem;      /* device memory kept across runs (launch.c) */
     size_t ndmem;
     void *dev_events[2];  /* the backend's timing events of the last asynchronous run */
+    uint64_t err_addr;    /* the device check's words of a run that returned early (or 0) */
 };
+
+/* The device check's words (1 + nsym u32, launch.c) as the failure a host check would give:
+ * the status, and a message naming the symbol and the first bad item. RJ_OK when all ones. */
+rj_status bind_offsets_verdict(rj_bind *b, const uint32_t *words);
 
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
  * loff[b] <= lo, and the smallest b with loff[b] >= hi (both in [0, B]). */

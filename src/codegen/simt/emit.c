@@ -93,6 +93,7 @@ typedef struct spelling {
     const char *kernel;        /* a kernel function's declaration up to its name */
     const char *bounds;        /* between kernel and name, with the block size and the blocks
                                 * per multiprocessor to plan registers for (NULL: none) */
+    const char *atomic_min;    /* an atomic minimum of an unsigned int in global memory */
     const char *shuffle;       /* a warp's register exchange, (mask, value, offset, width)
                                 * (NULL: none; reductions go through block-shared memory) */
     const char *global;        /* address space of pointer parameters ("" or "__global ") */
@@ -123,6 +124,7 @@ static const spelling cuda_spelling = {
     .restrict_kw = "__restrict__ ",
     .bounds = "__launch_bounds__(%d, %d) ",
     .shuffle = "__shfl_xor_sync",
+    .atomic_min = "atomicMin",
     .global = "",
     .shared = "__shared__ ",
     .barrier = "__syncthreads();",
@@ -153,6 +155,7 @@ static const spelling opencl_spelling = {
     .kernel = "__kernel void ",
     .global = "__global ",
     .restrict_kw = "restrict ",
+    .atomic_min = "atomic_min",
     .shared = "__local ",
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
     .group_id = "get_group_id(0)",
@@ -1210,6 +1213,10 @@ static void signature(cem *C) {
             sbuf_printf(b, "%sconst %s *%s", sp->global, sp->i64, sp->restrict_kw);
             put_param(C, i);
             break;
+        case PK_ERR:
+            sbuf_printf(b, "%sconst %s *", sp->global, sp->u32);
+            put_param(C, i);
+            break;
         case PK_SCRATCH:
             sbuf_printf(b, "%s%s *%s", sp->global, mtype(C, p->dtype), sp->restrict_kw);
             put_param(C, i);
@@ -1242,6 +1249,14 @@ static bool prologue(cem *C) {
     int32_t blo = find_param(k, PK_BLO, -1), bhi = find_param(k, PK_BHI, -1);
     const spelling *sp = C->sp;
     const char *i64 = sp->i64;
+    int32_t err = find_param(k, PK_ERR, -1);
+    if (err >= 0) { /* the run's device offsets failed their check: touch nothing */
+        sbuf_puts(b, "    if (");
+        put_param(C, err);
+        sbuf_puts(b, " && *");
+        put_param(C, err);
+        sbuf_puts(b, " != 0xffffffffu) return;\n");
+    }
     if (C->group <= 1) {
         sbuf_printf(b, "    const %s rj_tid = (%s)%s * %s + %s;\n", i64, i64, sp->group_id, sp->local_size,
                     sp->local_id);
@@ -1412,6 +1427,8 @@ bool simt_uses_f64(const lprog *p) {
     return false;
 }
 
+static void check_kernel(sbuf *b, const spelling *sp);
+
 static char *source(rj_ctx *ctx, const lprog *p, const spelling *sp) {
     if (!ctx) return NULL;
     if (!p) {
@@ -1445,7 +1462,36 @@ static char *source(rj_ctx *ctx, const lprog *p, const spelling *sp) {
             return NULL;
         }
     }
+    check_kernel(&b, sp);
     return sbuf_finish(&b);
+}
+
+/* The device check of offsets (launch.c runs it before the kernels of a run whose offsets are
+ * on the device and not trusted): item b's offsets checked as the host checks them, the first
+ * bad item of symbol `sym` and what is wrong with it kept as min(8 b + code) in err[1 + sym],
+ * and err[0] (the word every kernel reads, PK_ERR) set to 0; all start all ones.
+ * Codes: 1 offsets[0] != 0, 2 the offsets decrease at b, 3 offsets[B] != rows, 4 item b is
+ * longer than maxlen (when maxlen >= 0), 5 item b's length differs from ref's (a `same`
+ * symbol's offsets, when ref is not NULL). */
+static void check_kernel(sbuf *b, const spelling *sp) {
+    const char *I = sp->i64, *G = sp->global;
+    sbuf_printf(b, "\n// rj_check_offsets: the device check of a run's device offsets (see launch.c)\n");
+    sbuf_printf(b, "%srj_check_offsets(%sconst %s *off, %sconst %s *ref, %s B, %s rows, %s maxlen, %s%s *err, %s sym)\n{\n",
+                sp->kernel, G, I, G, I, I, I, I, G, sp->u32, I);
+    sbuf_printf(b, "    const %s step = (%s)%s * %s;\n", I, I, sp->num_groups, sp->local_size);
+    sbuf_printf(b, "    for (%s i = (%s)%s * %s + %s; i <= B; i += step) {\n", I, I, sp->group_id, sp->local_size,
+                sp->local_id);
+    sbuf_printf(b, "        %s code = 0;\n", sp->u32);
+    sbuf_printf(b, "        if (i == 0 && off[0] != 0) code = 1;\n"
+                   "        else if (i == B && off[B] != rows) code = 3;\n"
+                   "        else if (i < B) {\n"
+                   "            const %s len = off[i + 1] - off[i];\n"
+                   "            if (len < 0) code = 2;\n"
+                   "            else if (maxlen >= 0 && len > maxlen) code = 4;\n"
+                   "            else if (ref && ref[i + 1] - ref[i] != len) code = 5;\n"
+                   "        }\n", I);
+    sbuf_printf(b, "        if (code) {\n            %s(err + 1 + sym, (%s)(i * 8) + code);\n            %s(err, 0u);\n"
+                   "        }\n    }\n}\n", sp->atomic_min, sp->u32, sp->atomic_min);
 }
 
 char *cuda_source(rj_ctx *ctx, const lprog *p) { return source(ctx, p, &cuda_spelling); }
