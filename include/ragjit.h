@@ -508,7 +508,9 @@ RJ_API const rj_tensor *rj_bind_result(rj_bind *b, rj_node output);
  * the device copy. Outputs bound with rj_bind_output_device(b, out, 0, 0) are allocated by
  * ragjit on the device, owned by the binding and reused across runs while they fit
  * (rj_bind_result_device gives their address). A run whose outputs are all device memory
- * copies nothing back; the run still waits for its kernels before returning. The result
+ * copies nothing back and returns once its kernels are queued: rj_bind_wait waits for them
+ * (and reports a failed device check of offsets); the next run of the binding waits too
+ * before it overwrites what they may still use. The result
  * tensor of a device output (rj_bind_result) describes its shape and offsets with values
  * NULL. The CPU and reference targets refuse device memory (RJ_ERR_UNSUPPORTED). */
 typedef uint64_t rj_devptr;
@@ -522,7 +524,7 @@ RJ_API rj_status rj_bind_offsets_device(rj_bind *b, rj_dim ragged, int64_t batch
  * kernel checks the offsets on the device before the run's kernels (which do nothing if the
  * check fails) and the run fails as a host check would, naming the symbol and the first bad
  * item. With rj_bind_trust_offsets(b, true) runs take the facts as given: nothing is read
- * back or checked, nothing is copied and, when every output is device memory, a CUDA run
+ * back or checked, nothing is copied and, when every output is device memory, a run
  * returns as soon as its kernels are queued on the binding's stream (rj_bind_wait), so it can
  * be captured into a CUDA graph. Offsets that contradict trusted facts are the caller's
  * error, as with any kernel library. Views with holes are always read back and checked. */

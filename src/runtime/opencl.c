@@ -618,6 +618,12 @@ static rj_status run_check(void *ud, uint64_t off, uint64_t ref, int64_t B, int6
     return e ? cl_fail(r->ctx, RJ_ERR_INTERNAL, "rj_check_offsets", e, NULL) : RJ_OK;
 }
 
+/* Returning early: the run's events go to the binding (opencl_run), rj_bind_wait finishes. */
+static rj_status run_leave(void *ud) {
+    (void)ud;
+    return RJ_OK;
+}
+
 static rj_status run_finish(void *ud, double *kernel_ms) {
     run *r = ud;
     cl_int e = cl.Finish(r->q);
@@ -638,21 +644,51 @@ static const device_ops opencl_ops = {
     .block = run_block,
     .launch = run_launch,
     .finish = run_finish,
+    .leave = run_leave,
     .check = run_check,
 };
+
+static void opencl_bind_release(rj_bind *b);
 
 static rj_status opencl_run(rj_program *p, rj_bind *b) {
     cl_code *c = p->art->ce ? p->art->ce->code : NULL;
     if (!c || !c->prog) return ctx_fail(p->ctx, RJ_ERR_INTERNAL, "OpenCL run: the program is not compiled");
     run r = {.ctx = p->ctx, .c = c, .lp = &p->art->comp.lp, .q = b->stream ? (cl_command_queue)b->stream : c->st->q};
+    if (!b->pending) opencl_bind_release(b); /* else kept: the run may have to wait on them */
     rj_status s = device_run(b, r.lp, &opencl_ops, &r);
     if (s) cl.Finish(r.q); /* nothing of this run is left queued when it returns */
+    if (!s && b->pending) { /* returned early: rj_bind_wait waits on these */
+        opencl_bind_release(b);
+        b->dev_events[0] = r.first;
+        b->dev_events[1] = r.last ? r.last : r.first;
+        b->dev_queue = r.q;
+        return s;
+    }
     if (r.first) cl.ReleaseEvent(r.first);
     if (r.last) cl.ReleaseEvent(r.last);
     return s;
 }
 
+/* rj_bind_wait: the last kernel's event of the binding's last run, and its profiling span. */
+static rj_status opencl_wait(rj_bind *b, double *kernel_ms) {
+    cl_event first = b->dev_events[0], last = b->dev_events[1];
+    cl_int e = b->dev_queue ? cl.Finish((cl_command_queue)b->dev_queue) : 0;
+    if (e) return cl_fail(b->ctx, RJ_ERR_INTERNAL, "clFinish", e, "(a kernel of the run failed)");
+    double ms;
+    if (span_ms(first, last, &ms)) *kernel_ms = ms;
+    opencl_bind_release(b);
+    return RJ_OK;
+}
+
 /* ---- device memory of bindings ------------------------------------------------------------- */
+
+static void opencl_bind_release(rj_bind *b) {
+    cl_event first = b->dev_events[0], last = b->dev_events[1];
+    if (first) cl.ReleaseEvent(first);
+    if (last && last != first) cl.ReleaseEvent(last);
+    b->dev_events[0] = b->dev_events[1] = NULL;
+    b->dev_queue = NULL;
+}
 
 static rj_status opencl_dev_read(rj_ctx *ctx, void *stream, void *dst, uint64_t src, size_t bytes) {
     cl_state *st;
@@ -729,4 +765,6 @@ const backend backend_opencl = {
     .dev_free = opencl_dev_free,
     .dev_check = opencl_dev_check,
     .handles = opencl_handles,
+    .wait = opencl_wait,
+    .bind_release = opencl_bind_release,
 };

@@ -133,6 +133,7 @@ struct rj_bind {
     dev_block *dmem;      /* device memory kept across runs (launch.c) */
     size_t ndmem;
     void *dev_events[2];  /* the backend's timing events of the last asynchronous run */
+    void *dev_queue;      /* OpenCL: the queue of the last run that returned early */
     uint64_t err_addr;    /* the device check's words of a run that returned early (or 0) */
 };
 
