@@ -294,14 +294,12 @@ typedef struct dev_run {
     int64_t scratch_bytes;
 } dev_run;
 
-/* Before memory of the previous run is overwritten: that run may have returned early. */
+/* Before memory of the previous run is overwritten: that run may have returned early, and
+ * its failure (a device check of offsets) is this run's, as rj_bind_wait would have said. */
 static rj_status dev_settle(dev_run *r) {
     if (r->settled || !r->b->pending) return RJ_OK;
     r->settled = true;
-    double ms;
-    rj_status s = r->b->be->wait(r->b, &ms);
-    r->b->pending = false;
-    return s;
+    return rj_bind_wait(r->b);
 }
 
 /* Device memory of slot `slot` (an index of the addr arrays; the last one is the scratch),
