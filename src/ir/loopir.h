@@ -207,6 +207,8 @@ typedef struct lkernel {
     uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
     int32_t fixed_tile; /* UD_ITEMS: the tile is this constant of the kernel's code, not the
                          * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
+    bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
+                         * whose every item is one piece skips it */
 } lkernel;
 /* Buffers: what a PK_BUF parameter points to. */
 typedef enum {

@@ -1694,6 +1694,7 @@ static void lower_items_simt(lower *L, const fuse_group *gr, red_ctx *rc) {
         }
         snprintf(L->k->what, sizeof L->k->what, "%.60s: %s", what, role[ph]);
         L->k->launch = launch_for(L->desc);
+        L->k->split_only = true;
         xi(L, 0); /* expression 0 exists, so failed helpers can return it */
         simt_kernel(L, gr, rc, (simt_phase)ph, pbuf);
     }

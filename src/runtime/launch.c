@@ -511,6 +511,9 @@ static rj_status dev_verdict(dev_run *r) {
 static rj_status dev_launch(dev_run *r, int32_t ki) {
     const lkernel *k = &r->lp->kernels[ki];
     rj_ctx *ctx = r->b->ctx;
+    if (k->split_only && k->dom_class >= 0 && k->dom_class < r->b->nsym &&
+        r->npieces[k->dom_class] == r->b->cbatch[k->dom_class])
+        return RJ_OK; /* every item is one piece: nothing to combine */
     int64_t block = r->ops->block(r->ud, ki);
     int64_t group = k->launch.simt && k->launch.group > 1 ? k->launch.group : 1;
     if (group > block || block % group)
