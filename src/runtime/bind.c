@@ -301,7 +301,10 @@ static rj_status fetch_offsets(rj_bind *b) {
             return ctx_fail(b->ctx, RJ_ERR_ARG, "trusted device offsets of %s need their longest item given by "
                             "rj_bind_offsets_info: max(%s) is a size of the program", b->g->syms[s].name,
                             b->g->syms[s].name);
-        if (!r->dlen && r->info_rows >= 0 && (r->info_maxlen >= 0 || !maxlen_used)) {
+        /* the device check reports an item in 32 bits (8 item + code): beyond 2^29 items the
+         * offsets are read back instead, unless trusted */
+        bool checkable = b->trusted || r->batch < ((int64_t)1 << 29);
+        if (!r->dlen && r->info_rows >= 0 && (r->info_maxlen >= 0 || !maxlen_used) && checkable) {
             /* the caller's facts stand for the offsets; unless trusted, a kernel checks them on
              * the device (launch.c) */
             r->off = r->len = NULL;
