@@ -94,6 +94,45 @@ static void test_expressions(void **state) {
     rj_graph_free(g);
 }
 
+static void expect_error(rj_ctx *ctx, const char *src, rj_status s, const char *first_line, int caret_col);
+
+/* PyTorch's porting syntax: methods, ~, &, | give the graph the function forms give. */
+static void test_porting_syntax(void **state) {
+    fixture *f = *state;
+    static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput m : bool[B, j1, 4]\n";
+    static const char methods[] =
+        "a = x.relu().sum(dim=1)\n"
+        "b = (x * 2.0).softmax(1)\n"
+        "c = x.masked_fill(~m, 0.0)\n"
+        "d = (x > 0.0) & m | ~m & m\n"
+        "e = x.pad(0.0).sum(-2, keepdim=True)\n"
+        "output a, b, c, d, e\n";
+    static const char functions[] =
+        "a = sum(relu(x), dim=1)\n"
+        "b = softmax(x * 2.0, 1)\n"
+        "c = masked_fill(x, logical_not(m), 0.0)\n"
+        "d = logical_or(logical_and(x > 0.0, m), logical_and(logical_not(m), m))\n"
+        "e = sum(pad(x, 0.0), -2, keepdim=True)\n"
+        "output a, b, c, d, e\n";
+    char src[1024];
+    char *dump[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(src, sizeof src, "%s%s", head, k ? functions : methods);
+        rj_graph *g = rj_graph_parse(f->ctx, src, "port.rj");
+        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+        dump[k] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+        assert_non_null(dump[k]);
+        rj_graph_free(g);
+    }
+    if (strcmp(dump[0], dump[1])) fail_msg("method syntax:\n%s\nfunction syntax:\n%s", dump[0], dump[1]);
+    rj_string_free(f->ctx, dump[0]);
+    rj_string_free(f->ctx, dump[1]);
+    expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.shape\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:3:7: '.shape' is not a call: write shape(...) (ragjit has methods, no attributes)", 7);
+    expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.frobnicate(1)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:3:7: unknown function 'frobnicate'", 7);
+}
+
 /* Parses src expecting a failure with status s and an exact first line and caret column. */
 static void expect_error(rj_ctx *ctx, const char *src, rj_status s, const char *first_line, int caret_col) {
     rj_graph *g = rj_graph_parse(ctx, src, "t.rj");
@@ -444,7 +483,7 @@ static void test_null_args(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors),
+        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),

@@ -56,6 +56,7 @@ typedef enum {
     T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
     T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_ASSIGN,
     T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE,
+    T_DOT, T_TILDE, T_AMP, T_PIPE,
 } tok_kind;
 
 typedef struct token {
@@ -252,7 +253,8 @@ static void next(parser *P) {
         } ops[] = {{"<=", T_LE}, {">=", T_GE}, {"==", T_EQ}, {"!=", T_NE}, {"(", T_LPAREN},
                    {")", T_RPAREN}, {"[", T_LBRACK}, {"]", T_RBRACK}, {",", T_COMMA},
                    {":", T_COLON}, {"=", T_ASSIGN}, {"+", T_PLUS}, {"-", T_MINUS},
-                   {"*", T_STAR}, {"/", T_SLASH}, {"<", T_LT}, {">", T_GT}};
+                   {"*", T_STAR}, {"/", T_SLASH}, {"<", T_LT}, {">", T_GT},
+                   {".", T_DOT}, {"~", T_TILDE}, {"&", T_AMP}, {"|", T_PIPE}};
         for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
             size_t n = strlen(ops[i].s);
             if (!strncmp(p, ops[i].s, n)) {
@@ -772,6 +774,52 @@ static bool nest_in(parser *P, const token *t) {
     return true;
 }
 
+/* "(" [ arg { "," arg } ] ")" after a function's name at t: the call, with `self` (a method
+ * call's receiver) as the first positional argument when not NULL. */
+static value call_args(parser *P, const token *t, const char *name, const value *self) {
+    value r = node_value(RJ_NONE, *t);
+    if (!nest_in(P, t)) return r;
+    next(P); /* '(' */
+    args *a = mem_alloc(P->ctx, sizeof *a);
+    if (!a) {
+        fail_at(P, t, RJ_ERR_NOMEM, "out of memory");
+        return r;
+    }
+    *a = (args){.fname = name};
+    if (self) a->pos[a->npos++] = *self;
+    while (!P->failed && P->tok.kind != T_RPAREN) {
+        parse_arg(P, a);
+        if (P->tok.kind != T_RPAREN && !expect(P, T_COMMA, "',' or ')'")) break;
+    }
+    P->nest--;
+    if (!P->failed && expect(P, T_RPAREN, "')'")) r = call(P, t, name, a);
+    mem_free(P->ctx, a, sizeof *a);
+    return r;
+}
+
+static value parse_primary(parser *P);
+
+/* postfix = primary { "." IDENT "(" [ arg { "," arg } ] ")" }: PyTorch's method syntax, any
+ * op as a method of its first argument (x.sum(dim=1), x.softmax(1), m.masked_fill(...)) */
+static value parse_postfix(parser *P) {
+    value r = parse_primary(P);
+    while (!P->failed && P->tok.kind == T_DOT) {
+        next(P);
+        token m = P->tok;
+        char name[128];
+        if (!ident(P, name, sizeof name, "a method name after '.'")) return r;
+        if (P->tok.kind != T_LPAREN) {
+            fail_at(P, &m, RJ_ERR_PARSE, "'.%s' is not a call: write %s(...) (ragjit has methods, no attributes)",
+                    name, name);
+            return r;
+        }
+        value self = r;
+        r = call_args(P, &m, name, &self);
+        r.at = self.at;
+    }
+    return r;
+}
+
 /* primary = NUMBER | "True" | "False" | "inf" | "nan" | IDENT | IDENT "(" [ arg { "," arg } ] ")"
  *         | "(" expr ")" */
 static value parse_primary(parser *P) {
@@ -805,24 +853,7 @@ static value parse_primary(parser *P) {
     char name[128];
     ident(P, name, sizeof name, "a name");
     if (P->failed) return r;
-    if (P->tok.kind == T_LPAREN) {
-        if (!nest_in(P, &t)) return r;
-        next(P);
-        args *a = mem_alloc(P->ctx, sizeof *a);
-        if (!a) {
-            fail_at(P, &t, RJ_ERR_NOMEM, "out of memory");
-            return r;
-        }
-        *a = (args){.fname = name};
-        while (!P->failed && P->tok.kind != T_RPAREN) {
-            parse_arg(P, a);
-            if (P->tok.kind != T_RPAREN && !expect(P, T_COMMA, "',' or ')'")) break;
-        }
-        P->nest--;
-        if (!P->failed && expect(P, T_RPAREN, "')'")) r = call(P, &t, name, a);
-        mem_free(P->ctx, a, sizeof *a);
-        return r;
-    }
+    if (P->tok.kind == T_LPAREN) return call_args(P, &t, name, NULL);
     if (!strcmp(name, "True") || !strcmp(name, "False")) {
         r.node = check(P, rj_graph_scalar_bool(P->g, name[0] == 'T'), &t);
         return r;
@@ -852,9 +883,18 @@ static value parse_primary(parser *P) {
     return r;
 }
 
-/* unary = "-" unary | primary */
+/* unary = "-" unary | "~" unary | postfix */
 static value parse_unary(parser *P) {
     token t = P->tok;
+    if (t.kind == T_TILDE) { /* logical_not, as on a PyTorch bool tensor */
+        next(P);
+        value r = node_value(RJ_NONE, t);
+        if (!nest_in(P, &t)) return r;
+        value x = parse_unary(P);
+        P->nest--;
+        r.node = check(P, rj_graph_unary(P->g, RJ_OP_LOGICAL_NOT, as_node(P, &x)), &t);
+        return r;
+    }
     if (t.kind == T_MINUS) {
         next(P);
         /* a negative number literal stays a literal */
@@ -879,7 +919,7 @@ static value parse_unary(parser *P) {
         r.node = check(P, rj_graph_unary(P->g, RJ_OP_NEG, as_node(P, &x)), &t);
         return r;
     }
-    return parse_primary(P);
+    return parse_postfix(P);
 }
 
 /* One left-associative level of binary operators: operand { op operand }. */
@@ -906,9 +946,20 @@ static value parse_additive(parser *P) {
     return parse_level(P, parse_term, T_PLUS, RJ_OP_ADD, T_MINUS, RJ_OP_SUB);
 }
 
-/* expr = additive [ ("<" | "<=" | ">" | ">=" | "==" | "!=") additive ] */
+/* and_expr = additive { "&" additive }   (Python's precedence: & binds tighter than |, both
+ * looser than + and tighter than comparisons, so masks need parentheses as in PyTorch) */
+static value parse_and(parser *P) {
+    return parse_level(P, parse_additive, T_AMP, RJ_OP_LOGICAL_AND, T_AMP, RJ_OP_LOGICAL_AND);
+}
+
+/* or_expr = and_expr { "|" and_expr } */
+static value parse_or(parser *P) {
+    return parse_level(P, parse_and, T_PIPE, RJ_OP_LOGICAL_OR, T_PIPE, RJ_OP_LOGICAL_OR);
+}
+
+/* expr = or_expr [ ("<" | "<=" | ">" | ">=" | "==" | "!=") or_expr ] */
 static value parse_expr(parser *P) {
-    value a = parse_additive(P);
+    value a = parse_or(P);
     static const struct {
         tok_kind k;
         rj_op op;
@@ -918,7 +969,7 @@ static value parse_expr(parser *P) {
         if (P->tok.kind != cmp[i].k) continue;
         token op = P->tok;
         next(P);
-        value b = parse_additive(P);
+        value b = parse_or(P);
         token at = a.at;
         a = node_value(check(P, rj_graph_binary(P->g, cmp[i].op, as_node(P, &a), as_node(P, &b)), &op), at);
         break;
