@@ -129,8 +129,8 @@ static void test_porting_syntax(void **state) {
     rj_string_free(f->ctx, dump[1]);
     expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.shape\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:3:7: '.shape' is not a call: write shape(...) (ragjit has methods, no attributes)", 7);
-    expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.frobnicate(1)\noutput y\n", RJ_ERR_PARSE,
-                 "t.rj:3:7: unknown function 'frobnicate'", 7);
+    expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.sofmax(1)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:3:7: unknown function 'sofmax' (did you mean 'softmax'?)", 7);
 }
 
 /* Parses src expecting a failure with status s and an exact first line and caret column. */
@@ -170,7 +170,23 @@ static void test_syntax_errors(void **state) {
     fixture *f = *state;
     rj_ctx *c = f->ctx;
     expect_error(c, "input x : f32[3]\ny = frob(x)\noutput y\n", RJ_ERR_PARSE,
-                 "t.rj:2:5: unknown function 'frob'", 5);
+                 "t.rj:2:5: unknown function 'frob'; the functions are: neg abs sgn relu gelu silu sigmoid tanh exp "
+                 "log sqrt rsqrt sin cos logical_not add sub mul div pow maximum minimum eq ne lt le gt ge "
+                 "logical_and logical_or where masked_fill cast sum mean max min prod softmax log_softmax "
+                 "layer_norm rms_norm pad unpad", 5);
+    /* the closest known name, where one is close (issue 13: diagnostics that teach) */
+    expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
+    expect_error(c, "input x : f32[3]\ny = softmax(x, dims=0)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:16: softmax has no argument 'dims' (did you mean 'dim'?); it takes input, dim", 16);
+    expect_error(c, "input values : f32[3]\ny = relu(valeus)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:10: undefined name 'valeus' (did you mean 'values'?)", 10);
+    expect_error(c, "ragged j1 : B\ninptu x : f32[B, j1, 4]\n", RJ_ERR_PARSE,
+                 "t.rj:2:1: unknown statement 'inptu' (did you mean 'input'?): a statement is ragged, same, "
+                 "input, output, or an assignment (name = expression)", 1);
+    expect_error(c, "ragged j1 : B\nragegd j2 : B\n", RJ_ERR_PARSE,
+                 "t.rj:2:1: unknown statement 'ragegd' (did you mean 'ragged'?): a statement is ragged, same, "
+                 "input, output, or an assignment (name = expression)", 1);
     expect_error(c, "input x : f32[3]\ny = x + z\noutput y\n", RJ_ERR_PARSE, "t.rj:2:9: undefined name 'z'", 9);
     expect_error(c, "input x : f32[3]\ny = relu(x\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:3:1: expected ',' or ')', found 'output'", 1);
@@ -184,7 +200,7 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\ny = softmax(x)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: softmax: missing argument 'dim'", 5);
     expect_error(c, "input x : f32[3]\ny = softmax(x, axis=0)\n", RJ_ERR_PARSE,
-                 "t.rj:2:16: softmax has no argument 'axis'", 16);
+                 "t.rj:2:16: softmax has no argument 'axis'; it takes input, dim", 16);
     expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, 1)\n", RJ_ERR_PARSE,
                  "t.rj:2:19: positional argument after keyword arguments", 19);
     expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, dim=0)\n", RJ_ERR_PARSE,

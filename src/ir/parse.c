@@ -273,6 +273,49 @@ static void next(parser *P) {
     P->p = p;
 }
 
+/* ---- suggestions ------------------------------------------------------------------------------
+ * An unknown name is most often a typo of a known one: the closest known name by edit distance
+ * (insertions, deletions, substitutions, and swaps of neighbours count one each), if it is
+ * close enough to be what was meant: one edit in a word of 3 to 5 letters, a third of a longer
+ * word's length, none in a shorter one. */
+
+typedef struct suggest {
+    const char *word;
+    const char *best;
+    int dist;
+} suggest;
+
+static int edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < c)
+                c = d[i - 2][j - 2] + 1;
+            d[i][j] = c;
+        }
+    return d[n][m];
+}
+
+static void suggest_try(suggest *s, const char *cand) {
+    if (!cand || !strcmp(cand, s->word)) return;
+    int len = (int)strlen(s->word), limit = len < 3 ? 0 : len < 6 ? 1 : len / 3; /* "z" is no typo of "x" */
+    int d = edit_distance(s->word, cand);
+    if (d <= limit && (!s->best || d < s->dist)) s->best = cand, s->dist = d;
+}
+
+/* " (did you mean 'x'?)" or "" */
+static void suggestion(const suggest *s, char *out, size_t n) {
+    if (s->best) snprintf(out, n, " (did you mean '%s'?)", s->best);
+    else if (n) out[0] = 0;
+}
+
 static bool tok_is(const token *t, const char *word) {
     return t->kind == T_IDENT && (int)strlen(word) == t->len && !strncmp(t->start, word, (size_t)t->len);
 }
@@ -555,7 +598,16 @@ static bool bind_args(parser *P, const token *fn, const char *fname, args *a,
         int i = 0;
         while (i < nparams && strcmp(names[i], a->key[k])) i++;
         if (i == nparams) {
-            fail_at(P, &a->kw[k].at, RJ_ERR_PARSE, "%s has no argument '%s'", fname, a->key[k]);
+            suggest s = {.word = a->key[k]};
+            char list[160] = "", hint[96];
+            for (int j = 0; j < nparams; j++) {
+                suggest_try(&s, names[j]);
+                size_t l = strlen(list);
+                snprintf(list + l, sizeof list - l, "%s%s", j ? ", " : "", names[j]);
+            }
+            suggestion(&s, hint, sizeof hint);
+            fail_at(P, &a->kw[k].at, RJ_ERR_PARSE, "%s has no argument '%s'%s; it takes %s", fname, a->key[k], hint,
+                    list);
             return false;
         }
         if (out[i]) {
@@ -656,7 +708,19 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     rj_op op = rj_op_from_name(name);
     if (!strcmp(name, "sign")) op = RJ_OP_SGN;
     if (op == RJ_OP_COUNT || op == RJ_OP_INPUT || op == RJ_OP_SCALAR || op == RJ_OP_GELU_TANH) {
-        fail_at(P, fn, RJ_ERR_PARSE, "unknown function '%s'", name);
+        suggest s = {.word = name};
+        char list[1024] = "";
+        for (int o = 0; o < RJ_OP_COUNT; o++) {
+            if (o == RJ_OP_INPUT || o == RJ_OP_SCALAR || o == RJ_OP_GELU_TANH) continue;
+            suggest_try(&s, rj_op_name((rj_op)o));
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s%s", l ? " " : "", rj_op_name((rj_op)o));
+        }
+        suggest_try(&s, "sign");
+        char hint[96];
+        suggestion(&s, hint, sizeof hint);
+        if (s.best) fail_at(P, fn, RJ_ERR_PARSE, "unknown function '%s'%s", name, hint);
+        else fail_at(P, fn, RJ_ERR_PARSE, "unknown function '%s'; the functions are: %s", name, list);
         return r;
     }
     op_kind kind = op_table[op].kind;
@@ -879,7 +943,12 @@ static value parse_primary(parser *P) {
         r.dims[0] = d;
         return r;
     }
-    fail_at(P, &t, RJ_ERR_PARSE, "undefined name '%s'", name);
+    suggest s = {.word = name};
+    for (int32_t i = 0; i < P->nvars; i++) suggest_try(&s, P->vars[i].name);
+    for (int32_t i = 0; i < P->g->nsym; i++) suggest_try(&s, P->g->syms[i].name);
+    char hint[160];
+    suggestion(&s, hint, sizeof hint);
+    fail_at(P, &t, RJ_ERR_PARSE, "undefined name '%s'%s", name, hint);
     return r;
 }
 
@@ -1089,6 +1158,22 @@ static void parse_statement(parser *P) {
             else if (tok_is(&t, "same")) parse_same(P);
             else if (tok_is(&t, "input")) parse_input(P);
             else parse_output(P);
+            return;
+        }
+    }
+    if (t.kind == T_IDENT) { /* a word, then no '=': a misspelt statement keyword? */
+        const char *q = t.start + t.len;
+        while (*q == ' ' || *q == '\t') q++;
+        if (is_ident_start(*q)) {
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", t.len < 63 ? t.len : 63, t.start);
+            suggest s = {.word = word};
+            static const char *const keywords[] = {"ragged", "same", "input", "output"};
+            for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++) suggest_try(&s, keywords[i]);
+            char hint[96];
+            suggestion(&s, hint, sizeof hint);
+            fail_at(P, &t, RJ_ERR_PARSE, "unknown statement '%s'%s: a statement is ragged, same, input, output, or "
+                    "an assignment (name = expression)", word, hint);
             return;
         }
     }
