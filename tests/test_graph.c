@@ -59,7 +59,7 @@ static void test_ragged_mismatch_message(void **state) {
     rj_node n = rj_graph_binary(e.g, RJ_OP_ADD, a, b);
     assert_int_equal(n, RJ_NONE);
     assert_string_equal(rj_ctx_error(e.ctx),
-                        "add: f32[B, j1, 128] and f32[B, j2, 128] differ in dim 1 (ragged j1 vs j2)");
+                        "add: f32[B, j1, 128] and f32[B, j2, 128] differ in dim 1 (ragged j1 vs j2); if their items have equal lengths, declare `same j1 j2`");
     assert_fails(&e, n, RJ_ERR_SHAPE, "ragged j1 vs j2");
 }
 
@@ -81,6 +81,12 @@ static void test_dim_mismatch_messages(void **state) {
     rj_node pd = rj_graph_pad(e.g, e.x, 0, RJ_DIM_NONE);
     assert_fails(&e, rj_graph_binary(e.g, RJ_OP_ADD, pd, e.z), RJ_ERR_SHAPE,
                  "add: f32[B, max(j1), 64] and f32[B, j1, 64] differ in dim 1 (max(j1) vs ragged j1)");
+    /* a per-item tensor [B, D] against a jagged one: the [B, 1, D] form suggested */
+    e = make_env(state);
+    rj_node pi = rj_graph_input(e.g, "pi", RJ_F32, 2, (rj_dim[]){e.B, 64});
+    assert_fails(&e, rj_graph_binary(e.g, RJ_OP_ADD, e.x, pi), RJ_ERR_SHAPE,
+                 "add: f32[B, j1, 64] and f32[B, 64] differ in dim 1 (ragged j1 vs B); a per-item tensor broadcasts "
+                 "over an item's rows as f32[B, 1, 64] (keepdim=True, or declare it so)");
 }
 
 static void test_broadcasting(void **state) {

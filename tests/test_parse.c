@@ -231,7 +231,7 @@ static void test_builder_errors_located(void **state) {
                  "ragged j1 : B\nragged j2 : B\ninput x : f32[B, j1, 64]\ninput y : f32[B, j2, 64]\n"
                  "h = relu(x)\nz = h * 2 + y\noutput z\n",
                  RJ_ERR_SHAPE,
-                 "t.rj:6:11: add: f32[B, j1, 64] and f32[B, j2, 64] differ in dim 1 (ragged j1 vs j2)", 11);
+                 "t.rj:6:11: add: f32[B, j1, 64] and f32[B, j2, 64] differ in dim 1 (ragged j1 vs j2); if their items have equal lengths, declare `same j1 j2`", 11);
     expect_error(c, "input b : bool[3]\ny = -b\noutput y\n", RJ_ERR_DTYPE,
                  "t.rj:2:5: neg: bool[3]: not supported for bool (use logical_not)", 5);
     expect_error(c, "ragged j : B\ninput x : f32[B, j, 4]\ny = sum(x, dim=0)\noutput y\n", RJ_ERR_SHAPE,

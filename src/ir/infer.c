@@ -55,8 +55,25 @@ static rj_status fail_dims(rj_graph *g, const char *op, const node *a, const nod
         snprintf(y, sizeof y, "%s", sb->name);
     else
         dim_text(g, db, y, sizeof y);
-    return graph_fail(g, RJ_ERR_SHAPE, "%s: %s and %s differ in dim %d (%s vs %s)", op,
-                      type_text(g, a).s, type_text(g, b).s, k, x, y);
+    /* what the user most likely meant */
+    char hint[400] = "";
+    if (sa && sb && sa->kind == SYM_RAGGED && sb->kind == SYM_RAGGED && sa->parent == sb->parent) {
+        snprintf(hint, sizeof hint, "; if their items have equal lengths, declare `same %s %s`", sa->name, sb->name);
+    } else {
+        const node *jag = NULL, *per = NULL; /* [B, j, ...] against a per-item [B, ...] */
+        if (dim_ragged_pos(g, a) == 1 && b->rank == a->rank - 1) jag = a, per = b;
+        if (dim_ragged_pos(g, b) == 1 && a->rank == b->rank - 1) jag = b, per = a;
+        if (jag && per->rank >= 1 && dim_equal(g, per->dims[0], jag->dims[0])) {
+            node one = *per; /* the same tensor with a 1 after the batch dim */
+            one.rank = per->rank + 1;
+            one.dims[1] = 1;
+            for (int d = 1; d < per->rank; d++) one.dims[d + 1] = per->dims[d];
+            snprintf(hint, sizeof hint, "; a per-item tensor broadcasts over an item's rows as %s (keepdim=True, "
+                     "or declare it so)", type_text(g, &one).s);
+        }
+    }
+    return graph_fail(g, RJ_ERR_SHAPE, "%s: %s and %s differ in dim %d (%s vs %s)%s", op,
+                      type_text(g, a).s, type_text(g, b).s, k, x, y, hint);
 }
 
 static bool dim_is_one(rj_dim d) { return d == 1; }
