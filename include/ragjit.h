@@ -306,6 +306,10 @@ RJ_API rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged);
  * Sources must be under 2 GiB; expressions nest at most 256 levels (deeper is RJ_ERR_PARSE),
  * so parsing needs at most about 1 MiB of stack whatever the source. */
 RJ_API rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename);
+/* What rj_graph_parse found suspicious but legal, one "file:line:col: warning: ..." a line (a
+ * ragged symbol no input uses; a new dense size named like a ragged symbol, the sign of a
+ * typo in a shape), or NULL; owned by the graph. */
+RJ_API const char *rj_graph_warnings(const rj_graph *g);
 
 /* Introspection: what a parsed or built graph declares, for code that binds data by name
  * (the `ragjit` command is written on these calls alone). Inputs and outputs are numbered

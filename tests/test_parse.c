@@ -133,6 +133,24 @@ static void test_porting_syntax(void **state) {
                  "t.rj:3:7: unknown function 'sofmax' (did you mean 'softmax'?)", 7);
 }
 
+/* Legal but suspicious: a ragged symbol no input uses, a dense size named like a ragged symbol. */
+static void test_warnings(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx, "ragged j1 : B\nragged j2 : B\ninput x : f32[B, jl, 4]\n"
+                                         "input y : f32[B, j1, 4]\noutput x, y\n", "w.rj");
+    assert_non_null(g);
+    const char *w = rj_graph_warnings(g);
+    assert_non_null(w);
+    assert_string_equal(w, "w.rj:3:18: warning: 'jl' declares a new dense size here (sizes are declared by their first "
+                           "use); did you mean the ragged symbol 'j1'?\n"
+                           "w.rj:2:8: warning: ragged symbol j2 is declared but no input uses it\n");
+    rj_graph_free(g);
+    g = rj_graph_parse(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, D]\noutput x\n", "ok.rj");
+    assert_non_null(g);
+    assert_null(rj_graph_warnings(g)); /* nothing to say */
+    rj_graph_free(g);
+}
+
 /* Parses src expecting a failure with status s and an exact first line and caret column. */
 static void expect_error(rj_ctx *ctx, const char *src, rj_status s, const char *first_line, int caret_col) {
     rj_graph *g = rj_graph_parse(ctx, src, "t.rj");
@@ -499,7 +517,7 @@ static void test_null_args(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax),
+        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),

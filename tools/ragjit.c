@@ -361,6 +361,8 @@ static rj_graph *load_program(rj_ctx *ctx, const char *path, int *status) {
     if (!g) {
         fprintf(stderr, "%s\n", rj_ctx_error(ctx));
         *status = EXIT_USAGE;
+    } else if (rj_graph_warnings(g)) {
+        fputs(rj_graph_warnings(g), stderr);
     }
     return g;
 }

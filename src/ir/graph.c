@@ -39,8 +39,11 @@ void rj_graph_free(rj_graph *g) {
     mem_free(ctx, g->syms, (size_t)g->capsym * sizeof(sym));
     mem_free(ctx, g->inputs, (size_t)g->capinputs * sizeof(int32_t));
     mem_free(ctx, g->outputs, (size_t)g->capoutputs * sizeof(output));
+    rj_string_free(ctx, g->warnings);
     mem_free(ctx, g, sizeof *g);
 }
+
+const char *rj_graph_warnings(const rj_graph *g) { return g ? g->warnings : NULL; }
 
 rj_status rj_graph_status(const rj_graph *g) {
     return g ? g->status : RJ_ERR_ARG;

@@ -103,6 +103,8 @@ struct rj_graph {
     rj_status status; /* first failure while building */
     char first_err[512]; /* its message */
     int32_t cur_loc;  /* stamped into new nodes (text format) */
+    char *warnings;   /* the parser's warnings, one a line (rj_graph_warnings), or NULL;
+                         * freed with rj_string_free */
 };
 
 /* dims <-> symbol ids */

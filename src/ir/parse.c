@@ -42,6 +42,8 @@
  * under about 1 MiB.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -86,6 +88,10 @@ typedef struct parser {
     var *vars;
     int32_t nvars, capvars;
     strmap var_index;   /* name -> index in vars: lookups stay O(1) in long programs */
+    sbuf warn;          /* warnings, one a line (rj_graph_warnings) */
+    token rag_at[64];   /* where the first 64 ragged symbols were declared, by symbol id */
+    int32_t rag_sym[64];
+    int nrag;
 } parser;
 
 typedef struct value {
@@ -416,6 +422,17 @@ static bool new_name(parser *P, const token *t, const char *name, bool reassign)
 /* ---- types and dims ------------------------------------------------------------------------ */
 
 /* dim = INT | IDENT      (a name that is not a ragged symbol is a dense size) */
+/* "file:line:col: warning: ..." as a line of the graph's warnings. */
+static void warn_at(parser *P, const token *t, const char *fmt, ...) RJ_PRINTF(3, 4);
+static void warn_at(parser *P, const token *t, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sbuf_printf(&P->warn, "%s:%d:%d: warning: %s\n", P->file, t->line, t->col, msg);
+}
+
 static rj_dim parse_dim(parser *P) {
     token t = P->tok;
     if (t.kind == T_INT) {
@@ -428,6 +445,15 @@ static rj_dim parse_dim(parser *P) {
     rj_dim d = rj_graph_find_dim(P->g, name);
     if (d != RJ_DIM_NONE) return d;
     if (!new_name(P, &t, name, false)) return RJ_DIM_NONE;
+    /* a new dense size, declared by this use: a typo of a ragged symbol's name would silently
+     * make the tensor dense there */
+    for (int32_t s = 0; s < P->g->nsym && strlen(name) >= 2; s++) /* (one letter: L is no typo of j) */
+        if (P->g->syms[s].kind == SYM_RAGGED && strlen(P->g->syms[s].name) >= 2 &&
+            edit_distance(name, P->g->syms[s].name) == 1) {
+            warn_at(P, &t, "'%s' declares a new dense size here (sizes are declared by their first use); did "
+                    "you mean the ragged symbol '%s'?", name, P->g->syms[s].name);
+            break;
+        }
     if ((d = rj_graph_dense(P->g, name)) == RJ_DIM_NONE) fail_builder(P, &t);
     return d;
 }
@@ -1065,7 +1091,12 @@ static void parse_ragged(parser *P) {
         fail_builder(P, &pt);
         return;
     }
-    if (rj_graph_ragged(P->g, name, pd) == RJ_DIM_NONE) fail_builder(P, &t);
+    rj_dim rd = rj_graph_ragged(P->g, name, pd);
+    if (rd == RJ_DIM_NONE) {
+        fail_builder(P, &t);
+        return;
+    }
+    if (P->nrag < 64) P->rag_at[P->nrag] = t, P->rag_sym[P->nrag++] = dim_sym(rd);
 }
 
 /* same_stmt = "same" IDENT IDENT */
@@ -1195,6 +1226,7 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
     parser P = {.ctx = ctx, .src = source, .p = source, .line = 1, .line_start = source,
                 .file = filename ? filename : "<input>"};
     strmap_init(&P.var_index, ctx);
+    sbuf_init(&P.warn, ctx);
     if (!(P.g = rj_graph_new(ctx))) return NULL;
     next(&P);
     while (!P.failed && P.tok.kind != T_EOF) {
@@ -1213,6 +1245,20 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
         token end = P.tok;
         fail_at(&P, &end, RJ_ERR_PARSE, "the program has no outputs (add: output <name>)");
     }
+    for (int i = 0; !P.failed && i < P.nrag; i++) { /* ragged symbols no input uses */
+        rj_dim d = sym_dim(P.rag_sym[i]);
+        bool used = false;
+        for (int32_t k = 0; k < P.g->ninputs && !used; k++) {
+            const node *in = &P.g->nodes[P.g->inputs[k]];
+            for (int j = 0; j < in->rank; j++) used |= in->dims[j] == d;
+        }
+        if (!used)
+            warn_at(&P, &P.rag_at[i], "ragged symbol %s is declared but no input uses it", P.g->syms[P.rag_sym[i]].name);
+    }
+    if (!P.failed && P.warn.len) { /* the graph keeps them */
+        if (!(P.g->warnings = sbuf_finish(&P.warn))) fail_at(&P, &P.tok, RJ_ERR_NOMEM, "out of memory");
+    }
+    sbuf_free(&P.warn);
     mem_free(ctx, P.vars, sizeof(var) * (size_t)P.capvars);
     strmap_free(&P.var_index);
     P.g->cur_loc = -1;
