@@ -12,6 +12,7 @@
  * The driver is loaded with dlopen, so the example builds without CUDA or OpenCL headers:
  *   cc device.c $(pkg-config --cflags --libs ragjit) -ldl -o device && ./device
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <dlfcn.h>
 #include <ragjit.h>
 #include <stdint.h>

@@ -6,6 +6,7 @@
  *
  *   cc embedding.c $(pkg-config --cflags --libs ragjit) -o embedding && ./embedding
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <ragjit.h>
 #include <stdio.h>
 #include <stdlib.h>

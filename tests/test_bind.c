@@ -126,6 +126,10 @@ static void test_offsets_errors(void **state) {
     int64_t start[] = {1, 2, 5};
     bind_ok(&q, start, 2, 5);
     expect_run(f->ctx, &q, RJ_ERR_OFFSETS_START, "ragged symbol j1: offsets[0] is 1, expected 0");
+    /* asking for a result after the failed run keeps the run's message (issue 13) */
+    assert_null(rj_bind_result(q.b, q.y));
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_OFFSETS_START);
+    assert_error_contains(f->ctx, "offsets[0] is 1, expected 0");
     int64_t order[] = {0, 2, 5, 4, 6};
     bind_ok(&q, order, 4, 6);
     expect_run(f->ctx, &q, RJ_ERR_OFFSETS_ORDER, "ragged symbol j1: offsets decrease at index 3 (4 after 5)");

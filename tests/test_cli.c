@@ -259,7 +259,7 @@ static void test_run_failures(void **state) {
     assert_int_equal(r->status, 1);
     assert_non_null(strstr(r->out, "MISMATCH"));
     r = run("ragjit run %s --random B=2 --out %s/x --target cuda", S, tmpdir);
-    if (r->status != 0) expect_fail(r, 1, "");
+    if (r->status != 0) expect_fail(r, 1, "the cuda target is not available on this machine");
     /* OpenCL: checked against the interpreter where a device (PoCL) exists, else one clear line */
     r = run("ragjit check %s --random B=5,maxlen=30,seed=3 --target opencl", S);
     if (r->status != 0) expect_fail(r, 1, "no OpenCL device");
@@ -305,6 +305,7 @@ static void test_bad_data(void **state) {
     char good[600];
     snprintf(good, sizeof good, "%s/x.good", d);
     rename(p, good);
+    expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "input x: ");
     expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "x.npy: cannot open");
     write_file(p, "definitely not numpy");
     expect_fail(run("ragjit run %s --data %s --out %s/o", S, d, tmpdir), 2, "x.npy: not a .npy file (bad magic)");

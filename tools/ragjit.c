@@ -550,7 +550,8 @@ static int load_data(dataset *d, const char *dir) {
         char *p = path_join(dir, si.name, ".npy");
         if (!p) return die_run("out of memory");
         int r = 0;
-        if (!(d->off[s] = rj_npy_read(d->ctx, p))) r = die_usage("%s", rj_ctx_error(d->ctx));
+        if (!(d->off[s] = rj_npy_read(d->ctx, p)))
+            r = die_usage("the offsets of ragged symbol %s (int64, B + 1 entries): %s", si.name, rj_ctx_error(d->ctx));
         else r = check_offsets(d, s, p);
         free(p);
         if (r) return r;
@@ -560,7 +561,7 @@ static int load_data(dataset *d, const char *dir) {
         char *p = path_join(dir, name, ".npy");
         if (!p) return die_run("out of memory");
         int r = 0;
-        if (!(d->in[k] = rj_npy_read(d->ctx, p))) r = die_usage("%s", rj_ctx_error(d->ctx));
+        if (!(d->in[k] = rj_npy_read(d->ctx, p))) r = die_usage("input %s: %s", name, rj_ctx_error(d->ctx));
         else r = check_input_shape(d, k, p);
         rj_dim dims[RJ_MAX_RANK];
         int rank = rj_node_shape(g, rj_graph_input_at(g, k), dims);
@@ -863,7 +864,12 @@ static rj_program *compile(rj_ctx *ctx, rj_graph *g, rj_target t, int *status, d
     double t0 = now_ms();
     rj_program *p = rj_program_new(g, t);
     if (ms) *ms = now_ms() - t0;
-    if (!p) *status = die_run("compile failed: %s", rj_ctx_error(ctx));
+    static const char *const tnames[] = {"reference", "cpu", "cuda", "opencl"};
+    if (!p && rj_ctx_status(ctx) == RJ_ERR_NO_DEVICE) /* not the program's fault: say so plainly */
+        *status = die_run("the %s target is not available on this machine (%s); try --target cpu",
+                          (unsigned)t < 4 ? tnames[t] : "requested", rj_ctx_error(ctx));
+    else if (!p)
+        *status = die_run("compile failed: %s", rj_ctx_error(ctx));
     return p;
 }
 

@@ -373,12 +373,14 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
         return ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: the binding belongs to another "
                         "program");
     b->prepared = false;
+    b->run_failed = true; /* until it succeeds */
     double t0 = clock_ms();
     rj_status s = bind_prepare(b);
     if (s) return s;
     b->stats = (rj_run_stats){.kernel_ms = -1};
     s = p->be->run(p, b);
     b->prepared = s == RJ_OK;
+    b->run_failed = s != RJ_OK;
     b->stats.run_ms = clock_ms() - t0;
     if (b->stats.kernel_ms < 0 && !b->pending) b->stats.kernel_ms = b->stats.run_ms;
     if (!b->stats.kernels && p->target != RJ_TARGET_REFERENCE) b->stats.kernels = p->art->comp.lp.nkernels;

@@ -129,6 +129,7 @@ struct rj_bind {
     void *stream;         /* the caller's CUstream / cl_command_queue, or NULL */
     bool has_dev;         /* something is bound as device memory */
     bool trusted;         /* rj_bind_trust_offsets: device offsets are neither read nor checked */
+    bool run_failed;      /* the last run failed: its message stays the context's last error */
     bool pending;         /* the last run returned before its kernels finished (rj_bind_wait) */
     dev_block *dmem;      /* device memory kept across runs (launch.c) */
     size_t ndmem;
