@@ -228,7 +228,20 @@ static void test_usage_errors(void **state) {
     expect_fail(run("ragjit run %s --random B=2 --out %s/x --target gpu", S, tmpdir), 2, "unknown target 'gpu'");
     expect_fail(run("ragjit bench %s --random B=2 --reps -1", S), 2, "--reps must be a positive integer");
     expect_fail(run("ragjit run %s --random B=x --out %s/x", S, tmpdir), 2, "--random: 'B=x' is not NAME=VALUE");
-    expect_fail(run("ragjit run %s --random B=2,Q=3 --out %s/x", S, tmpdir), 2, "the program has no size named 'Q'");
+    /* --print shows a dense output as dense, a jagged one item by item */
+    char dp[600];
+    snprintf(dp, sizeof dp, "%s/dense.rj", tmpdir);
+    write_file(dp, "ragged j1 : B\ninput x : f32[B, j1, 2]\ns = sum(x, dim=1)\noutput s\n");
+    result *rp = run("ragjit run %s --random B=2,maxlen=3,seed=1 --out %s/x --print", dp, tmpdir);
+    expect_ok(rp);
+    if (!strstr(rp->out, "  [0]: [") || !strstr(rp->out, "  [1]: [") || strstr(rp->out, "item 0"))
+        fail_msg("--print of a dense output:\n%s", rp->out);
+    /* a size the program lacks is ignored with a note (one spec can serve several programs) */
+    result *rq = run("ragjit run %s --random B=2,Q=3 --out %s/x", S, tmpdir);
+    expect_ok(rq);
+    assert_non_null(strstr(rq->err, "the program has no size named 'Q'; ignored"));
+    expect_fail(run("ragjit run %s --random B=2,j1=3 --out %s/x", S, tmpdir), 2, "'j1' is not a dense size");
+    expect_fail(run("ragjit check %s --random B=2 --out %s/x", S, tmpdir), 2, "--out is not an option of check");
     expect_fail(run("ragjit run %s --random maxlen=2 --out %s/x", S, tmpdir), 2, "the number of items is not given");
     expect_fail(run("ragjit run %s --random B=2 --out %s/x --size D=4", S, tmpdir), 2, "--size: the program has no size named 'D'");
     expect_fail(run("ragjit emit %s", S), 2, "--stage is required");

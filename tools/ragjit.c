@@ -98,11 +98,14 @@ static const char data_help[] =
     "data (one of):\n"
     "  --data DIR          read DIR/<input>.npy for every input and DIR/<sym>.npy (int64\n"
     "                      offsets, length B+1) for every ragged symbol; a jagged input's file\n"
-    "                      holds its packed rows, shape (total_rows, inner...); a size no input\n"
-    "                      determines (a pad length) is read from DIR/<size>.npy (0-d integer)\n"
-    "  --random SPEC       generate data: SPEC is comma-separated NAME=VALUE pairs: B (items),\n"
-    "                      maxlen and minlen (row counts per item, default 0..maxlen), seed, and\n"
-    "                      any named size of the program (D=64, L=128); at most 2 GiB in all\n"
+    "                      holds its packed rows, shape (total_rows, inner...), so dim k >= 2 of\n"
+    "                      the tensor is axis k-1 of the file; a size no input determines (a pad\n"
+    "                      length) is read from DIR/<size>.npy (0-d integer)\n"
+    "  --random SPEC       generate data: SPEC is comma-separated NAME=VALUE pairs: B (items,\n"
+    "                      required), maxlen and minlen (rows per item, uniform in minlen..maxlen;\n"
+    "                      default 0..16), seed (default 1), and any named size of the program\n"
+    "                      (D=64, L=128; a name the program lacks is ignored with a note); at\n"
+    "                      most 2 GiB in all\n"
     "  --size NAME=VALUE   a named size of the program (repeatable)\n"
     "  --save-data DIR     also write the data used (generated or read) to DIR, so that\n"
     "                      'ragjit run PROG --data DIR' reproduces the run\n";
@@ -644,9 +647,11 @@ static int make_random(dataset *d, const char *spec) {
         else if (!strcmp(tok, "seed")) seed = v;
         else {
             rj_dim dm = rj_graph_find_dim(g, tok);
-            if (dm == RJ_DIM_NONE || dim_info(g, dm).kind != RJ_DIM_DENSE)
-                r = die_usage("--random: the program has no size named '%s' (B, maxlen, minlen, "
-                              "seed, or a size of the program)", tok);
+            if (dm == RJ_DIM_NONE) /* one spec may serve several programs */
+                fprintf(stderr, "ragjit: --random: note: the program has no size named '%s'; ignored\n", tok);
+            else if (dim_info(g, dm).kind != RJ_DIM_DENSE)
+                r = die_usage("--random: '%s' is not a dense size of the program (B, maxlen, minlen, seed, "
+                              "or a size such as D=64)", tok);
             else r = set_size(d, sym_index(g, dm), v, "--random");
         }
     }
@@ -923,6 +928,18 @@ static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
         char *type = rj_node_type_str(g, n);
         printf("%s : %s\n", rj_graph_output_name(g, i), type ? type : "?");
         rj_string_free(ctx, type);
+        if (t.ragged_dim < 0) { /* dense: one line per index of its first dim */
+            int64_t n0 = t.rank ? t.shape[0] : 1, inner = 1;
+            for (int k = 1; k < t.rank; k++) inner *= t.shape[k];
+            for (int64_t i0 = 0; i0 < n0 && i0 < 4; i0++) {
+                if (t.rank) printf("  [%lld]: ", (long long)i0);
+                else printf("  ");
+                print_row(&t, i0 * inner, inner);
+                putchar('\n');
+            }
+            if (n0 > 4) printf("  ... (%lld in dim 0)\n", (long long)n0);
+            continue;
+        }
         int first = t.ragged_dim >= 0 ? 2 : (t.rank >= 2 ? 2 : t.rank);
         int64_t inner = 1;
         for (int k = first; k < t.rank; k++) inner *= t.shape[k];
@@ -970,6 +987,8 @@ static int cmd_run(rj_ctx *ctx, rj_graph *g, const opts *o) {
 static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
     if (o->target == RJ_TARGET_REFERENCE)
         return die_usage("check: --target reference would compare the interpreter with itself");
+    if (o->out) return die_usage("check: --out is not an option of check (it compares, and writes nothing; "
+                                 "'ragjit run' writes outputs)");
     dataset d;
     int r = get_data(&d, ctx, g, o);
     rj_program *p = NULL, *pr = NULL;
