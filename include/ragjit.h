@@ -489,6 +489,10 @@ RJ_API rj_status rj_bind_output(rj_bind *b, rj_node output, void *data, int64_t 
 /* Binds a tensor's data and, for a jagged tensor, its offsets/lengths to the ragged symbol of
  * the input (which must then agree with any offsets bound to that symbol). */
 RJ_API rj_status rj_bind_tensor(rj_bind *b, rj_node input, const rj_tensor *t);
+/* The elements an output needs in this binding's next run (for a jagged output over a view with
+ * holes, its rows up to the furthest row, holes included): the capacity to give
+ * rj_bind_output. Checks the bindings as a run would (offsets, sizes), allocates nothing. */
+RJ_API rj_status rj_bind_output_numel(rj_bind *b, rj_node output, int64_t *numel);
 /* Runs the program: validates the bindings (offsets, sizes, `same` symbols), allocates or
  * checks outputs and computes them. */
 RJ_API rj_status rj_program_run(rj_program *p, rj_bind *b);

@@ -248,7 +248,17 @@ static void test_holes(void **state) {
     rj_bind_offsets(q.b, q.J, 3, off, len);
     rj_bind_input(q.b, q.x, pad, 24);
     rj_bind_input(q.b, q.w, W, 2);
+    /* the capacity a caller's output needs, asked before the run: rows up to the furthest
+     * row (holes included) x inner; a dense output's elements */
+    int64_t need = -1;
+    assert_ok(f->ctx, rj_bind_output_numel(q.b, q.y, &need));
+    assert_int_equal(need, 11 * 2);
+    assert_ok(f->ctx, rj_bind_output_numel(q.b, q.s, &need));
+    assert_int_equal(need, 3 * 2);
+    assert_int_equal(rj_bind_output_numel(q.b, q.y, NULL), RJ_ERR_ARG);
     assert_ok(f->ctx, rj_program_run(q.p, q.b));
+    assert_ok(f->ctx, rj_bind_output_numel(q.b, q.y, &need)); /* the results stay readable */
+    assert_non_null(rj_bind_result(q.b, q.y));
     rj_tensor_info yi, si;
     rj_tensor_get_info(rj_bind_result(q.b, q.y), &yi);
     rj_tensor_get_info(rj_bind_result(q.b, q.s), &si);

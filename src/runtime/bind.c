@@ -709,6 +709,10 @@ static rj_status prepare_outputs(rj_bind *b) {
         if (!bytes_of(need, rj_dtype_size(n->dtype), &bytes))
             return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: %lld elements overflow the address "
                             "space", what, (long long)need);
+        if (b->sizing) { /* the size only: the last run's results stay as they are */
+            o->sized = need;
+            continue;
+        }
         if (o->dev) {
             if (o->duser && o->cap < need)
                 return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s: the bound device buffer holds %lld elements "
@@ -890,8 +894,23 @@ rj_status bind_prepare(rj_bind *b) {
     if (known != stack_known) mem_free(ctx, known, kn);
     if (s) return s;
     if ((s = check_inputs(b)) || (s = check_pad_lengths(b)) || (s = prepare_outputs(b))) return s;
+    if (b->sizing) return RJ_OK;
     if ((s = check_overlap(b))) return s;
     return check_memory(b);
+}
+
+rj_status rj_bind_output_numel(rj_bind *b, rj_node n, int64_t *numel) {
+    if (!b) return RJ_ERR_ARG;
+    int i = output_index(b, n, "rj_bind_output_numel");
+    if (i < 0) return RJ_ERR_ARG;
+    if (!numel) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_output_numel: numel is NULL");
+    bool prepared = b->prepared; /* the last run's results stay readable */
+    b->sizing = true;            /* everything a run checks, nothing it allocates */
+    rj_status s = bind_prepare(b);
+    b->sizing = false;
+    b->prepared = prepared && !s;
+    if (!s) *numel = b->out[i].sized;
+    return s;
 }
 
 const rj_tensor *rj_bind_result(rj_bind *b, rj_node n) {

@@ -89,6 +89,7 @@ typedef struct out_bind {
     size_t own_bytes;
     void *data;          /* where this run writes (host outputs) */
     int64_t numel;       /* elements this run writes (rows * inner for jagged) */
+    int64_t sized;       /* rj_bind_output_numel's answer */
     rj_tensor result;
     bool dev;            /* written to device memory: duser, or down that ragjit allocates */
     uint64_t duser;      /* the caller's device memory (0: ragjit's) */
@@ -130,6 +131,7 @@ struct rj_bind {
     bool has_dev;         /* something is bound as device memory */
     bool trusted;         /* rj_bind_trust_offsets: device offsets are neither read nor checked */
     bool run_failed;      /* the last run failed: its message stays the context's last error */
+    bool sizing;          /* bind_prepare for rj_bind_output_numel: sizes only, no memory */
     bool pending;         /* the last run returned before its kernels finished (rj_bind_wait) */
     dev_block *dmem;      /* device memory kept across runs (launch.c) */
     size_t ndmem;
