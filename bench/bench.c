@@ -205,6 +205,7 @@ static bw bandwidth(const setup *s) {
     }
     free(t);
     free(a), free(b), free(c);
+    (void)sink;
     return r;
 }
 

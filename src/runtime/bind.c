@@ -917,8 +917,9 @@ const rj_tensor *rj_bind_result(rj_bind *b, rj_node n) {
     if (!b) return NULL;
     int i = output_index(b, n, "rj_bind_result");
     if (i < 0) return NULL;
-    if (!b->prepared) { /* after a failed run, its message is the one worth keeping */
-        if (!b->run_failed)
+    if (!b->prepared) { /* after a failed run, its error is the one worth repeating */
+        if (b->run_failed) ctx_fail(b->ctx, b->run_status, "%s", b->run_msg);
+        else
             ctx_fail(b->ctx, RJ_ERR_UNBOUND, "rj_bind_result: %s: the program has not run "
                      "successfully with this binding", b->g->outputs[i].name);
         return NULL;

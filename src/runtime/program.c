@@ -366,6 +366,14 @@ void rj_program_free(rj_program *p) {
     mem_free(p->ctx, p, sizeof *p);
 }
 
+/* A failed run's error, kept for rj_bind_result to repeat (a later call would replace it). */
+static rj_status run_failed(rj_bind *b, rj_status s) {
+    b->run_failed = true;
+    b->run_status = s;
+    snprintf(b->run_msg, sizeof b->run_msg, "%s", ctx_last_error(b->ctx));
+    return s;
+}
+
 rj_status rj_program_run(rj_program *p, rj_bind *b) {
     if (!p || !b) return p ? ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: binding is NULL")
                            : RJ_ERR_ARG;
@@ -373,14 +381,14 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
         return ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: the binding belongs to another "
                         "program");
     b->prepared = false;
-    b->run_failed = true; /* until it succeeds */
     double t0 = clock_ms();
     rj_status s = bind_prepare(b);
-    if (s) return s;
+    if (s) return run_failed(b, s);
     b->stats = (rj_run_stats){.kernel_ms = -1};
     s = p->be->run(p, b);
     b->prepared = s == RJ_OK;
-    b->run_failed = s != RJ_OK;
+    if (s) return run_failed(b, s);
+    b->run_failed = false;
     b->stats.run_ms = clock_ms() - t0;
     if (b->stats.kernel_ms < 0 && !b->pending) b->stats.kernel_ms = b->stats.run_ms;
     if (!b->stats.kernels && p->target != RJ_TARGET_REFERENCE) b->stats.kernels = p->art->comp.lp.nkernels;

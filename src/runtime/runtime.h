@@ -130,7 +130,9 @@ struct rj_bind {
     void *stream;         /* the caller's CUstream / cl_command_queue, or NULL */
     bool has_dev;         /* something is bound as device memory */
     bool trusted;         /* rj_bind_trust_offsets: device offsets are neither read nor checked */
-    bool run_failed;      /* the last run failed: its message stays the context's last error */
+    bool run_failed;      /* the last run failed: rj_bind_result repeats its error */
+    rj_status run_status; /* ... its status and message */
+    char run_msg[512];
     bool sizing;          /* bind_prepare for rj_bind_output_numel: sizes only, no memory */
     bool pending;         /* the last run returned before its kernels finished (rj_bind_wait) */
     dev_block *dmem;      /* device memory kept across runs (launch.c) */
