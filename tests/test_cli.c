@@ -186,6 +186,13 @@ static void test_emit_stages(void **state) {
     r = run("ragjit emit examples/elementwise.rj --stage asm");
     expect_ok(r);
     assert_true(strstr(r->out, "mulps") || strstr(r->out, "fmadd"));
+    /* "fused" explains itself: producers inlined into a kernel, and why each value is written */
+    r = run("ragjit emit examples/reductions.rj --stage fused");
+    expect_ok(r);
+    static const char *const says[] = {"total = sum(x, dim=1)  (written: an output)", "  inline v4 = mul(x, x)\n",
+                                       "(not written: used where it is computed)", "(written: read by kernel 5)"};
+    for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+        if (!strstr(r->out, says[i])) fail_msg("the fused dump lacks \"%s\":\n%s", says[i], r->out);
 }
 
 /* ---- failures --------------------------------------------------------------------------------- */

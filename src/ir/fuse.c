@@ -249,19 +249,98 @@ void fuse_plan_free(fuse_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* ---- the "fused" dump ------------------------------------------------------------------------
+ * Per kernel: what gives it its loops, every value it computes (the producers inlined into it
+ * too, which exist nowhere else), and for each value written to memory why: an output of the
+ * program, or read by later kernels (which are named). */
+
+/* Kernel gi's inline nodes (in inl) and the values it reads from memory (in reads), from the
+ * operands of what it computes, through inline producers. */
+static void kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t *inl, uint8_t *reads,
+                        int32_t *stack) {
+    const fuse_group *gr = &p->groups[gi];
+    int32_t top = 0;
+    if (gr->kind == FG_ROOT) stack[top++] = gr->root;
+    for (int32_t m = 0; m < gr->nmembers; m++) stack[top++] = gr->members[m];
+    int32_t computed = top; /* the first `computed` entries are this kernel's own values */
+    for (int32_t pos = 0; top > 0;) {
+        int32_t id = stack[--top];
+        bool own = pos < computed;
+        pos++;
+        const node *n = &g->nodes[id];
+        const fuse_node *f = &p->nodes[id];
+        if (!own) {
+            bool elsewhere = f->role == FR_INPUT || f->role == FR_ROOT || f->role == FR_EPILOGUE ||
+                             (f->mat && f->group != gi);
+            if (elsewhere) {
+                reads[id] = 1;
+                continue;
+            }
+            if (inl[id]) continue;
+            inl[id] = 1;
+        }
+        for (int k = 0; k < n->nin; k++) stack[top++] = n->in[k];
+    }
+}
+
+/* "(written: an output; read by kernels 3, 5)" for a materialised node. */
+static void why_written(sbuf *b, const rj_graph *g, const fuse_plan *p, int32_t id, const uint8_t *readers) {
+    if (!p->nodes[id].mat) return;
+    bool out = false;
+    for (int32_t o = 0; o < g->noutputs; o++) out |= g->outputs[o].node == id;
+    sbuf_puts(b, "  (written: ");
+    if (out) sbuf_puts(b, "an output");
+    int nr = 0;
+    for (int32_t k = 0; k < p->ngroups; k++)
+        if (readers[k]) sbuf_printf(b, "%s%d", nr++ ? ", " : out ? "; read by kernel " : "read by kernel ", (int)k);
+    if (!out && !nr) sbuf_puts(b, "kept");
+    sbuf_putc(b, ')');
+}
+
 void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
+    size_t n = (size_t)(g->n ? g->n : 1), ng = (size_t)(p->ngroups ? p->ngroups : 1);
+    uint8_t *inl = mem_zalloc(g->ctx, n), *reads = mem_zalloc(g->ctx, n * ng), *readers = mem_zalloc(g->ctx, ng);
+    int32_t *stack = mem_alloc(g->ctx, sizeof(int32_t) * (size_t)(5 * (g->n + 1)));
+    if (!inl || !reads || !readers || !stack) {
+        b->failed = true;
+        goto out;
+    }
+    for (int32_t gi = 0; gi < p->ngroups; gi++) {
+        memset(inl, 0, n);
+        kernel_uses(g, p, gi, inl, reads + (size_t)gi * n, stack);
+    }
     for (int32_t gi = 0; gi < p->ngroups; gi++) {
         const fuse_group *gr = &p->groups[gi];
         const node *r = &g->nodes[gr->root];
+        memset(inl, 0, n);
+        uint8_t *scratch = mem_zalloc(g->ctx, n);
+        if (!scratch) {
+            b->failed = true;
+            goto out;
+        }
+        kernel_uses(g, p, gi, inl, scratch, stack);
+        mem_free(g->ctx, scratch, n);
         if (gr->kind == FG_ROOT) {
             sbuf_printf(b, "kernel %d: ", gi);
             print_node_ref(b, g, gr->root);
             sbuf_puts(b, " = ");
             print_node_call(b, g, gr->root);
-            sbuf_puts(b, p->nodes[gr->root].mat ? "  (written)\n" : "  (not written)\n");
         } else {
             sbuf_printf(b, "kernel %d: map over ", gi);
             print_node_type(b, g, r);
+        }
+        if (gr->kind == FG_ROOT) {
+            for (int32_t k = 0; k < p->ngroups; k++) readers[k] = reads[(size_t)k * n + (size_t)gr->root];
+            if (p->nodes[gr->root].mat) why_written(b, g, p, gr->root, readers);
+            else sbuf_puts(b, "  (not written: used where it is computed)");
+        }
+        sbuf_putc(b, '\n');
+        for (int32_t id = 0; id < g->n; id++) { /* producers evaluated inside, in graph order */
+            if (!inl[id] || g->nodes[id].op == RJ_OP_SCALAR) continue;
+            sbuf_puts(b, "  inline ");
+            print_node_ref(b, g, id);
+            sbuf_puts(b, " = ");
+            print_node_call(b, g, id);
             sbuf_putc(b, '\n');
         }
         for (int32_t m = 0; m < gr->nmembers; m++) {
@@ -270,7 +349,14 @@ void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
             print_node_ref(b, g, id);
             sbuf_puts(b, " = ");
             print_node_call(b, g, id);
-            sbuf_puts(b, p->nodes[id].mat ? "  (written)\n" : "\n");
+            for (int32_t k = 0; k < p->ngroups; k++) readers[k] = reads[(size_t)k * n + (size_t)id];
+            why_written(b, g, p, id, readers);
+            sbuf_putc(b, '\n');
         }
     }
+out:
+    mem_free(g->ctx, inl, n);
+    mem_free(g->ctx, reads, n * ng);
+    mem_free(g->ctx, readers, ng);
+    mem_free(g->ctx, stack, sizeof(int32_t) * (size_t)(5 * (g->n + 1)));
 }
