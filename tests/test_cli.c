@@ -193,6 +193,19 @@ static void test_emit_stages(void **state) {
                                        "(not written: used where it is computed)", "(written: read by kernel 5)"};
     for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
         if (!strstr(r->out, says[i])) fail_msg("the fused dump lacks \"%s\":\n%s", says[i], r->out);
+    /* "dot": inlined producers inside their kernel's cluster; rendered where Graphviz exists */
+    r = run("ragjit emit examples/masked_softmax.rj --stage dot");
+    expect_ok(r);
+    const char *cl = strstr(r->out, "subgraph cluster_k0"), *end = cl ? strstr(cl, "\n  }\n") : NULL;
+    const char *inl = strstr(r->out, "p = pad(v2, value=-inf)");
+    if (!cl || !end || !inl || inl < cl || inl > end) fail_msg("pad is not inside kernel 0's cluster:\n%s", r->out);
+    if (strstr(r->out, "\\\\n")) fail_msg("a label with an escaped backslash:\n%s", r->out);
+    if (system("command -v dot >/dev/null 2>&1") == 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s emit examples/masked_softmax.rj --stage dot | dot -Tsvg >/dev/null", ragjit);
+        assert_int_equal(system(cmd), 0);
+        printf("the dot dump renders with Graphviz\n");
+    }
 }
 
 /* ---- failures --------------------------------------------------------------------------------- */

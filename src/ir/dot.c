@@ -27,7 +27,7 @@ static void node_label(sbuf *b, const rj_graph *g, int32_t id) {
     sbuf_init(&t, g->ctx);
     const node *n = &g->nodes[id];
     if (n->op == RJ_OP_INPUT) {
-        sbuf_printf(&t, "input %s\\n", n->name);
+        sbuf_printf(&t, "input %s\n", n->name); /* a newline: dot_escape writes it as \\n */
     } else {
         print_node_ref(&t, g, id);
         sbuf_puts(&t, " = ");
@@ -59,20 +59,36 @@ static void emit_node(sbuf *b, const rj_graph *g, int32_t id, const char *indent
 void print_dot(sbuf *b, const rj_graph *g, const fuse_plan *p) {
     sbuf_puts(b, "digraph ragjit {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n"
                  "  edge [fontname=\"monospace\", fontsize=9];\n");
-    /* kernels as clusters, holding their root, epilogue and map nodes */
-    for (int32_t gi = 0; gi < p->ngroups; gi++) {
+    /* kernels as clusters, holding their root, epilogue and map nodes, and the producers they
+     * evaluate inline (a producer inlined into several kernels is drawn in the first) */
+    size_t nn = (size_t)(g->n ? g->n : 1);
+    uint8_t *inl = mem_zalloc(g->ctx, nn), *reads = mem_zalloc(g->ctx, nn), *drawn = mem_zalloc(g->ctx, nn);
+    int32_t *stack = mem_alloc(g->ctx, sizeof(int32_t) * (size_t)(5 * (g->n + 1)));
+    if (!inl || !reads || !drawn || !stack) b->failed = true;
+    for (int32_t gi = 0; !b->failed && gi < p->ngroups; gi++) {
         const fuse_group *gr = &p->groups[gi];
         sbuf_printf(b, "  subgraph cluster_k%d {\n    label=\"kernel %d\";\n    style=dashed;\n", gi, gi);
         if (gr->kind == FG_ROOT) emit_node(b, g, gr->root, "    ");
         for (int32_t m = 0; m < gr->nmembers; m++) emit_node(b, g, gr->members[m], "    ");
+        memset(inl, 0, nn);
+        fuse_kernel_uses(g, p, gi, inl, reads, stack);
+        for (int32_t i = 0; i < g->n; i++)
+            if (inl[i] && !drawn[i] && g->nodes[i].op != RJ_OP_SCALAR && p->nodes[i].group < 0) {
+                emit_node(b, g, i, "    ");
+                drawn[i] = 1;
+            }
         sbuf_puts(b, "  }\n");
     }
-    for (int32_t i = 0; i < g->n; i++) {
+    for (int32_t i = 0; !b->failed && i < g->n; i++) {
         const fuse_node *f = &p->nodes[i];
-        const node *n = &g->nodes[i];
-        if (f->role == FR_DEAD || n->op == RJ_OP_SCALAR || f->group >= 0) continue;
-        emit_node(b, g, i, "  "); /* inputs and inline nodes */
+        const node *nd = &g->nodes[i];
+        if (f->role == FR_DEAD || nd->op == RJ_OP_SCALAR || f->group >= 0 || drawn[i]) continue;
+        emit_node(b, g, i, "  "); /* inputs */
     }
+    mem_free(g->ctx, inl, nn);
+    mem_free(g->ctx, reads, nn);
+    mem_free(g->ctx, drawn, nn);
+    mem_free(g->ctx, stack, sizeof(int32_t) * (size_t)(5 * (g->n + 1)));
     for (int32_t i = 0; i < g->n; i++) {
         const node *n = &g->nodes[i];
         if (p->nodes[i].role == FR_DEAD || n->op == RJ_OP_SCALAR) continue;

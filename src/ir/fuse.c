@@ -256,8 +256,8 @@ void fuse_plan_free(fuse_plan *p) {
 
 /* Kernel gi's inline nodes (in inl) and the values it reads from memory (in reads), from the
  * operands of what it computes, through inline producers. */
-static void kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t *inl, uint8_t *reads,
-                        int32_t *stack) {
+void fuse_kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t *inl, uint8_t *reads,
+                      int32_t *stack) {
     const fuse_group *gr = &p->groups[gi];
     int32_t top = 0;
     if (gr->kind == FG_ROOT) stack[top++] = gr->root;
@@ -307,7 +307,7 @@ void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
     }
     for (int32_t gi = 0; gi < p->ngroups; gi++) {
         memset(inl, 0, n);
-        kernel_uses(g, p, gi, inl, reads + (size_t)gi * n, stack);
+        fuse_kernel_uses(g, p, gi, inl, reads + (size_t)gi * n, stack);
     }
     for (int32_t gi = 0; gi < p->ngroups; gi++) {
         const fuse_group *gr = &p->groups[gi];
@@ -318,7 +318,7 @@ void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
             b->failed = true;
             goto out;
         }
-        kernel_uses(g, p, gi, inl, scratch, stack);
+        fuse_kernel_uses(g, p, gi, inl, scratch, stack);
         mem_free(g->ctx, scratch, n);
         if (gr->kind == FG_ROOT) {
             sbuf_printf(b, "kernel %d: ", gi);

@@ -48,6 +48,12 @@ typedef struct fuse_plan {
     int32_t ngroups, capgroups;
 } fuse_plan;
 
+/* The nodes kernel gi evaluates inline (marked in inl: the producers recomputed inside it,
+ * reached from what it computes through inline operands) and the values it reads from memory
+ * (marked in reads: inputs and what other kernels write). stack: room for 5 (g->n + 1) ids. */
+void fuse_kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t *inl, uint8_t *reads,
+                      int32_t *stack);
+
 /* The longest chain of operations one kernel computes without writing it to memory (it
  * bounds the stack compilation needs). Fusion cuts inline chains every FUSE_CUT_DEPTH links
  * by materialising a link, so only a pathological mix of epilogues could still exceed the
