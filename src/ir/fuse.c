@@ -301,7 +301,8 @@ void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
     size_t n = (size_t)(g->n ? g->n : 1), ng = (size_t)(p->ngroups ? p->ngroups : 1);
     uint8_t *inl = mem_zalloc(g->ctx, n), *reads = mem_zalloc(g->ctx, n * ng), *readers = mem_zalloc(g->ctx, ng);
     int32_t *stack = mem_alloc(g->ctx, sizeof(int32_t) * (size_t)(5 * (g->n + 1)));
-    if (!inl || !reads || !readers || !stack) {
+    namer *nm = print_names_new(g); /* names in linear time: a chain has 100,000 of them */
+    if (!inl || !reads || !readers || !stack || !nm) {
         b->failed = true;
         goto out;
     }
@@ -322,9 +323,9 @@ void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
         mem_free(g->ctx, scratch, n);
         if (gr->kind == FG_ROOT) {
             sbuf_printf(b, "kernel %d: ", gi);
-            print_node_ref(b, g, gr->root);
+            print_node_ref_nm(b, g, nm, gr->root);
             sbuf_puts(b, " = ");
-            print_node_call(b, g, gr->root);
+            print_node_call_nm(b, g, nm, gr->root);
         } else {
             sbuf_printf(b, "kernel %d: map over ", gi);
             print_node_type(b, g, r);
@@ -338,23 +339,24 @@ void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
         for (int32_t id = 0; id < g->n; id++) { /* producers evaluated inside, in graph order */
             if (!inl[id] || g->nodes[id].op == RJ_OP_SCALAR) continue;
             sbuf_puts(b, "  inline ");
-            print_node_ref(b, g, id);
+            print_node_ref_nm(b, g, nm, id);
             sbuf_puts(b, " = ");
-            print_node_call(b, g, id);
+            print_node_call_nm(b, g, nm, id);
             sbuf_putc(b, '\n');
         }
         for (int32_t m = 0; m < gr->nmembers; m++) {
             int32_t id = gr->members[m];
             sbuf_puts(b, gr->kind == FG_ROOT ? "  epilogue " : "  ");
-            print_node_ref(b, g, id);
+            print_node_ref_nm(b, g, nm, id);
             sbuf_puts(b, " = ");
-            print_node_call(b, g, id);
+            print_node_call_nm(b, g, nm, id);
             for (int32_t k = 0; k < p->ngroups; k++) readers[k] = reads[(size_t)k * n + (size_t)id];
             why_written(b, g, p, id, readers);
             sbuf_putc(b, '\n');
         }
     }
 out:
+    print_names_free(g, nm);
     mem_free(g->ctx, inl, n);
     mem_free(g->ctx, reads, n * ng);
     mem_free(g->ctx, readers, ng);

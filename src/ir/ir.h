@@ -156,6 +156,13 @@ void print_node_type(sbuf *b, const rj_graph *g, const node *n);
 void print_graph(sbuf *b, const rj_graph *g);
 void print_node_ref(sbuf *b, const rj_graph *g, int32_t id);  /* its name in printed programs */
 void print_node_call(sbuf *b, const rj_graph *g, int32_t id); /* "relu(h)", "sum(x, dim=1)" */
+/* The same for many nodes of one graph, in linear time: an index of the graph's names
+ * (print_names_new; NULL when out of memory, the slow path then) used by every call. */
+typedef struct namer namer;
+namer *print_names_new(const rj_graph *g);
+void print_names_free(const rj_graph *g, namer *nm);
+void print_node_ref_nm(sbuf *b, const rj_graph *g, const namer *nm, int32_t id);
+void print_node_call_nm(sbuf *b, const rj_graph *g, const namer *nm, int32_t id);
 
 /* verify.c */
 rj_status verify_graph(rj_graph *g);

@@ -56,12 +56,12 @@ static const char *output_name(const rj_graph *g, int32_t id) {
 
 /* Indexes of a graph's names, so that printing a whole graph takes linear time; without them
  * (a node printed on its own) the same questions are answered by scanning. */
-typedef struct namer {
+struct namer {
     strmap first; /* a node's label or input name -> the smallest id having it */
     strmap inp;   /* an input's name -> its node */
     strmap out;   /* an output's name -> its node */
     strmap all;   /* every name: symbols, inputs, outputs, labels */
-} namer;
+};
 
 static bool namer_init(namer *nm, const rj_graph *g) {
     strmap_init(&nm->first, g->ctx);
@@ -274,4 +274,26 @@ void print_node_ref(sbuf *b, const rj_graph *g, int32_t id) {
 
 void print_node_call(sbuf *b, const rj_graph *g, int32_t id) {
     print_call(b, g, NULL, &g->nodes[id]);
+}
+
+namer *print_names_new(const rj_graph *g) {
+    namer *nm = mem_zalloc(g->ctx, sizeof *nm);
+    if (nm && !namer_init(nm, g)) {
+        namer_free(nm);
+        mem_free(g->ctx, nm, sizeof *nm);
+        nm = NULL;
+    }
+    return nm;
+}
+
+void print_names_free(const rj_graph *g, namer *nm) {
+    if (!nm) return;
+    namer_free(nm);
+    mem_free(g->ctx, nm, sizeof *nm);
+}
+
+void print_node_ref_nm(sbuf *b, const rj_graph *g, const namer *nm, int32_t id) { print_ref(b, g, nm, id); }
+
+void print_node_call_nm(sbuf *b, const rj_graph *g, const namer *nm, int32_t id) {
+    print_call(b, g, nm, &g->nodes[id]);
 }
