@@ -64,8 +64,8 @@ void print_dot(sbuf *b, const rj_graph *g, const fuse_plan *p) {
     size_t nn = (size_t)(g->n ? g->n : 1);
     uint8_t *inl = mem_zalloc(g->ctx, nn), *reads = mem_zalloc(g->ctx, nn), *drawn = mem_zalloc(g->ctx, nn);
     int32_t *stack = mem_alloc(g->ctx, sizeof(int32_t) * (size_t)(5 * (g->n + 1)));
-    namer *nm = print_names_new(g); /* NULL: the slow path, still right */
-    if (!inl || !reads || !drawn || !stack) b->failed = true;
+    namer *nm = print_names_new(g);
+    if (!inl || !reads || !drawn || !stack || !nm) b->failed = true; /* out of memory */
     for (int32_t gi = 0; !b->failed && gi < p->ngroups; gi++) {
         const fuse_group *gr = &p->groups[gi];
         sbuf_printf(b, "  subgraph cluster_k%d {\n    label=\"kernel %d\";\n    style=dashed;\n", gi, gi);
