@@ -511,9 +511,9 @@ RJ_API const rj_tensor *rj_bind_result(rj_bind *b, rj_node output);
  * host calls is not device memory (RJ_ERR_ARG naming the buffer); OpenCL checks the size of
  * each cl_mem (a handle that is no cl_mem cannot be told apart: it is the caller's promise).
  *
- * Device offsets are read back with one small copy per run (batch + 1 offsets, and the
- * lengths of a view with holes) and validated on the host like host offsets; the kernels use
- * the device copy. Outputs bound with rj_bind_output_device(b, out, 0, 0) are allocated by
+ * Device offsets without their facts (rj_bind_offsets_info below) are read back with one
+ * small copy per run (batch + 1 offsets, and the lengths of a view with holes) and validated
+ * on the host like host offsets; the kernels use the device copy. Outputs bound with rj_bind_output_device(b, out, 0, 0) are allocated by
  * ragjit on the device, owned by the binding and reused across runs while they fit
  * (rj_bind_result_device gives their address). A run whose outputs are all device memory
  * copies nothing back and returns once its kernels are queued: rj_bind_wait waits for them
