@@ -300,9 +300,10 @@ static void why_written(sbuf *b, const rj_graph *g, const fuse_plan *p, int32_t 
 void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
     size_t n = (size_t)(g->n ? g->n : 1), ng = (size_t)(p->ngroups ? p->ngroups : 1);
     uint8_t *inl = mem_zalloc(g->ctx, n), *reads = mem_zalloc(g->ctx, n * ng), *readers = mem_zalloc(g->ctx, ng);
+    uint8_t *ignore = mem_zalloc(g->ctx, n);
     int32_t *stack = mem_alloc(g->ctx, sizeof(int32_t) * (size_t)(5 * (g->n + 1)));
     namer *nm = print_names_new(g); /* names in linear time: a chain has 100,000 of them */
-    if (!inl || !reads || !readers || !stack || !nm) {
+    if (!inl || !reads || !readers || !ignore || !stack || !nm) {
         b->failed = true;
         goto out;
     }
@@ -313,14 +314,8 @@ void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
     for (int32_t gi = 0; gi < p->ngroups; gi++) {
         const fuse_group *gr = &p->groups[gi];
         const node *r = &g->nodes[gr->root];
-        memset(inl, 0, n);
-        uint8_t *scratch = mem_zalloc(g->ctx, n);
-        if (!scratch) {
-            b->failed = true;
-            goto out;
-        }
-        fuse_kernel_uses(g, p, gi, inl, scratch, stack);
-        mem_free(g->ctx, scratch, n);
+        memset(inl, 0, n); /* this kernel's inline producers (its reads are known already) */
+        fuse_kernel_uses(g, p, gi, inl, ignore, stack);
         if (gr->kind == FG_ROOT) {
             sbuf_printf(b, "kernel %d: ", gi);
             print_node_ref_nm(b, g, nm, gr->root);
@@ -360,5 +355,6 @@ out:
     mem_free(g->ctx, inl, n);
     mem_free(g->ctx, reads, n * ng);
     mem_free(g->ctx, readers, ng);
+    mem_free(g->ctx, ignore, n);
     mem_free(g->ctx, stack, sizeof(int32_t) * (size_t)(5 * (g->n + 1)));
 }

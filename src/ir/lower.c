@@ -868,6 +868,28 @@ static int32_t fold_term(lower *L, const fold *f, rj_dtype t, int32_t v) {
     return f->shift >= 0 ? xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, f->shift)) : v;
 }
 
+/* The index of element (b, i, flat) of x with its inner dims unflattened from `flat`, in the
+ * item's rows (inclass cls) and, in *pad, the same index in the padding rows (outclass). */
+static at item_element(lower *L, const node *x, int32_t cls, int32_t b, int32_t i, int32_t flat, at *pad) {
+    at a = {.rank = x->rank, .inclass = cls, .outclass = -1, .guard = -1};
+    a.idx[0] = b;
+    a.idx[1] = i;
+    int32_t rem = flat;
+    for (int d = x->rank - 1; d >= 2; d--) {
+        if (d == 2) {
+            a.idx[2] = rem;
+            break;
+        }
+        int32_t sz = xsize(L, x->dims[d]);
+        a.idx[d] = x->dims[d] == 1 ? xi(L, 0) : xbin(L, LOP_IREM, RJ_I64, rem, sz);
+        rem = xbin(L, LOP_IDIV, RJ_I64, rem, sz);
+    }
+    *pad = a;
+    pad->inclass = -1;
+    pad->outclass = cls;
+    return a;
+}
+
 /* The unit loop and the unit's decomposition: item b, tile start f0, tile extent tn, item
  * length len; the accumulators and the index of an element of the tile. */
 static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
@@ -927,22 +949,7 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     it->vt = newvar(L, "t", RJ_I64);
 
     /* index of element (b, i, f0 + t) with the inner dims unflattened */
-    at a = {.rank = x->rank, .inclass = cls, .outclass = -1, .guard = -1};
-    a.idx[0] = b;
-    a.idx[1] = xvar(L, rc->vi);
-    int32_t flat = xadd(L, f0, xvar(L, it->vt)), rem = flat;
-    for (int d = x->rank - 1; d >= 2; d--) {
-        if (d == 2) {
-            a.idx[2] = rem;
-            break;
-        }
-        int32_t sz = xsize(L, x->dims[d]);
-        a.idx[d] = x->dims[d] == 1 ? xi(L, 0) : xbin(L, LOP_IREM, RJ_I64, rem, sz);
-        rem = xbin(L, LOP_IDIV, RJ_I64, rem, sz);
-    }
-    it->rows = it->pad = a;
-    it->pad.inclass = -1;
-    it->pad.outclass = cls;
+    it->rows = item_element(L, x, cls, b, xvar(L, rc->vi), xadd(L, f0, xvar(L, it->vt)), &it->pad);
     int32_t t = xvar(L, it->vt);
     it->s0 = t;
     it->s1 = xadd(L, rc->ntile, t);
@@ -1242,7 +1249,7 @@ static int32_t class_load(lower *L, param_kind kind, int32_t cls, const char *wh
 }
 
 static void simt_items_open(lower *L, red_ctx *rc, simt_items *s, blk *top, int32_t *fu) {
-    const node *root = rc->ai.root, *x = rc->ai.x;
+    const node *x = rc->ai.x;
     lkernel *k = L->k;
     int32_t cls = rc->ai.cls;
     k->domain = s->phase == PH_COMBINE ? UD_ITEMS : UD_PIECES;
@@ -1312,23 +1319,7 @@ static void simt_items_open(lower *L, red_ctx *rc, simt_items *s, blk *top, int3
     s->vt = newvar(L, "t", RJ_I64);
     s->vr = newvar(L, "r", RJ_I64);
     s->vq = newvar(L, "q", RJ_I64);
-    at a = {.rank = x->rank, .inclass = cls, .outclass = -1, .guard = -1};
-    a.idx[0] = s->b;
-    a.idx[1] = xvar(L, rc->vi);
-    int32_t rem = xadd(L, s->f0, xvar(L, s->vt));
-    for (int d = x->rank - 1; d >= 2; d--) {
-        if (d == 2) {
-            a.idx[2] = rem;
-            break;
-        }
-        int32_t sz = xsize(L, x->dims[d]);
-        a.idx[d] = x->dims[d] == 1 ? xi(L, 0) : xbin(L, LOP_IREM, RJ_I64, rem, sz);
-        rem = xbin(L, LOP_IDIV, RJ_I64, rem, sz);
-    }
-    s->rows = s->pad = a;
-    s->pad.inclass = -1;
-    s->pad.outclass = cls;
-    (void)root;
+    s->rows = item_element(L, x, cls, s->b, xvar(L, rc->vi), xadd(L, s->f0, xvar(L, s->vt)), &s->pad);
 }
 
 /* Opens "for v in 0 .. BS lanes { t = v mod TS; r = v / TS; ...": one iteration per thread. */

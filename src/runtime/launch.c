@@ -287,7 +287,6 @@ typedef struct dev_run {
                             * pieces' items, pieces' starts) */
     size_t naddr;
     int64_t *npieces, *prows; /* per class: launch_pieces' count and rows (-1: not made) */
-    uint8_t *keep;         /* per addr: the caller's or the binding's memory, not released */
     int launches;
     launch_mem m;
     uint64_t scratch;
@@ -398,7 +397,6 @@ static rj_status dev_memory(dev_run *r) {
             s = dev_alloc(r, (size_t)i, &buf[i], (int64_t)bytes, "partials of split items");
         } else if (lb->kind == LB_INPUT && b->in[lb->index].dev) { /* the caller's: used in place */
             buf[i] = b->in[lb->index].ddata;
-            r->keep[i] = 1;
         } else if (lb->kind == LB_OUTPUT && b->out[lb->index].dev) {
             out_bind *o = &b->out[lb->index];
             if (!o->duser && o->down_bytes < bytes) { /* the binding's, grown to fit */
@@ -409,7 +407,6 @@ static rj_status dev_memory(dev_run *r) {
                 o->down_bytes = bytes;
             }
             buf[i] = o->ddata = o->duser ? o->duser : o->down;
-            r->keep[i] = 1;
         } else if (lb->kind == LB_INPUT)
             s = dev_upload(r, (size_t)i, &buf[i], b->in[lb->index].data, (int64_t)bytes, "an input", false);
         else if (lb->kind == LB_OUTPUT && holes)
@@ -429,7 +426,6 @@ static rj_status dev_memory(dev_run *r) {
                     return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets bound for %s", r->ops->what, pm->name);
                 if (b->rag[sy].dev) { /* the caller's, used in place */
                     off[sy] = b->rag[sy].doff;
-                    r->keep[lp->nbufs + sy] = 1;
                     continue;
                 }
                 s = dev_upload(r, (size_t)lp->nbufs + (size_t)sy, &off[sy], b->rag[sy].off,
@@ -560,8 +556,7 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
         if ((b->dmem = mem_zalloc(ctx, sizeof(dev_block) * (r.naddr + 2)))) b->ndmem = r.naddr + 2;
     }
     if (!b->dmem || b->ndmem != r.naddr + 2 || !(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
-        !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)) ||
-        !(r.keep = mem_zalloc(ctx, r.naddr ? r.naddr : 1)))
+        !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)))
         s = b->dmem && b->ndmem != r.naddr + 2 ? ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: the binding's device memory "
                                                            "does not fit the program", ops->what)
                                                 : RJ_ERR_NOMEM;
@@ -603,7 +598,6 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
     b->stats.kernels = r.launches;
     mem_free(ctx, r.addr, sizeof(uint64_t) * (r.naddr ? r.naddr : 1));
     mem_free(ctx, r.npieces, sizeof(int64_t) * nsym);
-    mem_free(ctx, r.keep, r.naddr ? r.naddr : 1);
     mem_free(ctx, r.prows, sizeof(int64_t) * nsym);
     return s;
 }
