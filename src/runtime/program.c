@@ -402,15 +402,27 @@ rj_status rj_bind_stats(const rj_bind *b, rj_run_stats *stats) {
     return RJ_OK;
 }
 
+/* The backend of a target a device call names, or NULL after reporting. */
+static const backend *device_backend(rj_ctx *ctx, rj_target target, const char *call) {
+    if ((unsigned)target >= RJ_ARRAY_LEN(backends) || !backends[target]) {
+        ctx_fail(ctx, RJ_ERR_ARG, "%s: unknown target %d", call, (int)target);
+        return NULL;
+    }
+    const backend *be = backends[target];
+    if (!be->handles) {
+        ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "%s: the %s target has no device (bench/ measures host bandwidth)", call,
+                 be->name);
+        return NULL;
+    }
+    return be;
+}
+
 rj_status rj_device_handles(rj_ctx *ctx, rj_target target, void **context, void **queue) {
     if (!ctx) return RJ_ERR_ARG;
     if (context) *context = NULL;
     if (queue) *queue = NULL;
-    if ((unsigned)target >= RJ_ARRAY_LEN(backends) || !backends[target])
-        return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_handles: unknown target %d", (int)target);
-    const backend *be = backends[target];
-    if (!be->handles)
-        return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "rj_device_handles: the %s target has no device", be->name);
+    const backend *be = device_backend(ctx, target, "rj_device_handles");
+    if (!be) return ctx_last_status(ctx);
     rj_status s = be->available(ctx);
     return s ? s : be->handles(ctx, context, queue);
 }
@@ -419,12 +431,8 @@ rj_status rj_device_copy_bandwidth(rj_ctx *ctx, rj_target target, int64_t bytes,
     if (!ctx) return RJ_ERR_ARG;
     if (!gb_per_s) return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_copy_bandwidth: gb_per_s is NULL");
     *gb_per_s = 0;
-    if ((unsigned)target >= RJ_ARRAY_LEN(backends) || !backends[target])
-        return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_copy_bandwidth: unknown target %d", (int)target);
-    const backend *be = backends[target];
-    if (!be->copy_probe)
-        return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "rj_device_copy_bandwidth: the %s target has no device "
-                        "(bench/ measures host bandwidth)", be->name);
+    const backend *be = device_backend(ctx, target, "rj_device_copy_bandwidth");
+    if (!be) return ctx_last_status(ctx);
     if (bytes <= 0 || bytes > ((int64_t)1 << 40))
         return ctx_fail(ctx, RJ_ERR_ARG, "rj_device_copy_bandwidth: %lld bytes (1 .. 2^40)", (long long)bytes);
     rj_status s = be->available(ctx);
