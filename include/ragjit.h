@@ -97,6 +97,7 @@ typedef enum rj_status {
     RJ_ERR_COMPILE,        /* the backend failed to compile the program */
     RJ_ERR_NO_DEVICE,      /* no CUDA driver or device, no OpenCL loader, platform or device */
     RJ_ERR_INTERNAL,       /* a bug in ragjit: please report it */
+    RJ_ERR_INDEX,          /* an index op's index is out of range (found during a run) */
     RJ_STATUS_COUNT
 } rj_status;
 
@@ -199,7 +200,13 @@ RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid
     X(LAYER_NORM, "layer_norm", NORM, FLOAT)             \
     X(RMS_NORM, "rms_norm", NORM, FLOAT)                 \
     X(PAD, "pad", PAD, SAME)                             \
-    X(UNPAD, "unpad", PAD, SAME)
+    X(UNPAD, "unpad", PAD, SAME)                         \
+    X(EMBEDDING, "embedding", INDEX, ATTR)               \
+    X(GATHER, "gather", INDEX, ATTR)                     \
+    X(TAKE_ALONG_DIM, "take_along_dim", INDEX, ATTR)     \
+    X(INDEX_SELECT, "index_select", INDEX, ATTR)         \
+    X(POSITIONS, "positions", INDEX, ATTR)               \
+    X(RESHAPE, "reshape", VIEW, ATTR)
 
 typedef enum rj_op {
 #define RJ_X_(e, name, kind, rule) RJ_OP_##e,
@@ -294,6 +301,41 @@ RJ_API rj_node rj_graph_pad(rj_graph *g, rj_node x, double value, rj_dim len);
 /* unpad(p, j): T[B, L, ...] -> T[B, j, ...], keeping the first len_b rows of item b; L must be
  * at least the longest row of j (checked at run time). */
 RJ_API rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged);
+
+/* Index ops (PyTorch's names and semantics). Indices are integer tensors (i32 or i64) with
+ * values in [0, size) of the dim they index: negative indices are out of range, as in
+ * PyTorch's embedding and gather. Every run checks every index on the target that runs it
+ * (inside the generated kernels, never reading out of bounds) and an out-of-range index fails
+ * the run with RJ_ERR_INDEX and a message naming the op, the index tensor and the first bad
+ * position; the outputs of such a run are unspecified.
+ *
+ * embedding(table, idx): table [V, D], idx of any shape S (jagged [B, j1] included):
+ * T[S..., D], row idx[s] of the table at s. sum(embedding(t, idx), dim=1) is a fused
+ * embedding bag. */
+RJ_API rj_node rj_graph_embedding(rj_graph *g, rj_node table, rj_node idx);
+/* gather(x, dim, index): out[..., i, ...] = x[..., index[..., i, ...], ...] along dim, with
+ * index of x's rank and, in every other dim, x's size (a smaller constant size reads the first
+ * rows, as PyTorch's gather does); the result has index's shape. dim may be the ragged dim (an
+ * index into each item's rows, bounded by that item's length) or a dense dim. */
+RJ_API rj_node rj_graph_gather(rj_graph *g, rj_node x, int dim, rj_node index);
+/* take_along_dim(x, index, dim): gather with x and index broadcast against each other in
+ * every dim but dim (numpy.take_along_axis): log_softmax [B, j1, V] with a target [B, j1, 1]
+ * gives the log-likelihood [B, j1, 1]. */
+RJ_API rj_node rj_graph_take_along_dim(rj_graph *g, rj_node x, rj_node index, int dim);
+/* index_select(x, dim, index): index a 1-D integer tensor [K]; dim a dense dim of x (not the
+ * ragged dim or the batch dim of a jagged tensor); the result is x with that dim K. */
+RJ_API rj_node rj_graph_index_select(rj_graph *g, rj_node x, int dim, rj_node index);
+/* positions(j): i64[B, j], each row's index inside its item (0, 1, ..., len_b - 1). */
+RJ_API rj_node rj_graph_positions(rj_graph *g, rj_dim ragged);
+/* reshape(x, rank, dims): x viewed with other dims after the batch and ragged dims (for a
+ * jagged x, dims[0..1] must be x's own: [B, j1, 8, 8] from [B, j1, 64]); the dims must hold
+ * as many elements, provably (equal products of constants and the same size symbols). One
+ * dim may be RJ_DIM_NONE, meaning -1: the size that makes the counts agree (constants only).
+ * unsqueeze / squeeze insert or drop a dim of size 1 (dim may be negative; squeeze of a dim
+ * that is not 1 returns x unchanged, as PyTorch does). */
+RJ_API rj_node rj_graph_reshape(rj_graph *g, rj_node x, int rank, const rj_dim *dims);
+RJ_API rj_node rj_graph_unsqueeze(rj_graph *g, rj_node x, int dim);
+RJ_API rj_node rj_graph_squeeze(rj_graph *g, rj_node x, int dim);
 
 /* Parses a program in ragjit's text format (docs/guide.md) into a new graph:
  *     ragged j1 : B

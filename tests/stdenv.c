@@ -27,6 +27,8 @@ env env_new(rj_ctx *ctx, rj_dtype ft) {
     e.xi = rj_graph_input(e.g, "xi", RJ_I32, 3, (rj_dim[]){e.B, e.J, D});
     e.pb = rj_graph_input(e.g, "pb", ft, 2, (rj_dim[]){e.B, D});
     e.p3 = rj_graph_input(e.g, "p3", ft, 3, (rj_dim[]){e.B, 1, D});
+    e.tab = rj_graph_input(e.g, "tab", ft, 2, (rj_dim[]){V, D});
+    e.ix = rj_graph_input(e.g, "ix", RJ_I64, 2, (rj_dim[]){e.B, e.J});
     return e;
 }
 
@@ -45,22 +47,26 @@ data data_new(len_pattern p, rj_dtype ft, uint64_t seed) {
     d.xi = random_values(RJ_I32, d.rows * D, &s);
     d.pb = random_values(ft, d.B * D, &s);
     d.p3 = random_values(ft, d.B * D, &s);
+    d.tab = random_values(ft, V * D, &s);
+    d.ix = malloc(sizeof(int64_t) * (size_t)(d.rows + 1));
+    for (int64_t r = 0; r < d.rows; r++) ((int64_t *)d.ix)[r] = rng_int(&s, 0, V - 1);
     return d;
 }
 
 void data_free(data *d) {
     free(d->off), free(d->x), free(d->y), free(d->w), free(d->v), free(d->m), free(d->xi);
-    free(d->pb), free(d->p3);
+    free(d->pb), free(d->p3), free(d->tab), free(d->ix);
 }
 
-static void *spread(const data *d, const holes *h, const void *src, rj_dtype t) {
-    size_t es = rj_dtype_size(t), row = es * D;
+static void *spread_n(const data *d, const holes *h, const void *src, rj_dtype t, int64_t inner) {
+    size_t es = rj_dtype_size(t), row = es * (size_t)inner;
     char *p = malloc(row * (size_t)(h->rows + 1));
-    for (int64_t r = 0; r < h->rows * D; r++) {
+    for (int64_t r = 0; r < h->rows * inner; r++) {
         switch (t) {
         case RJ_F32: ((float *)p)[r] = NAN; break;
         case RJ_F64: ((double *)p)[r] = NAN; break;
         case RJ_I32: ((int32_t *)p)[r] = 1 << 30; break;
+        case RJ_I64: ((int64_t *)p)[r] = (int64_t)1 << 40; break; /* an index far out of range */
         default: ((uint8_t *)p)[r] = 1; break;
         }
     }
@@ -68,6 +74,8 @@ static void *spread(const data *d, const holes *h, const void *src, rj_dtype t) 
         memcpy(p + row * (size_t)h->off[b], (const char *)src + row * (size_t)d->off[b], row * (size_t)h->len[b]);
     return p;
 }
+
+static void *spread(const data *d, const holes *h, const void *src, rj_dtype t) { return spread_n(d, h, src, t, D); }
 
 holes holes_new(const data *d, rj_dtype ft) {
     holes h = {0};
@@ -82,10 +90,13 @@ holes holes_new(const data *d, rj_dtype ft) {
     h.y = spread(d, &h, d->y, ft);
     h.m = spread(d, &h, d->m, RJ_BOOL);
     h.xi = spread(d, &h, d->xi, RJ_I32);
+    h.ix = spread_n(d, &h, d->ix, RJ_I64, 1);
     return h;
 }
 
-void holes_free(holes *h) { free(h->off), free(h->len), free(h->x), free(h->y), free(h->m), free(h->xi); }
+void holes_free(holes *h) {
+    free(h->off), free(h->len), free(h->x), free(h->y), free(h->m), free(h->xi), free(h->ix);
+}
 
 void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes *h) {
     if (h) {
@@ -99,6 +110,8 @@ void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes 
         assert_ok(ctx, rj_bind_input(b, e->v, d->v, D));
         assert_ok(ctx, rj_bind_input(b, e->pb, d->pb, d->B * D));
         assert_ok(ctx, rj_bind_input(b, e->p3, d->p3, d->B * D));
+        assert_ok(ctx, rj_bind_input(b, e->tab, d->tab, V * D));
+        assert_ok(ctx, rj_bind_input(b, e->ix, h->ix, h->rows));
         return;
     }
     assert_ok(ctx, rj_bind_offsets(b, e->J, d->B, d->off, NULL));
@@ -111,6 +124,8 @@ void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes 
     assert_ok(ctx, rj_bind_input(b, e->xi, d->xi, d->rows * D));
     assert_ok(ctx, rj_bind_input(b, e->pb, d->pb, d->B * D));
     assert_ok(ctx, rj_bind_input(b, e->p3, d->p3, d->B * D));
+    assert_ok(ctx, rj_bind_input(b, e->tab, d->tab, V * D));
+    assert_ok(ctx, rj_bind_input(b, e->ix, d->ix, d->rows));
 }
 
 int64_t numel_of(const rj_tensor_info *t) {
@@ -262,7 +277,10 @@ static void g_constants(env *e) {
     out(e, bin(e, RJ_OP_ADD, rj_graph_cast(e->g, e->xi, RJ_I64), SI(e, INT64_MIN)));
 }
 
+static void g_index(env *e);
+
 const std_chain std_ops[] = {
+    {"index ops and views", g_index},
     {"unary ops", g_unary},
     {"binary ops", g_binary},
     {"select/cast", g_select_cast},
@@ -396,7 +414,54 @@ static void c_deep_sharing(env *e) {
     out(e, h);
 }
 
+/* ---- index ops and views: indices made in range (positions, |xi| < D, ix < V) ------------- */
+
+static rj_node prev_row(env *e) { /* i64[B, j1, 1]: max(i - 1, 0) */
+    rj_node pos = rj_graph_positions(e->g, e->J);
+    return rj_graph_unsqueeze(e->g, bin(e, RJ_OP_MAXIMUM, bin(e, RJ_OP_SUB, pos, SI(e, 1)), SI(e, 0)), -1);
+}
+static void c_embedding_bag(env *e) {
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, rj_graph_embedding(e->g, e->tab, e->ix), 1, false));
+}
+static void c_nll(env *e) {
+    rj_node lp = rj_graph_log_softmax(e->g, e->x, 2);
+    rj_node ll = rj_graph_take_along_dim(e->g, lp, rj_graph_unsqueeze(e->g, e->ix, -1), 2);
+    out(e, rj_graph_reduce(e->g, RJ_OP_MEAN, un(e, RJ_OP_NEG, rj_graph_squeeze(e->g, ll, -1)), 1, false));
+}
+static void c_gather_rows_of_softmax(env *e) {
+    out(e, rj_graph_take_along_dim(e->g, rj_graph_softmax(e->g, e->x, 1), prev_row(e), 1));
+}
+static void c_gather_padded(env *e) {
+    rj_node p = rj_graph_pad(e->g, e->x, -2, e->L);
+    rj_node idx = rj_graph_pad(e->g, rj_graph_squeeze(e->g, prev_row(e), 2), 0, e->L); /* [B, L] */
+    rj_node g = rj_graph_take_along_dim(e->g, p, rj_graph_unsqueeze(e->g, idx, 2), 1);
+    out(e, rj_graph_reduce(e->g, RJ_OP_SUM, g, 1, false));
+}
+static void c_reshape_padded(env *e) {
+    rj_node p = rj_graph_pad(e->g, bin(e, RJ_OP_MUL, e->x, e->w), 0.5, e->L);
+    out(e, rj_graph_reshape(e->g, p, 3, (rj_dim[]){e->B, D, e->L}));
+}
+
+static void g_index(env *e) {
+    rj_graph *g = e->g;
+    out(e, rj_graph_positions(g, e->J));
+    out(e, bin(e, RJ_OP_MUL, rj_graph_embedding(g, e->tab, e->ix), e->x));
+    out(e, rj_graph_take_along_dim(g, e->x, prev_row(e), 1));
+    rj_node col = rj_graph_cast(g, un(e, RJ_OP_ABS, e->xi), RJ_I64); /* 0..5 */
+    out(e, rj_graph_gather(g, e->y, 2, col));
+    rj_node sel = rj_graph_cast(g, bin(e, RJ_OP_MUL, un(e, RJ_OP_ABS, e->w), S(e, 3)), RJ_I64); /* [D] in 0..2 */
+    out(e, rj_graph_index_select(g, e->x, 2, sel));
+    out(e, rj_graph_reshape(g, e->tab, 2, (rj_dim[]){D, V}));
+    out(e, rj_graph_squeeze(g, rj_graph_unsqueeze(g, bin(e, RJ_OP_ADD, e->x, e->p3), 2), 2));
+    out(e, rj_graph_reshape(g, e->p3, 2, (rj_dim[]){e->B, D}));
+}
+
 const std_chain std_chains[] = {
+    {"sum(embedding(tab, ix), 1)", c_embedding_bag},
+    {"mean(-take_along_dim(log_softmax(x,2), ix, 2), 1)", c_nll},
+    {"take_along_dim(softmax(x,1), i-1, 1)", c_gather_rows_of_softmax},
+    {"sum(take_along_dim(pad(x), pad(i-1), 1), 1)", c_gather_padded},
+    {"reshape(pad(x*w), [B, D, L])", c_reshape_padded},
     {"relu(x*w+v)", c_relu_affine},
     {"softmax(relu(x*w+v), dim=1)", c_softmax_relu_affine},
     {"gelu(x*w+v)*0.5", c_gelu_chain},
@@ -537,6 +602,7 @@ static rj_status failing_run(rj_target target, tracker *tr, long nth, long *atte
     env e = env_new(ctx, RJ_F32);
     std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
     std_chain_add(&e, "sum(pad(x,0.75,L),1)");
+    std_chain_add(&e, "sum(embedding(tab, ix), 1)"); /* the index checks' buffer and verdict */
     data d = data_new(LEN_UNIFORM, RJ_F32, 5);
     rj_bind *b = NULL;
     long before = tr->attempts;
@@ -547,10 +613,10 @@ static rj_status failing_run(rj_target target, tracker *tr, long nth, long *atte
     if (b) {
         rj_bind_offsets(b, e.J, d.B, d.off, NULL);
         rj_bind_size(b, e.L, d.maxlen + 3);
-        const void *in[] = {d.x, d.y, d.w, d.v, d.m, d.xi, d.pb, d.p3};
-        rj_node nodes[] = {e.x, e.y, e.w, e.v, e.m, e.xi, e.pb, e.p3};
-        int64_t numel[] = {d.rows * D, d.rows * D, D, D, d.rows * D, d.rows * D, d.B * D, d.B * D};
-        for (int i = 0; i < 8; i++) rj_bind_input(b, nodes[i], in[i], numel[i]);
+        const void *in[] = {d.x, d.y, d.w, d.v, d.m, d.xi, d.pb, d.p3, d.tab, d.ix};
+        rj_node nodes[] = {e.x, e.y, e.w, e.v, e.m, e.xi, e.pb, e.p3, e.tab, e.ix};
+        int64_t numel[] = {d.rows * D, d.rows * D, D, D, d.rows * D, d.rows * D, d.B * D, d.B * D, V * D, d.rows};
+        for (int i = 0; i < 10; i++) rj_bind_input(b, nodes[i], in[i], numel[i]);
         if (device) /* outputs in device memory that the binding allocates, run twice, exported */
             for (int i = 0; i < rj_graph_output_count(e.g); i++) rj_bind_output_device(b, rj_graph_output_at(e.g, i), 0, 0);
         st = rj_program_run(p, b);
@@ -595,4 +661,85 @@ void std_alloc_sweep_mode(rj_target target, bool device) {
     }
     printf("alloc sweep (%s compile and run%s): %ld allocation points, each failed once, in %.0f ms\n",
            target_name(target), device ? ", device outputs run twice and exported" : "", total, now_ms() - t0);
+}
+
+/* ---- indices out of range ------------------------------------------------------------------ */
+
+/* Runs graph e (built by fn) on `target` and on the interpreter with data d (holes: h): both
+ * fail with RJ_ERR_INDEX and the same message, which contains `want`. false: no device. */
+static bool index_error_case(rj_ctx *ctx, rj_target target, void (*fn)(env *), const data *d, const holes *h,
+                             const char *want) {
+    env e = env_new(ctx, RJ_F32);
+    fn(&e);
+    if (rj_graph_status(e.g)) fail_msg("building: %s", rj_ctx_error(ctx));
+    rj_program *pt = rj_program_new(e.g, target);
+    if (!pt && rj_ctx_status(ctx) == RJ_ERR_NO_DEVICE) {
+        rj_graph_free(e.g);
+        return false;
+    }
+    if (!pt) fail_msg("compiling: %s", rj_ctx_error(ctx));
+    rj_program *pr = rj_program_new(e.g, RJ_TARGET_REFERENCE);
+    rj_bind *bt = rj_bind_new(pt), *br = rj_bind_new(pr);
+    bind_all(ctx, bt, &e, d, h);
+    bind_all(ctx, br, &e, d, h);
+    assert_int_equal(rj_program_run(pr, br), RJ_ERR_INDEX);
+    char ref[512];
+    snprintf(ref, sizeof ref, "%s", rj_ctx_error(ctx));
+    rj_status s = rj_program_run(pt, bt);
+    if (s != RJ_ERR_INDEX) fail_msg("%s: expected RJ_ERR_INDEX (%s), got %s: %s", target_name(target), ref,
+                                    rj_status_str(s), rj_ctx_error(ctx));
+    if (strcmp(rj_ctx_error(ctx), ref)) fail_msg("%s says \"%s\", the interpreter \"%s\"", target_name(target),
+                                                 rj_ctx_error(ctx), ref);
+    if (!strstr(ref, want)) fail_msg("\"%s\" does not say \"%s\"", ref, want);
+    /* a failed run has no results; the error stays */
+    assert_null(rj_bind_result(bt, rj_graph_output_at(e.g, 0)));
+    assert_int_equal(rj_ctx_status(ctx), RJ_ERR_INDEX);
+    rj_bind_free(bt);
+    rj_bind_free(br);
+    rj_program_free(pt);
+    rj_program_free(pr);
+    rj_graph_free(e.g);
+    return true;
+}
+
+static void e_embedding(env *e) { std_chain_add(e, "sum(embedding(tab, ix), 1)"); }
+static void e_rows(env *e) { /* ix (0..6) as rows of items, most of them shorter */
+    out(e, rj_graph_take_along_dim(e->g, e->x, rj_graph_unsqueeze(e->g, e->ix, -1), 1));
+}
+static void e_select(env *e) {
+    rj_node sel = rj_graph_cast(e->g, bin(e, RJ_OP_MUL, e->w, S(e, 40)), RJ_I32); /* -40..40 */
+    out(e, rj_graph_index_select(e->g, e->x, 2, sel));
+}
+
+void std_index_errors(rj_target target) {
+    rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+    double t0 = now_ms();
+    for (int layout = 0; layout < 2; layout++) {
+        data d = data_new(LEN_UNIFORM, RJ_F32, 11);
+        /* two bad indices: the message names the first */
+        int64_t b1 = 0, b2 = 0;
+        while (b1 < d.B && d.off[b1 + 1] - d.off[b1] < 2) b1++;
+        for (b2 = d.B - 1; b2 > b1 && d.off[b2 + 1] == d.off[b2]; b2--) {}
+        assert_true(b2 > b1);
+        ((int64_t *)d.ix)[d.off[b1] + 1] = V;
+        ((int64_t *)d.ix)[d.off[b2]] = -1;
+        holes h = {0};
+        if (layout) h = holes_new(&d, RJ_F32);
+        char want[96];
+        snprintf(want, sizeof want, "embedding: the index at [%lld, 1] of input ix is 7, out of range [0, 7)",
+                 (long long)b1);
+        if (!index_error_case(ctx, target, e_embedding, &d, layout ? &h : NULL, want)) {
+            printf("skipped: no %s device\n", target_name(target));
+            data_free(&d);
+            rj_ctx_free(ctx);
+            skip();
+        }
+        index_error_case(ctx, target, e_rows, &d, layout ? &h : NULL, "take_along_dim: the index at [");
+        index_error_case(ctx, target, e_select, &d, layout ? &h : NULL, "index_select: the index at [");
+        if (layout) holes_free(&h);
+        data_free(&d);
+    }
+    printf("indices out of range (%s, packed and with holes): the interpreter's error, in %.0f ms\n",
+           target_name(target), now_ms() - t0);
+    rj_ctx_free(ctx);
 }

@@ -3,7 +3,8 @@
  *
  * One set of inputs covers every case the fused kernels distinguish: two jagged f[B, j1, D]
  * tensors (x, y), dense weights w and v of [D], a jagged bool mask m and i32 tensor xi, a
- * per-item tensor pb[B, D] and its keepdim form p3[B, 1, D], and a dense size L for padding.
+ * per-item tensor pb[B, D] and its keepdim form p3[B, 1, D], a dense size L for padding, and
+ * for the index ops a table tab[V, D] (V = 7) and jagged indices ix i64[B, j1] into it.
  * Tests add ops on top (the builder shorthands below), bind random data of a length pattern
  * (packed, or as a view with holes whose hole rows hold NaN / 2^30 / true so that any read of
  * them shows), run, and compare with the reference interpreter under the documented tolerances.
@@ -14,11 +15,12 @@
 #include "harness.h"
 
 #define D 19 /* the inner width: odd, so vector loops have a remainder */
+#define V 7  /* rows of the table tab; the indices ix are in 0..V-1 */
 
 typedef struct env {
     rj_graph *g;
     rj_dim B, J, L;
-    rj_node x, y, w, v, m, xi, pb, p3;
+    rj_node x, y, w, v, m, xi, pb, p3, tab, ix;
     rj_dtype ft;
 } env;
 
@@ -35,7 +37,7 @@ static inline rj_node affine(env *e) { return bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL
 /* Random data for env's inputs, one length pattern. */
 typedef struct data {
     int64_t B, rows, maxlen, *off;
-    void *x, *y, *w, *v, *m, *xi, *pb, *p3;
+    void *x, *y, *w, *v, *m, *xi, *pb, *p3, *tab, *ix;
 } data;
 
 data data_new(len_pattern p, rj_dtype ft, uint64_t seed);
@@ -44,7 +46,7 @@ void data_free(data *d);
 /* d's jagged inputs laid out as views with holes: two unused rows after every item. */
 typedef struct holes {
     int64_t *off, *len, rows;
-    void *x, *y, *m, *xi;
+    void *x, *y, *m, *xi, *ix;
 } holes;
 
 holes holes_new(const data *d, rj_dtype ft);
@@ -97,6 +99,11 @@ double now_ms(void); /* a monotonic clock, in milliseconds */
  * program). Skips the test, saying why, when the target has no device. */
 enum { STD_PACKED = 1, STD_HOLES = 2 };
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts);
+
+/* Index ops given indices out of range on `target`, packed and with holes: RJ_ERR_INDEX with
+ * the interpreter's message (the op, the index tensor, the first bad position). Skips the
+ * test without a device. */
+void std_index_errors(rj_target target);
 
 /* Compiles and runs two chains on `target` in a fresh context once with no failure, then once
  * with each allocation failing in turn: RJ_ERR_NOMEM every time, and nothing leaks. Skips the

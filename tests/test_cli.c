@@ -189,10 +189,17 @@ static void test_emit_stages(void **state) {
     /* "fused" explains itself: producers inlined into a kernel, and why each value is written */
     r = run("ragjit emit examples/reductions.rj --stage fused");
     expect_ok(r);
-    static const char *const says[] = {"total = sum(x, dim=1)  (written: an output)", "  inline v4 = mul(x, x)\n",
+    static const char *const says[] = {"total = sum(x, dim=1)  (written: an output)", "  inline v7 = mul(x, x)\n",
                                        "(not written: used where it is computed)", "(written: read by kernel 5)"};
     for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
         if (!strstr(r->out, says[i])) fail_msg("the fused dump lacks \"%s\":\n%s", says[i], r->out);
+    /* ... numbering unnamed values as `graph` does (the passes renumber nodes) */
+    r = run("ragjit emit examples/reductions.rj --stage graph");
+    expect_ok(r);
+    if (!strstr(r->out, "v7 = mul(x, x)")) fail_msg("graph and fused number values differently:\n%s", r->out);
+    r = run("ragjit emit examples/reductions.rj --stage loops");
+    expect_ok(r);
+    if (!strstr(r->out, "buffer 3: output 0 (total)")) fail_msg("loops does not name its buffers:\n%s", r->out);
     /* "dot": inlined producers inside their kernel's cluster; rendered where Graphviz exists */
     r = run("ragjit emit examples/masked_softmax.rj --stage dot");
     expect_ok(r);

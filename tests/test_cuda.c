@@ -475,6 +475,11 @@ static void test_device_graph(void **state) {
     dlclose(lib);
 }
 
+static void test_index_errors(void **state) {
+    (void)state;
+    std_index_errors(RJ_TARGET_CUDA);
+}
+
 static void test_device_alloc_failures_device(void **state) {
     (void)state;
     std_alloc_sweep_mode(RJ_TARGET_CUDA, true);
@@ -489,7 +494,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_ptx), FX(test_alloc_failures),
         FX(test_no_device), FX(test_device_stats),
-        FX(test_device_runs), FX(test_device_holes), FX(test_device_alloc_failures),
+        FX(test_device_runs), FX(test_device_holes), FX(test_device_alloc_failures), FX(test_index_errors),
         FX(test_device_alloc_failures_device), FX(test_device_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -120,6 +120,11 @@ static void test_device_runs(void **state) {
     std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, STD_PACKED | STD_HOLES);
 }
 
+static void test_index_errors(void **state) {
+    (void)state;
+    std_index_errors(RJ_TARGET_OPENCL);
+}
+
 static void test_alloc_failures_device(void **state) {
     (void)state;
     std_alloc_sweep_mode(RJ_TARGET_OPENCL, true);
@@ -305,9 +310,9 @@ static void test_device_memory(void **state) {
             size_t es;
         } in[] = {{e.x, d.x, d.rows * D, fs}, {e.y, d.y, d.rows * D, fs}, {e.w, d.w, D, fs}, {e.v, d.v, D, fs},
                   {e.m, d.m, d.rows * D, 1},  {e.xi, d.xi, d.rows * D, 4}, {e.pb, d.pb, d.B * D, fs},
-                  {e.p3, d.p3, d.B * D, fs}};
-        rj_devptr mem[8];
-        for (int i = 0; i < 8; i++) {
+                  {e.p3, d.p3, d.B * D, fs}, {e.tab, d.tab, V * D, fs}, {e.ix, d.ix, d.rows, 8}};
+        rj_devptr mem[10];
+        for (int i = 0; i < 10; i++) {
             mem[i] = ocl_upload(&o, cx, q, in[i].src, (size_t)in[i].numel * in[i].es);
             assert_ok(ctx, rj_bind_input_device(bd, in[i].n, mem[i], in[i].numel));
         }
@@ -350,7 +355,7 @@ static void test_device_memory(void **state) {
         rj_run_stats st;
         assert_ok(ctx, rj_bind_stats(bd, &st));
         if (pi == 0) printf("device-memory run: %.3f ms, kernels %.3f ms, copies %.3f ms\n", st.run_ms, st.kernel_ms, st.copy_ms);
-        for (int i = 0; i < 8; i++) o.ReleaseMemObject((void *)(uintptr_t)mem[i]);
+        for (int i = 0; i < 10; i++) o.ReleaseMemObject((void *)(uintptr_t)mem[i]);
         o.ReleaseMemObject((void *)(uintptr_t)doff);
         rj_bind_free(bh);
         data_free(&d);
@@ -369,6 +374,7 @@ static void test_device_memory(void **state) {
         assert_ok(ctx, rj_bind_input(bd, e.y, h.y, h.rows * D));
         assert_ok(ctx, rj_bind_input(bd, e.m, h.m, h.rows * D));
         assert_ok(ctx, rj_bind_input(bd, e.xi, h.xi, h.rows * D));
+        assert_ok(ctx, rj_bind_input(bd, e.ix, h.ix, h.rows));
         assert_ok(ctx, rj_bind_offsets_device(bd, e.J, d.B, hoff, hlen));
         for (int i = 0; i < nout; i++) assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, i), 0, 0));
         assert_ok(ctx, rj_program_run(p, bd));
@@ -582,7 +588,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--no-device")) return child_no_device(argv[2]);
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs),
-        FX(test_threads), FX(test_stats_and_probe), FX(test_device_memory), FX(test_alloc_failures),
+        FX(test_threads), FX(test_stats_and_probe), FX(test_device_memory), FX(test_alloc_failures), FX(test_index_errors),
         FX(test_alloc_failures_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -170,3 +170,101 @@ rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged) {
     n.ival = ragged;
     return build(g, &n);
 }
+
+/* ---- index ops and views ------------------------------------------------------------------- */
+
+static rj_node index_op(rj_graph *g, rj_op op, rj_node x, rj_node idx, int dim) {
+    if (!g || !operands_ok(g, op_table[op].name, (rj_node[]){x, idx}, 2)) return RJ_NONE;
+    node n = make(op, 2, x, idx, -1);
+    n.axis = dim;
+    return build(g, &n);
+}
+
+rj_node rj_graph_embedding(rj_graph *g, rj_node table, rj_node idx) {
+    return index_op(g, RJ_OP_EMBEDDING, table, idx, 0);
+}
+
+rj_node rj_graph_gather(rj_graph *g, rj_node x, int dim, rj_node index) {
+    return index_op(g, RJ_OP_GATHER, x, index, dim);
+}
+
+rj_node rj_graph_take_along_dim(rj_graph *g, rj_node x, rj_node index, int dim) {
+    return index_op(g, RJ_OP_TAKE_ALONG_DIM, x, index, dim);
+}
+
+rj_node rj_graph_index_select(rj_graph *g, rj_node x, int dim, rj_node index) {
+    return index_op(g, RJ_OP_INDEX_SELECT, x, index, dim);
+}
+
+rj_node rj_graph_positions(rj_graph *g, rj_dim ragged) {
+    if (!g) return RJ_NONE;
+    node n = make(RJ_OP_POSITIONS, 0, -1, -1, -1);
+    n.ival = ragged;
+    return build(g, &n);
+}
+
+rj_node rj_graph_reshape(rj_graph *g, rj_node x, int rank, const rj_dim *dims) {
+    if (!g || !operands_ok(g, "reshape", &x, 1)) return RJ_NONE;
+    if (rank < 0 || rank > RJ_MAX_RANK || (rank && !dims)) {
+        graph_fail(g, RJ_ERR_ARG, "reshape: rank %d is not 0..%d (or dims is NULL)", rank, RJ_MAX_RANK);
+        return RJ_NONE;
+    }
+    node n = make(RJ_OP_RESHAPE, 1, x, -1, -1);
+    n.rank = (uint8_t)rank;
+    const node *xn = &g->nodes[x];
+    int infer_at = -1;
+    for (int k = 0; k < rank; k++) {
+        n.dims[k] = dims[k];
+        if (dims[k] != RJ_DIM_NONE) continue;
+        if (infer_at >= 0) {
+            graph_fail(g, RJ_ERR_ARG, "reshape: only one dim can be -1");
+            return RJ_NONE;
+        }
+        infer_at = k;
+    }
+    if (infer_at >= 0) { /* -1: the constant that makes the counts agree */
+        int keep = dim_ragged_pos(g, xn) >= 0 ? 2 : 0;
+        int64_t have = 1, want = 1;
+        bool consts = true;
+        for (int k = keep; k < xn->rank; k++) consts &= xn->dims[k] >= 0, want *= xn->dims[k] >= 0 ? xn->dims[k] : 1;
+        for (int k = keep; k < rank; k++)
+            if (k != infer_at) consts &= n.dims[k] >= 0, have *= n.dims[k] >= 0 ? n.dims[k] : 1;
+        if (!consts || infer_at < keep || have == 0 || want % have) {
+            graph_fail(g, RJ_ERR_SHAPE, "reshape: -1 cannot be inferred here (it needs constant sizes after the %s "
+                       "that divide the input's)", keep ? "ragged dim" : "start");
+            return RJ_NONE;
+        }
+        n.dims[infer_at] = want / have;
+    }
+    return build(g, &n);
+}
+
+rj_node rj_graph_unsqueeze(rj_graph *g, rj_node x, int dim) {
+    if (!g || !operands_ok(g, "unsqueeze", &x, 1)) return RJ_NONE;
+    const node *xn = &g->nodes[x];
+    int r = xn->rank;
+    if (dim < -(r + 1) || dim > r || r + 1 > RJ_MAX_RANK) {
+        graph_fail(g, RJ_ERR_SHAPE, "unsqueeze: dim %d is out of range for rank %d", dim, r);
+        return RJ_NONE;
+    }
+    if (dim < 0) dim += r + 1;
+    rj_dim d[RJ_MAX_RANK];
+    for (int k = 0, j = 0; k <= r; k++) d[k] = k == dim ? 1 : xn->dims[j++];
+    return rj_graph_reshape(g, x, r + 1, d);
+}
+
+rj_node rj_graph_squeeze(rj_graph *g, rj_node x, int dim) {
+    if (!g || !operands_ok(g, "squeeze", &x, 1)) return RJ_NONE;
+    const node *xn = &g->nodes[x];
+    int r = xn->rank;
+    if (dim < -r || dim >= r) {
+        graph_fail(g, RJ_ERR_SHAPE, "squeeze: dim %d is out of range for rank %d", dim, r);
+        return RJ_NONE;
+    }
+    if (dim < 0) dim += r;
+    if (xn->dims[dim] != 1) return x; /* as PyTorch: nothing to squeeze */
+    rj_dim d[RJ_MAX_RANK];
+    for (int k = 0, j = 0; k < r; k++)
+        if (k != dim) d[j++] = xn->dims[k];
+    return rj_graph_reshape(g, x, r - 1, d);
+}

@@ -68,7 +68,8 @@ void print_dot(sbuf *b, const rj_graph *g, const fuse_plan *p) {
     if (!inl || !reads || !drawn || !stack || !nm) b->failed = true; /* out of memory */
     for (int32_t gi = 0; !b->failed && gi < p->ngroups; gi++) {
         const fuse_group *gr = &p->groups[gi];
-        sbuf_printf(b, "  subgraph cluster_k%d {\n    label=\"kernel %d\";\n    style=dashed;\n", gi, gi);
+        sbuf_printf(b, "  subgraph cluster_k%d {\n    label=\"kernel %d%s\";\n    style=dashed;\n", gi, gi,
+                    gr->kind == FG_CHECK ? " (index check)" : "");
         if (gr->kind == FG_ROOT) emit_node(b, g, nm, gr->root, "    ");
         for (int32_t m = 0; m < gr->nmembers; m++) emit_node(b, g, nm, gr->members[m], "    ");
         memset(inl, 0, nn);

@@ -185,6 +185,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
             continue;
         }
         f->role = FR_INLINE;
+        if (op_table[n->op].kind == KIND_INDEX && n->nin == 2 && new_group(p, FG_CHECK, i) < 0) goto out;
         int32_t r = maxroot[i];
         if (r >= 0 && fits_epilogue(g, n, &g->nodes[r])) {
             /* every path to r must run through r's epilogue: an inline node in between has
@@ -206,6 +207,14 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     memset(seen, 0, nb);
     for (int32_t gi = 0; gi < p->ngroups; gi++) {
         fuse_group *gr = &p->groups[gi];
+        if (gr->kind == FG_CHECK) { /* it computes the index tensor, nothing else */
+            int32_t o = g->nodes[gr->root].in[1];
+            fuse_node *f = &p->nodes[o];
+            if (f->role == FR_ROOT || f->role == FR_EPILOGUE) f->mat = 1;
+            else if (f->role == FR_INLINE && mark_reads(g, p, o, gi, seen, &stack, &stack_cap)) goto out;
+            memset(seen, 0, nb);
+            continue;
+        }
         if (mark_reads(g, p, gr->root, gi, seen, &stack, &stack_cap)) goto out;
         for (int32_t m = 0; m < gr->nmembers; m++)
             if (mark_reads(g, p, gr->members[m], gi, seen, &stack, &stack_cap)) goto out;
@@ -263,6 +272,7 @@ void fuse_kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t
     if (gr->kind == FG_ROOT) stack[top++] = gr->root;
     for (int32_t m = 0; m < gr->nmembers; m++) stack[top++] = gr->members[m];
     int32_t computed = top; /* the first `computed` entries are this kernel's own values */
+    if (gr->kind == FG_CHECK) stack[top++] = g->nodes[gr->root].in[1]; /* the index tensor */
     for (int32_t pos = 0; top > 0;) {
         int32_t id = stack[--top];
         bool own = pos < computed;
@@ -321,6 +331,10 @@ void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *p) {
             print_node_ref_nm(b, g, nm, gr->root);
             sbuf_puts(b, " = ");
             print_node_call_nm(b, g, nm, gr->root);
+        } else if (gr->kind == FG_CHECK) {
+            sbuf_printf(b, "kernel %d: checks the indices of ", gi);
+            print_node_call_nm(b, g, nm, gr->root);
+            sbuf_puts(b, "  (an index out of range fails the run)");
         } else {
             sbuf_printf(b, "kernel %d: map over ", gi);
             print_node_type(b, g, r);

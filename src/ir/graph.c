@@ -70,6 +70,7 @@ int32_t graph_add_node(rj_graph *g, const node *n) {
         return -1;
     }
     g->nodes[g->n] = *n;
+    if (!g->derived) g->nodes[g->n].from = g->n + 1; /* the user's graph: every node is its own */
     return g->n++;
 }
 
@@ -416,6 +417,7 @@ rj_graph *graph_clone(rj_ctx *ctx, const rj_graph *g) {
     rj_graph *c = graph_new(ctx);
     if (!c) return NULL;
     c->status = g->status;
+    c->derived = g->derived;
     if (!mem_grow(ctx, (void **)&c->nodes, &c->cap, g->n, sizeof(node)) ||
         !mem_grow(ctx, (void **)&c->syms, &c->capsym, g->nsym, sizeof(sym)) ||
         !mem_grow(ctx, (void **)&c->inputs, &c->capinputs, g->ninputs, sizeof(int32_t)) ||

@@ -359,6 +359,157 @@ static rj_status infer_pad(rj_graph *g, node *n, const char *op) {
     return RJ_OK;
 }
 
+/* ---- index ops and views ---------------------------------------------------------------------- */
+
+static rj_status index_dtype(rj_graph *g, const node *idx, const char *op, const char *what) {
+    if (dtype_is_int(idx->dtype) && !idx->weak) return RJ_OK;
+    return graph_fail(g, RJ_ERR_DTYPE, "%s: the %s must be an integer tensor (i32 or i64), got %s%s", op, what,
+                      idx->weak ? "a literal" : type_text(g, idx).s,
+                      idx->dtype == RJ_BOOL && !idx->weak ? " (a bool mask selects with where or masked_fill)" : "");
+}
+
+/* The dim of an index op over x, normalised; a jagged x's batch dim is never indexed. */
+static rj_status index_axis(rj_graph *g, node *n, const node *x, const char *op) {
+    int r = x->rank;
+    if (n->axis < -r || n->axis >= r)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: dim %d is out of range for %s (rank %d)", op, n->axis,
+                          type_text(g, x).s, r);
+    if (n->axis < 0) n->axis += r;
+    int rp = dim_ragged_pos(g, x);
+    if (rp > 0 && n->axis < rp)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot index the batch dim %d of the jagged tensor %s", op,
+                          n->axis, type_text(g, x).s);
+    return RJ_OK;
+}
+
+static rj_status infer_index(rj_graph *g, node *n, const char *op) {
+    if (n->op == RJ_OP_POSITIONS) {
+        const sym *j = graph_sym(g, (rj_dim)n->ival);
+        if (!j || j->kind != SYM_RAGGED)
+            return graph_fail(g, RJ_ERR_ARG, "positions: the argument must be a ragged symbol");
+        n->dtype = RJ_I64;
+        n->rank = 2;
+        n->dims[0] = sym_dim(j->parent);
+        n->dims[1] = (rj_dim)n->ival;
+        return RJ_OK;
+    }
+    const node *x = in(g, n, 0), *idx = in(g, n, 1);
+    rj_status s = index_dtype(g, idx, op, n->op == RJ_OP_EMBEDDING ? "indices" : "index");
+    if (s) return s;
+    n->dtype = x->dtype;
+    if (x->weak || x->rank == 0)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot index a scalar %s", op, type_text(g, x).s);
+    switch (n->op) {
+    case RJ_OP_EMBEDDING:
+        if (x->rank != 2 || dim_ragged_pos(g, x) >= 0)
+            return graph_fail(g, RJ_ERR_SHAPE, "embedding: the table must be a dense [V, D] tensor, got %s",
+                              type_text(g, x).s);
+        if (idx->rank < 1 || idx->rank + 1 > RJ_MAX_RANK)
+            return graph_fail(g, RJ_ERR_SHAPE, "embedding: the indices %s must have 1 to %d dims", type_text(g, idx).s,
+                              RJ_MAX_RANK - 1);
+        n->rank = (uint8_t)(idx->rank + 1);
+        memcpy(n->dims, idx->dims, sizeof(rj_dim) * idx->rank);
+        n->dims[idx->rank] = x->dims[1];
+        break;
+    case RJ_OP_GATHER:
+    case RJ_OP_TAKE_ALONG_DIM: {
+        if ((s = index_axis(g, n, x, op))) return s;
+        if (idx->rank != x->rank)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: the index %s must have the rank of the input %s", op,
+                              type_text(g, idx).s, type_text(g, x).s);
+        n->rank = x->rank;
+        for (int k = 0; k < x->rank; k++) {
+            rj_dim a = x->dims[k], b = idx->dims[k];
+            n->dims[k] = b;
+            if (k == n->axis || dim_equal(g, a, b)) continue;
+            if (n->op == RJ_OP_GATHER && a >= 0 && b >= 0 && b <= a) continue; /* the first b rows */
+            if (n->op == RJ_OP_TAKE_ALONG_DIM && (a == 1 || b == 1)) {
+                n->dims[k] = a == 1 ? b : a;
+                continue;
+            }
+            return fail_dims(g, op, x, idx, k, a, b);
+        }
+        const sym *ax = graph_sym(g, x->dims[n->axis]);
+        if (ax && ax->kind == SYM_RAGGED && !dim_equal(g, idx->dims[0], x->dims[0]))
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: the index %s into the ragged dim %d of %s needs a row of indices "
+                              "per item (its dim 0 must be %s)", op, type_text(g, idx).s, n->axis, type_text(g, x).s,
+                              g->syms[ax->parent].name);
+        break;
+    }
+    case RJ_OP_INDEX_SELECT: {
+        if ((s = index_axis(g, n, x, op))) return s;
+        if (idx->rank != 1)
+            return graph_fail(g, RJ_ERR_SHAPE, "index_select: the index %s must have one dim", type_text(g, idx).s);
+        if (n->axis == dim_ragged_pos(g, x))
+            return graph_fail(g, RJ_ERR_SHAPE, "index_select: dim %d of %s is ragged (gather or take_along_dim "
+                              "index an item's rows)", n->axis, type_text(g, x).s);
+        n->rank = x->rank;
+        memcpy(n->dims, x->dims, sizeof(rj_dim) * x->rank);
+        n->dims[n->axis] = idx->dims[0];
+        break;
+    }
+    default: break;
+    }
+    return check_ragged_layout(g, op, n);
+}
+
+/* A dense shape's element count as a constant and a sorted list of symbol classes. */
+typedef struct count {
+    int64_t c;
+    int n;
+    int32_t s[RJ_MAX_RANK];
+} count;
+
+static count count_of(const rj_graph *g, const rj_dim *dims, int from, int to) {
+    count r = {.c = 1};
+    for (int k = from; k < to; k++) {
+        if (dims[k] >= 0) {
+            r.c = dims[k] && r.c <= INT64_MAX / dims[k] ? r.c * dims[k] : dims[k] ? INT64_MAX : 0;
+            continue;
+        }
+        int32_t v = sym_root(g, dim_sym(dims[k])), i = r.n++;
+        while (i > 0 && r.s[i - 1] > v) r.s[i] = r.s[i - 1], i--;
+        r.s[i] = v;
+    }
+    return r;
+}
+
+/* reshape: n's dims are the target. A jagged x keeps its batch and ragged dims; what follows
+ * (all of a dense x) is re-laid out, with the same count of elements. */
+static rj_status infer_view(rj_graph *g, node *n, const char *op) {
+    const node *x = in(g, n, 0);
+    n->dtype = x->dtype;
+    if (x->weak) return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot reshape a literal", op);
+    int rp = dim_ragged_pos(g, x), keep = rp >= 0 ? rp + 1 : 0;
+    node t = *n;
+    t.weak = 0;
+    for (int k = 0; k < n->rank; k++)
+        if (!graph_is_valid_dim(g, n->dims[k]))
+            return graph_fail(g, RJ_ERR_ARG, "%s: dim %d of the new shape is invalid", op, k);
+    if (rp >= 0) {
+        bool same = n->rank >= keep;
+        for (int k = 0; same && k < keep; k++) same = n->dims[k] == x->dims[k];
+        if (!same)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: %s to %s: a jagged tensor keeps its batch and ragged dims in "
+                              "place (only the dims after %s change)", op, type_text(g, x).s, type_text(g, &t).s,
+                              g->syms[dim_sym(x->dims[rp])].name);
+    }
+    for (int k = keep; k < n->rank; k++) {
+        const sym *sy = graph_sym(g, n->dims[k]);
+        if (sy && sy->kind == SYM_RAGGED)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: %s to %s: a ragged dim cannot be made by a reshape", op,
+                              type_text(g, x).s, type_text(g, &t).s);
+    }
+    count a = count_of(g, x->dims, keep, x->rank), b = count_of(g, n->dims, keep, n->rank);
+    bool eq = (a.c == b.c && a.n == b.n && !memcmp(a.s, b.s, sizeof(int32_t) * (size_t)a.n)) ||
+              (a.c == 0 && b.c == 0);
+    if (!eq)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: %s to %s: the element counts differ%s", op, type_text(g, x).s,
+                          type_text(g, &t).s, a.n || b.n ? " (or cannot be shown equal: sizes bound at run time "
+                          "must appear on both sides)" : "");
+    return check_ragged_layout(g, op, n);
+}
+
 /* The constant dims of a shape multiply to at most 2^48 elements (zeros aside: lowering may
  * multiply the others before it sees the zero). No such tensor fits in memory anyway, and the
  * bound leaves compile-time arithmetic on constant extents (strides, tile counts, element
@@ -408,6 +559,8 @@ static rj_status infer_kind(rj_graph *g, node *n, const char *op) {
     case KIND_SOFTMAX: return infer_softmax(g, n, op);
     case KIND_NORM: return infer_norm(g, n, op);
     case KIND_PAD: return infer_pad(g, n, op);
+    case KIND_INDEX: return infer_index(g, n, op);
+    case KIND_VIEW: return infer_view(g, n, op);
     }
     return graph_fail(g, RJ_ERR_INTERNAL, "infer: unknown op %d", (int)n->op);
 }

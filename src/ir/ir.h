@@ -34,7 +34,7 @@ typedef struct sym {
 
 /* Kinds and dtype rules of the op table (see ragjit.h). */
 typedef enum { KIND_LEAF, KIND_UNARY, KIND_BINARY, KIND_COMPARE, KIND_SELECT, KIND_CAST,
-               KIND_REDUCE, KIND_SOFTMAX, KIND_NORM, KIND_PAD } op_kind;
+               KIND_REDUCE, KIND_SOFTMAX, KIND_NORM, KIND_PAD, KIND_INDEX, KIND_VIEW } op_kind;
 typedef enum { RULE_ATTR, RULE_SAME, RULE_FLOAT, RULE_BOOL, RULE_SUM } op_rule;
 
 typedef struct op_info {
@@ -77,11 +77,14 @@ typedef struct node {
     uint8_t weak;     /* SCALAR: literal category */
     uint8_t keepdim;  /* REDUCE */
     int32_t in[3];
-    int32_t axis;     /* REDUCE/SOFTMAX: dim (normalised); NORM: ndims */
+    int32_t axis;     /* REDUCE/SOFTMAX/GATHER/TAKE_ALONG_DIM/INDEX_SELECT: dim (normalised);
+                       * NORM: ndims */
     double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps */
-    int64_t ival;     /* SCALAR (int/bool) */
+    int64_t ival;     /* SCALAR (int/bool); POSITIONS: its ragged symbol (an rj_dim) */
     char *name;       /* INPUT name; for other nodes the variable name from the text format */
     int32_t loc;      /* source position for text-format errors, or -1 */
+    int32_t from;     /* 1 + the id of the user's node this one computes, 0 if none: kept by
+                       * the passes, so dumps of every stage number values as `graph` does */
     rj_dim dims[RJ_MAX_RANK];
 } node;
 
@@ -103,6 +106,7 @@ struct rj_graph {
     rj_status status; /* first failure while building */
     char first_err[512]; /* its message */
     int32_t cur_loc;  /* stamped into new nodes (text format) */
+    bool derived;     /* built by a pass: nodes keep the `from` they are given */
     char *warnings;   /* the parser's warnings, one a line (rj_graph_warnings), or NULL;
                          * freed with rj_string_free */
 };
@@ -156,6 +160,7 @@ void print_node_type(sbuf *b, const rj_graph *g, const node *n);
 void print_graph(sbuf *b, const rj_graph *g);
 void print_node_ref(sbuf *b, const rj_graph *g, int32_t id);  /* its name in printed programs */
 void print_node_call(sbuf *b, const rj_graph *g, int32_t id); /* "relu(h)", "sum(x, dim=1)" */
+void print_operand_what(sbuf *b, const rj_graph *g, int32_t id); /* "input idx", or its name */
 /* The same for many nodes of one graph, in linear time: an index of the graph's names
  * (print_names_new; NULL when out of memory, the slow path then) used by every call. */
 typedef struct namer namer;

@@ -54,6 +54,7 @@ void lprog_free(lprog *p) {
     for (int32_t i = 0; i < p->nkernels; i++) kernel_free(&p->kernels[i]);
     mem_free(p->ctx, p->kernels, sizeof(lkernel) * (size_t)p->capkernels);
     mem_free(p->ctx, p->bufs, sizeof(lbuf) * (size_t)p->capbufs);
+    mem_free(p->ctx, p->checks, sizeof(lcheck) * (size_t)(p->nchecks ? p->nchecks : 1));
     memset(p, 0, sizeof *p);
 }
 
@@ -579,7 +580,7 @@ static void print_block(pctx *P, int32_t s) {
             print_expr(P, st->a);
             sbuf_puts(b, "] = ");
             print_expr(P, st->b);
-            sbuf_puts(b, st->flags & LF_NT ? "  // streaming\n" : "\n");
+            sbuf_puts(b, st->flags & LF_NT ? "  // streaming\n" : st->flags & LF_ATOMIC_MIN ? "  // atomic minimum\n" : "\n");
             break;
         case LS_REDUCE:
             sbuf_printf(b, "reduce %s %s ", k->vars[st->var].name, reduce_op(st->fn));
@@ -693,7 +694,14 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
             sbuf_puts(b, " (partials of split items)\n");
             continue;
         }
-        sbuf_printf(b, "buffer %d: %s %d (v%d) ", i, kinds[lb->kind], lb->index, lb->node);
+        if (i == p->checks_buf) {
+            sbuf_printf(b, "buffer %d: temp %d, i64[%d] (index checks: the first bad position per index op)\n", i,
+                        lb->index, (int)p->nchecks);
+            continue;
+        }
+        sbuf_printf(b, "buffer %d: %s %d (", i, kinds[lb->kind], lb->index);
+        print_node_ref(b, g, lb->node);
+        sbuf_puts(b, ") ");
         print_type(b, g, (rj_dtype)lb->dtype, lb->rank, lb->dims);
         sbuf_putc(b, '\n');
     }

@@ -87,6 +87,8 @@ enum {
     LF_NT = 1,  /* STORE: streaming output; non-temporal when the kernel's nt flag is set */
     LF_FMA = 2, /* REDUCE: the value is a * b, contracted with the accumulation into one
                  * multiply-add (layer_norm's sum of squares) */
+    LF_ATOMIC_MIN = 4, /* STORE: buf[i] = min(buf[i], v) as one atomic operation, i64 only
+                        * (the index checks: any thread may find a bad index) */
 };
 
 typedef struct ls {
@@ -228,6 +230,21 @@ typedef struct lbuf {
     rj_dim dims[RJ_MAX_RANK]; /* layout: a ragged dim addresses rows through its symbol */
 } lbuf;
 
+/* The range check of one index op (checks.c): check kernels keep in word `slot` of the
+ * checks buffer the smallest packed logical position of the index tensor holding an index
+ * out of range (INT64_MAX: none); the runtime turns it into the run's error with this. */
+typedef struct lcheck {
+    uint16_t op;               /* the index op */
+    uint8_t dtype;             /* the index tensor's */
+    int32_t input;             /* the index tensor is this graph input (its value can be read
+                                * back on the host), or -1 */
+    int rank;
+    rj_dim dims[RJ_MAX_RANK];  /* the index tensor's shape */
+    rj_dim bound;              /* the indexed dim: indices stay below its size (a ragged dim:
+                                * below the length of the index's item) */
+    char what[64];             /* the index tensor in messages: "input idx", "t" */
+} lcheck;
+
 typedef struct lprog {
     rj_ctx *ctx;
     lkernel *kernels;
@@ -235,6 +252,10 @@ typedef struct lprog {
     lbuf *bufs;
     int32_t nbufs, capbufs;
     int32_t ntemps;
+    lcheck *checks;            /* one per index op, in graph order */
+    int32_t nchecks;
+    int32_t checks_buf;        /* the buffer of their words (a temporary of nchecks i64, set to
+                                * INT64_MAX by the program's first kernel), or -1 */
 } lprog;
 
 /* building */

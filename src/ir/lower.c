@@ -405,6 +405,94 @@ static int32_t pad_value(lower *L, const node *n, const at *a) {
     return xsel(L, in_row, value(L, n->in[0], &xa), pv);
 }
 
+/* ---- index ops and views -------------------------------------------------------------------
+ * An index op evaluates its index at the output's position, then its source at the position
+ * the index names: the source is any expression (an input, a value another kernel wrote, an
+ * inline producer recomputed there). The load is guarded by the index's range test, so an
+ * index out of range reads nothing (its check kernel reports it, below). */
+
+/* The size index op n's indices must stay below at item b (an index into a ragged dim is
+ * bounded by its item's length). */
+static int32_t index_bound(lower *L, const node *n, int32_t b) {
+    const node *x = &L->g->nodes[n->in[0]];
+    rj_dim d = x->dims[n->op == RJ_OP_EMBEDDING ? 0 : n->axis];
+    const sym *s = graph_sym(L->g, d);
+    if (s && s->kind == SYM_RAGGED) return xlen(L, root_of(L->g, d), b);
+    return xsize(L, d);
+}
+
+static int32_t index_ok(lower *L, int32_t iv, int32_t bound) {
+    return xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, xcmp(L, RJ_OP_GE, iv, xi(L, 0)), xcmp(L, RJ_OP_LT, iv, bound));
+}
+
+static int32_t index_value(lower *L, int32_t id, const at *a) {
+    const rj_graph *g = L->g;
+    const node *n = &g->nodes[id];
+    if (n->op == RJ_OP_POSITIONS) return a->idx[1];
+    const node *x = &g->nodes[n->in[0]], *ix = &g->nodes[n->in[1]];
+    at ia = {.rank = ix->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
+    if (n->op == RJ_OP_EMBEDDING) { /* the index has the output's leading dims */
+        memcpy(ia.idx, a->idx, sizeof(int32_t) * ix->rank);
+        if (ix->rank >= 2) ia.inclass = a->inclass, ia.outclass = a->outclass;
+    } else if (n->op == RJ_OP_INDEX_SELECT) {
+        ia.idx[0] = a->idx[n->axis];
+    } else {
+        ia = operand_at(L, n, ix, a);
+    }
+    int32_t iv = xcast(L, RJ_I64, value(L, n->in[1], &ia));
+    int32_t ok = index_ok(L, iv, index_bound(L, n, a->idx[0]));
+    at xa;
+    if (n->op == RJ_OP_EMBEDDING) {
+        xa = (at){.rank = 2, .inclass = -1, .outclass = -1};
+        xa.idx[0] = iv;
+        xa.idx[1] = a->idx[n->rank - 1];
+    } else {
+        xa = n->op == RJ_OP_TAKE_ALONG_DIM ? operand_at(L, n, x, a) : *a;
+        xa.rank = x->rank;
+        xa.idx[n->axis] = iv;
+        if (n->axis == 1) { /* dim 1 now follows the index: within the item if it is ragged */
+            const sym *s = graph_sym(g, x->dims[1]);
+            xa.inclass = s && s->kind == SYM_RAGGED ? root_of(g, x->dims[1]) : -1;
+            xa.outclass = -1;
+        }
+    }
+    xa.guard = a->guard >= 0 ? xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, a->guard, ok) : ok;
+    return value(L, n->in[0], &xa);
+}
+
+/* reshape: the kept dims (batch and ragged) read through; the rest is renumbered. Where only
+ * dims of size 1 come and go (unsqueeze, squeeze) the others map one to one; otherwise through
+ * the flat index of the re-laid-out dims. */
+static int32_t view_value(lower *L, int32_t id, const at *a) {
+    const rj_graph *g = L->g;
+    const node *n = &g->nodes[id], *x = &g->nodes[n->in[0]];
+    int keep = dim_ragged_pos(g, x) >= 0 ? 2 : 0;
+    at xa = {.rank = x->rank, .inclass = keep ? a->inclass : -1, .outclass = keep ? a->outclass : -1,
+             .guard = a->guard};
+    for (int k = 0; k < keep; k++) xa.idx[k] = a->idx[k];
+    int on[RJ_MAX_RANK], xn[RJ_MAX_RANK], no = 0, nx = 0;
+    for (int k = keep; k < n->rank; k++)
+        if (n->dims[k] != 1) on[no++] = k;
+    for (int k = keep; k < x->rank; k++)
+        if (x->dims[k] != 1) xn[nx++] = k;
+    bool direct = no == nx;
+    for (int i = 0; direct && i < no; i++) direct = dim_equal(g, n->dims[on[i]], x->dims[xn[i]]);
+    for (int k = keep; k < x->rank; k++) xa.idx[k] = xi(L, 0);
+    if (direct) {
+        for (int i = 0; i < no; i++) xa.idx[xn[i]] = a->idx[on[i]];
+    } else {
+        int32_t flat = xi(L, 0);
+        for (int k = keep; k < n->rank; k++) flat = xadd(L, xmul(L, flat, xsize(L, n->dims[k])), a->idx[k]);
+        for (int k = x->rank - 1; k > keep; k--) {
+            int32_t sz = xsize(L, x->dims[k]);
+            xa.idx[k] = xbin(L, LOP_IREM, RJ_I64, flat, sz);
+            flat = xbin(L, LOP_IDIV, RJ_I64, flat, sz);
+        }
+        if (x->rank > keep) xa.idx[keep] = flat;
+    }
+    return value(L, n->in[0], &xa);
+}
+
 static int32_t compute(lower *L, int32_t id, const at *a) {
     const rj_graph *g = L->g;
     const node *n = &g->nodes[id];
@@ -438,6 +526,8 @@ static int32_t compute(lower *L, int32_t id, const at *a) {
             pa.outclass = -1;
             return value(L, n->in[0], &pa);
         }
+    case KIND_INDEX: return index_value(L, id, a);
+    case KIND_VIEW: return view_value(L, id, a);
     default:
         L->err = RJ_ERR_INTERNAL;
         ctx_fail(L->ctx, RJ_ERR_INTERNAL, "lower: %s node %d cannot be computed inline",
@@ -2057,6 +2147,111 @@ static void group_for(lower *L, lkernel *k) {
     k->launch.group = g;
 }
 
+/* ---- index checks ---------------------------------------------------------------------------
+ * Per index op a kernel over its index tensor's domain: where an index is out of range, the
+ * smallest packed logical position (C order over items' rows, then the inner dims) goes into
+ * the op's word of the checks buffer by an atomic minimum, so the first bad index is found
+ * whatever the threads' schedule. The program's first kernel sets every word to INT64_MAX. */
+
+typedef struct check_ctx {
+    const node *n;
+    int32_t slot;
+    int32_t cls;  /* the index tensor's ragged class, or -1 */
+} check_ctx;
+
+static void check_body(lower *L, blk *b, at *a, void *ud) {
+    const check_ctx *c = ud;
+    const node *ix = &L->g->nodes[c->n->in[1]];
+    int32_t iv = xcast(L, RJ_I64, value_fresh(L, c->n->in[1], a));
+    int32_t bad = xun(L, RJ_OP_LOGICAL_NOT, RJ_BOOL, index_ok(L, iv, index_bound(L, c->n, a->idx[0])));
+    int32_t pos = a->idx[0];
+    int k = 1;
+    if (c->cls >= 0) {
+        pos = xadd(L, xloff(L, c->cls, a->idx[0]), a->idx[1]);
+        k = 2;
+    }
+    for (; k < ix->rank; k++) pos = xadd(L, xmul(L, pos, xsize(L, ix->dims[k])), a->idx[k]);
+    blk body;
+    int32_t st = s_if(L, b, &body, bad);
+    s_store(L, &body, buf_param(L, L->prog->checks_buf), xi(L, c->slot), pos, LF_ATOMIC_MIN);
+    close_body(L, st, &body);
+}
+
+static void lower_check(lower *L, const fuse_group *gr, int32_t slot) {
+    const node *n = &L->g->nodes[gr->root], *d = &L->g->nodes[n->in[1]];
+    at a = {.rank = d->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    blk top = NEWBLK;
+    int rp = dim_ragged_pos(L->g, d);
+    check_ctx c = {.n = n, .slot = slot, .cls = rp == 1 ? root_of(L->g, d->dims[1]) : -1};
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_puts(&w, "check the indices of ");
+    print_node_call(&w, L->g, gr->root);
+    set_what(L, &w);
+    /* the record of the check, for the runtime's message */
+    lcheck *lc = &L->prog->checks[slot];
+    memset(lc, 0, sizeof *lc);
+    lc->op = (uint16_t)n->op;
+    lc->dtype = (uint8_t)d->dtype;
+    lc->rank = d->rank;
+    memcpy(lc->dims, d->dims, sizeof(rj_dim) * (size_t)d->rank);
+    lc->bound = L->g->nodes[n->in[0]].dims[n->op == RJ_OP_EMBEDDING ? 0 : n->axis];
+    lc->input = -1;
+    for (int32_t i = 0; i < L->g->ninputs; i++)
+        if (L->g->inputs[i] == n->in[1]) lc->input = i;
+    sbuf_init(&w, L->ctx);
+    print_operand_what(&w, L->g, n->in[1]);
+    if (w.failed) L->err = RJ_ERR_NOMEM;
+    else snprintf(lc->what, sizeof lc->what, "%s", w.s ? w.s : "");
+    sbuf_free(&w);
+    if (rp == 1) {
+        rows_nest rn;
+        blk *in = rows_open(L, &top, &a, c.cls, &rn);
+        loops(L, in, &a, d->dims, 2, d->rank, check_body, &c);
+        rows_close(L, &rn);
+    } else {
+        blk inner;
+        int32_t fs;
+        int lead = d->rank > 0 ? d->rank - 1 : 0;
+        dense_loop(L, &top, &a, d->dims, lead, &inner, &fs);
+        loops(L, &inner, &a, d->dims, lead, d->rank, check_body, &c);
+        close_body(L, fs, &inner);
+    }
+    L->k->body = top.first;
+}
+
+/* The checks buffer and the kernel that clears it, first in the program. */
+static void lower_checks_init(lower *L) {
+    const fuse_plan *plan = L->plan;
+    int32_t n = 0;
+    for (int32_t gi = 0; gi < plan->ngroups; gi++) n += plan->groups[gi].kind == FG_CHECK;
+    L->prog->checks_buf = -1;
+    if (!n) return;
+    lprog *p = L->prog;
+    if (!(p->checks = mem_zalloc(L->ctx, sizeof(lcheck) * (size_t)n)) ||
+        !mem_grow(L->ctx, (void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(lbuf)) ||
+        !(L->k = lprog_add_kernel(p, "kc"))) {
+        L->err = RJ_ERR_NOMEM;
+        return;
+    }
+    p->nchecks = n;
+    p->checks_buf = p->nbufs;
+    p->bufs[p->nbufs++] = (lbuf){.kind = LB_TEMP, .dtype = RJ_I64, .index = p->ntemps++, .node = -1, .rank = 1,
+                                 .dims = {n}};
+    L->group = -1;
+    L->k->launch = launch_for(L->desc);
+    xi(L, 0);
+    snprintf(L->k->what, sizeof L->k->what, "clear the index checks");
+    at a = {.rank = 1, .inclass = -1, .outclass = -1, .guard = -1};
+    blk top = NEWBLK, inner;
+    int32_t fs;
+    dense_loop(L, &top, &a, p->bufs[p->checks_buf].dims, 1, &inner, &fs);
+    s_store(L, &inner, buf_param(L, p->checks_buf), a.idx[0], xi(L, INT64_MAX), 0);
+    close_body(L, fs, &inner);
+    L->k->body = top.first;
+    group_for(L, L->k);
+}
+
 rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *plan,
                      const target_desc *desc, lprog *out) {
     rj_ctx *ctx = g->ctx;
@@ -2085,7 +2280,8 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
     }
     for (int32_t i = 0; i < g->n; i++)
         if (plan->nodes[i].mat && L.bufof[i] < 0) add_buf(&L, LB_TEMP, out->ntemps++, i, &g->nodes[i]);
-    for (int32_t gi = 0; gi < plan->ngroups && !L.err; gi++) {
+    lower_checks_init(&L);
+    for (int32_t gi = 0, slot = 0; gi < plan->ngroups && !L.err; gi++) {
         const fuse_group *gr = &plan->groups[gi];
         char name[16];
         snprintf(name, sizeof name, "k%d", gi);
@@ -2098,8 +2294,10 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         xi(&L, 0); /* expression 0 exists, so failed helpers can return it */
         const node *r = &g->nodes[gr->root];
         if (gr->kind == FG_MAP) lower_map(&L, gr);
+        else if (gr->kind == FG_CHECK) lower_check(&L, gr, slot++);
         else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
         else lower_axis(&L, gr);
+        if (L.err) break; /* L.k may be gone (a template's extra kernel failed to allocate) */
         if (L.k->has_nt) xparam(&L, PK_NT, 0, "nt");
         group_for(&L, L.k);
     }

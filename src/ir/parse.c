@@ -571,7 +571,18 @@ static void parse_arg(parser *P, args *a) {
                 fail_at(P, &P->tok, RJ_ERR_PARSE, "list too long");
                 return;
             }
-            v.dims[v.ndims++] = parse_dim(P);
+            if (P->tok.kind == T_MINUS) { /* -1: reshape's inferred size */
+                token m = P->tok;
+                next(P);
+                if (P->tok.kind != T_INT || P->tok.ival != 1) {
+                    fail_at(P, &m, RJ_ERR_PARSE, "a dim must not be negative (-1 is reshape's inferred size)");
+                    return;
+                }
+                next(P);
+                v.dims[v.ndims++] = RJ_DIM_NONE;
+            } else {
+                v.dims[v.ndims++] = parse_dim(P);
+            }
             if (P->tok.kind != T_RBRACK && !expect(P, T_COMMA, "',' or ']'")) return;
         }
         expect(P, T_RBRACK, "']'");
@@ -726,6 +737,31 @@ static bool norm_shape(parser *P, const char *fname, const value *v, rj_node x, 
     return true;
 }
 
+/* unsqueeze(x, dim), squeeze(x, dim=None): views made by rj_graph_reshape. */
+static value call_squeeze(parser *P, const token *fn, const char *name, args *a) {
+    value r = node_value(RJ_NONE, *fn);
+    value *v[2];
+    static const char *const names[] = {"input", "dim"};
+    bool un = name[0] == 'u';
+    int64_t dim = 0;
+    if (!bind_args(P, fn, name, a, names, 2, un ? 2 : 1, v)) return r;
+    if (v[1] && !is_none(v[1]) && !int_arg(P, name, "dim", v[1], INT_MIN, INT_MAX, &dim)) return r;
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return r;
+    if (un) {
+        r.node = check(P, rj_graph_unsqueeze(P->g, x, (int)dim), fn);
+    } else if (v[1] && !is_none(v[1])) {
+        r.node = check(P, rj_graph_squeeze(P->g, x, (int)dim), fn);
+    } else { /* every dim of size 1 */
+        rj_dim dims[RJ_MAX_RANK], keep[RJ_MAX_RANK];
+        int rank = rj_node_shape(P->g, x, dims), n = 0;
+        for (int k = 0; k < rank; k++)
+            if (dims[k] != 1) keep[n++] = dims[k];
+        r.node = n == rank ? x : check(P, rj_graph_reshape(P->g, x, n, keep), fn);
+    }
+    return r;
+}
+
 /* A call of an op by name, or of a ragjit-specific function (cast, pad, unpad). */
 static value call(parser *P, const token *fn, const char *name, args *a) {
     value r = node_value(RJ_NONE, *fn);
@@ -733,6 +769,8 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     value *v[8];
     rj_op op = rj_op_from_name(name);
     if (!strcmp(name, "sign")) op = RJ_OP_SGN;
+    if (!strcmp(name, "view")) op = RJ_OP_RESHAPE;
+    if (!strcmp(name, "unsqueeze") || !strcmp(name, "squeeze")) return call_squeeze(P, fn, name, a);
     if (op == RJ_OP_COUNT || op == RJ_OP_INPUT || op == RJ_OP_SCALAR || op == RJ_OP_GELU_TANH) {
         suggest s = {.word = name};
         char list[1024] = "";
@@ -742,7 +780,12 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
             size_t l = strlen(list);
             snprintf(list + l, sizeof list - l, "%s%s", l ? " " : "", rj_op_name((rj_op)o));
         }
-        suggest_try(&s, "sign");
+        static const char *const more[] = {"sign", "view", "unsqueeze", "squeeze"};
+        for (size_t i = 0; i < RJ_ARRAY_LEN(more); i++) {
+            suggest_try(&s, more[i]);
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, " %s", more[i]);
+        }
         char hint[96];
         suggestion(&s, hint, sizeof hint);
         if (s.best) fail_at(P, fn, RJ_ERR_PARSE, "unknown function '%s'%s", name, hint);
@@ -838,6 +881,48 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
             else len = n; /* a constant: never negative, which would name a symbol */
         }
         r.node = check(P, rj_graph_pad(g, as_node(P, v[0]), val, len), fn);
+    } else if (op == RJ_OP_EMBEDDING) {
+        /* embedding(table, idx) as the C API has it; F.embedding(input=idx, weight=table) by
+         * keyword, or its positional order (indices first) when only the first is integer */
+        static const char *const names[] = {"weight", "input"};
+        if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
+        rj_node t = as_node(P, v[0]), i = as_node(P, v[1]);
+        if (P->failed) return r;
+        if (a->npos == 2 && dtype_is_int(rj_node_dtype(g, t)) && !dtype_is_int(rj_node_dtype(g, i))) {
+            rj_node k = t;
+            t = i, i = k;
+        }
+        r.node = check(P, rj_graph_embedding(g, t, i), fn);
+    } else if (op == RJ_OP_GATHER || op == RJ_OP_INDEX_SELECT || op == RJ_OP_TAKE_ALONG_DIM) {
+        static const char *const gnames[] = {"input", "dim", "index"};
+        static const char *const tnames[] = {"input", "indices", "dim"};
+        bool take = op == RJ_OP_TAKE_ALONG_DIM;
+        int64_t dim;
+        if (!bind_args(P, fn, name, a, take ? tnames : gnames, 3, 3, v) ||
+            !int_arg(P, name, "dim", v[take ? 2 : 1], INT_MIN, INT_MAX, &dim))
+            return r;
+        rj_node x = as_node(P, v[0]), i = as_node(P, v[take ? 1 : 2]);
+        if (P->failed) return r;
+        r.node = check(P, op == RJ_OP_GATHER ? rj_graph_gather(g, x, (int)dim, i)
+                          : take            ? rj_graph_take_along_dim(g, x, i, (int)dim)
+                                            : rj_graph_index_select(g, x, (int)dim, i), fn);
+    } else if (op == RJ_OP_POSITIONS) {
+        static const char *const names[] = {"ragged"};
+        if (!bind_args(P, fn, name, a, names, 1, 1, v)) return r;
+        if (!v[0]->is_list || v[0]->ndims != 1) {
+            fail_at(P, &v[0]->at, RJ_ERR_PARSE, "positions: the argument must be a ragged symbol (positions(j1))");
+            return r;
+        }
+        r.node = check(P, rj_graph_positions(g, v[0]->dims[0]), fn);
+    } else if (op == RJ_OP_RESHAPE) {
+        static const char *const names[] = {"input", "shape"};
+        if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
+        if (!v[1]->is_list) {
+            fail_at(P, &v[1]->at, RJ_ERR_PARSE, "%s: shape must be a list of sizes ([B, j1, 8, 8]; -1 for one "
+                    "inferred size)", name);
+            return r;
+        }
+        r.node = check(P, rj_graph_reshape(g, as_node(P, v[0]), v[1]->ndims, v[1]->dims), fn);
     } else if (op == RJ_OP_UNPAD) {
         static const char *const names[] = {"input", "ragged"};
         if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;

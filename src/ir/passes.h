@@ -31,7 +31,9 @@ typedef struct fuse_node {
     int32_t group;   /* kernel that computes it (-1 for inputs and inline nodes) */
 } fuse_node;
 
-typedef enum { FG_ROOT, FG_MAP } fuse_group_kind;
+/* FG_CHECK: the range check of an index op's indices (root: the index op), a kernel over the
+ * index tensor's domain run where the op's producers have run (lower.c, checks.c). */
+typedef enum { FG_ROOT, FG_MAP, FG_CHECK } fuse_group_kind;
 
 typedef struct fuse_group {
     uint8_t kind;

@@ -143,9 +143,15 @@ static void print_ref(sbuf *b, const rj_graph *g, const namer *nm, int32_t id) {
         return;
     }
     char gen[160]; /* names are shorter than 128 bytes, so one this long is always free */
-    int len = snprintf(gen, sizeof gen, "v%d", (int)id);
+    /* numbered as the user's graph numbers it, in every stage's dump; t<id>: made by a pass */
+    int len = n->from ? snprintf(gen, sizeof gen, "v%d", (int)n->from - 1) : snprintf(gen, sizeof gen, "t%d", (int)id);
     while (len < 150 && name_in_graph(g, nm, gen)) gen[len++] = '_', gen[len] = 0;
     sbuf_puts(b, gen);
+}
+
+void print_operand_what(sbuf *b, const rj_graph *g, int32_t id) {
+    if (g->nodes[id].op == RJ_OP_INPUT) sbuf_puts(b, "input ");
+    print_ref(b, g, NULL, id);
 }
 
 static void print_num(sbuf *b, const char *key, double v) {
@@ -154,8 +160,42 @@ static void print_num(sbuf *b, const char *key, double v) {
     sbuf_printf(b, ", %s=%s", key, num);
 }
 
+/* Index ops and views, in PyTorch's argument order. */
+static void print_index_call(sbuf *b, const rj_graph *g, const namer *nm, const node *n) {
+    sbuf_printf(b, "%s(", op_table[n->op].name);
+    switch (n->op) {
+    case RJ_OP_POSITIONS: print_dim(b, g, (rj_dim)n->ival); break;
+    case RJ_OP_GATHER:
+    case RJ_OP_INDEX_SELECT:
+        print_ref(b, g, nm, n->in[0]);
+        sbuf_printf(b, ", %d, ", n->axis);
+        print_ref(b, g, nm, n->in[1]);
+        break;
+    case RJ_OP_RESHAPE:
+        print_ref(b, g, nm, n->in[0]);
+        sbuf_puts(b, ", [");
+        for (int k = 0; k < n->rank; k++) {
+            if (k) sbuf_puts(b, ", ");
+            print_dim(b, g, n->dims[k]);
+        }
+        sbuf_putc(b, ']');
+        break;
+    default: /* embedding, take_along_dim */
+        print_ref(b, g, nm, n->in[0]);
+        sbuf_puts(b, ", ");
+        print_ref(b, g, nm, n->in[1]);
+        if (n->op == RJ_OP_TAKE_ALONG_DIM) sbuf_printf(b, ", dim=%d", n->axis);
+        break;
+    }
+    sbuf_putc(b, ')');
+}
+
 static void print_call(sbuf *b, const rj_graph *g, const namer *nm, const node *n) {
     const char *name = op_table[n->op].name;
+    if (op_table[n->op].kind == KIND_INDEX || op_table[n->op].kind == KIND_VIEW) {
+        print_index_call(b, g, nm, n);
+        return;
+    }
     if (n->op == RJ_OP_GELU_TANH) name = "gelu";
     sbuf_printf(b, "%s(", name);
     int shown = op_table[n->op].kind == KIND_NORM ? 1 : n->nin;

@@ -40,6 +40,7 @@ rj_status rw_begin(rewriter *rw, rj_graph *g) {
     rj_ctx *ctx = g->ctx;
     if (!(rw->out = graph_new(ctx))) return RJ_ERR_NOMEM;
     rw->out->cur_loc = -1;
+    rw->out->derived = true;
     rw->nmap = g->n ? g->n : 1;
     if (!(rw->map = mem_alloc(ctx, sizeof(int32_t) * (size_t)rw->nmap))) goto fail;
     for (int32_t i = 0; i < g->n; i++) rw->map[i] = -1;
@@ -57,6 +58,7 @@ rj_status rw_begin(rewriter *rw, rj_graph *g) {
         const node *in = &g->nodes[g->inputs[k]];
         rj_node id = rj_graph_input(rw->out, in->name, in->dtype, in->rank, in->dims);
         if (id < 0) goto fail;
+        rw->out->nodes[id].from = in->from;
         rw->map[g->inputs[k]] = id;
     }
     return RJ_OK;
@@ -167,6 +169,25 @@ rj_status rw_finish(rewriter *rw) {
         rw_abort(rw);
         return s;
     }
+    /* a node that replaces an old one computes what the old one did, so it takes its `from`
+     * when it has none; each user's node is then claimed by one node at most (the first) */
+    for (int32_t i = 0; i < g->n; i++) {
+        int32_t id = rw->map[i];
+        if (id >= 0 && !out->nodes[id].from) out->nodes[id].from = g->nodes[i].from;
+    }
+    int32_t most = 0;
+    for (int32_t i = 0; i < out->n; i++) most = out->nodes[i].from > most ? out->nodes[i].from : most;
+    uint8_t *claimed = mem_zalloc(ctx, (size_t)most + 1);
+    if (!claimed) {
+        rw_abort(rw);
+        return RJ_ERR_NOMEM;
+    }
+    for (int32_t i = 0; i < out->n; i++) {
+        node *n = &out->nodes[i];
+        if (claimed[n->from]) n->from = 0;
+        else if (n->from) claimed[n->from] = 1;
+    }
+    mem_free(ctx, claimed, (size_t)most + 1);
     /* move the new arrays into g */
     rj_graph tmp = *g;
     g->nodes = out->nodes, g->n = out->n, g->cap = out->cap;

@@ -221,6 +221,17 @@ rj_status rj_bind_wait(rj_bind *b) {
         b->err_addr = 0;
         if (s) b->prepared = false; /* the kernels did nothing */
     }
+    if (!s && b->checks_addr) { /* the run's index checks */
+        const lprog *lp = &b->art->comp.lp;
+        size_t n = (size_t)lp->nchecks;
+        int64_t *w = mem_alloc(b->ctx, n * sizeof(int64_t));
+        if (!w) return RJ_ERR_NOMEM;
+        s = b->be->dev_read(b->ctx, b->stream, w, b->checks_addr, n * sizeof(int64_t));
+        if (!s) s = index_verdict(b, lp, w);
+        mem_free(b->ctx, w, n * sizeof(int64_t));
+        if (s) b->prepared = false;
+    }
+    b->checks_addr = 0;
     return s;
 }
 

@@ -309,6 +309,7 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
             for (int c = 0; c < pl.nchunks; c++) call_chunk(&r, c, omp_get_thread_num());
         }
     }
+    if (!s && lp->nchecks) s = index_verdict(b, lp, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
     return s;
 }
 

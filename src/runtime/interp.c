@@ -514,6 +514,86 @@ static void eval_pad(interp *in, const node *n, ival *v) {
     }
 }
 
+/* ---- index ops and views ----------------------------------------------------------------- */
+
+/* The size an index of n may not reach at position idx of its index tensor. */
+static int64_t index_bound(const interp *in, const node *n, const int64_t *idx, bool *per_item) {
+    const ival *x = &in->vals[n->in[0]];
+    int axis = n->op == RJ_OP_EMBEDDING ? 0 : n->axis;
+    *per_item = x->rp == axis;
+    return *per_item ? x->lens[idx[0]] : x->ext[axis];
+}
+
+/* Every index in range, checked over the index tensor in its packed order (checks.c). */
+static rj_status check_indices(interp *in, const node *n) {
+    const ival *iv = &in->vals[n->in[1]];
+    int64_t idx[RJ_MAX_RANK];
+    for (bool ok = idx_first(iv, idx, -1); ok; ok = idx_next(iv, idx, -1)) {
+        int64_t k = load(iv->data, iv->dtype, elem_at(iv, idx, iv->rank)).i;
+        bool per_item;
+        int64_t bound = index_bound(in, n, idx, &per_item);
+        if (k >= 0 && k < bound) continue;
+        sbuf w;
+        sbuf_init(&w, in->ctx);
+        print_operand_what(&w, in->g, n->in[1]);
+        index_fault f = {.op = n->op, .what = w.s ? w.s : "the index", .rank = iv->rank,
+                         .has_value = in->g->nodes[n->in[1]].op == RJ_OP_INPUT, /* as compiled targets */
+                         .value = k, .bound = bound, .per_item = per_item};
+        memcpy(f.at, idx, sizeof(int64_t) * (size_t)iv->rank);
+        rj_status s = w.failed ? RJ_ERR_NOMEM : index_fault_fail(in->ctx, &f);
+        sbuf_free(&w);
+        return s;
+    }
+    return RJ_OK;
+}
+
+static rj_status eval_index(interp *in, const node *n, ival *v) {
+    if (n->op != RJ_OP_POSITIONS) {
+        rj_status s = check_indices(in, n);
+        if (s) return s;
+    }
+    const ival *x = n->nin ? &in->vals[n->in[0]] : NULL, *iv = n->nin > 1 ? &in->vals[n->in[1]] : NULL;
+    int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
+    for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+        elem e;
+        if (n->op == RJ_OP_POSITIONS) {
+            e.i = idx[1];
+        } else if (n->op == RJ_OP_EMBEDDING) {
+            int s = iv->rank;
+            int64_t row = load(iv->data, iv->dtype, elem_at(iv, idx, s)).i;
+            e = load(x->data, x->dtype, row * x->ext[1] + idx[s]);
+        } else if (n->op == RJ_OP_INDEX_SELECT) {
+            memcpy(xi, idx, sizeof xi);
+            xi[n->axis] = load(iv->data, iv->dtype, idx[n->axis]).i;
+            e = load(x->data, x->dtype, elem_at(x, xi, n->rank));
+        } else { /* gather, take_along_dim: x and the index broadcast (elem_at reads 0 there) */
+            memcpy(xi, idx, sizeof xi);
+            xi[n->axis] = load(iv->data, iv->dtype, elem_at(iv, idx, n->rank)).i;
+            e = load(x->data, x->dtype, elem_at(x, xi, n->rank));
+        }
+        store(v->data, v->dtype, elem_at(v, idx, n->rank), e);
+    }
+    return RJ_OK;
+}
+
+/* reshape: the dims after the kept ones (batch and ragged) re-laid out in C order. */
+static void eval_view(interp *in, const node *n, ival *v) {
+    const ival *x = &in->vals[n->in[0]];
+    int keep = x->rp >= 0 ? x->rp + 1 : 0;
+    int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
+    for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+        int64_t flat = 0;
+        for (int k = keep; k < v->rank; k++) flat = flat * v->ext[k] + idx[k];
+        for (int k = x->rank - 1; k >= keep; k--) {
+            xi[k] = x->ext[k] ? flat % x->ext[k] : 0;
+            flat = x->ext[k] ? flat / x->ext[k] : 0;
+        }
+        for (int k = 0; k < keep; k++) xi[k] = idx[k];
+        store(v->data, v->dtype, elem_at(v, idx, n->rank), load(x->data, x->dtype, elem_at(x, xi, x->rank)));
+    }
+    RJ_UNUSED(in);
+}
+
 /* Scatters a packed value into the output memory with its symbol's addressing. */
 static void write_output(interp *in, const ival *v, out_bind *o) {
     size_t es = rj_dtype_size(v->dtype);
@@ -586,9 +666,21 @@ rj_status interp_run(rj_program *p, rj_bind *b) {
     rj_status s = setup_lengths(&in);
     if (!s && !(in.vals = mem_zalloc(in.ctx, (size_t)(g->n ? g->n : 1) * sizeof(ival))))
         s = RJ_ERR_NOMEM;
+    /* only what the outputs need, as compiled programs do: an index op no output reads
+     * checks no index */
+    uint8_t *live = s ? NULL : mem_alloc(in.ctx, (size_t)(g->n ? g->n : 1));
+    if (!s && !live) s = RJ_ERR_NOMEM;
+    if (!s) {
+        memset(live, 0, (size_t)(g->n ? g->n : 1));
+        for (int32_t k = 0; k < g->noutputs; k++) live[g->outputs[k].node] = 1;
+        for (int32_t i = g->n - 1; i >= 0; i--)
+            if (live[i])
+                for (int k = 0; k < g->nodes[i].nin; k++) live[g->nodes[i].in[k]] = 1;
+    }
     for (int32_t i = 0; !s && i < g->n; i++) {
         const node *n = &g->nodes[i];
         ival *v = &in.vals[i];
+        if (!live[i]) continue;
         if ((s = val_alloc(&in, n, v))) break;
         switch (op_table[n->op].kind) {
         case KIND_LEAF:
@@ -604,9 +696,12 @@ rj_status interp_run(rj_program *p, rj_bind *b) {
         case KIND_SOFTMAX: eval_softmax(&in, n, v); break;
         case KIND_NORM: eval_norm(&in, n, v); break;
         case KIND_PAD: eval_pad(&in, n, v); break;
+        case KIND_INDEX: s = eval_index(&in, n, v); break;
+        case KIND_VIEW: eval_view(&in, n, v); break;
         default: eval_elementwise(&in, n, v); break;
         }
     }
+    if (live) mem_free(in.ctx, live, (size_t)(g->n ? g->n : 1));
     for (int32_t k = 0; !s && k < g->noutputs; k++)
         write_output(&in, &in.vals[g->outputs[k].node], &b->out[k]);
     teardown(&in);

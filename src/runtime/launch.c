@@ -499,6 +499,18 @@ static rj_status dev_verdict(dev_run *r) {
     return s;
 }
 
+/* The index checks' verdict after the run's kernels finished. */
+static rj_status dev_index_verdict(dev_run *r) {
+    rj_bind *b = r->b;
+    size_t n = (size_t)r->lp->nchecks;
+    int64_t *w = mem_alloc(b->ctx, n * sizeof(int64_t));
+    if (!w) return RJ_ERR_NOMEM;
+    rj_status s = r->ops->read(r->ud, w, r->m.buf[r->lp->checks_buf], n * sizeof(int64_t), "reading the index checks");
+    if (!s) s = index_verdict(b, r->lp, w);
+    mem_free(b->ctx, w, n * sizeof(int64_t));
+    return s;
+}
+
 /* A unit range [0, units) split across groups of the kernel's launch shape (one thread, a
  * warp, a block), at most max_threads threads in all, in blocks of the target's size; the
  * generated code gives each group one contiguous slice (codegen/simt/emit.c), so any number
@@ -579,8 +591,10 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
         s = ops->finish(ud, &kms);
         if (!s) b->pending = false; /* an earlier early run finished before this one */
         if (!s && check) s = dev_verdict(&r);
+        if (!s && lp->nchecks) s = dev_index_verdict(&r);
     }
     b->err_addr = !s && b->pending && check ? r.m.err : 0;
+    b->checks_addr = !s && b->pending && lp->nchecks ? r.m.buf[lp->checks_buf] : 0;
     double t2 = clock_ms();
     for (int32_t i = 0; !s && i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];

@@ -140,11 +140,28 @@ struct rj_bind {
     void *dev_events[2];  /* the backend's timing events of the last asynchronous run */
     void *dev_queue;      /* OpenCL: the queue of the last run that returned early */
     uint64_t err_addr;    /* the device check's words of a run that returned early (or 0) */
+    uint64_t checks_addr; /* the index checks' words of a run that returned early (or 0) */
 };
 
 /* The device check's words (1 + nsym u32, launch.c) as the failure a host check would give:
  * the status, and a message naming the symbol and the first bad item. RJ_OK when all ones. */
 rj_status bind_offsets_verdict(rj_bind *b, const uint32_t *words);
+
+/* checks.c: an index op's first index out of range, as every target reports it. */
+typedef struct index_fault {
+    rj_op op;
+    const char *what;              /* "input idx", or the index value's name */
+    int rank;
+    int64_t at[RJ_MAX_RANK];       /* its position in the index tensor */
+    bool has_value;
+    int64_t value;                 /* the index, when known */
+    int64_t bound;                 /* the indexed dim's size (< 0: unknown) */
+    bool per_item;                 /* the indexed dim is ragged: bound is item at[0]'s length */
+} index_fault;
+rj_status index_fault_fail(rj_ctx *ctx, const index_fault *f);
+/* The run's verdict from the words of its checks buffer (lprog.checks_buf): RJ_OK, or the
+ * first index op's first bad index. */
+rj_status index_verdict(rj_bind *b, const lprog *lp, const int64_t *words);
 
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
  * loff[b] <= lo, and the smallest b with loff[b] >= hi (both in [0, B]). */

@@ -108,6 +108,7 @@ const char *rj_status_str(rj_status s) {
         [RJ_ERR_COMPILE] = "compile error",
         [RJ_ERR_NO_DEVICE] = "no CUDA device",
         [RJ_ERR_INTERNAL] = "internal error",
+        [RJ_ERR_INDEX] = "index out of range",
     };
     if ((unsigned)s >= RJ_STATUS_COUNT) return "unknown status";
     return names[s];

@@ -514,6 +514,10 @@ static void stmt(em *E, const ls *st) {
             break;
         }
         LLVMValueRef p = mem_addr(E, st->mem, st->ref, t, expr(E, st->a));
+        if (st->flags & LF_ATOMIC_MIN) { /* workers may meet here: one read-modify-write */
+            LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpMin, p, v, LLVMAtomicOrderingMonotonic, 0);
+            break;
+        }
         LLVMSetAlignment(LLVMBuildStore(b, v, p), (unsigned)rj_dtype_size((rj_dtype)t));
         break; /* streaming happens only through staged_for: an unaligned !nontemporal store
                 * would stop the loop from vectorising */
