@@ -364,6 +364,10 @@ RJ_API rj_node rj_graph_output_at(const rj_graph *g, int i);
 /* The name the i-th input / output was declared with. Prefer these to rj_node_name for
  * file or buffer names: an input that is also an output has two names. */
 RJ_API const char *rj_graph_input_name(const rj_graph *g, int i);
+/* The dim whose size bounds the values of input i where an index op uses it as its indices
+ * (directly or through reshapes; a ragged dim bounds each item's indices by its length), or
+ * RJ_DIM_NONE when none does: what `ragjit --random` draws index inputs below. */
+RJ_API rj_dim rj_graph_input_index_bound(const rj_graph *g, int i);
 RJ_API const char *rj_graph_output_name(const rj_graph *g, int i);
 RJ_API rj_node rj_graph_find(const rj_graph *g, const char *name); /* input or output name */
 /* The output name, input name, or text-format variable name of a node; NULL if none. */

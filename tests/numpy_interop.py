@@ -69,4 +69,47 @@ with tempfile.TemporaryDirectory() as tmp:
     close("y", np.load(os.path.join(out2, "y.npy")), np.maximum(x2.astype(np.float64) * 2 - 1, 0))
     s = np.stack([x2[off[b]:off[b + 1]].astype(np.float64).sum(0) + (L - lens[b]) * 0.5 for b in range(len(lens))])
     close("s", np.load(os.path.join(out2, "s.npy")), s)
+    # embedding_bag.rj: table f32[V, 64], ids i64[B, j1] -> sum and mean of each item's rows
+    data3, out3 = os.path.join(tmp, "in3"), os.path.join(tmp, "out3")
+    os.makedirs(data3)
+    V = 50
+    table = rng.standard_normal((V, 64)).astype(np.float32)
+    ids = rng.integers(0, V, off[-1]).astype(np.int64)
+    np.save(os.path.join(data3, "table.npy"), table)
+    np.save(os.path.join(data3, "ids.npy"), ids)
+    np.save(os.path.join(data3, "j1.npy"), off)
+    run("embedding_bag.rj", data3, out3)
+    rows = [table[ids[off[b]:off[b + 1]]].astype(np.float64) for b in range(len(lens))]
+    close("bag", np.load(os.path.join(out3, "bag.npy")), np.stack([r.sum(0) for r in rows]))
+    with np.errstate(invalid="ignore"):
+        close("bag avg", np.load(os.path.join(out3, "avg.npy")),
+              np.stack([r.mean(0) if len(r) else np.full(64, np.nan) for r in rows]))
+    # ... and an id out of range fails the run, naming the input, the item and the row
+    bad = ids.copy()
+    bad[off[2] + 1] = V
+    np.save(os.path.join(data3, "ids.npy"), bad)
+    r = subprocess.run([ragjit, "run", os.path.join(src, "examples", "embedding_bag.rj"), "--data", data3,
+                        "--out", out3], capture_output=True, text=True)
+    want = "embedding: the index at [2, 1] of input ids is %d, out of range [0, %d)" % (V, V)
+    if r.returncode != 2 or want not in r.stderr:  # bad input
+        sys.exit("an id out of range: exit %d, %r (expected %r)" % (r.returncode, r.stderr, want))
+    print("%-10s %-14s ok (%s)" % ("bad id", "", want))
+    # nll.rj: log-likelihood of a target class per row under log_softmax over the classes
+    data4, out4 = os.path.join(tmp, "in4"), os.path.join(tmp, "out4")
+    os.makedirs(data4)
+    C = 11
+    logits = rng.standard_normal((off[-1], C)).astype(np.float32) * 3
+    target = rng.integers(0, C, off[-1]).astype(np.int64)
+    np.save(os.path.join(data4, "logits.npy"), logits)
+    np.save(os.path.join(data4, "target.npy"), target)
+    np.save(os.path.join(data4, "j1.npy"), off)
+    run("nll.rj", data4, out4)
+    lg = logits.astype(np.float64)
+    m = lg.max(1, keepdims=True)
+    logp = lg - m - np.log(np.exp(lg - m).sum(1, keepdims=True))
+    picked = np.take_along_axis(logp, target[:, None], axis=1)[:, 0]
+    close("picked", np.load(os.path.join(out4, "picked.npy")), picked)
+    with np.errstate(invalid="ignore"):
+        close("loss", np.load(os.path.join(out4, "loss.npy")),
+              np.array([-picked[off[b]:off[b + 1]].mean() if lens[b] else np.nan for b in range(len(lens))]))
 print("numpy interop ok")

@@ -105,7 +105,8 @@ static const char data_help[] =
     "                      required), maxlen and minlen (rows per item, uniform in minlen..maxlen;\n"
     "                      default 0..16), seed (default 1), and any named size of the program\n"
     "                      (D=64, L=128; a name the program lacks is ignored with a note); at\n"
-    "                      most 2 GiB in all\n"
+    "                      most 2 GiB in all. Values: floats uniform in [-1, 1), integers in\n"
+    "                      [-10, 10], bools half true; an index op's indices in range\n"
     "  --size NAME=VALUE   a named size of the program (repeatable)\n"
     "  --save-data DIR     also write the data used (generated or read) to DIR, so that\n"
     "                      'ragjit run PROG --data DIR' reproduces the run\n";
@@ -740,8 +741,33 @@ static int make_random(dataset *d, const char *spec) {
         if (random_budget(&budget, numel, (int64_t)rj_dtype_size(dtype), what)) return EXIT_USAGE;
         if (!(d->in[k] = rj_tensor_dense(d->ctx, dtype, arank, shape, NULL))) return die_run("out of memory");
         void *values = tinfo(d->in[k]).values;
-        for (int64_t i = 0; i < numel; i++) {
+        /* the indices of an index op: in range (below a size, or below each item's length) */
+        rj_dim bd = rj_graph_input_index_bound(g, k);
+        const int64_t *boff = NULL, *ioff = NULL; /* the bound's and this input's offsets */
+        int64_t bound = -1, inner = 1, per_item = numel;
+        if (bd != RJ_DIM_NONE && (dtype == RJ_I32 || dtype == RJ_I64)) {
+            rj_dim_info bi = dim_info(g, bd);
+            if (bd >= 0) bound = bd;
+            else if (bi.kind == RJ_DIM_DENSE) bound = d->size[sym_index(g, bd)];
+            else if (bi.kind == RJ_DIM_RAGGED && d->off[sym_index(g, bd)]) boff = tinfo(d->off[sym_index(g, bd)]).values;
+            for (int ad = 1; ad < arank; ad++) inner *= shape[ad];
+            if (rp >= 0) ioff = tinfo(d->off[sym_index(g, dims[rp])]).values;
+            else if (arank > 0 && shape[0] > 0) per_item = numel / shape[0];
+        }
+        for (int64_t i = 0, item = 0; i < numel; i++) {
             double u = (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
+            if (bound >= 0 || boff) {
+                int64_t hi = bound;
+                if (boff) {
+                    if (ioff) while (ioff[item + 1] * inner <= i) item++;
+                    else item = per_item ? i / per_item : 0;
+                    hi = boff[item + 1] - boff[item];
+                }
+                int64_t v = (int64_t)floor(u * (double)hi);
+                if (dtype == RJ_I32) ((int32_t *)values)[i] = (int32_t)v;
+                else ((int64_t *)values)[i] = v;
+                continue;
+            }
             switch (dtype) {
             case RJ_BOOL: ((uint8_t *)values)[i] = u < 0.5; break;
             case RJ_I32: ((int32_t *)values)[i] = (int32_t)floor(u * 21) - 10; break;
@@ -825,7 +851,7 @@ static int get_data(dataset *d, rj_ctx *ctx, const rj_graph *g, const opts *o) {
 static bool is_data_status(rj_status s) {
     return s == RJ_ERR_UNBOUND || s == RJ_ERR_SIZE || s == RJ_ERR_BATCH || s == RJ_ERR_OFFSETS_START ||
            s == RJ_ERR_OFFSETS_ORDER || s == RJ_ERR_OFFSETS_END || s == RJ_ERR_SAME ||
-           s == RJ_ERR_OVERFLOW || s == RJ_ERR_PAD_LEN;
+           s == RJ_ERR_OVERFLOW || s == RJ_ERR_PAD_LEN || s == RJ_ERR_INDEX;
 }
 
 static int bind_data(rj_ctx *ctx, rj_bind *b, const dataset *d) {

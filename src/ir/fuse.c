@@ -208,7 +208,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     for (int32_t gi = 0; gi < p->ngroups; gi++) {
         fuse_group *gr = &p->groups[gi];
         if (gr->kind == FG_CHECK) { /* it computes the index tensor, nothing else */
-            int32_t o = g->nodes[gr->root].in[1];
+            int32_t o = index_tensor(g, &g->nodes[gr->root]);
             fuse_node *f = &p->nodes[o];
             if (f->role == FR_ROOT || f->role == FR_EPILOGUE) f->mat = 1;
             else if (f->role == FR_INLINE && mark_reads(g, p, o, gi, seen, &stack, &stack_cap)) goto out;
@@ -272,7 +272,7 @@ void fuse_kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t
     if (gr->kind == FG_ROOT) stack[top++] = gr->root;
     for (int32_t m = 0; m < gr->nmembers; m++) stack[top++] = gr->members[m];
     int32_t computed = top; /* the first `computed` entries are this kernel's own values */
-    if (gr->kind == FG_CHECK) stack[top++] = g->nodes[gr->root].in[1]; /* the index tensor */
+    if (gr->kind == FG_CHECK) stack[top++] = index_tensor(g, &g->nodes[gr->root]);
     for (int32_t pos = 0; top > 0;) {
         int32_t id = stack[--top];
         bool own = pos < computed;
@@ -280,9 +280,12 @@ void fuse_kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t
         const node *n = &g->nodes[id];
         const fuse_node *f = &p->nodes[id];
         if (!own) {
-            bool elsewhere = f->role == FR_INPUT || f->role == FR_ROOT || f->role == FR_EPILOGUE ||
-                             (f->mat && f->group != gi);
-            if (elsewhere) {
+            /* inline nodes are recomputed wherever they are used, even those a map kernel
+             * writes as outputs; roots and epilogues are read from memory, but for this
+             * kernel's own */
+            bool computed_here = (f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group == gi;
+            if (computed_here) continue;
+            if (f->role == FR_INPUT || f->role == FR_ROOT || f->role == FR_EPILOGUE) {
                 reads[id] = 1;
                 continue;
             }

@@ -336,6 +336,16 @@ rj_node rj_graph_input_at(const rj_graph *g, int i) {
     return index_ok(g, "rj_graph_input_at", i, g ? g->ninputs : 0) ? g->inputs[i] : RJ_NONE;
 }
 
+rj_dim rj_graph_input_index_bound(const rj_graph *g, int i) {
+    if (!index_ok(g, "rj_graph_input_index_bound", i, g ? g->ninputs : 0)) return RJ_DIM_NONE;
+    for (int32_t k = 0; k < g->n; k++) {
+        const node *n = &g->nodes[k];
+        if (op_table[n->op].kind != KIND_INDEX || n->nin != 2 || index_tensor(g, n) != g->inputs[i]) continue;
+        return g->nodes[n->in[0]].dims[n->op == RJ_OP_EMBEDDING ? 0 : n->axis];
+    }
+    return RJ_DIM_NONE;
+}
+
 rj_node rj_graph_output_at(const rj_graph *g, int i) {
     return index_ok(g, "rj_graph_output_at", i, g ? g->noutputs : 0) ? g->outputs[i].node
                                                                       : RJ_NONE;

@@ -149,6 +149,17 @@ bool dtype_is_int(rj_dtype t); /* i32, i64 (not bool) */
  * comparisons this differs from the bool result. */
 rj_dtype node_compute_dtype(const rj_graph *g, const node *n);
 
+/* The tensor whose values index op n checks: its index operand, seen through reshapes that
+ * keep dim 0 (they keep every element's packed position and its item, so positions and
+ * values are the underlying tensor's, often an input the user can look at). */
+static inline int32_t index_tensor(const rj_graph *g, const node *n) {
+    int32_t id = n->in[1];
+    while (g->nodes[id].op == RJ_OP_RESHAPE && g->nodes[id].rank > 0 &&
+           g->nodes[g->nodes[id].in[0]].rank > 0 && g->nodes[id].dims[0] == g->nodes[g->nodes[id].in[0]].dims[0])
+        id = g->nodes[id].in[0];
+    return id;
+}
+
 /* infer.c: fills dtype/rank/dims of n from its operands and attributes, or fails with a
  * message naming the op and the shapes. */
 rj_status infer_node(rj_graph *g, node *n);

@@ -2161,8 +2161,9 @@ typedef struct check_ctx {
 
 static void check_body(lower *L, blk *b, at *a, void *ud) {
     const check_ctx *c = ud;
-    const node *ix = &L->g->nodes[c->n->in[1]];
-    int32_t iv = xcast(L, RJ_I64, value_fresh(L, c->n->in[1], a));
+    int32_t src = index_tensor(L->g, c->n);
+    const node *ix = &L->g->nodes[src];
+    int32_t iv = xcast(L, RJ_I64, value_fresh(L, src, a));
     int32_t bad = xun(L, RJ_OP_LOGICAL_NOT, RJ_BOOL, index_ok(L, iv, index_bound(L, c->n, a->idx[0])));
     int32_t pos = a->idx[0];
     int k = 1;
@@ -2178,7 +2179,7 @@ static void check_body(lower *L, blk *b, at *a, void *ud) {
 }
 
 static void lower_check(lower *L, const fuse_group *gr, int32_t slot) {
-    const node *n = &L->g->nodes[gr->root], *d = &L->g->nodes[n->in[1]];
+    const node *n = &L->g->nodes[gr->root], *d = &L->g->nodes[index_tensor(L->g, &L->g->nodes[gr->root])];
     at a = {.rank = d->rank, .inclass = -1, .outclass = -1, .guard = -1};
     blk top = NEWBLK;
     int rp = dim_ragged_pos(L->g, d);
@@ -2197,10 +2198,11 @@ static void lower_check(lower *L, const fuse_group *gr, int32_t slot) {
     memcpy(lc->dims, d->dims, sizeof(rj_dim) * (size_t)d->rank);
     lc->bound = L->g->nodes[n->in[0]].dims[n->op == RJ_OP_EMBEDDING ? 0 : n->axis];
     lc->input = -1;
+    int32_t src = index_tensor(L->g, n);
     for (int32_t i = 0; i < L->g->ninputs; i++)
-        if (L->g->inputs[i] == n->in[1]) lc->input = i;
+        if (L->g->inputs[i] == src) lc->input = i;
     sbuf_init(&w, L->ctx);
-    print_operand_what(&w, L->g, n->in[1]);
+    print_operand_what(&w, L->g, src);
     if (w.failed) L->err = RJ_ERR_NOMEM;
     else snprintf(lc->what, sizeof lc->what, "%s", w.s ? w.s : "");
     sbuf_free(&w);

@@ -526,7 +526,8 @@ static int64_t index_bound(const interp *in, const node *n, const int64_t *idx, 
 
 /* Every index in range, checked over the index tensor in its packed order (checks.c). */
 static rj_status check_indices(interp *in, const node *n) {
-    const ival *iv = &in->vals[n->in[1]];
+    int32_t src = index_tensor(in->g, n);
+    const ival *iv = &in->vals[src];
     int64_t idx[RJ_MAX_RANK];
     for (bool ok = idx_first(iv, idx, -1); ok; ok = idx_next(iv, idx, -1)) {
         int64_t k = load(iv->data, iv->dtype, elem_at(iv, idx, iv->rank)).i;
@@ -535,9 +536,9 @@ static rj_status check_indices(interp *in, const node *n) {
         if (k >= 0 && k < bound) continue;
         sbuf w;
         sbuf_init(&w, in->ctx);
-        print_operand_what(&w, in->g, n->in[1]);
+        print_operand_what(&w, in->g, src);
         index_fault f = {.op = n->op, .what = w.s ? w.s : "the index", .rank = iv->rank,
-                         .has_value = in->g->nodes[n->in[1]].op == RJ_OP_INPUT, /* as compiled targets */
+                         .has_value = in->g->nodes[src].op == RJ_OP_INPUT, /* as compiled targets */
                          .value = k, .bound = bound, .per_item = per_item};
         memcpy(f.at, idx, sizeof(int64_t) * (size_t)iv->rank);
         rj_status s = w.failed ? RJ_ERR_NOMEM : index_fault_fail(in->ctx, &f);
