@@ -133,6 +133,77 @@ static void test_porting_syntax(void **state) {
                  "t.rj:3:7: unknown function 'sofmax' (did you mean 'softmax'?)", 7);
 }
 
+/* Index ops and views: PyTorch's method forms and argument orders give the graph the
+ * function forms give, -1 is inferred in a reshape, and the shape rules are errors that say
+ * what is wrong. */
+static void test_index_syntax(void **state) {
+    fixture *f = *state;
+    static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 8]\ninput t : i64[B, j1]\n"
+                               "input tab : f32[V, 8]\ninput s : i32[3]\n";
+    static const char methods[] =
+        "a = x.log_softmax(-1).take_along_dim(t.unsqueeze(-1), dim=-1).squeeze(-1)\n"
+        "b = embedding(t, tab).sum(1)\n" /* F.embedding's order: the indices first */
+        "c = x.gather(2, t.unsqueeze(2)) + x.index_select(-1, s).sum(-1, keepdim=True)\n"
+        "d = x.reshape([B, j1, 2, -1]).view([B, j1, 8]) * positions(j1).unsqueeze(-1)\n"
+        "output a, b, c, d\n";
+    static const char functions[] =
+        "a = squeeze(take_along_dim(log_softmax(x, 2), unsqueeze(t, 2), 2), 2)\n"
+        "b = sum(embedding(tab, t), dim=1)\n"
+        "c = gather(x, 2, unsqueeze(t, -1)) + sum(index_select(x, 2, s), dim=2, keepdim=True)\n"
+        "d = reshape(reshape(x, [B, j1, 2, 4]), [B, j1, 8]) * unsqueeze(positions(j1), 2)\n"
+        "output a, b, c, d\n";
+    char src[1024];
+    char *dump[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(src, sizeof src, "%s%s", head, k ? functions : methods);
+        rj_graph *g = rj_graph_parse(f->ctx, src, "ix.rj");
+        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+        dump[k] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+        assert_non_null(dump[k]);
+        rj_graph_free(g);
+    }
+    if (strcmp(dump[0], dump[1])) fail_msg("method syntax:\n%s\nfunction syntax:\n%s", dump[0], dump[1]);
+    /* the dump parses back to itself */
+    rj_graph *g = rj_graph_parse(f->ctx, dump[0], "dump.rj");
+    if (!g) fail_msg("the dump does not parse: %s\n%s", rj_ctx_error(f->ctx), dump[0]);
+    rj_graph_free(g);
+    rj_string_free(f->ctx, dump[0]);
+    rj_string_free(f->ctx, dump[1]);
+    static const struct {
+        const char *line, *msg;
+        rj_status s;
+    } bad[] = {
+        {"y = embedding(x, t)", "t.rj:6:5: embedding: the table must be a dense [V, D] tensor, got f32[B, j1, 8]",
+         RJ_ERR_SHAPE},
+        {"y = embedding(tab, x > 0.0)", "t.rj:6:5: embedding: the indices must be an integer tensor (i32 or i64), got "
+         "bool[B, j1, 8] (a bool mask selects with where or masked_fill)", RJ_ERR_DTYPE},
+        {"y = gather(x, 2, t)", "t.rj:6:5: gather: the index i64[B, j1] must have the rank of the input f32[B, j1, 8]",
+         RJ_ERR_SHAPE},
+        {"y = gather(x, 0, t.unsqueeze(-1))", "t.rj:6:5: gather: cannot index the batch dim 0 of the jagged tensor "
+         "f32[B, j1, 8]", RJ_ERR_SHAPE},
+        {"y = take_along_dim(x, s.reshape([1, 3, 1]), 1)", "t.rj:6:5: take_along_dim: the index i32[1, 3, 1] into the "
+         "ragged dim 1 of f32[B, j1, 8] needs a row of indices per item (its dim 0 must be B)", RJ_ERR_SHAPE},
+        {"y = index_select(x, 1, s)", "t.rj:6:5: index_select: dim 1 of f32[B, j1, 8] is ragged (gather or "
+         "take_along_dim index an item's rows)", RJ_ERR_SHAPE},
+        {"y = x.reshape([B, j1, 3, 3])", "t.rj:6:7: reshape: f32[B, j1, 8] to f32[B, j1, 3, 3]: the element counts "
+         "differ", RJ_ERR_SHAPE},
+        {"y = x.unsqueeze(1)", "t.rj:6:7: reshape: f32[B, j1, 8] to f32[B, 1, j1, 8]: a jagged tensor keeps its batch "
+         "and ragged dims in place (only the dims after j1 change)", RJ_ERR_SHAPE},
+        {"y = x.reshape([B, j1, -2])", "t.rj:6:23: a dim must not be negative (-1 is reshape's inferred size)",
+         RJ_ERR_PARSE},
+        {"y = positions(x)", "t.rj:6:15: positions: the argument must be a ragged symbol (positions(j1))", RJ_ERR_PARSE},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(src, sizeof src, "ragged j1 : B\ninput x : f32[B, j1, 8]\ninput t : i64[B, j1]\ninput tab : f32[V, "
+                 "8]\ninput s : i32[3]\n%s\noutput y\n", bad[i].line);
+        rj_graph *e = rj_graph_parse(f->ctx, src, "t.rj");
+        if (e) fail_msg("no error for %s", bad[i].line);
+        if (rj_ctx_status(f->ctx) != bad[i].s || strncmp(rj_ctx_error(f->ctx), bad[i].msg, strlen(bad[i].msg)))
+            fail_msg("%s: got %s: %s\nexpected %s", bad[i].line, rj_status_str(rj_ctx_status(f->ctx)),
+                     rj_ctx_error(f->ctx), bad[i].msg);
+    }
+}
+
 /* Legal but suspicious: a ragged symbol no input uses, a dense size named like a ragged symbol. */
 static void test_warnings(void **state) {
     fixture *f = *state;
@@ -518,7 +589,7 @@ static void test_null_args(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_warnings),
+        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_index_syntax), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),
