@@ -238,7 +238,7 @@ static rj_target pick_program_target(api *s) {
 enum {
     G_END, G_DENSE, G_RAGGED, G_SAME, G_INPUT, G_SCALAR, G_SCALAR_INT, G_SCALAR_BOOL, G_UNARY,
     G_BINARY, G_WHERE, G_MASKED_FILL, G_CAST, G_REDUCE, G_SOFTMAX, G_LAYER_NORM, G_RMS_NORM,
-    G_PAD, G_UNPAD, G_OUTPUT, G_INTROSPECT, G_DUMP, G_COUNT
+    G_PAD, G_UNPAD, G_OUTPUT, G_INTROSPECT, G_DUMP, G_INDEX, G_VIEW, G_COUNT
 };
 
 /* One builder call; false at the END byte. */
@@ -353,6 +353,34 @@ static bool graph_step(api *s) {
         double v = pick_double(s);
         rj_dim len = byte(s) & 1 ? pick_dim(s) : RJ_DIM_NONE;
         note_node(s, rj_graph_pad(g, x, v, len), before, "rj_graph_pad");
+        break;
+    }
+    case G_INDEX: { /* embedding, gather, take_along_dim, index_select, positions */
+        unsigned which = byte(s) % 5;
+        rj_node x = pick_node(s), i = pick_node(s);
+        int dim = pick_int(s);
+        rj_node r = which == 0 ? rj_graph_embedding(g, x, i)
+                    : which == 1 ? rj_graph_gather(g, x, dim, i)
+                    : which == 2 ? rj_graph_take_along_dim(g, x, i, dim)
+                    : which == 3 ? rj_graph_index_select(g, x, dim, i)
+                                 : rj_graph_positions(g, pick_dim(s));
+        note_node(s, r, before, "an index op");
+        break;
+    }
+    case G_VIEW: { /* reshape (one dim may be -1), unsqueeze, squeeze */
+        unsigned which = byte(s) % 3;
+        rj_node x = pick_node(s);
+        rj_node r;
+        if (which == 0) {
+            rj_dim dims[RJ_MAX_RANK];
+            int rank = (int)(byte(s) % (RJ_MAX_RANK + 2)) - 1; /* -1 .. RJ_MAX_RANK */
+            for (int k = 0; k < RJ_MAX_RANK; k++) dims[k] = byte(s) % 8 == 7 ? RJ_DIM_NONE : pick_dim(s);
+            r = rj_graph_reshape(g, x, rank, byte(s) % 16 ? dims : NULL);
+        } else {
+            int dim = pick_int(s);
+            r = which == 1 ? rj_graph_unsqueeze(g, x, dim) : rj_graph_squeeze(g, x, dim);
+        }
+        note_node(s, r, before, "a view");
         break;
     }
     case G_UNPAD: {

@@ -227,8 +227,12 @@ rj_node rj_graph_reshape(rj_graph *g, rj_node x, int rank, const rj_dim *dims) {
         int64_t have = 1, want = 1;
         bool consts = true;
         for (int k = keep; k < xn->rank; k++) consts &= xn->dims[k] >= 0, want *= xn->dims[k] >= 0 ? xn->dims[k] : 1;
-        for (int k = keep; k < rank; k++)
-            if (k != infer_at) consts &= n.dims[k] >= 0, have *= n.dims[k] >= 0 ? n.dims[k] : 1;
+        for (int k = keep; k < rank; k++) {
+            if (k == infer_at) continue;
+            consts &= n.dims[k] >= 0;
+            if (n.dims[k] > 0 && have > want / n.dims[k]) have = 0; /* more than the input has */
+            else have *= n.dims[k] >= 0 ? n.dims[k] : 1;
+        }
         if (!consts || infer_at < keep || have == 0 || want % have) {
             graph_fail(g, RJ_ERR_SHAPE, "reshape: -1 cannot be inferred here (it needs constant sizes after the %s "
                        "that divide the input's)", keep ? "ragged dim" : "start");
