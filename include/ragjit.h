@@ -206,7 +206,8 @@ RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid
     X(TAKE_ALONG_DIM, "take_along_dim", INDEX, ATTR)     \
     X(INDEX_SELECT, "index_select", INDEX, ATTR)         \
     X(POSITIONS, "positions", INDEX, ATTR)               \
-    X(RESHAPE, "reshape", VIEW, ATTR)
+    X(RESHAPE, "reshape", VIEW, ATTR)                    \
+    X(MATMUL, "matmul", MATMUL, FLOAT)
 
 typedef enum rj_op {
 #define RJ_X_(e, name, kind, rule) RJ_OP_##e,
@@ -336,6 +337,14 @@ RJ_API rj_node rj_graph_positions(rj_graph *g, rj_dim ragged);
 RJ_API rj_node rj_graph_reshape(rj_graph *g, rj_node x, int rank, const rj_dim *dims);
 RJ_API rj_node rj_graph_unsqueeze(rj_graph *g, rj_node x, int dim);
 RJ_API rj_node rj_graph_squeeze(rj_graph *g, rj_node x, int dim);
+
+/* Matrix products. matmul(x, w): x [..., M, K] (a jagged [B, j1, K] included) times a dense
+ * 2-D w [K, N]: [..., N], one GEMM over all of x's rows (for a jagged x, its packed rows). Both
+ * float (promoted as add promotes). linear(x, weight, bias): x @ weightᵀ + bias with PyTorch's
+ * weight [N, K] and bias [N] or RJ_NONE. Elementwise work on x and on the product is fused
+ * around the product (a bias, an activation, a residual add, ...). */
+RJ_API rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w);
+RJ_API rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias);
 
 /* Parses a program in ragjit's text format (docs/guide.md) into a new graph:
  *     ragged j1 : B

@@ -278,9 +278,11 @@ static void g_constants(env *e) {
 }
 
 static void g_index(env *e);
+static void g_matmul(env *e);
 
 const std_chain std_ops[] = {
     {"index ops and views", g_index},
+    {"matmul and linear", g_matmul},
     {"unary ops", g_unary},
     {"binary ops", g_binary},
     {"select/cast", g_select_cast},
@@ -442,6 +444,26 @@ static void c_reshape_padded(env *e) {
     out(e, rj_graph_reshape(e->g, p, 3, (rj_dim[]){e->B, D, e->L}));
 }
 
+/* ---- matrix products: tab [V, D] is linear's weight, its reshape [D, V] a matmul's ---------- */
+
+static void c_linear_prologue_epilogue(env *e) {
+    rj_node h = rj_graph_linear(e->g, un(e, RJ_OP_RELU, affine(e)), e->tab, RJ_NONE);
+    out(e, un(e, RJ_OP_GELU, bin(e, RJ_OP_ADD, h, S(e, 0.25))));
+}
+static void c_matmul_softmax(env *e) {
+    rj_node wt = rj_graph_reshape(e->g, e->tab, 2, (rj_dim[]){D, V});
+    out(e, rj_graph_softmax(e->g, rj_graph_matmul(e->g, e->x, wt), 1));
+}
+
+static void g_matmul(env *e) {
+    rj_graph *g = e->g;
+    rj_node wt = rj_graph_reshape(g, e->tab, 2, (rj_dim[]){D, V});
+    out(e, rj_graph_matmul(g, e->x, wt));                                          /* jagged */
+    out(e, rj_graph_linear(g, e->pb, e->tab, RJ_NONE));                            /* dense 2-D */
+    out(e, rj_graph_matmul(g, rj_graph_pad(g, e->y, 0.5, e->L), wt));              /* padded */
+    out(e, rj_graph_linear(g, rj_graph_cast(g, e->xi, e->ft), e->tab, RJ_NONE));   /* a prologue */
+}
+
 static void g_index(env *e) {
     rj_graph *g = e->g;
     out(e, rj_graph_positions(g, e->J));
@@ -457,6 +479,8 @@ static void g_index(env *e) {
 }
 
 const std_chain std_chains[] = {
+    {"gelu(linear(relu(x*w+v), tab)+0.25)", c_linear_prologue_epilogue},
+    {"softmax(x @ tab', 1)", c_matmul_softmax},
     {"sum(embedding(tab, ix), 1)", c_embedding_bag},
     {"mean(-take_along_dim(log_softmax(x,2), ix, 2), 1)", c_nll},
     {"take_along_dim(softmax(x,1), i-1, 1)", c_gather_rows_of_softmax},

@@ -272,3 +272,20 @@ rj_node rj_graph_squeeze(rj_graph *g, rj_node x, int dim) {
         if (k != dim) d[j++] = xn->dims[k];
     return rj_graph_reshape(g, x, r - 1, d);
 }
+
+/* ---- matrix products ----------------------------------------------------------------------- */
+
+static rj_node matmul(rj_graph *g, rj_node x, rj_node w, bool weight_nk) {
+    if (!g || !operands_ok(g, weight_nk ? "linear" : "matmul", (rj_node[]){x, w}, 2)) return RJ_NONE;
+    node n = make(RJ_OP_MATMUL, 2, x, w, -1);
+    n.ival = weight_nk;
+    return build(g, &n);
+}
+
+rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w) { return matmul(g, x, w, false); }
+
+rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias) {
+    rj_node y = matmul(g, x, weight, true);
+    if (y == RJ_NONE || bias == RJ_NONE) return y;
+    return rj_graph_binary(g, RJ_OP_ADD, y, bias);
+}

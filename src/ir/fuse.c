@@ -32,7 +32,7 @@
 #include "passes.h"
 
 static bool is_root_kind(op_kind k) {
-    return k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM;
+    return k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL;
 }
 
 static bool same_dims(const rj_graph *g, const node *a, const node *b) {
@@ -269,29 +269,27 @@ void fuse_kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t
                       int32_t *stack) {
     const fuse_group *gr = &p->groups[gi];
     int32_t top = 0;
-    if (gr->kind == FG_ROOT) stack[top++] = gr->root;
-    for (int32_t m = 0; m < gr->nmembers; m++) stack[top++] = gr->members[m];
-    int32_t computed = top; /* the first `computed` entries are this kernel's own values */
+    /* the operands of this kernel's own values (its root, its epilogue or map members), or the
+     * index tensor a check kernel evaluates */
     if (gr->kind == FG_CHECK) stack[top++] = index_tensor(g, &g->nodes[gr->root]);
-    for (int32_t pos = 0; top > 0;) {
+    for (int32_t m = -1; m < gr->nmembers; m++) {
+        if (m < 0 && gr->kind != FG_ROOT) continue;
+        const node *n = &g->nodes[m < 0 ? gr->root : gr->members[m]];
+        for (int k = 0; k < n->nin; k++) stack[top++] = n->in[k];
+    }
+    while (top > 0) {
         int32_t id = stack[--top];
-        bool own = pos < computed;
-        pos++;
         const node *n = &g->nodes[id];
         const fuse_node *f = &p->nodes[id];
-        if (!own) {
-            /* inline nodes are recomputed wherever they are used, even those a map kernel
-             * writes as outputs; roots and epilogues are read from memory, but for this
-             * kernel's own */
-            bool computed_here = (f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group == gi;
-            if (computed_here) continue;
-            if (f->role == FR_INPUT || f->role == FR_ROOT || f->role == FR_EPILOGUE) {
-                reads[id] = 1;
-                continue;
-            }
-            if (inl[id]) continue;
-            inl[id] = 1;
+        /* inline nodes are recomputed wherever they are used, even those a map kernel writes
+         * as outputs; roots and epilogues are read from memory, but for this kernel's own */
+        if (f->role != FR_INPUT && f->group == gi) continue;
+        if (f->role == FR_INPUT || f->role == FR_ROOT || f->role == FR_EPILOGUE) {
+            reads[id] = 1;
+            continue;
         }
+        if (inl[id]) continue;
+        inl[id] = 1;
         for (int k = 0; k < n->nin; k++) stack[top++] = n->in[k];
     }
 }

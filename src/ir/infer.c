@@ -453,6 +453,40 @@ static rj_status infer_index(rj_graph *g, node *n, const char *op) {
     return check_ragged_layout(g, op, n);
 }
 
+/* matmul(x, w): x [..., M, K] with a dense last dim, w a dense [K, N] ([N, K] for linear). */
+static rj_status infer_matmul(rj_graph *g, node *n, const char *op) {
+    const node *x = in(g, n, 0), *w = in(g, n, 1);
+    const char *fn = n->ival ? "linear" : op;
+    if (x->weak || w->weak || x->rank < 2)
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: the input %s must have at least 2 dims", fn,
+                          x->weak ? "(a literal)" : type_text(g, x).s);
+    if (w->rank != 2 || dim_ragged_pos(g, w) >= 0 || dim_ragged_pos(g, x) == x->rank - 1) {
+        node t = *w;
+        t.weak = 0;
+        return graph_fail(g, w->rank == 2 && dim_ragged_pos(g, w) < 0 ? RJ_ERR_SHAPE : RJ_ERR_UNSUPPORTED,
+                          "%s: %s times %s: this version multiplies by a dense 2-D %s only (products of two "
+                          "jagged tensors are not supported yet)", fn, type_text(g, x).s, type_text(g, &t).s,
+                          n->ival ? "weight [N, K]" : "matrix [K, N]");
+    }
+    if (!dtype_is_float(x->dtype) || !dtype_is_float(w->dtype))
+        return graph_fail(g, RJ_ERR_DTYPE, "%s: %s and %s: expected float tensors (cast them first)", fn,
+                          type_text(g, x).s, type_text(g, w).s);
+    rj_dim k = w->dims[n->ival ? 1 : 0], cols = w->dims[n->ival ? 0 : 1];
+    if (!dim_equal(g, x->dims[x->rank - 1], k)) {
+        char a[160], b[160];
+        dim_text(g, x->dims[x->rank - 1], a, sizeof a);
+        dim_text(g, k, b, sizeof b);
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: %s times %s: the inner dims differ (%s vs %s)%s", fn,
+                          type_text(g, x).s, type_text(g, w).s, a, b,
+                          n->ival ? " (linear's weight is [out_features, in_features])" : "");
+    }
+    n->dtype = dtype_promote(x->dtype, w->dtype);
+    n->rank = x->rank;
+    memcpy(n->dims, x->dims, sizeof(rj_dim) * x->rank);
+    n->dims[x->rank - 1] = cols;
+    return check_ragged_layout(g, fn, n);
+}
+
 /* A dense shape's element count as a constant and a sorted list of symbol classes. */
 typedef struct count {
     int64_t c;
@@ -561,6 +595,7 @@ static rj_status infer_kind(rj_graph *g, node *n, const char *op) {
     case KIND_PAD: return infer_pad(g, n, op);
     case KIND_INDEX: return infer_index(g, n, op);
     case KIND_VIEW: return infer_view(g, n, op);
+    case KIND_MATMUL: return infer_matmul(g, n, op);
     }
     return graph_fail(g, RJ_ERR_INTERNAL, "infer: unknown op %d", (int)n->op);
 }

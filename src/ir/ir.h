@@ -34,7 +34,8 @@ typedef struct sym {
 
 /* Kinds and dtype rules of the op table (see ragjit.h). */
 typedef enum { KIND_LEAF, KIND_UNARY, KIND_BINARY, KIND_COMPARE, KIND_SELECT, KIND_CAST,
-               KIND_REDUCE, KIND_SOFTMAX, KIND_NORM, KIND_PAD, KIND_INDEX, KIND_VIEW } op_kind;
+               KIND_REDUCE, KIND_SOFTMAX, KIND_NORM, KIND_PAD, KIND_INDEX, KIND_VIEW,
+               KIND_MATMUL } op_kind;
 typedef enum { RULE_ATTR, RULE_SAME, RULE_FLOAT, RULE_BOOL, RULE_SUM } op_rule;
 
 typedef struct op_info {
@@ -80,7 +81,8 @@ typedef struct node {
     int32_t axis;     /* REDUCE/SOFTMAX/GATHER/TAKE_ALONG_DIM/INDEX_SELECT: dim (normalised);
                        * NORM: ndims */
     double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps */
-    int64_t ival;     /* SCALAR (int/bool); POSITIONS: its ragged symbol (an rj_dim) */
+    int64_t ival;     /* SCALAR (int/bool); POSITIONS: its ragged symbol (an rj_dim); MATMUL:
+                       * 1 if w is given as [N, K] (linear's weight), else 0 */
     char *name;       /* INPUT name; for other nodes the variable name from the text format */
     int32_t loc;      /* source position for text-format errors, or -1 */
     int32_t from;     /* 1 + the id of the user's node this one computes, 0 if none: kept by

@@ -751,6 +751,60 @@ static void lower_map(lower *L, const fuse_group *gr) {
     L->k->body = top.first;
 }
 
+/* ---- matrix products: the JIT's own kernel ---------------------------------------------------
+ * Per row of the product (a unit), a lanes loop over its N columns; each lane runs the dot
+ * product over K serially, with x's element (its producers inlined) and w's, and then the
+ * epilogue at that element. On a SIMT target a warp takes a row: w's rows are read coalesced
+ * and x's element is one broadcast load. It is what every target runs where no BLAS serves. */
+
+static void matmul_body(lower *L, blk *b, at *a, void *ud) {
+    const fuse_group *gr = ud;
+    const node *r = &L->g->nodes[gr->root], *x = &L->g->nodes[r->in[0]];
+    int R = r->rank;
+    rj_dtype t = r->dtype;
+    int32_t acc = newvar(L, "acc", t), vk = newvar(L, "k", RJ_I64);
+    s_set(L, b, acc, xconst(L, t, 0));
+    int32_t st = s_for(L, b, vk, xi(L, 0), xsize(L, x->dims[R - 1]), LM_SERIAL);
+    blk kb = NEWBLK;
+    at xa = *a;
+    xa.idx[R - 1] = xvar(L, vk);
+    if (R == 2) xa.inclass = xa.outclass = -1; /* dim 1 is K now */
+    int32_t av = xcast(L, t, value_fresh(L, r->in[0], &xa));
+    at wa = {.rank = 2, .inclass = -1, .outclass = -1, .guard = a->guard};
+    wa.idx[0] = r->ival ? a->idx[R - 1] : xvar(L, vk);
+    wa.idx[1] = r->ival ? xvar(L, vk) : a->idx[R - 1];
+    int32_t wv = xcast(L, t, value(L, r->in[1], &wa));
+    s_set(L, &kb, acc, xfma(L, t, av, wv, xvar(L, acc)));
+    close_body(L, st, &kb);
+    store_group(L, b, gr->root, xvar(L, acc), a, true, LF_NT);
+}
+
+static void lower_matmul(lower *L, const fuse_group *gr) {
+    const node *r = &L->g->nodes[gr->root];
+    at a = {.rank = r->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    blk top = NEWBLK;
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_puts(&w, "matmul of ");
+    print_node_type(&w, L->g, &L->g->nodes[r->in[0]]);
+    sbuf_puts(&w, r->ival ? " by the transpose of " : " by ");
+    print_node_type(&w, L->g, &L->g->nodes[r->in[1]]);
+    set_what(L, &w);
+    if (dim_ragged_pos(L->g, r) == 1) {
+        rows_nest rn;
+        blk *in = rows_open(L, &top, &a, root_of(L->g, r->dims[1]), &rn);
+        loops(L, in, &a, r->dims, 2, r->rank, matmul_body, (void *)gr);
+        rows_close(L, &rn);
+    } else {
+        blk inner;
+        int32_t fs;
+        dense_loop(L, &top, &a, r->dims, r->rank - 1, &inner, &fs);
+        loops(L, &inner, &a, r->dims, r->rank - 1, r->rank, matmul_body, (void *)gr);
+        close_body(L, fs, &inner);
+    }
+    L->k->body = top.first;
+}
+
 /* ---- reductions and softmax over an axis ----------------------------------------------------- */
 
 typedef struct axis_info {
@@ -2298,6 +2352,7 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         if (gr->kind == FG_MAP) lower_map(&L, gr);
         else if (gr->kind == FG_CHECK) lower_check(&L, gr, slot++);
         else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
+        else if (op_table[r->op].kind == KIND_MATMUL) lower_matmul(&L, gr);
         else lower_axis(&L, gr);
         if (L.err) break; /* L.k may be gone (a template's extra kernel failed to allocate) */
         if (L.k->has_nt) xparam(&L, PK_NT, 0, "nt");

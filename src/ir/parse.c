@@ -58,7 +58,7 @@ typedef enum {
     T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
     T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_ASSIGN,
     T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE,
-    T_DOT, T_TILDE, T_AMP, T_PIPE,
+    T_DOT, T_TILDE, T_AMP, T_PIPE, T_AT,
 } tok_kind;
 
 typedef struct token {
@@ -260,7 +260,7 @@ static void next(parser *P) {
                    {")", T_RPAREN}, {"[", T_LBRACK}, {"]", T_RBRACK}, {",", T_COMMA},
                    {":", T_COLON}, {"=", T_ASSIGN}, {"+", T_PLUS}, {"-", T_MINUS},
                    {"*", T_STAR}, {"/", T_SLASH}, {"<", T_LT}, {">", T_GT},
-                   {".", T_DOT}, {"~", T_TILDE}, {"&", T_AMP}, {"|", T_PIPE}};
+                   {".", T_DOT}, {"~", T_TILDE}, {"&", T_AMP}, {"|", T_PIPE}, {"@", T_AT}};
         for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
             size_t n = strlen(ops[i].s);
             if (!strncmp(p, ops[i].s, n)) {
@@ -762,6 +762,18 @@ static value call_squeeze(parser *P, const token *fn, const char *name, args *a)
     return r;
 }
 
+/* linear(input, weight, bias=None), PyTorch's F.linear: weight [N, K]. */
+static value call_linear(parser *P, const token *fn, args *a) {
+    value r = node_value(RJ_NONE, *fn);
+    value *v[3];
+    static const char *const names[] = {"input", "weight", "bias"};
+    if (!bind_args(P, fn, "linear", a, names, 3, 2, v)) return r;
+    rj_node x = as_node(P, v[0]), w = as_node(P, v[1]), b = v[2] && !is_none(v[2]) ? as_node(P, v[2]) : RJ_NONE;
+    if (P->failed) return r;
+    r.node = check(P, rj_graph_linear(P->g, x, w, b), fn);
+    return r;
+}
+
 /* A call of an op by name, or of a ragjit-specific function (cast, pad, unpad). */
 static value call(parser *P, const token *fn, const char *name, args *a) {
     value r = node_value(RJ_NONE, *fn);
@@ -770,6 +782,7 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     rj_op op = rj_op_from_name(name);
     if (!strcmp(name, "sign")) op = RJ_OP_SGN;
     if (!strcmp(name, "view")) op = RJ_OP_RESHAPE;
+    if (!strcmp(name, "linear")) return call_linear(P, fn, a);
     if (!strcmp(name, "unsqueeze") || !strcmp(name, "squeeze")) return call_squeeze(P, fn, name, a);
     if (op == RJ_OP_COUNT || op == RJ_OP_INPUT || op == RJ_OP_SCALAR || op == RJ_OP_GELU_TANH) {
         suggest s = {.word = name};
@@ -780,7 +793,7 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
             size_t l = strlen(list);
             snprintf(list + l, sizeof list - l, "%s%s", l ? " " : "", rj_op_name((rj_op)o));
         }
-        static const char *const more[] = {"sign", "view", "unsqueeze", "squeeze"};
+        static const char *const more[] = {"sign", "view", "unsqueeze", "squeeze", "linear"};
         for (size_t i = 0; i < RJ_ARRAY_LEN(more); i++) {
             suggest_try(&s, more[i]);
             size_t l = strlen(list);
@@ -923,6 +936,10 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
             return r;
         }
         r.node = check(P, rj_graph_reshape(g, as_node(P, v[0]), v[1]->ndims, v[1]->dims), fn);
+    } else if (op == RJ_OP_MATMUL) {
+        static const char *const names[] = {"input", "other"};
+        if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
+        r.node = check(P, rj_graph_matmul(g, as_node(P, v[0]), as_node(P, v[1])), fn);
     } else if (op == RJ_OP_UNPAD) {
         static const char *const names[] = {"input", "ragged"};
         if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
@@ -1116,9 +1133,20 @@ static value parse_level(parser *P, value (*operand)(parser *), tok_kind k1, rj_
     return a;
 }
 
-/* term = unary { ("*" | "/") unary } */
+/* term = unary { ("*" | "/" | "@") unary } (Python's precedence: @ with * and /) */
 static value parse_term(parser *P) {
-    return parse_level(P, parse_unary, T_STAR, RJ_OP_MUL, T_SLASH, RJ_OP_DIV);
+    value a = parse_unary(P);
+    while (!P->failed && (P->tok.kind == T_STAR || P->tok.kind == T_SLASH || P->tok.kind == T_AT)) {
+        token op = P->tok;
+        next(P);
+        value b = parse_unary(P);
+        rj_node x = as_node(P, &a), y = as_node(P, &b);
+        rj_node n = op.kind == T_AT ? rj_graph_matmul(P->g, x, y)
+                                    : rj_graph_binary(P->g, op.kind == T_STAR ? RJ_OP_MUL : RJ_OP_DIV, x, y);
+        token at = a.at;
+        a = node_value(check(P, n, &op), at);
+    }
+    return a;
 }
 
 /* additive = term { ("+" | "-") term } */

@@ -192,6 +192,14 @@ static void print_index_call(sbuf *b, const rj_graph *g, const namer *nm, const 
 
 static void print_call(sbuf *b, const rj_graph *g, const namer *nm, const node *n) {
     const char *name = op_table[n->op].name;
+    if (n->op == RJ_OP_MATMUL && n->ival) { /* linear's weight, [N, K] */
+        sbuf_puts(b, "linear(");
+        print_ref(b, g, nm, n->in[0]);
+        sbuf_puts(b, ", ");
+        print_ref(b, g, nm, n->in[1]);
+        sbuf_putc(b, ')');
+        return;
+    }
     if (op_table[n->op].kind == KIND_INDEX || op_table[n->op].kind == KIND_VIEW) {
         print_index_call(b, g, nm, n);
         return;

@@ -577,6 +577,26 @@ static rj_status eval_index(interp *in, const node *n, ival *v) {
     return RJ_OK;
 }
 
+/* matmul: every row of x (all dims but the last) times w, summed in double. */
+static void eval_matmul(interp *in, const node *n, ival *v) {
+    const ival *x = &in->vals[n->in[0]], *w = &in->vals[n->in[1]];
+    int R = n->rank;
+    int64_t K = x->ext[R - 1], N = v->ext[R - 1];
+    int64_t idx[RJ_MAX_RANK];
+    for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+        int64_t col = idx[R - 1];
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) {
+            idx[R - 1] = k;
+            double a = load(x->data, x->dtype, elem_at(x, idx, R)).f;
+            double b = load(w->data, w->dtype, n->ival ? col * K + k : k * N + col).f;
+            acc += a * b;
+        }
+        idx[R - 1] = col;
+        store(v->data, v->dtype, elem_at(v, idx, R), fin((elem){.f = acc}, v->dtype));
+    }
+}
+
 /* reshape: the dims after the kept ones (batch and ragged) re-laid out in C order. */
 static void eval_view(interp *in, const node *n, ival *v) {
     const ival *x = &in->vals[n->in[0]];
@@ -699,6 +719,7 @@ rj_status interp_run(rj_program *p, rj_bind *b) {
         case KIND_PAD: eval_pad(&in, n, v); break;
         case KIND_INDEX: s = eval_index(&in, n, v); break;
         case KIND_VIEW: eval_view(&in, n, v); break;
+        case KIND_MATMUL: eval_matmul(&in, n, v); break;
         default: eval_elementwise(&in, n, v); break;
         }
     }
