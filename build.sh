@@ -17,8 +17,10 @@ cd "$(dirname "$0")"
 # kernels (the OpenCL target) on machines without a GPU; ragjit itself builds without them.
 # clang, its runtime (libFuzzer, sanitizers) and OpenMP: the fuzz build (clang's -fopenmp
 # needs libomp's headers; apt installs without recommends, so the runtime is named too)
+# libopenblas0-pthread: the GEMM core of matrix products on the CPU (loaded at run time; without
+# it ragjit multiplies with its own, slower kernel)
 PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev libdlpack-dev python3 python3-numpy
-          ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev)
+          ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev libopenblas0-pthread)
 FUZZERS=(parse npy api)
 
 install_missing() {

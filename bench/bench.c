@@ -8,6 +8,8 @@
  * For each: the median time, GB/s of unique bytes (each input read once, each output written
  * once), and ratios against the best copy and the non-temporal triad bandwidth measured here,
  * and against a hand-written C loop (bench/baseline.c, -O3 -march=native, same threads).
+ * W7 relu(linear(x, W, b)) with x [B, j1, 256] and W [1024, 256]: its GFLOP/s, and the ratio to
+ * the BLAS's GEMM alone (multi-threaded, the same library ragjit loads) on the same packed rows.
  * Then: compile latency (the first program of the process, later programs, a cache hit) and
  * dispatch overhead of a tiny run (B = 8, D = 16).
  *
@@ -21,6 +23,7 @@
  * of unique bytes, and the ratio to a device-to-device copy of one tensor measured in the same
  * run (rj_device_copy_bandwidth).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -135,6 +138,76 @@ static wl make_workload(rj_ctx *ctx, const setup *s, int which) {
         rj_bind_input(w.b, wv, s->w, s->D) || rj_bind_input(w.b, bv, s->bias, s->D))
         die(ctx, w.name);
     return w;
+}
+
+static double time_jit(rj_ctx *ctx, wl *w, int reps);
+
+/* W7: relu(linear(x, W, b)), x [B, j1, K], W [N, K]: ragjit against the BLAS's sgemm alone on the
+ * same packed rows (C = x Wᵀ, nothing fused), in the same run. */
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
+                         float *, int);
+
+static void w7(rj_ctx *ctx, const setup *s, int64_t N, int reps) {
+    int64_t K = s->D;
+    rj_graph *g = rj_graph_new(ctx);
+    rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", B);
+    rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, J, K});
+    rj_node W = rj_graph_input(g, "W", RJ_F32, 2, (rj_dim[]){N, K});
+    rj_node b = rj_graph_input(g, "b", RJ_F32, 1, (rj_dim[]){N});
+    rj_node y = rj_graph_unary(g, RJ_OP_RELU, rj_graph_linear(g, x, W, b));
+    rj_graph_output(g, y, "y");
+    float *wv = falloc(N * K), *bv = falloc(N), *out = falloc(s->rows * N);
+    for (int64_t i = 0; i < N * K; i++) wv[i] = (float)((int64_t)(next() % 2001) - 1000) / 16000.0f;
+    for (int64_t i = 0; i < N; i++) bv[i] = 0.01f * (float)(i % 7);
+    double t0 = now();
+    wl wk = {.name = "W7", .g = g, .out = y, .p = rj_program_new(g, RJ_TARGET_CPU)};
+    if (!wk.p) die(ctx, "W7 compile");
+    wk.compile_ms = (now() - t0) * 1e3;
+    wk.b = rj_bind_new(wk.p);
+    if (rj_bind_offsets(wk.b, J, s->B, s->off, NULL) || rj_bind_input(wk.b, x, s->x, s->rows * K) ||
+        rj_bind_input(wk.b, W, wv, N * K) || rj_bind_input(wk.b, b, bv, N) || rj_bind_output(wk.b, y, out, s->rows * N))
+        die(ctx, "W7 bind");
+    double t = time_jit(ctx, &wk, reps);
+    double flops = 2.0 * (double)s->rows * (double)K * (double)N;
+    printf("%-24s %9.3f ms %8.1f GFLOP/s", "W7 relu(linear(x,W,b))", t * 1e3, flops / t / 1e9);
+    static const char *const libs[] = {"libopenblas.so.0", "libblis.so.4", "libblas.so.3"};
+    void *h = NULL;
+    const char *env = getenv("RAGJIT_BLAS");
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && !h && !(env && !strcmp(env, "off")); i++)
+        h = dlopen(env && *env ? env : libs[i], RTLD_NOW | RTLD_LOCAL);
+    void *sym = h ? dlsym(h, "cblas_sgemm") : NULL;
+    if (!sym) {
+        printf("   (no BLAS here: ragjit's own kernel, nothing to compare)\n");
+    } else {
+        sgemm_fn sg;
+        memcpy(&sg, &sym, sizeof sg);
+        void *th = dlsym(h, "openblas_set_num_threads");
+        if (th) {
+            void (*set)(int);
+            memcpy(&set, &th, sizeof set);
+            set(s->threads);
+        }
+        double *ts = malloc(sizeof(double) * (size_t)reps);
+        sg(101, 111, 112, (int)s->rows, (int)N, (int)K, 1.0f, s->x, (int)K, wv, (int)K, 0.0f, out, (int)N);
+        for (int r = 0; r < reps; r++) {
+            double a = now();
+            sg(101, 111, 112, (int)s->rows, (int)N, (int)K, 1.0f, s->x, (int)K, wv, (int)K, 0.0f, out, (int)N);
+            ts[r] = now() - a;
+        }
+        double tb = median(ts, reps);
+        free(ts);
+        printf("   BLAS sgemm alone %9.3f ms %8.1f GFLOP/s   ragjit/BLAS %.2f\n", tb * 1e3, flops / tb / 1e9,
+               tb / t);
+        if (th) {
+            void (*set)(int);
+            memcpy(&set, &th, sizeof set);
+            set(1); /* as ragjit keeps it: its workers take chunks of rows */
+        }
+    }
+    rj_bind_free(wk.b);
+    rj_program_free(wk.p);
+    rj_graph_free(g);
+    free(wv), free(bv), free(out);
 }
 
 static double time_jit(rj_ctx *ctx, wl *w, int reps) {
@@ -519,6 +592,8 @@ int main(int argc, char **argv) {
 
     printf("\nW4 only reads (its output is 1/%lld of its input): %.2f GB/s of reads = %.2fx the read "
            "probe\n", (long long)(s.rows / s.B), w4_read, w4_read / m.read);
+
+    w7(ctx, &s, quick ? 64 : 1024, quick ? 2 : 5);
 
     /* compile latency: later programs, cache hits */
     double hits[200];

@@ -627,6 +627,7 @@ static rj_status failing_run(rj_target target, tracker *tr, long nth, long *atte
     std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
     std_chain_add(&e, "sum(pad(x,0.75,L),1)");
     std_chain_add(&e, "sum(embedding(tab, ix), 1)"); /* the index checks' buffer and verdict */
+    std_chain_add(&e, "gelu(linear(relu(x*w+v), tab)+0.25)"); /* a GEMM's chunk loop (CPU) */
     data d = data_new(LEN_UNIFORM, RJ_F32, 5);
     rj_bind *b = NULL;
     long before = tr->attempts;

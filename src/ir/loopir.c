@@ -684,7 +684,7 @@ static void print_local(sbuf *b, const rj_graph *g, const lkernel *k, const lloc
 }
 
 void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
-    static const char *const kinds[] = {"input", "output", "temp"};
+    static const char *const kinds[] = {"input", "output", "temp", "pieces", "chunk"};
     for (int32_t i = 0; i < p->nbufs; i++) {
         const lbuf *lb = &p->bufs[i];
         if (lb->kind == LB_PIECES) {
@@ -692,6 +692,12 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
                         lb->index >= 0 && lb->index < g->nsym ? g->syms[lb->index].name : "?");
             print_type(b, g, (rj_dtype)lb->dtype, lb->rank, lb->dims);
             sbuf_puts(b, " (partials of split items)\n");
+            continue;
+        }
+        if (lb->kind == LB_CHUNK) {
+            sbuf_printf(b, "buffer %d: per worker, a GEMM's chunk of rows of %s: ", i, lb->index ? "C" : "A");
+            print_type(b, g, (rj_dtype)lb->dtype, lb->rank, lb->dims);
+            sbuf_puts(b, " a row\n");
             continue;
         }
         if (i == p->checks_buf) {
@@ -709,6 +715,15 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
         const lkernel *k = &p->kernels[i];
         sbuf_putc(b, '\n');
         sbuf_printf(b, "// %s\n", k->what);
+        if (k->gemm.on) {
+            const lgemm *gm = &k->gemm;
+            sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d) by the BLAS's %cgemm, ",
+                        (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
+            if (gm->prologue >= 0) sbuf_printf(b, "A written by kernel %s", p->kernels[gm->prologue].name);
+            else sbuf_printf(b, "A the rows of buffer %d", (int)gm->a_buf);
+            sbuf_puts(b, "; then this kernel, which reads C\n");
+        }
+        if (k->inner_only) sbuf_puts(b, "// run inside a GEMM's chunk loop only\n");
         print_launch(b, g, k);
         print_kernel_signature(b, k);
         sbuf_puts(b, " {\n");

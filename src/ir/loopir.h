@@ -177,6 +177,26 @@ typedef struct launch_shape {
     uint8_t cover;   /* launch_cover */
 } launch_shape;
 
+/* A matrix product computed by a library GEMM (the CPU's BLAS) in chunks of rows: for rows
+ * [lo, hi) of the product, the runtime runs the prologue kernel (which writes x's rows into
+ * the A chunk buffer) or takes x's rows from its buffer, multiplies them by w into the C chunk
+ * buffer, and runs the epilogue kernel (which reads the product from C and writes everything
+ * fused after it) over [lo, hi). Chunk buffers are per worker and sized for the cache: the
+ * product never goes to memory unless it is an output. */
+typedef struct lgemm {
+    bool on;
+    uint8_t dtype;       /* f32 or f64: x, w and the product */
+    bool w_nk;           /* w is [N, K] (linear's weight): multiplied transposed */
+    int32_t prologue;    /* the kernel writing the A chunk, or -1: x is read from a_buf */
+    int32_t a_buf;       /* x's buffer (prologue < 0) */
+    int32_t a_sym;       /* the ragged symbol whose offsets address a_buf's rows, or -1: its
+                          * rows are contiguous in logical order (dense, or a temporary) */
+    int32_t a_cls;       /* the ragged class of the product's rows, or -1: dense rows */
+    int32_t w_buf;       /* w's buffer, dense */
+    int32_t chunk_a, chunk_c; /* the chunk buffers (LB_CHUNK), chunk_a -1 without prologue */
+    rj_dim K, N;
+} lgemm;
+
 typedef struct lkernel {
     rj_ctx *ctx;
     char name[32];
@@ -211,6 +231,8 @@ typedef struct lkernel {
                          * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
     bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
                          * whose every item is one piece skips it */
+    bool inner_only;    /* run only by another kernel's library call (a GEMM's prologue) */
+    lgemm gemm;         /* gemm.on: this kernel is the epilogue of a library GEMM (below) */
 } lkernel;
 /* Buffers: what a PK_BUF parameter points to. */
 typedef enum {
@@ -219,6 +241,8 @@ typedef enum {
     LB_TEMP,
     LB_PIECES, /* per piece of class `index` (UD_PIECES), dims[0] slots of the inner extent
                 * dims[1..rank): the partial results of split items (SIMT templates) */
+    LB_CHUNK,  /* a library GEMM's chunk of rows (index 0: A, 1: C), dims[0] columns a row:
+                * per worker, addressed from the chunk's first row (PK_LO) */
 } lbuf_kind;
 
 typedef struct lbuf {

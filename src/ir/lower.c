@@ -73,6 +73,7 @@ typedef struct lower {
 } lower;
 
 static launch_shape launch_for(const target_desc *d);
+static void group_for(lower *L, lkernel *k);
 
 typedef struct blk {
     int32_t first, last;
@@ -348,6 +349,7 @@ static int32_t buf_param(lower *L, int32_t bi) {
     case LB_INPUT: snprintf(name, sizeof name, "%s", g->nodes[g->inputs[lb->index]].name); break;
     case LB_OUTPUT: snprintf(name, sizeof name, "%s", g->outputs[lb->index].name); break;
     case LB_PIECES: snprintf(name, sizeof name, "pieces"); break;
+    case LB_CHUNK: snprintf(name, sizeof name, "chunk_%c", lb->index ? 'c' : 'a'); break;
     default: snprintf(name, sizeof name, "t%d", lb->index); break;
     }
     int32_t p = lk_param(L->k, PK_BUF, bi, (rj_dtype)lb->dtype, name);
@@ -803,6 +805,136 @@ static void lower_matmul(lower *L, const fuse_group *gr) {
         close_body(L, fs, &inner);
     }
     L->k->body = top.first;
+}
+
+/* ---- matrix products by a library GEMM (the CPU with a BLAS) ---------------------------------
+ * The product of a chunk of rows goes into a per-worker buffer C (LB_CHUNK) that the cache
+ * holds; this group's kernel is then its epilogue: it reads the product at (row - lo, n) and
+ * computes and stores everything fused after it. x is taken from its buffer where it has one;
+ * an inline x (a prologue: relu(x * w + b) @ W) is evaluated by a second kernel into the
+ * chunk buffer A first. The runtime runs the chunk loop (lgemm, cpu.c). */
+
+typedef struct gemm_ctx {
+    const fuse_group *gr;
+    int32_t buf;   /* the chunk buffer read (C) or written (A) */
+    int32_t src;   /* the prologue's value: x */
+    rj_dim cols;   /* a row of the chunk buffer */
+} gemm_ctx;
+
+/* The logical row of the product at a (its leading dims, all but the last), from the chunk's
+ * first row: for a jagged product the packed row of its class. */
+static int32_t chunk_row(lower *L, const node *r, const at *a) {
+    int32_t row;
+    if (dim_ragged_pos(L->g, r) == 1) {
+        row = xadd(L, xloff(L, root_of(L->g, r->dims[1]), a->idx[0]), a->idx[1]);
+    } else {
+        row = a->idx[0];
+        for (int k = 1; k < r->rank - 1; k++) row = xadd(L, xmul(L, row, xsize(L, r->dims[k])), a->idx[k]);
+    }
+    return xsub(L, row, xparam(L, PK_LO, 0, "lo"));
+}
+
+static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
+    const gemm_ctx *c = ud;
+    const node *r = &L->g->nodes[c->gr->root];
+    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), xsize(L, c->cols)), a->idx[r->rank - 1]);
+    int32_t v = xload(L, buf_param(L, c->buf), idx, r->dtype, -1);
+    store_group(L, b, c->gr->root, v, a, true, LF_NT);
+}
+
+static void gemm_prologue_body(lower *L, blk *b, at *a, void *ud) {
+    const gemm_ctx *c = ud;
+    const node *r = &L->g->nodes[c->gr->root];
+    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), xsize(L, c->cols)), a->idx[r->rank - 1]);
+    s_store(L, b, buf_param(L, c->buf), idx, xcast(L, r->dtype, value_fresh(L, c->src, a)), 0);
+}
+
+/* The loop nest over the rows of r's shape (dims: the columns of the last loop). */
+static void gemm_rows(lower *L, const node *r, const rj_dim *dims, body_fn fn, gemm_ctx *c) {
+    at a = {.rank = r->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    blk top = NEWBLK;
+    if (dim_ragged_pos(L->g, r) == 1) {
+        rows_nest rn;
+        blk *in = rows_open(L, &top, &a, root_of(L->g, r->dims[1]), &rn);
+        loops(L, in, &a, dims, 2, r->rank, fn, c);
+        rows_close(L, &rn);
+    } else {
+        blk inner;
+        int32_t fs;
+        dense_loop(L, &top, &a, dims, r->rank - 1, &inner, &fs);
+        loops(L, &inner, &a, dims, r->rank - 1, r->rank, fn, c);
+        close_body(L, fs, &inner);
+    }
+    L->k->body = top.first;
+}
+
+static int32_t add_chunk_buf(lower *L, int which, rj_dtype t, rj_dim cols) {
+    lprog *p = L->prog;
+    if (!mem_grow(L->ctx, (void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(lbuf))) {
+        L->err = RJ_ERR_NOMEM;
+        return -1;
+    }
+    p->bufs[p->nbufs] = (lbuf){.kind = LB_CHUNK, .dtype = (uint8_t)t, .index = which, .node = -1, .rank = 1,
+                               .dims = {cols}};
+    return p->nbufs++;
+}
+
+/* A node this kernel reads from a buffer as it is laid out: an input, or a value another
+ * kernel wrote. */
+static bool in_buffer(lower *L, int32_t id) {
+    const fuse_node *f = &L->plan->nodes[id];
+    bool elsewhere = f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != L->group);
+    return elsewhere && L->bufof[id] >= 0;
+}
+
+/* true when the group is lowered for a library GEMM; false: the JIT's kernel serves. */
+static bool lower_matmul_lib(lower *L, const fuse_group *gr) {
+    const rj_graph *g = L->g;
+    const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
+    int rp = dim_ragged_pos(g, r);
+    if (!L->desc->gemm_lib || L->desc->simt || x->dtype != r->dtype || w->dtype != r->dtype ||
+        (rp >= 0 && r->rank != 3) || !in_buffer(L, r->in[1]) || !blas_get())
+        return false;
+    int32_t epi = (int32_t)(L->k - L->prog->kernels);
+    lgemm gm = {.on = true, .dtype = (uint8_t)r->dtype, .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1,
+                .a_sym = -1, .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[r->in[1]],
+                .chunk_a = -1, .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1]};
+    if (in_buffer(L, r->in[0])) {
+        gm.a_buf = L->bufof[r->in[0]];
+        const lbuf *lb = &L->prog->bufs[gm.a_buf];
+        if (rp == 1 && lb->kind != LB_TEMP) gm.a_sym = dim_sym(lb->dims[1]);
+    }
+    gm.chunk_c = add_chunk_buf(L, 1, r->dtype, gm.N);
+    if (gm.a_buf < 0) gm.chunk_a = add_chunk_buf(L, 0, r->dtype, gm.K);
+    if (L->err) return true;
+    sbuf what;
+    sbuf_init(&what, L->ctx);
+    sbuf_puts(&what, "epilogue of the GEMM ");
+    print_node_type(&what, g, x);
+    sbuf_puts(&what, r->ival ? " @ weightᵀ " : " @ ");
+    print_node_type(&what, g, &g->nodes[r->in[1]]);
+    set_what(L, &what);
+    gemm_ctx c = {.gr = gr, .buf = gm.chunk_c, .cols = gm.N};
+    gemm_rows(L, r, r->dims, gemm_epilogue_body, &c);
+    if (gm.chunk_a >= 0 && !L->err) { /* the prologue: x's rows into A */
+        char name[48];
+        snprintf(name, sizeof name, "%.20s_prologue", L->k->name);
+        if (!(L->k = lprog_add_kernel(L->prog, name))) {
+            L->err = RJ_ERR_NOMEM;
+            return true;
+        }
+        gm.prologue = L->prog->nkernels - 1;
+        L->k->launch = launch_for(L->desc);
+        L->k->inner_only = true;
+        xi(L, 0);
+        snprintf(L->k->what, sizeof L->k->what, "prologue of a GEMM: x's rows into its chunk A");
+        gemm_ctx pc = {.gr = gr, .buf = gm.chunk_a, .src = r->in[0], .cols = gm.K};
+        gemm_rows(L, r, x->dims, gemm_prologue_body, &pc);
+        group_for(L, L->k);
+    }
+    L->prog->kernels[epi].gemm = gm;
+    L->k = &L->prog->kernels[epi]; /* the group's kernel, for what follows it in pass_lower */
+    return true;
 }
 
 /* ---- reductions and softmax over an axis ----------------------------------------------------- */
@@ -2352,7 +2484,9 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         if (gr->kind == FG_MAP) lower_map(&L, gr);
         else if (gr->kind == FG_CHECK) lower_check(&L, gr, slot++);
         else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
-        else if (op_table[r->op].kind == KIND_MATMUL) lower_matmul(&L, gr);
+        else if (op_table[r->op].kind == KIND_MATMUL) {
+            if (!lower_matmul_lib(&L, gr)) lower_matmul(&L, gr);
+        }
         else lower_axis(&L, gr);
         if (L.err) break; /* L.k may be gone (a template's extra kernel failed to allocate) */
         if (L.k->has_nt) xparam(&L, PK_NT, 0, "nt");

@@ -54,6 +54,7 @@ static void probe_cpu(void) {
 #endif
         .shared_bytes = 0,
         .max_block = 1,
+        .gemm_lib = true, /* where a BLAS loads (asked only when a program has a product) */
     };
 }
 

@@ -28,6 +28,8 @@ typedef struct target_desc {
     bool shuffles;           /* SIMT: the threads of a warp can exchange registers (CUDA's
                               * __shfl_xor_sync); without, reductions across threads go
                               * through block-shared memory (OpenCL C 1.2) */
+    bool gemm_lib;           /* matrix products may call a library GEMM on chunks of rows (the
+                              * CPU, where a BLAS loads: util/blas.c); else the JIT's own kernel */
 } target_desc;
 
 /* The descriptors lowering uses when dumping or compiling for a target (rj_target values). The

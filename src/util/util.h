@@ -121,6 +121,17 @@ void ctx_error_restore(rj_ctx *ctx, const ctx_error *e);
  * false if it is missing. */
 bool dl_sym(void *lib, const char *name, void *fnptr);
 
+/* blas.c: the host's CBLAS GEMMs (row-major calls), or NULL where none loads. */
+typedef struct blas_fns {
+    const char *name;
+    void (*sgemm)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc);
+    void (*dgemm)(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a, int lda,
+                  const double *b, int ldb, double beta, double *c, int ldc);
+} blas_fns;
+enum { BLAS_ROW_MAJOR = 101, BLAS_NO_TRANS = 111, BLAS_TRANS = 112 };
+const blas_fns *blas_get(void);
+
 /* Growable text. */
 typedef struct sbuf {
     rj_ctx *ctx;
