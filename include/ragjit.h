@@ -207,7 +207,8 @@ RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid
     X(INDEX_SELECT, "index_select", INDEX, ATTR)         \
     X(POSITIONS, "positions", INDEX, ATTR)               \
     X(RESHAPE, "reshape", VIEW, ATTR)                    \
-    X(MATMUL, "matmul", MATMUL, FLOAT)
+    X(MATMUL, "matmul", MATMUL, FLOAT)                   \
+    X(TRANSPOSE, "transpose", VIEW, ATTR)
 
 typedef enum rj_op {
 #define RJ_X_(e, name, kind, rule) RJ_OP_##e,
@@ -344,6 +345,18 @@ RJ_API rj_node rj_graph_squeeze(rj_graph *g, rj_node x, int dim);
  * weight [N, K] and bias [N] or RJ_NONE. Elementwise work on x and on the product is fused
  * around the product (a bias, an activation, a residual add, ...). */
 RJ_API rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w);
+/* Per-item products over a ragged dim (DESIGN.md §1 (b), (c)): with q, k, v jagged [B, j1, D],
+ *   matmul(q, transpose(k, 1, 2))   [B, j1, j1]: each item's len_b x len_b block (two ragged
+ *                                   dims of one class: attention scores)
+ *   matmul(p, v), p [B, j1, j1]     [B, j1, D]
+ *   matmul(transpose(x, 1, 2), y)   dense [B, K, N] for x [B, j1, K], y [B, j1, N], summed over
+ *                                   each item's rows (a weight gradient)
+ * A tensor with two ragged dims takes elementwise ops, and softmax, log_softmax and the
+ * reductions over dim 2 or a later dense dim; it can be an output (rj_tensor_info: each
+ * item's block of len_b x len_b rows of the inner dims, in C order, item b's block starting at
+ * offsets[b] rows, ragged_dims = 2). transpose(x, d0, d1) swaps two dims of a dense tensor;
+ * of a jagged [B, j1, D] (dims 1 and 2) it is only an operand of matmul. */
+RJ_API rj_node rj_graph_transpose(rj_graph *g, rj_node x, int dim0, int dim1);
 RJ_API rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias);
 
 /* Parses a program in ragjit's text format (docs/guide.md) into a new graph:
@@ -431,6 +444,9 @@ typedef struct rj_tensor_info {
     int64_t rows;                 /* jagged: rows in values; dense: number of elements */
     const int64_t *offsets;       /* jagged: B+1 entries */
     const int64_t *lengths;       /* jagged view with holes: B entries; else NULL */
+    int ragged_dims;              /* 2 for [B, j, j, ...] (dims 1 and 2 ragged, one block of
+                                   * len_b x len_b rows an item, offsets[b] its first row);
+                                   * else 1 (or 0 when left zero by the caller) */
 } rj_tensor_info;
 
 /* A dense tensor over caller memory (borrowed) or, with data == NULL, zero-filled owned memory. */

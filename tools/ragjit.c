@@ -881,7 +881,7 @@ static int run_once(rj_ctx *ctx, rj_program *p, rj_bind *b) {
 static int64_t info_numel(const rj_tensor_info *t) {
     if (t->ragged_dim < 0) return t->rows;
     int64_t n = t->rows;
-    for (int k = 2; k < t->rank; k++) n *= t->shape[k];
+    for (int k = t->ragged_dims == 2 ? 3 : 2; k < t->rank; k++) n *= t->shape[k];
     return n;
 }
 
@@ -912,7 +912,14 @@ static int write_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const char 
         rj_node n = rj_graph_output_at(g, i);
         const char *name = rj_graph_output_name(g, i);
         rj_tensor_info t = tinfo(rj_bind_result(b, n));
-        if (t.ragged_dim >= 0) {
+        if (t.ragged_dims == 2) {
+            /* two ragged dims: the items' len x len blocks, row after row (their offsets follow
+             * from the ragged symbol's: item b's block starts at row sum_{c<b} len_c^2) */
+            int64_t shape[RJ_MAX_RANK];
+            shape[0] = t.rows;
+            for (int k = 3; k < t.rank; k++) shape[k - 2] = t.shape[k];
+            if (write_npy(ctx, dir, name, t.dtype, t.rank - 2, shape, t.values)) return EXIT_USAGE;
+        } else if (t.ragged_dim >= 0) {
             /* outputs here are laid out by packed offsets: the values are the packed rows */
             int64_t shape[RJ_MAX_RANK];
             shape[0] = t.rows;
@@ -966,9 +973,23 @@ static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
             if (n0 > 4) printf("  ... (%lld in dim 0)\n", (long long)n0);
             continue;
         }
-        int first = t.ragged_dim >= 0 ? 2 : (t.rank >= 2 ? 2 : t.rank);
+        int first = t.ragged_dims == 2 ? 3 : t.ragged_dim >= 0 ? 2 : (t.rank >= 2 ? 2 : t.rank);
         int64_t inner = 1;
         for (int k = first; k < t.rank; k++) inner *= t.shape[k];
+        if (t.ragged_dims == 2) { /* each item a len x len block: its first rows */
+            for (int64_t it = 0; it < t.shape[0] && it < 4; it++) {
+                int64_t len = (int64_t)llround(sqrt((double)(t.offsets[it + 1] - t.offsets[it])));
+                printf("  item %lld (%lld x %lld):", (long long)it, (long long)len, (long long)len);
+                for (int64_t r = 0; r < len && r < 4; r++) {
+                    putchar(' ');
+                    print_row(&t, (t.offsets[it] + r * len) * inner, len * inner);
+                }
+                if (len > 4) printf(" ...");
+                putchar('\n');
+            }
+            if (t.shape[0] > 4) printf("  ... (%lld items)\n", (long long)t.shape[0]);
+            continue;
+        }
         int64_t items = t.rank ? t.shape[0] : 1;
         for (int64_t it = 0; it < items && it < 4; it++) {
             int64_t rows = t.ragged_dim >= 0 ? t.offsets[it + 1] - t.offsets[it] : (t.rank >= 2 ? t.shape[1] : 1);

@@ -289,3 +289,11 @@ rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias) {
     if (y == RJ_NONE || bias == RJ_NONE) return y;
     return rj_graph_binary(g, RJ_OP_ADD, y, bias);
 }
+
+rj_node rj_graph_transpose(rj_graph *g, rj_node x, int dim0, int dim1) {
+    if (!g || !operands_ok(g, "transpose", &x, 1)) return RJ_NONE;
+    node n = make(RJ_OP_TRANSPOSE, 1, x, -1, -1);
+    n.axis = dim0;
+    n.ival = dim1;
+    return build(g, &n);
+}

@@ -123,6 +123,12 @@ int dim_ragged_pos(const rj_graph *g, const node *n) {
     return -1;
 }
 
+bool node_is_pair(const rj_graph *g, const node *n) {
+    if (n->rank < 3) return false;
+    const sym *a = graph_sym(g, n->dims[1]), *b = graph_sym(g, n->dims[2]);
+    return a && b && a->kind == SYM_RAGGED && b->kind == SYM_RAGGED && dim_equal(g, n->dims[1], n->dims[2]);
+}
+
 static bool valid_name(const char *s) {
     if (!s || !*s) return false;
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
@@ -287,6 +293,10 @@ rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
     if (!nd) return graph_fail(g, RJ_ERR_GRAPH, "output: node %d does not exist", (int)n);
     if (nd->op == RJ_OP_SCALAR)
         return graph_fail(g, RJ_ERR_ARG, "output: a scalar literal cannot be an output");
+    if (dim_ragged_pos(g, nd) > 1)
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "output: a transposed jagged tensor (its ragged dim at position "
+                          "%d) cannot be an output in this version: multiply it (matmul) or output the tensor",
+                          dim_ragged_pos(g, nd));
     char auto_name[32];
     if (!name) { /* the first free one of out0, out1, ... */
         for (int32_t k = g->noutputs;; k++) {

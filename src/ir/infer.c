@@ -103,6 +103,7 @@ static rj_status check_ragged_layout(rj_graph *g, const char *what, const node *
         const sym *s = graph_sym(g, n->dims[k]);
         if (!s || s->kind != SYM_RAGGED) continue;
         count++;
+        if (k == 2 && count == 2 && node_is_pair(g, n)) continue; /* [B, j1, j1]: both vary over B */
         if (k == 0 || !dim_equal(g, n->dims[k - 1], sym_dim(s->parent)))
             return graph_fail(g, RJ_ERR_SHAPE, "%s: %s: ragged %s must directly follow its "
                               "parent dim %s", what, type_text(g, n).s, s->name,
@@ -112,9 +113,10 @@ static rj_status check_ragged_layout(rj_graph *g, const char *what, const node *
                               "not supported yet (only dim 1, after the batch dim)", what,
                               type_text(g, n).s, k);
     }
-    if (count > 1)
-        return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s: several ragged dims in one tensor "
-                          "are not supported yet", what, type_text(g, n).s);
+    if (count > 1 && !(count == 2 && node_is_pair(g, n)))
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s: several ragged dims in one tensor are not supported yet "
+                          "(but for [B, j1, j1, ...], two of one class: what matmul(q, transpose(k, 1, 2)) makes)",
+                          what, type_text(g, n).s);
     return RJ_OK;
 }
 
@@ -126,6 +128,9 @@ static rj_status infer_input(rj_graph *g, node *n) {
     for (int k = 0; k < n->rank; k++)
         if (n->dims[k] < 0 && graph_sym(g, n->dims[k]) == NULL)
             return graph_fail(g, RJ_ERR_ARG, "input %s: dim %d is invalid", n->name, k);
+    if (node_is_pair(g, n))
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "input %s: %s: inputs with two ragged dims are not supported yet "
+                          "(such tensors are made by matmul(q, transpose(k, 1, 2)))", n->name, type_text(g, n).s);
     return check_ragged_layout(g, "input", n);
 }
 
@@ -453,10 +458,44 @@ static rj_status infer_index(rj_graph *g, node *n, const char *op) {
     return check_ragged_layout(g, op, n);
 }
 
+/* A jagged [B, j, D] transposed: [B, D, j] (an operand of per-item products only). */
+static bool is_jagged_t(const rj_graph *g, const node *n) {
+    return n->op == RJ_OP_TRANSPOSE && n->rank == 3 && dim_ragged_pos(g, n) == 2;
+}
+static bool is_jagged3(const rj_graph *g, const node *n) {
+    return n->rank == 3 && dim_ragged_pos(g, n) == 1 && !node_is_pair(g, n);
+}
+
+/* Per-item products (matmul's docs in ragjit.h); false: not one of those shapes. */
+static bool item_matmul(rj_graph *g, node *n, const node *x, const node *w, rj_status *st) {
+    bool qk = is_jagged3(g, x) && is_jagged_t(g, w), pv = node_is_pair(g, x) && x->rank == 3 && is_jagged3(g, w),
+         gw = is_jagged_t(g, x) && is_jagged3(g, w);
+    if (!qk && !pv && !gw) return false;
+    /* the dims that must agree: batch, the contracted dim, and the rows of one class */
+    rj_dim b0 = x->dims[0], b1 = w->dims[0], c0 = x->dims[2], c1 = w->dims[1];
+    bool ok = dim_equal(g, b0, b1) && dim_equal(g, c0, c1) && (!qk || dim_equal(g, x->dims[1], w->dims[2]));
+    if (!ok) {
+        *st = graph_fail(g, RJ_ERR_SHAPE, "matmul: %s times %s: per item, the batch dims and the contracted dims "
+                         "must agree%s", type_text(g, x).s, type_text(g, w).s,
+                         qk ? " and both ragged dims be one class (declare `same` if their items have equal lengths)"
+                            : "");
+        return true;
+    }
+    n->dtype = dtype_promote(x->dtype, w->dtype);
+    n->rank = 3;
+    n->dims[0] = b0;
+    n->dims[1] = x->dims[1];
+    n->dims[2] = w->dims[2];
+    *st = check_ragged_layout(g, "matmul", n);
+    return true;
+}
+
 /* matmul(x, w): x [..., M, K] with a dense last dim, w a dense [K, N] ([N, K] for linear). */
 static rj_status infer_matmul(rj_graph *g, node *n, const char *op) {
     const node *x = in(g, n, 0), *w = in(g, n, 1);
     const char *fn = n->ival ? "linear" : op;
+    rj_status ist;
+    if (!n->ival && dtype_is_float(x->dtype) && dtype_is_float(w->dtype) && item_matmul(g, n, x, w, &ist)) return ist;
     if (x->weak || w->weak || x->rank < 2)
         return graph_fail(g, RJ_ERR_SHAPE, "%s: the input %s must have at least 2 dims", fn,
                           x->weak ? "(a literal)" : type_text(g, x).s);
@@ -510,7 +549,34 @@ static count count_of(const rj_graph *g, const rj_dim *dims, int from, int to) {
 
 /* reshape: n's dims are the target. A jagged x keeps its batch and ragged dims; what follows
  * (all of a dense x) is re-laid out, with the same count of elements. */
+static rj_status infer_transpose(rj_graph *g, node *n) {
+    const node *x = in(g, n, 0);
+    int r = x->rank, a = n->axis, b = (int)n->ival;
+    if (x->weak || r < 2 || a < -r || a >= r || b < -r || b >= r)
+        return graph_fail(g, RJ_ERR_SHAPE, "transpose: dims %d and %d are out of range for %s", n->axis, (int)n->ival,
+                          x->weak ? "a literal" : type_text(g, x).s);
+    if (a < 0) a += r;
+    if (b < 0) b += r;
+    if (a > b) {
+        int t = a;
+        a = b, b = t;
+    }
+    n->axis = a;
+    n->ival = b;
+    n->dtype = x->dtype;
+    n->rank = x->rank;
+    memcpy(n->dims, x->dims, sizeof(rj_dim) * (size_t)r);
+    n->dims[a] = x->dims[b];
+    n->dims[b] = x->dims[a];
+    int rp = dim_ragged_pos(g, x);
+    if (rp < 0 || a == b) return RJ_OK;
+    if (is_jagged3(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, D, j1]: for matmul */
+    return graph_fail(g, RJ_ERR_UNSUPPORTED, "transpose: dims %d and %d of %s: a jagged tensor transposes only "
+                      "dims 1 and 2 of [B, j1, D] (an operand of matmul)", a, b, type_text(g, x).s);
+}
+
 static rj_status infer_view(rj_graph *g, node *n, const char *op) {
+    if (n->op == RJ_OP_TRANSPOSE) return infer_transpose(g, n);
     const node *x = in(g, n, 0);
     n->dtype = x->dtype;
     if (x->weak) return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot reshape a literal", op);
@@ -564,9 +630,30 @@ static rj_status check_const_numel(rj_graph *g, const node *n, const char *op) {
 
 static rj_status infer_kind(rj_graph *g, node *n, const char *op);
 
+/* What this version computes on tensors with two ragged dims and on transposed jagged ones:
+ * everything else is refused here, by name, rather than computed wrong further down. */
+static rj_status check_special_operands(rj_graph *g, const node *n, const char *op) {
+    op_kind k = op_table[n->op].kind;
+    for (int i = 0; i < n->nin; i++) {
+        const node *o = in(g, n, i);
+        if (dim_ragged_pos(g, o) > 1 && !(n->op == RJ_OP_MATMUL && !n->ival))
+            return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a transposed jagged tensor: this version only "
+                              "multiplies it (matmul)", op, type_text(g, o).s);
+        if (!node_is_pair(g, o)) continue;
+        bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
+                  ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 2) || (n->op == RJ_OP_MATMUL && i == 0);
+        if (!ok)
+            return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s has two ragged dims: this version applies elementwise "
+                              "ops, softmax, log_softmax and reductions over dim 2 or later, and matmul by a jagged "
+                              "tensor to it", op, type_text(g, o).s);
+    }
+    return RJ_OK;
+}
+
 rj_status infer_node(rj_graph *g, node *n) {
     const char *op = op_table[n->op].name;
     rj_status s = infer_kind(g, n, op);
+    if (!s) s = check_special_operands(g, n, op);
     return s ? s : check_const_numel(g, n, op);
 }
 

@@ -79,7 +79,7 @@ typedef struct node {
     uint8_t keepdim;  /* REDUCE */
     int32_t in[3];
     int32_t axis;     /* REDUCE/SOFTMAX/GATHER/TAKE_ALONG_DIM/INDEX_SELECT: dim (normalised);
-                       * NORM: ndims */
+                       * NORM: ndims; TRANSPOSE: the first dim swapped (the second in ival) */
     double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps */
     int64_t ival;     /* SCALAR (int/bool); POSITIONS: its ragged symbol (an rj_dim); MATMUL:
                        * 1 if w is given as [N, K] (linear's weight), else 0 */
@@ -142,6 +142,9 @@ int dim_ragged_pos(const rj_graph *g, const node *n);    /* index of the ragged 
 static inline bool node_is_jagged(const rj_graph *g, const node *n) {
     return dim_ragged_pos(g, n) >= 0;
 }
+/* [B, j, j', ...] with j and j' ragged of one class, varying over B: two ragged dims, each
+ * item a len_b x len_b block (a pair tensor: attention scores). */
+bool node_is_pair(const rj_graph *g, const node *n);
 
 /* ops.c */
 rj_dtype dtype_promote(rj_dtype a, rj_dtype b);

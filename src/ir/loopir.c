@@ -614,6 +614,7 @@ void print_kernel_signature(sbuf *b, const lkernel *k) {
         case PK_LOFF:
         case PK_PITEM:
         case PK_PSTART: sbuf_printf(b, "%s: i64*", p->name); break;
+        case PK_SQOFF: sbuf_printf(b, "%s: i64*", p->name); break;
         case PK_ERR: sbuf_printf(b, "%s: u32* (offsets check)", p->name); break;
         default: sbuf_printf(b, "%s: i64", p->name); break;
         }

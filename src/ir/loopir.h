@@ -123,6 +123,8 @@ typedef enum {
     PK_PSTART,  /* i64*: the first piece of each item of class `ref` (B+1 entries) */
     PK_ERR,     /* SIMT: the run's offsets-check word (u32*, all ones: valid), or NULL; a
                  * kernel does nothing when it says the device offsets are invalid */
+    PK_SQOFF,   /* i64*: the first row of each item's len x len block of the class rooted at
+                 * symbol `ref` (B+1 entries), for tensors with two ragged dims */
 } param_kind;
 
 typedef struct lparam {

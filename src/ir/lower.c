@@ -313,6 +313,26 @@ static int32_t xlen(lower *L, int32_t cls, int32_t b) {
     return xsub(L, xloff(L, cls, xadd(L, b, xi(L, 1))), xloff(L, cls, b));
 }
 
+/* The first row of item b's len_b x len_b block, for tensors with two ragged dims. */
+static int32_t xsq(lower *L, int32_t cls, int32_t b) {
+    char name[64];
+    snprintf(name, sizeof name, "%s.sq", L->g->syms[cls].name);
+    int32_t p = L->err ? 0 : lk_param(L->k, PK_SQOFF, cls, RJ_I64, name);
+    if (p < 0) {
+        L->err = RJ_ERR_NOMEM;
+        p = 0;
+    }
+    return xload(L, p, b, RJ_I64, -1);
+}
+
+/* The extent of dim k of dims at index a: the item's length for the second ragged dim of a
+ * pair ([B, j1, j1]); the size otherwise. */
+static int32_t xextent(lower *L, const rj_dim *dims, int k, const at *a) {
+    const sym *s = k == 2 ? graph_sym(L->g, dims[2]) : NULL;
+    if (s && s->kind == SYM_RAGGED) return xlen(L, root_of(L->g, dims[2]), a->idx[0]);
+    return xsize(L, dims[k]);
+}
+
 /* Physical row of buffer bi at item b, row i. */
 static int32_t xrow(lower *L, int32_t bi, int32_t b, int32_t i) {
     const lbuf *lb = &L->prog->bufs[bi];
@@ -332,6 +352,13 @@ static int32_t xaddr(lower *L, int32_t bi, const at *a) {
     const lbuf *lb = &L->prog->bufs[bi];
     int32_t off = xi(L, 0), k = 0;
     const sym *s = lb->rank > 1 ? graph_sym(L->g, lb->dims[1]) : NULL;
+    const sym *s2 = lb->rank > 2 ? graph_sym(L->g, lb->dims[2]) : NULL;
+    if (s && s->kind == SYM_RAGGED && s2 && s2->kind == SYM_RAGGED) { /* blocks of len x len rows */
+        int32_t c = root_of(L->g, lb->dims[1]);
+        off = xadd(L, xsq(L, c, a->idx[0]), xadd(L, xmul(L, a->idx[1], xlen(L, c, a->idx[0])), a->idx[2]));
+        for (k = 3; k < lb->rank; k++) off = xadd(L, xmul(L, off, xsize(L, lb->dims[k])), a->idx[k]);
+        return off;
+    }
     if (s && s->kind == SYM_RAGGED) {
         off = xrow(L, bi, a->idx[0], a->idx[1]);
         k = 2;
@@ -637,7 +664,7 @@ static void loops_v(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end,
     snprintf(name, sizeof name, "d%d", k);
     int32_t v = newvar(L, name, RJ_I64);
     bool lanes = vec && k == end - 1;
-    int32_t st = s_for(L, b, v, xi(L, 0), xsize(L, dims[k]), lanes ? LM_LANES : LM_SERIAL);
+    int32_t st = s_for(L, b, v, xi(L, 0), xextent(L, dims, k, a), lanes ? LM_LANES : LM_SERIAL);
     blk inner = NEWBLK;
     a->idx[k] = xvar(L, v);
     L->lanes += lanes;
@@ -804,6 +831,123 @@ static void lower_matmul(lower *L, const fuse_group *gr) {
         loops(L, &inner, &a, r->dims, r->rank - 1, r->rank, matmul_body, (void *)gr);
         close_body(L, fs, &inner);
     }
+    L->k->body = top.first;
+}
+
+/* ---- per-item products over a ragged dim ----------------------------------------------------
+ *   q kᵀ  [B, j1, j1]: per row (b, i), for each column j < len_b, a dot product over D as a
+ *         `reduce` over a lanes loop (vectorised on a CPU, a warp's shuffles on a SIMT target);
+ *   p v   [B, j1, D] and xᵀ y [B, K, N]: per row, the contraction over the item's rows j (or
+ *         i) into one accumulator per output column. On a CPU with a constant width those are a
+ *         local array and the columns the inner lanes loop (acc[n] += p[i, j] v[j, n],
+ *         vectorised, p read once per j); otherwise each lane keeps its own accumulator over a
+ *         serial loop (a SIMT target: a warp per row, the lanes its threads).
+ * The item's rows are read from cache: an item's k or v is len_b rows. The product's epilogue
+ * (a scale, a mask, ...) is computed as each element is stored. */
+
+static bool is_jagged_t(const rj_graph *g, const node *n) {
+    return n->op == RJ_OP_TRANSPOSE && dim_ragged_pos(g, n) == 2;
+}
+
+static at at3(int32_t b, int32_t i, int32_t j, int32_t cls) {
+    return (at){.rank = 3, .idx = {b, i, j}, .inclass = cls, .outclass = -1, .guard = -1};
+}
+
+static void lower_item_matmul(lower *L, const fuse_group *gr) {
+    const rj_graph *g = L->g;
+    const node *r = &g->nodes[gr->root], *xn = &g->nodes[r->in[0]], *wn = &g->nodes[r->in[1]];
+    bool qk = is_jagged_t(g, wn), gw = is_jagged_t(g, xn);
+    int32_t xs = gw ? xn->in[0] : r->in[0], ws = qk ? wn->in[0] : r->in[1];
+    const node *xv = &g->nodes[xs], *wv = &g->nodes[ws];
+    int32_t cls = root_of(g, gw ? xv->dims[1] : qk ? xv->dims[1] : r->dims[1]);
+    rj_dtype t = r->dtype;
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_printf(&w, "per-item product %s of ", qk ? "q kᵀ" : gw ? "xᵀ y" : "p v");
+    print_node_type(&w, g, xv);
+    sbuf_puts(&w, " and ");
+    print_node_type(&w, g, wv);
+    set_what(L, &w);
+    at a = {.rank = 3, .inclass = -1, .outclass = -1, .guard = -1};
+    blk top = NEWBLK, inner, *body;
+    rows_nest rn;
+    int32_t fs = -1;
+    if (gw) { /* units (b, k) of the dense [B, K, N] */
+        dense_loop(L, &top, &a, r->dims, 2, &inner, &fs);
+        body = &inner;
+    } else {
+        body = rows_open(L, &top, &a, cls, &rn);
+    }
+    int32_t b = a.idx[0], len = xlen(L, cls, b);
+    if (qk) {
+        int32_t vj = newvar(L, "j", RJ_I64), vd = newvar(L, "d", RJ_I64), acc = newvar(L, "acc", t);
+        int32_t fj = s_for(L, body, vj, xi(L, 0), len, LM_SERIAL);
+        blk jb = NEWBLK, db = NEWBLK;
+        s_set(L, &jb, acc, xconst(L, t, 0));
+        int32_t fd = s_for(L, &jb, vd, xi(L, 0), xsize(L, xv->dims[2]), LM_LANES);
+        L->lanes++;
+        at qa = at3(b, a.idx[1], xvar(L, vd), cls), ka = at3(b, xvar(L, vj), xvar(L, vd), cls);
+        int32_t qv = xcast(L, t, value_fresh(L, xs, &qa)), kv = xcast(L, t, value(L, ws, &ka));
+        s_accum_fma(L, &db, acc, qv, kv);
+        L->lanes--;
+        close_body(L, fd, &db);
+        at oa = at3(b, a.idx[1], xvar(L, vj), cls);
+        store_group(L, &jb, gr->root, xvar(L, acc), &oa, true, LF_NT);
+        close_body(L, fj, &jb);
+    } else {
+        /* the contraction: p v sums over the block's columns j, xᵀ y over the item's rows */
+        rj_dim ncols = r->dims[2];
+        int32_t vn = newvar(L, "n", RJ_I64), vj = newvar(L, "j", RJ_I64);
+        bool local = !L->desc->simt && ncols > 0 && ncols <= 4096;
+        if (local) {
+            int32_t loc = L->err ? -1 : lk_local(L->k, "acc", LL_THREAD, t);
+            if (loc < 0) {
+                if (!L->err) L->err = RJ_ERR_NOMEM;
+                return;
+            }
+            L->k->locals[loc].elems = ncols;
+            blk zb = NEWBLK, jb = NEWBLK, nb = NEWBLK, ob = NEWBLK;
+            int32_t fz = s_for(L, body, vn, xi(L, 0), xi(L, ncols), LM_LANES);
+            s_store_local(L, &zb, loc, xvar(L, vn), xconst(L, t, 0));
+            close_body(L, fz, &zb);
+            int32_t fj = s_for(L, body, vj, xi(L, 0), len, LM_SERIAL);
+            at ca = gw ? at3(b, xvar(L, vj), a.idx[1], cls) : at3(b, a.idx[1], xvar(L, vj), cls);
+            int32_t cv = newvar(L, "c", t);
+            s_set(L, &jb, cv, xcast(L, t, value_fresh(L, xs, &ca)));
+            int32_t fn = s_for(L, &jb, vn, xi(L, 0), xi(L, ncols), LM_LANES);
+            L->lanes++;
+            at va = at3(b, xvar(L, vj), xvar(L, vn), cls);
+            int32_t vv = xcast(L, t, value(L, ws, &va));
+            s_store_local(L, &nb, loc, xvar(L, vn), xfma(L, t, xvar(L, cv), vv, xlocal(L, loc, xvar(L, vn))));
+            L->lanes--;
+            close_body(L, fn, &nb);
+            close_body(L, fj, &jb);
+            int32_t fo = s_for(L, body, vn, xi(L, 0), xi(L, ncols), LM_LANES);
+            L->lanes++;
+            at oa = at3(b, a.idx[1], xvar(L, vn), gw ? -1 : cls);
+            store_group(L, &ob, gr->root, xlocal(L, loc, xvar(L, vn)), &oa, true, LF_NT);
+            L->lanes--;
+            close_body(L, fo, &ob);
+        } else {
+            int32_t acc = newvar(L, "acc", t);
+            blk nb = NEWBLK, jb = NEWBLK;
+            int32_t fn = s_for(L, body, vn, xi(L, 0), xsize(L, ncols), LM_LANES);
+            L->lanes++;
+            s_set(L, &nb, acc, xconst(L, t, 0));
+            int32_t fj = s_for(L, &nb, vj, xi(L, 0), len, LM_SERIAL);
+            at ca = gw ? at3(b, xvar(L, vj), a.idx[1], cls) : at3(b, a.idx[1], xvar(L, vj), cls);
+            at va = at3(b, xvar(L, vj), xvar(L, vn), cls);
+            int32_t cvv = xcast(L, t, value_fresh(L, xs, &ca)), vv = xcast(L, t, value(L, ws, &va));
+            s_set(L, &jb, acc, xfma(L, t, cvv, vv, xvar(L, acc)));
+            close_body(L, fj, &jb);
+            at oa = at3(b, a.idx[1], xvar(L, vn), gw ? -1 : cls);
+            store_group(L, &nb, gr->root, xvar(L, acc), &oa, true, LF_NT);
+            L->lanes--;
+            close_body(L, fn, &nb);
+        }
+    }
+    if (gw) close_body(L, fs, &inner);
+    else rows_close(L, &rn);
     L->k->body = top.first;
 }
 
@@ -1997,7 +2141,7 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
     bool softmax = op_table[root->op].kind == KIND_SOFTMAX;
     rj_dtype t = rc->acc_t;
     int ax = rc->ai.axis;
-    int32_t ext = x->dims[ax] == 1 ? xi(L, 1) : xsize(L, x->dims[ax]);
+    int32_t ext = x->dims[ax] == 1 ? xi(L, 1) : xextent(L, x->dims, ax, a);
     int32_t acc = newvar(L, "acc", t), acc2 = newvar(L, "acc2", t);
     int32_t va = newvar(L, "k", RJ_I64);
     int32_t saved = a->idx[ax];
@@ -2485,7 +2629,8 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         else if (gr->kind == FG_CHECK) lower_check(&L, gr, slot++);
         else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
         else if (op_table[r->op].kind == KIND_MATMUL) {
-            if (!lower_matmul_lib(&L, gr)) lower_matmul(&L, gr);
+            if (g->nodes[r->in[1]].rank == 3 || is_jagged_t(g, &g->nodes[r->in[0]])) lower_item_matmul(&L, gr);
+            else if (!lower_matmul_lib(&L, gr)) lower_matmul(&L, gr);
         }
         else lower_axis(&L, gr);
         if (L.err) break; /* L.k may be gone (a template's extra kernel failed to allocate) */

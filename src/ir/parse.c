@@ -936,6 +936,13 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
             return r;
         }
         r.node = check(P, rj_graph_reshape(g, as_node(P, v[0]), v[1]->ndims, v[1]->dims), fn);
+    } else if (op == RJ_OP_TRANSPOSE) {
+        static const char *const names[] = {"input", "dim0", "dim1"};
+        int64_t d0, d1;
+        if (!bind_args(P, fn, name, a, names, 3, 3, v) || !int_arg(P, name, "dim0", v[1], INT_MIN, INT_MAX, &d0) ||
+            !int_arg(P, name, "dim1", v[2], INT_MIN, INT_MAX, &d1))
+            return r;
+        r.node = check(P, rj_graph_transpose(g, as_node(P, v[0]), (int)d0, (int)d1), fn);
     } else if (op == RJ_OP_MATMUL) {
         static const char *const names[] = {"input", "other"};
         if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;

@@ -171,6 +171,10 @@ static void print_index_call(sbuf *b, const rj_graph *g, const namer *nm, const 
         sbuf_printf(b, ", %d, ", n->axis);
         print_ref(b, g, nm, n->in[1]);
         break;
+    case RJ_OP_TRANSPOSE:
+        print_ref(b, g, nm, n->in[0]);
+        sbuf_printf(b, ", %d, %d", n->axis, (int)n->ival);
+        break;
     case RJ_OP_RESHAPE:
         print_ref(b, g, nm, n->in[0]);
         sbuf_puts(b, ", [");

@@ -40,6 +40,7 @@ rj_bind *rj_bind_new(rj_program *p) {
     b->art = p->art;
     artifact_retain(ctx, b->art);
     b->g = g;
+    for (int32_t i = 0; i < g->n; i++) b->pairs |= node_is_pair(g, &g->nodes[i]);
     b->nsym = g->nsym;
     size_t ns = (size_t)(g->nsym ? g->nsym : 1);
     if (!(b->size = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
@@ -53,6 +54,8 @@ rj_bind *rj_bind_new(rj_program *p) {
         !(b->crows = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
         !(b->loff_own = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
         !(b->loff_cap = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
+        !(b->sqoff = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
+        !(b->sq_cap = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
         !(b->in = mem_zalloc(ctx, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind))) ||
         !(b->out = mem_zalloc(ctx, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind)))) {
         rj_bind_free(b);
@@ -97,6 +100,10 @@ void rj_bind_free(rj_bind *b) {
     mem_free(ctx, b->crows, ns * sizeof(int64_t));
     mem_free(ctx, b->loff_own, ns * sizeof(int64_t *));
     mem_free(ctx, b->loff_cap, ns * sizeof(int64_t));
+    if (b->sqoff && b->sq_cap)
+        for (size_t s = 0; s < ns; s++) mem_free(ctx, b->sqoff[s], sizeof(int64_t) * (size_t)b->sq_cap[s]);
+    mem_free(ctx, b->sqoff, ns * sizeof(int64_t *));
+    mem_free(ctx, b->sq_cap, ns * sizeof(int64_t));
     mem_free(ctx, b->in, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind));
     mem_free(ctx, b->out, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind));
     host_mem_free(ctx, b->mem);
@@ -505,6 +512,14 @@ static rj_status node_numel(rj_bind *b, const node *n, const char *what, int64_t
     const rj_graph *g = b->g;
     int rp = dim_ragged_pos(g, n), nf = 0;
     int64_t fact[RJ_MAX_RANK];
+    if (node_is_pair(g, n)) { /* the class's blocks of len_b x len_b rows, then the inner dims */
+        int32_t c = sym_root(g, dim_sym(n->dims[1]));
+        fact[nf++] = b->sqoff[c] ? b->sqoff[c][b->cbatch[c]] : 0;
+        for (int k = 3; k < n->rank; k++) fact[nf++] = bind_dim_value(b, n->dims[k]);
+        if (!shape_count(nf, fact, out, NULL))
+            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: the element count overflows", what);
+        return RJ_OK;
+    }
     for (int k = 0; k < n->rank; k++) {
         if (k == rp) fact[nf++] = b->rows[dim_sym(n->dims[k])];
         else if (k != rp - 1) fact[nf++] = bind_dim_value(b, n->dims[k]); /* B: in the rows */
@@ -761,7 +776,14 @@ static rj_status prepare_outputs(rj_bind *b) {
         int rp = dim_ragged_pos(g, n);
         t->info.ragged_dim = rp;
         for (int k = 0; k < n->rank; k++) t->info.shape[k] = bind_dim_value(b, n->dims[k]);
-        if (rp >= 0) {
+        t->info.ragged_dims = rp >= 0 ? 1 : 0;
+        if (node_is_pair(g, n)) { /* blocks of len_b x len_b rows */
+            int32_t c = sym_root(g, dim_sym(n->dims[1]));
+            t->info.ragged_dims = 2;
+            t->info.rows = b->sqoff[c][b->cbatch[c]];
+            t->info.offsets = b->sqoff[c];
+            t->info.lengths = NULL;
+        } else if (rp >= 0) {
             int32_t j = dim_sym(n->dims[rp]);
             t->info.rows = b->rows[j];
             t->info.offsets = b->rag[j].off;
@@ -829,6 +851,39 @@ static rj_status check_overlap(rj_bind *b) {
     return RJ_OK;
 }
 
+/* Pair tensors ([B, j, j]): item b's len_b x len_b block starts at row sqoff[b] of the class's
+ * blocks, a prefix sum of the squared lengths (from the logical offsets). */
+static rj_status square_offsets(rj_bind *b) {
+    const rj_graph *g = b->g;
+    for (int32_t s = 0; s < g->nsym; s++) {
+        if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
+        bool paired = false;
+        for (int32_t i = 0; i < g->n && !paired; i++)
+            paired = node_is_pair(g, &g->nodes[i]) && sym_root(g, dim_sym(g->nodes[i].dims[1])) == s;
+        if (!paired) continue;
+        if (!b->loff[s])
+            return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "ragged symbol %s: a program with two ragged dims of one "
+                            "class needs its offsets on the host (not trusted device offsets)", g->syms[s].name);
+        int64_t B = b->cbatch[s];
+        if (b->sq_cap[s] < B + 1) {
+            int64_t *n = mem_realloc(b->ctx, b->sqoff[s], sizeof(int64_t) * (size_t)b->sq_cap[s],
+                                     sizeof(int64_t) * (size_t)(B + 1));
+            if (!n) return RJ_ERR_NOMEM;
+            b->sqoff[s] = n;
+            b->sq_cap[s] = B + 1;
+        }
+        int64_t *q = b->sqoff[s];
+        q[0] = 0;
+        for (int64_t k = 0; k < B; k++) {
+            int64_t l = b->loff[s][k + 1] - b->loff[s][k], l2;
+            if (!mul_i64(l, l, &l2) || !add_i64(q[k], l2, &q[k + 1]))
+                return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "ragged symbol %s: the blocks of its items' squared "
+                                "lengths overflow", g->syms[s].name);
+        }
+    }
+    return RJ_OK;
+}
+
 /* Logical offsets per ragged class: a packed member's offsets serve the whole class (members
  * have equal lengths, checked above); if every member is a view with holes, a prefix sum of
  * the lengths, kept in memory the binding reuses. Kernels iterate a class's rows in this
@@ -868,7 +923,7 @@ static rj_status class_offsets(rj_bind *b) {
         b->loff[s] = lo;
         b->crows[s] = lo[src->batch];
     }
-    return RJ_OK;
+    return b->pairs ? square_offsets(b) : RJ_OK;
 }
 
 rj_status run_reserve(rj_bind *b, int64_t bytes, const char *what, int index) {

@@ -144,7 +144,7 @@ static rj_status prepare_ffi(rj_ctx *ctx, const lprog *lp, cpu_code *c) {
         for (int32_t a = 0; a < k->nparams; a++) {
             int kind = k->params[a].kind;
             bool ptr = kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH || kind == PK_PITEM ||
-                kind == PK_PSTART;
+                kind == PK_PSTART || kind == PK_SQOFF;
             ck->types[a] = ptr ? &ffi_type_pointer : &ffi_type_sint64;
         }
         if (ffi_prep_cif(&ck->cif, FFI_DEFAULT_ABI, (unsigned)k->nparams, &ffi_type_void, ck->types) != FFI_OK)
@@ -325,7 +325,7 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, rj_
 static rj_status host_addresses(rj_bind *b, const lprog *lp, host_mem *hm, launch_mem *m) {
     rj_ctx *ctx = b->ctx;
     rj_status s;
-    size_t n = (size_t)lp->nbufs + 2 * (size_t)b->nsym;
+    size_t n = (size_t)lp->nbufs + 3 * (size_t)b->nsym;
     uint64_t *a = host_block_get(ctx, &hm->addrs, sizeof(uint64_t) * (n ? n : 1));
     if (!a) return RJ_ERR_NOMEM;
     if (lp->ntemps > hm->ntemp) {
@@ -357,12 +357,13 @@ static rj_status host_addresses(rj_bind *b, const lprog *lp, host_mem *hm, launc
         }
         a[i] = (uint64_t)(uintptr_t)p;
     }
-    uint64_t *off = a + lp->nbufs, *loff = off + b->nsym;
+    uint64_t *off = a + lp->nbufs, *loff = off + b->nsym, *sq = loff + b->nsym;
     for (int32_t y = 0; y < b->nsym; y++) {
         off[y] = (uint64_t)(uintptr_t)b->rag[y].off;
         loff[y] = (uint64_t)(uintptr_t)b->loff[y];
+        sq[y] = (uint64_t)(uintptr_t)(b->sqoff ? b->sqoff[y] : NULL);
     }
-    *m = (launch_mem){.buf = a, .off = off, .loff = loff};
+    *m = (launch_mem){.buf = a, .off = off, .loff = loff, .sqoff = sq};
     return RJ_OK;
 }
 

@@ -34,6 +34,8 @@ typedef struct ival {
     int64_t ext[RJ_MAX_RANK];
     const int64_t *lens;    /* rp >= 0: length of each item's ragged dim */
     const int64_t *poff;    /* rp >= 0: packed row offsets (B+1) */
+    const int64_t *sq;      /* pair (dims rp and rp + 1 ragged, one class): each item's block
+                             * of len_b x len_b rows starts at row sq[b] (B+1), else NULL */
     int64_t inner;          /* elements per row (jagged) */
     int64_t numel;          /* elements in all */
 } ival;
@@ -44,6 +46,7 @@ typedef struct interp {
     rj_bind *b;
     ival *vals;
     int64_t **lens, **poff; /* per symbol root, lengths and packed offsets */
+    int64_t **sq;           /* per symbol root, the blocks of pair tensors (prefix sums of len^2) */
     int64_t batch_alloc;    /* size of each lens/poff array */
 } interp;
 
@@ -207,7 +210,7 @@ static int64_t compare(rj_op op, rj_dtype t, elem a, elem b) {
 /* ---- indices ----------------------------------------------------------------------------- */
 
 static int64_t ext_at(const ival *v, const int64_t *idx, int k) {
-    if (k != v->rp) return v->ext[k];
+    if (k != v->rp && !(v->sq && k == v->rp + 1)) return v->ext[k];
     int64_t b = idx[v->rp - 1];
     return b < v->ext[v->rp - 1] ? v->lens[b] : 0;
 }
@@ -256,7 +259,11 @@ static int64_t elem_at(const ival *v, const int64_t *idx, int R) {
     int shift = R - v->rank;
     int64_t off = 0;
     int k = 0;
-    if (v->rp >= 0) {
+    if (v->sq) { /* a pair: the item's block, row-major */
+        int64_t b = idx[shift + v->rp - 1];
+        off = v->sq[b] + idx[shift + v->rp] * v->lens[b] + idx[shift + v->rp + 1];
+        k = v->rp + 2;
+    } else if (v->rp >= 0) {
         off = v->poff[idx[shift + v->rp - 1]] + idx[shift + v->rp];
         k = v->rp + 1;
     }
@@ -276,14 +283,16 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
     /* the extents that multiply to the element count: the batch dim is folded into the rows */
     int64_t fact[RJ_MAX_RANK], numel;
     int nf = 0;
+    bool pair = node_is_pair(g, n);
     for (int k = 0; k < n->rank; k++) {
-        if (k == v->rp - 1) continue;
+        if (k == v->rp - 1 || (pair && k == v->rp + 1)) continue;
         fact[nf] = v->ext[k];
         if (k == v->rp) {
             int32_t r = sym_root(g, dim_sym(n->dims[k]));
             v->lens = in->lens[r];
             v->poff = in->poff[r];
-            fact[nf] = v->poff[v->ext[k - 1]];
+            v->sq = pair ? in->sq[r] : NULL;
+            fact[nf] = pair ? v->sq[v->ext[k - 1]] : v->poff[v->ext[k - 1]];
         }
         nf++;
     }
@@ -294,7 +303,7 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
                         (int)(n - g->nodes));
     v->numel = numel;
     v->inner = 1;
-    for (int k = v->rp + 1; v->rp >= 0 && k < v->rank; k++) v->inner *= v->ext[k];
+    for (int k = v->rp + (pair ? 2 : 1); v->rp >= 0 && k < v->rank; k++) v->inner *= v->ext[k];
     if (!bytes_of(numel, rj_dtype_size(n->dtype), &v->bytes))
         return ctx_fail(in->ctx, RJ_ERR_OVERFLOW, "interp: node %d is too large",
                         (int)(n - g->nodes));
@@ -577,8 +586,42 @@ static rj_status eval_index(interp *in, const node *n, ival *v) {
     return RJ_OK;
 }
 
+/* A transposed jagged [B, D, j] stands for its operand: per-item products read that. */
+static bool jagged_t(const interp *in, const node *n) {
+    return n->op == RJ_OP_TRANSPOSE && dim_ragged_pos(in->g, n) == 2;
+}
+
+/* Per-item products (ragjit.h): q kᵀ into blocks, p v, and xᵀ y summed over each item's rows. */
+static void eval_item_matmul(interp *in, const node *n, ival *v) {
+    const rj_graph *g = in->g;
+    const node *xn = &g->nodes[n->in[0]], *wn = &g->nodes[n->in[1]];
+    const ival *x = &in->vals[jagged_t(in, xn) ? xn->in[0] : n->in[0]];
+    const ival *w = &in->vals[jagged_t(in, wn) ? wn->in[0] : n->in[1]];
+    int64_t idx[RJ_MAX_RANK], a[RJ_MAX_RANK] = {0}, c[RJ_MAX_RANK] = {0};
+    for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+        int64_t b = idx[0], cnt;
+        long double acc = 0;
+        if (jagged_t(in, wn)) cnt = x->ext[2];        /* q kᵀ: over D */
+        else if (jagged_t(in, xn)) cnt = x->lens[b];  /* xᵀ y: over the item's rows */
+        else cnt = x->lens[b];                        /* p v: over the block's columns */
+        for (int64_t t = 0; t < cnt; t++) {
+            a[0] = c[0] = b;
+            if (jagged_t(in, wn)) a[1] = idx[1], a[2] = t, c[1] = idx[2], c[2] = t;
+            else if (jagged_t(in, xn)) a[1] = t, a[2] = idx[1], c[1] = t, c[2] = idx[2];
+            else a[1] = idx[1], a[2] = t, c[1] = t, c[2] = idx[2];
+            acc += (long double)load(x->data, x->dtype, elem_at(x, a, 3)).f * load(w->data, w->dtype, elem_at(w, c, 3)).f;
+        }
+        store(v->data, v->dtype, elem_at(v, idx, n->rank), fin((elem){.f = (double)acc}, v->dtype));
+    }
+}
+
 /* matmul: every row of x (all dims but the last) times w, summed in double. */
 static void eval_matmul(interp *in, const node *n, ival *v) {
+    const rj_graph *g = in->g;
+    if (g->nodes[n->in[1]].rank == 3 || jagged_t(in, &g->nodes[n->in[0]])) {
+        eval_item_matmul(in, n, v);
+        return;
+    }
     const ival *x = &in->vals[n->in[0]], *w = &in->vals[n->in[1]];
     int R = n->rank;
     int64_t K = x->ext[R - 1], N = v->ext[R - 1];
@@ -597,9 +640,20 @@ static void eval_matmul(interp *in, const node *n, ival *v) {
     }
 }
 
-/* reshape: the dims after the kept ones (batch and ragged) re-laid out in C order. */
+/* reshape: the dims after the kept ones (batch and ragged) re-laid out in C order; transpose
+ * of a dense tensor: two dims swapped. */
 static void eval_view(interp *in, const node *n, ival *v) {
     const ival *x = &in->vals[n->in[0]];
+    if (n->op == RJ_OP_TRANSPOSE) {
+        int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
+        for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+            memcpy(xi, idx, sizeof xi);
+            xi[n->axis] = idx[n->ival];
+            xi[n->ival] = idx[n->axis];
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), load(x->data, x->dtype, elem_at(x, xi, x->rank)));
+        }
+        return;
+    }
     int keep = x->rp >= 0 ? x->rp + 1 : 0;
     int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
     for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
@@ -619,7 +673,7 @@ static void eval_view(interp *in, const node *n, ival *v) {
 static void write_output(interp *in, const ival *v, out_bind *o) {
     size_t es = rj_dtype_size(v->dtype);
     const rj_tensor_info *ti = &o->result.info;
-    if (v->rp < 0) {
+    if (v->rp < 0 || v->sq) { /* dense, or a pair's blocks: laid out as here */
         if (o->numel) memcpy(o->data, v->data, (size_t)o->numel * es);
         return;
     }
@@ -639,7 +693,7 @@ static rj_status setup_lengths(interp *in) {
     rj_bind *b = in->b;
     size_t ns = (size_t)(g->nsym ? g->nsym : 1);
     if (!(in->lens = mem_zalloc(in->ctx, ns * sizeof(int64_t *))) ||
-        !(in->poff = mem_zalloc(in->ctx, ns * sizeof(int64_t *))))
+        !(in->poff = mem_zalloc(in->ctx, ns * sizeof(int64_t *))) || !(in->sq = mem_zalloc(in->ctx, ns * sizeof(int64_t *))))
         return RJ_ERR_NOMEM;
     in->batch_alloc = 0;
     for (int32_t s = 0; s < g->nsym; s++)
@@ -658,10 +712,12 @@ static rj_status setup_lengths(interp *in) {
         if (!(in->lens[s] = mem_zalloc(in->ctx, n * sizeof(int64_t))) ||
             !(in->poff[s] = mem_alloc(in->ctx, n * sizeof(int64_t))))
             return RJ_ERR_NOMEM;
-        in->poff[s][0] = 0;
+        if (!(in->sq[s] = mem_alloc(in->ctx, n * sizeof(int64_t)))) return RJ_ERR_NOMEM;
+        in->poff[s][0] = in->sq[s][0] = 0;
         for (int64_t k = 0; k < rb->batch; k++) {
             in->lens[s][k] = row_len(rb->off, rb->len, k);
             in->poff[s][k + 1] = in->poff[s][k] + in->lens[s][k];
+            in->sq[s][k + 1] = in->sq[s][k] + in->lens[s][k] * in->lens[s][k]; /* checked by the binding */
         }
     }
     return RJ_OK;
@@ -676,7 +732,9 @@ static void teardown(interp *in) {
     for (size_t s = 0; s < ns; s++) {
         if (in->lens && in->lens[s]) mem_free(in->ctx, in->lens[s], n * sizeof(int64_t));
         if (in->poff && in->poff[s]) mem_free(in->ctx, in->poff[s], n * sizeof(int64_t));
+        if (in->sq && in->sq[s]) mem_free(in->ctx, in->sq[s], n * sizeof(int64_t));
     }
+    mem_free(in->ctx, in->sq, ns * sizeof(int64_t *));
     mem_free(in->ctx, in->lens, ns * sizeof(int64_t *));
     mem_free(in->ctx, in->poff, ns * sizeof(int64_t *));
 }
@@ -701,7 +759,7 @@ rj_status interp_run(rj_program *p, rj_bind *b) {
     for (int32_t i = 0; !s && i < g->n; i++) {
         const node *n = &g->nodes[i];
         ival *v = &in.vals[i];
-        if (!live[i]) continue;
+        if (!live[i] || jagged_t(&in, n)) continue; /* a jagged transpose: its matmul reads its operand */
         if ((s = val_alloc(&in, n, v))) break;
         switch (op_table[n->op].kind) {
         case KIND_LEAF:

@@ -56,6 +56,17 @@ rj_status launch_buf_elems(rj_bind *b, const lbuf *lb, int64_t *n) {
     const rj_graph *g = b->g;
     const sym *s = lb->rank > 1 ? graph_sym(g, lb->dims[1]) : NULL;
     if (!s || s->kind != SYM_RAGGED) return numel(b, lb->dims, lb->rank, n);
+    const sym *s2 = lb->rank > 2 ? graph_sym(g, lb->dims[2]) : NULL;
+    if (s2 && s2->kind == SYM_RAGGED) { /* blocks of len x len rows, then the inner dims */
+        int32_t c = sym_root(g, dim_sym(lb->dims[1]));
+        int64_t inner;
+        rj_status st = numel(b, lb->dims + 3, lb->rank - 3, &inner);
+        if (st) return st;
+        if (!b->sqoff[c] || !mul_i64(b->sqoff[c][b->cbatch[c]], inner, n))
+            return ctx_fail(b->ctx, b->sqoff[c] ? RJ_ERR_OVERFLOW : RJ_ERR_INTERNAL, "temporary %d: %s", lb->index,
+                            b->sqoff[c] ? "too large" : "no blocks for its two ragged dims");
+        return RJ_OK;
+    }
     const int64_t *lo = NULL;
     int64_t B = 0, inner;
     rj_status st;
@@ -206,6 +217,7 @@ void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const laun
         case PK_PSTART: v = m->pstart ? m->pstart[pm->ref] : 0; break;
         case PK_PROWS: v = m->prows ? (uint64_t)m->prows[pm->ref] : 0; break;
         case PK_ERR: v = m->err; break;
+        case PK_SQOFF: v = m->sqoff ? m->sqoff[pm->ref] : 0; break;
         case PK_BLO: /* without host offsets: every item (SIMT kernels search within) */
             v = b->loff[k->dom_class] ? (uint64_t)item_at_or_before(b->loff[k->dom_class], b->cbatch[k->dom_class], lo) : 0;
             break;
@@ -353,8 +365,9 @@ static rj_status dev_memory(dev_run *r) {
     rj_bind *b = r->b;
     const lprog *lp = r->lp;
     uint64_t *buf = r->addr, *off = buf + lp->nbufs, *loff = off + b->nsym;
-    uint64_t *pitem = loff + b->nsym, *pstart = pitem + b->nsym;
-    r->m = (launch_mem){.buf = buf, .off = off, .loff = loff, .pitem = pitem, .pstart = pstart, .prows = r->prows};
+    uint64_t *pitem = loff + b->nsym, *pstart = pitem + b->nsym, *sqoff = pstart + b->nsym;
+    r->m = (launch_mem){.buf = buf, .off = off, .loff = loff, .pitem = pitem, .pstart = pstart, .prows = r->prows,
+                        .sqoff = sqoff};
     /* the pieces of every class an item kernel splits (before the buffers: they size the
      * buffers of pieces) */
     for (int32_t ki = 0; ki < lp->nkernels; ki++) {
@@ -421,6 +434,14 @@ static rj_status dev_memory(dev_run *r) {
             const lparam *pm = &k->params[a];
             int32_t sy = pm->ref;
             rj_status s = RJ_OK;
+            if (pm->kind == PK_SQOFF && !sqoff[sy]) {
+                if (sy < 0 || sy >= b->nsym || !b->sqoff[sy])
+                    return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no blocks for %s", r->ops->what, pm->name);
+                s = dev_upload(r, (size_t)lp->nbufs + 4 * (size_t)b->nsym + (size_t)sy, &sqoff[sy], b->sqoff[sy],
+                               (int64_t)sizeof(int64_t) * (b->cbatch[sy] + 1), pm->name, true);
+                if (s) return s;
+                continue;
+            }
             if (pm->kind == PK_OFF && !off[sy]) {
                 if (sy < 0 || sy >= b->nsym || !b->rag[sy].set)
                     return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets bound for %s", r->ops->what, pm->name);
@@ -561,7 +582,7 @@ static rj_status dev_launch(dev_run *r, int32_t ki) {
 rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *ud) {
     rj_ctx *ctx = b->ctx;
     dev_run r = {.b = b, .lp = lp, .ops = ops, .ud = ud};
-    r.naddr = (size_t)lp->nbufs + 4 * (size_t)b->nsym;
+    r.naddr = (size_t)lp->nbufs + 5 * (size_t)b->nsym;
     size_t nsym = (size_t)(b->nsym ? b->nsym : 1);
     rj_status s = RJ_OK;
     if (!b->dmem) { /* the binding's device memory: a slot per address, the scratch, the check */

@@ -556,7 +556,7 @@ static int64_t run_block(void *ud, int32_t ki) { return (int64_t)((run *)ud)->c-
 
 static bool is_pointer(int kind) {
     return kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH || kind == PK_PITEM ||
-                kind == PK_PSTART;
+                kind == PK_PSTART || kind == PK_SQOFF;
 }
 
 /* Pointers are cl_mem objects, every other value (and a scratch pointer's stride) a long. */

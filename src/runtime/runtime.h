@@ -121,6 +121,10 @@ struct rj_bind {
                              count for trusted device offsets, whose loff is NULL) */
     int64_t **loff_own;   /* per class root: loff computed for views with holes (reused) */
     int64_t *loff_cap;    /* their capacities, in entries */
+    bool pairs;           /* the graph has [B, j, j] tensors (node_is_pair) */
+    int64_t **sqoff;      /* pairs: per class root, the first row of item b's len_b x len_b
+                             block (B+1 entries: prefix sums of len_b^2), or NULL */
+    int64_t *sq_cap;      /* their capacities, in entries */
     bool prepared;        /* the last run succeeded: results are valid */
     struct host_mem *mem; /* temporaries and scratch of host runs, kept across runs */
     int64_t run_bytes;    /* what this run has reserved (run_reserve) */

@@ -574,7 +574,7 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
         for (int32_t i = 0; i < k->nparams; i++) {
             int kind = k->params[i].kind;
             pt[i] = kind == PK_BUF || kind == PK_OFF || kind == PK_LOFF || kind == PK_SCRATCH || kind == PK_PITEM ||
-                kind == PK_PSTART ? ptr : i64;
+                kind == PK_PSTART || kind == PK_SQOFF ? ptr : i64;
         }
         char name[96];
         snprintf(name, sizeof name, "%s%s", prefix, k->name);

@@ -1223,6 +1223,7 @@ static void signature(cem *C) {
         case PK_LOFF:
         case PK_PITEM:
         case PK_PSTART:
+        case PK_SQOFF:
             sbuf_printf(b, "%sconst %s *%s", sp->global, sp->i64, sp->restrict_kw);
             put_param(C, i);
             break;
