@@ -131,7 +131,7 @@ void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes 
 int64_t numel_of(const rj_tensor_info *t) {
     if (t->ragged_dim < 0) return t->rows;
     int64_t n = t->rows;
-    for (int k = 2; k < t->rank; k++) n *= t->shape[k];
+    for (int k = t->ragged_dims == 2 ? 3 : 2; k < t->rank; k++) n *= t->shape[k];
     return n;
 }
 
@@ -181,6 +181,9 @@ void compare(const char *what, const rj_tensor_info *got, const rj_tensor_info *
     assert_int_equal(got->rank, want->rank);
     int64_t n = numel_of(want);
     assert_int_equal(numel_of(got), n);
+    assert_int_equal(got->ragged_dims, want->ragged_dims);
+    if (want->ragged_dims == 2) /* blocks: the same offsets on both sides */
+        for (int64_t b = 0; b <= want->shape[0]; b++) assert_int_equal(got->offsets[b], want->offsets[b]);
     if (!want->lengths) {
         compare_values(what, want->dtype, got->values, want->values, n);
         return;
@@ -279,10 +282,12 @@ static void g_constants(env *e) {
 
 static void g_index(env *e);
 static void g_matmul(env *e);
+static void g_pairs(env *e);
 
 const std_chain std_ops[] = {
     {"index ops and views", g_index},
     {"matmul and linear", g_matmul},
+    {"two ragged dims", g_pairs},
     {"unary ops", g_unary},
     {"binary ops", g_binary},
     {"select/cast", g_select_cast},
@@ -464,6 +469,26 @@ static void g_matmul(env *e) {
     out(e, rj_graph_linear(g, rj_graph_cast(g, e->xi, e->ft), e->tab, RJ_NONE));   /* a prologue */
 }
 
+/* ---- two ragged dims of one class: per-item products, and what applies to their blocks ----- */
+
+static void c_attention(env *e) {
+    rj_node s = bin(e, RJ_OP_MUL, rj_graph_matmul(e->g, e->x, rj_graph_transpose(e->g, e->y, 1, 2)), S(e, 0.25));
+    out(e, rj_graph_matmul(e->g, rj_graph_softmax(e->g, s, 2), un(e, RJ_OP_RELU, e->y)));
+}
+
+static void g_pairs(env *e) {
+    rj_graph *g = e->g;
+    rj_node s = rj_graph_matmul(g, affine(e), rj_graph_transpose(g, e->x, 1, 2)); /* [B, j1, j1] */
+    out(e, s);
+    rj_node m = rj_graph_reduce(g, RJ_OP_MAX, s, 2, true);                       /* [B, j1, 1] */
+    rj_node p = un(e, RJ_OP_EXP, bin(e, RJ_OP_SUB, s, m));
+    out(e, rj_graph_reduce(g, RJ_OP_SUM, p, -1, false));
+    out(e, rj_graph_log_softmax(g, s, 2));
+    out(e, rj_graph_matmul(g, p, e->y));                                         /* [B, j1, D] */
+    out(e, rj_graph_matmul(g, rj_graph_transpose(g, e->x, 1, 2), e->y));         /* [B, D, D] */
+    out(e, bin(e, RJ_OP_GT, s, S(e, 0)));
+}
+
 static void g_index(env *e) {
     rj_graph *g = e->g;
     out(e, rj_graph_positions(g, e->J));
@@ -479,6 +504,7 @@ static void g_index(env *e) {
 }
 
 const std_chain std_chains[] = {
+    {"softmax(x @ yᵀ * 0.25, 2) @ relu(y)", c_attention},
     {"gelu(linear(relu(x*w+v), tab)+0.25)", c_linear_prologue_epilogue},
     {"softmax(x @ tab', 1)", c_matmul_softmax},
     {"sum(embedding(tab, ix), 1)", c_embedding_bag},

@@ -206,6 +206,15 @@ static void test_matmul_ops(void **state) {
     }
 }
 
+static void test_pair_ops(void **state) {
+    fixture *f = *state;
+    for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+        env e = env_new(f->ctx, ft);
+        std_chain_add(&e, "two ragged dims");
+        check_graph(f->ctx, &e, "two ragged dims");
+    }
+}
+
 static void test_index_errors(void **state) {
     (void)state;
     std_index_errors(RJ_TARGET_CPU);
@@ -781,7 +790,7 @@ static void test_run_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
-        FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
+        FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_pair_ops), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
         FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),

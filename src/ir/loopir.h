@@ -234,6 +234,8 @@ typedef struct lkernel {
     bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
                          * whose every item is one piece skips it */
     bool inner_only;    /* run only by another kernel's library call (a GEMM's prologue) */
+    bool heavy;         /* keeps many values live (a product's loop around inlined producers):
+                         * a SIMT target plans more registers per thread for it */
     lgemm gemm;         /* gemm.on: this kernel is the epilogue of a library GEMM (below) */
 } lkernel;
 /* Buffers: what a PK_BUF parameter points to. */

@@ -810,6 +810,7 @@ static void matmul_body(lower *L, blk *b, at *a, void *ud) {
 
 static void lower_matmul(lower *L, const fuse_group *gr) {
     const node *r = &L->g->nodes[gr->root];
+    L->k->heavy = true;
     at a = {.rank = r->rank, .inclass = -1, .outclass = -1, .guard = -1};
     blk top = NEWBLK;
     sbuf w;
@@ -861,6 +862,7 @@ static void lower_item_matmul(lower *L, const fuse_group *gr) {
     const node *xv = &g->nodes[xs], *wv = &g->nodes[ws];
     int32_t cls = root_of(g, gw ? xv->dims[1] : qk ? xv->dims[1] : r->dims[1]);
     rj_dtype t = r->dtype;
+    L->k->heavy = true;
     sbuf w;
     sbuf_init(&w, L->ctx);
     sbuf_printf(&w, "per-item product %s of ", qk ? "q kᵀ" : gw ? "xᵀ y" : "p v");
@@ -2241,6 +2243,7 @@ static void lower_axis(lower *L, const fuse_group *gr) {
     red_ctx rc = {.ai = axis_of(L, root)};
     const node *x = rc.ai.x;
     rc.acc_t = root->dtype;
+    L->k->heavy = node_is_pair(g, x); /* block addressing on top of the math: more registers */
     sbuf w;
     sbuf_init(&w, L->ctx);
     sbuf_printf(&w, "%s over dim %d of ", op_table[root->op].name, rc.ai.axis);

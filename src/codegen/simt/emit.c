@@ -1203,10 +1203,11 @@ static void signature(cem *C) {
     /* registers for half the multiprocessor's 2048 threads: enough warps to keep loads in
      * flight, and 64 registers per thread at 256 threads a block (full occupancy would allow
      * 32, and ptxas then spills the math functions' slow paths); a kernel writing many
-     * buffers at once (a fused fan-out) keeps many values live, and gets twice that */
+     * buffers at once (a fused fan-out) keeps many values live, and gets twice that, as does
+     * a product's loop around inlined producers (lkernel.heavy) */
     int nbuf = 0;
     for (int32_t i = 0; i < k->nparams; i++) nbuf += k->params[i].kind == PK_BUF;
-    int threads = nbuf > 16 ? 512 : 1024;
+    int threads = nbuf > 16 || k->heavy ? 512 : 1024;
     if (sp->bounds && k->launch.simt && k->launch.block > 0)
         sbuf_printf(b, sp->bounds, (int)k->launch.block,
                     k->launch.block >= threads ? 1 : (int)(threads / k->launch.block));
