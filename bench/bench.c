@@ -10,6 +10,8 @@
  * and against a hand-written C loop (bench/baseline.c, -O3 -march=native, same threads).
  * W7 relu(linear(x, W, b)) with x [B, j1, 256] and W [1024, 256]: its GFLOP/s, and the ratio to
  * the BLAS's GEMM alone (multi-threaded, the same library ragjit loads) on the same packed rows.
+ * W8 softmax(q kᵀ / 16, dim=2) ([B, j1, j1]) and W9 its product with v: against padding to the
+ * longest item with a BLAS product per item and a masked softmax, with the padding ratio.
  * Then: compile latency (the first program of the process, later programs, a cache hit) and
  * dispatch overhead of a tiny run (B = 8, D = 16).
  *
@@ -147,6 +149,29 @@ static double time_jit(rj_ctx *ctx, wl *w, int reps);
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
                          float *, int);
 
+/* The BLAS ragjit loads (util/blas.c's order), for the same-run comparisons; NULL if none. */
+static sgemm_fn load_sgemm(void **handle) {
+    static const char *const libs[] = {"libopenblas.so.0", "libblis.so.4", "libblas.so.3"};
+    void *h = NULL;
+    const char *env = getenv("RAGJIT_BLAS");
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && !h && !(env && !strcmp(env, "off")); i++)
+        h = dlopen(env && *env ? env : libs[i], RTLD_NOW | RTLD_LOCAL);
+    void *sym = h ? dlsym(h, "cblas_sgemm") : NULL;
+    *handle = h;
+    if (!sym) return NULL;
+    sgemm_fn sg;
+    memcpy(&sg, &sym, sizeof sg);
+    return sg;
+}
+
+static void blas_threads(void *h, int n) {
+    void *th = h ? dlsym(h, "openblas_set_num_threads") : NULL;
+    if (!th) return;
+    void (*set)(int);
+    memcpy(&set, &th, sizeof set);
+    set(n);
+}
+
 static void w7(rj_ctx *ctx, const setup *s, int64_t N, int reps) {
     int64_t K = s->D;
     rj_graph *g = rj_graph_new(ctx);
@@ -170,23 +195,12 @@ static void w7(rj_ctx *ctx, const setup *s, int64_t N, int reps) {
     double t = time_jit(ctx, &wk, reps);
     double flops = 2.0 * (double)s->rows * (double)K * (double)N;
     printf("%-24s %9.3f ms %8.1f GFLOP/s", "W7 relu(linear(x,W,b))", t * 1e3, flops / t / 1e9);
-    static const char *const libs[] = {"libopenblas.so.0", "libblis.so.4", "libblas.so.3"};
-    void *h = NULL;
-    const char *env = getenv("RAGJIT_BLAS");
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && !h && !(env && !strcmp(env, "off")); i++)
-        h = dlopen(env && *env ? env : libs[i], RTLD_NOW | RTLD_LOCAL);
-    void *sym = h ? dlsym(h, "cblas_sgemm") : NULL;
-    if (!sym) {
+    void *h;
+    sgemm_fn sg = load_sgemm(&h);
+    if (!sg) {
         printf("   (no BLAS here: ragjit's own kernel, nothing to compare)\n");
     } else {
-        sgemm_fn sg;
-        memcpy(&sg, &sym, sizeof sg);
-        void *th = dlsym(h, "openblas_set_num_threads");
-        if (th) {
-            void (*set)(int);
-            memcpy(&set, &th, sizeof set);
-            set(s->threads);
-        }
+        blas_threads(h, s->threads);
         double *ts = malloc(sizeof(double) * (size_t)reps);
         sg(101, 111, 112, (int)s->rows, (int)N, (int)K, 1.0f, s->x, (int)K, wv, (int)K, 0.0f, out, (int)N);
         for (int r = 0; r < reps; r++) {
@@ -198,16 +212,107 @@ static void w7(rj_ctx *ctx, const setup *s, int64_t N, int reps) {
         free(ts);
         printf("   BLAS sgemm alone %9.3f ms %8.1f GFLOP/s   ragjit/BLAS %.2f\n", tb * 1e3, flops / tb / 1e9,
                tb / t);
-        if (th) {
-            void (*set)(int);
-            memcpy(&set, &th, sizeof set);
-            set(1); /* as ragjit keeps it: its workers take chunks of rows */
-        }
+        blas_threads(h, 1); /* as ragjit keeps it: its workers take chunks of rows */
     }
     rj_bind_free(wk.b);
     rj_program_free(wk.p);
     rj_graph_free(g);
     free(wv), free(bv), free(out);
+}
+
+/* W8 softmax(q kᵀ / 16, dim=2) as an output, W9 its product with v: ragjit on the items' blocks
+ * against what PyTorch users write on padded tensors (to_padded, one dense product per item
+ * with the BLAS, a softmax masked beyond each item's length, the second product), in the same
+ * run; the padding ratio B max² / Σ len² is the work padding adds. */
+static void masked_softmax_rows(float *sc, int64_t B, int64_t L, const int64_t *len, float scale) {
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t r = 0; r < B * L; r++) {
+        int64_t b = r / L, n = len[b];
+        float *row = sc + r * L, m = -INFINITY;
+        if (r % L >= n) { /* a padding row */
+            for (int64_t j = 0; j < L; j++) row[j] = 0;
+            continue;
+        }
+        for (int64_t j = 0; j < n; j++) m = fmaxf(m, row[j] * scale);
+        float sum = 0;
+        for (int64_t j = 0; j < n; j++) sum += row[j] = expf(row[j] * scale - m);
+        for (int64_t j = 0; j < L; j++) row[j] = j < n ? row[j] / sum : 0;
+    }
+}
+
+static void w89(rj_ctx *ctx, const setup *s, int reps) {
+    int64_t D = s->D, B = s->B, L = s->L, *len = malloc(sizeof(int64_t) * (size_t)B);
+    double sq = 0;
+    for (int64_t b = 0; b < B; b++) len[b] = s->off[b + 1] - s->off[b], sq += (double)len[b] * (double)len[b];
+    float *k = falloc(s->rows * D), *v = falloc(s->rows * D);
+    for (int64_t i = 0; i < s->rows * D; i++) k[i] = s->x[(i * 7) % (s->rows * D)], v[i] = s->x[(i * 13) % (s->rows * D)];
+    void *h;
+    sgemm_fn sg = load_sgemm(&h);
+    double ratio = (double)B * (double)L * (double)L / (sq > 0 ? sq : 1);
+    printf("\nW8/W9 attention, D=%lld: padding ratio B max^2 / sum len^2 = %.2f\n", (long long)D, ratio);
+    for (int which = 8; which <= 9; which++) {
+        rj_graph *g = rj_graph_new(ctx);
+        rj_dim Bd = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", Bd);
+        rj_node q = rj_graph_input(g, "q", RJ_F32, 3, (rj_dim[]){Bd, J, D});
+        rj_node kn = rj_graph_input(g, "k", RJ_F32, 3, (rj_dim[]){Bd, J, D});
+        rj_node vn = rj_graph_input(g, "v", RJ_F32, 3, (rj_dim[]){Bd, J, D});
+        rj_node sc = rj_graph_binary(g, RJ_OP_DIV, rj_graph_matmul(g, q, rj_graph_transpose(g, kn, 1, 2)),
+                                     rj_graph_scalar(g, sqrt((double)D)));
+        rj_node p = rj_graph_softmax(g, sc, 2), y = which == 8 ? p : rj_graph_matmul(g, p, vn);
+        rj_graph_output(g, y, "y");
+        double t0 = now();
+        wl wk = {.name = which == 8 ? "W8" : "W9", .g = g, .out = y, .p = rj_program_new(g, RJ_TARGET_CPU)};
+        if (!wk.p) die(ctx, "W8/W9 compile");
+        wk.compile_ms = (now() - t0) * 1e3;
+        wk.b = rj_bind_new(wk.p);
+        if (rj_bind_offsets(wk.b, J, B, s->off, NULL) || rj_bind_input(wk.b, q, s->x, s->rows * D) ||
+            rj_bind_input(wk.b, kn, k, s->rows * D) || rj_bind_input(wk.b, vn, v, s->rows * D))
+            die(ctx, "W8/W9 bind");
+        double t = time_jit(ctx, &wk, reps);
+        double flops = 2.0 * sq * (double)D * (which == 8 ? 1 : 2);
+        printf("%-26s %9.3f ms %8.1f GFLOP/s", which == 8 ? "W8 softmax(q@kT/16,2)" : "W9 softmax(q@kT/16,2)@v",
+               t * 1e3, flops / t / 1e9);
+        if (sg) { /* padded: to_padded, a product per item, masked softmax (, a second product) */
+            float *qp = falloc(B * L * D), *kp = falloc(B * L * D), *vp = falloc(B * L * D), *scp = falloc(B * L * L);
+            float *yp = falloc(B * L * D);
+            blas_threads(h, 1);
+            double *ts = malloc(sizeof(double) * (size_t)reps);
+            for (int r = -1; r < reps; r++) {
+                double a = now();
+#pragma omp parallel for schedule(dynamic, 1)
+                for (int64_t b = 0; b < B; b++) {
+                    memset(qp + b * L * D, 0, sizeof(float) * (size_t)(L * D));
+                    memset(kp + b * L * D, 0, sizeof(float) * (size_t)(L * D));
+                    memcpy(qp + b * L * D, s->x + s->off[b] * D, sizeof(float) * (size_t)(len[b] * D));
+                    memcpy(kp + b * L * D, k + s->off[b] * D, sizeof(float) * (size_t)(len[b] * D));
+                    if (which == 9) {
+                        memset(vp + b * L * D, 0, sizeof(float) * (size_t)(L * D));
+                        memcpy(vp + b * L * D, v + s->off[b] * D, sizeof(float) * (size_t)(len[b] * D));
+                    }
+                    sg(101, 111, 112, (int)L, (int)L, (int)D, 1.0f, qp + b * L * D, (int)D, kp + b * L * D, (int)D,
+                       0.0f, scp + b * L * L, (int)L);
+                }
+                masked_softmax_rows(scp, B, L, len, 1.0f / (float)sqrt((double)D));
+                if (which == 9) {
+#pragma omp parallel for schedule(dynamic, 1)
+                    for (int64_t b = 0; b < B; b++)
+                        sg(101, 111, 111, (int)L, (int)D, (int)L, 1.0f, scp + b * L * L, (int)L, vp + b * L * D, (int)D,
+                           0.0f, yp + b * L * D, (int)D);
+                }
+                if (r >= 0) ts[r] = now() - a;
+            }
+            double tp = median(ts, reps);
+            free(ts);
+            printf("   padded + BLAS %9.3f ms   padded/ragjit %.2f (padding ratio %.2f)\n", tp * 1e3, tp / t, ratio);
+            free(qp), free(kp), free(vp), free(scp), free(yp);
+        } else {
+            printf("   (no BLAS here: no padded baseline)\n");
+        }
+        rj_bind_free(wk.b);
+        rj_program_free(wk.p);
+        rj_graph_free(g);
+    }
+    free(k), free(v), free(len);
 }
 
 static double time_jit(rj_ctx *ctx, wl *w, int reps) {
@@ -594,6 +699,7 @@ int main(int argc, char **argv) {
            "probe\n", (long long)(s.rows / s.B), w4_read, w4_read / m.read);
 
     w7(ctx, &s, quick ? 64 : 1024, quick ? 2 : 5);
+    w89(ctx, &s, quick ? 2 : 3);
 
     /* compile latency: later programs, cache hits */
     double hits[200];
