@@ -718,8 +718,15 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
         sbuf_printf(b, "// %s\n", k->what);
         if (k->gemm.on) {
             const lgemm *gm = &k->gemm;
-            sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d) by the BLAS's %cgemm, ",
-                        (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
+            if (gm->mode == GEMM_ROWS)
+                sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d) by the BLAS's %cgemm, ",
+                            (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
+            else if (gm->mode == GEMM_QK)
+                sbuf_printf(b, "// per chunk of an item's rows [lo, hi): C (buffer %d) = A @ (the item's rows of buffer "
+                            "%d)ᵀ by the BLAS's %cgemm, ", (int)gm->chunk_c, (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
+            else
+                sbuf_printf(b, "// per chunk of an item's rows [lo, hi): C (buffer %d) = A @ (the item's rows of buffer "
+                            "%d) by the BLAS's %cgemm, ", (int)gm->chunk_c, (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
             if (gm->prologue >= 0) sbuf_printf(b, "A written by kernel %s", p->kernels[gm->prologue].name);
             else sbuf_printf(b, "A the rows of buffer %d", (int)gm->a_buf);
             sbuf_puts(b, "; then this kernel, which reads C\n");

@@ -185,8 +185,16 @@ typedef struct launch_shape {
  * buffer, and runs the epilogue kernel (which reads the product from C and writes everything
  * fused after it) over [lo, hi). Chunk buffers are per worker and sized for the cache: the
  * product never goes to memory unless it is an output. */
+typedef enum { GEMM_ROWS, GEMM_QK, GEMM_PV } gemm_mode;
+
 typedef struct lgemm {
     bool on;
+    uint8_t mode;        /* GEMM_ROWS: x's rows times a dense w. Per item b of class a_cls, in
+                          * chunks of an item's rows i: GEMM_QK: C[i, j] = q[i] · k[j] over the
+                          * item's rows j (w_buf holds k, b_sym its offsets); GEMM_PV: C[i, n] =
+                          * sum_j p[i, j] v[j, n], p a [B, j, j] buffer (its blocks) or the
+                          * prologue's chunk, v in w_buf (b_sym its offsets) */
+    int32_t b_sym;       /* QK, PV: the ragged symbol addressing w_buf's rows, or -1: logical */
     uint8_t dtype;       /* f32 or f64: x, w and the product */
     bool w_nk;           /* w is [N, K] (linear's weight): multiplied transposed */
     int32_t prologue;    /* the kernel writing the A chunk, or -1: x is read from a_buf */

@@ -980,10 +980,16 @@ static int32_t chunk_row(lower *L, const node *r, const at *a) {
     return xsub(L, row, xparam(L, PK_LO, 0, "lo"));
 }
 
+/* A row of a chunk buffer: a constant or dense width, or an item's length (a row of blocks). */
+static int32_t chunk_width(lower *L, rj_dim cols, const at *a) {
+    const sym *s = graph_sym(L->g, cols);
+    return s && s->kind == SYM_RAGGED ? xlen(L, root_of(L->g, cols), a->idx[0]) : xsize(L, cols);
+}
+
 static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
     const gemm_ctx *c = ud;
     const node *r = &L->g->nodes[c->gr->root];
-    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), xsize(L, c->cols)), a->idx[r->rank - 1]);
+    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, c->cols, a)), a->idx[r->rank - 1]);
     int32_t v = xload(L, buf_param(L, c->buf), idx, r->dtype, -1);
     store_group(L, b, c->gr->root, v, a, true, LF_NT);
 }
@@ -991,7 +997,7 @@ static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
 static void gemm_prologue_body(lower *L, blk *b, at *a, void *ud) {
     const gemm_ctx *c = ud;
     const node *r = &L->g->nodes[c->gr->root];
-    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), xsize(L, c->cols)), a->idx[r->rank - 1]);
+    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, c->cols, a)), a->idx[r->rank - 1]);
     s_store(L, b, buf_param(L, c->buf), idx, xcast(L, r->dtype, value_fresh(L, c->src, a)), 0);
 }
 
@@ -1033,32 +1039,42 @@ static bool in_buffer(lower *L, int32_t id) {
     return elsewhere && L->bufof[id] >= 0;
 }
 
+/* The symbol whose offsets address the rows of a jagged buffer, or -1 (a temporary: logical). */
+static int32_t rows_sym(lower *L, int32_t bi) {
+    const lbuf *lb = &L->prog->bufs[bi];
+    return lb->kind == LB_TEMP ? -1 : dim_sym(lb->dims[1]);
+}
+
 /* true when the group is lowered for a library GEMM; false: the JIT's kernel serves. */
 static bool lower_matmul_lib(lower *L, const fuse_group *gr) {
     const rj_graph *g = L->g;
     const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
     int rp = dim_ragged_pos(g, r);
-    if (!L->desc->gemm_lib || L->desc->simt || x->dtype != r->dtype || w->dtype != r->dtype ||
-        (rp >= 0 && r->rank != 3) || !in_buffer(L, r->in[1]) || !blas_get())
+    bool qk = is_jagged_t(g, w), pv = node_is_pair(g, x), item = qk || pv;
+    int32_t wsrc = qk ? w->in[0] : r->in[1]; /* the tensor whose rows multiply: k, v or w */
+    if (!L->desc->gemm_lib || L->desc->simt || is_jagged_t(g, x) || x->dtype != r->dtype ||
+        g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !in_buffer(L, wsrc) || !blas_get())
         return false;
+    if (qk && !in_buffer(L, r->in[0])) return false; /* q from memory: a prologue would be the JIT's anyway */
     int32_t epi = (int32_t)(L->k - L->prog->kernels);
-    lgemm gm = {.on = true, .dtype = (uint8_t)r->dtype, .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1,
-                .a_sym = -1, .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[r->in[1]],
-                .chunk_a = -1, .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1]};
+    lgemm gm = {.on = true, .mode = qk ? GEMM_QK : pv ? GEMM_PV : GEMM_ROWS, .dtype = (uint8_t)r->dtype,
+                .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1, .a_sym = -1, .b_sym = -1,
+                .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[wsrc], .chunk_a = -1,
+                .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1]};
+    if (item) gm.b_sym = rows_sym(L, gm.w_buf);
     if (in_buffer(L, r->in[0])) {
         gm.a_buf = L->bufof[r->in[0]];
-        const lbuf *lb = &L->prog->bufs[gm.a_buf];
-        if (rp == 1 && lb->kind != LB_TEMP) gm.a_sym = dim_sym(lb->dims[1]);
+        if (rp == 1 && !pv) gm.a_sym = rows_sym(L, gm.a_buf);
     }
     gm.chunk_c = add_chunk_buf(L, 1, r->dtype, gm.N);
     if (gm.a_buf < 0) gm.chunk_a = add_chunk_buf(L, 0, r->dtype, gm.K);
     if (L->err) return true;
     sbuf what;
     sbuf_init(&what, L->ctx);
-    sbuf_puts(&what, "epilogue of the GEMM ");
+    sbuf_puts(&what, item ? "epilogue of the per-item GEMMs " : "epilogue of the GEMM ");
     print_node_type(&what, g, x);
-    sbuf_puts(&what, r->ival ? " @ weightᵀ " : " @ ");
-    print_node_type(&what, g, &g->nodes[r->in[1]]);
+    sbuf_puts(&what, qk ? " @ the transpose of " : r->ival ? " @ weightᵀ " : " @ ");
+    print_node_type(&what, g, &g->nodes[wsrc]);
     set_what(L, &what);
     gemm_ctx c = {.gr = gr, .buf = gm.chunk_c, .cols = gm.N};
     gemm_rows(L, r, r->dims, gemm_epilogue_body, &c);
@@ -2632,8 +2648,11 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         else if (gr->kind == FG_CHECK) lower_check(&L, gr, slot++);
         else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
         else if (op_table[r->op].kind == KIND_MATMUL) {
-            if (g->nodes[r->in[1]].rank == 3 || is_jagged_t(g, &g->nodes[r->in[0]])) lower_item_matmul(&L, gr);
-            else if (!lower_matmul_lib(&L, gr)) lower_matmul(&L, gr);
+            bool per_item = g->nodes[r->in[1]].rank == 3 || is_jagged_t(g, &g->nodes[r->in[0]]);
+            if (!lower_matmul_lib(&L, gr)) {
+                if (per_item) lower_item_matmul(&L, gr);
+                else lower_matmul(&L, gr);
+            }
         }
         else lower_axis(&L, gr);
         if (L.err) break; /* L.k may be gone (a template's extra kernel failed to allocate) */

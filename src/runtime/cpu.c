@@ -233,14 +233,45 @@ static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, rj_bin
     ffi_call((ffi_cif *)&code->kern[ki].cif, FFI_FN(code->fns[ki]), NULL, argv);
 }
 
+/* C (rows x N, row stride ldc) = A (rows x K, lda) @ W (K x N, or N x K transposed, ldb). */
+static void gemm_full(const blas_fns *bl, uint8_t dtype, bool tw, int64_t rows, int64_t K, int64_t N, const void *a,
+                      int64_t lda, const void *w, int64_t ldb, void *c, int64_t ldc) {
+    int tb = tw ? BLAS_TRANS : BLAS_NO_TRANS;
+    int la = (int)(lda > 0 ? lda : 1), lb = (int)(ldb > 0 ? ldb : 1), lc = (int)(ldc > 0 ? ldc : 1);
+    if (rows <= 0 || N <= 0) return;
+    if (dtype == RJ_F64)
+        bl->dgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0, a, la, w, lb, 0.0, c, lc);
+    else
+        bl->sgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0f, a, la, w, lb, 0.0f, c, lc);
+}
+
 static void gemm_call(const blas_fns *bl, const lgemm *gm, int64_t rows, int64_t K, int64_t N, const void *a,
                       const void *w, void *c) {
-    int tb = gm->w_nk ? BLAS_TRANS : BLAS_NO_TRANS, ldb = (int)(gm->w_nk ? (K ? K : 1) : (N ? N : 1));
-    int lda = (int)(K ? K : 1), ldc = (int)(N ? N : 1);
-    if (gm->dtype == RJ_F64)
-        bl->dgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0, a, lda, w, ldb, 0.0, c, ldc);
-    else
-        bl->sgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0f, a, lda, w, ldb, 0.0f, c, ldc);
+    gemm_full(bl, gm->dtype, gm->w_nk, rows, K, N, a, K, w, gm->w_nk ? K : N, c, N);
+}
+
+/* The first physical row of item b in a buffer addressed by symbol `sym`'s offsets (-1: the
+ * class's logical offsets). */
+static int64_t item_row(const rj_bind *b, int32_t rsym, int32_t cls, int64_t item) {
+    return rsym >= 0 ? b->rag[rsym].off[item] : b->loff[cls][item];
+}
+
+/* Per-item products (GEMM_QK, GEMM_PV): rows [i0, i1) of item `it` into C. */
+static void gemm_item_chunk(const blas_fns *bl, const lgemm *gm, rj_bind *b, const launch_mem *m, int64_t it,
+                            int64_t i0, int64_t i1, int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
+    int32_t c = gm->a_cls;
+    int64_t len = b->loff[c][it + 1] - b->loff[c][it];
+    const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf] + (size_t)item_row(b, gm->b_sym, c, it) *
+                    (size_t)(gm->mode == GEMM_QK ? K : N) * es;
+    if (gm->mode == GEMM_QK) { /* q rows @ kᵀ: len columns */
+        const char *q = (const char *)(uintptr_t)m->buf[gm->a_buf] + (size_t)(item_row(b, gm->a_sym, c, it) + i0) * (size_t)K * es;
+        gemm_full(bl, gm->dtype, true, i1 - i0, K, len, q, K, w, K, chunk_c, len);
+        return;
+    }
+    const char *p = gm->prologue >= 0 ? chunk_a
+                                      : (const char *)(uintptr_t)m->buf[gm->a_buf] +
+                                            (size_t)(b->sqoff[c][it] + i0 * len) * es; /* the item's block */
+    gemm_full(bl, gm->dtype, false, i1 - i0, len, N, p, len, w, N, chunk_c, N);
 }
 
 /* C rows [lo, hi) of the product: x's rows from its buffer (split where items are not
@@ -280,6 +311,68 @@ static int64_t gemm_rows_per_chunk(int64_t N, int64_t K, size_t es, bool prologu
     return r < 16 ? 16 : r > 4096 ? 4096 : r;
 }
 
+/* Per-item products: chunks never cross an item (its k or v multiplies every row of it), each
+ * of at most R rows with R chosen per item so that its C (and A) fill about L2. */
+static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t ki, rj_bind *b, const launch_opts *o,
+                                launch_mem *m, int64_t *scratch_reserved, const blas_fns *bl, const launch_plan *pl) {
+    const lkernel *k = &lp->kernels[ki];
+    const lgemm *gm = &k->gemm;
+    rj_ctx *ctx = b->ctx;
+    int32_t c = gm->a_cls;
+    int64_t B = b->cbatch[c], K = bind_dim_value(b, gm->K), N = bind_dim_value(b, gm->N), maxlen = 0, n = 0;
+    const int64_t *lo = b->loff[c];
+    size_t es = rj_dtype_size((rj_dtype)gm->dtype);
+    bool pro = gm->prologue >= 0;
+    int64_t l2 = ((const cpu_state *)ctx->slot[SLOT_CPU].state)->tile_bytes * 2;
+    if (!lo) return ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s: per-item GEMMs without host offsets", k->name);
+    /* rows per chunk of each item, and the chunks */
+    for (int64_t it = 0; it < B; it++) {
+        int64_t len = lo[it + 1] - lo[it];
+        if (len > maxlen) maxlen = len;
+    }
+    if (maxlen > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
+        return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: a per-item GEMM exceeds the BLAS's int sizes", k->name);
+    int64_t wmax = (gm->mode == GEMM_QK ? maxlen : N) + (pro ? maxlen : 0), row = wmax * (int64_t)es;
+    int64_t R = row > 0 ? l2 / row : 4096;
+    R = R < 16 ? 16 : R > 4096 ? 4096 : R;
+    for (int64_t it = 0; it < B; it++) n += (lo[it + 1] - lo[it] + R - 1) / R;
+    if (n == 0) return RJ_OK;
+    int64_t *ch = mem_alloc(ctx, sizeof(int64_t) * 3 * (size_t)n);
+    if (!ch) return RJ_ERR_NOMEM;
+    n = 0;
+    for (int64_t it = 0; it < B; it++)
+        for (int64_t i0 = 0; i0 < lo[it + 1] - lo[it]; i0 += R) {
+            int64_t i1 = i0 + R < lo[it + 1] - lo[it] ? i0 + R : lo[it + 1] - lo[it];
+            ch[3 * n] = it, ch[3 * n + 1] = i0, ch[3 * n + 2] = i1, n++;
+        }
+    int workers = o->workers < n ? o->workers : (int)n;
+    int64_t a_bytes = pro ? (R * maxlen * (int64_t)es + 63) / 64 * 64 : 0;
+    int64_t c_bytes = (R * (gm->mode == GEMM_QK ? maxlen : N) * (int64_t)es + 63) / 64 * 64;
+    int64_t per = a_bytes + c_bytes, bytes = per * workers;
+    rj_status s = RJ_OK;
+    if (bytes > *scratch_reserved) {
+        if ((s = run_reserve(b, bytes - *scratch_reserved, "a GEMM's chunk buffers", -1))) goto out;
+        *scratch_reserved = bytes;
+    }
+    char *sc = host_block_get(ctx, &b->mem->scratch, (size_t)bytes);
+    if (!sc) {
+        s = RJ_ERR_NOMEM;
+        goto out;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (workers > 1)
+    for (int64_t q = 0; q < n; q++) {
+        int wk = workers > 1 ? omp_get_thread_num() : 0;
+        int64_t it = ch[3 * q], i0 = ch[3 * q + 1], i1 = ch[3 * q + 2];
+        char *ca = sc + per * wk, *cc = ca + a_bytes;
+        if (pro) call_range(code, lp, gm->prologue, b, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
+        gemm_item_chunk(bl, gm, b, m, it, i0, i1, K, N, es, ca, cc);
+        call_range(code, lp, ki, b, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
+    }
+out:
+    mem_free(ctx, ch, sizeof(int64_t) * 3 * (size_t)n);
+    return s;
+}
+
 static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, rj_bind *b, const launch_opts *o,
                           launch_mem *m, int64_t *scratch_reserved) {
     const lkernel *k = &lp->kernels[ki];
@@ -290,6 +383,7 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, rj_
     launch_plan pl;
     rj_status s = launch_plan_kernel(b, k, o, &pl);
     if (s || pl.units <= 0) return s;
+    if (gm->mode != GEMM_ROWS) return run_gemm_items(code, lp, ki, b, o, m, scratch_reserved, bl, &pl);
     int64_t K = bind_dim_value(b, gm->K), N = bind_dim_value(b, gm->N), units = pl.units;
     if (K > INT32_MAX || N > INT32_MAX)
         return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: a GEMM with K = %lld, N = %lld exceeds the BLAS's int "
