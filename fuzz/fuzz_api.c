@@ -238,7 +238,7 @@ static rj_target pick_program_target(api *s) {
 enum {
     G_END, G_DENSE, G_RAGGED, G_SAME, G_INPUT, G_SCALAR, G_SCALAR_INT, G_SCALAR_BOOL, G_UNARY,
     G_BINARY, G_WHERE, G_MASKED_FILL, G_CAST, G_REDUCE, G_SOFTMAX, G_LAYER_NORM, G_RMS_NORM,
-    G_PAD, G_UNPAD, G_OUTPUT, G_INTROSPECT, G_DUMP, G_INDEX, G_VIEW, G_COUNT
+    G_PAD, G_UNPAD, G_OUTPUT, G_INTROSPECT, G_DUMP, G_INDEX, G_VIEW, G_MATMUL, G_COUNT
 };
 
 /* One builder call; false at the END byte. */
@@ -365,6 +365,15 @@ static bool graph_step(api *s) {
                     : which == 3 ? rj_graph_index_select(g, x, dim, i)
                                  : rj_graph_positions(g, pick_dim(s));
         note_node(s, r, before, "an index op");
+        break;
+    }
+    case G_MATMUL: { /* matmul, linear, transpose */
+        unsigned which = byte(s) % 3;
+        rj_node x = pick_node(s), w = pick_node(s);
+        rj_node r = which == 0   ? rj_graph_matmul(g, x, w)
+                    : which == 1 ? rj_graph_linear(g, x, w, byte(s) & 1 ? pick_node(s) : RJ_NONE)
+                                 : rj_graph_transpose(g, x, pick_int(s), pick_int(s));
+        note_node(s, r, before, "a product or transpose");
         break;
     }
     case G_VIEW: { /* reshape (one dim may be -1), unsqueeze, squeeze */
