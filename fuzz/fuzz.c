@@ -106,7 +106,10 @@ void fz_touch_tensor(const rj_tensor *t) {
                                          (long long)B, (const void *)ti.offsets);
         touch(ti.offsets, sizeof(int64_t) * (size_t)(B + 1));
         if (ti.lengths) touch(ti.lengths, sizeof(int64_t) * (size_t)B);
-        for (int k = 2; k < ti.rank; k++) inner *= ti.shape[k];
+        if (ti.ragged_dims == 2 && (ti.rank < 3 || ti.lengths || ti.offsets[B] != ti.rows))
+            fz_die("a tensor with two ragged dims of rank %d, lengths %p, blocks ending at %lld of %lld rows",
+                   ti.rank, (const void *)ti.lengths, (long long)(B >= 0 ? ti.offsets[B] : -1), (long long)ti.rows);
+        for (int k = ti.ragged_dims == 2 ? 3 : 2; k < ti.rank; k++) inner *= ti.shape[k];
         numel = ti.rows * inner;
     } else {
         for (int k = 0; k < ti.rank; k++) inner *= ti.shape[k];

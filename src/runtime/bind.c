@@ -469,6 +469,9 @@ rj_status rj_bind_tensor(rj_bind *b, rj_node n, const rj_tensor *t) {
     const node *nd = &b->g->nodes[n];
     const rj_tensor_info *ti = &t->info;
     int rp = dim_ragged_pos(b->g, nd);
+    if (ti->ragged_dims == 2)
+        return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "rj_bind_tensor: %s: a tensor with two ragged dims cannot be an "
+                        "input yet", nd->name);
     if (ti->dtype != nd->dtype || ti->rank != nd->rank || (rp >= 0) != (ti->ragged_dim >= 0))
         return ctx_fail(b->ctx, RJ_ERR_SHAPE, "rj_bind_tensor: %s is %s%s[rank %d] but the "
                         "tensor is %s%s[rank %d]", nd->name, rp >= 0 ? "jagged " : "",

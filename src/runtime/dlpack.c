@@ -215,6 +215,9 @@ rj_status rj_bind_export_dlpack(rj_bind *b, rj_node out, struct DLManagedTensor 
     out_bind *o = &b->out[i];
     const rj_tensor_info *ti = &o->result.info;
     bool jagged = ti->ragged_dim >= 0;
+    if (ti->ragged_dims == 2)
+        return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "rj_bind_export_dlpack: %s has two ragged dims: not exported "
+                        "yet (read it with rj_bind_result)", g->outputs[i].name);
     if (jagged && !offsets)
         return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_export_dlpack: %s is jagged: offsets is NULL", g->outputs[i].name);
     /* where the values are, and whether the consumer takes them over */

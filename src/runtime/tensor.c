@@ -346,6 +346,10 @@ rj_tensor *rj_tensor_to_padded(const rj_tensor *t, double value, int64_t len) {
         ctx_fail(ctx, RJ_ERR_ARG, "rj_tensor_to_padded: the tensor is not jagged");
         return NULL;
     }
+    if (in->ragged_dims == 2) {
+        ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "rj_tensor_to_padded: a tensor with two ragged dims is not supported yet");
+        return NULL;
+    }
     int64_t maxlen = in->shape[1], B = in->shape[0];
     if (len < 0) len = maxlen;
     if (len < maxlen) {
@@ -378,6 +382,11 @@ rj_tensor *rj_tensor_contiguous(const rj_tensor *t) {
     if (!t) return NULL;
     const rj_tensor_info *in = &t->info;
     rj_ctx *ctx = t->ctx;
+    if (in->ragged_dims == 2) {
+        ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "rj_tensor_contiguous: a tensor with two ragged dims is not supported yet "
+                 "(its blocks are packed already)");
+        return NULL;
+    }
     if (in->ragged_dim < 0) {
         rj_tensor *o = rj_tensor_dense(ctx, in->dtype, in->rank, in->shape, NULL);
         if (o && o->own_bytes && in->rows)
@@ -419,6 +428,9 @@ rj_status rj_tensor_unbind(const rj_tensor *t, rj_tensor_info *views, int64_t ca
     const rj_tensor_info *in = &t->info;
     if (in->ragged_dim != 1)
         return ctx_fail(t->ctx, RJ_ERR_ARG, "rj_tensor_unbind: the tensor is not jagged");
+    if (in->ragged_dims == 2)
+        return ctx_fail(t->ctx, RJ_ERR_UNSUPPORTED, "rj_tensor_unbind: a tensor with two ragged dims is not "
+                        "supported yet");
     int64_t B = in->shape[0];
     if (!views && B > 0) return ctx_fail(t->ctx, RJ_ERR_ARG, "rj_tensor_unbind: views is NULL");
     if (capacity < B)
