@@ -487,6 +487,8 @@ static void g_pairs(env *e) {
     out(e, rj_graph_matmul(g, p, e->y));                                         /* [B, j1, D] */
     out(e, rj_graph_matmul(g, rj_graph_transpose(g, e->x, 1, 2), e->y));         /* [B, D, D] */
     out(e, bin(e, RJ_OP_GT, s, S(e, 0)));
+    out(e, rj_graph_softmax(g, s, 1));                                           /* over the columns */
+    out(e, rj_graph_reduce(g, RJ_OP_MIN, bin(e, RJ_OP_MUL, s, S(e, 0.5)), 1, false));
 }
 
 static void g_index(env *e) {
@@ -654,6 +656,7 @@ static rj_status failing_run(rj_target target, tracker *tr, long nth, long *atte
     std_chain_add(&e, "sum(pad(x,0.75,L),1)");
     std_chain_add(&e, "sum(embedding(tab, ix), 1)"); /* the index checks' buffer and verdict */
     std_chain_add(&e, "gelu(linear(relu(x*w+v), tab)+0.25)"); /* a GEMM's chunk loop (CPU) */
+    std_chain_add(&e, "softmax(x @ yᵀ * 0.25, 2) @ relu(y)"); /* two ragged dims: blocks' offsets */
     data d = data_new(LEN_UNIFORM, RJ_F32, 5);
     rj_bind *b = NULL;
     long before = tr->attempts;

@@ -204,6 +204,54 @@ static void test_index_syntax(void **state) {
     }
 }
 
+/* Matrix products and two ragged dims: every shape rule is an error naming what is wrong. */
+static void test_matmul_errors(void **state) {
+    fixture *f = *state;
+    static const struct {
+        const char *line, *msg;
+        rj_status s;
+    } bad[] = {
+        {"y = x @ w", "t.rj:7:7: matmul: f32[B, j1, 8] times f32[4, 16]: the inner dims differ (8 vs 4)", RJ_ERR_SHAPE},
+        {"y = linear(x, w)", "t.rj:7:5: linear: f32[B, j1, 8] times f32[4, 16]: the inner dims differ (8 vs 16) "
+         "(linear's weight is [out_features, in_features])", RJ_ERR_SHAPE},
+        {"y = x @ z", "t.rj:7:7: matmul: f32[B, j1, 8] times f32[B, j2, 8]: this version multiplies by a dense 2-D "
+         "matrix [K, N] only", RJ_ERR_UNSUPPORTED},
+        {"y = x @ z.transpose(1, 2)", "t.rj:7:7: matmul: f32[B, j1, 8] times f32[B, 8, j2]: per item, the batch dims "
+         "and the contracted dims must agree and both ragged dims be one class (declare `same` if their items have "
+         "equal lengths)", RJ_ERR_SHAPE},
+        {"y = x.transpose(0, 1)", "t.rj:7:7: transpose: dims 0 and 1 of f32[B, j1, 8]: a jagged tensor transposes "
+         "only dims 1 and 2 of [B, j1, D] (an operand of matmul)", RJ_ERR_UNSUPPORTED},
+        {"y = relu(x.transpose(1, 2))", "t.rj:7:5: relu: f32[B, 8, j1] is a transposed jagged tensor: this version "
+         "only multiplies it (matmul)", RJ_ERR_UNSUPPORTED},
+        {"y = x.transpose(1, 2)", "t.rj:8:8: output: a transposed jagged tensor (its ragged dim at position 2) cannot "
+         "be an output", RJ_ERR_UNSUPPORTED},
+        {"y = pad(x @ x.transpose(1, 2), 0.0)", "t.rj:7:5: pad: f32[B, j1, j1] has two ragged dims: this version "
+         "applies elementwise ops", RJ_ERR_UNSUPPORTED},
+        {"y = sum(x @ x.transpose(1, 2), dim=1, keepdim=True)", "t.rj:7:5: sum: over dim 1 of f32[B, j1, j1] with "
+         "keepdim=True", RJ_ERR_UNSUPPORTED},
+        {"y = (x @ x.transpose(1, 2)) @ w", "t.rj:7:29: matmul: f32[B, j1, j1] times f32[4, 16]: the inner dims "
+         "differ (ragged j1 vs 4)", RJ_ERR_SHAPE},
+        {"y = x @ (x > 0.0).transpose(1, 2)", "t.rj:7:7: matmul: f32[B, j1, 8] and bool[B, 8, j1]", RJ_ERR_DTYPE},
+    };
+    char src[1024];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(src, sizeof src, "ragged j1 : B\nragged j2 : B\ninput x : f32[B, j1, 8]\ninput z : f32[B, j2, 8]\n"
+                 "input w : f32[4, 16]\ninput u : f32[B, j1, 8]\n%s\noutput y\n", bad[i].line);
+        rj_graph *e = rj_graph_parse(f->ctx, src, "t.rj");
+        if (e) {
+            rj_graph_free(e);
+            fail_msg("no error for %s", bad[i].line);
+        }
+        if (rj_ctx_status(f->ctx) != bad[i].s || strncmp(rj_ctx_error(f->ctx), bad[i].msg, strlen(bad[i].msg)))
+            fail_msg("%s: got %s: %s\nexpected %s: %s", bad[i].line, rj_status_str(rj_ctx_status(f->ctx)),
+                     rj_ctx_error(f->ctx), rj_status_str(bad[i].s), bad[i].msg);
+    }
+    /* an input with two ragged dims: not yet */
+    rj_graph *e = rj_graph_parse(f->ctx, "ragged j1 : B\ninput s : f32[B, j1, j1]\noutput s\n", "t.rj");
+    assert_null(e);
+    assert_int_equal(rj_ctx_status(f->ctx), RJ_ERR_UNSUPPORTED);
+}
+
 /* Legal but suspicious: a ragged symbol no input uses, a dense size named like a ragged symbol. */
 static void test_warnings(void **state) {
     fixture *f = *state;
@@ -589,7 +637,7 @@ static void test_null_args(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_index_syntax), FX(test_warnings),
+        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_index_syntax), FX(test_matmul_errors), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),

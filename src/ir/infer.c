@@ -495,7 +495,10 @@ static rj_status infer_matmul(rj_graph *g, node *n, const char *op) {
     const node *x = in(g, n, 0), *w = in(g, n, 1);
     const char *fn = n->ival ? "linear" : op;
     rj_status ist;
-    if (!n->ival && dtype_is_float(x->dtype) && dtype_is_float(w->dtype) && item_matmul(g, n, x, w, &ist)) return ist;
+    if (!x->weak && !w->weak && (!dtype_is_float(x->dtype) || !dtype_is_float(w->dtype)))
+        return graph_fail(g, RJ_ERR_DTYPE, "%s: %s and %s: expected float tensors (cast them first)", fn,
+                          type_text(g, x).s, type_text(g, w).s);
+    if (!n->ival && item_matmul(g, n, x, w, &ist)) return ist;
     if (x->weak || w->weak || x->rank < 2)
         return graph_fail(g, RJ_ERR_SHAPE, "%s: the input %s must have at least 2 dims", fn,
                           x->weak ? "(a literal)" : type_text(g, x).s);
@@ -640,11 +643,15 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a transposed jagged tensor: this version only "
                               "multiplies it (matmul)", op, type_text(g, o).s);
         if (!node_is_pair(g, o)) continue;
+        if (k == KIND_REDUCE && n->keepdim && n->axis == 1)
+            return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: over dim 1 of %s with keepdim=True: the result [B, 1, j] "
+                              "would have its ragged dim after a 1, which this version does not support (reduce "
+                              "without keepdim)", op, type_text(g, o).s);
         bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
-                  ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 2) || (n->op == RJ_OP_MATMUL && i == 0);
+                  ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 1) || (n->op == RJ_OP_MATMUL && i == 0);
         if (!ok)
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s has two ragged dims: this version applies elementwise "
-                              "ops, softmax, log_softmax and reductions over dim 2 or later, and matmul by a jagged "
+                              "ops, softmax, log_softmax and reductions over dims 1 and later, and matmul by a jagged "
                               "tensor to it", op, type_text(g, o).s);
     }
     return RJ_OK;

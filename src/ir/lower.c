@@ -328,8 +328,8 @@ static int32_t xsq(lower *L, int32_t cls, int32_t b) {
 /* The extent of dim k of dims at index a: the item's length for the second ragged dim of a
  * pair ([B, j1, j1]); the size otherwise. */
 static int32_t xextent(lower *L, const rj_dim *dims, int k, const at *a) {
-    const sym *s = k == 2 ? graph_sym(L->g, dims[2]) : NULL;
-    if (s && s->kind == SYM_RAGGED) return xlen(L, root_of(L->g, dims[2]), a->idx[0]);
+    const sym *s = k == 1 || k == 2 ? graph_sym(L->g, dims[k]) : NULL;
+    if (s && s->kind == SYM_RAGGED) return xlen(L, root_of(L->g, dims[k]), a->idx[0]);
     return xsize(L, dims[k]);
 }
 
@@ -1131,7 +1131,7 @@ static int32_t pad_class(lower *L, int32_t id, rj_dim dim1, uint8_t *seen) {
 static axis_info axis_of(lower *L, const node *root) {
     const rj_graph *g = L->g;
     axis_info ai = {.root = root, .x = &g->nodes[root->in[0]], .axis = root->axis, .cls = -1};
-    if (ai.axis != 1) return ai;
+    if (ai.axis != 1 || node_is_pair(g, ai.x)) return ai; /* a pair's columns: lower_pair_columns */
     const sym *s = graph_sym(g, ai.x->dims[1]);
     if (s && s->kind == SYM_RAGGED) {
         ai.items = true;
@@ -2253,6 +2253,26 @@ static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int 
     close_body(L, fs, &inner);
 }
 
+/* Softmax or a reduction over dim 1 of a tensor with two ragged dims: a unit per column
+ * (b, j) of an item's block, the rows i < len_b the axis loop (strided: one column of a
+ * row-major block). The units are enumerated as the class's rows, j in the role of i. */
+static void lower_pair_columns(lower *L, const fuse_group *gr, red_ctx *rc) {
+    const node *x = rc->ai.x;
+    blk top = NEWBLK;
+    at a = {.rank = x->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    rows_nest rn;
+    blk *in = rows_open(L, &top, &a, root_of(L->g, x->dims[1]), &rn);
+    a.idx[2] = a.idx[1]; /* the unit's row index is the column j */
+    a.idx[1] = xi(L, 0); /* replaced by the axis loop */
+    rj_dim dims[RJ_MAX_RANK];
+    memcpy(dims, x->dims, sizeof(rj_dim) * x->rank);
+    dims[1] = dims[2] = 1; /* looped by the axis body and the units */
+    loops_v(L, in, &a, dims, 3, x->rank, dense_axis_body, rc, false);
+    rows_close(L, &rn);
+    L->k->body = top.first;
+    RJ_UNUSED(gr);
+}
+
 static void lower_axis(lower *L, const fuse_group *gr) {
     const rj_graph *g = L->g;
     const node *root = &g->nodes[gr->root];
@@ -2268,6 +2288,10 @@ static void lower_axis(lower *L, const fuse_group *gr) {
     set_what(L, &w);
     if (rc.ai.items) {
         lower_items(L, gr, &rc);
+        return;
+    }
+    if (rc.ai.axis == 1 && node_is_pair(g, x)) {
+        lower_pair_columns(L, gr, &rc);
         return;
     }
     blk top = NEWBLK;
