@@ -489,6 +489,8 @@ static void g_pairs(env *e) {
     out(e, bin(e, RJ_OP_GT, s, S(e, 0)));
     out(e, rj_graph_softmax(g, s, 1));                                           /* over the columns */
     out(e, rj_graph_reduce(g, RJ_OP_MIN, bin(e, RJ_OP_MUL, s, S(e, 0.5)), 1, false));
+    out(e, rj_graph_pad(g, s, -1, e->L));                                        /* [B, L, L] */
+    out(e, rj_graph_reduce(g, RJ_OP_SUM, rj_graph_pad(g, bin(e, RJ_OP_MUL, s, S(e, 0.5)), 0.25, RJ_DIM_NONE), 1, false));
 }
 
 static void g_index(env *e) {

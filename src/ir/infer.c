@@ -344,6 +344,7 @@ static rj_status infer_pad(rj_graph *g, node *n, const char *op) {
                 return graph_fail(g, RJ_ERR_ARG, "pad: len must be a constant or a dense size");
         }
         n->dims[1] = len;
+        if (node_is_pair(g, x)) n->dims[2] = len; /* [B, j1, j1] -> [B, L, L] */
         return RJ_OK;
     }
     /* unpad(p, j) */
@@ -648,10 +649,11 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
                               "would have its ragged dim after a 1, which this version does not support (reduce "
                               "without keepdim)", op, type_text(g, o).s);
         bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
-                  ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 1) || (n->op == RJ_OP_MATMUL && i == 0);
+                  ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 1) || (n->op == RJ_OP_MATMUL && i == 0) ||
+                  n->op == RJ_OP_PAD;
         if (!ok)
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s has two ragged dims: this version applies elementwise "
-                              "ops, softmax, log_softmax and reductions over dims 1 and later, and matmul by a jagged "
+                              "ops, softmax, log_softmax and reductions over dims 1 and later, pad, and matmul by a jagged "
                               "tensor to it", op, type_text(g, o).s);
     }
     return RJ_OK;

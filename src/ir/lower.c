@@ -428,8 +428,11 @@ static int32_t pad_value(lower *L, const node *n, const at *a) {
     at xa = *a;
     xa.inclass = cls;
     xa.outclass = -1;
-    if (a->inclass == cls) return value(L, n->in[0], &xa);
-    int32_t in_row = xcmp(L, RJ_OP_LT, a->idx[1], xlen(L, cls, a->idx[0]));
+    /* a pair [B, j1, j1] padded to [B, L, L]: the column is inside too, or it is padding */
+    int32_t in_col = node_is_pair(g, x) ? xcmp(L, RJ_OP_LT, a->idx[2], xlen(L, cls, a->idx[0])) : -1;
+    if (a->inclass == cls && in_col < 0) return value(L, n->in[0], &xa);
+    int32_t in_row = a->inclass == cls ? in_col : xcmp(L, RJ_OP_LT, a->idx[1], xlen(L, cls, a->idx[0]));
+    if (in_col >= 0 && a->inclass != cls) in_row = xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, in_row, in_col);
     xa.guard = a->guard >= 0 ? xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, a->guard, in_row) : in_row;
     return xsel(L, in_row, value(L, n->in[0], &xa), pv);
 }

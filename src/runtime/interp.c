@@ -515,9 +515,9 @@ static void eval_pad(interp *in, const node *n, ival *v) {
     int64_t idx[RJ_MAX_RANK];
     for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
         elem e;
-        if (n->op == RJ_OP_PAD) e = idx[1] < x->lens[idx[0]] ? load(x->data, x->dtype,
-                                                                     elem_at(x, idx, n->rank))
-                                                             : pv;
+        if (n->op == RJ_OP_PAD) /* a pair's column too */
+            e = idx[1] < x->lens[idx[0]] && (!x->sq || idx[2] < x->lens[idx[0]])
+                    ? load(x->data, x->dtype, elem_at(x, idx, n->rank)) : pv;
         else e = load(x->data, x->dtype, elem_at(x, idx, n->rank));
         store(v->data, v->dtype, elem_at(v, idx, n->rank), e);
     }
