@@ -455,6 +455,12 @@ static void c_linear_prologue_epilogue(env *e) {
     rj_node h = rj_graph_linear(e->g, un(e, RJ_OP_RELU, affine(e)), e->tab, RJ_NONE);
     out(e, un(e, RJ_OP_GELU, bin(e, RJ_OP_ADD, h, S(e, 0.25))));
 }
+/* a softmax over the product's rows, computed in the GEMM's epilogue (CPU with a BLAS) */
+static void c_linear_softmax_rows(env *e) {
+    rj_node h = bin(e, RJ_OP_MUL, rj_graph_linear(e->g, e->x, e->tab, RJ_NONE), S(e, 0.5));
+    out(e, rj_graph_softmax(e->g, h, -1));
+    out(e, rj_graph_log_softmax(e->g, rj_graph_linear(e->g, e->y, e->tab, RJ_NONE), 2));
+}
 static void c_matmul_softmax(env *e) {
     rj_node wt = rj_graph_reshape(e->g, e->tab, 2, (rj_dim[]){D, V});
     out(e, rj_graph_softmax(e->g, rj_graph_matmul(e->g, e->x, wt), 1));
@@ -511,6 +517,7 @@ const std_chain std_chains[] = {
     {"softmax(x @ yᵀ * 0.25, 2) @ relu(y)", c_attention},
     {"gelu(linear(relu(x*w+v), tab)+0.25)", c_linear_prologue_epilogue},
     {"softmax(x @ tab', 1)", c_matmul_softmax},
+    {"softmax(linear(x, tab) * 0.5, -1), log_softmax(linear(y, tab), 2)", c_linear_softmax_rows},
     {"sum(embedding(tab, ix), 1)", c_embedding_bag},
     {"mean(-take_along_dim(log_softmax(x,2), ix, 2), 1)", c_nll},
     {"take_along_dim(softmax(x,1), i-1, 1)", c_gather_rows_of_softmax},

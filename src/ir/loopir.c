@@ -58,6 +58,10 @@ void lprog_free(lprog *p) {
     memset(p, 0, sizeof *p);
 }
 
+void lprog_free_last_kernel(lprog *p) {
+    if (p->nkernels > 0) kernel_free(&p->kernels[--p->nkernels]);
+}
+
 int32_t lk_param(lkernel *k, param_kind kind, int32_t ref, rj_dtype dtype, const char *name) {
     for (int32_t i = 0; i < k->nparams; i++)
         if (k->params[i].kind == kind && k->params[i].ref == ref) return i;

@@ -297,6 +297,7 @@ typedef struct lprog {
 /* building */
 lkernel *lprog_add_kernel(lprog *p, const char *name);
 void lprog_free(lprog *p);
+void lprog_free_last_kernel(lprog *p); /* a kernel added and then not needed */
 int32_t lk_param(lkernel *k, param_kind kind, int32_t ref, rj_dtype dtype, const char *name);
 int32_t lk_var(lkernel *k, const char *name, rj_dtype type);
 int32_t lk_local(lkernel *k, const char *name, local_scope scope, rj_dtype dtype);

@@ -65,6 +65,10 @@ typedef struct lower {
     int32_t *bufof;     /* node -> first buffer holding it, or -1 */
     lkernel *k;
     int32_t group;      /* group being lowered */
+    int32_t group2;     /* a group lowered into the same kernel (a GEMM before a softmax), or -1 */
+    int32_t *merged;    /* per group: the GEMM group whose epilogue kernel computes it, or -1 */
+    int32_t chunk_root, chunk_buf; /* the product read from a GEMM's chunk C, or -1 */
+    rj_dim chunk_cols;
     rj_status err;
     int32_t subst_node, subst_expr; /* the root's value while lowering its epilogue */
     memo_ent *memo;
@@ -74,6 +78,7 @@ typedef struct lower {
 
 static launch_shape launch_for(const target_desc *d);
 static void group_for(lower *L, lkernel *k);
+static void lower_axis(lower *L, const fuse_group *gr);
 
 typedef struct blk {
     int32_t first, last;
@@ -575,11 +580,15 @@ static uint64_t at_key(const at *a) {
     return hash_mix(h, (uint64_t)(uint32_t)a->guard);
 }
 
+static int32_t chunk_value(lower *L, const at *a);
+
 static int32_t value(lower *L, int32_t id, const at *a) {
     if (L->err) return 0;
     if (id == L->subst_node) return L->subst_expr;
+    if (id == L->chunk_root) return chunk_value(L, a);
     const fuse_node *f = &L->plan->nodes[id];
-    if (f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != L->group))
+    if (f->role == FR_INPUT ||
+        ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != L->group && f->group != L->group2))
         return load_node(L, id, a);
     uint64_t key = at_key(a);
     for (int32_t m = 0; m < L->memo_n; m++)
@@ -989,6 +998,16 @@ static int32_t chunk_width(lower *L, rj_dim cols, const at *a) {
     return s && s->kind == SYM_RAGGED ? xlen(L, root_of(L->g, cols), a->idx[0]) : xsize(L, cols);
 }
 
+/* The product at a, from the GEMM's chunk C (a softmax computed in the GEMM's epilogue). */
+static int32_t chunk_index(lower *L, const at *a) {
+    const node *r = &L->g->nodes[L->chunk_root];
+    return xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, L->chunk_cols, a)), a->idx[r->rank - 1]);
+}
+
+static int32_t chunk_value(lower *L, const at *a) {
+    return xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), L->g->nodes[L->chunk_root].dtype, -1);
+}
+
 static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
     const gemm_ctx *c = ud;
     const node *r = &L->g->nodes[c->gr->root];
@@ -1079,8 +1098,18 @@ static bool lower_matmul_lib(lower *L, const fuse_group *gr) {
     sbuf_puts(&what, qk ? " @ the transpose of " : r->ival ? " @ weightᵀ " : " @ ");
     print_node_type(&what, g, &g->nodes[wsrc]);
     set_what(L, &what);
-    gemm_ctx c = {.gr = gr, .buf = gm.chunk_c, .cols = gm.N};
-    gemm_rows(L, r, r->dims, gemm_epilogue_body, &c);
+    int32_t gi = (int32_t)(gr - L->plan->groups), sm = -1;
+    for (int32_t k = 0; k < L->plan->ngroups && L->merged; k++)
+        if (L->merged[k] == gi) sm = k;
+    if (sm >= 0) { /* the softmax after the product, row by row from C: the product stays in cache */
+        L->chunk_root = gr->root, L->chunk_buf = gm.chunk_c, L->chunk_cols = gm.N;
+        L->group = sm, L->group2 = gi;
+        lower_axis(L, &L->plan->groups[sm]);
+        L->group = gi, L->group2 = -1, L->chunk_root = -1;
+    } else {
+        gemm_ctx c = {.gr = gr, .buf = gm.chunk_c, .cols = gm.N};
+        gemm_rows(L, r, r->dims, gemm_epilogue_body, &c);
+    }
     if (gm.chunk_a >= 0 && !L->err) { /* the prologue: x's rows into A */
         char name[48];
         snprintf(name, sizeof name, "%.20s_prologue", L->k->name);
@@ -2171,6 +2200,11 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
     int passes = softmax ? 3 : 1;
     bool sums = softmax || root->op == RJ_OP_SUM || root->op == RJ_OP_MEAN;
     int32_t comp = sums && dtype_is_float(t) ? newvar(L, "c", t) : -1;
+    /* a softmax in a GEMM's epilogue keeps each exp(x - max) in the chunk C, over the product
+     * it no longer needs, so the write pass divides instead of computing exp again; C is in
+     * cache, and the element is rewritten by the thread that wrote it */
+    bool stash = root->op == RJ_OP_SOFTMAX && L->chunk_root >= 0 && ax == x->rank - 1 &&
+                 L->g->nodes[L->chunk_root].dtype == t;
     for (int pass = 0; pass < passes; pass++) {
         bool write = softmax && pass == 2;
         int32_t target = softmax && pass == 1 ? acc2 : acc;
@@ -2205,11 +2239,20 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
         } else if (pass == 0) {
             s_accum(L, &ib, target, RJ_OP_MAXIMUM, v);
         } else if (pass == 1) {
-            s_accum(L, &ib, part, RJ_OP_ADD, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, acc))));
+            int32_t e = xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, acc)));
+            if (stash) { /* evaluated once, before the store overwrites what it reads */
+                int32_t ev = newvar(L, "e", t);
+                s_set(L, &ib, ev, e);
+                e = xvar(L, ev);
+                s_store(L, &ib, buf_param(L, L->chunk_buf), chunk_index(L, a), e, 0);
+            }
+            s_accum(L, &ib, part, RJ_OP_ADD, e);
         } else {
             int32_t m = xvar(L, acc), s = xvar(L, acc2);
+            int32_t e = stash ? xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), t, -1)
+                              : xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, m));
             int32_t y = root->op == RJ_OP_SOFTMAX
-                            ? xbin(L, RJ_OP_DIV, t, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, m)), s)
+                            ? xbin(L, RJ_OP_DIV, t, e, s)
                             : xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, m), xun(L, RJ_OP_LOG, t, s));
             store_group(L, &ib, rid, y, a, a->inclass >= 0, LF_NT);
         }
@@ -2630,6 +2673,66 @@ static void lower_checks_init(lower *L) {
     group_for(L, L->k);
 }
 
+/* A GEMM group the CPU's BLAS computes: lower_matmul_lib's conditions, judged before the
+ * buffers exist (a value another kernel writes will have one). */
+static bool will_have_buffer(const lower *L, int32_t id, int32_t gi) {
+    const fuse_node *f = &L->plan->nodes[id];
+    return f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != gi && f->mat);
+}
+
+static bool gemm_lib_group(const lower *L, int32_t gi) {
+    const rj_graph *g = L->g;
+    const fuse_group *gr = &L->plan->groups[gi];
+    if (gr->kind != FG_ROOT || op_table[g->nodes[gr->root].op].kind != KIND_MATMUL) return false;
+    const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
+    int rp = dim_ragged_pos(g, r);
+    bool qk = is_jagged_t(g, w);
+    int32_t wsrc = qk ? w->in[0] : r->in[1];
+    if (!L->desc->gemm_lib || L->desc->simt || is_jagged_t(g, x) || x->dtype != r->dtype ||
+        g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
+        return false;
+    if (qk && !will_have_buffer(L, r->in[0], gi)) return false;
+    return blas_get() != NULL;
+}
+
+/* A softmax (or log_softmax) over the last dim of a product the BLAS computes, reading it
+ * directly or through the product's epilogue, is computed by the GEMM's epilogue kernel from
+ * the chunk C, whose rows are whole rows of the product: the product and the values between
+ * (unwritten) never go to memory. Only when nothing else reads them. */
+static void merge_softmax(lower *L, int32_t gs, uint8_t *unwritten) {
+    const rj_graph *g = L->g;
+    const fuse_plan *p = L->plan;
+    const fuse_group *sg = &p->groups[gs];
+    if (sg->kind != FG_ROOT || op_table[g->nodes[sg->root].op].kind != KIND_SOFTMAX) return;
+    const node *s = &g->nodes[sg->root];
+    if (s->axis != s->rank - 1 || s->rank < 2) return;
+    int32_t x = s->in[0];
+    const fuse_node *fx = &p->nodes[x];
+    if (fx->role != FR_ROOT && fx->role != FR_EPILOGUE) return;
+    int32_t gm = fx->group;
+    if (gm < 0 || gm >= gs || !gemm_lib_group(L, gm) || L->merged[gs] >= 0) return;
+    for (int32_t k = 0; k < p->ngroups; k++)
+        if (L->merged[k] == gm) return; /* one softmax a product */
+    /* the product's values are read by their own group and by s only, and none is an output */
+    for (int32_t i = 0; i < g->n; i++) {
+        const fuse_node *fi = &p->nodes[i];
+        if (fi->role == FR_DEAD) continue;
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            const fuse_node *fo = &p->nodes[g->nodes[i].in[k]];
+            bool of_gemm = (fo->role == FR_ROOT || fo->role == FR_EPILOGUE) && fo->group == gm;
+            if (of_gemm && i != sg->root && !((fi->role == FR_EPILOGUE || fi->role == FR_ROOT) && fi->group == gm))
+                return;
+        }
+    }
+    for (int32_t o = 0; o < g->noutputs; o++) {
+        const fuse_node *fo = &p->nodes[g->outputs[o].node];
+        if ((fo->role == FR_ROOT || fo->role == FR_EPILOGUE) && fo->group == gm) return;
+    }
+    L->merged[gs] = gm;
+    for (int32_t i = 0; i < g->n; i++)
+        if ((p->nodes[i].role == FR_ROOT || p->nodes[i].role == FR_EPILOGUE) && p->nodes[i].group == gm) unwritten[i] = 1;
+}
+
 rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *plan,
                      const target_desc *desc, lprog *out) {
     rj_ctx *ctx = g->ctx;
@@ -2637,7 +2740,7 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
     if (!desc) return ctx_fail(ctx, RJ_ERR_INTERNAL, "lower: no target descriptor");
     out->ctx = ctx;
     lower L = {.ctx = ctx, .g = g, .orig = orig, .plan = plan, .desc = desc, .prog = out,
-               .subst_node = -1};
+               .subst_node = -1, .group2 = -1, .chunk_root = -1, .chunk_buf = -1};
     size_t nb = (size_t)(g->n ? g->n : 1);
     if (!(L.bufof = mem_alloc(ctx, nb * sizeof(int32_t)))) return RJ_ERR_NOMEM;
     for (int32_t i = 0; i < g->n; i++) L.bufof[i] = -1;
@@ -2656,8 +2759,19 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         }
         add_buf(&L, LB_OUTPUT, i, id, layout);
     }
+    size_t ng = (size_t)(plan->ngroups ? plan->ngroups : 1);
+    if (!(L.merged = mem_alloc(ctx, ng * sizeof(int32_t)))) {
+        mem_free(ctx, L.bufof, nb * sizeof(int32_t));
+        return RJ_ERR_NOMEM;
+    }
+    uint8_t *unwritten = mem_zalloc(ctx, nb); /* values a merged softmax computes from C */
+    if (!unwritten) L.err = RJ_ERR_NOMEM;
+    for (int32_t k = 0; k < plan->ngroups; k++) L.merged[k] = -1;
+    for (int32_t k = 0; k < plan->ngroups && !L.err; k++) merge_softmax(&L, k, unwritten);
     for (int32_t i = 0; i < g->n; i++)
-        if (plan->nodes[i].mat && L.bufof[i] < 0) add_buf(&L, LB_TEMP, out->ntemps++, i, &g->nodes[i]);
+        if (plan->nodes[i].mat && L.bufof[i] < 0 && !(unwritten && unwritten[i]))
+            add_buf(&L, LB_TEMP, out->ntemps++, i, &g->nodes[i]);
+    mem_free(ctx, unwritten, nb);
     lower_checks_init(&L);
     for (int32_t gi = 0, slot = 0; gi < plan->ngroups && !L.err; gi++) {
         const fuse_group *gr = &plan->groups[gi];
@@ -2671,6 +2785,10 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         L.k->launch = launch_for(L.desc);
         xi(&L, 0); /* expression 0 exists, so failed helpers can return it */
         const node *r = &g->nodes[gr->root];
+        if (L.merged[gi] >= 0) { /* computed by its GEMM's epilogue kernel: none of its own */
+            lprog_free_last_kernel(out);
+            continue;
+        }
         if (gr->kind == FG_MAP) lower_map(&L, gr);
         else if (gr->kind == FG_CHECK) lower_check(&L, gr, slot++);
         else if (op_table[r->op].kind == KIND_NORM) lower_norm(&L, gr);
@@ -2690,6 +2808,7 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
     for (int32_t ki = 0; desc->simt && !L.err && ki < out->nkernels; ki++)
         if (lk_param(&out->kernels[ki], PK_ERR, 0, RJ_I64, "err") < 0) L.err = RJ_ERR_NOMEM;
     mem_free(ctx, L.bufof, nb * sizeof(int32_t));
+    mem_free(ctx, L.merged, ng * sizeof(int32_t));
     mem_free(ctx, L.memo, sizeof(memo_ent) * (size_t)L.memo_cap);
     if (L.err) {
         lprog_free(out);
