@@ -482,6 +482,14 @@ static void c_attention(env *e) {
     out(e, rj_graph_matmul(e->g, rj_graph_softmax(e->g, s, 2), un(e, RJ_OP_RELU, e->y)));
 }
 
+static void c_causal_attention(env *e) {
+    rj_node pos = rj_graph_positions(e->g, e->J);
+    rj_node causal = bin(e, RJ_OP_GE, rj_graph_unsqueeze(e->g, pos, 2), rj_graph_unsqueeze(e->g, pos, 1));
+    rj_node s = rj_graph_matmul(e->g, e->x, rj_graph_transpose(e->g, e->y, 1, 2));
+    rj_node m = rj_graph_where(e->g, causal, s, S(e, -INFINITY));
+    out(e, rj_graph_matmul(e->g, rj_graph_softmax(e->g, m, 2), e->y));
+}
+
 static void g_pairs(env *e) {
     rj_graph *g = e->g;
     rj_node s = rj_graph_matmul(g, affine(e), rj_graph_transpose(g, e->x, 1, 2)); /* [B, j1, j1] */
@@ -515,6 +523,7 @@ static void g_index(env *e) {
 
 const std_chain std_chains[] = {
     {"softmax(x @ yᵀ * 0.25, 2) @ relu(y)", c_attention},
+    {"causal: softmax(where(i >= j, x @ yᵀ, -inf), 2) @ y", c_causal_attention},
     {"gelu(linear(relu(x*w+v), tab)+0.25)", c_linear_prologue_epilogue},
     {"softmax(x @ tab', 1)", c_matmul_softmax},
     {"softmax(linear(x, tab) * 0.5, -1), log_softmax(linear(y, tab), 2)", c_linear_softmax_rows},

@@ -187,8 +187,10 @@ static void test_index_syntax(void **state) {
          "take_along_dim index an item's rows)", RJ_ERR_SHAPE},
         {"y = x.reshape([B, j1, 3, 3])", "t.rj:6:7: reshape: f32[B, j1, 8] to f32[B, j1, 3, 3]: the element counts "
          "differ", RJ_ERR_SHAPE},
-        {"y = x.unsqueeze(1)", "t.rj:6:7: reshape: f32[B, j1, 8] to f32[B, 1, j1, 8]: a jagged tensor keeps its batch "
-         "and ragged dims in place (only the dims after j1 change)", RJ_ERR_SHAPE},
+        {"y = x.unsqueeze(1)", "t.rj:7:8: output: a jagged tensor with its ragged dim at position 2 (a transpose, or a "
+         "row of columns [B, 1, j]) cannot be an output", RJ_ERR_UNSUPPORTED},
+        {"y = sum(x.unsqueeze(1), dim=3)", "t.rj:6:5: sum: f32[B, 1, j1, 8] (a jagged tensor as a row of columns) only "
+         "takes elementwise ops", RJ_ERR_UNSUPPORTED},
         {"y = x.reshape([B, j1, -2])", "t.rj:6:23: a dim must not be negative (-1 is reshape's inferred size)",
          RJ_ERR_PARSE},
         {"y = positions(x)", "t.rj:6:15: positions: the argument must be a ragged symbol (positions(j1))", RJ_ERR_PARSE},
@@ -223,8 +225,8 @@ static void test_matmul_errors(void **state) {
          "only dims 1 and 2 of [B, j1, D] (an operand of matmul)", RJ_ERR_UNSUPPORTED},
         {"y = relu(x.transpose(1, 2))", "t.rj:7:5: relu: f32[B, 8, j1] is a transposed jagged tensor: this version "
          "only multiplies it (matmul)", RJ_ERR_UNSUPPORTED},
-        {"y = x.transpose(1, 2)", "t.rj:8:8: output: a transposed jagged tensor (its ragged dim at position 2) cannot "
-         "be an output", RJ_ERR_UNSUPPORTED},
+        {"y = x.transpose(1, 2)", "t.rj:8:8: output: a jagged tensor with its ragged dim at position 2 (a transpose, "
+         "or a row of columns [B, 1, j]) cannot be an output", RJ_ERR_UNSUPPORTED},
         {"y = (x @ x.transpose(1, 2)).reshape([B, j1, j1])", "t.rj:7:29: reshape: f32[B, j1, j1] to f32[B, j1, j1]: "
          "a ragged dim cannot be made by a reshape", RJ_ERR_SHAPE},
         {"y = (x @ x.transpose(1, 2)).index_select(2, i)", "t.rj:7:29: index_select: f32[B, j1, j1] has two ragged "

@@ -129,6 +129,12 @@ bool node_is_pair(const rj_graph *g, const node *n) {
     return a && b && a->kind == SYM_RAGGED && b->kind == SYM_RAGGED && dim_equal(g, n->dims[1], n->dims[2]);
 }
 
+bool node_is_column(const rj_graph *g, const node *n) {
+    if (n->rank < 3 || n->dims[1] != 1) return false;
+    const sym *j = graph_sym(g, n->dims[2]);
+    return j && j->kind == SYM_RAGGED && dim_equal(g, n->dims[0], sym_dim(j->parent));
+}
+
 static bool valid_name(const char *s) {
     if (!s || !*s) return false;
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
@@ -294,8 +300,8 @@ rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
     if (nd->op == RJ_OP_SCALAR)
         return graph_fail(g, RJ_ERR_ARG, "output: a scalar literal cannot be an output");
     if (dim_ragged_pos(g, nd) > 1)
-        return graph_fail(g, RJ_ERR_UNSUPPORTED, "output: a transposed jagged tensor (its ragged dim at position "
-                          "%d) cannot be an output in this version: multiply it (matmul) or output the tensor",
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "output: a jagged tensor with its ragged dim at position %d (a "
+                          "transpose, or a row of columns [B, 1, j]) cannot be an output in this version",
                           dim_ragged_pos(g, nd));
     char auto_name[32];
     if (!name) { /* the first free one of out0, out1, ... */

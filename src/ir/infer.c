@@ -104,6 +104,7 @@ static rj_status check_ragged_layout(rj_graph *g, const char *what, const node *
         if (!s || s->kind != SYM_RAGGED) continue;
         count++;
         if (k == 2 && count == 2 && node_is_pair(g, n)) continue; /* [B, j1, j1]: both vary over B */
+        if (k == 2 && count == 1 && node_is_column(g, n)) continue; /* [B, 1, j1]: a row of columns */
         if (k == 0 || !dim_equal(g, n->dims[k - 1], sym_dim(s->parent)))
             return graph_fail(g, RJ_ERR_SHAPE, "%s: %s: ragged %s must directly follow its "
                               "parent dim %s", what, type_text(g, n).s, s->name,
@@ -587,6 +588,11 @@ static rj_status infer_view(rj_graph *g, node *n, const char *op) {
     int rp = dim_ragged_pos(g, x), keep = rp >= 0 ? rp + 1 : 0;
     node t = *n;
     t.weak = 0;
+    if (rp == 1 && !node_is_pair(g, x) && n->rank == x->rank + 1 && node_is_column(g, n)) { /* unsqueeze(x, 1) */
+        bool same = n->dims[0] == x->dims[0];
+        for (int k = 1; same && k < x->rank; k++) same = n->dims[k + 1] == x->dims[k];
+        if (same) return RJ_OK;
+    }
     for (int k = 0; k < n->rank; k++)
         if (!graph_is_valid_dim(g, n->dims[k]))
             return graph_fail(g, RJ_ERR_ARG, "%s: dim %d of the new shape is invalid", op, k);
@@ -640,6 +646,11 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
     op_kind k = op_table[n->op].kind;
     for (int i = 0; i < n->nin; i++) {
         const node *o = in(g, n, i);
+        if (node_is_column(g, o)) {
+            if (k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST) continue;
+            return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s (a jagged tensor as a row of columns) only takes "
+                              "elementwise ops in this version, broadcast against [B, j1, j1]", op, type_text(g, o).s);
+        }
         if (dim_ragged_pos(g, o) > 1 && !(n->op == RJ_OP_MATMUL && !n->ival))
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a transposed jagged tensor: this version only "
                               "multiplies it (matmul)", op, type_text(g, o).s);

@@ -145,6 +145,9 @@ static inline bool node_is_jagged(const rj_graph *g, const node *n) {
 /* [B, j, j', ...] with j and j' ragged of one class, varying over B: two ragged dims, each
  * item a len_b x len_b block (a pair tensor: attention scores). */
 bool node_is_pair(const rj_graph *g, const node *n);
+/* [B, 1, j, ...]: a jagged [B, j, ...] seen as a row of columns (unsqueeze(x, 1)), an operand
+ * of elementwise ops with [B, j, j] (a causal mask: positions(j1).unsqueeze(1)). */
+bool node_is_column(const rj_graph *g, const node *n);
 
 /* ops.c */
 rj_dtype dtype_promote(rj_dtype a, rj_dtype b);

@@ -503,6 +503,12 @@ static int32_t index_value(lower *L, int32_t id, const at *a) {
 static int32_t view_value(lower *L, int32_t id, const at *a) {
     const rj_graph *g = L->g;
     const node *n = &g->nodes[id], *x = &g->nodes[n->in[0]];
+    if (node_is_column(g, n) && !node_is_column(g, x)) { /* (b, 0, j, ...) is x's (b, j, ...) */
+        at xa = {.rank = x->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
+        xa.idx[0] = a->idx[0];
+        for (int k = 1; k < x->rank; k++) xa.idx[k] = a->idx[k + 1];
+        return value(L, n->in[0], &xa);
+    }
     int keep = dim_ragged_pos(g, x) >= 0 ? 2 : 0;
     at xa = {.rank = x->rank, .inclass = keep ? a->inclass : -1, .outclass = keep ? a->outclass : -1,
              .guard = a->guard};

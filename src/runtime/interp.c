@@ -31,6 +31,7 @@ typedef struct ival {
     rj_dtype dtype;
     int rank;
     int rp;                 /* ragged dim or -1 */
+    int bd;                 /* the dim indexing its items: rp - 1, or 0 for a row of columns [B, 1, j] */
     int64_t ext[RJ_MAX_RANK];
     const int64_t *lens;    /* rp >= 0: length of each item's ragged dim */
     const int64_t *poff;    /* rp >= 0: packed row offsets (B+1) */
@@ -211,8 +212,8 @@ static int64_t compare(rj_op op, rj_dtype t, elem a, elem b) {
 
 static int64_t ext_at(const ival *v, const int64_t *idx, int k) {
     if (k != v->rp && !(v->sq && k == v->rp + 1)) return v->ext[k];
-    int64_t b = idx[v->rp - 1];
-    return b < v->ext[v->rp - 1] ? v->lens[b] : 0;
+    int64_t b = idx[v->bd];
+    return b < v->ext[v->bd] ? v->lens[b] : 0;
 }
 
 /* Moves idx to the first valid index at or after it, given that dims left of `from` hold valid
@@ -260,11 +261,11 @@ static int64_t elem_at(const ival *v, const int64_t *idx, int R) {
     int64_t off = 0;
     int k = 0;
     if (v->sq) { /* a pair: the item's block, row-major */
-        int64_t b = idx[shift + v->rp - 1];
+        int64_t b = idx[shift + v->bd];
         off = v->sq[b] + idx[shift + v->rp] * v->lens[b] + idx[shift + v->rp + 1];
         k = v->rp + 2;
     } else if (v->rp >= 0) {
-        off = v->poff[idx[shift + v->rp - 1]] + idx[shift + v->rp];
+        off = v->poff[idx[shift + v->bd]] + idx[shift + v->rp];
         k = v->rp + 1;
     }
     for (; k < v->rank; k++) off = off * v->ext[k] + (v->ext[k] == 1 ? 0 : idx[shift + k]);
@@ -279,20 +280,21 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
     v->dtype = n->dtype;
     v->rank = n->rank;
     v->rp = dim_ragged_pos(g, n);
+    v->bd = node_is_column(g, n) ? 0 : v->rp - 1;
     for (int k = 0; k < n->rank; k++) v->ext[k] = bind_dim_value(in->b, n->dims[k]);
     /* the extents that multiply to the element count: the batch dim is folded into the rows */
     int64_t fact[RJ_MAX_RANK], numel;
     int nf = 0;
     bool pair = node_is_pair(g, n);
     for (int k = 0; k < n->rank; k++) {
-        if (k == v->rp - 1 || (pair && k == v->rp + 1)) continue;
+        if (k == v->bd || (pair && k == v->rp + 1)) continue;
         fact[nf] = v->ext[k];
         if (k == v->rp) {
             int32_t r = sym_root(g, dim_sym(n->dims[k]));
             v->lens = in->lens[r];
             v->poff = in->poff[r];
             v->sq = pair ? in->sq[r] : NULL;
-            fact[nf] = pair ? v->sq[v->ext[k - 1]] : v->poff[v->ext[k - 1]];
+            fact[nf] = pair ? v->sq[v->ext[v->bd]] : v->poff[v->ext[v->bd]];
         }
         nf++;
     }
@@ -656,6 +658,14 @@ static void eval_view(interp *in, const node *n, ival *v) {
     }
     int keep = x->rp >= 0 ? x->rp + 1 : 0;
     int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
+    if (node_is_column(in->g, n) && !node_is_column(in->g, &in->g->nodes[n->in[0]])) { /* unsqueeze(x, 1): (b, 0, j, ...) is x's (b, j, ...) */
+        for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+            xi[0] = idx[0];
+            for (int k = 1; k < x->rank; k++) xi[k] = idx[k + 1];
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), load(x->data, x->dtype, elem_at(x, xi, x->rank)));
+        }
+        return;
+    }
     for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
         int64_t flat = 0;
         for (int k = keep; k < v->rank; k++) flat = flat * v->ext[k] + idx[k];
