@@ -303,6 +303,9 @@ RJ_API rj_node rj_graph_pad(rj_graph *g, rj_node x, double value, rj_dim len);
 /* unpad(p, j): T[B, L, ...] -> T[B, j, ...], keeping the first len_b rows of item b; L must be
  * at least the longest row of j (checked at run time). */
 RJ_API rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged);
+/* unpad of dims 1 and 2: T[B, L, L, ...] -> T[B, j, j, ...], each item's first len_b x len_b
+ * block (the inverse of pad of a tensor with two ragged dims). */
+RJ_API rj_node rj_graph_unpad_blocks(rj_graph *g, rj_node p, rj_dim ragged);
 
 /* Index ops (PyTorch's names and semantics). Indices are integer tensors (i32 or i64) with
  * values in [0, size) of the dim they index: negative indices are out of range, as in
@@ -353,7 +356,7 @@ RJ_API rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w);
  *                                   each item's rows (a weight gradient)
  * A tensor with two ragged dims takes elementwise ops, and softmax, log_softmax and the
  * reductions over dim 1 (without keepdim), dim 2 or a later dense dim, and pad (both ragged dims:
- * [B, L, L]); it can be an output (rj_tensor_info: each
+ * [B, L, L]; rj_graph_unpad_blocks takes the blocks back); it can be an output (rj_tensor_info: each
  * item's block of len_b x len_b rows of the inner dims, in C order, item b's block starting at
  * offsets[b] rows, ragged_dims = 2). transpose(x, d0, d1) swaps two dims of a dense tensor;
  * of a jagged [B, j1, D] (dims 1 and 2) it is only an operand of matmul. */

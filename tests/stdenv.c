@@ -503,7 +503,9 @@ static void g_pairs(env *e) {
     out(e, bin(e, RJ_OP_GT, s, S(e, 0)));
     out(e, rj_graph_softmax(g, s, 1));                                           /* over the columns */
     out(e, rj_graph_reduce(g, RJ_OP_MIN, bin(e, RJ_OP_MUL, s, S(e, 0.5)), 1, false));
-    out(e, rj_graph_pad(g, s, -1, e->L));                                        /* [B, L, L] */
+    rj_node ps = rj_graph_pad(g, s, -1, e->L);                                   /* [B, L, L] */
+    out(e, ps);
+    out(e, rj_graph_unpad_blocks(g, un(e, RJ_OP_TANH, ps), e->J));               /* and back */
     out(e, rj_graph_reduce(g, RJ_OP_SUM, rj_graph_pad(g, bin(e, RJ_OP_MUL, s, S(e, 0.5)), 0.25, RJ_DIM_NONE), 1, false));
 }
 

@@ -164,12 +164,16 @@ rj_node rj_graph_pad(rj_graph *g, rj_node x, double value, rj_dim len) {
     return build(g, &n);
 }
 
-rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged) {
+static rj_node unpad(rj_graph *g, rj_node p, rj_dim ragged, bool blocks) {
     if (!g || !operands_ok(g, "unpad", &p, 1)) return RJ_NONE;
     node n = make(RJ_OP_UNPAD, 1, p, -1, -1);
     n.ival = ragged;
+    n.keepdim = blocks;
     return build(g, &n);
 }
+
+rj_node rj_graph_unpad(rj_graph *g, rj_node p, rj_dim ragged) { return unpad(g, p, ragged, false); }
+rj_node rj_graph_unpad_blocks(rj_graph *g, rj_node p, rj_dim ragged) { return unpad(g, p, ragged, true); }
 
 /* ---- index ops and views ------------------------------------------------------------------- */
 

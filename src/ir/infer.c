@@ -363,6 +363,12 @@ static rj_status infer_pad(rj_graph *g, node *n, const char *op) {
                           type_text(g, x).s, d0, sj->name, g->syms[sj->parent].name);
     }
     n->dims[1] = j;
+    if (n->keepdim) { /* both dims: the blocks of a [B, j, j] tensor */
+        if (x->rank < 3)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: unpadding dims 1 and 2 needs [%s, L, L, ...], got %s", op,
+                              g->syms[sj->parent].name, type_text(g, x).s);
+        n->dims[2] = j;
+    }
     return RJ_OK;
 }
 

@@ -76,7 +76,7 @@ typedef struct node {
     uint8_t rank;
     uint8_t nin;
     uint8_t weak;     /* SCALAR: literal category */
-    uint8_t keepdim;  /* REDUCE */
+    uint8_t keepdim;  /* REDUCE; UNPAD: 1 to unpad dims 1 and 2 ([B, L, L] -> [B, j, j]) */
     int32_t in[3];
     int32_t axis;     /* REDUCE/SOFTMAX/GATHER/TAKE_ALONG_DIM/INDEX_SELECT: dim (normalised);
                        * NORM: ndims; TRANSPOSE: the first dim swapped (the second in ival) */

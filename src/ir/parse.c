@@ -950,11 +950,14 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     } else if (op == RJ_OP_UNPAD) {
         static const char *const names[] = {"input", "ragged"};
         if (!bind_args(P, fn, name, a, names, 2, 2, v)) return r;
-        if (!v[1]->is_list || v[1]->ndims != 1) {
-            fail_at(P, &v[1]->at, RJ_ERR_PARSE, "unpad: the second argument must be a ragged symbol");
+        bool blocks = v[1]->is_list && v[1]->ndims == 2 && v[1]->dims[0] == v[1]->dims[1];
+        if (!v[1]->is_list || (v[1]->ndims != 1 && !blocks)) {
+            fail_at(P, &v[1]->at, RJ_ERR_PARSE, "unpad: the second argument must be a ragged symbol (j1), or [j1, j1] "
+                    "for dims 1 and 2");
             return r;
         }
-        r.node = check(P, rj_graph_unpad(g, as_node(P, v[0]), v[1]->dims[0]), fn);
+        r.node = check(P, blocks ? rj_graph_unpad_blocks(g, as_node(P, v[0]), v[1]->dims[0])
+                                 : rj_graph_unpad(g, as_node(P, v[0]), v[1]->dims[0]), fn);
     }
     return r;
 }

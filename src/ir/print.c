@@ -250,6 +250,12 @@ static void print_call(sbuf *b, const rj_graph *g, const namer *nm, const node *
                 sbuf_puts(b, ", len=");
                 print_dim(b, g, (rj_dim)n->ival);
             }
+        } else if (n->keepdim) { /* dims 1 and 2 */
+            sbuf_puts(b, ", [");
+            print_dim(b, g, (rj_dim)n->ival);
+            sbuf_puts(b, ", ");
+            print_dim(b, g, (rj_dim)n->ival);
+            sbuf_putc(b, ']');
         } else {
             sbuf_puts(b, ", ");
             print_dim(b, g, (rj_dim)n->ival);

@@ -707,6 +707,8 @@ static rj_status check_pad_lengths(rj_bind *b) {
         rj_dim L = n->op == RJ_OP_PAD ? n->dims[1] : x->dims[1];
         int32_t j = dim_sym(n->op == RJ_OP_PAD ? x->dims[1] : n->dims[1]);
         int64_t lv = bind_dim_value(b, L), maxlen = b->val[j];
+        if (n->op == RJ_OP_UNPAD && n->keepdim && bind_dim_value(b, x->dims[2]) < lv) /* [B, L, L2]: the shorter */
+            L = x->dims[2], lv = bind_dim_value(b, L);
         if (lv >= maxlen) continue;
         const rag_bind *r = &b->rag[j];
         int64_t item = 0;
