@@ -356,7 +356,8 @@ RJ_API rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w);
  *                                   each item's rows (a weight gradient)
  * A tensor with two ragged dims takes elementwise ops, and softmax, log_softmax and the
  * reductions over dim 1 (without keepdim), dim 2 or a later dense dim, and pad (both ragged dims:
- * [B, L, L]; rj_graph_unpad_blocks takes the blocks back); it can be an output (rj_tensor_info: each
+ * [B, L, L]; rj_graph_unpad_blocks takes the blocks back); it can be an input (bound with
+ * rj_bind_input: sum_b len_b^2 rows of the inner dims, item after item) and an output (rj_tensor_info: each
  * item's block of len_b x len_b rows of the inner dims, in C order, item b's block starting at
  * offsets[b] rows, ragged_dims = 2). transpose(x, d0, d1) swaps two dims of a dense tensor;
  * of a jagged [B, j1, D] (dims 1 and 2) it is only an operand of matmul. */

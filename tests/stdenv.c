@@ -29,6 +29,7 @@ env env_new(rj_ctx *ctx, rj_dtype ft) {
     e.p3 = rj_graph_input(e.g, "p3", ft, 3, (rj_dim[]){e.B, 1, D});
     e.tab = rj_graph_input(e.g, "tab", ft, 2, (rj_dim[]){V, D});
     e.ix = rj_graph_input(e.g, "ix", RJ_I64, 2, (rj_dim[]){e.B, e.J});
+    e.sb = RJ_NONE; /* the graphs that use it add it (g_pairs) */
     return e;
 }
 
@@ -50,12 +51,14 @@ data data_new(len_pattern p, rj_dtype ft, uint64_t seed) {
     d.tab = random_values(ft, V * D, &s);
     d.ix = malloc(sizeof(int64_t) * (size_t)(d.rows + 1));
     for (int64_t r = 0; r < d.rows; r++) ((int64_t *)d.ix)[r] = rng_int(&s, 0, V - 1);
+    for (int64_t b = 0; b < d.B; b++) d.sq += (d.off[b + 1] - d.off[b]) * (d.off[b + 1] - d.off[b]);
+    d.sb = random_values(ft, d.sq, &s);
     return d;
 }
 
 void data_free(data *d) {
     free(d->off), free(d->x), free(d->y), free(d->w), free(d->v), free(d->m), free(d->xi);
-    free(d->pb), free(d->p3), free(d->tab), free(d->ix);
+    free(d->pb), free(d->p3), free(d->tab), free(d->ix), free(d->sb);
 }
 
 static void *spread_n(const data *d, const holes *h, const void *src, rj_dtype t, int64_t inner) {
@@ -112,6 +115,7 @@ void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes 
         assert_ok(ctx, rj_bind_input(b, e->p3, d->p3, d->B * D));
         assert_ok(ctx, rj_bind_input(b, e->tab, d->tab, V * D));
         assert_ok(ctx, rj_bind_input(b, e->ix, h->ix, h->rows));
+        if (e->sb != RJ_NONE) assert_ok(ctx, rj_bind_input(b, e->sb, d->sb, d->sq)); /* blocks: no holes */
         return;
     }
     assert_ok(ctx, rj_bind_offsets(b, e->J, d->B, d->off, NULL));
@@ -126,6 +130,7 @@ void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes 
     assert_ok(ctx, rj_bind_input(b, e->p3, d->p3, d->B * D));
     assert_ok(ctx, rj_bind_input(b, e->tab, d->tab, V * D));
     assert_ok(ctx, rj_bind_input(b, e->ix, d->ix, d->rows));
+    if (e->sb != RJ_NONE) assert_ok(ctx, rj_bind_input(b, e->sb, d->sb, d->sq));
 }
 
 int64_t numel_of(const rj_tensor_info *t) {
@@ -492,6 +497,7 @@ static void c_causal_attention(env *e) {
 
 static void g_pairs(env *e) {
     rj_graph *g = e->g;
+    e->sb = rj_graph_input(g, "sb", e->ft, 3, (rj_dim[]){e->B, e->J, e->J}); /* an input's blocks */
     rj_node s = rj_graph_matmul(g, affine(e), rj_graph_transpose(g, e->x, 1, 2)); /* [B, j1, j1] */
     out(e, s);
     rj_node m = rj_graph_reduce(g, RJ_OP_MAX, s, 2, true);                       /* [B, j1, 1] */
@@ -502,6 +508,7 @@ static void g_pairs(env *e) {
     out(e, rj_graph_matmul(g, rj_graph_transpose(g, e->x, 1, 2), e->y));         /* [B, D, D] */
     out(e, bin(e, RJ_OP_GT, s, S(e, 0)));
     out(e, rj_graph_softmax(g, s, 1));                                           /* over the columns */
+    out(e, rj_graph_softmax(g, bin(e, RJ_OP_ADD, s, e->sb), 2));                 /* an input's blocks */
     out(e, rj_graph_reduce(g, RJ_OP_MIN, bin(e, RJ_OP_MUL, s, S(e, 0.5)), 1, false));
     rj_node ps = rj_graph_pad(g, s, -1, e->L);                                   /* [B, L, L] */
     out(e, ps);
@@ -687,10 +694,11 @@ static rj_status failing_run(rj_target target, tracker *tr, long nth, long *atte
     if (b) {
         rj_bind_offsets(b, e.J, d.B, d.off, NULL);
         rj_bind_size(b, e.L, d.maxlen + 3);
-        const void *in[] = {d.x, d.y, d.w, d.v, d.m, d.xi, d.pb, d.p3, d.tab, d.ix};
-        rj_node nodes[] = {e.x, e.y, e.w, e.v, e.m, e.xi, e.pb, e.p3, e.tab, e.ix};
-        int64_t numel[] = {d.rows * D, d.rows * D, D, D, d.rows * D, d.rows * D, d.B * D, d.B * D, V * D, d.rows};
-        for (int i = 0; i < 10; i++) rj_bind_input(b, nodes[i], in[i], numel[i]);
+        const void *in[] = {d.x, d.y, d.w, d.v, d.m, d.xi, d.pb, d.p3, d.tab, d.ix, d.sb};
+        rj_node nodes[] = {e.x, e.y, e.w, e.v, e.m, e.xi, e.pb, e.p3, e.tab, e.ix, e.sb};
+        int64_t numel[] = {d.rows * D, d.rows * D, D, D, d.rows * D, d.rows * D, d.B * D, d.B * D, V * D, d.rows, d.sq};
+        for (int i = 0; i < 11; i++)
+            if (nodes[i] != RJ_NONE) rj_bind_input(b, nodes[i], in[i], numel[i]);
         if (device) /* outputs in device memory that the binding allocates, run twice, exported */
             for (int i = 0; i < rj_graph_output_count(e.g); i++) rj_bind_output_device(b, rj_graph_output_at(e.g, i), 0, 0);
         st = rj_program_run(p, b);

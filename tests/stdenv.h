@@ -4,7 +4,8 @@
  * One set of inputs covers every case the fused kernels distinguish: two jagged f[B, j1, D]
  * tensors (x, y), dense weights w and v of [D], a jagged bool mask m and i32 tensor xi, a
  * per-item tensor pb[B, D] and its keepdim form p3[B, 1, D], a dense size L for padding, and
- * for the index ops a table tab[V, D] (V = 7) and jagged indices ix i64[B, j1] into it.
+ * for the index ops a table tab[V, D] (V = 7) and jagged indices ix i64[B, j1] into it, and a
+ * tensor with two ragged dims sb[B, j1, j1] (each item's len x len block).
  * Tests add ops on top (the builder shorthands below), bind random data of a length pattern
  * (packed, or as a view with holes whose hole rows hold NaN / 2^30 / true so that any read of
  * them shows), run, and compare with the reference interpreter under the documented tolerances.
@@ -20,7 +21,7 @@
 typedef struct env {
     rj_graph *g;
     rj_dim B, J, L;
-    rj_node x, y, w, v, m, xi, pb, p3, tab, ix;
+    rj_node x, y, w, v, m, xi, pb, p3, tab, ix, sb;
     rj_dtype ft;
 } env;
 
@@ -36,8 +37,8 @@ static inline rj_node affine(env *e) { return bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL
 
 /* Random data for env's inputs, one length pattern. */
 typedef struct data {
-    int64_t B, rows, maxlen, *off;
-    void *x, *y, *w, *v, *m, *xi, *pb, *p3, *tab, *ix;
+    int64_t B, rows, maxlen, *off, sq; /* sq: sum of len_b^2, the rows of sb's blocks */
+    void *x, *y, *w, *v, *m, *xi, *pb, *p3, *tab, *ix, *sb;
 } data;
 
 data data_new(len_pattern p, rj_dtype ft, uint64_t seed);

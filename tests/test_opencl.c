@@ -310,9 +310,11 @@ static void test_device_memory(void **state) {
             size_t es;
         } in[] = {{e.x, d.x, d.rows * D, fs}, {e.y, d.y, d.rows * D, fs}, {e.w, d.w, D, fs}, {e.v, d.v, D, fs},
                   {e.m, d.m, d.rows * D, 1},  {e.xi, d.xi, d.rows * D, 4}, {e.pb, d.pb, d.B * D, fs},
-                  {e.p3, d.p3, d.B * D, fs}, {e.tab, d.tab, V * D, fs}, {e.ix, d.ix, d.rows, 8}};
-        rj_devptr mem[10];
-        for (int i = 0; i < 10; i++) {
+                  {e.p3, d.p3, d.B * D, fs}, {e.tab, d.tab, V * D, fs}, {e.ix, d.ix, d.rows, 8}, {e.sb, d.sb, d.sq, fs}};
+        rj_devptr mem[11];
+        for (int i = 0; i < 11; i++) {
+            mem[i] = 0;
+            if (in[i].n == RJ_NONE) continue;
             mem[i] = ocl_upload(&o, cx, q, in[i].src, (size_t)in[i].numel * in[i].es);
             assert_ok(ctx, rj_bind_input_device(bd, in[i].n, mem[i], in[i].numel));
         }
@@ -355,7 +357,8 @@ static void test_device_memory(void **state) {
         rj_run_stats st;
         assert_ok(ctx, rj_bind_stats(bd, &st));
         if (pi == 0) printf("device-memory run: %.3f ms, kernels %.3f ms, copies %.3f ms\n", st.run_ms, st.kernel_ms, st.copy_ms);
-        for (int i = 0; i < 10; i++) o.ReleaseMemObject((void *)(uintptr_t)mem[i]);
+        for (int i = 0; i < 11; i++)
+            if (mem[i]) o.ReleaseMemObject((void *)(uintptr_t)mem[i]);
         o.ReleaseMemObject((void *)(uintptr_t)doff);
         rj_bind_free(bh);
         data_free(&d);
@@ -375,6 +378,7 @@ static void test_device_memory(void **state) {
         assert_ok(ctx, rj_bind_input(bd, e.m, h.m, h.rows * D));
         assert_ok(ctx, rj_bind_input(bd, e.xi, h.xi, h.rows * D));
         assert_ok(ctx, rj_bind_input(bd, e.ix, h.ix, h.rows));
+        if (e.sb != RJ_NONE) assert_ok(ctx, rj_bind_input(bd, e.sb, d.sb, d.sq));
         assert_ok(ctx, rj_bind_offsets_device(bd, e.J, d.B, hoff, hlen));
         for (int i = 0; i < nout; i++) assert_ok(ctx, rj_bind_output_device(bd, rj_graph_output_at(e.g, i), 0, 0));
         assert_ok(ctx, rj_program_run(p, bd));

@@ -395,6 +395,8 @@ static rj_dim_info sym_info(const rj_graph *g, int s) {
     return dim_info(g, rj_graph_dim_at(g, s));
 }
 
+static bool is_pair_shape(const rj_graph *g, int rank, const rj_dim *dims);
+
 /* Index of the ragged dim in a shape, or -1. */
 static int ragged_pos(const rj_graph *g, int rank, const rj_dim *dims) {
     for (int k = 0; k < rank; k++)
@@ -481,16 +483,16 @@ static int check_input_shape(dataset *d, int k, const char *file) {
     rj_dim dims[RJ_MAX_RANK];
     int rank = rj_node_shape(g, n, dims);
     rj_tensor_info a = tinfo(d->in[k]);
-    int rp = ragged_pos(g, rank, dims);
+    int rp = ragged_pos(g, rank, dims), skip = is_pair_shape(g, rank, dims) ? 2 : 1; /* ragged dims */
     if (a.dtype != dtype)
         return die_usage("%s: dtype %s but input %s is declared %s", file, rj_dtype_name(a.dtype),
                          name, rj_dtype_name(dtype));
-    int want = rp >= 0 ? rank - 1 : rank;
+    int want = rp >= 0 ? rank - skip : rank;
     if (a.rank != want)
         return die_usage("%s: %d dims but input %s needs %d (%s)", file, a.rank, name, want,
                          rp >= 0 ? "packed rows, then the inner dims" : "its full shape");
     for (int ad = 0; ad < a.rank; ad++) {
-        int nd = rp >= 0 ? (ad == 0 ? rp : ad + 1) : ad;
+        int nd = rp >= 0 ? (ad == 0 ? rp : ad + skip) : ad;
         if (rp >= 0 && ad == 0) continue; /* the rows: checked against the offsets */
         rj_dim dm = dims[nd];
         if (dm >= 0) {
@@ -535,6 +537,20 @@ static int64_t rows_of(const dataset *d, int s) {
     return ((const int64_t *)o.values)[o.shape[0] - 1];
 }
 
+/* The rows of the blocks of a [B, s, s, ...] tensor: the sum of its items' squared lengths. */
+static int64_t block_rows_of(const dataset *d, int s) {
+    rj_tensor_info o = tinfo(d->off[s]);
+    const int64_t *off = o.values;
+    int64_t n = 0;
+    for (int64_t b = 0; b + 1 < o.shape[0]; b++) n += (off[b + 1] - off[b]) * (off[b + 1] - off[b]);
+    return n;
+}
+
+/* [B, j, j, ...]: two ragged dims (the file holds the items' len x len blocks, row after row). */
+static bool is_pair_shape(const rj_graph *g, int rank, const rj_dim *dims) {
+    return rank >= 3 && dim_info(g, dims[1]).kind == RJ_DIM_RAGGED && dim_info(g, dims[2]).kind == RJ_DIM_RAGGED;
+}
+
 static char *path_join(const char *dir, const char *name, const char *ext) {
     size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
     char *p = malloc(n);
@@ -572,9 +588,11 @@ static int load_data(dataset *d, const char *dir) {
         int rp = ragged_pos(g, rank, dims);
         if (!r && rp >= 0) {
             int s = sym_index(g, dims[rp]);
-            int64_t last = rows_of(d, s), rows = tinfo(d->in[k]).shape[0];
+            bool pair = is_pair_shape(g, rank, dims);
+            int64_t last = pair ? block_rows_of(d, s) : rows_of(d, s), rows = tinfo(d->in[k]).shape[0];
             if (rows != last)
-                r = die_usage("%s: %lld rows, but the offsets in %s/%s.npy end at %lld", p,
+                r = die_usage(pair ? "%s: %lld rows, but the items' len x len blocks of %s/%s.npy have %lld"
+                                   : "%s: %lld rows, but the offsets in %s/%s.npy end at %lld", p,
                               (long long)rows, dir, sym_name(g, s), (long long)last);
         }
         free(p);
@@ -704,16 +722,16 @@ static int make_random(dataset *d, const char *spec) {
         rj_dtype dtype = rj_node_dtype(g, n);
         rj_dim dims[RJ_MAX_RANK];
         int rank = rj_node_shape(g, n, dims);
-        int rp = ragged_pos(g, rank, dims);
-        int arank = rp >= 0 ? rank - 1 : rank;
+        int rp = ragged_pos(g, rank, dims), skip = is_pair_shape(g, rank, dims) ? 2 : 1;
+        int arank = rp >= 0 ? rank - skip : rank;
         int64_t shape[RJ_MAX_RANK], numel = 1;
         bool zero = false, over = false; /* a 0 dim makes it empty, however large the others */
         for (int ad = 0; ad < arank; ad++) {
-            int nd = rp >= 0 ? (ad == 0 ? rp : ad + 1) : ad;
+            int nd = rp >= 0 ? (ad == 0 ? rp : ad + skip) : ad;
             rj_dim dm = dims[nd];
             int64_t v;
             if (rp >= 0 && ad == 0) {
-                v = rows_of(d, sym_index(g, dm));
+                v = skip == 2 ? block_rows_of(d, sym_index(g, dm)) : rows_of(d, sym_index(g, dm));
             } else if (dm >= 0) {
                 v = dm;
             } else {

@@ -129,9 +129,6 @@ static rj_status infer_input(rj_graph *g, node *n) {
     for (int k = 0; k < n->rank; k++)
         if (n->dims[k] < 0 && graph_sym(g, n->dims[k]) == NULL)
             return graph_fail(g, RJ_ERR_ARG, "input %s: dim %d is invalid", n->name, k);
-    if (node_is_pair(g, n))
-        return graph_fail(g, RJ_ERR_UNSUPPORTED, "input %s: %s: inputs with two ragged dims are not supported yet "
-                          "(such tensors are made by matmul(q, transpose(k, 1, 2)))", n->name, type_text(g, n).s);
     return check_ragged_layout(g, "input", n);
 }
 

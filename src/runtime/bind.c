@@ -469,9 +469,9 @@ rj_status rj_bind_tensor(rj_bind *b, rj_node n, const rj_tensor *t) {
     const node *nd = &b->g->nodes[n];
     const rj_tensor_info *ti = &t->info;
     int rp = dim_ragged_pos(b->g, nd);
-    if (ti->ragged_dims == 2)
-        return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "rj_bind_tensor: %s: a tensor with two ragged dims cannot be an "
-                        "input yet", nd->name);
+    if (ti->ragged_dims == 2 || node_is_pair(b->g, nd))
+        return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "rj_bind_tensor: %s: a tensor with two ragged dims is bound with "
+                        "rj_bind_input (its blocks, len_b x len_b rows an item)", nd->name);
     if (ti->dtype != nd->dtype || ti->rank != nd->rank || (rp >= 0) != (ti->ragged_dim >= 0))
         return ctx_fail(b->ctx, RJ_ERR_SHAPE, "rj_bind_tensor: %s is %s%s[rank %d] but the "
                         "tensor is %s%s[rank %d]", nd->name, rp >= 0 ? "jagged " : "",
@@ -623,7 +623,7 @@ static rj_status resolve_dense(rj_bind *b, uint8_t *known) {
         progress = false;
         for (int32_t i = 0; i < g->ninputs; i++) {
             const node *n = &g->nodes[g->inputs[i]];
-            if (!b->in[i].set) continue;
+            if (!b->in[i].set || node_is_pair(g, n)) continue; /* sizes come from elsewhere for blocks */
             int rp = dim_ragged_pos(g, n), unknown = -1, nunknown = 0;
             int64_t c = 1;
             bool ok = true;
@@ -671,6 +671,9 @@ static rj_status check_inputs(rj_bind *b) {
             return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: %lld elements overflow the address "
                             "space", what, (long long)need);
         if (ib->numel == need) continue;
+        if (node_is_pair(g, n)) /* blocks: no view with holes, the count is the whole story */
+            return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s: bound %lld elements but its blocks of len_b x len_b rows need "
+                            "%lld", what, (long long)ib->numel, (long long)need);
         int rp = dim_ragged_pos(g, n);
         if (rp < 0)
             return ctx_fail(b->ctx, RJ_ERR_SIZE, "%s: bound %lld elements but its shape needs "

@@ -119,6 +119,9 @@ rj_status rj_bind_dlpack(rj_bind *b, rj_node input, const void *values, const vo
         return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_dlpack: node %d is not an input of the program", (int)input);
     const node *n = &g->nodes[input];
     int rp = dim_ragged_pos(g, n);
+    if (node_is_pair(g, n))
+        return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "rj_bind_dlpack: %s has two ragged dims: bind its blocks with "
+                        "rj_bind_input", n->name);
     char what[160];
     snprintf(what, sizeof what, "the values of %s", n->name);
     dl_view v;

@@ -319,7 +319,7 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
 /* Copies an input into packed form (rows of a view with holes are gathered). */
 static void eval_input(interp *in, const node *n, ival *v, const in_bind *ib) {
     size_t es = rj_dtype_size(n->dtype);
-    if (v->rp < 0) {
+    if (v->rp < 0 || v->sq) { /* dense, or blocks: laid out as here */
         if (v->bytes && ib->numel) memcpy(v->data, ib->data, (size_t)ib->numel * es);
         return;
     }
