@@ -23,7 +23,8 @@
  * longer than the others and the same total rows. Each reports the kernels' time by the
  * device's timers (rj_bind_stats: the copies of a run with host pointers are apart), its GB/s
  * of unique bytes, and the ratio to a device-to-device copy of one tensor measured in the same
- * run (rj_device_copy_bandwidth).
+ * run (rj_device_copy_bandwidth). Then W7, W8 and W9 (ragjit's own product kernels on the device) in
+ * GFLOP/s by the device's timers.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -476,6 +477,50 @@ static double time_resident(rj_ctx *ctx, wl *w, const setup *s, const resident *
     return m;
 }
 
+/* W7, W8, W9 on the device (ragjit's own product kernels: no cuBLAS yet), by the device's
+ * timers, in GFLOP/s. W8/W9 take the first B/8 items (their blocks grow as len^2). */
+static void gpu_products(rj_ctx *ctx, rj_target target, const setup *s, bool quick) {
+    int64_t D = s->D, N = quick ? 64 : 1024, B8 = s->B / 8 > 0 ? s->B / 8 : 1, rows8 = s->off[B8];
+    double sq = 0;
+    for (int64_t b = 0; b < B8; b++) sq += (double)(s->off[b + 1] - s->off[b]) * (double)(s->off[b + 1] - s->off[b]);
+    float *wv = falloc(N * D), *bv = falloc(N);
+    for (int64_t i = 0; i < N * D; i++) wv[i] = (float)((int64_t)(next() % 2001) - 1000) / 16000.0f;
+    printf("\n%-26s %10s %10s %11s\n", "products", "kernel ms", "GFLOP/s", "copies ms");
+    for (int which = 7; which <= 9; which++) {
+        rj_graph *g = rj_graph_new(ctx);
+        rj_dim Bd = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", Bd);
+        rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){Bd, J, D}), y;
+        rj_node W = RJ_NONE, b = RJ_NONE;
+        if (which == 7) {
+            W = rj_graph_input(g, "W", RJ_F32, 2, (rj_dim[]){N, D});
+            b = rj_graph_input(g, "b", RJ_F32, 1, (rj_dim[]){N});
+            y = rj_graph_unary(g, RJ_OP_RELU, rj_graph_linear(g, x, W, b));
+        } else {
+            rj_node sc = rj_graph_binary(g, RJ_OP_DIV, rj_graph_matmul(g, x, rj_graph_transpose(g, x, 1, 2)),
+                                         rj_graph_scalar(g, sqrt((double)D)));
+            y = rj_graph_softmax(g, sc, 2);
+            if (which == 9) y = rj_graph_matmul(g, y, x);
+        }
+        rj_graph_output(g, y, "y");
+        wl wk = {.name = which == 7 ? "W7 relu(linear(x,W,b))" : which == 8 ? "W8 softmax(x@xT/16,2)" : "W9 ... @x",
+                 .g = g, .out = y, .p = rj_program_new(g, target)};
+        if (!wk.p) die(ctx, "product compile");
+        wk.b = rj_bind_new(wk.p);
+        int64_t B = which == 7 ? s->B : B8, rows = which == 7 ? s->rows : rows8;
+        if (rj_bind_offsets(wk.b, J, B, s->off, NULL) || rj_bind_input(wk.b, x, s->x, rows * D) ||
+            (which == 7 && (rj_bind_input(wk.b, W, wv, N * D) || rj_bind_input(wk.b, b, bv, N))))
+            die(ctx, "product bind");
+        double cms = 0, t = time_device(ctx, &wk, quick ? 2 : 5, &cms);
+        double flops = which == 7 ? 2.0 * (double)rows * (double)D * (double)N : 2.0 * sq * (double)D * (which == 9 ? 2 : 1);
+        printf("%-26s %10.3f %10.1f %11.1f%s\n", wk.name, t * 1e3, flops / t / 1e9, cms,
+               which == 7 ? "" : which == 8 ? "   (first B/8 items)" : "");
+        rj_bind_free(wk.b);
+        rj_program_free(wk.p);
+        rj_graph_free(g);
+    }
+    free(wv), free(bv);
+}
+
 static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
     const char *tname = target == RJ_TARGET_CUDA ? "cuda" : "opencl";
     setup s = {.B = quick ? 64 : 2048, .D = quick ? 32 : 256, .reps = reps ? reps : (quick ? 2 : 10)};
@@ -555,6 +600,7 @@ static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
     }
     printf("\nresident ms: wall time per run with every buffer in device memory and trusted offsets "
            "(run + rj_bind_wait), and its excess over the kernels' time\n");
+    gpu_products(ctx, target, &s, quick);
     /* host overhead of a tiny device-resident run (B = 8, D = 16) */
     {
         setup tiny = {.B = 8, .D = 16, .reps = 2000};
