@@ -772,30 +772,36 @@ static void map_body(lower *L, blk *b, at *a, void *ud) {
     }
 }
 
+/* The kernel's body: units over the rows of a shape (its ragged class's rows when it is jagged,
+ * else its leading dims flattened), then loops over dims (of that rank) to the last, a lanes
+ * loop, and fn at each full index. */
+static void element_nest(lower *L, const node *shape, const rj_dim *dims, body_fn fn, void *ud) {
+    at a = {.rank = shape->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    blk top = NEWBLK;
+    if (dim_ragged_pos(L->g, shape) == 1) {
+        rows_nest rn;
+        blk *in = rows_open(L, &top, &a, root_of(L->g, shape->dims[1]), &rn);
+        loops(L, in, &a, dims, 2, shape->rank, fn, ud);
+        rows_close(L, &rn);
+    } else {
+        blk inner;
+        int32_t fs;
+        int lead = shape->rank > 0 ? shape->rank - 1 : 0;
+        dense_loop(L, &top, &a, dims, lead, &inner, &fs);
+        loops(L, &inner, &a, dims, lead, shape->rank, fn, ud);
+        close_body(L, fs, &inner);
+    }
+    L->k->body = top.first;
+}
+
 static void lower_map(lower *L, const fuse_group *gr) {
     const node *d = &L->g->nodes[gr->root];
-    at a = {.rank = d->rank, .inclass = -1, .outclass = -1, .guard = -1};
-    blk top = NEWBLK;
-    int rp = dim_ragged_pos(L->g, d);
     sbuf w;
     sbuf_init(&w, L->ctx);
     sbuf_puts(&w, "map over ");
     print_node_type(&w, L->g, d);
     set_what(L, &w);
-    if (rp == 1) {
-        rows_nest rn;
-        blk *in = rows_open(L, &top, &a, root_of(L->g, d->dims[1]), &rn);
-        loops(L, in, &a, d->dims, 2, d->rank, map_body, (void *)gr);
-        rows_close(L, &rn);
-    } else {
-        blk inner;
-        int32_t fs;
-        int lead = d->rank > 0 ? d->rank - 1 : 0;
-        dense_loop(L, &top, &a, d->dims, lead, &inner, &fs);
-        loops(L, &inner, &a, d->dims, lead, d->rank, map_body, (void *)gr);
-        close_body(L, fs, &inner);
-    }
-    L->k->body = top.first;
+    element_nest(L, d, d->dims, map_body, (void *)gr);
 }
 
 /* ---- matrix products: the JIT's own kernel ---------------------------------------------------
@@ -829,8 +835,6 @@ static void matmul_body(lower *L, blk *b, at *a, void *ud) {
 static void lower_matmul(lower *L, const fuse_group *gr) {
     const node *r = &L->g->nodes[gr->root];
     L->k->heavy = true;
-    at a = {.rank = r->rank, .inclass = -1, .outclass = -1, .guard = -1};
-    blk top = NEWBLK;
     sbuf w;
     sbuf_init(&w, L->ctx);
     sbuf_puts(&w, "matmul of ");
@@ -838,19 +842,7 @@ static void lower_matmul(lower *L, const fuse_group *gr) {
     sbuf_puts(&w, r->ival ? " by the transpose of " : " by ");
     print_node_type(&w, L->g, &L->g->nodes[r->in[1]]);
     set_what(L, &w);
-    if (dim_ragged_pos(L->g, r) == 1) {
-        rows_nest rn;
-        blk *in = rows_open(L, &top, &a, root_of(L->g, r->dims[1]), &rn);
-        loops(L, in, &a, r->dims, 2, r->rank, matmul_body, (void *)gr);
-        rows_close(L, &rn);
-    } else {
-        blk inner;
-        int32_t fs;
-        dense_loop(L, &top, &a, r->dims, r->rank - 1, &inner, &fs);
-        loops(L, &inner, &a, r->dims, r->rank - 1, r->rank, matmul_body, (void *)gr);
-        close_body(L, fs, &inner);
-    }
-    L->k->body = top.first;
+    element_nest(L, r, r->dims, matmul_body, (void *)gr);
 }
 
 /* ---- per-item products over a ragged dim ----------------------------------------------------
@@ -1029,25 +1021,6 @@ static void gemm_prologue_body(lower *L, blk *b, at *a, void *ud) {
     s_store(L, b, buf_param(L, c->buf), idx, xcast(L, r->dtype, value_fresh(L, c->src, a)), 0);
 }
 
-/* The loop nest over the rows of r's shape (dims: the columns of the last loop). */
-static void gemm_rows(lower *L, const node *r, const rj_dim *dims, body_fn fn, gemm_ctx *c) {
-    at a = {.rank = r->rank, .inclass = -1, .outclass = -1, .guard = -1};
-    blk top = NEWBLK;
-    if (dim_ragged_pos(L->g, r) == 1) {
-        rows_nest rn;
-        blk *in = rows_open(L, &top, &a, root_of(L->g, r->dims[1]), &rn);
-        loops(L, in, &a, dims, 2, r->rank, fn, c);
-        rows_close(L, &rn);
-    } else {
-        blk inner;
-        int32_t fs;
-        dense_loop(L, &top, &a, dims, r->rank - 1, &inner, &fs);
-        loops(L, &inner, &a, dims, r->rank - 1, r->rank, fn, c);
-        close_body(L, fs, &inner);
-    }
-    L->k->body = top.first;
-}
-
 static int32_t add_chunk_buf(lower *L, int which, rj_dtype t, rj_dim cols) {
     lprog *p = L->prog;
     if (!mem_grow(L->ctx, (void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(lbuf))) {
@@ -1067,6 +1040,29 @@ static bool in_buffer(lower *L, int32_t id) {
     return elsewhere && L->bufof[id] >= 0;
 }
 
+/* Does the CPU's BLAS compute this GEMM group? Judged from the fusion plan, so that lowering
+ * and the merge of a softmax into the GEMM's epilogue (before the buffers exist) agree: x and
+ * w come from memory (an input, or a value another kernel writes: it will have a buffer). */
+static bool will_have_buffer(const lower *L, int32_t id, int32_t gi) {
+    const fuse_node *f = &L->plan->nodes[id];
+    return f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != gi && f->mat);
+}
+
+static bool gemm_lib_group(const lower *L, int32_t gi) {
+    const rj_graph *g = L->g;
+    const fuse_group *gr = &L->plan->groups[gi];
+    if (gr->kind != FG_ROOT || op_table[g->nodes[gr->root].op].kind != KIND_MATMUL) return false;
+    const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
+    int rp = dim_ragged_pos(g, r);
+    bool qk = is_jagged_t(g, w);
+    int32_t wsrc = qk ? w->in[0] : r->in[1];
+    if (!L->desc->gemm_lib || L->desc->simt || is_jagged_t(g, x) || x->dtype != r->dtype ||
+        g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
+        return false;
+    if (qk && !will_have_buffer(L, r->in[0], gi)) return false;
+    return blas_get() != NULL;
+}
+
 /* The symbol whose offsets address the rows of a jagged buffer, or -1 (a temporary: logical). */
 static int32_t rows_sym(lower *L, int32_t bi) {
     const lbuf *lb = &L->prog->bufs[bi];
@@ -1080,10 +1076,8 @@ static bool lower_matmul_lib(lower *L, const fuse_group *gr) {
     int rp = dim_ragged_pos(g, r);
     bool qk = is_jagged_t(g, w), pv = node_is_pair(g, x), item = qk || pv;
     int32_t wsrc = qk ? w->in[0] : r->in[1]; /* the tensor whose rows multiply: k, v or w */
-    if (!L->desc->gemm_lib || L->desc->simt || is_jagged_t(g, x) || x->dtype != r->dtype ||
-        g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !in_buffer(L, wsrc) || !blas_get())
-        return false;
-    if (qk && !in_buffer(L, r->in[0])) return false; /* q from memory: a prologue would be the JIT's anyway */
+    int32_t gi = (int32_t)(gr - L->plan->groups), sm = -1;
+    if (!gemm_lib_group(L, gi)) return false;
     int32_t epi = (int32_t)(L->k - L->prog->kernels);
     lgemm gm = {.on = true, .mode = qk ? GEMM_QK : pv ? GEMM_PV : GEMM_ROWS, .dtype = (uint8_t)r->dtype,
                 .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1, .a_sym = -1, .b_sym = -1,
@@ -1104,7 +1098,6 @@ static bool lower_matmul_lib(lower *L, const fuse_group *gr) {
     sbuf_puts(&what, qk ? " @ the transpose of " : r->ival ? " @ weightᵀ " : " @ ");
     print_node_type(&what, g, &g->nodes[wsrc]);
     set_what(L, &what);
-    int32_t gi = (int32_t)(gr - L->plan->groups), sm = -1;
     for (int32_t k = 0; k < L->plan->ngroups && L->merged; k++)
         if (L->merged[k] == gi) sm = k;
     if (sm >= 0) { /* the softmax after the product, row by row from C: the product stays in cache */
@@ -1114,7 +1107,7 @@ static bool lower_matmul_lib(lower *L, const fuse_group *gr) {
         L->group = gi, L->group2 = -1, L->chunk_root = -1;
     } else {
         gemm_ctx c = {.gr = gr, .buf = gm.chunk_c, .cols = gm.N};
-        gemm_rows(L, r, r->dims, gemm_epilogue_body, &c);
+        element_nest(L, r, r->dims, gemm_epilogue_body, &c);
     }
     if (gm.chunk_a >= 0 && !L->err) { /* the prologue: x's rows into A */
         char name[48];
@@ -1129,7 +1122,7 @@ static bool lower_matmul_lib(lower *L, const fuse_group *gr) {
         xi(L, 0);
         snprintf(L->k->what, sizeof L->k->what, "prologue of a GEMM: x's rows into its chunk A");
         gemm_ctx pc = {.gr = gr, .buf = gm.chunk_a, .src = r->in[0], .cols = gm.K};
-        gemm_rows(L, r, x->dims, gemm_prologue_body, &pc);
+        element_nest(L, r, x->dims, gemm_prologue_body, &pc);
         group_for(L, L->k);
     }
     L->prog->kernels[epi].gemm = gm;
@@ -2605,8 +2598,6 @@ static void check_body(lower *L, blk *b, at *a, void *ud) {
 
 static void lower_check(lower *L, const fuse_group *gr, int32_t slot) {
     const node *n = &L->g->nodes[gr->root], *d = &L->g->nodes[index_tensor(L->g, &L->g->nodes[gr->root])];
-    at a = {.rank = d->rank, .inclass = -1, .outclass = -1, .guard = -1};
-    blk top = NEWBLK;
     int rp = dim_ragged_pos(L->g, d);
     check_ctx c = {.n = n, .slot = slot, .cls = rp == 1 ? root_of(L->g, d->dims[1]) : -1};
     sbuf w;
@@ -2631,20 +2622,7 @@ static void lower_check(lower *L, const fuse_group *gr, int32_t slot) {
     if (w.failed) L->err = RJ_ERR_NOMEM;
     else snprintf(lc->what, sizeof lc->what, "%s", w.s ? w.s : "");
     sbuf_free(&w);
-    if (rp == 1) {
-        rows_nest rn;
-        blk *in = rows_open(L, &top, &a, c.cls, &rn);
-        loops(L, in, &a, d->dims, 2, d->rank, check_body, &c);
-        rows_close(L, &rn);
-    } else {
-        blk inner;
-        int32_t fs;
-        int lead = d->rank > 0 ? d->rank - 1 : 0;
-        dense_loop(L, &top, &a, d->dims, lead, &inner, &fs);
-        loops(L, &inner, &a, d->dims, lead, d->rank, check_body, &c);
-        close_body(L, fs, &inner);
-    }
-    L->k->body = top.first;
+    element_nest(L, d, d->dims, check_body, &c);
 }
 
 /* The checks buffer and the kernel that clears it, first in the program. */
@@ -2677,28 +2655,6 @@ static void lower_checks_init(lower *L) {
     close_body(L, fs, &inner);
     L->k->body = top.first;
     group_for(L, L->k);
-}
-
-/* A GEMM group the CPU's BLAS computes: lower_matmul_lib's conditions, judged before the
- * buffers exist (a value another kernel writes will have one). */
-static bool will_have_buffer(const lower *L, int32_t id, int32_t gi) {
-    const fuse_node *f = &L->plan->nodes[id];
-    return f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != gi && f->mat);
-}
-
-static bool gemm_lib_group(const lower *L, int32_t gi) {
-    const rj_graph *g = L->g;
-    const fuse_group *gr = &L->plan->groups[gi];
-    if (gr->kind != FG_ROOT || op_table[g->nodes[gr->root].op].kind != KIND_MATMUL) return false;
-    const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
-    int rp = dim_ragged_pos(g, r);
-    bool qk = is_jagged_t(g, w);
-    int32_t wsrc = qk ? w->in[0] : r->in[1];
-    if (!L->desc->gemm_lib || L->desc->simt || is_jagged_t(g, x) || x->dtype != r->dtype ||
-        g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
-        return false;
-    if (qk && !will_have_buffer(L, r->in[0], gi)) return false;
-    return blas_get() != NULL;
 }
 
 /* A softmax (or log_softmax) over the last dim of a product the BLAS computes, reading it
