@@ -211,6 +211,24 @@ rj_status rj_bind_trust_offsets(rj_bind *b, bool trusted) {
     return RJ_OK;
 }
 
+rj_status bind_device_verdict(rj_bind *b, device_check which, uint64_t addr, device_read_fn read, void *ud) {
+    const lprog *lp = &b->art->comp.lp;
+    size_t bytes = which == CHECK_OFFSETS ? ((size_t)b->nsym + 1) * sizeof(uint32_t)
+                                          : (size_t)lp->nchecks * sizeof(int64_t);
+    void *w = mem_alloc(b->ctx, bytes ? bytes : 1);
+    if (!w) return RJ_ERR_NOMEM;
+    rj_status s = read(ud, w, addr, bytes);
+    if (!s) s = which == CHECK_OFFSETS ? bind_offsets_verdict(b, w) : index_verdict(b, lp, w);
+    mem_free(b->ctx, w, bytes ? bytes : 1);
+    return s;
+}
+
+/* After rj_bind_wait: the binding's own device read, on its stream. */
+static rj_status wait_read(void *ud, void *dst, uint64_t addr, size_t bytes) {
+    rj_bind *b = ud;
+    return b->be->dev_read(b->ctx, b->stream, dst, addr, bytes);
+}
+
 rj_status rj_bind_wait(rj_bind *b) {
     if (!b) return RJ_ERR_ARG;
     if (!b->pending) return RJ_OK;
@@ -218,27 +236,11 @@ rj_status rj_bind_wait(rj_bind *b) {
     rj_status s = b->be->wait(b, &ms);
     b->pending = false;
     if (!s) b->stats.kernel_ms = ms;
-    if (!s && b->err_addr) { /* the run's device check of offsets */
-        size_t n = (size_t)b->nsym + 1;
-        uint32_t stack[64], *w = n <= 64 ? stack : mem_alloc(b->ctx, n * sizeof(uint32_t));
-        if (!w) return RJ_ERR_NOMEM;
-        s = b->be->dev_read(b->ctx, b->stream, w, b->err_addr, n * sizeof(uint32_t));
-        if (!s) s = bind_offsets_verdict(b, w);
-        if (w != stack) mem_free(b->ctx, w, n * sizeof(uint32_t));
-        b->err_addr = 0;
-        if (s) b->prepared = false; /* the kernels did nothing */
-    }
-    if (!s && b->checks_addr) { /* the run's index checks */
-        const lprog *lp = &b->art->comp.lp;
-        size_t n = (size_t)lp->nchecks;
-        int64_t *w = mem_alloc(b->ctx, n * sizeof(int64_t));
-        if (!w) return RJ_ERR_NOMEM;
-        s = b->be->dev_read(b->ctx, b->stream, w, b->checks_addr, n * sizeof(int64_t));
-        if (!s) s = index_verdict(b, lp, w);
-        mem_free(b->ctx, w, n * sizeof(int64_t));
-        if (s) b->prepared = false;
-    }
-    b->checks_addr = 0;
+    /* the run's device check of offsets (the kernels did nothing if it failed), its index checks */
+    if (!s && b->err_addr) s = bind_device_verdict(b, CHECK_OFFSETS, b->err_addr, wait_read, b);
+    if (!s && b->checks_addr) s = bind_device_verdict(b, CHECK_INDICES, b->checks_addr, wait_read, b);
+    if (s && (b->err_addr || b->checks_addr)) b->prepared = false;
+    b->err_addr = b->checks_addr = 0;
     return s;
 }
 

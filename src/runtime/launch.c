@@ -508,28 +508,10 @@ static rj_status dev_check_offsets(dev_run *r, bool *check) {
     return s;
 }
 
-/* The check's verdict after the run's kernels finished. */
-static rj_status dev_verdict(dev_run *r) {
-    rj_bind *b = r->b;
-    size_t n = (size_t)b->nsym + 1;
-    uint32_t *w = mem_alloc(b->ctx, n * sizeof(uint32_t));
-    if (!w) return RJ_ERR_NOMEM;
-    rj_status s = r->ops->read(r->ud, w, r->m.err, n * sizeof(uint32_t), "reading the offsets check");
-    if (!s) s = bind_offsets_verdict(b, w);
-    mem_free(b->ctx, w, n * sizeof(uint32_t));
-    return s;
-}
-
-/* The index checks' verdict after the run's kernels finished. */
-static rj_status dev_index_verdict(dev_run *r) {
-    rj_bind *b = r->b;
-    size_t n = (size_t)r->lp->nchecks;
-    int64_t *w = mem_alloc(b->ctx, n * sizeof(int64_t));
-    if (!w) return RJ_ERR_NOMEM;
-    rj_status s = r->ops->read(r->ud, w, r->m.buf[r->lp->checks_buf], n * sizeof(int64_t), "reading the index checks");
-    if (!s) s = index_verdict(b, r->lp, w);
-    mem_free(b->ctx, w, n * sizeof(int64_t));
-    return s;
+/* The checks' verdicts after the run's kernels finished: reads through the target's calls. */
+static rj_status dev_read_check(void *ud, void *dst, uint64_t addr, size_t bytes) {
+    dev_run *r = ud;
+    return r->ops->read(r->ud, dst, addr, bytes, "reading the run's checks");
 }
 
 /* A unit range [0, units) split across groups of the kernel's launch shape (one thread, a
@@ -611,8 +593,8 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
     } else if (!s) {
         s = ops->finish(ud, &kms);
         if (!s) b->pending = false; /* an earlier early run finished before this one */
-        if (!s && check) s = dev_verdict(&r);
-        if (!s && lp->nchecks) s = dev_index_verdict(&r);
+        if (!s && check) s = bind_device_verdict(b, CHECK_OFFSETS, r.m.err, dev_read_check, &r);
+        if (!s && lp->nchecks) s = bind_device_verdict(b, CHECK_INDICES, r.m.buf[lp->checks_buf], dev_read_check, &r);
     }
     b->err_addr = !s && b->pending && check ? r.m.err : 0;
     b->checks_addr = !s && b->pending && lp->nchecks ? r.m.buf[lp->checks_buf] : 0;

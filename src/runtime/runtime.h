@@ -167,6 +167,12 @@ rj_status index_fault_fail(rj_ctx *ctx, const index_fault *f);
  * first index op's first bad index. */
 rj_status index_verdict(rj_bind *b, const lprog *lp, const int64_t *words);
 
+/* A device run's checks, read back from device memory at addr by read(ud, ...) and judged: the
+ * offsets check's words (bind_offsets_verdict) or the index checks' (index_verdict). */
+typedef enum { CHECK_OFFSETS, CHECK_INDICES } device_check;
+typedef rj_status (*device_read_fn)(void *ud, void *dst, uint64_t addr, size_t bytes);
+rj_status bind_device_verdict(rj_bind *b, device_check which, uint64_t addr, device_read_fn read, void *ud);
+
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
  * loff[b] <= lo, and the smallest b with loff[b] >= hi (both in [0, B]). */
 static inline int64_t item_at_or_before(const int64_t *loff, int64_t B, int64_t v) {
