@@ -96,6 +96,34 @@ static void test_expressions(void **state) {
 
 static void expect_error(rj_ctx *ctx, const char *src, rj_status s, const char *first_line, int caret_col);
 
+/* head + a and head + b parse to the same graph (the same `graph` dump), returned. */
+static char *same_graph(rj_ctx *ctx, const char *head, const char *a, const char *b) {
+    char src[1024], *dump[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(src, sizeof src, "%s%s", head, k ? b : a);
+        rj_graph *g = rj_graph_parse(ctx, src, "same.rj");
+        if (!g) fail_msg("%s", rj_ctx_error(ctx));
+        dump[k] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+        assert_non_null(dump[k]);
+        rj_graph_free(g);
+    }
+    if (strcmp(dump[0], dump[1])) fail_msg("method syntax:\n%s\nfunction syntax:\n%s", dump[0], dump[1]);
+    rj_string_free(ctx, dump[1]);
+    return dump[0];
+}
+
+/* src fails to parse with status s and a message starting with msg (what: the case). */
+static void expect_error_start(rj_ctx *ctx, const char *src, const char *what, rj_status s, const char *msg) {
+    rj_graph *e = rj_graph_parse(ctx, src, "t.rj");
+    if (e) {
+        rj_graph_free(e);
+        fail_msg("no error for %s", what);
+    }
+    if (rj_ctx_status(ctx) != s || strncmp(rj_ctx_error(ctx), msg, strlen(msg)))
+        fail_msg("%s: got %s: %s\nexpected %s: %s", what, rj_status_str(rj_ctx_status(ctx)), rj_ctx_error(ctx),
+                 rj_status_str(s), msg);
+}
+
 /* PyTorch's porting syntax: methods, ~, &, | give the graph the function forms give. */
 static void test_porting_syntax(void **state) {
     fixture *f = *state;
@@ -114,19 +142,7 @@ static void test_porting_syntax(void **state) {
         "d = logical_or(logical_and(x > 0.0, m), logical_and(logical_not(m), m))\n"
         "e = sum(pad(x, 0.0), -2, keepdim=True)\n"
         "output a, b, c, d, e\n";
-    char src[1024];
-    char *dump[2];
-    for (int k = 0; k < 2; k++) {
-        snprintf(src, sizeof src, "%s%s", head, k ? functions : methods);
-        rj_graph *g = rj_graph_parse(f->ctx, src, "port.rj");
-        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
-        dump[k] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
-        assert_non_null(dump[k]);
-        rj_graph_free(g);
-    }
-    if (strcmp(dump[0], dump[1])) fail_msg("method syntax:\n%s\nfunction syntax:\n%s", dump[0], dump[1]);
-    rj_string_free(f->ctx, dump[0]);
-    rj_string_free(f->ctx, dump[1]);
+    rj_string_free(f->ctx, same_graph(f->ctx, head, methods, functions));
     expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.shape\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:3:7: '.shape' is not a call: write shape(...) (ragjit has methods, no attributes)", 7);
     expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.sofmax(1)\noutput y\n", RJ_ERR_PARSE,
@@ -153,22 +169,12 @@ static void test_index_syntax(void **state) {
         "d = reshape(reshape(x, [B, j1, 2, 4]), [B, j1, 8]) * unsqueeze(positions(j1), 2)\n"
         "output a, b, c, d\n";
     char src[1024];
-    char *dump[2];
-    for (int k = 0; k < 2; k++) {
-        snprintf(src, sizeof src, "%s%s", head, k ? functions : methods);
-        rj_graph *g = rj_graph_parse(f->ctx, src, "ix.rj");
-        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
-        dump[k] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
-        assert_non_null(dump[k]);
-        rj_graph_free(g);
-    }
-    if (strcmp(dump[0], dump[1])) fail_msg("method syntax:\n%s\nfunction syntax:\n%s", dump[0], dump[1]);
+    char *dump = same_graph(f->ctx, head, methods, functions);
     /* the dump parses back to itself */
-    rj_graph *g = rj_graph_parse(f->ctx, dump[0], "dump.rj");
-    if (!g) fail_msg("the dump does not parse: %s\n%s", rj_ctx_error(f->ctx), dump[0]);
+    rj_graph *g = rj_graph_parse(f->ctx, dump, "dump.rj");
+    if (!g) fail_msg("the dump does not parse: %s\n%s", rj_ctx_error(f->ctx), dump);
     rj_graph_free(g);
-    rj_string_free(f->ctx, dump[0]);
-    rj_string_free(f->ctx, dump[1]);
+    rj_string_free(f->ctx, dump);
     static const struct {
         const char *line, *msg;
         rj_status s;
@@ -198,11 +204,7 @@ static void test_index_syntax(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(src, sizeof src, "ragged j1 : B\ninput x : f32[B, j1, 8]\ninput t : i64[B, j1]\ninput tab : f32[V, "
                  "8]\ninput s : i32[3]\n%s\noutput y\n", bad[i].line);
-        rj_graph *e = rj_graph_parse(f->ctx, src, "t.rj");
-        if (e) fail_msg("no error for %s", bad[i].line);
-        if (rj_ctx_status(f->ctx) != bad[i].s || strncmp(rj_ctx_error(f->ctx), bad[i].msg, strlen(bad[i].msg)))
-            fail_msg("%s: got %s: %s\nexpected %s", bad[i].line, rj_status_str(rj_ctx_status(f->ctx)),
-                     rj_ctx_error(f->ctx), bad[i].msg);
+        expect_error_start(f->ctx, src, bad[i].line, bad[i].s, bad[i].msg);
     }
 }
 
@@ -241,14 +243,7 @@ static void test_matmul_errors(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(src, sizeof src, "ragged j1 : B\nragged j2 : B\ninput x : f32[B, j1, 8]\ninput z : f32[B, j2, 8]\n"
                  "input w : f32[4, 16]\ninput i : i64[3]\n%s\noutput y\n", bad[i].line);
-        rj_graph *e = rj_graph_parse(f->ctx, src, "t.rj");
-        if (e) {
-            rj_graph_free(e);
-            fail_msg("no error for %s", bad[i].line);
-        }
-        if (rj_ctx_status(f->ctx) != bad[i].s || strncmp(rj_ctx_error(f->ctx), bad[i].msg, strlen(bad[i].msg)))
-            fail_msg("%s: got %s: %s\nexpected %s: %s", bad[i].line, rj_status_str(rj_ctx_status(f->ctx)),
-                     rj_ctx_error(f->ctx), rj_status_str(bad[i].s), bad[i].msg);
+        expect_error_start(f->ctx, src, bad[i].line, bad[i].s, bad[i].msg);
     }
     /* an input with two ragged dims (its blocks), and one whose second ragged dim is another
      * class: not one of the layouts */
