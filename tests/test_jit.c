@@ -188,23 +188,18 @@ static void test_pad_ops(void **state) {
     }
 }
 
-static void test_index_ops(void **state) {
-    fixture *f = *state;
+/* An op group of the standard corpus, f32 and f64, against the interpreter. */
+static void check_group(fixture *f, const char *name) {
     for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
         env e = env_new(f->ctx, ft);
-        std_chain_add(&e, "index ops and views");
-        check_graph(f->ctx, &e, "index ops and views");
+        std_chain_add(&e, name);
+        check_graph(f->ctx, &e, name);
     }
 }
 
-static void test_matmul_ops(void **state) {
-    fixture *f = *state;
-    for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
-        env e = env_new(f->ctx, ft);
-        std_chain_add(&e, "matmul and linear");
-        check_graph(f->ctx, &e, "matmul and linear");
-    }
-}
+static void test_index_ops(void **state) { check_group(*state, "index ops and views"); }
+
+static void test_matmul_ops(void **state) { check_group(*state, "matmul and linear"); }
 
 /* A [B, j1, j1] result: blocks of len_b x len_b rows at offsets the binding derives from j1's;
  * what the tensor helpers cannot do with it yet is refused, not misread. */
@@ -254,14 +249,7 @@ static void test_pair_result(void **state) {
     data_free(&d);
 }
 
-static void test_pair_ops(void **state) {
-    fixture *f = *state;
-    for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
-        env e = env_new(f->ctx, ft);
-        std_chain_add(&e, "two ragged dims");
-        check_graph(f->ctx, &e, "two ragged dims");
-    }
-}
+static void test_pair_ops(void **state) { check_group(*state, "two ragged dims"); }
 
 static void test_index_errors(void **state) {
     (void)state;
