@@ -40,7 +40,6 @@ rj_bind *rj_bind_new(rj_program *p) {
     b->art = p->art;
     artifact_retain(ctx, b->art);
     b->g = g;
-    for (int32_t i = 0; i < g->n; i++) b->pairs |= node_is_pair(g, &g->nodes[i]);
     b->nsym = g->nsym;
     size_t ns = (size_t)(g->nsym ? g->nsym : 1);
     if (!(b->size = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
@@ -55,12 +54,17 @@ rj_bind *rj_bind_new(rj_program *p) {
         !(b->loff_own = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
         !(b->loff_cap = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
         !(b->sqoff = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
-        !(b->sq_cap = mem_zalloc(ctx, ns * sizeof(int64_t))) ||
+        !(b->sq_cap = mem_zalloc(ctx, ns * sizeof(int64_t))) || !(b->paired = mem_zalloc(ctx, ns)) ||
         !(b->in = mem_zalloc(ctx, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind))) ||
         !(b->out = mem_zalloc(ctx, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind)))) {
         rj_bind_free(b);
         return NULL;
     }
+    for (int32_t i = 0; i < g->n; i++)
+        if (node_is_pair(g, &g->nodes[i])) {
+            b->paired[sym_root(g, dim_sym(g->nodes[i].dims[1]))] = 1;
+            b->pairs = true;
+        }
     mark_used(g, b->used);
     return b;
 }
@@ -104,6 +108,7 @@ void rj_bind_free(rj_bind *b) {
         for (size_t s = 0; s < ns; s++) mem_free(ctx, b->sqoff[s], sizeof(int64_t) * (size_t)b->sq_cap[s]);
     mem_free(ctx, b->sqoff, ns * sizeof(int64_t *));
     mem_free(ctx, b->sq_cap, ns * sizeof(int64_t));
+    mem_free(ctx, b->paired, ns);
     mem_free(ctx, b->in, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind));
     mem_free(ctx, b->out, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind));
     host_mem_free(ctx, b->mem);
@@ -866,11 +871,7 @@ static rj_status check_overlap(rj_bind *b) {
 static rj_status square_offsets(rj_bind *b) {
     const rj_graph *g = b->g;
     for (int32_t s = 0; s < g->nsym; s++) {
-        if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
-        bool paired = false;
-        for (int32_t i = 0; i < g->n && !paired; i++)
-            paired = node_is_pair(g, &g->nodes[i]) && sym_root(g, dim_sym(g->nodes[i].dims[1])) == s;
-        if (!paired) continue;
+        if (!b->paired[s]) continue;
         if (!b->loff[s])
             return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "ragged symbol %s: a program with two ragged dims of one "
                             "class needs its offsets on the host (not trusted device offsets)", g->syms[s].name);

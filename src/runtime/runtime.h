@@ -122,6 +122,8 @@ struct rj_bind {
     int64_t **loff_own;   /* per class root: loff computed for views with holes (reused) */
     int64_t *loff_cap;    /* their capacities, in entries */
     bool pairs;           /* the graph has [B, j, j] tensors (node_is_pair) */
+    uint8_t *paired;      /* per class root: some [B, j, j] tensor has this class (its blocks'
+                             offsets are computed each run) */
     int64_t **sqoff;      /* pairs: per class root, the first row of item b's len_b x len_b
                              block (B+1 entries: prefix sums of len_b^2), or NULL */
     int64_t *sq_cap;      /* their capacities, in entries */
