@@ -215,6 +215,18 @@ static void call_chunk(const run *r, int chunk, int worker) {
     ffi_call((ffi_cif *)&r->code->kern[r->ki].cif, FFI_FN(r->code->fns[r->ki]), NULL, argv);
 }
 
+/* The run's scratch, at least `bytes`: one block serves every kernel in turn, reserved against
+ * the memory limit as it grows (*reserved: what this run reserved so far). NULL with *s set. */
+static void *run_scratch(rj_bind *b, int64_t bytes, int64_t *reserved, const char *what, rj_status *s) {
+    if (bytes > *reserved) {
+        if ((*s = run_reserve(b, bytes - *reserved, what, -1))) return NULL;
+        *reserved = bytes;
+    }
+    void *p = host_block_get(b->ctx, &b->mem->scratch, (size_t)bytes);
+    if (!p) *s = RJ_ERR_NOMEM;
+    return p;
+}
+
 /* ---- matrix products by the BLAS (lgemm, loopir.h) ------------------------------------------- */
 
 /* Kernel ki over rows [lo, hi) with the worker's chunk buffers in place of the shared ones. */
@@ -292,7 +304,8 @@ static void gemm_chunk(const blas_fns *bl, const lgemm *gm, rj_bind *b, const la
     int64_t B = b->cbatch[gm->a_cls];
     for (int64_t it = item_at_or_before(loff, B, lo); it < B && loff[it] < hi;) {
         /* a run of items whose rows follow each other in memory */
-        int64_t s0 = lo > loff[it] ? lo : loff[it], phys = off[it] + (s0 - loff[it]), end = it;
+        int64_t s0 = lo > loff[it] ? lo : loff[it], phys = item_row(b, gm->a_sym, gm->a_cls, it) + (s0 - loff[it]);
+        int64_t end = it;
         while (end + 1 < B && loff[end + 1] < hi && off[end + 1] == off[end] + (loff[end + 1] - loff[end])) end++;
         int64_t s1 = loff[end + 1] < hi ? loff[end + 1] : hi;
         if (s1 > s0)
@@ -350,15 +363,8 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     int64_t c_bytes = (R * (gm->mode == GEMM_QK ? maxlen : N) * (int64_t)es + 63) / 64 * 64;
     int64_t per = a_bytes + c_bytes, bytes = per * workers;
     rj_status s = RJ_OK;
-    if (bytes > *scratch_reserved) {
-        if ((s = run_reserve(b, bytes - *scratch_reserved, "a GEMM's chunk buffers", -1))) goto out;
-        *scratch_reserved = bytes;
-    }
-    char *sc = host_block_get(ctx, &b->mem->scratch, (size_t)bytes);
-    if (!sc) {
-        s = RJ_ERR_NOMEM;
-        goto out;
-    }
+    char *sc = run_scratch(b, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
+    if (!sc) goto out;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (workers > 1)
     for (int64_t q = 0; q < n; q++) {
         int wk = workers > 1 ? omp_get_thread_num() : 0;
@@ -397,12 +403,8 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, rj_
     /* per worker: A (with a prologue) and C, each 64-byte aligned */
     int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)es + 63) / 64 * 64;
     int64_t per = a_bytes + c_bytes, bytes = per * workers;
-    if (bytes > *scratch_reserved) {
-        if ((s = run_reserve(b, bytes - *scratch_reserved, "a GEMM's chunk buffers", -1))) return s;
-        *scratch_reserved = bytes;
-    }
-    char *sc = host_block_get(ctx, &b->mem->scratch, (size_t)bytes);
-    if (!sc) return RJ_ERR_NOMEM;
+    char *sc = run_scratch(b, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
+    if (!sc) return s;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (workers > 1)
     for (int64_t c = 0; c < nchunks; c++) {
         int wk = workers > 1 ? omp_get_thread_num() : 0;
@@ -500,13 +502,8 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
             int64_t bytes;
             if (!mul_i64(pl.scratch_bytes, pl.workers, &bytes))
                 return ctx_fail(ctx, RJ_ERR_OVERFLOW, "kernel %s: scratch size overflows", k->name);
-            /* the largest kernel's scratch: one block serves every kernel in turn */
-            if (bytes > scratch_reserved) {
-                if ((s = run_reserve(b, bytes - scratch_reserved, "per-thread scratch", -1))) return s;
-                scratch_reserved = bytes;
-            }
-            void *sc = host_block_get(ctx, &b->mem->scratch, (size_t)bytes);
-            if (!sc) return RJ_ERR_NOMEM;
+            void *sc = run_scratch(b, bytes, &scratch_reserved, "per-thread scratch", &s);
+            if (!sc) return s;
             m.scratch = (uint64_t)(uintptr_t)sc;
         }
         run r = {.code = code, .k = k, .ki = ki, .b = b, .pl = &pl, .m = &m, .nt = streams(b, lp, k)};
