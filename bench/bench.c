@@ -15,8 +15,9 @@
  * Then: compile latency (the first program of the process, later programs, a cache hit) and
  * dispatch overhead of a tiny run (B = 8, D = 16).
  *
- *   bench [--quick] [--threads N] [--reps N] [--target cpu|cuda|opencl]
+ *   bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl]
  * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
+ * --only runs just the named CPU workloads (the bandwidth probes and compile lines still run).
  *
  * With --target cuda or opencl the same workloads run on the device at the GPU issue's size
  * (B = 2048, lengths 1..1024, D = 256: 1.08 GB a tensor), plus W2 and W4 with one item 1000x
@@ -641,8 +642,20 @@ static int count_arg(const char *s, int lo, int hi) {
     return errno || end == s || *end || v < lo || v > hi ? -1 : (int)v;
 }
 
+/* "W2,W8" -> bits 2 and 8; 0 for a malformed list */
+static unsigned only_arg(const char *s) {
+    unsigned m = 0;
+    while (*s) {
+        if (*s != 'W' || s[1] < '1' || s[1] > '9' || (s[2] && s[2] != ',')) return 0;
+        m |= 1u << (s[1] - '0');
+        s += s[2] ? 3 : 2;
+    }
+    return m;
+}
+
 int main(int argc, char **argv) {
     bool quick = false;
+    unsigned only = ~0u;
     int threads = 0, reps = 0;
     rj_target target = RJ_TARGET_CPU;
     for (int i = 1; i < argc; i++) {
@@ -666,8 +679,13 @@ int main(int argc, char **argv) {
                 return 2;
             }
             *(t ? &threads : &reps) = v;
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            if (!(only = only_arg(argv[++i]))) {
+                fprintf(stderr, "bench: --only takes workloads like W2,W8, not '%s'\n", argv[i]);
+                return 2;
+            }
         } else {
-            fprintf(stderr, "usage: bench [--quick] [--threads N] [--reps N] [--target cpu|cuda|opencl]\n");
+            fprintf(stderr, "usage: bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl]\n");
             return 2;
         }
     }
@@ -724,6 +742,7 @@ int main(int argc, char **argv) {
     double per_kernel[6], w4_read = 0;
     int compile_n = 0;
     for (int which = 1; which <= 6; which++) {
+        if (!(only >> which & 1)) continue;
         wl wk = make_workload(ctx, &s, which);
         double t = time_jit(ctx, &wk, s.reps);
         double out_elems = which == 4 ? (double)(s.B * s.D) : which == 6 ? (double)(s.B * s.L * s.D) : N;
@@ -741,11 +760,12 @@ int main(int argc, char **argv) {
         rj_graph_free(wk.g);
     }
 
-    printf("\nW4 only reads (its output is 1/%lld of its input): %.2f GB/s of reads = %.2fx the read "
-           "probe\n", (long long)(s.rows / s.B), w4_read, w4_read / m.read);
+    if (only >> 4 & 1)
+        printf("\nW4 only reads (its output is 1/%lld of its input): %.2f GB/s of reads = %.2fx the "
+               "read probe\n", (long long)(s.rows / s.B), w4_read, w4_read / m.read);
 
-    w7(ctx, &s, quick ? 64 : 1024, quick ? 2 : 5);
-    w89(ctx, &s, quick ? 2 : 3);
+    if (only >> 7 & 1) w7(ctx, &s, quick ? 64 : 1024, quick ? 2 : 5);
+    if (only & (3u << 8)) w89(ctx, &s, quick ? 2 : 3);
 
     /* compile latency: later programs, cache hits */
     double hits[200];

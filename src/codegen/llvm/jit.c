@@ -115,8 +115,11 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     }
     j->cpu = LLVMGetHostCPUName();
     j->features = LLVMGetHostCPUFeatures();
+    /* the small code model, position-independent: constants are addressed relative to the
+     * instruction pointer and folded into vector instructions as broadcast operands (the
+     * JIT default, the large model, loads each constant's address into a register first) */
     j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
-                                    LLVMRelocDefault, LLVMCodeModelJITDefault);
+                                    LLVMRelocPIC, LLVMCodeModelSmall);
     const char *passes = getenv("RAGJIT_LLVM_PASSES");
     if (!(j->passes = strdup(passes && *passes ? passes : "default<O3>"))) {
         llvm_jit_free(j);
