@@ -12,8 +12,9 @@
  * the BLAS's GEMM alone (multi-threaded, the same library ragjit loads) on the same packed rows.
  * W8 softmax(q kᵀ / 16, dim=2) ([B, j1, j1]) and W9 its product with v: against padding to the
  * longest item with a BLAS product per item and a masked softmax, with the padding ratio.
- * Then: compile latency (the first program of the process, later programs, a cache hit) and
- * dispatch overhead of a tiny run (B = 8, D = 16).
+ * Then: compile latency (the first program of the process, later programs, an in-memory cache
+ * hit; the persistent cache is off for these), loads from the persistent cache (a fresh
+ * context stands for a new process) and dispatch overhead of a tiny run (B = 8, D = 16).
  *
  *   bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl]
  * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
@@ -691,6 +692,7 @@ int main(int argc, char **argv) {
     }
     rj_ctx *ctx = rj_ctx_new(NULL, NULL);
     if (!ctx) return 1;
+    rj_ctx_set_cache_dir(ctx, ""); /* compile times are compiles, not loads from disk */
     if (threads > 0) rj_ctx_set_threads(ctx, threads);
     if (target != RJ_TARGET_CPU) {
         int r = gpu_bench(ctx, target, quick, reps);
@@ -782,6 +784,61 @@ int main(int argc, char **argv) {
     printf("compile latency: first program %.1f ms (includes creating the JIT); later programs "
            "%.1f ms per fused kernel (median of W1..W6; mean %.1f); cache hit %.2f us (median of %d)\n",
            first_ms, median(per_kernel, compile_n), mean_kernel, median(hits, nh) * 1e6, nh);
+
+    /* the persistent cache: g0's kernel written to a fresh directory by one context, then
+     * loaded by fresh contexts (each with its own JIT, as a new process has) */
+    char cdir[] = "/tmp/ragjit-bench-cache-XXXXXX";
+    if (mkdtemp(cdir)) {
+        double first[9], warm[9];
+        int nc = quick ? 3 : 9;
+        rj_ctx *cw = rj_ctx_new(NULL, NULL);
+        rj_ctx_set_cache_dir(cw, cdir);
+        rj_graph *gw = new_graph(cw, tiny.D, &J, &x, &w, &b);
+        rj_graph_output(gw, build(gw, 1, J, x, w, b), "y");
+        rj_program_free(rj_program_new(gw, RJ_TARGET_CPU));
+        rj_graph_free(gw);
+        rj_ctx_free(cw);
+        for (int i = 0; i < nc; i++) {
+            rj_ctx *c2 = rj_ctx_new(NULL, NULL);
+            rj_ctx_set_cache_dir(c2, cdir);
+            rj_graph *g2 = new_graph(c2, tiny.D, &J, &x, &w, &b);
+            rj_graph_output(g2, build(g2, 1, J, x, w, b), "y");
+            double c0 = now();
+            rj_program *p2 = rj_program_new(g2, RJ_TARGET_CPU);
+            first[i] = now() - c0;
+            if (!p2) die(c2, "cache load");
+            rj_program_free(p2);
+            /* again in a context whose JIT exists (W3's kernel: in the cache after the first) */
+            rj_graph *g3 = new_graph(c2, tiny.D, &J, &x, &w, &b);
+            rj_graph_output(g3, build(g3, 3, J, x, w, b), "y");
+            rj_program_free(rj_program_new(g3, RJ_TARGET_CPU));
+            rj_graph_free(g3);
+            rj_ctx *c3 = rj_ctx_new(NULL, NULL);
+            rj_ctx_set_cache_dir(c3, "");
+            rj_graph *g4 = new_graph(c3, tiny.D, &J, &x, &w, &b);
+            rj_graph_output(g4, build(g4, 1, J, x, w, b), "y");
+            rj_program_free(rj_program_new(g4, RJ_TARGET_CPU)); /* creates c3's JIT */
+            rj_ctx_set_cache_dir(c3, cdir);
+            g3 = new_graph(c3, tiny.D, &J, &x, &w, &b);
+            rj_graph_output(g3, build(g3, 3, J, x, w, b), "y");
+            c0 = now();
+            p2 = rj_program_new(g3, RJ_TARGET_CPU);
+            warm[i] = now() - c0;
+            if (!p2) die(c3, "cache load");
+            rj_program_free(p2);
+            rj_graph_free(g3);
+            rj_graph_free(g4);
+            rj_ctx_free(c3);
+            rj_graph_free(g2);
+            rj_ctx_free(c2);
+        }
+        printf("disk cache: hit %.2f ms in a context whose JIT exists, %.2f ms as the first program of "
+               "a fresh context (creating its JIT included; medians of %d)\n", median(warm, nc) * 1e3,
+               median(first, nc) * 1e3, nc);
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
+        if (system(cmd)) fprintf(stderr, "bench: could not remove %s\n", cdir);
+    }
 
     /* dispatch overhead: a tiny run */
     rj_graph *gt = new_graph(ctx, tiny.D, &J, &x, &w, &b);

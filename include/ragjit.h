@@ -133,6 +133,15 @@ RJ_API rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads);
  * large, naming what it needed, so a hostile pad length or batch cannot exhaust the machine.
  * 0 restores the default: half of the machine's physical memory. */
 RJ_API rj_status rj_ctx_set_memory_limit(rj_ctx *ctx, int64_t bytes);
+/* The persistent kernel cache: compiled code (CPU object code, CUDA images, OpenCL program
+ * binaries) kept in files under `dir` and loaded by any later process that compiles the same
+ * kernels for the same machine and the same build of ragjit, without compiling. NULL (the
+ * default) takes RAGJIT_CACHE_DIR, else $XDG_CACHE_HOME/ragjit, else ~/.cache/ragjit; "" or
+ * "off" (here or in RAGJIT_CACHE_DIR) turns it off. An entry is used only if it is complete
+ * and its whole key matches; a damaged or foreign one is ignored and rewritten. Directories
+ * that cannot be written only cost the cache. Entries are never evicted: delete the directory
+ * at will. Compiles after the call use the new setting. */
+RJ_API rj_status rj_ctx_set_cache_dir(rj_ctx *ctx, const char *dir);
 /* Frees a string returned by ragjit (dumps, shape strings). */
 RJ_API void rj_string_free(rj_ctx *ctx, char *s);
 

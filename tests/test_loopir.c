@@ -364,8 +364,12 @@ static void test_hand_built_kernel(void **state) {
     void *fn = NULL;
     llvm_module_code *code = NULL;
     struct llvm_jit *jit = NULL;
-    if (llvm_jit_new(ctx, &jit) || llvm_compile(ctx, jit, &lp, &fn, &code))
-        fail_msg("llvm_compile: %s", rj_ctx_error(ctx));
+    void *obj = NULL;
+    size_t len = 0;
+    if (llvm_jit_new(ctx, &jit) || llvm_object(ctx, jit, &lp, "t_", &obj, &len) ||
+        llvm_load(ctx, jit, &lp, "t_", obj, len, &fn, &code))
+        fail_msg("llvm_object/llvm_load: %s", rj_ctx_error(ctx));
+    mem_free(ctx, obj, len);
     float x[5 * ROW], y[5] = {0};
     for (int i = 0; i < 5 * ROW; i++) x[i] = (float)((i * 7) % 11) - 4.0f;
     void (*kernel)(int64_t, int64_t, const float *, float *);

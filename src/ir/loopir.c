@@ -752,3 +752,96 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
         sbuf_puts(b, "}\n");
     }
 }
+
+/* ---- fingerprint ----------------------------------------------------------------------------
+ * Every field of the program that a backend or the runtime reads, as bytes: two programs with
+ * the same fingerprint compile to the same code. The persistent kernel cache keys entries by
+ * it (and compares it whole before loading one), so a field added to the loop IR must be
+ * added here. Pointers, capacities and the hash-consing table are not part of a program. */
+
+static void fp_int(sbuf *b, int64_t v) {
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++) le[i] = (unsigned char)((uint64_t)v >> (8 * i));
+    sbuf_put(b, le, 8);
+}
+
+static void fp_f64(sbuf *b, double v) {
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    fp_int(b, (int64_t)u);
+}
+
+static void fp_str(sbuf *b, const char *s, size_t cap) {
+    size_t n = strnlen(s, cap);
+    fp_int(b, (int64_t)n);
+    sbuf_put(b, s, n);
+}
+
+static void fp_kernel(sbuf *b, const lkernel *k) {
+    fp_str(b, k->name, sizeof k->name);
+    fp_int(b, k->nparams);
+    for (int32_t i = 0; i < k->nparams; i++) {
+        const lparam *q = &k->params[i];
+        fp_int(b, q->kind), fp_int(b, q->dtype), fp_int(b, q->written), fp_int(b, q->ref);
+        fp_str(b, q->name, sizeof q->name);
+    }
+    fp_int(b, k->nex);
+    for (int32_t i = 0; i < k->nex; i++) {
+        const lx *e = &k->ex[i];
+        fp_int(b, e->kind), fp_int(b, e->type), fp_int(b, e->fn);
+        fp_int(b, e->a), fp_int(b, e->b), fp_int(b, e->c), fp_int(b, e->ref), fp_int(b, e->i);
+        fp_f64(b, e->f);
+    }
+    fp_int(b, k->nst);
+    for (int32_t i = 0; i < k->nst; i++) {
+        const ls *s = &k->st[i];
+        fp_int(b, s->kind), fp_int(b, s->flags), fp_int(b, s->map), fp_int(b, s->mem), fp_int(b, s->fn);
+        fp_int(b, s->var), fp_int(b, s->a), fp_int(b, s->b), fp_int(b, s->ref);
+        fp_int(b, s->body), fp_int(b, s->els), fp_int(b, s->next);
+    }
+    fp_int(b, k->nvars);
+    for (int32_t i = 0; i < k->nvars; i++) {
+        fp_str(b, k->vars[i].name, sizeof k->vars[i].name);
+        fp_int(b, k->vars[i].type);
+    }
+    fp_int(b, k->nlocals);
+    for (int32_t i = 0; i < k->nlocals; i++) {
+        const llocal *l = &k->locals[i];
+        fp_str(b, l->name, sizeof l->name);
+        fp_int(b, l->scope), fp_int(b, l->dtype), fp_int(b, l->param), fp_int(b, l->elems);
+    }
+    fp_int(b, k->body);
+    fp_int(b, k->domain), fp_int(b, k->dom_class), fp_int(b, k->dom_rank);
+    for (int d = 0; d < RJ_MAX_RANK; d++) fp_int(b, d < k->dom_rank ? k->dom_dims[d] : 0);
+    fp_int(b, k->launch.simt), fp_int(b, k->launch.block), fp_int(b, k->launch.group), fp_int(b, k->launch.cover);
+    fp_int(b, k->scratch_type), fp_int(b, k->scratch_per_tile), fp_int(b, k->scratch_per_row);
+    fp_int(b, k->has_nt), fp_int(b, k->tiled), fp_int(b, k->passes), fp_int(b, k->fixed_tile);
+    fp_int(b, k->split_only), fp_int(b, k->inner_only), fp_int(b, k->heavy);
+    const lgemm *g = &k->gemm;
+    fp_int(b, g->on);
+    if (g->on) {
+        fp_int(b, g->mode), fp_int(b, g->b_sym), fp_int(b, g->dtype), fp_int(b, g->w_nk);
+        fp_int(b, g->prologue), fp_int(b, g->a_buf), fp_int(b, g->a_sym), fp_int(b, g->a_cls);
+        fp_int(b, g->w_buf), fp_int(b, g->chunk_a), fp_int(b, g->chunk_c), fp_int(b, g->K), fp_int(b, g->N);
+    }
+}
+
+void lprog_fingerprint(const lprog *p, sbuf *b) {
+    fp_int(b, p->nkernels);
+    for (int32_t i = 0; i < p->nkernels; i++) fp_kernel(b, &p->kernels[i]);
+    fp_int(b, p->nbufs);
+    for (int32_t i = 0; i < p->nbufs; i++) {
+        const lbuf *u = &p->bufs[i];
+        fp_int(b, u->kind), fp_int(b, u->dtype), fp_int(b, u->index), fp_int(b, u->node), fp_int(b, u->rank);
+        for (int d = 0; d < RJ_MAX_RANK; d++) fp_int(b, d < u->rank ? u->dims[d] : 0);
+    }
+    fp_int(b, p->ntemps);
+    fp_int(b, p->nchecks);
+    for (int32_t i = 0; i < p->nchecks; i++) {
+        const lcheck *c = &p->checks[i];
+        fp_int(b, c->op), fp_int(b, c->dtype), fp_int(b, c->input), fp_int(b, c->rank), fp_int(b, c->bound);
+        for (int d = 0; d < RJ_MAX_RANK; d++) fp_int(b, d < c->rank ? c->dims[d] : 0);
+        fp_str(b, c->what, sizeof c->what);
+    }
+    fp_int(b, p->checks_buf);
+}

@@ -294,6 +294,10 @@ typedef struct lprog {
                                 * INT64_MAX by the program's first kernel), or -1 */
 } lprog;
 
+/* Every field of p that a backend or the runtime reads, appended to b as bytes (the key of
+ * the persistent kernel cache: equal fingerprints compile to equal code). */
+void lprog_fingerprint(const lprog *p, sbuf *b);
+
 /* building */
 lkernel *lprog_add_kernel(lprog *p, const char *name);
 void lprog_free(lprog *p);

@@ -4,8 +4,11 @@
  *
  * State. The context's CPU slot holds the LLVM JIT (created on the first compile and kept:
  * creating one costs milliseconds, adding a module to it does not), the streaming-store
- * threshold and a compile counter. A compiled artifact's code is the JIT's module plus one
- * libffi call interface per kernel, prepared once from the kernel's typed signature.
+ * threshold and compile counters. A compiled artifact's code is the JIT's module plus one
+ * libffi call interface per kernel, prepared once from the kernel's typed signature. Code is
+ * keyed by this build of ragjit, LLVM's identity and the loop IR's fingerprint: live code of
+ * an equal key is shared, else the module comes from the persistent cache (diskcache.c) when
+ * an earlier process stored it, else it is compiled and stored there.
  *
  * Running. Kernels take only pointers and sizes, so a run only computes arguments, with the
  * shared launch planning (launch.c): temporaries and per-thread scratch in host memory that
@@ -24,9 +27,13 @@
 #include "../ir/target.h"
 #include "launch.h"
 
+typedef struct cpu_code cpu_code;
+
 typedef struct cpu_state {
     struct llvm_jit *jit;
     uint64_t compiles;     /* modules JIT-compiled (tests check cache hits with it) */
+    uint64_t disk_hits;    /* modules loaded from the persistent cache instead */
+    cpu_code *live;        /* compiled code alive now, by key */
     int64_t stream_bytes;  /* 0: the default threshold */
     int64_t tile_bytes;    /* softmax tiles keep an item's columns within this (half of L2) */
     int64_t env_stream_bytes; /* RAGJIT_NT_BYTES, or the default */
@@ -38,12 +45,15 @@ typedef struct cpu_kernel {
     int32_t n;
 } cpu_kernel;
 
-typedef struct cpu_code {
+struct cpu_code {
     llvm_module_code *mc;
     int32_t nk;
     void **fns;
     cpu_kernel *kern;
-} cpu_code;
+    sbuf key;              /* the build, LLVM's identity and the loop IR's fingerprint */
+    int refs;              /* code entries sharing it: graphs that lower to equal loop IR */
+    cpu_code *next;        /* cpu_state.live */
+};
 
 #define MAX_THREADS 256
 #define CHUNKS_PER_THREAD 4
@@ -101,6 +111,11 @@ rj_status cpu_set_stream_bytes(rj_ctx *ctx, int64_t bytes) {
     return st ? RJ_OK : RJ_ERR_NOMEM;
 }
 
+uint64_t cpu_disk_hit_count(const rj_ctx *ctx) {
+    const cpu_state *st = ctx->slot[SLOT_CPU].state;
+    return st ? st->disk_hits : 0;
+}
+
 uint64_t cpu_compile_count(const rj_ctx *ctx) {
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     return st ? st->compiles : 0;
@@ -121,7 +136,14 @@ static rj_status cpu_available(rj_ctx *ctx) {
 
 static void cpu_code_free(rj_ctx *ctx, void *p) {
     cpu_code *c = p;
-    if (!c) return;
+    if (!c || --c->refs > 0) return;
+    cpu_state *st = ctx->slot[SLOT_CPU].state;
+    for (cpu_code **pp = st ? &st->live : NULL; pp && *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    sbuf_free(&c->key);
     size_t nk = (size_t)(c->nk ? c->nk : 1);
     if (c->kern)
         for (int32_t i = 0; i < c->nk; i++)
@@ -153,23 +175,73 @@ static rj_status prepare_ffi(rj_ctx *ctx, const lprog *lp, cpu_code *c) {
     return RJ_OK;
 }
 
+/* The machine code of lp: shared with live code of an equal key, loaded from the persistent
+ * cache, or compiled (and stored there). The key names this build of ragjit, so the disk
+ * cache is off when the build cannot be identified. */
 static rj_status cpu_compile(rj_ctx *ctx, const lprog *lp, void **out) {
     struct llvm_jit *j;
     rj_status s = jit_get(ctx, &j);
     if (s) return s;
+    cpu_state *st = ctx->slot[SLOT_CPU].state;
+    sbuf key;
+    sbuf_init(&key, ctx);
+    const char *build = disk_build_id();
+    sbuf_printf(&key, "ragjit %d.%d.%d build %s\n", RJ_VERSION_MAJOR, RJ_VERSION_MINOR, RJ_VERSION_PATCH,
+                build ? build : "unknown");
+    llvm_identity(j, &key);
+    lprog_fingerprint(lp, &key);
+    if (key.failed) {
+        sbuf_free(&key);
+        return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory compiling");
+    }
+    for (cpu_code *c = st->live; c; c = c->next)
+        if (c->key.len == key.len && !memcmp(c->key.s, key.s, key.len)) {
+            sbuf_free(&key);
+            c->refs++;
+            *out = c;
+            return RJ_OK;
+        }
     cpu_code *c = mem_zalloc(ctx, sizeof *c);
-    if (!c) return RJ_ERR_NOMEM;
+    if (!c) {
+        sbuf_free(&key);
+        return RJ_ERR_NOMEM;
+    }
+    c->key = key;
+    c->refs = 1;
     c->nk = lp->nkernels;
     size_t nk = (size_t)(c->nk ? c->nk : 1);
     if (!(c->fns = mem_zalloc(ctx, sizeof(void *) * nk)) || !(c->kern = mem_zalloc(ctx, sizeof(cpu_kernel) * nk)))
         s = RJ_ERR_NOMEM;
-    if (!s) s = llvm_compile(ctx, j, lp, c->fns, &c->mc);
+    /* symbols named by the key's hash: the same in every process that compiles the key */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < key.len; i++) h = (h ^ (unsigned char)key.s[i]) * 0x100000001b3ull;
+    char prefix[40];
+    snprintf(prefix, sizeof prefix, "rj%016llx_", (unsigned long long)h);
+    void *obj = NULL;
+    size_t len = 0;
+    bool hit = false;
+    if (!s && build && disk_load(ctx, "cpu", key.s, key.len, &obj, &len)) {
+        hit = llvm_load(ctx, j, lp, prefix, obj, len, c->fns, &c->mc) == RJ_OK;
+        if (!hit) ctx_clear_error(ctx); /* not loadable after all: compile it */
+        mem_free(ctx, obj, len);
+        obj = NULL;
+    }
+    if (!s && !hit) {
+        s = llvm_object(ctx, j, lp, prefix, &obj, &len);
+        if (!s) s = llvm_load(ctx, j, lp, prefix, obj, len, c->fns, &c->mc);
+        if (!s && build) disk_store(ctx, "cpu", key.s, key.len, obj, len);
+        if (obj) mem_free(ctx, obj, len);
+    }
     if (!s) s = prepare_ffi(ctx, lp, c);
     if (s) {
+        c->next = NULL;
         cpu_code_free(ctx, c);
         return s;
     }
-    ((cpu_state *)ctx->slot[SLOT_CPU].state)->compiles++;
+    if (hit) st->disk_hits++;
+    else st->compiles++;
+    c->next = st->live;
+    st->live = c;
     *out = c;
     return RJ_OK;
 }

@@ -60,6 +60,7 @@ void ctx_unref(rj_ctx *ctx) {
     if (!ctx || __atomic_sub_fetch(&ctx->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
     for (int i = 0; i < CTX_SLOTS; i++)
         if (ctx->slot[i].state) ctx->slot[i].release(ctx, ctx->slot[i].state);
+    mem_strfree(ctx, ctx->cache_dir);
     pthread_mutex_destroy(&ctx->lock);
     ctx->alloc(ctx->ud, ctx, sizeof *ctx, 0);
 }

@@ -305,6 +305,16 @@ struct rj_program {
     artifact *art;        /* shared through the cache */
 };
 
+/* The persistent kernel cache (diskcache.c). A backend asks for the entry of its key (its
+ * identity followed by the loop IR's fingerprint) before compiling, and stores what it
+ * compiled; target names the entry's kind ("cpu", "cuda", "opencl"). disk_load hands over a
+ * copy of the payload (mem_free it with *len) only when the whole key matches. Neither ever
+ * fails a compile: any error is a miss or a write not made. Both run under the context's
+ * lock. disk_build_id: this build of ragjit (its library's GNU build-id), NULL if unknown. */
+bool disk_load(rj_ctx *ctx, const char *target, const void *key, size_t keylen, void **data, size_t *len);
+void disk_store(rj_ctx *ctx, const char *target, const void *key, size_t keylen, const void *data, size_t len);
+const char *disk_build_id(void);
+
 extern const backend backend_reference;
 extern const backend backend_cpu;
 extern const backend backend_cuda;
@@ -321,5 +331,6 @@ rj_status interp_run(rj_program *p, rj_bind *b);
  * `bytes` are written with streaming stores (0: the default threshold). */
 rj_status cpu_set_stream_bytes(rj_ctx *ctx, int64_t bytes);
 uint64_t cpu_compile_count(const rj_ctx *ctx);
+uint64_t cpu_disk_hit_count(const rj_ctx *ctx); /* modules loaded from the persistent cache */
 
 #endif

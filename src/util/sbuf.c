@@ -46,6 +46,13 @@ void sbuf_puts(sbuf *b, const char *s) {
     b->len += n;
 }
 
+void sbuf_put(sbuf *b, const void *data, size_t n) {
+    if (!sbuf_reserve(b, n)) return;
+    if (n) memcpy(b->s + b->len, data, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
 void sbuf_putc(sbuf *b, char c) {
     if (!sbuf_reserve(b, 1)) return;
     b->s[b->len++] = c;

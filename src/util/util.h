@@ -85,6 +85,8 @@ struct rj_ctx {
     pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];
     int refs;             /* rj_ctx_free's and every exported DLPack tensor's (ctx_unref) */
+    char *cache_dir;      /* rj_ctx_set_cache_dir (under the lock); "" or "off": no disk cache */
+    bool cache_dir_set;   /* else the environment decides (runtime/diskcache.c) */
 };
 
 static inline void ctx_lock(rj_ctx *ctx) { pthread_mutex_lock(&ctx->lock); }
@@ -143,6 +145,7 @@ typedef struct sbuf {
 void sbuf_init(sbuf *b, rj_ctx *ctx);
 void sbuf_puts(sbuf *b, const char *s);
 void sbuf_putc(sbuf *b, char c);
+void sbuf_put(sbuf *b, const void *data, size_t n); /* bytes, NULs included */
 void sbuf_printf(sbuf *b, const char *fmt, ...) RJ_PRINTF(2, 3);
 void sbuf_vprintf(sbuf *b, const char *fmt, va_list ap);
 /* Hands the text to the caller (free with rj_string_free); NULL with RJ_ERR_NOMEM recorded. */

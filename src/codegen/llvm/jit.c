@@ -4,8 +4,12 @@
  *
  * The CPU target (runtime/cpu.c) creates the LLJIT on the first compile of a context and
  * keeps it in the context's CPU slot: creating one costs milliseconds (target detection, the
- * execution session), adding a module to an existing one does not. Each program's module gets a unique symbol prefix in the shared JITDylib and its
- * own resource tracker, so freeing a program evicts exactly its machine code. Calls the
+ * execution session), adding a module to an existing one does not. Compiling and linking are
+ * two steps, so that the object file in between can go to the persistent cache and come back
+ * in another process (runtime/cpu.c decides). Each module's symbols carry a prefix unique among
+ * the modules loaded (the caller's: a hash of the cache key, the same in every process) in the
+ * shared JITDylib, and each module has its own resource tracker, so freeing a program evicts
+ * exactly its machine code. Calls the
  * generated code makes into libm (f64 transcendental functions, pow) resolve through a
  * process symbol generator.
  *
@@ -43,7 +47,6 @@ struct llvm_jit {
     char *cpu, *features, *layout;
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
     const char *triple; /* owned by jit */
-    uint64_t next_id;
 };
 
 struct llvm_module_code {
@@ -163,11 +166,18 @@ static emit_target target_of(const struct llvm_jit *j) {
     return (emit_target){.triple = j->triple, .layout = j->layout, .cpu = j->cpu, .features = j->features};
 }
 
-rj_status llvm_compile(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, void **fns,
-                       llvm_module_code **code) {
+void llvm_identity(const struct llvm_jit *j, sbuf *b) {
+    unsigned major = 0, minor = 0, patch = 0;
+    LLVMGetVersion(&major, &minor, &patch);
+    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nsmall-pic\n", major, minor, patch, j->triple, j->cpu,
+                j->features, j->passes);
+}
+
+rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, void **obj,
+                      size_t *len) {
     rj_status s;
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "rj%llu_", (unsigned long long)j->next_id++);
+    *obj = NULL;
+    *len = 0;
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     LLVMContextRef c = LLVMOrcThreadSafeContextGetContext(tsc);
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
@@ -183,10 +193,10 @@ rj_status llvm_compile(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, void **f
         return s;
     }
     /* machine code from the context's TargetMachine (ORC's IR layer would build a new one for
-     * every module), handed to the JIT as an object file */
+     * every module), as an object file */
     char *msg = NULL;
-    LLVMMemoryBufferRef obj = NULL;
-    bool bad = LLVMTargetMachineEmitToMemoryBuffer(j->tm, m, LLVMObjectFile, &msg, &obj);
+    LLVMMemoryBufferRef mb = NULL;
+    bool bad = LLVMTargetMachineEmitToMemoryBuffer(j->tm, m, LLVMObjectFile, &msg, &mb);
     LLVMDisposeModule(m);
     LLVMOrcDisposeThreadSafeContext(tsc);
     if (bad) {
@@ -194,11 +204,30 @@ rj_status llvm_compile(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, void **f
         LLVMDisposeMessage(msg);
         return s;
     }
+    size_t n = LLVMGetBufferSize(mb);
+    if (!(*obj = mem_alloc(ctx, n ? n : 1))) {
+        LLVMDisposeMemoryBuffer(mb);
+        return RJ_ERR_NOMEM;
+    }
+    memcpy(*obj, LLVMGetBufferStart(mb), n);
+    *len = n;
+    LLVMDisposeMemoryBuffer(mb);
+    return RJ_OK;
+}
+
+rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
+                    size_t len, void **fns, llvm_module_code **code) {
+    rj_status s;
+    *code = NULL;
+    llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
+    if (!mc) return RJ_ERR_NOMEM;
+    LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "rj");
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
     LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(jd);
-    LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, rt, obj); /* takes obj */
+    LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, rt, mb); /* takes mb */
     if (err) {
         LLVMOrcReleaseResourceTracker(rt);
+        mem_free(ctx, mc, sizeof *mc);
         return llvm_error(ctx, err, "adding the object to the JIT");
     }
     for (int32_t i = 0; i < p->nkernels; i++) {
@@ -206,20 +235,14 @@ rj_status llvm_compile(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, void **f
         snprintf(name, sizeof name, "%s%s", prefix, p->kernels[i].name);
         LLVMOrcExecutorAddress addr = 0;
         if ((err = LLVMOrcLLJITLookup(j->jit, &addr, name))) {
-            s = llvm_error(ctx, err, "generating machine code");
+            s = llvm_error(ctx, err, "linking the machine code");
             LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
             if (e2) LLVMConsumeError(e2);
             LLVMOrcReleaseResourceTracker(rt);
+            mem_free(ctx, mc, sizeof *mc);
             return s;
         }
         fns[i] = (void *)(uintptr_t)addr;
-    }
-    llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
-    if (!mc) {
-        LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
-        if (e2) LLVMConsumeError(e2);
-        LLVMOrcReleaseResourceTracker(rt);
-        return RJ_ERR_NOMEM;
     }
     mc->rt = rt;
     *code = mc;

@@ -55,9 +55,18 @@ typedef struct llvm_module_code llvm_module_code;
 /* A JIT for the host: an ORC LLJIT, the host TargetMachine and the optimisation pipeline. */
 rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out);
 void llvm_jit_free(struct llvm_jit *j);
-/* Optimises and JIT-compiles the kernels of p; fills fns[i] with kernel i's address. */
-rj_status llvm_compile(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, void **fns,
-                       llvm_module_code **code);
+/* What besides the loop IR decides the machine code (LLVM's version, the target triple, CPU
+ * and features, the pass pipeline), appended to b: the persistent cache's key names it. */
+void llvm_identity(const struct llvm_jit *j, sbuf *b);
+/* Optimises and compiles the kernels of p, named <prefix><kernel name>, into an object file:
+ * *obj (mem_alloc'd, *len bytes) on success. */
+rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, void **obj,
+                      size_t *len);
+/* Links an object file of p's kernels (from llvm_object, now or in an earlier process) into
+ * the JIT; fills fns[i] with kernel i's address. The prefix must be unique among the modules
+ * loaded at a time. */
+rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
+                    size_t len, void **fns, llvm_module_code **code);
 void llvm_code_free(rj_ctx *ctx, llvm_module_code *code);
 /* The dumps, from one emission: LLVM IR before optimisation, and, when ir_opt (and then
  * asm_text) is not NULL, after optimisation and host assembly. Texts to free with
