@@ -4,7 +4,7 @@
  * Processes are real: the test starts copies of itself (/proc/self/exe --child DIR CHAIN)
  * that compile a standard chain into a cache directory and exit, so "another process" has its
  * own JIT and its own address space (no fork of a process that has started OpenMP's threads).
- * What must hold:
+ * What must hold (on the CPU, and for OpenCL where a device exists):
  *   - a graph compiled by one process is loaded, not compiled, by the next (the CPU backend's
  *     counters tell), and computes what the reference interpreter computes on every length
  *     pattern;
@@ -33,16 +33,16 @@ static const char *const chains[] = {"softmax(relu(x*w+v), dim=1)", "silu(gelu_t
 
 /* Compiles chain c with the cache in dir (the context's setting) and, when check, compares
  * with the interpreter on every length pattern. Returns the program's compile counters. */
-static void compile_chain(rj_ctx *ctx, const char *dir, int c, bool check, uint64_t *compiles,
-                          uint64_t *hits) {
+static void compile_for(rj_ctx *ctx, rj_target target, const char *dir, int c, bool check,
+                        uint64_t *compiles, uint64_t *hits) {
     assert_ok(ctx, rj_ctx_set_cache_dir(ctx, dir));
-    uint64_t c0 = cpu_compile_count(ctx), h0 = cpu_disk_hit_count(ctx);
+    uint64_t c0 = cpu_compile_count(ctx), h0 = cpu_disk_hit_count(ctx), o0 = opencl_disk_hit_count();
     env e = env_new(ctx, RJ_F32);
     std_chain_add(&e, chains[c]);
-    rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU), *pr = rj_program_new(e.g, RJ_TARGET_REFERENCE);
+    rj_program *p = rj_program_new(e.g, target), *pr = rj_program_new(e.g, RJ_TARGET_REFERENCE);
     if (!p || !pr) fail_msg("compiling %s: %s", chains[c], rj_ctx_error(ctx));
     *compiles = cpu_compile_count(ctx) - c0;
-    *hits = cpu_disk_hit_count(ctx) - h0;
+    *hits = target == RJ_TARGET_CPU ? cpu_disk_hit_count(ctx) - h0 : opencl_disk_hit_count() - o0;
     for (int pat = 0; check && pat < LEN_PATTERN_COUNT; pat++) {
         data d = data_new((len_pattern)pat, RJ_F32, 5);
         rj_bind *b = rj_bind_new(p), *br = rj_bind_new(pr);
@@ -66,14 +66,21 @@ static void compile_chain(rj_ctx *ctx, const char *dir, int c, bool check, uint6
     rj_graph_free(e.g);
 }
 
-/* The child: compile chain c into dir, exit 0 on success. */
+static void compile_chain(rj_ctx *ctx, const char *dir, int c, bool check, uint64_t *compiles,
+                          uint64_t *hits) {
+    compile_for(ctx, RJ_TARGET_CPU, dir, c, check, compiles, hits);
+}
+
+/* The child: compile chain c into dir (for OpenCL when `which` starts with 'o'), exit 0 on
+ * success. */
 static int child_main(const char *dir, const char *which) {
     rj_ctx *ctx = rj_ctx_new(NULL, NULL);
     if (!ctx || rj_ctx_set_cache_dir(ctx, dir)) return 3;
-    int c = atoi(which);
+    rj_target target = which[0] == 'o' ? RJ_TARGET_OPENCL : RJ_TARGET_CPU;
+    int c = atoi(which + (which[0] == 'o'));
     env e = env_new(ctx, RJ_F32);
     std_chain_add(&e, chains[c]);
-    rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU);
+    rj_program *p = rj_program_new(e.g, target);
     int r = p ? 0 : 4;
     if (!p) fprintf(stderr, "child: %s\n", rj_ctx_error(ctx));
     rj_program_free(p);
@@ -82,14 +89,16 @@ static int child_main(const char *dir, const char *which) {
     return r;
 }
 
-static pid_t spawn_child(const char *dir, int c) {
+static pid_t spawn_for(const char *dir, int c, bool opencl) {
     char which[8];
-    snprintf(which, sizeof which, "%d", c);
+    snprintf(which, sizeof which, "%s%d", opencl ? "o" : "", c);
     char *argv[] = {"test_cache", "--child", (char *)dir, which, NULL};
     pid_t pid;
     if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ)) fail_msg("posix_spawn failed");
     return pid;
 }
+
+static pid_t spawn_child(const char *dir, int c) { return spawn_for(dir, c, false); }
 
 static void wait_ok(pid_t pid) {
     int st = 0;
@@ -291,6 +300,31 @@ static void test_unwritable_and_off(void **state) {
     assert_int_equal(rj_ctx_set_cache_dir(NULL, "x"), RJ_ERR_ARG);
 }
 
+/* OpenCL (PoCL in CI): the driver's program binary comes back in the next process. */
+static void test_opencl_hit(void **state) {
+    fixture *f = *state;
+    env e = env_new(f->ctx, RJ_F32);
+    std_chain_add(&e, chains[1]);
+    assert_ok(f->ctx, rj_ctx_set_cache_dir(f->ctx, ""));
+    rj_program *probe = rj_program_new(e.g, RJ_TARGET_OPENCL);
+    rj_graph_free(e.g);
+    if (!probe && rj_ctx_status(f->ctx) == RJ_ERR_NO_DEVICE) {
+        printf("skipped: no OpenCL device (%s)\n", rj_ctx_error(f->ctx));
+        skip();
+    }
+    if (!probe) fail_msg("OpenCL: %s", rj_ctx_error(f->ctx));
+    rj_program_free(probe);
+    char *dir = new_dir();
+    wait_ok(spawn_for(dir, 0, true));
+    int tmps;
+    assert_int_equal(count_files(dir, &tmps, NULL, 0), 1);
+    uint64_t compiles, hits;
+    compile_for(f->ctx, RJ_TARGET_OPENCL, dir, 0, true, &compiles, &hits);
+    assert_int_equal(hits, 1);
+    remove_dir(dir);
+    free(dir);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--child")) return child_main(argv[2], argv[3]);
     const struct CMUnitTest tests[] = {
@@ -298,6 +332,7 @@ int main(int argc, char **argv) {
         FX(test_corrupt_and_foreign_entries),
         FX(test_concurrent_writers),
         FX(test_unwritable_and_off),
+        FX(test_opencl_hit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,6 +95,7 @@ typedef struct cuda_api {
     CUresult (*EventDestroy)(CUevent);
     CUresult (*StreamSynchronize)(CUstream);
     CUresult (*GetErrorName)(CUresult, const char **); /* optional */
+    CUresult (*DriverGetVersion)(int *);                /* optional */
     CUresult (*PointerGetAttribute)(void *, int, CUdeviceptr);            /* optional */
     CUresult (*MemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr); /* optional */
 } cuda_api;
@@ -145,6 +146,7 @@ static void driver_load(void) {
         }
     }
     dl_sym(lib, "cuGetErrorName", &cu.GetErrorName);
+    if (!dl_sym(lib, "cuDriverGetVersion", &cu.DriverGetVersion)) cu.DriverGetVersion = NULL;
     dl_sym(lib, "cuPointerGetAttribute", &cu.PointerGetAttribute);
     if (!dl_sym(lib, "cuMemGetAddressRange_v2", &cu.MemGetAddressRange)) cu.MemGetAddressRange = NULL;
     cu.loaded = true;
@@ -234,8 +236,35 @@ static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
     if (r) return cu_fail(ctx, RJ_ERR_COMPILE, "cuDevicePrimaryCtxRetain", r, NULL);
     cc->retained = true;
     if ((r = cu.CtxSetCurrent(cc->cuctx))) return cu_fail(ctx, RJ_ERR_COMPILE, "cuCtxSetCurrent", r, NULL);
-    if (!(cc->ptx = cuda_ptx(ctx, lp, device_arch())))
-        return ctx_last_status(ctx) ? ctx_last_status(ctx) : RJ_ERR_COMPILE;
+    /* the persistent cache: PTX of an earlier process (no NVRTC; the driver caches its own
+     * translation to machine code), keyed by this build of ragjit, the device's architecture,
+     * the driver and NVRTC versions and the loop IR */
+    sbuf key;
+    sbuf_init(&key, ctx);
+    const char *id = disk_build_id();
+    int drv = 0;
+    if (cu.DriverGetVersion && cu.DriverGetVersion(&drv)) drv = 0;
+    sbuf_printf(&key, "ragjit build %s\ncuda\narch %d\ndriver %d\nnvrtc %d\n", id ? id : "unknown",
+                device_arch(), drv, cuda_nvrtc_version());
+    lprog_fingerprint(lp, &key);
+    if (key.failed) {
+        sbuf_free(&key);
+        return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory compiling");
+    }
+    void *bin = NULL;
+    size_t blen = 0;
+    bool hit = id && disk_load(ctx, "cuda", key.s, key.len, &bin, &blen);
+    if (hit) {
+        sbuf b;
+        sbuf_init(&b, ctx);
+        sbuf_put(&b, bin, strnlen(bin, blen));
+        mem_free(ctx, bin, blen);
+        if (!(cc->ptx = sbuf_finish(&b))) hit = false, ctx_clear_error(ctx);
+    }
+    if (!hit && (cc->ptx = cuda_ptx(ctx, lp, device_arch())) && id)
+        disk_store(ctx, "cuda", key.s, key.len, cc->ptx, strlen(cc->ptx) + 1);
+    sbuf_free(&key);
+    if (!cc->ptx) return ctx_last_status(ctx) ? ctx_last_status(ctx) : RJ_ERR_COMPILE;
     char log[2048] = "";
     CUjit_option jo[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void *jv[] = {log, (void *)(uintptr_t)sizeof log};

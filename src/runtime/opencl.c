@@ -78,13 +78,18 @@ enum {
     CL_OUT_OF_HOST_MEMORY = -6,
     CL_PLATFORM_NOT_FOUND_KHR = -1001,
     CL_TRUE = 1,
+    CL_PLATFORM_VERSION = 0x0901,
     CL_PLATFORM_NAME = 0x0902,
     CL_DEVICE_TYPE = 0x1000,
     CL_DEVICE_MAX_WORK_GROUP_SIZE = 0x1004,
     CL_DEVICE_MAX_MEM_ALLOC_SIZE = 0x1010,
     CL_DEVICE_SINGLE_FP_CONFIG = 0x101B,
     CL_DEVICE_NAME = 0x102B,
+    CL_DRIVER_VERSION = 0x102D,
+    CL_DEVICE_VERSION = 0x102F,
     CL_DEVICE_EXTENSIONS = 0x1030,
+    CL_PROGRAM_BINARY_SIZES = 0x1165,
+    CL_PROGRAM_BINARIES = 0x1166,
     CL_PROGRAM_BUILD_LOG = 0x1183,
     CL_KERNEL_WORK_GROUP_SIZE = 0x11B0,
     CL_MEM_SIZE = 0x1102,
@@ -111,6 +116,8 @@ typedef struct opencl_api {
     cl_ulong max_alloc;      /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     bool fp64;               /* cl_khr_fp64 */
     bool exact_div_sqrt;     /* f32 division and sqrt may be built correctly rounded */
+    char ident[1024];        /* device, platform and driver versions: the persistent cache's key */
+    uint64_t disk_hits;      /* programs built from the persistent cache's binaries (atomic) */
     cl_int (*GetPlatformIDs)(cl_uint, cl_platform_id *, cl_uint *);
     cl_int (*GetPlatformInfo)(cl_platform_id, cl_uint, size_t, void *, size_t *);
     cl_int (*GetDeviceIDs)(cl_platform_id, cl_bitfield, cl_uint, cl_device_id *, cl_uint *);
@@ -125,6 +132,9 @@ typedef struct opencl_api {
                            void (*)(cl_program, void *), void *);
     cl_int (*GetProgramBuildInfo)(cl_program, cl_device_id, cl_uint, size_t, void *, size_t *);
     cl_int (*ReleaseProgram)(cl_program);
+    cl_program (*CreateProgramWithBinary)(cl_context, cl_uint, const cl_device_id *, const size_t *,
+                                          const unsigned char **, cl_int *, cl_int *);
+    cl_int (*GetProgramInfo)(cl_program, cl_uint, size_t, void *, size_t *);
     cl_kernel (*CreateKernel)(cl_program, const char *, cl_int *);
     cl_int (*GetKernelWorkGroupInfo)(cl_kernel, cl_device_id, cl_uint, size_t, void *, size_t *);
     cl_int (*ReleaseKernel)(cl_kernel);
@@ -248,6 +258,11 @@ static void choose_device(void) {
     device_text(cl.dev, CL_DEVICE_NAME, dname, sizeof dname);
     platform_text(devplat[pick], CL_PLATFORM_NAME, pname, sizeof pname);
     snprintf(cl.name, sizeof cl.name, "%s (%s)", dname, pname);
+    char pver[128], dver[128], drv[128];
+    platform_text(devplat[pick], CL_PLATFORM_VERSION, pver, sizeof pver);
+    device_text(cl.dev, CL_DEVICE_VERSION, dver, sizeof dver);
+    device_text(cl.dev, CL_DRIVER_VERSION, drv, sizeof drv);
+    snprintf(cl.ident, sizeof cl.ident, "opencl\n%s\n%s\n%s\n%s\n%s\n", dname, pname, pver, dver, drv);
     size_t group = 0;
     cl_ulong alloc = 0;
     cl_bitfield fp = 0;
@@ -292,6 +307,8 @@ static void loader_load(void) {
         {"clBuildProgram", offsetof(opencl_api, BuildProgram)},
         {"clGetProgramBuildInfo", offsetof(opencl_api, GetProgramBuildInfo)},
         {"clReleaseProgram", offsetof(opencl_api, ReleaseProgram)},
+        {"clCreateProgramWithBinary", offsetof(opencl_api, CreateProgramWithBinary)},
+        {"clGetProgramInfo", offsetof(opencl_api, GetProgramInfo)},
         {"clCreateKernel", offsetof(opencl_api, CreateKernel)},
         {"clGetKernelWorkGroupInfo", offsetof(opencl_api, GetKernelWorkGroupInfo)},
         {"clReleaseKernel", offsetof(opencl_api, ReleaseKernel)},
@@ -419,6 +436,23 @@ static bool needs_its_block(const lkernel *k) {
 
 #define BLOCK 128 /* work-items per work-group where the kernel's launch shape names none */
 
+/* The built program's binary for the device, to the persistent cache (nothing if the driver
+ * gives none). */
+static void store_binary(rj_ctx *ctx, cl_program prog, const sbuf *key) {
+    size_t n = 0;
+    if (cl.GetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) || n == 0) return;
+    unsigned char *bin = mem_alloc(ctx, n);
+    if (!bin) {
+        ctx_clear_error(ctx);
+        return;
+    }
+    if (!cl.GetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL))
+        disk_store(ctx, "opencl", key->s, key->len, bin, n);
+    mem_free(ctx, bin, n);
+}
+
+uint64_t opencl_disk_hit_count(void) { return __atomic_load_n(&cl.disk_hits, __ATOMIC_RELAXED); }
+
 static rj_status build(rj_ctx *ctx, const lprog *lp, cl_code *c) {
     rj_status s;
     if (simt_uses_f64(lp) && !cl.fp64)
@@ -426,19 +460,54 @@ static rj_status build(rj_ctx *ctx, const lprog *lp, cl_code *c) {
                         "double precision (cl_khr_fp64); choose another device with "
                         "RAGJIT_OPENCL_DEVICE or compute in f32", cl.name);
     if ((s = state_get(ctx, &c->st))) return s;
-    char *src = opencl_source(ctx, lp);
-    if (!src) return ctx_last_status(ctx) ? ctx_last_status(ctx) : RJ_ERR_COMPILE;
-    cl_int e = CL_SUCCESS;
-    const char *text = src;
-    c->prog = cl.CreateProgramWithSource(c->st->cx, 1, &text, NULL, &e);
-    rj_string_free(ctx, src);
-    if (!c->prog || e) {
-        c->prog = NULL;
-        return cl_fail(ctx, RJ_ERR_COMPILE, "clCreateProgramWithSource", e, NULL);
-    }
     const char *opts = cl.exact_div_sqrt ? "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt"
                                          : "-cl-std=CL1.2";
-    if ((e = cl.BuildProgram(c->prog, 1, &cl.dev, opts, NULL, NULL))) return build_failed(ctx, c->prog, e);
+    cl_int e = CL_SUCCESS;
+    /* the persistent cache: the driver's binary of an earlier process, keyed by this build of
+     * ragjit, the device and driver, the options and the loop IR */
+    sbuf key;
+    sbuf_init(&key, ctx);
+    const char *id = disk_build_id();
+    sbuf_printf(&key, "ragjit build %s\n%s%s\n", id ? id : "unknown", cl.ident, opts);
+    lprog_fingerprint(lp, &key);
+    if (key.failed) {
+        sbuf_free(&key);
+        return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory compiling");
+    }
+    void *bin = NULL;
+    size_t blen = 0;
+    if (id && disk_load(ctx, "opencl", key.s, key.len, &bin, &blen)) {
+        const unsigned char *bp = bin;
+        cl_int bst = CL_SUCCESS;
+        c->prog = cl.CreateProgramWithBinary(c->st->cx, 1, &cl.dev, &blen, &bp, &bst, &e);
+        if (c->prog && (e || bst || cl.BuildProgram(c->prog, 1, &cl.dev, opts, NULL, NULL))) {
+            cl.ReleaseProgram(c->prog); /* the driver does not take it back: compile */
+            c->prog = NULL;
+        }
+        mem_free(ctx, bin, blen);
+        if (c->prog) __atomic_add_fetch(&cl.disk_hits, 1, __ATOMIC_RELAXED);
+    }
+    if (!c->prog) {
+        char *src = opencl_source(ctx, lp);
+        if (!src) {
+            sbuf_free(&key);
+            return ctx_last_status(ctx) ? ctx_last_status(ctx) : RJ_ERR_COMPILE;
+        }
+        const char *text = src;
+        c->prog = cl.CreateProgramWithSource(c->st->cx, 1, &text, NULL, &e);
+        rj_string_free(ctx, src);
+        if (!c->prog || e) {
+            c->prog = NULL;
+            sbuf_free(&key);
+            return cl_fail(ctx, RJ_ERR_COMPILE, "clCreateProgramWithSource", e, NULL);
+        }
+        if ((e = cl.BuildProgram(c->prog, 1, &cl.dev, opts, NULL, NULL))) {
+            sbuf_free(&key);
+            return build_failed(ctx, c->prog, e);
+        }
+        if (id) store_binary(ctx, c->prog, &key);
+    }
+    sbuf_free(&key);
     size_t nk = (size_t)(lp->nkernels ? lp->nkernels : 1);
     c->nk = lp->nkernels; /* before allocating: code_free frees by it */
     if (!(c->kern = mem_zalloc(ctx, sizeof(cl_kernel) * nk)) || !(c->group = mem_zalloc(ctx, sizeof(size_t) * nk)))
