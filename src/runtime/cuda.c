@@ -241,19 +241,21 @@ static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
      * the driver and NVRTC versions and the loop IR */
     sbuf key;
     sbuf_init(&key, ctx);
-    const char *id = disk_build_id();
-    int drv = 0;
-    if (cu.DriverGetVersion && cu.DriverGetVersion(&drv)) drv = 0;
-    sbuf_printf(&key, "ragjit build %s\ncuda\narch %d\ndriver %d\nnvrtc %d\n", id ? id : "unknown",
-                device_arch(), drv, cuda_nvrtc_version());
-    lprog_fingerprint(lp, &key);
+    bool on = disk_enabled(ctx);
+    if (on) {
+        int drv = 0;
+        if (cu.DriverGetVersion && cu.DriverGetVersion(&drv)) drv = 0;
+        sbuf_printf(&key, "ragjit build %s\ncuda\narch %d\ndriver %d\nnvrtc %d\n", disk_build_id(),
+                    device_arch(), drv, cuda_nvrtc_version());
+        lprog_fingerprint(lp, &key);
+    }
     if (key.failed) {
         sbuf_free(&key);
         return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory compiling");
     }
     void *bin = NULL;
     size_t blen = 0;
-    bool hit = id && disk_load(ctx, "cuda", key.s, key.len, &bin, &blen);
+    bool hit = on && disk_load(ctx, "cuda", key.s, key.len, &bin, &blen);
     if (hit) {
         sbuf b;
         sbuf_init(&b, ctx);
@@ -261,7 +263,7 @@ static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
         mem_free(ctx, bin, blen);
         if (!(cc->ptx = sbuf_finish(&b))) hit = false, ctx_clear_error(ctx);
     }
-    if (!hit && (cc->ptx = cuda_ptx(ctx, lp, device_arch())) && id)
+    if (!hit && (cc->ptx = cuda_ptx(ctx, lp, device_arch())) && on)
         disk_store(ctx, "cuda", key.s, key.len, cc->ptx, strlen(cc->ptx) + 1);
     sbuf_free(&key);
     if (!cc->ptx) return ctx_last_status(ctx) ? ctx_last_status(ctx) : RJ_ERR_COMPILE;

@@ -139,6 +139,11 @@ rj_status rj_ctx_set_cache_dir(rj_ctx *ctx, const char *dir) {
     return RJ_OK;
 }
 
+bool disk_enabled(rj_ctx *ctx) {
+    char dir[4096];
+    return disk_build_id() && cache_dir(ctx, dir, sizeof dir);
+}
+
 /* mkdir -p, owner only for what it creates; true if path is a directory now. */
 static bool make_dirs(char *path) {
     struct stat st;

@@ -467,16 +467,18 @@ static rj_status build(rj_ctx *ctx, const lprog *lp, cl_code *c) {
      * ragjit, the device and driver, the options and the loop IR */
     sbuf key;
     sbuf_init(&key, ctx);
-    const char *id = disk_build_id();
-    sbuf_printf(&key, "ragjit build %s\n%s%s\n", id ? id : "unknown", cl.ident, opts);
-    lprog_fingerprint(lp, &key);
+    bool on = disk_enabled(ctx);
+    if (on) {
+        sbuf_printf(&key, "ragjit build %s\n%s%s\n", disk_build_id(), cl.ident, opts);
+        lprog_fingerprint(lp, &key);
+    }
     if (key.failed) {
         sbuf_free(&key);
         return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory compiling");
     }
     void *bin = NULL;
     size_t blen = 0;
-    if (id && disk_load(ctx, "opencl", key.s, key.len, &bin, &blen)) {
+    if (on && disk_load(ctx, "opencl", key.s, key.len, &bin, &blen)) {
         const unsigned char *bp = bin;
         cl_int bst = CL_SUCCESS;
         c->prog = cl.CreateProgramWithBinary(c->st->cx, 1, &cl.dev, &blen, &bp, &bst, &e);
@@ -505,7 +507,7 @@ static rj_status build(rj_ctx *ctx, const lprog *lp, cl_code *c) {
             sbuf_free(&key);
             return build_failed(ctx, c->prog, e);
         }
-        if (id) store_binary(ctx, c->prog, &key);
+        if (on) store_binary(ctx, c->prog, &key);
     }
     sbuf_free(&key);
     size_t nk = (size_t)(lp->nkernels ? lp->nkernels : 1);

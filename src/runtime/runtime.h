@@ -314,6 +314,7 @@ struct rj_program {
 bool disk_load(rj_ctx *ctx, const char *target, const void *key, size_t keylen, void **data, size_t *len);
 void disk_store(rj_ctx *ctx, const char *target, const void *key, size_t keylen, const void *data, size_t len);
 const char *disk_build_id(void);
+bool disk_enabled(rj_ctx *ctx); /* a directory is set and the build is known */
 
 extern const backend backend_reference;
 extern const backend backend_cpu;
