@@ -227,7 +227,7 @@ static rj_status cpu_compile(rj_ctx *ctx, const lprog *lp, void **out) {
         obj = NULL;
     }
     if (!s && !hit) {
-        s = llvm_object(ctx, j, lp, prefix, &obj, &len);
+        s = llvm_object(ctx, j, lp, prefix, ctx_threads(ctx), &obj, &len);
         if (!s) s = llvm_load(ctx, j, lp, prefix, obj, len, c->fns, &c->mc);
         if (!s && build) disk_store(ctx, "cpu", key.s, key.len, obj, len);
         if (obj) mem_free(ctx, obj, len);

@@ -635,8 +635,8 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
     return !E->fail;
 }
 
-LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, const char *prefix,
-                               const emit_target *t) {
+LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, int32_t first, int32_t count,
+                               const char *prefix, const emit_target *t) {
     em E = {.ctx = ctx, .c = c};
     E.m = LLVMModuleCreateWithNameInContext(prefix, c);
     LLVMSetTarget(E.m, t->triple);
@@ -646,7 +646,7 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, co
     E.md_nt = LLVMGetMDKindIDInContext(c, "nontemporal", 11);
     E.md_loop = LLVMGetMDKindIDInContext(c, "llvm.loop", 9);
     bool ok = true;
-    for (int32_t i = 0; i < p->nkernels && ok; i++) ok = kernel(&E, &p->kernels[i], prefix, t);
+    for (int32_t i = first; i < first + count && ok; i++) ok = kernel(&E, &p->kernels[i], prefix, t);
     LLVMDisposeBuilder(E.b);
     mem_free(ctx, E.stack, sizeof(int32_t) * (size_t)E.capstack);
     if (ok) {

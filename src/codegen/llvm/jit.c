@@ -5,8 +5,11 @@
  * The CPU target (runtime/cpu.c) creates the LLJIT on the first compile of a context and
  * keeps it in the context's CPU slot: creating one costs milliseconds (target detection, the
  * execution session), adding a module to an existing one does not. Compiling and linking are
- * two steps, so that the object file in between can go to the persistent cache and come back
- * in another process (runtime/cpu.c decides). Each module's symbols carry a prefix unique among
+ * two steps, so that the object code in between can go to the persistent cache and come back
+ * in another process (runtime/cpu.c decides). A program of several kernels is compiled by
+ * several threads at once, a module per kernel, each thread with its own LLVM context and
+ * TargetMachine (a TargetMachine generates code for one module at a time); a program of one
+ * kernel, or a single thread, compiles one module. Each module's symbols carry a prefix unique among
  * the modules loaded (the caller's: a hash of the cache key, the same in every process) in the
  * shared JITDylib, and each module has its own resource tracker, so freeing a program evicts
  * exactly its machine code. Calls the
@@ -41,9 +44,14 @@
 
 #include "llvm_backend.h"
 
+/* Kernels of one program are compiled by up to this many threads at once. */
+#define MAX_WORKERS 16
+
 struct llvm_jit {
     LLVMOrcLLJITRef jit;
     LLVMTargetMachineRef tm;
+    LLVMTargetRef target;
+    LLVMTargetMachineRef wtm[MAX_WORKERS]; /* one per compile thread beyond the caller's (tm) */
     char *cpu, *features, *layout;
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
     const char *triple; /* owned by jit */
@@ -77,6 +85,8 @@ static rj_status llvm_error(rj_ctx *ctx, LLVMErrorRef err, const char *what) {
 void llvm_jit_free(struct llvm_jit *j) {
     if (!j) return;
     if (j->tm) LLVMDisposeTargetMachine(j->tm);
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (j->wtm[i]) LLVMDisposeTargetMachine(j->wtm[i]);
     if (j->jit) {
         LLVMErrorRef e = LLVMOrcDisposeLLJIT(j->jit);
         if (e) LLVMConsumeError(e);
@@ -86,6 +96,15 @@ void llvm_jit_free(struct llvm_jit *j) {
     LLVMDisposeMessage(j->layout);
     free(j->passes);
     free(j);
+}
+
+/* The small code model, position-independent: constants are addressed relative to the
+ * instruction pointer and folded into vector instructions as broadcast operands (the JIT
+ * default, the large model, loads each constant's address into a register first). A
+ * TargetMachine serves one code generation at a time, so each compile thread has its own. */
+static LLVMTargetMachineRef new_tm(const struct llvm_jit *j) {
+    return LLVMCreateTargetMachine(j->target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
+                                   LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
 rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
@@ -118,11 +137,8 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     }
     j->cpu = LLVMGetHostCPUName();
     j->features = LLVMGetHostCPUFeatures();
-    /* the small code model, position-independent: constants are addressed relative to the
-     * instruction pointer and folded into vector instructions as broadcast operands (the
-     * JIT default, the large model, loads each constant's address into a register first) */
-    j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
-                                    LLVMRelocPIC, LLVMCodeModelSmall);
+    j->target = target;
+    j->tm = new_tm(j);
     const char *passes = getenv("RAGJIT_LLVM_PASSES");
     if (!(j->passes = strdup(passes && *passes ? passes : "default<O3>"))) {
         llvm_jit_free(j);
@@ -145,12 +161,12 @@ static void diagnostics(LLVMDiagnosticInfoRef info, void *ud) {
     LLVMDisposeMessage(m);
 }
 
-static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMModuleRef m) {
+static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef tm, LLVMModuleRef m) {
     LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
     LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
-    LLVMErrorRef err = LLVMRunPasses(m, j->passes, j->tm, o);
+    LLVMErrorRef err = LLVMRunPasses(m, j->passes, tm, o);
     LLVMDisposePassBuilderOptions(o);
     if (!err) {
         llvm_reduce_trees(m);
@@ -173,76 +189,180 @@ void llvm_identity(const struct llvm_jit *j, sbuf *b) {
                 j->features, j->passes);
 }
 
-rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, void **obj,
-                      size_t *len) {
+/* Kernels [first, first + count) of p compiled by tm into one object file (*out). */
+static rj_status object_of(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef tm, const lprog *p,
+                           int32_t first, int32_t count, const char *prefix, LLVMMemoryBufferRef *out) {
     rj_status s;
-    *obj = NULL;
-    *len = 0;
-    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-    LLVMContextRef c = LLVMOrcThreadSafeContextGetContext(tsc);
+    *out = NULL;
+    LLVMContextRef c = LLVMContextCreate();
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
-    LLVMModuleRef m = llvm_emit_module(ctx, c, p, prefix, &t);
+    LLVMModuleRef m = llvm_emit_module(ctx, c, p, first, count, prefix, &t);
     if (!m) {
-        LLVMOrcDisposeThreadSafeContext(tsc);
+        LLVMContextDispose(c);
         return ctx_last_status(ctx);
     }
-    if ((s = optimise(ctx, j, m))) {
+    if ((s = optimise(ctx, j, tm, m))) {
         LLVMDisposeModule(m);
-        LLVMOrcDisposeThreadSafeContext(tsc);
+        LLVMContextDispose(c);
         return s;
     }
-    /* machine code from the context's TargetMachine (ORC's IR layer would build a new one for
-     * every module), as an object file */
     char *msg = NULL;
-    LLVMMemoryBufferRef mb = NULL;
-    bool bad = LLVMTargetMachineEmitToMemoryBuffer(j->tm, m, LLVMObjectFile, &msg, &mb);
+    bool bad = LLVMTargetMachineEmitToMemoryBuffer(tm, m, LLVMObjectFile, &msg, out);
     LLVMDisposeModule(m);
-    LLVMOrcDisposeThreadSafeContext(tsc);
+    LLVMContextDispose(c);
     if (bad) {
+        *out = NULL;
         s = ctx_fail(ctx, RJ_ERR_COMPILE, "generating machine code: %s", msg ? msg : "");
         LLVMDisposeMessage(msg);
         return s;
     }
-    size_t n = LLVMGetBufferSize(mb);
-    if (!(*obj = mem_alloc(ctx, n ? n : 1))) {
+    return RJ_OK;
+}
+
+/* Compile threads share a counter of kernels; each compiles the next one not taken, with its
+ * own LLVM context and TargetMachine. Errors are recorded per thread (error.c), so a thread
+ * keeps its failure's message for the caller to report. */
+typedef struct compile_job {
+    rj_ctx *ctx;
+    struct llvm_jit *j;
+    const lprog *p;
+    const char *prefix;
+    int32_t next;                /* atomic: the next kernel to take */
+    LLVMMemoryBufferRef *objs;   /* per kernel */
+} compile_job;
+
+typedef struct compile_worker {
+    compile_job *job;
+    LLVMTargetMachineRef tm;
+    pthread_t thread;
+    bool started;
+    rj_status status;
+    char msg[512];
+} compile_worker;
+
+static void *compile_loop(void *arg) {
+    compile_worker *w = arg;
+    compile_job *jb = w->job;
+    for (int32_t k; !w->status && (k = __atomic_fetch_add(&jb->next, 1, __ATOMIC_RELAXED)) < jb->p->nkernels;)
+        if ((w->status = object_of(jb->ctx, jb->j, w->tm, jb->p, k, 1, jb->prefix, &jb->objs[k])))
+            snprintf(w->msg, sizeof w->msg, "%s", ctx_last_error(jb->ctx));
+    return NULL;
+}
+
+/* Object code as stored and loaded: u64 count, then per object file u64 length and its bytes
+ * (little-endian). */
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static rj_status pack(rj_ctx *ctx, LLVMMemoryBufferRef *objs, int32_t n, void **obj, size_t *len) {
+    size_t total = 8;
+    for (int32_t i = 0; i < n; i++) total += 8 + LLVMGetBufferSize(objs[i]);
+    unsigned char *b = mem_alloc(ctx, total);
+    if (!b) return RJ_ERR_NOMEM;
+    put_u64(b, (uint64_t)n);
+    size_t at = 8;
+    for (int32_t i = 0; i < n; i++) {
+        size_t k = LLVMGetBufferSize(objs[i]);
+        put_u64(b + at, k);
+        memcpy(b + at + 8, LLVMGetBufferStart(objs[i]), k);
+        at += 8 + k;
+    }
+    *obj = b;
+    *len = total;
+    return RJ_OK;
+}
+
+rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, int threads,
+                      void **obj, size_t *len) {
+    *obj = NULL;
+    *len = 0;
+    int32_t nk = p->nkernels;
+    int nw = threads < nk ? threads : nk;
+    if (nw > MAX_WORKERS + 1) nw = MAX_WORKERS + 1;
+    if (nw <= 1) { /* one module: no per-module costs paid twice */
+        LLVMMemoryBufferRef mb;
+        rj_status s = object_of(ctx, j, j->tm, p, 0, nk, prefix, &mb);
+        if (s) return s;
+        s = pack(ctx, &mb, 1, obj, len);
         LLVMDisposeMemoryBuffer(mb);
+        return s;
+    }
+    for (int i = 1; i < nw; i++)
+        if (!j->wtm[i - 1] && !(j->wtm[i - 1] = new_tm(j))) nw = i;
+    LLVMMemoryBufferRef *objs = mem_zalloc(ctx, sizeof *objs * (size_t)nk);
+    compile_worker *w = mem_zalloc(ctx, sizeof *w * (size_t)nw);
+    if (!objs || !w) {
+        mem_free(ctx, objs, sizeof *objs * (size_t)nk);
+        mem_free(ctx, w, sizeof *w * (size_t)(nw > 0 ? nw : 1));
         return RJ_ERR_NOMEM;
     }
-    memcpy(*obj, LLVMGetBufferStart(mb), n);
-    *len = n;
-    LLVMDisposeMemoryBuffer(mb);
-    return RJ_OK;
+    compile_job jb = {.ctx = ctx, .j = j, .p = p, .prefix = prefix, .objs = objs};
+    for (int i = 0; i < nw; i++) {
+        w[i].job = &jb;
+        w[i].tm = i ? j->wtm[i - 1] : j->tm;
+        if (i) w[i].started = pthread_create(&w[i].thread, NULL, compile_loop, &w[i]) == 0;
+    }
+    compile_loop(&w[0]); /* the caller is a worker too; threads that did not start cost nothing */
+    rj_status s = RJ_OK;
+    for (int i = 0; i < nw; i++) {
+        if (i && w[i].started) pthread_join(w[i].thread, NULL);
+        if (w[i].status && !s) s = ctx_fail(ctx, w[i].status, "%s", w[i].msg);
+    }
+    if (!s) s = pack(ctx, objs, nk, obj, len);
+    for (int32_t k = 0; k < nk; k++)
+        if (objs[k]) LLVMDisposeMemoryBuffer(objs[k]);
+    mem_free(ctx, objs, sizeof *objs * (size_t)nk);
+    mem_free(ctx, w, sizeof *w * (size_t)nw);
+    return s;
 }
 
 rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
                     size_t len, void **fns, llvm_module_code **code) {
-    rj_status s;
+    rj_status s = RJ_OK;
     *code = NULL;
+    const unsigned char *b = obj;
+    uint64_t n = len >= 8 ? get_u64(b) : 0;
+    if (n == 0 || n > (uint64_t)p->nkernels + 1)
+        return ctx_fail(ctx, RJ_ERR_COMPILE, "object code of %llu files for %d kernels", (unsigned long long)n,
+                        (int)p->nkernels);
     llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
     if (!mc) return RJ_ERR_NOMEM;
-    LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "rj");
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
     LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(jd);
-    LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, rt, mb); /* takes mb */
-    if (err) {
-        LLVMOrcReleaseResourceTracker(rt);
-        mem_free(ctx, mc, sizeof *mc);
-        return llvm_error(ctx, err, "adding the object to the JIT");
+    size_t at = 8;
+    for (uint64_t i = 0; i < n && !s; i++) {
+        uint64_t k = at + 8 <= len ? get_u64(b + at) : UINT64_MAX;
+        if (k > len - at - 8) {
+            s = ctx_fail(ctx, RJ_ERR_COMPILE, "object code truncated");
+            break;
+        }
+        LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)b + at + 8, (size_t)k, "rj");
+        at += 8 + (size_t)k;
+        LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, rt, mb); /* takes mb */
+        if (err) s = llvm_error(ctx, err, "adding the object to the JIT");
     }
-    for (int32_t i = 0; i < p->nkernels; i++) {
+    for (int32_t i = 0; !s && i < p->nkernels; i++) {
         char name[96];
         snprintf(name, sizeof name, "%s%s", prefix, p->kernels[i].name);
         LLVMOrcExecutorAddress addr = 0;
-        if ((err = LLVMOrcLLJITLookup(j->jit, &addr, name))) {
-            s = llvm_error(ctx, err, "linking the machine code");
-            LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
-            if (e2) LLVMConsumeError(e2);
-            LLVMOrcReleaseResourceTracker(rt);
-            mem_free(ctx, mc, sizeof *mc);
-            return s;
-        }
+        LLVMErrorRef err = LLVMOrcLLJITLookup(j->jit, &addr, name);
+        if (err) s = llvm_error(ctx, err, "linking the machine code");
         fns[i] = (void *)(uintptr_t)addr;
+    }
+    if (s) {
+        LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
+        if (e2) LLVMConsumeError(e2);
+        LLVMOrcReleaseResourceTracker(rt);
+        mem_free(ctx, mc, sizeof *mc);
+        return s;
     }
     mc->rt = rt;
     *code = mc;
@@ -273,7 +393,7 @@ rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, 
     LLVMContextRef c = LLVMContextCreate();
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
-    LLVMModuleRef m = llvm_emit_module(ctx, c, p, "rj_", &t);
+    LLVMModuleRef m = llvm_emit_module(ctx, c, p, 0, p->nkernels, "rj_", &t);
     rj_status s = m ? RJ_OK : ctx_last_status(ctx);
     char *raw = NULL;
     if (!s) {
@@ -281,7 +401,7 @@ rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, 
         if (!(*ir = take_text(ctx, raw, strlen(raw)))) s = RJ_ERR_NOMEM;
         LLVMDisposeMessage(raw);
     }
-    if (!s && ir_opt && !(s = optimise(ctx, j, m))) {
+    if (!s && ir_opt && !(s = optimise(ctx, j, j->tm, m))) {
         raw = LLVMPrintModuleToString(m);
         if (!(*ir_opt = take_text(ctx, raw, strlen(raw)))) s = RJ_ERR_NOMEM;
         LLVMDisposeMessage(raw);

@@ -39,9 +39,10 @@ typedef struct emit_target {
     const char *triple, *layout, *cpu, *features;
 } emit_target;
 
-/* A module holding every kernel of p, named <prefix><kernel name>. NULL with the error in ctx. */
-LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, const char *prefix,
-                               const emit_target *t);
+/* A module holding kernels [first, first + count) of p, named <prefix><kernel name>. NULL with
+ * the error in ctx. */
+LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, int32_t first, int32_t count,
+                               const char *prefix, const emit_target *t);
 
 /* ---- reduce_tree.c ---- */
 /* Rewrites the module's llvm.vector.reduce.fadd/fmul calls as shuffle trees (see the file);
@@ -58,10 +59,12 @@ void llvm_jit_free(struct llvm_jit *j);
 /* What besides the loop IR decides the machine code (LLVM's version, the target triple, CPU
  * and features, the pass pipeline), appended to b: the persistent cache's key names it. */
 void llvm_identity(const struct llvm_jit *j, sbuf *b);
-/* Optimises and compiles the kernels of p, named <prefix><kernel name>, into an object file:
- * *obj (mem_alloc'd, *len bytes) on success. */
-rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, void **obj,
-                      size_t *len);
+/* Optimises and compiles the kernels of p, named <prefix><kernel name>, into object code: *obj
+ * (mem_alloc'd, *len bytes: one or more object files, see jit.c) on success. With threads > 1
+ * and several kernels, each kernel is a module of its own and up to `threads` are compiled at
+ * once. */
+rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, int threads,
+                      void **obj, size_t *len);
 /* Links an object file of p's kernels (from llvm_object, now or in an earlier process) into
  * the JIT; fills fns[i] with kernel i's address. The prefix must be unique among the modules
  * loaded at a time. */
