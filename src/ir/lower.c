@@ -629,6 +629,39 @@ static bool expr_uses_var(lower *L, int32_t e, int32_t v) {
     return r;
 }
 
+/* Is e cheap enough to repeat: at most 48 expressions and no call into the maths library
+ * (what unrolling copies, LLVM then vectorises and generates code for). */
+typedef struct cheap_walk {
+    int32_t count;
+} cheap_walk;
+
+static bool not_cheap(const lkernel *k, int32_t id, void *ud) {
+    cheap_walk *w = ud;
+    const lx *e = &k->ex[id];
+    if (++w->count > 48) return true;
+    if (e->kind == LX_UNARY)
+        switch (e->fn) {
+        case RJ_OP_GELU: case RJ_OP_GELU_TANH: case RJ_OP_SILU: case RJ_OP_SIGMOID: case RJ_OP_TANH:
+        case RJ_OP_EXP: case RJ_OP_LOG: case RJ_OP_SIN: case RJ_OP_COS: return true;
+        default: return false;
+        }
+    return e->kind == LX_BINARY && e->fn == RJ_OP_POW;
+}
+
+static bool expr_cheap(lower *L, int32_t e) {
+    if (L->err) return false;
+    size_t n = sizeof(uint32_t) * (size_t)L->k->nex;
+    uint32_t *seen = mem_zalloc(L->ctx, n);
+    if (!seen) {
+        L->err = RJ_ERR_NOMEM;
+        return false;
+    }
+    cheap_walk w = {0};
+    bool r = !lx_visit(L->k, e, not_cheap, &w, seen, 1);
+    mem_free(L->ctx, seen, n);
+    return r;
+}
+
 /* ---- stores of a group's results ----------------------------------------------------------- */
 
 /* Stores node n's value v at index a into every buffer written for it. LF_NT (streaming) is
@@ -1266,8 +1299,11 @@ typedef struct items {
 /* Rows of an item summed plainly into a block partial before the partial is added, with
  * compensation, to the item's sum. */
 #define ROW_BLOCK 16
-/* Rows of a sum, max or min folded per step of the row loop (a divisor of ROW_BLOCK). */
-#define ROW_UNROLL 4
+/* Rows of a sum, max or min folded per step of the row loop (a divisor of ROW_BLOCK; 8
+ * measured best on bench/'s W4: 4 and 16 read slower). Softmax's passes, which stash their
+ * rows and take exp, are not unrolled (it bought nothing there and doubled compile time), nor
+ * are rows whose value calls the maths library or is a large expression. */
+#define ROW_UNROLL 8
 
 /* How a fold combines element v of the input into an accumulator. */
 typedef enum {
@@ -1470,10 +1506,10 @@ static void fold_rows(lower *L, items *it, const fold *f, int32_t lo, int32_t hi
         hi = xmin(L, xadd(L, lo, xi(L, ROW_BLOCK)), hi);
         into = &bb;
     }
-    if (rows && f->stash == STASH_NONE &&
-        (f->op == RJ_OP_SUM || f->op == RJ_OP_MAX || f->op == RJ_OP_MIN)) {
-        /* ROW_UNROLL rows at a time, combined pairwise before they meet the accumulator: a
-         * quarter of the accumulator's loads and stores, and four row streams in flight */
+    if (rows && f->stash == STASH_NONE && (f->op == RJ_OP_SUM || f->op == RJ_OP_MAX || f->op == RJ_OP_MIN) &&
+        expr_cheap(L, term)) {
+        /* ROW_UNROLL rows at a time, combined pairwise before they meet the accumulator: an
+         * eighth of the accumulator's loads and stores, and eight row streams in flight */
         int32_t vq = newvar(L, "iq", RJ_I64), vr = newvar(L, "r", RJ_I64);
         int32_t nq = xbin(L, LOP_IDIV, RJ_I64, xsub(L, hi, lo), xi(L, ROW_UNROLL));
         blk qb = NEWBLK, qt;
