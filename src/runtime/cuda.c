@@ -236,17 +236,18 @@ static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
     if (r) return cu_fail(ctx, RJ_ERR_COMPILE, "cuDevicePrimaryCtxRetain", r, NULL);
     cc->retained = true;
     if ((r = cu.CtxSetCurrent(cc->cuctx))) return cu_fail(ctx, RJ_ERR_COMPILE, "cuCtxSetCurrent", r, NULL);
-    /* the persistent cache: PTX of an earlier process (no NVRTC; the driver caches its own
-     * translation to machine code), keyed by this build of ragjit, the device's architecture,
-     * the driver and NVRTC versions and the loop IR */
+    /* the persistent cache: PTX of an earlier process (NVRTC is not even loaded, which alone
+     * costs ~10 ms; the driver caches its own translation to machine code), keyed by this build
+     * of ragjit (which fixes the CUDA C and NVRTC's options), the device's architecture, the
+     * driver's version and the loop IR. Not by NVRTC's version: asking would load it, and PTX
+     * from any NVRTC the driver accepts means the same program. */
     sbuf key;
     sbuf_init(&key, ctx);
     bool on = disk_enabled(ctx);
     if (on) {
         int drv = 0;
         if (cu.DriverGetVersion && cu.DriverGetVersion(&drv)) drv = 0;
-        sbuf_printf(&key, "ragjit build %s\ncuda\narch %d\ndriver %d\nnvrtc %d\n", disk_build_id(),
-                    device_arch(), drv, cuda_nvrtc_version());
+        sbuf_printf(&key, "ragjit build %s\ncuda\narch %d\ndriver %d\n", disk_build_id(), device_arch(), drv);
         lprog_fingerprint(lp, &key);
     }
     if (key.failed) {

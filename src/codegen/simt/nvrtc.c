@@ -44,7 +44,6 @@ typedef struct nvrtc_api {
     const char *(*GetErrorString)(nvrtcResult);             /* optional */
     nvrtcResult (*GetNumSupportedArchs)(int *);             /* optional (CUDA >= 11.2) */
     nvrtcResult (*GetSupportedArchs)(int *);                /* optional */
-    nvrtcResult (*Version)(int *, int *);                   /* optional */
 } nvrtc_api;
 
 static nvrtc_api nv;
@@ -76,7 +75,6 @@ static void nvrtc_load(void) {
             continue;
         }
         dl_sym(lib, "nvrtcGetErrorString", &nv.GetErrorString);
-        if (!dl_sym(lib, "nvrtcVersion", &nv.Version)) nv.Version = NULL;
         if (!dl_sym(lib, "nvrtcGetNumSupportedArchs", &nv.GetNumSupportedArchs) ||
             !dl_sym(lib, "nvrtcGetSupportedArchs", &nv.GetSupportedArchs))
             nv.GetNumSupportedArchs = NULL, nv.GetSupportedArchs = NULL;
@@ -111,13 +109,6 @@ static int pick_arch(rj_ctx *ctx, int want, int *lowest) {
     }
     mem_free(ctx, a, sizeof(int) * (size_t)n);
     return best;
-}
-
-int cuda_nvrtc_version(void) {
-    pthread_once(&nv_once, nvrtc_load);
-    int maj = 0, min = 0;
-    if (!nv.ok || !nv.Version || nv.Version(&maj, &min)) return 0;
-    return maj * 1000 + min * 10;
 }
 
 char *cuda_ptx(rj_ctx *ctx, const lprog *p, int arch) {

@@ -22,7 +22,5 @@ bool simt_uses_f64(const lprog *p);
 /* PTX of p compiled by NVRTC for compute capability `arch` (e.g. 90 for compute_90; 0: 90). RJ_ERR_NO_DEVICE when NVRTC cannot be loaded,
  * RJ_ERR_COMPILE with NVRTC's log when compilation fails. Text to free with rj_string_free. */
 char *cuda_ptx(rj_ctx *ctx, const lprog *p, int arch);
-/* NVRTC's version as major * 1000 + minor * 10 (0: no NVRTC, or too old to say). */
-int cuda_nvrtc_version(void);
 
 #endif
