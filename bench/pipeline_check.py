@@ -8,10 +8,12 @@ in alternating processes, several rounds, so that the machine's drift hits both 
 each program it prints the median over rounds of B's run time over A's, and of the compile
 times; a run-time ratio above 1 + TOLERANCE fails the check (exit status 1).
 
-    bench/pipeline_check.py RAGJIT [--candidate PIPELINE] [--rounds N] [--tolerance 0.03]
+    bench/pipeline_check.py RAGJIT [--candidate PIPELINE | --candidate-env VAR=VALUE]
+                            [--rounds N] [--tolerance 0.03]
 
 RAGJIT is the command (build/tools/ragjit); without --candidate, B is the pipeline the
-guide documents as the fast one. Run from the source directory. The persistent kernel cache
+guide documents as the fast one; --candidate-env runs B with the default pipeline and one
+environment setting instead (RAGJIT_LLVM_UNROLL=0, say). Run from the source directory. The persistent kernel cache
 is off for both (RAGJIT_CACHE_DIR=off): compile times are compiles.
 """
 import glob
@@ -50,12 +52,14 @@ def workload_files(tmp):
     return files
 
 
-def measure(ragjit, program, spec, passes):
+def measure(ragjit, program, spec, passes, extra=None):
     env = dict(os.environ, RAGJIT_CACHE_DIR="off")
     if passes:
         env["RAGJIT_LLVM_PASSES"] = passes
     else:
         env.pop("RAGJIT_LLVM_PASSES", None)
+    if extra:
+        env[extra[0]] = extra[1]
     out = subprocess.run([ragjit, "bench", program, "--random", spec, "--reps", "15"],
                          env=env, capture_output=True, text=True)
     m = re.search(r"compile ([0-9.]+) ms; run median ([0-9.]+) ms", out.stdout)
@@ -68,11 +72,13 @@ def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):
         sys.exit(__doc__)
-    ragjit, candidate, rounds, tol = args[0], FAST, 5, 0.03
+    ragjit, candidate, rounds, tol, extra = args[0], FAST, 5, 0.03, None
     i = 1
     while i < len(args):
         if args[i] == "--candidate":
             candidate = args[i + 1]
+        elif args[i] == "--candidate-env" and "=" in args[i + 1]:
+            extra, candidate = tuple(args[i + 1].split("=", 1)), None
         elif args[i] == "--rounds":
             rounds = int(args[i + 1])
         elif args[i] == "--tolerance":
@@ -91,7 +97,7 @@ def main():
             for _ in range(rounds):
                 k, r = measure(ragjit, program, spec, None)
                 ka.append(k), ra.append(r)
-                k, r = measure(ragjit, program, spec, candidate)
+                k, r = measure(ragjit, program, spec, candidate, extra)
                 kb.append(k), rb.append(r)
             ratio = statistics.median(b / a for a, b in zip(ra, rb))
             kratio = statistics.median(b / a for a, b in zip(ka, kb))

@@ -54,6 +54,7 @@ struct llvm_jit {
     LLVMTargetMachineRef wtm[MAX_WORKERS]; /* one per compile thread beyond the caller's (tm) */
     char *cpu, *features, *layout;
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
+    bool unroll;  /* LLVM's loop unroller runs in it (RAGJIT_LLVM_UNROLL=0: not) */
     const char *triple; /* owned by jit */
 };
 
@@ -139,6 +140,8 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     j->features = LLVMGetHostCPUFeatures();
     j->target = target;
     j->tm = new_tm(j);
+    const char *unroll = getenv("RAGJIT_LLVM_UNROLL");
+    j->unroll = !(unroll && !strcmp(unroll, "0"));
     const char *passes = getenv("RAGJIT_LLVM_PASSES");
     if (!(j->passes = strdup(passes && *passes ? passes : "default<O3>"))) {
         llvm_jit_free(j);
@@ -165,7 +168,7 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef 
     LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(o, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(o, j->unroll);
     LLVMErrorRef err = LLVMRunPasses(m, j->passes, tm, o);
     LLVMDisposePassBuilderOptions(o);
     if (!err) {
@@ -185,8 +188,8 @@ static emit_target target_of(const struct llvm_jit *j) {
 void llvm_identity(const struct llvm_jit *j, sbuf *b) {
     unsigned major = 0, minor = 0, patch = 0;
     LLVMGetVersion(&major, &minor, &patch);
-    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nsmall-pic\n", major, minor, patch, j->triple, j->cpu,
-                j->features, j->passes);
+    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d\nsmall-pic\n", major, minor, patch, j->triple,
+                j->cpu, j->features, j->passes, j->unroll);
 }
 
 /* Kernels [first, first + count) of p compiled by tm into one object file (*out). */
