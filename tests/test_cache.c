@@ -10,6 +10,7 @@
  *     pattern;
  *   - a corrupt entry, a truncated one, and an entry of another graph copied under this
  *     graph's name are never loaded: the graph compiles and the entry is rewritten;
+ *   - an entry other users could have written (by its mode, or its directory's) is not loaded;
  *   - concurrent writers of one entry leave one complete entry and no temporary files;
  *   - a directory that cannot be written costs only the cache; one that can only be read
  *     still gives hits; "" turns the cache off.
@@ -238,6 +239,36 @@ static void test_corrupt_and_foreign_entries(void **state) {
     free(dir);
 }
 
+/* An entry others could have written, or one in a directory others can write, is not code
+ * to run: it is compiled over. */
+static void test_untrusted_entries(void **state) {
+    fixture *f = *state;
+    (void)f;
+    char *dir = new_dir();
+    char path[512];
+    int tmps;
+    wait_ok(spawn_child(dir, 0));
+    assert_int_equal(count_files(dir, &tmps, path, sizeof path), 1);
+    uint64_t compiles, hits;
+    static const struct { mode_t file, dir; } cases[] = {{0666, 0700}, {0620, 0700}, {0600, 0777}, {0600, 0770}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        chmod(path, cases[k].file);
+        chmod(dir, cases[k].dir);
+        rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+        compile_chain(ctx, dir, 0, k == 0, &compiles, &hits);
+        if (hits != 0) fail_msg("file mode %o, directory mode %o: loaded", (unsigned)cases[k].file, (unsigned)cases[k].dir);
+        rj_ctx_free(ctx);
+    }
+    chmod(dir, 0700);
+    chmod(path, 0600); /* the rewrite made it 0600 anyway; a trusted entry loads again */
+    rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+    compile_chain(ctx, dir, 0, false, &compiles, &hits);
+    assert_int_equal(hits, 1);
+    rj_ctx_free(ctx);
+    remove_dir(dir);
+    free(dir);
+}
+
 /* Four processes compile the same graph into an empty directory at once. */
 static void test_concurrent_writers(void **state) {
     fixture *f = *state;
@@ -330,6 +361,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX(test_hit_across_processes),
         FX(test_corrupt_and_foreign_entries),
+        FX(test_untrusted_entries),
         FX(test_concurrent_writers),
         FX(test_unwritable_and_off),
         FX(test_opencl_hit),

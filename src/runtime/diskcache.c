@@ -16,6 +16,10 @@
  * byte for byte, its checksum holds and its sizes add up. Anything else (a truncated file, a
  * foreign or corrupt one, a hash collision) is a miss; the compile that follows replaces it.
  *
+ * Entries are code, so only files of this user that nobody else can write, in a directory of
+ * this user's (or root's) that nobody else can write, are loaded: a cache directory shared with
+ * other users (RAGJIT_CACHE_DIR=/tmp/cache) is written but never read from.
+ *
  * Writers never expose a partial entry: each writes a temporary file of its own (O_EXCL, a
  * name with its pid and a counter) and renames it over the entry, which is atomic within a
  * directory, so concurrent writers of one entry leave one complete copy, and readers see the
@@ -219,18 +223,33 @@ static bool write_all(int fd, const unsigned char *p, size_t n) {
     return true;
 }
 
+/* The directory holding entries must be this user's (or root's) and writable by no one else,
+ * or anyone could rename their own file over an entry. */
+static bool dir_trusted(char *path, size_t dirlen) {
+    char c = path[dirlen];
+    path[dirlen] = 0;
+    struct stat st;
+    bool ok = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0) &&
+              !(st.st_mode & (S_IWGRP | S_IWOTH));
+    path[dirlen] = c;
+    return ok;
+}
+
 bool disk_load(rj_ctx *ctx, const char *target, const void *key, size_t keylen, void **data, size_t *len) {
     char path[4096];
     size_t dl;
     *data = NULL;
     *len = 0;
-    if (!entry_path(ctx, target, key, keylen, path, sizeof path, &dl)) return false;
+    if (!entry_path(ctx, target, key, keylen, path, sizeof path, &dl) || !dir_trusted(path, dl)) return false;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return false;
     struct stat st;
     unsigned char *buf = NULL;
     size_t size = 0;
-    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= HEADER &&
+    /* code is loaded only from files this user wrote and nobody else may change: an entry
+     * another user could have put or altered is someone else's code */
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size >= HEADER &&
         (uint64_t)st.st_size <= MAX_ENTRY && (size = (size_t)st.st_size) > 0 &&
         (buf = mem_alloc(ctx, size)) && read_all(fd, buf, size);
     close(fd);
