@@ -183,15 +183,6 @@ static uint64_t key_hash(const char *target, const void *key, size_t keylen) {
     return checksum(key, keylen, h);
 }
 
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* dir/target-hash.rjk into buf; false if it does not fit. */
 static bool entry_path(rj_ctx *ctx, const char *target, const void *key, size_t keylen, char *buf,
@@ -258,7 +249,7 @@ bool disk_load(rj_ctx *ctx, const char *target, const void *key, size_t keylen, 
         ctx_clear_error(ctx); /* a failed allocation here is a miss, not an error */
         return false;
     }
-    uint64_t kl = get_u64(buf + 8), pl = get_u64(buf + 16), sum = get_u64(buf + 24);
+    uint64_t kl = le_get_u64(buf + 8), pl = le_get_u64(buf + 16), sum = le_get_u64(buf + 24);
     ok = !memcmp(buf, MAGIC, 8) && kl == keylen && pl > 0 && pl <= size && HEADER + kl <= size &&
          HEADER + kl + pl == size && !memcmp(buf + HEADER, key, keylen) &&
          checksum(buf + HEADER + kl, pl, checksum(buf + HEADER, kl, 0xcbf29ce484222325ull)) == sum;
@@ -294,10 +285,10 @@ void disk_store(rj_ctx *ctx, const char *target, const void *key, size_t keylen,
     if (fd < 0) return;
     unsigned char h[HEADER];
     memcpy(h, MAGIC, 8);
-    put_u64(h + 8, keylen);
-    put_u64(h + 16, len);
+    le_put_u64(h + 8, keylen);
+    le_put_u64(h + 16, len);
     uint64_t sum = checksum(key, keylen, 0xcbf29ce484222325ull);
-    put_u64(h + 24, checksum(data, len, sum));
+    le_put_u64(h + 24, checksum(data, len, sum));
     bool ok = write_all(fd, h, HEADER) && write_all(fd, key, keylen) && write_all(fd, data, len);
     ok = close(fd) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) unlink(tmp);

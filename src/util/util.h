@@ -189,4 +189,15 @@ static inline uint64_t hash_mix(uint64_t h, uint64_t v) {
 }
 uint64_t hash_str(uint64_t h, const char *s);
 
+/* Little-endian u64 in bytes: the formats ragjit writes to disk (diskcache.c, jit.c). */
+static inline void le_put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t le_get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 #endif

@@ -255,26 +255,16 @@ static void *compile_loop(void *arg) {
 
 /* Object code as stored and loaded: u64 count, then per object file u64 length and its bytes
  * (little-endian). */
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 static rj_status pack(rj_ctx *ctx, LLVMMemoryBufferRef *objs, int32_t n, void **obj, size_t *len) {
     size_t total = 8;
     for (int32_t i = 0; i < n; i++) total += 8 + LLVMGetBufferSize(objs[i]);
     unsigned char *b = mem_alloc(ctx, total);
     if (!b) return RJ_ERR_NOMEM;
-    put_u64(b, (uint64_t)n);
+    le_put_u64(b, (uint64_t)n);
     size_t at = 8;
     for (int32_t i = 0; i < n; i++) {
         size_t k = LLVMGetBufferSize(objs[i]);
-        put_u64(b + at, k);
+        le_put_u64(b + at, k);
         memcpy(b + at + 8, LLVMGetBufferStart(objs[i]), k);
         at += 8 + k;
     }
@@ -332,7 +322,7 @@ rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char 
     rj_status s = RJ_OK;
     *code = NULL;
     const unsigned char *b = obj;
-    uint64_t n = len >= 8 ? get_u64(b) : 0;
+    uint64_t n = len >= 8 ? le_get_u64(b) : 0;
     if (n == 0 || n > (uint64_t)p->nkernels + 1)
         return ctx_fail(ctx, RJ_ERR_COMPILE, "object code of %llu files for %d kernels", (unsigned long long)n,
                         (int)p->nkernels);
@@ -342,8 +332,8 @@ rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char 
     LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(jd);
     size_t at = 8;
     for (uint64_t i = 0; i < n && !s; i++) {
-        uint64_t k = at + 8 <= len ? get_u64(b + at) : UINT64_MAX;
-        if (k > len - at - 8) {
+        uint64_t k = at + 8 <= len ? le_get_u64(b + at) : 0;
+        if (at + 8 > len || k > len - at - 8) {
             s = ctx_fail(ctx, RJ_ERR_COMPILE, "object code truncated");
             break;
         }
