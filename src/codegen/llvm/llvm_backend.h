@@ -60,9 +60,9 @@ void llvm_jit_free(struct llvm_jit *j);
  * and features, the pass pipeline), appended to b: the persistent cache's key names it. */
 void llvm_identity(const struct llvm_jit *j, sbuf *b);
 /* Optimises and compiles the kernels of p, named <prefix><kernel name>, into object code: *obj
- * (mem_alloc'd, *len bytes: one or more object files, see jit.c) on success. With threads > 1
- * and several kernels, each kernel is a module of its own and up to `threads` are compiled at
- * once. */
+ * (mem_alloc'd, *len bytes: an object file per kernel, see jit.c) on success, up to `threads`
+ * kernels at once. Each kernel is a module of its own whatever the number of threads, so the
+ * code (and the results) never depend on it. */
 rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, int threads,
                       void **obj, size_t *len);
 /* Links an object file of p's kernels (from llvm_object, now or in an earlier process) into
