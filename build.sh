@@ -62,7 +62,8 @@ run_fuzzer() {
   mkdir -p "$found" "$corpus"
   local rc=0 dict=()
   [ -f "fuzz/$name.dict" ] && dict=(-dict="fuzz/$name.dict")
-  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions="$PWD/fuzz/ubsan.supp" \
+  # RAGJIT_CACHE_DIR=off: every program a fuzzer compiles would otherwise land in ~/.cache
+  RAGJIT_CACHE_DIR=off UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions="$PWD/fuzz/ubsan.supp" \
     "./build-fuzz/fuzz/fuzz_$name" "$corpus" "fuzz/corpus/$name" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$found/" "${dict[@]}" "$@" >"$log" 2>&1 || rc=$?
