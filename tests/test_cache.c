@@ -12,6 +12,7 @@
  *     graph's name are never loaded: the graph compiles and the entry is rewritten;
  *   - an entry other users could have written (by its mode, or its directory's) is not loaded;
  *   - concurrent writers of one entry leave one complete entry and no temporary files;
+ *   - beyond RAGJIT_CACHE_MAX_MB the least recently used entries are deleted;
  *   - a directory that cannot be written costs only the cache; one that can only be read
  *     still gives hits; "" turns the cache off.
  */
@@ -24,6 +25,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../src/runtime/runtime.h"
@@ -269,6 +272,63 @@ static void test_untrusted_entries(void **state) {
     free(dir);
 }
 
+/* A file of `kb` KiB at dir/name, last modified `age` seconds ago. */
+static void old_file(const char *dir, const char *name, int kb, int age) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    if (!f) fail_msg("cannot create %s", p);
+    static char block[1024];
+    for (int i = 0; i < kb; i++) fwrite(block, 1, sizeof block, f);
+    fclose(f);
+    chmod(p, 0600);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= age;
+    t[1] = t[0];
+    utimensat(AT_FDCWD, p, t, 0);
+}
+
+static bool exists(const char *dir, const char *name) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+/* Beyond RAGJIT_CACHE_MAX_MB the least recently used entries go; so do temporary files a
+ * killed writer left long ago. */
+static void test_eviction(void **state) {
+    fixture *f = *state;
+    char *dir = new_dir();
+    wait_ok(spawn_child(dir, 0)); /* a real entry, just written */
+    old_file(dir, "cpu-0000000000000001.rjk", 600, 3 * 3600);
+    old_file(dir, "cpu-0000000000000002.rjk", 600, 2 * 3600);
+    old_file(dir, "cpu-0000000000000003.rjk", 600, 3600);
+    old_file(dir, ".tmp-1-1", 1, 2 * 3600);
+    old_file(dir, ".tmp-1-2", 1, 10);
+    setenv("RAGJIT_CACHE_MAX_MB", "1", 1);
+    uint64_t compiles, hits;
+    compile_chain(f->ctx, dir, 1, false, &compiles, &hits); /* a store: 1.8 MB + two entries */
+    unsetenv("RAGJIT_CACHE_MAX_MB");
+    assert_int_equal(compiles, 1);
+    assert_false(exists(dir, "cpu-0000000000000001.rjk"));
+    assert_false(exists(dir, "cpu-0000000000000002.rjk"));
+    assert_true(exists(dir, "cpu-0000000000000003.rjk")); /* 0.6 MB + entries: below 0.9 MB */
+    assert_false(exists(dir, ".tmp-1-1"));
+    assert_true(exists(dir, ".tmp-1-2")); /* maybe a writer at work */
+    int tmps;
+    assert_int_equal(count_files(dir, &tmps, NULL, 0), 3);
+    /* both real entries are still there and load */
+    rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+    compile_chain(ctx, dir, 0, false, &compiles, &hits);
+    assert_int_equal(hits, 1);
+    compile_chain(ctx, dir, 1, false, &compiles, &hits);
+    assert_int_equal(hits, 1);
+    rj_ctx_free(ctx);
+    remove_dir(dir);
+    free(dir);
+}
+
 /* Four processes compile the same graph into an empty directory at once. */
 static void test_concurrent_writers(void **state) {
     fixture *f = *state;
@@ -363,6 +423,7 @@ int main(int argc, char **argv) {
         FX(test_corrupt_and_foreign_entries),
         FX(test_untrusted_entries),
         FX(test_concurrent_writers),
+        FX(test_eviction),
         FX(test_unwritable_and_off),
         FX(test_opencl_hit),
     };

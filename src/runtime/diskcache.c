@@ -27,12 +27,14 @@
  * directory) cost nothing but the cache: compiles never fail because of it.
  *
  * Where: rj_ctx_set_cache_dir, else RAGJIT_CACHE_DIR, else $XDG_CACHE_HOME/ragjit, else
- * $HOME/.cache/ragjit; "off" (or an empty setting) turns the cache off. Entries are never
- * evicted by ragjit: the directory may be deleted at any time.
+ * $HOME/.cache/ragjit; "off" (or an empty setting) turns the cache off. The entries are kept
+ * below RAGJIT_CACHE_MAX_MB (1024 by default): after each store the least recently used go.
+ * The directory may be deleted at any time.
  *
  * File layout (integers little-endian u64): "RJKC0001", key length, payload length,
  * checksum (of the key, continued over the payload), the key, the payload.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -43,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -266,7 +269,75 @@ bool disk_load(rj_ctx *ctx, const char *target, const void *key, size_t keylen, 
     }
     *data = out;
     *len = (size_t)pl;
+    utimensat(AT_FDCWD, path, NULL, 0); /* used now: the last to be evicted */
     return true;
+}
+
+/* ---- eviction ------------------------------------------------------------------------------ */
+
+typedef struct entry_stat {
+    char name[64];
+    int64_t bytes;
+    struct timespec used; /* mtime: written, or last loaded */
+} entry_stat;
+
+static int older_first(const void *a, const void *b) {
+    const struct timespec *x = &((const entry_stat *)a)->used, *y = &((const entry_stat *)b)->used;
+    return x->tv_sec != y->tv_sec ? (x->tv_sec > y->tv_sec) - (x->tv_sec < y->tv_sec)
+                                  : (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
+/* RAGJIT_CACHE_MAX_MB, read at each store: the most the entries may hold (default 1024; 0: no
+ * limit). */
+static int64_t cache_limit(void) {
+    const char *v = getenv("RAGJIT_CACHE_MAX_MB");
+    if (!v || !*v) return (int64_t)1024 << 20;
+    char *end;
+    errno = 0;
+    long long mb = strtoll(v, &end, 10);
+    if (errno || *end || mb < 0 || mb > ((int64_t)1 << 40)) return (int64_t)1024 << 20;
+    return mb ? (int64_t)mb << 20 : -1;
+}
+
+/* After a store: entries beyond the size limit go, least recently used first (a load touches
+ * its entry), down to 90% of the limit; temporary files a killed writer left an hour ago go
+ * too. Another process may evict at the same time: files already gone are no error, and a
+ * reader that has an entry open keeps reading it. */
+static void evict(rj_ctx *ctx, const char *dir) {
+    int64_t limit = cache_limit();
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int dfd = dirfd(d);
+    entry_stat *es = NULL;
+    int32_t n = 0, cap = 0;
+    int64_t total = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t l = strlen(de->d_name);
+        struct stat st;
+        if (l >= sizeof es->name || fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        if (!strncmp(de->d_name, ".tmp-", 5)) {
+            if (now.tv_sec - st.st_mtim.tv_sec > 3600) unlinkat(dfd, de->d_name, 0);
+            continue;
+        }
+        if (limit < 0 || l < 5 || strcmp(de->d_name + l - 4, ".rjk")) continue;
+        if (n == cap && !mem_grow(ctx, (void **)&es, &cap, n + 1, sizeof *es)) break;
+        memcpy(es[n].name, de->d_name, l + 1);
+        es[n].bytes = (int64_t)st.st_size;
+        es[n].used = st.st_mtim;
+        total += es[n++].bytes;
+    }
+    if (limit >= 0 && total > limit) {
+        qsort(es, (size_t)n, sizeof *es, older_first);
+        for (int32_t i = 0; i < n && total > limit / 10 * 9; i++)
+            if (!unlinkat(dfd, es[i].name, 0) || errno == ENOENT) total -= es[i].bytes;
+    }
+    mem_free(ctx, es, sizeof *es * (size_t)cap);
+    ctx_clear_error(ctx); /* a failed allocation only stops the eviction */
+    closedir(d);
 }
 
 void disk_store(rj_ctx *ctx, const char *target, const void *key, size_t keylen, const void *data, size_t len) {
@@ -292,4 +363,6 @@ void disk_store(rj_ctx *ctx, const char *target, const void *key, size_t keylen,
     bool ok = write_all(fd, h, HEADER) && write_all(fd, key, keylen) && write_all(fd, data, len);
     ok = close(fd) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) unlink(tmp);
+    path[dl] = 0;
+    evict(ctx, path);
 }
