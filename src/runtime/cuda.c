@@ -241,19 +241,14 @@ static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
      * of ragjit (which fixes the CUDA C and NVRTC's options), the device's architecture, the
      * driver's version and the loop IR. Not by NVRTC's version: asking would load it, and PTX
      * from any NVRTC the driver accepts means the same program. */
+    int drv = 0;
+    if (cu.DriverGetVersion && cu.DriverGetVersion(&drv)) drv = 0;
+    char ident[64];
+    snprintf(ident, sizeof ident, "cuda\narch %d\ndriver %d\n", device_arch(), drv);
     sbuf key;
-    sbuf_init(&key, ctx);
-    bool on = disk_enabled(ctx);
-    if (on) {
-        int drv = 0;
-        if (cu.DriverGetVersion && cu.DriverGetVersion(&drv)) drv = 0;
-        sbuf_printf(&key, "ragjit build %s\ncuda\narch %d\ndriver %d\n", disk_build_id(), device_arch(), drv);
-        lprog_fingerprint(lp, &key);
-    }
-    if (key.failed) {
-        sbuf_free(&key);
-        return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory compiling");
-    }
+    rj_status ks = disk_key(ctx, &key, lp, ident);
+    if (ks) return ks;
+    bool on = key.len > 0;
     void *bin = NULL;
     size_t blen = 0;
     bool hit = on && disk_load(ctx, "cuda", key.s, key.len, &bin, &blen);

@@ -151,6 +151,16 @@ bool disk_enabled(rj_ctx *ctx) {
     return disk_build_id() && cache_dir(ctx, dir, sizeof dir);
 }
 
+rj_status disk_key(rj_ctx *ctx, sbuf *key, const lprog *lp, const char *ident) {
+    sbuf_init(key, ctx);
+    if (!disk_enabled(ctx)) return RJ_OK;
+    sbuf_printf(key, "ragjit build %s\n%s", disk_build_id(), ident);
+    lprog_fingerprint(lp, key);
+    if (!key->failed) return RJ_OK;
+    sbuf_free(key);
+    return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory compiling");
+}
+
 /* mkdir -p, owner only for what it creates; true if path is a directory now. */
 static bool make_dirs(char *path) {
     struct stat st;

@@ -465,17 +465,11 @@ static rj_status build(rj_ctx *ctx, const lprog *lp, cl_code *c) {
     cl_int e = CL_SUCCESS;
     /* the persistent cache: the driver's binary of an earlier process, keyed by this build of
      * ragjit, the device and driver, the options and the loop IR */
+    char ident[sizeof cl.ident + 128];
+    snprintf(ident, sizeof ident, "%s%s\n", cl.ident, opts);
     sbuf key;
-    sbuf_init(&key, ctx);
-    bool on = disk_enabled(ctx);
-    if (on) {
-        sbuf_printf(&key, "ragjit build %s\n%s%s\n", disk_build_id(), cl.ident, opts);
-        lprog_fingerprint(lp, &key);
-    }
-    if (key.failed) {
-        sbuf_free(&key);
-        return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory compiling");
-    }
+    if ((s = disk_key(ctx, &key, lp, ident))) return s;
+    bool on = key.len > 0;
     void *bin = NULL;
     size_t blen = 0;
     if (on && disk_load(ctx, "opencl", key.s, key.len, &bin, &blen)) {

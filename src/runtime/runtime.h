@@ -315,6 +315,9 @@ bool disk_load(rj_ctx *ctx, const char *target, const void *key, size_t keylen, 
 void disk_store(rj_ctx *ctx, const char *target, const void *key, size_t keylen, const void *data, size_t len);
 const char *disk_build_id(void);
 bool disk_enabled(rj_ctx *ctx); /* a directory is set and the build is known */
+/* The key of a device backend's entry in *key (initialised here): this build, the backend's
+ * ident text and lp's fingerprint; empty (key->len 0) when the cache is off. */
+rj_status disk_key(rj_ctx *ctx, sbuf *key, const lprog *lp, const char *ident);
 
 extern const backend backend_reference;
 extern const backend backend_cpu;
