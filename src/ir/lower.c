@@ -1299,10 +1299,11 @@ typedef struct items {
 /* Rows of an item summed plainly into a block partial before the partial is added, with
  * compensation, to the item's sum. */
 #define ROW_BLOCK 16
-/* Rows of a sum, max or min folded per step of the row loop (a divisor of ROW_BLOCK; 8
- * measured best on bench/'s W4: 4 and 16 read slower). Softmax's passes, which stash their
- * rows and take exp, are not unrolled (it bought nothing there and doubled compile time), nor
- * are rows whose value calls the maths library or is a large expression. */
+/* Rows of a sum, max or min folded per step of the row loop where the target reads several
+ * row streams at once (target_desc.row_streams > 1; a divisor of ROW_BLOCK; 8 measured best
+ * on bench/'s W4 there: 4 and 16 read slower). Softmax's passes, which stash their rows and
+ * take exp, are not unrolled (it bought nothing there and doubled compile time), nor are rows
+ * whose value calls the maths library or is a large expression. */
 #define ROW_UNROLL 8
 
 /* How a fold combines element v of the input into an accumulator. */
@@ -1506,7 +1507,7 @@ static void fold_rows(lower *L, items *it, const fold *f, int32_t lo, int32_t hi
         hi = xmin(L, xadd(L, lo, xi(L, ROW_BLOCK)), hi);
         into = &bb;
     }
-    if (rows && f->stash == STASH_NONE && (f->op == RJ_OP_SUM || f->op == RJ_OP_MAX || f->op == RJ_OP_MIN) &&
+    if (rows && L->desc->row_streams > 1 && f->stash == STASH_NONE && (f->op == RJ_OP_SUM || f->op == RJ_OP_MAX || f->op == RJ_OP_MIN) &&
         expr_cheap(L, term)) {
         /* ROW_UNROLL rows at a time, combined pairwise before they meet the accumulator: an
          * eighth of the accumulator's loads and stores, and eight row streams in flight */

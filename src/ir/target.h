@@ -28,6 +28,9 @@ typedef struct target_desc {
     bool shuffles;           /* SIMT: the threads of a warp can exchange registers (CUDA's
                               * __shfl_xor_sync); without, reductions across threads go
                               * through block-shared memory (OpenCL C 1.2) */
+    int32_t row_streams;     /* rows a column reduction (a sum over the ragged dim) reads per
+                              * step, 1 or 8: on a CPU probed (row_streams in target.c); 8 on
+                              * SIMT targets (eight independent loads in flight a thread) */
     bool gemm_lib;           /* matrix products may call a library GEMM on chunks of rows (the
                               * CPU, where a BLAS loads: util/blas.c); else the JIT's own kernel */
 } target_desc;
