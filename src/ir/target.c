@@ -66,6 +66,7 @@ static void probe_cpu(void) {
 #ifdef _SC_LEVEL1_DCACHE_SIZE
         .l1_bytes = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10),
         .l2_bytes = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 1 << 20),
+        .l3_bytes = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 0),
 #else
         .l1_bytes = 32 << 10,
         .l2_bytes = 1 << 20,

@@ -23,6 +23,7 @@ typedef struct target_desc {
     int32_t vector_bytes;    /* widest vector register (CPU) or load (SIMT), in bytes */
     int64_t l1_bytes;        /* per core / per SM */
     int64_t l2_bytes;        /* per core (CPU) or device-wide (SIMT) */
+    int64_t l3_bytes;        /* CPU: the last-level cache shared by the cores (0: none known) */
     int64_t shared_bytes;    /* SIMT: shared memory a block may use; 0 on a CPU */
     int32_t max_block;       /* SIMT: most threads in a block; 1 on a CPU */
     bool shuffles;           /* SIMT: the threads of a warp can exchange registers (CUDA's

@@ -35,7 +35,7 @@ typedef struct cpu_state {
     uint64_t disk_hits;    /* modules loaded from the persistent cache instead */
     cpu_code *live;        /* compiled code alive now, by key */
     int64_t stream_bytes;  /* 0: the default threshold */
-    int64_t tile_bytes;    /* softmax tiles keep an item's columns within this (half of L2) */
+    int64_t l2_bytes;      /* a core's L2 (GEMM chunks are sized by it) */
     int64_t env_stream_bytes; /* RAGJIT_NT_BYTES, or the default */
 } cpu_state;
 
@@ -87,7 +87,7 @@ static cpu_state *state_get(rj_ctx *ctx) {
     if (!sl->state) {
         cpu_state *st = mem_zalloc(ctx, sizeof(cpu_state));
         if (!st) return NULL;
-        st->tile_bytes = target_desc_for(RJ_TARGET_CPU)->l2_bytes / 2;
+        st->l2_bytes = target_desc_for(RJ_TARGET_CPU)->l2_bytes;
         st->env_stream_bytes = env_stream_bytes();
         sl->state = st;
         sl->release = state_release;
@@ -408,7 +408,7 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     const int64_t *lo = b->loff[c];
     size_t es = rj_dtype_size((rj_dtype)gm->dtype);
     bool pro = gm->prologue >= 0;
-    int64_t l2 = ((const cpu_state *)ctx->slot[SLOT_CPU].state)->tile_bytes * 2;
+    int64_t l2 = ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes;
     if (!lo) return ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s: per-item GEMMs without host offsets", k->name);
     /* rows per chunk of each item, and the chunks */
     for (int64_t it = 0; it < B; it++) {
@@ -468,7 +468,7 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, rj_
                         "sizes", k->name, (long long)K, (long long)N);
     size_t es = rj_dtype_size((rj_dtype)gm->dtype);
     bool pro = gm->prologue >= 0;
-    int64_t R = gemm_rows_per_chunk(N, K, es, pro, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->tile_bytes * 2);
+    int64_t R = gemm_rows_per_chunk(N, K, es, pro, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes);
     int64_t nchunks = (units + R - 1) / R;
     int workers = o->workers < nchunks ? o->workers : (int)nchunks;
     if (units * (K + N) < o->small_work) workers = 1;
@@ -548,6 +548,21 @@ static bool streams(rj_bind *b, const lprog *lp, const lkernel *k) {
     return bytes > stream_threshold(b->ctx);
 }
 
+/* The bytes of a multi-pass item kernel's stash (softmax over the ragged dim keeps the
+ * longest item's rows of one column tile) a worker may fill: its share of the last-level
+ * cache, at most STASH_MAX, and at least half its L2. Narrower tiles cost more than a stash
+ * that spills L2: a tile reads part of each row, and on an AMD Zen 4 (1 MiB L2, 32 MiB L3
+ * for two cores) rows read 128 or 64 columns at a time ran softmax 1.4-1.8x slower than
+ * whole rows with a stash four to sixteen times the L2 (bench/'s W2 and `ragjit bench` at
+ * maxlen 1024, 4096 and 16384), while a stash beyond the cache falls to memory speed. The cap
+ * keeps machines that report their host's cache (as VMs do) from assuming all of it. */
+#define STASH_MAX ((int64_t)8 << 20)
+static int64_t stash_bytes(const cpu_state *st, int workers) {
+    int64_t share = target_desc_for(RJ_TARGET_CPU)->l3_bytes / (workers > 0 ? workers : 1) / 2;
+    if (share > STASH_MAX) share = STASH_MAX;
+    return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
+}
+
 static rj_status cpu_run(rj_program *p, rj_bind *b) {
     rj_ctx *ctx = p->ctx;
     const lprog *lp = &p->art->comp.lp;
@@ -559,7 +574,7 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     launch_opts o = {.workers = threads < MAX_THREADS ? threads : MAX_THREADS,
                      .chunks_per_worker = CHUNKS_PER_THREAD, .small_work = SMALL_WORK,
-                     .tile_bytes = st->tile_bytes, .split_items = true};
+                     .tile_bytes = stash_bytes(st, threads), .split_items = true};
     int64_t scratch_reserved = 0;
     for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) {
         const lkernel *k = &lp->kernels[ki];

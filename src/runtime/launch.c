@@ -10,9 +10,9 @@
  * one item would otherwise dominate. A few more chunks than workers, taken dynamically,
  * absorb workers that start late or share a core (common on VMs) without changing a result.
  *
- * Tiles. Multi-pass item kernels (softmax over the ragged dim) re-read each item's block, so
- * a tile's input and output columns of the longest item should stay within the cache the
- * caller names (half of L2 on a CPU).
+ * Tiles. Multi-pass item kernels (softmax over the ragged dim) stash each item's block and
+ * re-read it, so the longest item's stash of a tile's columns should stay within the cache
+ * budget the caller names (tile_bytes: on a CPU a worker's share of the last-level cache).
  *
  * Scratch. Item kernels keep per-lane accumulators (and softmax the tile's rows of one item)
  * in per-worker scratch, sized here from the longest item.
@@ -93,7 +93,7 @@ static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_
     }
     if (o->tile_bytes > 0 && k->passes > 1 && N > 16) {
         int64_t es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
-        int64_t t = o->tile_bytes / ((maxw > 0 ? maxw : 1) * es * 2);
+        int64_t t = o->tile_bytes / ((maxw > 0 ? maxw : 1) * es);
         t = t / 16 * 16;
         if (t < 16) t = 16;
         if (t < N) pl->tile = t, pl->ntiles = (N + t - 1) / t;
