@@ -8,12 +8,13 @@ in alternating processes, several rounds, so that the machine's drift hits both 
 each program it prints the median over rounds of B's run time over A's, and of the compile
 times; a run-time ratio above 1 + TOLERANCE fails the check (exit status 1).
 
-    bench/pipeline_check.py RAGJIT [--candidate PIPELINE | --candidate-env VAR=VALUE]
-                            [--rounds N] [--tolerance 0.03]
+    bench/pipeline_check.py RAGJIT [--candidate PIPELINE | --candidate-env VAR=VALUE |
+                                    --baseline RAGJIT_A] [--rounds N] [--tolerance 0.03]
 
 RAGJIT is the command (build/tools/ragjit); without --candidate, B is the pipeline the
 guide documents as the fast one; --candidate-env runs B with the default pipeline and one
-environment setting instead (RAGJIT_LLVM_UNROLL=0, say). Run from the source directory. The persistent kernel cache
+environment setting instead (RAGJIT_LLVM_UNROLL=0, say); --baseline compares two builds, both
+with their defaults: A is RAGJIT_A (a build of the commit before a change), B is RAGJIT. Run from the source directory. The persistent kernel cache
 is off for both (RAGJIT_CACHE_DIR=off): compile times are compiles.
 """
 import glob
@@ -73,12 +74,15 @@ def main():
     if not args or args[0].startswith("-"):
         sys.exit(__doc__)
     ragjit, candidate, rounds, tol, extra = args[0], FAST, 5, 0.03, None
+    baseline = ragjit
     i = 1
     while i < len(args):
         if args[i] == "--candidate":
             candidate = args[i + 1]
         elif args[i] == "--candidate-env" and "=" in args[i + 1]:
             extra, candidate = tuple(args[i + 1].split("=", 1)), None
+        elif args[i] == "--baseline":
+            baseline, candidate = args[i + 1], None
         elif args[i] == "--rounds":
             rounds = int(args[i + 1])
         elif args[i] == "--tolerance":
@@ -95,7 +99,7 @@ def main():
         for program, spec in programs:
             ra, rb, ka, kb = [], [], [], []
             for _ in range(rounds):
-                k, r = measure(ragjit, program, spec, None)
+                k, r = measure(baseline, program, spec, None)
                 ka.append(k), ra.append(r)
                 k, r = measure(ragjit, program, spec, candidate, extra)
                 kb.append(k), rb.append(r)

@@ -57,6 +57,7 @@ struct llvm_jit {
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
     bool unroll;  /* LLVM's loop unroller runs in it (RAGJIT_LLVM_UNROLL=0: not) */
     bool light;   /* simple kernels get LIGHT_PASSES (not with RAGJIT_LLVM_LIGHT=0 or a user's pipeline) */
+    char *light_passes; /* LIGHT_PASSES, or RAGJIT_LLVM_LIGHT_PASSES (for measuring others) */
     const char *triple; /* owned by jit */
 };
 
@@ -73,8 +74,8 @@ static void init_llvm(void) {
      * embedding that uses LLVM for other work can keep LLVM's defaults with
      * RAGJIT_LLVM_DEFAULTS=1. */
     if (!getenv("RAGJIT_LLVM_DEFAULTS")) {
-        const char *args[] = {"ragjit", "-disable-lsr"};
-        LLVMParseCommandLineOptions(2, args, NULL);
+        const char *args[] = {"ragjit", "-disable-lsr", "-time-passes"};
+        LLVMParseCommandLineOptions(getenv("TP") ? 3 : 2, args, NULL);
     }
 }
 
@@ -98,6 +99,7 @@ void llvm_jit_free(struct llvm_jit *j) {
     LLVMDisposeMessage(j->features);
     LLVMDisposeMessage(j->layout);
     free(j->passes);
+    free(j->light_passes);
     free(j);
 }
 
@@ -109,6 +111,17 @@ static LLVMTargetMachineRef new_tm(const struct llvm_jit *j) {
     return LLVMCreateTargetMachine(j->target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
                                    LLVMRelocPIC, LLVMCodeModelSmall);
 }
+
+/* A short pipeline for simple kernels (simple_kernel): inlining of the maths functions,
+ * scalar clean-up (early CSE over memory SSA, so a value computed for two outputs is computed
+ * once), loops rotated before loop-invariant code motion (a log of the row's sum leaves the
+ * vector loop) and the loop vectoriser. It compiles those kernels in 60-70% of O3's time
+ * (W1 24 -> 16 ms, W5 29 -> 18 ms) with the same run times (bench/pipeline_check.py, and
+ * alternating runs of each program it touches); kernels with guarded loads or branches in
+ * their vector loops (padding) need O3's unswitching and ran up to 5x slower with it. */
+#define LIGHT_PASSES                                                                          \
+    "always-inline,function(sroa,early-cse<memssa>,instcombine,simplifycfg,loop-simplify,lcssa,"  \
+    "loop-rotate,loop-mssa(licm),gvn,indvars,loop-vectorize,instcombine,simplifycfg)"
 
 rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     *out = NULL;
@@ -129,6 +142,19 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
         return llvm_error(ctx, err, "creating the process symbol generator");
     }
     LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->jit), gen);
+    /* rt.c's routines, by name: generated and cached code alike link to this library's copy */
+    const rt_symbol *rt = rt_symbols();
+    LLVMOrcCSymbolMapPair rts[RT_COUNT];
+    for (int i = 0; i < RT_COUNT; i++)
+        rts[i] = (LLVMOrcCSymbolMapPair){
+            .Name = LLVMOrcLLJITMangleAndIntern(j->jit, rt[i].name),
+            .Sym = {.Address = (LLVMOrcExecutorAddress)(uintptr_t)rt[i].fn,
+                    .Flags = {.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable}}};
+    err = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(j->jit), LLVMOrcAbsoluteSymbols(rts, RT_COUNT));
+    if (err) {
+        llvm_jit_free(j);
+        return llvm_error(ctx, err, "defining the runtime routines in the JIT");
+    }
     j->triple = LLVMOrcLLJITGetTripleString(j->jit);
     LLVMTargetRef target;
     char *msg = NULL;
@@ -147,7 +173,9 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     const char *unroll = getenv("RAGJIT_LLVM_UNROLL");
     j->unroll = !(unroll && !strcmp(unroll, "0"));
     const char *passes = getenv("RAGJIT_LLVM_PASSES");
-    if (!(j->passes = strdup(passes && *passes ? passes : "default<O3>"))) {
+    const char *lp = getenv("RAGJIT_LLVM_LIGHT_PASSES");
+    if (!(j->passes = strdup(passes && *passes ? passes : "default<O3>")) ||
+        !(j->light_passes = strdup(lp && *lp ? lp : LIGHT_PASSES))) {
         llvm_jit_free(j);
         return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory creating the JIT");
     }
@@ -167,17 +195,6 @@ static void diagnostics(LLVMDiagnosticInfoRef info, void *ud) {
     fprintf(stderr, "ragjit: LLVM: %s\n", m);
     LLVMDisposeMessage(m);
 }
-
-/* A short pipeline for simple kernels (simple_kernel): inlining of the maths functions,
- * scalar clean-up (early CSE over memory SSA, so a value computed for two outputs is computed
- * once), loops rotated before loop-invariant code motion (a log of the row's sum leaves the
- * vector loop) and the loop vectoriser. It compiles those kernels in 60-70% of O3's time
- * (W1 24 -> 16 ms, W5 29 -> 18 ms) with the same run times (bench/pipeline_check.py, and
- * alternating runs of each program it touches); kernels with guarded loads or branches in
- * their vector loops (padding) need O3's unswitching and ran up to 5x slower with it. */
-#define LIGHT_PASSES                                                                          \
-    "always-inline,function(sroa,early-cse<memssa>,instcombine,simplifycfg,loop-simplify,lcssa,"  \
-    "loop-rotate,loop-mssa(licm),gvn,indvars,loop-vectorize,instcombine,simplifycfg)"
 
 static bool guarded_load(const lkernel *k, int32_t id, void *ud) {
     RJ_UNUSED(ud);
@@ -218,7 +235,7 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef 
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
     LLVMPassBuilderOptionsSetLoopUnrolling(o, j->unroll && !light);
-    LLVMErrorRef err = LLVMRunPasses(m, light ? LIGHT_PASSES : j->passes, tm, o);
+    LLVMErrorRef err = LLVMRunPasses(m, light ? j->light_passes : j->passes, tm, o);
     LLVMDisposePassBuilderOptions(o);
     if (!err) {
         llvm_reduce_trees(m);
@@ -237,8 +254,8 @@ static emit_target target_of(const struct llvm_jit *j) {
 void llvm_identity(const struct llvm_jit *j, sbuf *b) {
     unsigned major = 0, minor = 0, patch = 0;
     LLVMGetVersion(&major, &minor, &patch);
-    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d\nsmall-pic\n", major, minor, patch,
-                j->triple, j->cpu, j->features, j->passes, j->unroll, j->light);
+    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nsmall-pic\n", major, minor, patch,
+                j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes);
 }
 
 /* Kernels [first, first + count) of p compiled by tm into one object file (*out). */

@@ -1,7 +1,7 @@
 /*
  * llvm_backend.h — the CPU backend's internal interface: loop IR to LLVM IR (emit.c), the
  * vectorisable math functions (mathlib.c), tree-shaped horizontal reductions
- * (reduce_tree.c), and the JIT (jit.c).
+ * (reduce_tree.c), the routines generated code calls (rt.c), and the JIT (jit.c).
  */
 #ifndef RJ_LLVM_BACKEND_H
 #define RJ_LLVM_BACKEND_H
@@ -33,6 +33,17 @@ LLVMValueRef ml_fptosi_sat(mathlib *ml, LLVMBuilderRef b, LLVMValueRef v, LLVMTy
 /* Calls a libm function of one or two double (or float) arguments. */
 LLVMValueRef ml_libm(mathlib *ml, LLVMBuilderRef b, const char *name, LLVMValueRef *args,
                      unsigned n);
+
+/* ---- rt.c: routines generated code calls by name, compiled with the library; the JIT
+ * defines each name as its function's address (ML_NTCOPY4 and ML_NTCOPY8 above are calls to
+ * them) ---- */
+enum { RT_COUNT = 2 };
+typedef struct rt_symbol {
+    const char *name;
+    void (*fn)(void);
+} rt_symbol;
+/* The routines, in the variants for this CPU (picked on the first call). */
+const rt_symbol *rt_symbols(void);
 
 /* ---- emit.c ---- */
 typedef struct emit_target {

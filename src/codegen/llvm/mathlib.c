@@ -98,6 +98,10 @@ static LLVMValueRef begin_fn(mathlib *ml, LLVMBuilderRef b, const char *name, LL
     return fn;
 }
 
+static void add_attr(mathlib *ml, LLVMValueRef fn, unsigned idx, const char *name, uint64_t v) {
+    LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(ml->c, LLVMGetEnumAttributeKindForName(name, strlen(name)), v));
+}
+
 static LLVMValueRef as_int(mathlib *ml, LLVMBuilderRef b, LLVMValueRef f) {
     return LLVMBuildBitCast(b, f, i32(ml), "");
 }
@@ -228,84 +232,6 @@ static void build_ipow(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, LLVMTypeR
     LLVMBuildRet(b, acc2);
 }
 
-/* ntcopy(dst, src, n, nt): copies n elements of es bytes; with nt, streaming: scalar stores
- * until dst is 64-byte aligned, then aligned whole-cache-line vector stores marked
- * !nontemporal, then the tail; without, a plain memcpy. Not inlined: one copy per module
- * serves every loop. Streaming stores skip the read-for-ownership a cached store does on a
- * line it is about to overwrite entirely, which is most of the write traffic of a streaming
- * kernel. One 64-byte store per line (split in two where vectors are 32 bytes) measured 3-9%
- * faster than 32-byte stores on bench/ W1, W5 and W6 (AVX-512 host). */
-#define LINE 64
-static void build_ntcopy(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, unsigned es) {
-    LLVMContextRef c = ml->c;
-    LLVMTypeRef i64 = LLVMInt64TypeInContext(c), et = LLVMIntTypeInContext(c, es * 8);
-    LLVMTypeRef vt = LLVMVectorType(et, LINE / es);
-    LLVMValueRef dst = LLVMGetParam(fn, 0), src = LLVMGetParam(fn, 1), n = LLVMGetParam(fn, 2);
-    LLVMValueRef nt = LLVMGetParam(fn, 3);
-    LLVMValueRef one = LLVMConstInt(i64, 1, 0), vf = LLVMConstInt(i64, LINE / es, 0);
-    /* cached stores: a plain copy */
-    LLVMBasicBlockRef cached = LLVMAppendBasicBlockInContext(c, fn, "cached");
-    LLVMBasicBlockRef stream = LLVMAppendBasicBlockInContext(c, fn, "stream");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, nt, LLVMConstInt(i64, 0, 0), ""), cached, stream);
-    LLVMPositionBuilderAtEnd(b, cached);
-    LLVMBuildMemCpy(b, dst, es, src, es, LLVMBuildMul(b, n, LLVMConstInt(i64, es, 0), ""));
-    LLVMBuildRetVoid(b);
-    LLVMPositionBuilderAtEnd(b, stream);
-    LLVMBasicBlockRef entry = LLVMGetInsertBlock(b);
-    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c, fn, "head");
-    LLVMBasicBlockRef head_body = LLVMAppendBasicBlockInContext(c, fn, "head.body");
-    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(c, fn, "vec");
-    LLVMBasicBlockRef vec_body = LLVMAppendBasicBlockInContext(c, fn, "vec.body");
-    LLVMBasicBlockRef tail = LLVMAppendBasicBlockInContext(c, fn, "tail");
-    LLVMBasicBlockRef tail_body = LLVMAppendBasicBlockInContext(c, fn, "tail.body");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c, fn, "done");
-    unsigned nt_kind = LLVMGetMDKindIDInContext(c, "nontemporal", 11);
-    LLVMMetadataRef one32 = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(c), 1, 0));
-    LLVMValueRef nt_md = LLVMMetadataAsValue(c, LLVMMDNodeInContext2(c, &one32, 1));
-    LLVMBuildBr(b, head);
-    /* head: until dst + i is aligned */
-    LLVMPositionBuilderAtEnd(b, head);
-    LLVMValueRef i = LLVMBuildPhi(b, i64, "i");
-    LLVMValueRef pd = LLVMBuildGEP2(b, et, dst, &i, 1, "");
-    LLVMValueRef mis = LLVMBuildAnd(b, LLVMBuildPtrToInt(b, pd, i64, ""), LLVMConstInt(i64, LINE - 1, 0), "");
-    LLVMValueRef go = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, i, n, ""),
-                                   LLVMBuildICmp(b, LLVMIntNE, mis, LLVMConstInt(i64, 0, 0), ""), "");
-    LLVMBuildCondBr(b, go, head_body, vec);
-    LLVMPositionBuilderAtEnd(b, head_body);
-    LLVMValueRef v = LLVMBuildLoad2(b, et, LLVMBuildGEP2(b, et, src, &i, 1, ""), "");
-    LLVMSetAlignment(v, es);
-    LLVMSetAlignment(LLVMBuildStore(b, v, pd), es);
-    LLVMValueRef i2 = LLVMBuildAdd(b, i, one, "");
-    LLVMBuildBr(b, head);
-    LLVMAddIncoming(i, (LLVMValueRef[]){LLVMConstInt(i64, 0, 0), i2}, (LLVMBasicBlockRef[]){entry, head_body}, 2);
-    /* vec: aligned streaming stores */
-    LLVMPositionBuilderAtEnd(b, vec);
-    LLVMValueRef j = LLVMBuildPhi(b, i64, "j");
-    LLVMValueRef jn = LLVMBuildAdd(b, j, vf, "");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, jn, n, ""), vec_body, tail);
-    LLVMPositionBuilderAtEnd(b, vec_body);
-    LLVMValueRef vv = LLVMBuildLoad2(b, vt, LLVMBuildGEP2(b, et, src, &j, 1, ""), "");
-    LLVMSetAlignment(vv, es);
-    LLVMValueRef st = LLVMBuildStore(b, vv, LLVMBuildGEP2(b, et, dst, &j, 1, ""));
-    LLVMSetAlignment(st, LINE);
-    LLVMSetMetadata(st, nt_kind, nt_md);
-    LLVMBuildBr(b, vec);
-    LLVMAddIncoming(j, (LLVMValueRef[]){i, jn}, (LLVMBasicBlockRef[]){head, vec_body}, 2);
-    /* tail */
-    LLVMPositionBuilderAtEnd(b, tail);
-    LLVMValueRef k = LLVMBuildPhi(b, i64, "k");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, k, n, ""), tail_body, done);
-    LLVMPositionBuilderAtEnd(b, tail_body);
-    LLVMValueRef tv = LLVMBuildLoad2(b, et, LLVMBuildGEP2(b, et, src, &k, 1, ""), "");
-    LLVMSetAlignment(tv, es);
-    LLVMSetAlignment(LLVMBuildStore(b, tv, LLVMBuildGEP2(b, et, dst, &k, 1, "")), es);
-    LLVMValueRef k2 = LLVMBuildAdd(b, k, one, "");
-    LLVMBuildBr(b, tail);
-    LLVMAddIncoming(k, (LLVMValueRef[]){j, k2}, (LLVMBasicBlockRef[]){vec, tail_body}, 2);
-    LLVMPositionBuilderAtEnd(b, done);
-    LLVMBuildRetVoid(b);
-}
-
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n) {
     if (!ml->fn[f]) {
         static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erff",
@@ -313,17 +239,22 @@ LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *arg
                                                     "rj.ntcopy.8"};
         LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
         if (f == ML_NTCOPY4 || f == ML_NTCOPY8) {
+            /* rt.c's copy, compiled with the library: (dst, src, n, nt), touching only the
+             * n elements at its two pointers */
             LLVMTypeRef ptr = LLVMPointerTypeInContext(ml->c, 0), i64 = LLVMInt64TypeInContext(ml->c);
             LLVMTypeRef params[4] = {ptr, ptr, i64, i64};
-            LLVMValueRef fn = begin_fn(ml, b, names[f], LLVMVoidTypeInContext(ml->c), params, 4, &ml->ty[f]);
-            unsigned ai = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
-            LLVMRemoveEnumAttributeAtIndex(fn, LLVMAttributeFunctionIndex, ai);
-            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                                    LLVMCreateEnumAttribute(ml->c, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
+            ml->ty[f] = LLVMFunctionType(LLVMVoidTypeInContext(ml->c), params, 4, 0);
+            LLVMValueRef fn = LLVMAddFunction(ml->m, names[f], ml->ty[f]);
+            static const char *const attrs[] = {"nounwind", "willreturn", "nosync", "nofree"};
+            for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
+                add_attr(ml, fn, LLVMAttributeFunctionIndex, attrs[i], 0);
+            add_attr(ml, fn, LLVMAttributeFunctionIndex, "memory", 3); /* argmem: readwrite */
+            add_attr(ml, fn, 1, "nocapture", 0);
+            add_attr(ml, fn, 1, "writeonly", 0);
+            add_attr(ml, fn, 2, "nocapture", 0);
+            add_attr(ml, fn, 2, "readonly", 0);
             ml->fn[f] = fn;
-            build_ntcopy(ml, b, fn, f == ML_NTCOPY4 ? 4 : 8);
-            LLVMPositionBuilderAtEnd(b, saved);
-            return LLVMBuildCall2(b, ml->ty[f], ml->fn[f], args, n, "");
+            return LLVMBuildCall2(b, ml->ty[f], fn, args, n, "");
         }
         LLVMTypeRef t = f == ML_IPOW32 ? i32(ml) : f == ML_IPOW64 ? LLVMInt64TypeInContext(ml->c) : f32(ml);
         LLVMTypeRef params[2] = {t, t};
