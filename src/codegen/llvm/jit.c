@@ -65,6 +65,8 @@ struct llvm_module_code {
     LLVMOrcResourceTrackerRef rt;
 };
 
+#define MAX_LLVM_ARGS 16
+static char llvm_args[1024]; /* the options given to LLVM (part of the cache identity) */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_llvm(void) {
     LLVMInitializeNativeTarget();
@@ -73,10 +75,18 @@ static void init_llvm(void) {
      * and gains nothing measurable on them (bench/); it is a process-wide LLVM option, so an
      * embedding that uses LLVM for other work can keep LLVM's defaults with
      * RAGJIT_LLVM_DEFAULTS=1. */
-    if (!getenv("RAGJIT_LLVM_DEFAULTS")) {
-        const char *args[] = {"ragjit", "-disable-lsr", "-time-passes"};
-        LLVMParseCommandLineOptions(getenv("TP") ? 3 : 2, args, NULL);
-    }
+    /* RAGJIT_LLVM_ARGS: more of LLVM's options, separated by spaces (-time-passes, say), for
+     * experiments: LLVM ends the process on an option it does not know. */
+    const char *args[2 + MAX_LLVM_ARGS] = {"ragjit"};
+    int n = 1;
+    if (!getenv("RAGJIT_LLVM_DEFAULTS")) args[n++] = "-disable-lsr";
+    static char extra[sizeof llvm_args];
+    const char *e = getenv("RAGJIT_LLVM_ARGS");
+    snprintf(llvm_args, sizeof llvm_args, "%s%s", getenv("RAGJIT_LLVM_DEFAULTS") ? "" : "-disable-lsr ", e ? e : "");
+    snprintf(extra, sizeof extra, "%s", e ? e : "");
+    for (char *save = NULL, *a = strtok_r(extra, " ", &save); a && n < 2 + MAX_LLVM_ARGS; a = strtok_r(NULL, " ", &save))
+        args[n++] = a;
+    if (n > 1) LLVMParseCommandLineOptions(n, args, NULL);
 }
 
 static rj_status llvm_error(rj_ctx *ctx, LLVMErrorRef err, const char *what) {
@@ -254,8 +264,8 @@ static emit_target target_of(const struct llvm_jit *j) {
 void llvm_identity(const struct llvm_jit *j, sbuf *b) {
     unsigned major = 0, minor = 0, patch = 0;
     LLVMGetVersion(&major, &minor, &patch);
-    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nsmall-pic\n", major, minor, patch,
-                j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes);
+    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nargs %s\nsmall-pic\n", major, minor,
+                patch, j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes, llvm_args);
 }
 
 /* Kernels [first, first + count) of p compiled by tm into one object file (*out). */
