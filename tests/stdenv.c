@@ -514,6 +514,13 @@ static void g_pairs(env *e) {
     out(e, ps);
     out(e, rj_graph_unpad_blocks(g, un(e, RJ_OP_TANH, ps), e->J));               /* and back */
     out(e, rj_graph_reduce(g, RJ_OP_SUM, rj_graph_pad(g, bin(e, RJ_OP_MUL, s, S(e, 0.5)), 0.25, RJ_DIM_NONE), 1, false));
+    /* over the rows with keepdim: [B, 1, j1], a row of columns broadcast against the blocks */
+    out(e, bin(e, RJ_OP_SUB, s, rj_graph_reduce(g, RJ_OP_MEAN, s, 1, true)));
+    out(e, bin(e, RJ_OP_DIV, p, rj_graph_reduce(g, RJ_OP_SUM, p, -2, true)));
+    /* a transposed [B, j1, 1] is a row of columns too (the interpreter crashed on it) */
+    rj_node mx = rj_graph_reduce(g, RJ_OP_MAX, s, 1, false);
+    rj_node col = rj_graph_transpose(g, rj_graph_unsqueeze(g, mx, 2), 1, 2);
+    out(e, bin(e, RJ_OP_SUB, s, col));
 }
 
 static void g_index(env *e) {

@@ -94,6 +94,13 @@ rj_node rj_graph_cast(rj_graph *g, rj_node x, rj_dtype to) {
 rj_node rj_graph_reduce(rj_graph *g, rj_op op, rj_node x, int dim, bool keepdim) {
     if (!g || !op_is(g, op, "rj_graph_reduce", KIND_REDUCE, KIND_REDUCE)) return RJ_NONE;
     if (!operands_ok(g, op_table[op].name, &x, 1)) return RJ_NONE;
+    /* over dim 1 of [B, j1, j1, ...], keepdim: the reduction's [B, j1, ...] as a row of
+     * columns [B, 1, j1, ...], which broadcasts against the pair like any column */
+    const node *xn = &g->nodes[x];
+    if (keepdim && (dim == 1 || dim == 1 - xn->rank) && node_is_pair(g, xn)) {
+        rj_node r = rj_graph_reduce(g, op, x, 1, false);
+        return r == RJ_NONE ? RJ_NONE : rj_graph_unsqueeze(g, r, 1);
+    }
     node n = make(op, 1, x, -1, -1);
     n.axis = dim;
     n.keepdim = keepdim;

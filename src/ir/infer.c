@@ -658,10 +658,6 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a transposed jagged tensor: this version only "
                               "multiplies it (matmul)", op, type_text(g, o).s);
         if (!node_is_pair(g, o)) continue;
-        if (k == KIND_REDUCE && n->keepdim && n->axis == 1)
-            return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: over dim 1 of %s with keepdim=True: the result [B, 1, j] "
-                              "would have its ragged dim after a 1, which this version does not support (reduce "
-                              "without keepdim)", op, type_text(g, o).s);
         bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
                   ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 1) || (n->op == RJ_OP_MATMUL && i == 0) ||
                   n->op == RJ_OP_PAD;

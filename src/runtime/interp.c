@@ -588,7 +588,9 @@ static rj_status eval_index(interp *in, const node *n, ival *v) {
     return RJ_OK;
 }
 
-/* A transposed jagged [B, D, j] stands for its operand: per-item products read that. */
+/* A transposed jagged [B, D, j] stands for its operand: per-item products read that. With
+ * D = 1 it is also a row of columns [B, 1, j], which elementwise ops read as any column: such
+ * a node is evaluated too (eval_view), so both readers find what they read. */
 static bool jagged_t(const interp *in, const node *n) {
     return n->op == RJ_OP_TRANSPOSE && dim_ragged_pos(in->g, n) == 2;
 }
@@ -769,7 +771,7 @@ rj_status interp_run(rj_program *p, rj_bind *b) {
     for (int32_t i = 0; !s && i < g->n; i++) {
         const node *n = &g->nodes[i];
         ival *v = &in.vals[i];
-        if (!live[i] || jagged_t(&in, n)) continue; /* a jagged transpose: its matmul reads its operand */
+        if (!live[i] || (jagged_t(&in, n) && !node_is_column(g, n))) continue; /* its matmul reads its operand */
         if ((s = val_alloc(&in, n, v))) break;
         switch (op_table[n->op].kind) {
         case KIND_LEAF:
