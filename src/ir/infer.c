@@ -651,6 +651,8 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
         const node *o = in(g, n, i);
         if (node_is_column(g, o)) {
             if (k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST) continue;
+            /* a transposed [B, j1, 1] (D = 1) is a row of columns and a matmul operand */
+            if (o->op == RJ_OP_TRANSPOSE && n->op == RJ_OP_MATMUL && !n->ival) continue;
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s (a jagged tensor as a row of columns) only takes "
                               "elementwise ops in this version, broadcast against [B, j1, j1]", op, type_text(g, o).s);
         }
