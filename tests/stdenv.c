@@ -283,6 +283,10 @@ static void g_constants(env *e) {
     out(e, bin(e, RJ_OP_MUL, e->x, S(e, 3.4e38)));
     out(e, bin(e, RJ_OP_ADD, e->xi, SI(e, INT32_MIN)));
     out(e, bin(e, RJ_OP_ADD, rj_graph_cast(e->g, e->xi, RJ_I64), SI(e, INT64_MIN)));
+    /* literal arithmetic folded while lowering wraps as at run time (it was undefined
+     * behaviour there: the API fuzzer) */
+    out(e, bin(e, RJ_OP_ADD, rj_graph_cast(e->g, e->xi, RJ_I64),
+               bin(e, RJ_OP_MUL, SI(e, INT64_MAX), bin(e, RJ_OP_SUB, SI(e, INT64_MIN), SI(e, 3)))));
 }
 
 static void g_index(env *e);

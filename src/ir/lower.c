@@ -161,11 +161,13 @@ static int32_t xbin(lower *L, int fn, rj_dtype t, int32_t a, int32_t b) {
         const lx *x = E(L, a), *y = E(L, b);
         bool cx = x->kind == LX_CONST, cy = y->kind == LX_CONST;
         if (cx && cy) {
+            /* wrapping, as the interpreter and the generated code compute i64 arithmetic */
             int64_t p = x->i, q = y->i;
+            uint64_t up = (uint64_t)p, uq = (uint64_t)q;
             switch (fn) {
-            case RJ_OP_ADD: return xi(L, p + q);
-            case RJ_OP_SUB: return xi(L, p - q);
-            case RJ_OP_MUL: return xi(L, p * q);
+            case RJ_OP_ADD: return xi(L, (int64_t)(up + uq));
+            case RJ_OP_SUB: return xi(L, (int64_t)(up - uq));
+            case RJ_OP_MUL: return xi(L, (int64_t)(up * uq));
             case RJ_OP_MINIMUM: return xi(L, p < q ? p : q);
             case RJ_OP_MAXIMUM: return xi(L, p > q ? p : q);
             case LOP_IDIV:
