@@ -521,6 +521,9 @@ static void g_pairs(env *e) {
     /* over the rows with keepdim: [B, 1, j1], a row of columns broadcast against the blocks */
     out(e, bin(e, RJ_OP_SUB, s, rj_graph_reduce(g, RJ_OP_MEAN, s, 1, true)));
     out(e, bin(e, RJ_OP_DIV, p, rj_graph_reduce(g, RJ_OP_SUM, p, -2, true)));
+    /* and squeezed back to a jagged [B, j1] (and x's row of columns to x) */
+    out(e, bin(e, RJ_OP_MUL, rj_graph_squeeze(g, rj_graph_reduce(g, RJ_OP_MAX, s, 1, true), 1), S(e, 2)));
+    out(e, bin(e, RJ_OP_ADD, rj_graph_squeeze(g, bin(e, RJ_OP_MUL, rj_graph_unsqueeze(g, e->x, 1), S(e, 3)), 1), e->x));
     /* a transposed [B, j1, 1] is a row of columns too (the interpreter crashed on it) */
     rj_node mx = rj_graph_reduce(g, RJ_OP_MAX, s, 1, false);
     rj_node col = rj_graph_transpose(g, rj_graph_unsqueeze(g, mx, 2), 1, 2);

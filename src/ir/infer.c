@@ -596,6 +596,11 @@ static rj_status infer_view(rj_graph *g, node *n, const char *op) {
         for (int k = 1; same && k < x->rank; k++) same = n->dims[k + 1] == x->dims[k];
         if (same) return RJ_OK;
     }
+    if (node_is_column(g, x) && n->rank == x->rank - 1 && !node_is_column(g, n)) { /* squeeze(x, 1) of a column */
+        bool same = n->dims[0] == x->dims[0];
+        for (int k = 1; same && k < n->rank; k++) same = n->dims[k] == x->dims[k + 1];
+        if (same) return RJ_OK;
+    }
     for (int k = 0; k < n->rank; k++)
         if (!graph_is_valid_dim(g, n->dims[k]))
             return graph_fail(g, RJ_ERR_ARG, "%s: dim %d of the new shape is invalid", op, k);
@@ -651,6 +656,7 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
         const node *o = in(g, n, i);
         if (node_is_column(g, o)) {
             if (k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST) continue;
+            if (k == KIND_VIEW && n->op != RJ_OP_TRANSPOSE && dim_ragged_pos(g, n) == 1) continue; /* squeeze(x, 1) */
             /* a transposed [B, j1, 1] (D = 1) is a row of columns and a matmul operand */
             if (o->op == RJ_OP_TRANSPOSE && n->op == RJ_OP_MATMUL && !n->ival) continue;
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s (a jagged tensor as a row of columns) only takes "

@@ -511,6 +511,13 @@ static int32_t view_value(lower *L, int32_t id, const at *a) {
         for (int k = 1; k < x->rank; k++) xa.idx[k] = a->idx[k + 1];
         return value(L, n->in[0], &xa);
     }
+    if (node_is_column(g, x) && !node_is_column(g, n)) { /* squeeze(x, 1): (b, j, ...) is x's (b, 0, j, ...) */
+        at xa = {.rank = x->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
+        xa.idx[0] = a->idx[0];
+        xa.idx[1] = xi(L, 0);
+        for (int k = 1; k < n->rank; k++) xa.idx[k + 1] = a->idx[k];
+        return value(L, n->in[0], &xa);
+    }
     int keep = dim_ragged_pos(g, x) >= 0 ? 2 : 0;
     at xa = {.rank = x->rank, .inclass = keep ? a->inclass : -1, .outclass = keep ? a->outclass : -1,
              .guard = a->guard};
