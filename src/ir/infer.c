@@ -660,7 +660,7 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
             /* a transposed [B, j1, 1] (D = 1) is a row of columns and a matmul operand */
             if (o->op == RJ_OP_TRANSPOSE && n->op == RJ_OP_MATMUL && !n->ival) continue;
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s (a jagged tensor as a row of columns) only takes "
-                              "elementwise ops in this version, broadcast against [B, j1, j1]", op, type_text(g, o).s);
+                              "elementwise ops (broadcast against [B, j1, j1]) and squeeze(1) in this version", op, type_text(g, o).s);
         }
         if (dim_ragged_pos(g, o) > 1 && !(n->op == RJ_OP_MATMUL && !n->ival))
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a transposed jagged tensor: this version only "
