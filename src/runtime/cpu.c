@@ -396,8 +396,26 @@ static int64_t gemm_rows_per_chunk(int64_t N, int64_t K, size_t es, bool prologu
     return r < 16 ? 16 : r > 4096 ? 4096 : r;
 }
 
+/* The bytes of a multi-pass item kernel's stash (softmax over the ragged dim keeps the
+ * longest item's rows of one column tile) a worker may fill: its share of the last-level
+ * cache, at most STASH_MAX, and at least half its L2. Narrower tiles cost more than a stash
+ * that spills L2: a tile reads part of each row, and on an AMD Zen 4 (1 MiB L2, 32 MiB L3
+ * for two cores) rows read 128 or 64 columns at a time ran softmax 1.4-1.8x slower than
+ * whole rows with a stash four to sixteen times the L2 (bench/'s W2 and `ragjit bench` at
+ * maxlen 1024, 4096 and 16384), while a stash beyond the cache falls to memory speed. The cap
+ * keeps machines that report their host's cache (as VMs do) from assuming all of it. */
+#define STASH_MAX ((int64_t)8 << 20)
+static int64_t stash_bytes(const cpu_state *st, int workers) {
+    int64_t share = target_desc_for(RJ_TARGET_CPU)->l3_bytes / (workers > 0 ? workers : 1) / 2;
+    if (share > STASH_MAX) share = STASH_MAX;
+    return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
+}
+
 /* Per-item products: chunks never cross an item (its k or v multiplies every row of it), each
- * of at most R rows with R chosen per item so that its C (and A) fill about L2. */
+ * of at most R rows with R chosen so that the longest item's chunk of C (and A) fills the
+ * last-level cache's budget (stash_bytes for one worker), not L2: every chunk packs the item's
+ * k (or v) again, and on a Zen 4 (1 MiB L2) whole 1024-row items ran bench's W8 and W9 3-7%
+ * faster than 256-row chunks, while the softmax epilogue reads C from L3 at little cost. */
 static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t ki, rj_bind *b, const launch_opts *o,
                                 launch_mem *m, int64_t *scratch_reserved, const blas_fns *bl, const launch_plan *pl) {
     const lkernel *k = &lp->kernels[ki];
@@ -408,7 +426,8 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     const int64_t *lo = b->loff[c];
     size_t es = rj_dtype_size((rj_dtype)gm->dtype);
     bool pro = gm->prologue >= 0;
-    int64_t l2 = ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes;
+    /* neither may depend on the thread count: chunk shapes change a BLAS's rounding */
+    int64_t budget = stash_bytes(ctx->slot[SLOT_CPU].state, 1);
     if (!lo) return ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s: per-item GEMMs without host offsets", k->name);
     /* rows per chunk of each item, and the chunks */
     for (int64_t it = 0; it < B; it++) {
@@ -418,7 +437,10 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     if (maxlen > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
         return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: a per-item GEMM exceeds the BLAS's int sizes", k->name);
     int64_t wmax = (gm->mode == GEMM_QK ? maxlen : N) + (pro ? maxlen : 0), row = wmax * (int64_t)es;
-    int64_t R = row > 0 ? l2 / row : 4096;
+    int64_t R = row > 0 ? budget / row : 4096;
+    /* and at least 16 chunks in all, so that one long item still feeds the workers */
+    int64_t share = (lo[B] - lo[0]) / 16;
+    if (R > share) R = share;
     R = R < 16 ? 16 : R > 4096 ? 4096 : R;
     for (int64_t it = 0; it < B; it++) n += (lo[it + 1] - lo[it] + R - 1) / R;
     if (n == 0) return RJ_OK;
@@ -546,21 +568,6 @@ static bool streams(rj_bind *b, const lprog *lp, const lkernel *k) {
         if (lb->kind == LB_OUTPUT) bytes += b->out[lb->index].numel * (int64_t)rj_dtype_size((rj_dtype)lb->dtype);
     }
     return bytes > stream_threshold(b->ctx);
-}
-
-/* The bytes of a multi-pass item kernel's stash (softmax over the ragged dim keeps the
- * longest item's rows of one column tile) a worker may fill: its share of the last-level
- * cache, at most STASH_MAX, and at least half its L2. Narrower tiles cost more than a stash
- * that spills L2: a tile reads part of each row, and on an AMD Zen 4 (1 MiB L2, 32 MiB L3
- * for two cores) rows read 128 or 64 columns at a time ran softmax 1.4-1.8x slower than
- * whole rows with a stash four to sixteen times the L2 (bench/'s W2 and `ragjit bench` at
- * maxlen 1024, 4096 and 16384), while a stash beyond the cache falls to memory speed. The cap
- * keeps machines that report their host's cache (as VMs do) from assuming all of it. */
-#define STASH_MAX ((int64_t)8 << 20)
-static int64_t stash_bytes(const cpu_state *st, int workers) {
-    int64_t share = target_desc_for(RJ_TARGET_CPU)->l3_bytes / (workers > 0 ? workers : 1) / 2;
-    if (share > STASH_MAX) share = STASH_MAX;
-    return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
 }
 
 static rj_status cpu_run(rj_program *p, rj_bind *b) {
