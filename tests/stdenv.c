@@ -482,6 +482,13 @@ static void g_matmul(env *e) {
     out(e, rj_graph_linear(g, e->pb, e->tab, RJ_NONE));                            /* dense 2-D */
     out(e, rj_graph_matmul(g, rj_graph_pad(g, e->y, 0.5, e->L), wt));              /* padded */
     out(e, rj_graph_linear(g, rj_graph_cast(g, e->xi, e->ft), e->tab, RJ_NONE));   /* a prologue */
+    /* dense transposes (lowering read them as reshapes: silent wrong answers) */
+    rj_node tt = rj_graph_transpose(g, e->tab, 0, 1);                                /* [D, V] */
+    out(e, rj_graph_matmul(g, e->x, tt));
+    out(e, bin(e, RJ_OP_ADD, tt, wt));
+    out(e, rj_graph_reduce(g, RJ_OP_SUM, tt, 1, false));
+    out(e, bin(e, RJ_OP_MUL, rj_graph_transpose(g, rj_graph_reshape(g, e->tab, 3, (rj_dim[]){V, 1, D}), 0, -1), S(e, 2)));
+    out(e, bin(e, RJ_OP_MUL, e->x, rj_graph_transpose(g, rj_graph_unsqueeze(g, e->w, 1), 0, 1)));
 }
 
 /* ---- two ragged dims of one class: per-item products, and what applies to their blocks ----- */

@@ -505,6 +505,13 @@ static int32_t index_value(lower *L, int32_t id, const at *a) {
 static int32_t view_value(lower *L, int32_t id, const at *a) {
     const rj_graph *g = L->g;
     const node *n = &g->nodes[id], *x = &g->nodes[n->in[0]];
+    if (n->op == RJ_OP_TRANSPOSE) { /* x at the position with dims axis < ival swapped */
+        at xa = *a;
+        xa.idx[n->axis] = a->idx[n->ival];
+        xa.idx[n->ival] = a->idx[n->axis];
+        if (n->axis <= 1) xa.inclass = xa.outclass = -1; /* they describe idx[1] */
+        return value(L, n->in[0], &xa);
+    }
     if (node_is_column(g, n) && !node_is_column(g, x)) { /* (b, 0, j, ...) is x's (b, j, ...) */
         at xa = {.rank = x->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
         xa.idx[0] = a->idx[0];
