@@ -535,6 +535,13 @@ static void g_pairs(env *e) {
     rj_node mx = rj_graph_reduce(g, RJ_OP_MAX, s, 1, false);
     rj_node col = rj_graph_transpose(g, rj_graph_unsqueeze(g, mx, 2), 1, 2);
     out(e, bin(e, RJ_OP_SUB, s, col));
+    /* the blocks transposed (a view: element (b, i, j) is (b, j, i)): elementwise, softmax,
+     * a reduction, and pᵀ v, attention's backward product */
+    rj_node st = rj_graph_transpose(g, s, 1, 2);
+    out(e, bin(e, RJ_OP_SUB, st, s));
+    out(e, rj_graph_softmax(g, st, 2));
+    out(e, rj_graph_reduce(g, RJ_OP_SUM, st, 1, false));
+    out(e, rj_graph_matmul(g, rj_graph_transpose(g, p, 1, 2), e->y));
     /* D = 1: q kᵀ of [B, j1, 1] operands (kᵀ is also a row of columns), its softmax times v */
     rj_node q1 = rj_graph_reduce(g, RJ_OP_SUM, e->x, 2, true), k1 = rj_graph_reduce(g, RJ_OP_MEAN, e->y, 2, true);
     rj_node s1 = rj_graph_matmul(g, q1, rj_graph_transpose(g, k1, 1, 2));

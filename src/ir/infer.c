@@ -579,8 +579,10 @@ static rj_status infer_transpose(rj_graph *g, node *n) {
     int rp = dim_ragged_pos(g, x);
     if (rp < 0 || a == b) return RJ_OK;
     if (is_jagged3(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, D, j1]: for matmul */
+    if (node_is_pair(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, j1, j1] blocks transposed */
     return graph_fail(g, RJ_ERR_UNSUPPORTED, "transpose: dims %d and %d of %s: a jagged tensor transposes only "
-                      "dims 1 and 2 of [B, j1, D] (an operand of matmul)", a, b, type_text(g, x).s);
+                      "dims 1 and 2 of [B, j1, D] (an operand of matmul) and of [B, j1, j1] (its blocks)", a, b,
+                      type_text(g, x).s);
 }
 
 static rj_status infer_view(rj_graph *g, node *n, const char *op) {
@@ -667,6 +669,7 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
                               "multiplies it (matmul)", op, type_text(g, o).s);
         if (!node_is_pair(g, o)) continue;
         bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
+                  (n->op == RJ_OP_TRANSPOSE && n->axis == 1 && n->ival == 2) ||
                   ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 1) || (n->op == RJ_OP_MATMUL && i == 0) ||
                   n->op == RJ_OP_PAD;
         if (!ok)
