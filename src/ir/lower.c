@@ -512,17 +512,16 @@ static int32_t view_value(lower *L, int32_t id, const at *a) {
         if (n->axis <= 1) xa.inclass = xa.outclass = -1; /* they describe idx[1] */
         return value(L, n->in[0], &xa);
     }
-    if (node_is_column(g, n) && !node_is_column(g, x)) { /* (b, 0, j, ...) is x's (b, j, ...) */
+    bool to_col = node_is_column(g, n), from_col = node_is_column(g, x);
+    if (to_col != from_col) { /* unsqueeze(x, 1) or squeeze(x, 1): (b, 0, j, ...) is (b, j, ...) */
         at xa = {.rank = x->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
         xa.idx[0] = a->idx[0];
-        for (int k = 1; k < x->rank; k++) xa.idx[k] = a->idx[k + 1];
-        return value(L, n->in[0], &xa);
-    }
-    if (node_is_column(g, x) && !node_is_column(g, n)) { /* squeeze(x, 1): (b, j, ...) is x's (b, 0, j, ...) */
-        at xa = {.rank = x->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
-        xa.idx[0] = a->idx[0];
-        xa.idx[1] = xi(L, 0);
-        for (int k = 1; k < n->rank; k++) xa.idx[k + 1] = a->idx[k];
+        if (to_col) {
+            for (int k = 1; k < x->rank; k++) xa.idx[k] = a->idx[k + 1];
+        } else {
+            xa.idx[1] = xi(L, 0);
+            for (int k = 1; k < n->rank; k++) xa.idx[k + 1] = a->idx[k];
+        }
         return value(L, n->in[0], &xa);
     }
     int keep = dim_ragged_pos(g, x) >= 0 ? 2 : 0;

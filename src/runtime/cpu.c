@@ -36,6 +36,7 @@ typedef struct cpu_state {
     cpu_code *live;        /* compiled code alive now, by key */
     int64_t stream_bytes;  /* 0: the default threshold */
     int64_t l2_bytes;      /* a core's L2 (GEMM chunks are sized by it) */
+    int64_t l3_bytes;      /* the last-level cache, 0 if unknown (stash_bytes) */
     int64_t env_stream_bytes; /* RAGJIT_NT_BYTES, or the default */
 } cpu_state;
 
@@ -88,6 +89,7 @@ static cpu_state *state_get(rj_ctx *ctx) {
         cpu_state *st = mem_zalloc(ctx, sizeof(cpu_state));
         if (!st) return NULL;
         st->l2_bytes = target_desc_for(RJ_TARGET_CPU)->l2_bytes;
+        st->l3_bytes = target_desc_for(RJ_TARGET_CPU)->l3_bytes;
         st->env_stream_bytes = env_stream_bytes();
         sl->state = st;
         sl->release = state_release;
@@ -406,7 +408,7 @@ static int64_t gemm_rows_per_chunk(int64_t N, int64_t K, size_t es, bool prologu
  * keeps machines that report their host's cache (as VMs do) from assuming all of it. */
 #define STASH_MAX ((int64_t)8 << 20)
 static int64_t stash_bytes(const cpu_state *st, int workers) {
-    int64_t share = target_desc_for(RJ_TARGET_CPU)->l3_bytes / (workers > 0 ? workers : 1) / 2;
+    int64_t share = st->l3_bytes / (workers > 0 ? workers : 1) / 2;
     if (share > STASH_MAX) share = STASH_MAX;
     return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
 }

@@ -660,18 +660,16 @@ static void eval_view(interp *in, const node *n, ival *v) {
     }
     int keep = x->rp >= 0 ? x->rp + 1 : 0;
     int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
-    if (node_is_column(in->g, &in->g->nodes[n->in[0]]) && !node_is_column(in->g, n)) { /* squeeze(x, 1) */
-        for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
-            xi[0] = idx[0], xi[1] = 0;
-            for (int k = 1; k < n->rank; k++) xi[k + 1] = idx[k];
-            store(v->data, v->dtype, elem_at(v, idx, n->rank), load(x->data, x->dtype, elem_at(x, xi, x->rank)));
-        }
-        return;
-    }
-    if (node_is_column(in->g, n) && !node_is_column(in->g, &in->g->nodes[n->in[0]])) { /* unsqueeze(x, 1): (b, 0, j, ...) is x's (b, j, ...) */
+    bool to_col = node_is_column(in->g, n), from_col = node_is_column(in->g, &in->g->nodes[n->in[0]]);
+    if (to_col != from_col) { /* unsqueeze(x, 1) or squeeze(x, 1): (b, 0, j, ...) is (b, j, ...) */
         for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
             xi[0] = idx[0];
-            for (int k = 1; k < x->rank; k++) xi[k] = idx[k + 1];
+            if (to_col) {
+                for (int k = 1; k < x->rank; k++) xi[k] = idx[k + 1];
+            } else {
+                xi[1] = 0;
+                for (int k = 1; k < n->rank; k++) xi[k + 1] = idx[k];
+            }
             store(v->data, v->dtype, elem_at(v, idx, n->rank), load(x->data, x->dtype, elem_at(x, xi, x->rank)));
         }
         return;

@@ -77,14 +77,13 @@ static void init_llvm(void) {
      * RAGJIT_LLVM_DEFAULTS=1. */
     /* RAGJIT_LLVM_ARGS: more of LLVM's options, separated by spaces (-time-passes, say), for
      * experiments: LLVM ends the process on an option it does not know. */
-    const char *args[2 + MAX_LLVM_ARGS] = {"ragjit"};
-    int n = 1;
-    if (!getenv("RAGJIT_LLVM_DEFAULTS")) args[n++] = "-disable-lsr";
-    static char extra[sizeof llvm_args];
     const char *e = getenv("RAGJIT_LLVM_ARGS");
     snprintf(llvm_args, sizeof llvm_args, "%s%s", getenv("RAGJIT_LLVM_DEFAULTS") ? "" : "-disable-lsr ", e ? e : "");
-    snprintf(extra, sizeof extra, "%s", e ? e : "");
-    for (char *save = NULL, *a = strtok_r(extra, " ", &save); a && n < 2 + MAX_LLVM_ARGS; a = strtok_r(NULL, " ", &save))
+    static char words[sizeof llvm_args]; /* LLVM keeps pointers to its options */
+    memcpy(words, llvm_args, sizeof words);
+    const char *args[1 + MAX_LLVM_ARGS] = {"ragjit"};
+    int n = 1;
+    for (char *save = NULL, *a = strtok_r(words, " ", &save); a && n < 1 + MAX_LLVM_ARGS; a = strtok_r(NULL, " ", &save))
         args[n++] = a;
     if (n > 1) LLVMParseCommandLineOptions(n, args, NULL);
 }
