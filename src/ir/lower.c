@@ -2251,10 +2251,190 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
     L->k->body = top.first;
 }
 
+/* ---- per-item products on a SIMT target: tiles in shared memory ------------------------------
+ * q kᵀ and p v as a block-wide tiled GEMM per item. A block takes a piece of an item
+ * (UD_PIECES: an item's rows cut into pieces, so that a long item is many units) and walks its
+ * rows in tiles of MM_T rows and the product's columns (q kᵀ: the item's rows j; p v: the
+ * dense columns n) in tiles of MM_T. Per tile of MM_T contraction indices (q kᵀ: d; p v: the
+ * item's rows j) every thread stages MM_T² / block elements of A (q's or p's rows, read along
+ * the contraction: coalesced) and of B (k's rows transposed, or v's rows) in shared memory;
+ * after a barrier every thread accumulates MM_T² / block outputs of the tile (one column,
+ * rows r, r + block / MM_T, ...) from them, A's element a broadcast across the warp and B's
+ * rows padded to MM_T + 1 elements so that k's transposed stores hit distinct banks; a second
+ * barrier frees the tiles for the next step. Each global element is read once per tile pair
+ * instead of once per output element, and no output needs a cross-thread reduction. Elements
+ * past the piece's rows, the columns or the contraction are staged as zeros and never stored;
+ * every loop around a barrier has bounds the whole block shares. Returns false where the
+ * block's shape does not suit the tiles (the caller lowers the plain kernel). */
+
+#define MM_T 32
+
+/* One staged element: local[slot] = ok ? value of node n at a : 0. */
+static void mm_stage(lower *L, blk *b, int32_t loc, int32_t slot, int32_t ok, int32_t n, const at *a, rj_dtype t) {
+    blk yes, no = NEWBLK;
+    int32_t fi = s_if(L, b, &yes, ok);
+    s_store_local(L, &yes, loc, slot, xcast(L, t, value_fresh(L, n, a)));
+    s_store_local(L, &no, loc, slot, xconst(L, t, 0));
+    close_body(L, fi, &yes);
+    if (!L->err) L->k->st[fi].els = no.first;
+}
+
+/* ceil(n / MM_T), for a non-negative n */
+static int32_t mm_tiles(lower *L, int32_t n) {
+    return xbin(L, LOP_IDIV, RJ_I64, xadd(L, xmax(L, n, xi(L, 0)), xi(L, MM_T - 1)), xi(L, MM_T));
+}
+
+static bool lower_item_matmul_simt(lower *L, const fuse_group *gr) {
+    const rj_graph *g = L->g;
+    const node *r = &g->nodes[gr->root], *xn = &g->nodes[r->in[0]], *wn = &g->nodes[r->in[1]];
+    lkernel *k = L->k;
+    int BS = k->launch.block;
+    bool qk = is_jagged_t(g, wn);
+    if (!L->desc->simt || is_jagged_t(g, xn) || (!qk && !node_is_pair(g, xn)) || BS < MM_T || BS % MM_T ||
+        (MM_T * MM_T) % BS)
+        return false;
+    int32_t xs = r->in[0], ws = qk ? wn->in[0] : r->in[1];
+    const node *xv = &g->nodes[xs], *wv = &g->nodes[ws];
+    int32_t cls = root_of(g, qk ? xv->dims[1] : r->dims[1]);
+    rj_dtype t = r->dtype;
+    int M = MM_T * MM_T / BS, RS = BS / MM_T; /* outputs a thread, rows between them */
+    k->heavy = true;
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_printf(&w, "per-item product %s of ", qk ? "q kᵀ" : "p v");
+    print_node_type(&w, g, xv);
+    sbuf_puts(&w, " and ");
+    print_node_type(&w, g, wv);
+    sbuf_puts(&w, ", tiled in shared memory");
+    set_what(L, &w);
+    k->domain = UD_PIECES;
+    k->dom_class = cls;
+    k->dom_rank = 0;
+    k->tiled = true;
+    k->fixed_tile = 1;
+    k->launch.group = BS;
+    int32_t as = L->err ? -1 : lk_local(k, "atile", LL_BLOCK, t);
+    int32_t bs = L->err || as < 0 ? -1 : lk_local(k, "btile", LL_BLOCK, t);
+    if (as < 0 || bs < 0) {
+        if (!L->err) L->err = RJ_ERR_NOMEM;
+        return true;
+    }
+    if (!L->err) {
+        k->locals[as].elems = (int64_t)MM_T * MM_T;
+        k->locals[bs].elems = (int64_t)MM_T * (MM_T + 1);
+    }
+    int32_t acc[MM_T];
+    for (int m = 0; m < M; m++) {
+        char name[16];
+        snprintf(name, sizeof name, "acc%d", m);
+        acc[m] = newvar(L, name, t);
+    }
+    /* the unit: piece p of item b, its rows [r0, r0 + rn) */
+    blk top = NEWBLK, ub = NEWBLK;
+    int32_t vu = newvar(L, "u", RJ_I64);
+    int32_t fu = s_for(L, &top, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), LM_UNITS);
+    int32_t vb = newvar(L, "b", RJ_I64), vlen = newvar(L, "len", RJ_I64), vr0 = newvar(L, "r0", RJ_I64);
+    int32_t vre = newvar(L, "rend", RJ_I64);
+    int32_t u = xvar(L, vu);
+    s_set(L, &ub, vb, class_load(L, PK_PITEM, cls, "pitem", u));
+    int32_t b = xvar(L, vb);
+    s_set(L, &ub, vlen, xlen(L, cls, b));
+    int32_t len = xvar(L, vlen), prows = class_param(L, PK_PROWS, cls, "prows");
+    s_set(L, &ub, vr0, xmul(L, xsub(L, u, class_load(L, PK_PSTART, cls, "pstart", b)), prows));
+    int32_t r0 = xvar(L, vr0);
+    s_set(L, &ub, vre, xmax(L, xmin(L, xadd(L, r0, prows), len), r0)); /* rows [r0, rend) */
+    int32_t rend = xvar(L, vre);
+    int32_t ncols = qk ? len : xsize(L, r->dims[2]), ncon = qk ? xsize(L, xv->dims[2]) : len;
+    /* for each tile of rows i0 and of columns c0 */
+    int32_t vti = newvar(L, "ti", RJ_I64), vtc = newvar(L, "tc", RJ_I64), vtt = newvar(L, "tt", RJ_I64);
+    int32_t vi0 = newvar(L, "i0", RJ_I64), vc0 = newvar(L, "c0", RJ_I64), vt0 = newvar(L, "t0", RJ_I64);
+    int32_t vv = newvar(L, "v", RJ_I64), vq = newvar(L, "q", RJ_I64), vbv = newvar(L, "bv", t);
+    blk tib = NEWBLK, tcb = NEWBLK, ttb = NEWBLK;
+    int32_t fti = s_for(L, &ub, vti, xi(L, 0), mm_tiles(L, xsub(L, rend, r0)), LM_SERIAL);
+    s_set(L, &tib, vi0, xadd(L, r0, xmul(L, xvar(L, vti), xi(L, MM_T))));
+    int32_t i0 = xvar(L, vi0);
+    int32_t ftc = s_for(L, &tib, vtc, xi(L, 0), mm_tiles(L, ncols), LM_SERIAL);
+    s_set(L, &tcb, vc0, xmul(L, xvar(L, vtc), xi(L, MM_T)));
+    int32_t c0 = xvar(L, vc0);
+    int32_t v = xvar(L, vv), col = xbin(L, LOP_IREM, RJ_I64, v, xi(L, MM_T));
+    int32_t rg = xbin(L, LOP_IDIV, RJ_I64, v, xi(L, MM_T));
+    { /* zero the thread's accumulators */
+        blk lb = NEWBLK;
+        int32_t fl = s_for(L, &tcb, vv, xi(L, 0), xi(L, BS), LM_LANES);
+        for (int m = 0; m < M; m++) s_set(L, &lb, acc[m], xconst(L, t, 0));
+        close_body(L, fl, &lb);
+    }
+    int32_t ftt = s_for(L, &tcb, vtt, xi(L, 0), mm_tiles(L, ncon), LM_SERIAL);
+    s_set(L, &ttb, vt0, xmul(L, xvar(L, vtt), xi(L, MM_T)));
+    int32_t t0 = xvar(L, vt0);
+    { /* stage A [i][t] and B [t][c] (rows of MM_T + 1) */
+        blk lb = NEWBLK;
+        int32_t fl = s_for(L, &ttb, vv, xi(L, 0), xi(L, BS), LM_LANES);
+        for (int l = 0; l < M; l++) {
+            int32_t e = xadd(L, v, xi(L, (int64_t)l * BS));
+            int32_t hi = xbin(L, LOP_IDIV, RJ_I64, e, xi(L, MM_T)), lo = xbin(L, LOP_IREM, RJ_I64, e, xi(L, MM_T));
+            /* A: row i0 + hi, contraction t0 + lo */
+            int32_t ai = xadd(L, i0, hi), at_ = xadd(L, t0, lo);
+            int32_t aok = xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, xcmp(L, RJ_OP_LT, ai, rend), xcmp(L, RJ_OP_LT, at_, ncon));
+            at aa = at3(b, ai, at_, cls);
+            mm_stage(L, &lb, as, e, aok, xs, &aa, t);
+            /* B: q kᵀ reads k's row c0 + hi along d = t0 + lo; p v reads v's row t0 + hi along
+             * n = c0 + lo: both coalesced */
+            int32_t bc = qk ? xadd(L, c0, hi) : xadd(L, c0, lo), bt = qk ? xadd(L, t0, lo) : xadd(L, t0, hi);
+            int32_t bok = xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, xcmp(L, RJ_OP_LT, bc, ncols), xcmp(L, RJ_OP_LT, bt, ncon));
+            at ba = qk ? at3(b, bc, bt, cls) : at3(b, bt, bc, cls);
+            int32_t slot = xadd(L, xmul(L, qk ? lo : hi, xi(L, MM_T + 1)), qk ? hi : lo);
+            mm_stage(L, &lb, bs, slot, bok, ws, &ba, t);
+        }
+        close_body(L, fl, &lb);
+    }
+    put(L, &ttb, s_barrier());
+    { /* accumulate: acc[m] += A[rg + m RS][q] B[q][col] */
+        blk lb = NEWBLK, qb = NEWBLK;
+        int32_t fl = s_for(L, &ttb, vv, xi(L, 0), xi(L, BS), LM_LANES);
+        int32_t fq = s_for(L, &lb, vq, xi(L, 0), xi(L, MM_T), LM_SERIAL);
+        int32_t q = xvar(L, vq);
+        s_set(L, &qb, vbv, xlocal(L, bs, xadd(L, xmul(L, q, xi(L, MM_T + 1)), col)));
+        for (int m = 0; m < M; m++) {
+            int32_t row = xadd(L, rg, xi(L, (int64_t)m * RS));
+            int32_t av = xlocal(L, as, xadd(L, xmul(L, row, xi(L, MM_T)), q));
+            s_set(L, &qb, acc[m], xfma(L, t, av, xvar(L, vbv), xvar(L, acc[m])));
+        }
+        close_body(L, fq, &qb);
+        close_body(L, fl, &lb);
+    }
+    put(L, &ttb, s_barrier());
+    close_body(L, ftt, &ttb);
+    { /* the tile's outputs and what is fused after them */
+        blk lb = NEWBLK;
+        int32_t fl = s_for(L, &tcb, vv, xi(L, 0), xi(L, BS), LM_LANES);
+        for (int m = 0; m < M; m++) {
+            int32_t i = xadd(L, i0, xadd(L, rg, xi(L, (int64_t)m * RS))), j = xadd(L, c0, col);
+            int32_t ok = xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, xcmp(L, RJ_OP_LT, i, rend), xcmp(L, RJ_OP_LT, j, ncols));
+            blk sb;
+            int32_t fs = s_if(L, &lb, &sb, ok);
+            at oa = at3(b, i, j, cls);
+            store_group(L, &sb, gr->root, xvar(L, acc[m]), &oa, true, LF_NT);
+            close_body(L, fs, &sb);
+        }
+        close_body(L, fl, &lb);
+    }
+    close_body(L, ftc, &tcb);
+    close_body(L, fti, &tib);
+    close_body(L, fu, &ub);
+    k->body = top.first;
+    return true;
+}
+
 /* ---- reductions and softmax over a dense dim: per leading index ----------------------------- */
 
-/* Elements a vectorised partial sum covers before it is folded into the compensated total. */
-#define SUM_BLOCK 256
+/* Elements a vectorised partial sum covers before it is folded into the compensated total.
+ * The partial's own error grows with the adds each vector lane makes (256 elements on AVX2,
+ * one 8-wide accumulator: 32 adds a lane, a sum of 10^6 0.1f 4 ulps off; 64: 1 ulp). An
+ * extent known to be at most SUM_ONE_BLOCK is summed as one block (a norm over D = 256 stays
+ * one plain vector loop). */
+#define SUM_BLOCK 64
+#define SUM_ONE_BLOCK 256
 
 /* At a full index except the axis: the axis loops (max / sum / write for softmax, one fold for
  * a reduction) with scalar accumulators, then the result for a reduction. Along a contiguous
@@ -2285,7 +2465,7 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
         bool write = softmax && pass == 2;
         int32_t target = softmax && pass == 1 ? acc2 : acc;
         /* an extent known to fit one block needs none */
-        bool one_block = x->dims[ax] >= 0 && x->dims[ax] <= SUM_BLOCK;
+        bool one_block = x->dims[ax] >= 0 && x->dims[ax] <= SUM_ONE_BLOCK;
         bool blocked = comp >= 0 && !one_block && (softmax ? pass == 1 : true);
         if (!write)
             s_set(L, b, target, softmax ? (pass == 0 ? xextreme(L, t, true) : xconst(L, t, 0))
@@ -2478,7 +2658,7 @@ static void norm_stats_row(lower *L, blk *b, at *a, void *ud) {
     int d = x->rank - 1;
     bool layer = root->op == RJ_OP_LAYER_NORM;
     int32_t ext = x->dims[d] == 1 ? xi(L, 1) : xsize(L, x->dims[d]);
-    bool one_block = x->dims[d] >= 0 && x->dims[d] <= SUM_BLOCK;
+    bool one_block = x->dims[d] >= 0 && x->dims[d] <= SUM_ONE_BLOCK;
     blk *into = b, bb = NEWBLK;
     int32_t fb = -1, lo = xi(L, 0), hi = ext;
     if (!one_block) {
@@ -2524,7 +2704,7 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     double eps = root->fval >= 0 ? root->fval : (t == RJ_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
     /* one line of a size known to fit one block: the statistics are its sums, as they are */
     int last = x->rank - 1;
-    bool plain = nc->lead == last && x->dims[last] >= 0 && x->dims[last] <= SUM_BLOCK;
+    bool plain = nc->lead == last && x->dims[last] >= 0 && x->dims[last] <= SUM_ONE_BLOCK;
     norm_pass np = {.nc = nc, .acc = acc, .acc2 = acc2, .part = acc, .part2 = acc2};
     if (layer) {
         at first = *a; /* guarded: the block may be empty */
@@ -2834,8 +3014,8 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         else if (op_table[r->op].kind == KIND_MATMUL) {
             bool per_item = g->nodes[r->in[1]].rank == 3 || is_jagged_t(g, &g->nodes[r->in[0]]);
             if (!lower_matmul_lib(&L, gr)) {
-                if (per_item) lower_item_matmul(&L, gr);
-                else lower_matmul(&L, gr);
+                if (!per_item) lower_matmul(&L, gr);
+                else if (!lower_item_matmul_simt(&L, gr)) lower_item_matmul(&L, gr);
             }
         }
         else lower_axis(&L, gr);
