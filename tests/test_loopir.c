@@ -246,6 +246,43 @@ static void test_print_simt_launch(void **state) {
     rj_graph_free(g);
 }
 
+/* Per-item products on a SIMT target: q kᵀ and p v are block-wide kernels over pieces of
+ * items that stage tiles in shared memory between barriers (the plain kernel has neither). */
+static void test_simt_item_products_tiled(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx,
+                                 "ragged j1 : B\n"
+                                 "input q : f32[B, j1, 64]\n"
+                                 "input k : f32[B, j1, 64]\n"
+                                 "input v : f32[B, j1, 48]\n"
+                                 "p = softmax(q @ k.transpose(1, 2) / 8.0, dim=2)\n"
+                                 "o = p @ v\n"
+                                 "output p, o\n",
+                                 "test.rj");
+    assert_non_null(g);
+    for (rj_target t = RJ_TARGET_CUDA; t <= RJ_TARGET_OPENCL; t++) {
+        compiled c;
+        assert_int_equal(pipeline_run(g, target_desc_for(t), &c), RJ_OK);
+        int tiled = 0;
+        for (int32_t i = 0; i < c.lp.nkernels; i++) {
+            const lkernel *k = &c.lp.kernels[i];
+            if (!strstr(k->what, "per-item product")) continue;
+            assert_non_null(strstr(k->what, "tiled in shared memory"));
+            assert_int_equal(k->domain, UD_PIECES);
+            assert_int_equal(k->launch.group, k->launch.block);
+            int block_locals = 0, barriers = 0;
+            for (int32_t l = 0; l < k->nlocals; l++) block_locals += k->locals[l].scope == LL_BLOCK;
+            for (int32_t s = 0; s < k->nst; s++) barriers += k->st[s].kind == LS_BARRIER;
+            assert_int_equal(block_locals, 2);
+            assert_int_equal(barriers, 2);
+            tiled++;
+        }
+        assert_int_equal(tiled, 2);
+        compiled_free(&c);
+    }
+    rj_graph_free(g);
+}
+
 /* ---- a kernel built by hand ------------------------------------------------------------------ */
 
 #define ROW 8
@@ -456,6 +493,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_target_descriptors),   FX(test_dump_two_threads), FX(test_print_softmax_ragged),
         FX(test_print_layer_norm),     FX(test_print_dense_axis), FX(test_print_simt_launch),
+        FX(test_simt_item_products_tiled),
         FX(test_hand_built_kernel),    FX(test_verify_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
