@@ -901,6 +901,8 @@ static void lower_matmul(lower *L, const fuse_group *gr) {
  *         local array and the columns the inner lanes loop (acc[n] += p[i, j] v[j, n],
  *         vectorised, p read once per j); otherwise each lane keeps its own accumulator over a
  *         serial loop (a SIMT target: a warp per row, the lanes its threads).
+ * On a SIMT target q kᵀ and p v are the block-wide tiled kernels of lower_item_matmul_simt
+ * instead (below); xᵀ y keeps this form.
  * The item's rows are read from cache: an item's k or v is len_b rows. The product's epilogue
  * (a scale, a mask, ...) is computed as each element is stored. */
 
@@ -2329,7 +2331,7 @@ static bool lower_item_matmul_simt(lower *L, const fuse_group *gr) {
         snprintf(name, sizeof name, "acc%d", m);
         acc[m] = newvar(L, name, t);
     }
-    /* the unit: piece p of item b, its rows [r0, r0 + rn) */
+    /* the unit u: a piece of item b, its rows [r0, rend) */
     blk top = NEWBLK, ub = NEWBLK;
     int32_t vu = newvar(L, "u", RJ_I64);
     int32_t fu = s_for(L, &top, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), LM_UNITS);
