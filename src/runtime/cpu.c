@@ -38,6 +38,7 @@ typedef struct cpu_state {
     int64_t l2_bytes;      /* a core's L2 (GEMM chunks are sized by it) */
     int64_t l3_bytes;      /* the last-level cache, 0 if unknown (stash_bytes) */
     int64_t env_stream_bytes; /* RAGJIT_NT_BYTES, or the default */
+    int64_t env_stash_bytes;  /* RAGJIT_STASH_BYTES, or -1: from the caches (stash_bytes) */
 } cpu_state;
 
 typedef struct cpu_kernel {
@@ -74,12 +75,13 @@ static void state_release(rj_ctx *ctx, void *p) {
 /* RAGJIT_NT_BYTES, read once per context (runs never call getenv). The whole value must be a
  * non-negative integer: atoll read "8MiB" as 8 and "x" as 0, silently streaming every output;
  * anything else keeps the default. */
-static int64_t env_stream_bytes(void) {
-    const char *v = getenv("RAGJIT_NT_BYTES");
+/* A non-negative integer environment variable, or dflt where it is unset or malformed. */
+static int64_t env_bytes(const char *name, int64_t dflt) {
+    const char *v = getenv(name);
     char *end = NULL;
     errno = 0;
     long long n = v && *v ? strtoll(v, &end, 10) : -1;
-    return n >= 0 && !errno && end && !*end ? n : NT_BYTES_DEFAULT;
+    return n >= 0 && !errno && end && !*end ? n : dflt;
 }
 
 /* Created by the first compile or dump, under the context's lock; read-only for runs. */
@@ -90,7 +92,8 @@ static cpu_state *state_get(rj_ctx *ctx) {
         if (!st) return NULL;
         st->l2_bytes = target_desc_for(RJ_TARGET_CPU)->l2_bytes;
         st->l3_bytes = target_desc_for(RJ_TARGET_CPU)->l3_bytes;
-        st->env_stream_bytes = env_stream_bytes();
+        st->env_stream_bytes = env_bytes("RAGJIT_NT_BYTES", NT_BYTES_DEFAULT);
+        st->env_stash_bytes = env_bytes("RAGJIT_STASH_BYTES", -1);
         sl->state = st;
         sl->release = state_release;
     }
@@ -408,6 +411,7 @@ static int64_t gemm_rows_per_chunk(int64_t N, int64_t K, size_t es, bool prologu
  * keeps machines that report their host's cache (as VMs do) from assuming all of it. */
 #define STASH_MAX ((int64_t)8 << 20)
 static int64_t stash_bytes(const cpu_state *st, int workers) {
+    if (st->env_stash_bytes >= 0) return st->env_stash_bytes; /* the user's (caches VMs misreport) */
     int64_t share = st->l3_bytes / (workers > 0 ? workers : 1) / 2;
     if (share > STASH_MAX) share = STASH_MAX;
     return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
