@@ -72,10 +72,9 @@ static void state_release(rj_ctx *ctx, void *p) {
     mem_free(ctx, st, sizeof *st);
 }
 
-/* RAGJIT_NT_BYTES, read once per context (runs never call getenv). The whole value must be a
- * non-negative integer: atoll read "8MiB" as 8 and "x" as 0, silently streaming every output;
- * anything else keeps the default. */
-/* A non-negative integer environment variable, or dflt where it is unset or malformed. */
+/* A byte count from the environment (RAGJIT_NT_BYTES, RAGJIT_STASH_BYTES), read once per
+ * context (runs never call getenv). The whole value must be a non-negative integer: atoll read
+ * "8MiB" as 8 and "x" as 0, silently streaming every output; anything else gives dflt. */
 static int64_t env_bytes(const char *name, int64_t dflt) {
     const char *v = getenv(name);
     char *end = NULL;
