@@ -9,6 +9,12 @@
  * predicates of pads, and the vectoriser turns the lanes loops (contiguous in memory by
  * construction) into SIMD code. Lanes loops that accumulate in floating point carry
  * llvm.loop.vectorize.enable, which is what allows the vectoriser to reassociate the sum.
+ * The iterations of a lanes loop are independent (loopir.h: the SIMT targets run them on
+ * different threads), and the loop says so to LLVM: its loads and stores are in one access
+ * group that the loop lists as llvm.loop.parallel_accesses, so the vectoriser does not guard
+ * the vector loop with run-time overlap checks between, say, the accumulators and the stash
+ * of one thread's scratch (offsets the vectoriser cannot prove apart). That is less code to
+ * compile and to run: 15-18% fewer instructions compiling bench's W2 and W4.
  *
  * The parallel mappings need nothing else on a CPU: `units` and `serial` loops are plain
  * loops (the runtime hands each thread its unit range), a `reduce` is the accumulation
@@ -26,6 +32,7 @@
  */
 #include <llvm-c/Analysis.h>
 #include <llvm-c/DebugInfo.h>
+#include <llvm-c/IRReader.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +53,9 @@ typedef struct em {
     int32_t nstack, capstack;
     int32_t ntp;      /* the nt parameter, or -1 */
     bool used_nt;     /* some loop has a streaming variant */
-    unsigned md_nt, md_loop;
+    unsigned md_nt, md_loop, md_group;
+    LLVMValueRef group;  /* the lanes loops' access group (see lanes_group), or NULL */
+    int lanes;           /* lanes loops around the statement being emitted */
     LLVMBasicBlockRef entry;   /* allocas go here */
     /* staging of streaming stores inside one innermost loop (see staged_for) */
     int nstage;
@@ -72,6 +81,30 @@ static LLVMTypeRef mty(em *E, int t) {
 }
 
 static bool isf(int t) { return t == RJ_F32 || t == RJ_F64; }
+
+/* The access group of the loads and stores inside lanes loops (one for the module: every
+ * lanes loop lists it, and each makes a claim only about its own iterations). LLVM wants a
+ * distinct node, which its C API cannot make, so it comes from a one-line module parsed in
+ * the same context (nodes belong to the context). */
+static LLVMValueRef lanes_group(em *E) {
+    if (E->group) return E->group;
+    static const char src[] = "define void @g() {\n  ret void, !llvm.access.group !0\n}\n!0 = distinct !{}\n";
+    LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(src, sizeof src - 1, "group");
+    LLVMModuleRef m = NULL;
+    char *msg = NULL;
+    if (buf && !LLVMParseIRInContext(E->c, buf, &m, &msg)) { /* takes buf */
+        LLVMValueRef f = LLVMGetNamedFunction(m, "g");
+        LLVMValueRef ret = f ? LLVMGetFirstInstruction(LLVMGetFirstBasicBlock(f)) : NULL;
+        E->group = ret ? LLVMGetMetadata(ret, E->md_group) : NULL;
+        LLVMDisposeModule(m);
+    }
+    LLVMDisposeMessage(msg);
+    return E->group;
+}
+
+static void in_group(em *E, LLVMValueRef mem_op) {
+    if (E->lanes > 0 && lanes_group(E)) LLVMSetMetadata(mem_op, E->md_group, E->group);
+}
 
 static LLVMValueRef fconst(em *E, int t, double v) { return LLVMConstReal(vty(E, t), v); }
 static LLVMValueRef iconst(em *E, int t, long long v) {
@@ -266,6 +299,7 @@ static LLVMValueRef load(em *E, const lx *e) {
     LLVMValueRef p = mem_addr(E, e->fn, e->ref, e->type, expr(E, e->a));
     LLVMValueRef v = LLVMBuildLoad2(E->b, mty(E, e->type), p, "");
     LLVMSetAlignment(v, (unsigned)rj_dtype_size((rj_dtype)e->type));
+    in_group(E, v);
     return e->type == RJ_BOOL ? LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(mty(E, RJ_BOOL), 0, 0), "") : v;
 }
 
@@ -315,7 +349,7 @@ static LLVMValueRef expr(em *E, int32_t id) {
  *   llvm.loop.interleave.count  bounds the copies of the vector body (code size, compile time). */
 static LLVMValueRef loop_md(em *E, bool enable, int interleave) {
     LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->c, NULL, 0);
-    LLVMMetadataRef ops[3] = {tmp};
+    LLVMMetadataRef ops[4] = {tmp};
     int n = 1;
     if (enable) {
         static const char key[] = "llvm.loop.vectorize.enable";
@@ -327,6 +361,11 @@ static LLVMValueRef loop_md(em *E, bool enable, int interleave) {
         static const char key[] = "llvm.loop.interleave.count";
         LLVMMetadataRef kv[2] = {LLVMMDStringInContext2(E->c, key, sizeof key - 1),
                                  LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(E->c), (unsigned)interleave, 0))};
+        ops[n++] = LLVMMDNodeInContext2(E->c, kv, 2);
+    }
+    if (E->group) { /* the lanes loops' loads and stores are independent across iterations */
+        static const char key[] = "llvm.loop.parallel_accesses";
+        LLVMMetadataRef kv[2] = {LLVMMDStringInContext2(E->c, key, sizeof key - 1), LLVMValueAsMetadata(E->group)};
         ops[n++] = LLVMMDNodeInContext2(E->c, kv, 2);
     }
     LLVMMetadataRef id = LLVMMDNodeInContext2(E->c, ops, (size_t)n);
@@ -393,7 +432,9 @@ static void counted_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) 
     LLVMBasicBlockRef head, exit;
     LLVMValueRef i = loop_open(E, var, lo, hi, "loop", &head, &exit);
     if (E->nstage) E->stage_idx = i;
+    E->lanes += st->map == LM_LANES;
     block(E, st->body);
+    E->lanes -= st->map == LM_LANES;
     LLVMValueRef i2 = LLVMBuildLoad2(b, vty(E, RJ_I64), var, "");
     LLVMBuildStore(b, LLVMBuildAdd(b, i2, iconst(E, RJ_I64, 1), ""), var);
     LLVMValueRef br = LLVMBuildBr(b, head);
@@ -525,7 +566,9 @@ static void stmt(em *E, const ls *st) {
             LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpMin, p, v, LLVMAtomicOrderingMonotonic, 0);
             break;
         }
-        LLVMSetAlignment(LLVMBuildStore(b, v, p), (unsigned)rj_dtype_size((rj_dtype)t));
+        LLVMValueRef sv = LLVMBuildStore(b, v, p);
+        LLVMSetAlignment(sv, (unsigned)rj_dtype_size((rj_dtype)t));
+        in_group(E, sv);
         break; /* streaming happens only through staged_for: an unaligned !nontemporal store
                 * would stop the loop from vectorising */
     }
@@ -652,6 +695,7 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, in
     E.ml = (mathlib){.c = c, .m = E.m};
     E.md_nt = LLVMGetMDKindIDInContext(c, "nontemporal", 11);
     E.md_loop = LLVMGetMDKindIDInContext(c, "llvm.loop", 9);
+    E.md_group = LLVMGetMDKindIDInContext(c, "llvm.access.group", 17);
     bool ok = true;
     for (int32_t i = first; i < first + count && ok; i++) ok = kernel(&E, &p->kernels[i], prefix, t);
     LLVMDisposeBuilder(E.b);
