@@ -678,6 +678,65 @@ static void test_math_special_values(void **state) {
     }
 }
 
+/* softmax and log_softmax over the ragged dim, with columns holding NaN (payloads included:
+ * bits that reach exp's exponent field if nothing stops them), +-inf, only -inf, and huge
+ * values: every element as the reference has it (NaN for NaN, the same infinities). The CPU
+ * takes exp of x - max without the checks for overflow and NaN, relying on the column's
+ * result being NaN whenever its maximum is not finite. */
+static void test_softmax_nonfinite_columns(void **state) {
+    fixture *f = *state;
+    enum { NCOL = 9, NROW = 40 };
+    static float xs[NROW * NCOL];
+    static const uint32_t nan_bits[] = {0x7fc00001u, 0xffc001ffu, 0x7fc00000u, 0x7f800001u};
+    for (int i = 0; i < NROW * NCOL; i++) xs[i] = (float)((i * 37) % 101 - 50) * 0.7f;
+    for (int r = 0; r < NROW; r++) {
+        memcpy(&xs[r * NCOL + 0], &nan_bits[r % 4], sizeof(float)); /* column 0: NaNs in every item */
+        xs[r * NCOL + 1] = -INFINITY;                               /* column 1: nothing but -inf */
+        if (r % 7 == 3) xs[r * NCOL + 2] = INFINITY;                 /* column 2: some +inf */
+        if (r % 5 == 0) xs[r * NCOL + 3] = -INFINITY;                /* column 3: some -inf */
+        xs[r * NCOL + 4] = r % 2 ? 3e38f : -3e38f;                   /* column 4: huge of both signs */
+    }
+    memcpy(&xs[17 * NCOL + 5], &nan_bits[0], sizeof(float));         /* column 5: one NaN in item 1 */
+    int64_t off[] = {0, 0, 13, 31, 31, NROW};                      /* empty items among them */
+    for (int op = 0; op < 2; op++) {
+        rj_graph *g = rj_graph_new(f->ctx);
+        rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j", B), N = rj_graph_dense(g, "D");
+        rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, J, N});
+        rj_node y = op ? rj_graph_log_softmax(g, x, 1) : rj_graph_softmax(g, x, 1);
+        rj_graph_output(g, y, "y");
+        rj_program *pc = rj_program_new(g, RJ_TARGET_CPU), *pr = rj_program_new(g, RJ_TARGET_REFERENCE);
+        assert_non_null(pc);
+        assert_non_null(pr);
+        rj_bind *bc = rj_bind_new(pc), *br = rj_bind_new(pr);
+        rj_bind *bs[2] = {bc, br};
+        for (int k = 0; k < 2; k++) {
+            assert_ok(f->ctx, rj_bind_size(bs[k], N, NCOL));
+            assert_ok(f->ctx, rj_bind_offsets(bs[k], J, 5, off, NULL));
+            assert_ok(f->ctx, rj_bind_input(bs[k], x, xs, NROW * NCOL));
+        }
+        assert_ok(f->ctx, rj_program_run(pc, bc));
+        assert_ok(f->ctx, rj_program_run(pr, br));
+        rj_tensor_info a, r;
+        rj_tensor_get_info(rj_bind_result(bc, y), &a);
+        rj_tensor_get_info(rj_bind_result(br, y), &r);
+        int nan_cols = 0;
+        for (int i = 0; i < NROW * NCOL; i++) {
+            float got = ((float *)a.values)[i], want = ((float *)r.values)[i];
+            nan_cols += isnan(want);
+            /* ragjit check's tolerance: x - max - log(sum) cancels */
+            if (isnan(want) ? isnan(got) : (got == want || fabsf(got - want) <= 2e-5f + 1e-4f * fabsf(want))) continue;
+            fail_msg("%s: element %d (row %d, column %d) = %.9g, expected %.9g", op ? "log_softmax" : "softmax", i,
+                     i / NCOL, i % NCOL, got, want);
+        }
+        assert_true(nan_cols >= 3 * NROW); /* the test does reach the non-finite columns */
+        rj_bind_free(bc);
+        rj_bind_free(br);
+        rj_program_free(pc);
+        rj_program_free(pr);
+        rj_graph_free(g);
+    }
+}
+
 /* CPU runs report their time as the kernels' time, with no copies; there is no device probe. */
 static void test_run_stats(void **state) {
     fixture *f = *state;
@@ -828,7 +887,7 @@ int main(void) {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

@@ -405,6 +405,7 @@ static const char *fn_name(int fn) {
     case LOP_IDIV: return "idiv";
     case LOP_IREM: return "irem";
     case LOP_FMA: return "fma";
+    case LOP_EXP_NONPOS: return "exp_nonpos";
     default: return rj_op_name((rj_op)fn);
     }
 }

@@ -47,8 +47,11 @@
 #include "ir.h"
 #include "target.h"
 
-/* internal ops beyond the graph's op table, for index arithmetic */
-enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_COUNT };
+/* internal ops beyond the graph's op table: index arithmetic, the fused multiply-add, and
+ * LOP_EXP_NONPOS, exp of an argument that is not positive wherever the result matters
+ * (softmax's terms, whose column is NaN when its maximum is not finite), for which a backend
+ * may leave out its handling of overflow and NaN */
+enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_EXP_NONPOS, LOP_COUNT };
 
 /* What a LOAD (its fn) or a STORE (its mem) addresses through `ref`. */
 enum {

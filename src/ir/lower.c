@@ -657,7 +657,7 @@ static bool not_cheap(const lkernel *k, int32_t id, void *ud) {
     if (e->kind == LX_UNARY)
         switch (e->fn) {
         case RJ_OP_GELU: case RJ_OP_GELU_TANH: case RJ_OP_SILU: case RJ_OP_SIGMOID: case RJ_OP_TANH:
-        case RJ_OP_EXP: case RJ_OP_LOG: case RJ_OP_SIN: case RJ_OP_COS: return true;
+        case RJ_OP_EXP: case RJ_OP_LOG: case RJ_OP_SIN: case RJ_OP_COS: case LOP_EXP_NONPOS: return true;
         default: return false;
         }
     return e->kind == LX_BINARY && e->fn == RJ_OP_POW;
@@ -1390,8 +1390,14 @@ static int32_t lanes_for(lower *L, items *it, blk *into, blk *body) {
     return s_for(L, into, it->vt, xi(L, 0), it->rc->ntile, LM_LANES);
 }
 
+/* Softmax's term exp(v - m) with m the column's maximum: not positive where m is finite, and
+ * where it is not, items_finish_sum makes the column NaN, as it is in the reference. */
+static int32_t softmax_term(lower *L, rj_dtype t, int32_t v, int32_t m) {
+    return xun(L, LOP_EXP_NONPOS, t, xbin(L, RJ_OP_SUB, t, v, m));
+}
+
 static int32_t fold_term(lower *L, const fold *f, rj_dtype t, int32_t v) {
-    return f->shift >= 0 ? xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, f->shift)) : v;
+    return f->shift >= 0 ? softmax_term(L, t, v, f->shift) : v;
 }
 
 /* The index of element (b, i, flat) of x with its inner dims unflattened from `flat`, in the
@@ -1601,13 +1607,16 @@ static void items_fold_padding(lower *L, items *it, const fold *f) {
 }
 
 /* Phase (softmax): the sum finished, and replaced by its reciprocal so the write pass
- * multiplies (log_softmax keeps the sum). */
+ * multiplies (log_softmax keeps the sum). A column whose maximum is not finite (a NaN, an
+ * infinity, or nothing but -inf) is NaN in the reference, every term being NaN or the sum
+ * NaN; its sum is made NaN here, whatever softmax_term gave for such terms. */
 static void items_finish_sum(lower *L, items *it, const fold *f, bool invert) {
-    if (!f->compensated && !invert) return;
     rj_dtype t = it->rc->acc_t;
     blk ib;
     int32_t ft = lanes_for(L, it, &it->ub, &ib);
-    int32_t sum = fold_result(L, it, f);
+    int32_t m = xlocal(L, it->loc, it->s0);
+    int32_t finite = xcmp(L, RJ_OP_EQ, xbin(L, RJ_OP_SUB, t, m, m), xconst(L, t, 0));
+    int32_t sum = xsel(L, finite, fold_result(L, it, f), xconst(L, t, NAN));
     s_store_local(L, &ib, it->loc, it->s1, invert ? xbin(L, RJ_OP_DIV, t, xconst(L, t, 1), sum) : sum);
     close_body(L, ft, &ib);
 }
@@ -1653,8 +1662,7 @@ static void items_write_rows(lower *L, const fuse_group *gr, items *it) {
         int32_t m = xlocal(L, it->loc, it->s0), s = xlocal(L, it->loc, it->s1);
         int32_t y;
         if (root->op == RJ_OP_SOFTMAX) { /* s holds 1 / sum here */
-            int32_t e = part == 0 ? xlocal(L, it->loc, it->s2)
-                                  : xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, red_input(L, rc, pa), m));
+            int32_t e = part == 0 ? xlocal(L, it->loc, it->s2) : softmax_term(L, t, red_input(L, rc, pa), m);
             y = xbin(L, RJ_OP_MUL, t, e, s);
         } else {
             int32_t v = red_input(L, rc, pa);

@@ -179,6 +179,7 @@ static LLVMValueRef unary(em *E, int fn, int t, LLVMValueRef x) {
     case RJ_OP_SIGMOID: return sigmoid(E, t, x);
     case RJ_OP_TANH: return call_f(E, t, ML_TANHF, "tanh", x);
     case RJ_OP_EXP: return call_f(E, t, ML_EXPF, "exp", x);
+    case LOP_EXP_NONPOS: return call_f(E, t, ML_EXPF_NONPOS, "exp", x);
     case RJ_OP_LOG: return call_f(E, t, ML_LOGF, "log", x);
     case RJ_OP_SQRT: return ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1);
     case RJ_OP_RSQRT: return LLVMBuildFDiv(b, one, ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1), "");

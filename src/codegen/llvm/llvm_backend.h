@@ -20,7 +20,9 @@ typedef struct mathlib {
     LLVMTypeRef ty[16];
 } mathlib;
 
-typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
+/* ML_EXPF_NONPOS: exp of an argument known not to be positive (softmax's x - max x), see
+ * mathlib.c */
+typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_EXPF_NONPOS, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
                ML_COUNT } ml_func;
 
 /* Calls function f on args (declaring or building it in the module on first use). */
