@@ -114,27 +114,31 @@ static LLVMValueRef as_float(mathlib *ml, LLVMBuilderRef b, LLVMValueRef i) {
 /* nonpos: the argument of softmax's terms exp(x - max x), which is not positive where the
  * maximum is finite; where it is not (NaN, or an infinity, in the column), softmax's result
  * is NaN whatever the terms are (items_finish_sum in lower.c makes it so). So the argument is
- * clamped to at most 0 (one vminps) and the select for overflow and NaN (a compare and a
- * masked add) is left out. Alternating runs of bench's W2 on one thread of a Zen 4 (AVX-512)
- * were 13% faster (8 of 8 pairs; on two threads the machine's noise hid any gain). W2 is
- * bound by the core's arithmetic, not by memory: it ran at 11-12 GB/s a thread both on
- * 14 MB of data (in the 32 MiB L3) and on 267 MB. Results for x <= 0 are those of exp. A NaN argument
- * gives an unspecified value, not NaN (its payload bits meet those of 2^n). */
+ * clamped to at most 0 (one vminps), the select for overflow and NaN (a compare and a masked
+ * add) is left out, and the polynomial is of degree 5: 2.26 ulp over every float <= 0 (degree
+ * 6: 1.06), within the 2.5 the guide promises. Without the select, alternating runs of
+ * bench's W2 on one thread of a Zen 4 (AVX-512) were 13% faster (8 of 8 pairs; on two threads
+ * the machine's noise hid any gain). W2 is bound by the core's arithmetic, not by memory: it
+ * ran at 11-12 GB/s a thread both on 14 MB of data (in the 32 MiB L3) and on 267 MB. A NaN
+ * argument gives an unspecified value, not NaN (its payload bits meet those of 2^n). */
 static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool nonpos) {
     if (nonpos) /* x > 0 ? 0 : x, a NaN kept: one vminps */
         x = sel(b, fcmp(b, LLVMRealOGT, x, cf(ml, 0)), cf(ml, 0), x);
-    /* degree 6 (1 + r + r^2 P(r)). Degree 5 keeps exp itself within 2.5 ulp (2.27 measured
-     * over every float by bench/mathulp), but sigmoid's 1 / (1 + e^-x) passes exp's error
-     * through whole and reached 3.4 ulp; degree 6 costs one fma */
-    static const double P[] = {0.001390127930790186, 0.008363140746951103, 0.04166685417294502,
-                               0.16666577756404877, 0.5};
+    /* degree 6 (1 + r + r^2 P(r)): 1.06 ulp. Degree 5 keeps exp itself within 2.5 ulp (2.26
+     * measured over every float <= 0, 2.27 over every float by bench/mathulp), but sigmoid's
+     * 1 / (1 + e^-x) passes exp's error through whole and reached 3.4 ulp; so degree 6, one
+     * fma more, except for softmax's terms (nonpos), which only need exp's own bound */
+    static const double P6[] = {0.001390127930790186, 0.008363140746951103, 0.04166685417294502,
+                                0.16666577756404877, 0.5};
+    static const double P5[] = {0.008312531096295678, 0.041890123685557834, 0.16667114431357438,
+                                0.49999231696857616};
     /* n = round(x log2 e) by the 1.5 * 2^23 trick: t's low mantissa bits hold n itself, so
      * no float -> int conversion (and no poison for out-of-range or NaN inputs) is needed */
     LLVMValueRef t = fma_(ml, b, x, cf(ml, 1.44269504088896341), cf(ml, 12582912.0));
     LLVMValueRef n = LLVMBuildFSub(b, t, cf(ml, 12582912.0), "");
     LLVMValueRef r = fma_(ml, b, n, cf(ml, -0.693359375), x);
     r = fma_(ml, b, n, cf(ml, 2.12194440e-4), r);
-    LLVMValueRef p = horner(ml, b, r, P, 5);
+    LLVMValueRef p = nonpos ? horner(ml, b, r, P5, 4) : horner(ml, b, r, P6, 5);
     LLVMValueRef y = LLVMBuildFAdd(b, fma_(ml, b, p, LLVMBuildFMul(b, r, r, ""), r), cf(ml, 1.0), "");
     /* 2^n applied by adding n to y's exponent field (y in [0.7, 1.42]): exact for every n in
      * [-126, 128] whose result is a normal float or +inf; the selects below take the rest */
