@@ -694,11 +694,13 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, in
     LLVMSetDataLayout(E.m, t->layout);
     E.b = LLVMCreateBuilderInContext(c);
     E.ml = (mathlib){.c = c, .m = E.m};
+    ml_set_features(&E.ml, t->features);
     E.md_nt = LLVMGetMDKindIDInContext(c, "nontemporal", 11);
     E.md_loop = LLVMGetMDKindIDInContext(c, "llvm.loop", 9);
     E.md_group = LLVMGetMDKindIDInContext(c, "llvm.access.group", 17);
     bool ok = true;
     for (int32_t i = first; i < first + count && ok; i++) ok = kernel(&E, &p->kernels[i], prefix, t);
+    if (ok) ml_finish(&E.ml);
     LLVMDisposeBuilder(E.b);
     mem_free(ctx, E.stack, sizeof(int32_t) * (size_t)E.capstack);
     if (ok) {

@@ -23,7 +23,9 @@
  * O3 runs ~100 passes most of which find nothing in ragjit's already simple loops, and a
  * tailored pipeline (docs/guide.md) compiles 20-40% faster with the same code on bench/'s
  * workloads, but nothing tests run-time speed on every kernel shape, so O3 stays the
- * default. After the pipeline, horizontal float reductions are rewritten as trees
+ * default. Where mathlib.c kept exp out of line for the vectoriser (AVX-512: its vector
+ * variants use vscalefps), a second short run (ML_LATE_PASSES) inlines it once the pipeline
+ * is done. After the pipeline, horizontal float reductions are rewritten as trees
  * (reduce_tree.c). The same TargetMachine then generates the object code the JIT links
  * (ORC's IR layer would create a TargetMachine per module). The dumps (LLVM IR before and
  * after optimisation, assembly) are produced together by the same steps, from a fresh module,
@@ -245,6 +247,7 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef 
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
     LLVMPassBuilderOptionsSetLoopUnrolling(o, j->unroll && !light);
     LLVMErrorRef err = LLVMRunPasses(m, light ? j->light_passes : j->passes, tm, o);
+    if (!err && ml_after_vectoriser(m)) err = LLVMRunPasses(m, ML_LATE_PASSES, tm, o);
     LLVMDisposePassBuilderOptions(o);
     if (!err) {
         llvm_reduce_trees(m);

@@ -18,6 +18,11 @@ typedef struct mathlib {
     LLVMModuleRef m;
     LLVMValueRef fn[16];
     LLVMTypeRef ty[16];
+    unsigned scalef;        /* widest vector of f32 with vscalefps (AVX-512: 16, or 0), see mathlib.c */
+    bool scalef_vl;         /* and its 4- and 8-wide forms (AVX-512VL) */
+    LLVMValueRef keep[16];  /* exp's scalar and vector variants, kept alive until the vectoriser */
+    unsigned nkeep;
+    char abi[2][256];       /* the calls' vector-function-abi-variant (exp, exp_nonpos) */
 } mathlib;
 
 /* ML_EXPF_NONPOS: exp of an argument known not to be positive (softmax's x - max x), see
@@ -30,6 +35,14 @@ LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *arg
 /* Calls an LLVM intrinsic overloaded on the type of its first argument. */
 LLVMValueRef ml_intrinsic(mathlib *ml, LLVMBuilderRef b, const char *name, LLVMValueRef *args,
                           unsigned n);
+/* Sets ml's vscalefps fields from a TargetMachine's feature string ("+avx512f,..."). */
+void ml_set_features(mathlib *ml, const char *features);
+/* Ends the module's emission: records what must outlive the optimiser's first run. */
+void ml_finish(mathlib *ml);
+/* After the optimiser's first run (the vectoriser's included): makes exp's variants inline and
+ * drops what kept them; returns whether the module needs the second run (ML_LATE_PASSES). */
+bool ml_after_vectoriser(LLVMModuleRef m);
+#define ML_LATE_PASSES "always-inline,globaldce"
 /* Saturating float -> integer conversion (NaN gives 0), as the interpreter defines casts. */
 LLVMValueRef ml_fptosi_sat(mathlib *ml, LLVMBuilderRef b, LLVMValueRef v, LLVMTypeRef to);
 /* Calls a libm function of one or two double (or float) arguments. */
