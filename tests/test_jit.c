@@ -678,6 +678,46 @@ static void test_math_special_values(void **state) {
     }
 }
 
+/* softmax (log: log_softmax) over the ragged dim of xs (f32[B, j, ncol], nb items at off) on
+ * the CPU and on the reference: the results in cpu and ref until sm_pair_free. */
+typedef struct sm_pair {
+    rj_graph *g;
+    rj_program *p[2];
+    rj_bind *b[2];
+    const float *cpu, *ref;
+} sm_pair;
+
+static sm_pair sm_pair_run(fixture *f, bool log, const float *xs, int64_t ncol, int64_t nb, const int64_t *off) {
+    sm_pair s = {.g = rj_graph_new(f->ctx)};
+    rj_dim B = rj_graph_dense(s.g, "B"), J = rj_graph_ragged(s.g, "j", B), N = rj_graph_dense(s.g, "D");
+    rj_node x = rj_graph_input(s.g, "x", RJ_F32, 3, (rj_dim[]){B, J, N});
+    rj_node y = log ? rj_graph_log_softmax(s.g, x, 1) : rj_graph_softmax(s.g, x, 1);
+    rj_graph_output(s.g, y, "y");
+    const rj_target targets[2] = {RJ_TARGET_CPU, RJ_TARGET_REFERENCE};
+    const float **out[2] = {&s.cpu, &s.ref};
+    for (int k = 0; k < 2; k++) {
+        s.p[k] = rj_program_new(s.g, targets[k]);
+        assert_non_null(s.p[k]);
+        s.b[k] = rj_bind_new(s.p[k]);
+        assert_ok(f->ctx, rj_bind_size(s.b[k], N, ncol));
+        assert_ok(f->ctx, rj_bind_offsets(s.b[k], J, nb, off, NULL));
+        assert_ok(f->ctx, rj_bind_input(s.b[k], x, xs, off[nb] * ncol));
+        assert_ok(f->ctx, rj_program_run(s.p[k], s.b[k]));
+        rj_tensor_info ti;
+        rj_tensor_get_info(rj_bind_result(s.b[k], y), &ti);
+        *out[k] = ti.values;
+    }
+    return s;
+}
+
+static void sm_pair_free(sm_pair *s) {
+    for (int k = 0; k < 2; k++) {
+        rj_bind_free(s->b[k]);
+        rj_program_free(s->p[k]);
+    }
+    rj_graph_free(s->g);
+}
+
 /* softmax and log_softmax over the ragged dim, with columns holding NaN (payloads included:
  * bits that reach exp's exponent field if nothing stops them), +-inf, only -inf, and huge
  * values: every element as the reference has it (NaN for NaN, the same infinities). The CPU
@@ -699,29 +739,10 @@ static void test_softmax_nonfinite_columns(void **state) {
     memcpy(&xs[17 * NCOL + 5], &nan_bits[0], sizeof(float));         /* column 5: one NaN in item 1 */
     int64_t off[] = {0, 0, 13, 31, 31, NROW};                      /* empty items among them */
     for (int op = 0; op < 2; op++) {
-        rj_graph *g = rj_graph_new(f->ctx);
-        rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j", B), N = rj_graph_dense(g, "D");
-        rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, J, N});
-        rj_node y = op ? rj_graph_log_softmax(g, x, 1) : rj_graph_softmax(g, x, 1);
-        rj_graph_output(g, y, "y");
-        rj_program *pc = rj_program_new(g, RJ_TARGET_CPU), *pr = rj_program_new(g, RJ_TARGET_REFERENCE);
-        assert_non_null(pc);
-        assert_non_null(pr);
-        rj_bind *bc = rj_bind_new(pc), *br = rj_bind_new(pr);
-        rj_bind *bs[2] = {bc, br};
-        for (int k = 0; k < 2; k++) {
-            assert_ok(f->ctx, rj_bind_size(bs[k], N, NCOL));
-            assert_ok(f->ctx, rj_bind_offsets(bs[k], J, 5, off, NULL));
-            assert_ok(f->ctx, rj_bind_input(bs[k], x, xs, NROW * NCOL));
-        }
-        assert_ok(f->ctx, rj_program_run(pc, bc));
-        assert_ok(f->ctx, rj_program_run(pr, br));
-        rj_tensor_info a, r;
-        rj_tensor_get_info(rj_bind_result(bc, y), &a);
-        rj_tensor_get_info(rj_bind_result(br, y), &r);
+        sm_pair sp = sm_pair_run(f, op, xs, NCOL, 5, off);
         int nan_cols = 0;
         for (int i = 0; i < NROW * NCOL; i++) {
-            float got = ((float *)a.values)[i], want = ((float *)r.values)[i];
+            float got = sp.cpu[i], want = sp.ref[i];
             nan_cols += isnan(want);
             /* ragjit check's tolerance: x - max - log(sum) cancels */
             if (isnan(want) ? isnan(got) : (got == want || fabsf(got - want) <= 2e-5f + 1e-4f * fabsf(want))) continue;
@@ -729,12 +750,68 @@ static void test_softmax_nonfinite_columns(void **state) {
                      i / NCOL, i % NCOL, got, want);
         }
         assert_true(nan_cols >= 3 * NROW); /* the test does reach the non-finite columns */
-        rj_bind_free(bc);
-        rj_bind_free(br);
-        rj_program_free(pc);
-        rj_program_free(pr);
-        rj_graph_free(g);
+        sm_pair_free(&sp);
     }
+}
+
+/* Softmax over the ragged dim takes its shift from the first 16 rows of an item and runs the
+ * item again with the true maximum where a column's sum leaves the range it can trust
+ * (lower.c, items_softmax). Columns that pass and columns that must run again, in long and
+ * short items, against the reference: a later row 100 above the first block (the retry), a
+ * first block of -inf (NaN shifts: the retry), rows rising slowly (no retry, shift far below
+ * the maximum), rising steeply (the sum passes 1e30: the retry), falling, large random
+ * values, a NaN and a +inf late in an item. */
+static void test_softmax_speculative_max(void **state) {
+    fixture *f = *state;
+    enum { NCOL = 19 };
+    static const int64_t off[] = {0, 40, 1040, 1045, 1045, 1345, 1362};
+    enum { NB = 6, NROW = 1362 };
+    float *xs = malloc(sizeof(float) * NROW * NCOL);
+    assert_non_null(xs);
+    uint64_t seed = 7;
+    for (int b = 0; b < NB; b++)
+        for (int64_t r = off[b]; r < off[b + 1]; r++) {
+            int64_t i = r - off[b];
+            for (int c = 0; c < NCOL; c++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                float u = (float)((seed >> 40) & 0xffffff) / 16777216.0f - 0.5f; /* [-0.5, 0.5) */
+                float v;
+                switch (c) {
+                case 1: v = i == 30 ? 100.0f : u; break;
+                case 2: v = i < 16 ? -INFINITY : u; break;
+                case 3: v = 0.06f * (float)i + u; break;
+                case 4: v = 0.5f * (float)i; break;
+                case 5: v = -0.3f * (float)i; break;
+                case 6: v = 100.0f * u; break;
+                case 7: v = b == 1 && i == 500 ? NAN : u; break;
+                case 8: v = b == 4 && i == 200 ? INFINITY : u; break;
+                default: v = 4.0f * u; break;
+                }
+                xs[r * NCOL + c] = v;
+            }
+        }
+    sm_pair sp = sm_pair_run(f, false, xs, NCOL, NB, off);
+    int nan = 0;
+    for (int b = 0; b < NB; b++)
+        for (int c = 0; c < NCOL; c++) {
+            float m = -INFINITY;
+            for (int64_t row = off[b]; row < off[b + 1]; row++) m = fmaxf(m, xs[row * NCOL + c]);
+            for (int64_t row = off[b]; row < off[b + 1]; row++) {
+                int64_t i = row * NCOL + c;
+                float got = sp.cpu[i], want = sp.ref[i];
+                nan += isnan(want);
+                /* a few ulps (exp's 2.5, the sum's, the reciprocal's), and the rounding of the
+                 * argument x - m in f32, which exp turns into a relative error of the result */
+                float tol = want * (1e-6f + 1.2e-7f * fabsf(xs[i] - m)) + 1e-38f;
+                if (isnan(want) ? isnan(got) : got == want || fabsf(got - want) <= tol) continue;
+                fail_msg("softmax: item %d, row %d, column %d: %.9g, expected %.9g", b, (int)(row - off[b]), c,
+                         got, want);
+            }
+        }
+    /* NaN: the columns with a NaN and a +inf, and column 2 of item 2 (five rows, all -inf) */
+    assert_int_equal(nan, (int)((off[2] - off[1]) + (off[5] - off[4]) + (off[3] - off[2])));
+    sm_pair_free(&sp);
+    free(xs);
 }
 
 /* exp (and softmax's exp of x - max) gives the same bits for the same argument whichever lane
@@ -937,7 +1014,7 @@ int main(void) {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

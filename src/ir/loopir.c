@@ -405,7 +405,7 @@ static const char *fn_name(int fn) {
     case LOP_IDIV: return "idiv";
     case LOP_IREM: return "irem";
     case LOP_FMA: return "fma";
-    case LOP_EXP_NONPOS: return "exp_nonpos";
+    case LOP_EXP_TERM: return "exp_term";
     default: return rj_op_name((rj_op)fn);
     }
 }
@@ -553,7 +553,7 @@ static void print_block(pctx *P, int32_t s) {
             print_expr(P, st->a);
             sbuf_puts(b, " .. ");
             print_expr(P, st->b);
-            sbuf_printf(b, " %s {\n", st->map <= LM_LANES ? maps[st->map] : "?");
+            sbuf_printf(b, " %s%s {\n", st->map <= LM_LANES ? maps[st->map] : "?", st->flags & LF_NOUNROLL ? " nounroll" : "");
             P->depth++;
             print_block(P, st->body);
             P->depth--;

@@ -48,10 +48,11 @@
 #include "target.h"
 
 /* internal ops beyond the graph's op table: index arithmetic, the fused multiply-add, and
- * LOP_EXP_NONPOS, exp of an argument that is not positive wherever the result matters
- * (softmax's terms, whose column is NaN when its maximum is not finite), for which a backend
+ * LOP_EXP_TERM, exp of softmax's terms x - m: exp within its bound for arguments up to 88;
+ * above 88 or for NaN, any value above 1e30, an infinity or NaN (the sums of such terms are
+ * checked, and the column is NaN or computed again: lower.c's items_softmax), so a backend
  * may leave out its handling of overflow and NaN */
-enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_EXP_NONPOS, LOP_COUNT };
+enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_EXP_TERM, LOP_COUNT };
 
 /* What a LOAD (its fn) or a STORE (its mem) addresses through `ref`. */
 enum {
@@ -92,6 +93,8 @@ enum {
                  * multiply-add (layer_norm's sum of squares) */
     LF_ATOMIC_MIN = 4, /* STORE: buf[i] = min(buf[i], v) as one atomic operation, i64 only
                         * (the index checks: any thread may find a bad index) */
+    LF_NOUNROLL = 8,   /* FOR (serial): not to be unrolled, its body being large and its
+                        * later iterations rare (softmax's retry, lower.c) */
 };
 
 typedef struct ls {

@@ -179,7 +179,7 @@ static LLVMValueRef unary(em *E, int fn, int t, LLVMValueRef x) {
     case RJ_OP_SIGMOID: return sigmoid(E, t, x);
     case RJ_OP_TANH: return call_f(E, t, ML_TANHF, "tanh", x);
     case RJ_OP_EXP: return call_f(E, t, ML_EXPF, "exp", x);
-    case LOP_EXP_NONPOS: return call_f(E, t, ML_EXPF_NONPOS, "exp", x);
+    case LOP_EXP_TERM: return call_f(E, t, ML_EXPF_TERM, "exp", x);
     case RJ_OP_LOG: return call_f(E, t, ML_LOGF, "log", x);
     case RJ_OP_SQRT: return ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1);
     case RJ_OP_RSQRT: return LLVMBuildFDiv(b, one, ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1), "");
@@ -347,11 +347,20 @@ static LLVMValueRef expr(em *E, int32_t id) {
 
 /* A distinct, self-referencing loop id carrying hints for the vectoriser:
  *   llvm.loop.vectorize.enable  lets it reassociate floating-point accumulations;
- *   llvm.loop.interleave.count  bounds the copies of the vector body (code size, compile time). */
+ *   llvm.loop.interleave.count  bounds the copies of the vector body (code size, compile time);
+ * or (interleave < 0) llvm.loop.unroll.disable alone, for a serial loop marked LF_NOUNROLL. */
 static LLVMValueRef loop_md(em *E, bool enable, int interleave) {
     LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->c, NULL, 0);
     LLVMMetadataRef ops[4] = {tmp};
     int n = 1;
+    if (interleave < 0) { /* a serial loop not to be unrolled (LF_NOUNROLL) */
+        static const char key[] = "llvm.loop.unroll.disable";
+        LLVMMetadataRef k1 = LLVMMDStringInContext2(E->c, key, sizeof key - 1);
+        ops[n++] = LLVMMDNodeInContext2(E->c, &k1, 1);
+        LLVMMetadataRef id = LLVMMDNodeInContext2(E->c, ops, (size_t)n);
+        LLVMMetadataReplaceAllUsesWith(tmp, id);
+        return LLVMMetadataAsValue(E->c, id);
+    }
     if (enable) {
         static const char key[] = "llvm.loop.vectorize.enable";
         LLVMMetadataRef kv[2] = {LLVMMDStringInContext2(E->c, key, sizeof key - 1),
@@ -441,6 +450,8 @@ static void counted_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) 
     LLVMValueRef br = LLVMBuildBr(b, head);
     if (st->map == LM_LANES)
         LLVMSetMetadata(br, E->md_loop, loop_md(E, sets_float(E->k, st->body), LANES_INTERLEAVE));
+    else if (st->flags & LF_NOUNROLL)
+        LLVMSetMetadata(br, E->md_loop, loop_md(E, false, -1));
     LLVMPositionBuilderAtEnd(b, exit);
 }
 

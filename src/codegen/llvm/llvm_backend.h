@@ -22,12 +22,12 @@ typedef struct mathlib {
     bool scalef_vl;         /* and its 4- and 8-wide forms (AVX-512VL) */
     LLVMValueRef keep[16];  /* exp's scalar and vector variants, kept alive until the vectoriser */
     unsigned nkeep;
-    char abi[2][256];       /* the calls' vector-function-abi-variant (exp, exp_nonpos) */
+    char abi[2][256];       /* the calls' vector-function-abi-variant (exp, exp_term) */
 } mathlib;
 
-/* ML_EXPF_NONPOS: exp of an argument known not to be positive (softmax's x - max x), see
+/* ML_EXPF_TERM: exp of an argument known not to be positive (softmax's x - max x), see
  * mathlib.c */
-typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_EXPF_NONPOS, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
+typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_EXPF_TERM, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
                ML_COUNT } ml_func;
 
 /* Calls function f on args (declaring or building it in the module on first use). */

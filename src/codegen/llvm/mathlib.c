@@ -22,7 +22,7 @@
  *         bench/mathulp measured tanh 1.37, gelu 2.28, sigmoid 2.48)
  * Special values: NaN propagates; exp(+-inf) = inf / 0 (and without AVX-512 exp(x < -87.34)
  * = 0: no subnormal results); log(0) = -inf, log(x < 0) = NaN. Softmax's terms use a variant
- * of exp for arguments that are not positive (rj.expf.nonpos, see build_exp).
+ * of exp that skips the checks their sums make (rj.expf.term, see build_exp).
  * Denormal inputs to log are rescaled by 2^23 first.
  */
 #include <math.h>
@@ -115,23 +115,25 @@ static LLVMValueRef as_float(mathlib *ml, LLVMBuilderRef b, LLVMValueRef i) {
     return LLVMBuildBitCast(b, i, f32(ml), "");
 }
 
-/* nonpos: the argument of softmax's terms exp(x - max x), which is not positive where the
- * maximum is finite; where it is not (NaN, or an infinity, in the column), softmax's result
- * is NaN whatever the terms are (items_finish_sum in lower.c makes it so). So the argument is
- * clamped to at most 0 (one vminps), the select for overflow and NaN (a compare and a masked
- * add) is left out, and the polynomial is of degree 5: 2.26 ulp over every float <= 0 (degree
- * 6: 1.06), within the 2.5 the guide promises. Without the select, alternating runs of
- * bench's W2 on one thread of a Zen 4 (AVX-512) were 13% faster (8 of 8 pairs; on two threads
- * the machine's noise hid any gain). W2 is bound by the core's arithmetic, not by memory: it
- * ran at 11-12 GB/s a thread both on 14 MB of data (in the 32 MiB L3) and on 267 MB. A NaN
- * argument gives an unspecified value, not NaN (its payload bits meet those of 2^n). */
-static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool nonpos) {
-    if (nonpos) /* x > 0 ? 0 : x, a NaN kept: one vminps */
-        x = sel(b, fcmp(b, LLVMRealOGT, x, cf(ml, 0)), cf(ml, 0), x);
+/* term: softmax's terms exp(x - m) (LOP_EXP_TERM). With m the column's maximum the argument
+ * is not positive, except where m is not finite (a NaN or an infinity in the column), and
+ * there softmax's result is NaN whatever the terms are (items_finish_sum in lower.c makes it
+ * so). With a speculative m (the maximum of a first block of rows, lower.c's items_softmax)
+ * it can be positive, and the sum of the terms is checked: any term above 1e30, an infinity
+ * or a NaN makes the column run again with the true maximum. So the argument is clamped to
+ * at most 88 (one vminps; NaN becomes 88, whose e^88 = 1.65e38 fails the check as NaN
+ * would), below which 2^n stays a normal float and needs no select for overflow or NaN (a
+ * compare and a masked add), and the polynomial is of degree 5: 2.26 ulp over every float <= 0
+ * (degree 6: 1.06), 2.27 over every float, within the 2.5 the guide promises. Without the
+ * select, alternating runs of bench's W2 on one thread of a Zen 4 (AVX-512) were 13% faster
+ * (8 of 8 pairs; on two threads the machine's noise hid any gain). */
+static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool term) {
+    if (term) /* x > 88 or NaN ? 88 : x: one vminps */
+        x = sel(b, fcmp(b, LLVMRealUGT, x, cf(ml, 88.0)), cf(ml, 88.0), x);
     /* degree 6 (1 + r + r^2 P(r)): 1.06 ulp. Degree 5 keeps exp itself within 2.5 ulp (2.26
      * measured over every float <= 0, 2.27 over every float by bench/mathulp), but sigmoid's
      * 1 / (1 + e^-x) passes exp's error through whole and reached 3.4 ulp; so degree 6, one
-     * fma more, except for softmax's terms (nonpos), which only need exp's own bound */
+     * fma more, except for softmax's terms (term), which only need exp's own bound */
     static const double P6[] = {0.001390127930790186, 0.008363140746951103, 0.04166685417294502,
                                 0.16666577756404877, 0.5};
     static const double P5[] = {0.008312531096295678, 0.041890123685557834, 0.16667114431357438,
@@ -142,14 +144,14 @@ static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool nonpos
     LLVMValueRef n = LLVMBuildFSub(b, t, cf(ml, 12582912.0), "");
     LLVMValueRef r = fma_(ml, b, n, cf(ml, -0.693359375), x);
     r = fma_(ml, b, n, cf(ml, 2.12194440e-4), r);
-    LLVMValueRef p = nonpos ? horner(ml, b, r, P5, 4) : horner(ml, b, r, P6, 5);
+    LLVMValueRef p = term ? horner(ml, b, r, P5, 4) : horner(ml, b, r, P6, 5);
     LLVMValueRef y = LLVMBuildFAdd(b, fma_(ml, b, p, LLVMBuildFMul(b, r, r, ""), r), cf(ml, 1.0), "");
     /* 2^n applied by adding n to y's exponent field (y in [0.7, 1.42]): exact for every n in
      * [-126, 128] whose result is a normal float or +inf; the selects below take the rest */
     y = as_float(ml, b, LLVMBuildAdd(b, as_int(ml, b, y), LLVMBuildShl(b, as_int(ml, b, t), ci(ml, 23), ""), ""));
     y = sel(b, fcmp(b, LLVMRealOLT, x, cf(ml, -87.33654475)), cf(ml, 0), y);
     /* x > 88.72 gives inf, and a NaN x itself (x + inf) */
-    if (!nonpos)
+    if (!term)
         y = sel(b, fcmp(b, LLVMRealUGT, x, cf(ml, 88.72283935546875)),
                 LLVMBuildFAdd(b, x, cf(ml, INFINITY), ""), y);
     LLVMBuildRet(b, y);
@@ -171,8 +173,8 @@ static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool nonpos
  * the same, so a column's value does not depend on which of the two computed it.
  * The polynomial is evaluated by Horner's rule to the end (1 + r (1 + r (c2 + ...))): two
  * fmas instead of a multiply, an fma and an add. Measured over every float (a C replica of
- * this sequence against double exp): 0.97 ulp with degree 6, and 2.18 ulp with degree 5 over
- * every float <= 0 (softmax's terms). */
+ * this sequence against double exp): 0.97 ulp with degree 6, and 2.18 ulp with degree 5
+ * (softmax's terms), both over every float. */
 static LLVMValueRef splat(mathlib *ml, LLVMTypeRef ty, double v) {
     LLVMValueRef c = cf(ml, v);
     if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind) return c;
@@ -206,7 +208,7 @@ static LLVMValueRef scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef p, LLVMVa
     return x86_call(ml, b, w == 8 ? "llvm.x86.avx512.mask.scalef.ps.256" : "llvm.x86.avx512.mask.scalef.ps.128", a, 4);
 }
 
-static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsigned w, bool nonpos) {
+static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsigned w, bool term) {
     static const double P6[] = {0.001390127930790186, 0.008363140746951103, 0.04166685417294502,
                                 0.16666577756404877, 0.5, 1.0, 1.0};
     static const double P5[] = {0.008312531096295678, 0.041890123685557834, 0.16667114431357438,
@@ -215,14 +217,14 @@ static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsi
 #define K(v) splat(ml, ty, (v))
     /* below -104 the result rounds to 0 (and the reduction below stays exact); a NaN is kept */
     x = sel(b, fcmp(b, LLVMRealOLT, x, K(-104.0)), K(-104.0), x);
-    if (!nonpos) /* above 89, inf */
+    if (!term) /* above 89, inf (softmax's terms: scalef makes them inf, or NaN for +inf) */
         x = sel(b, fcmp(b, LLVMRealOGT, x, K(89.0)), K(89.0), x);
     LLVMValueRef t = fma_(ml, b, x, K(1.44269504088896341), K(12582912.0));
     LLVMValueRef n = LLVMBuildFSub(b, t, K(12582912.0), "");
     LLVMValueRef r = fma_(ml, b, n, K(-0.693359375), x);
     r = fma_(ml, b, n, K(2.12194440e-4), r);
-    const double *c = nonpos ? P5 : P6;
-    int nc = nonpos ? 6 : 7;
+    const double *c = term ? P5 : P6;
+    int nc = term ? 6 : 7;
     LLVMValueRef p = K(c[0]);
     for (int k = 1; k < nc; k++) p = fma_(ml, b, p, r, K(c[k]));
 #undef K
@@ -232,14 +234,14 @@ static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsi
 /* exp's scalar function (noinline until the vectoriser has run) and its vector variants; the
  * value of the calls' "vector-function-abi-variant" attribute in *abi. */
 static LLVMValueRef build_exp_family(mathlib *ml, LLVMBuilderRef b, ml_func f, char *abi, size_t abisz) {
-    const char *name = f == ML_EXPF ? "rj.expf" : "rj.expf.nonpos";
-    bool nonpos = f == ML_EXPF_NONPOS;
+    const char *name = f == ML_EXPF ? "rj.expf" : "rj.expf.term";
+    bool term = f == ML_EXPF_TERM;
     LLVMTypeRef t = f32(ml);
     LLVMValueRef fn = begin_fn(ml, b, name, t, &t, 1, &ml->ty[f]);
     LLVMRemoveEnumAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMGetEnumAttributeKindForName("alwaysinline", 12));
     add_attr(ml, fn, LLVMAttributeFunctionIndex, "noinline", 0);
     add_attr(ml, fn, LLVMAttributeFunctionIndex, "memory", 0); /* none */
-    build_exp_scalef(ml, b, LLVMGetParam(fn, 0), 1, nonpos);
+    build_exp_scalef(ml, b, LLVMGetParam(fn, 0), 1, term);
     ml->keep[ml->nkeep++] = fn;
     size_t len = 0;
     abi[0] = 0;
@@ -250,7 +252,7 @@ static LLVMValueRef build_exp_family(mathlib *ml, LLVMBuilderRef b, ml_func f, c
         LLVMTypeRef vt = LLVMVectorType(t, w), vty;
         LLVMValueRef v = begin_fn(ml, b, vname, vt, &vt, 1, &vty);
         add_attr(ml, v, LLVMAttributeFunctionIndex, "memory", 0);
-        build_exp_scalef(ml, b, LLVMGetParam(v, 0), w, nonpos);
+        build_exp_scalef(ml, b, LLVMGetParam(v, 0), w, term);
         ml->keep[ml->nkeep++] = v;
         len += (size_t)snprintf(abi + len, abisz - len, "%s_ZGV_LLVM_N%uv_%s(%s)", len ? "," : "", w, name, vname);
     }
@@ -397,9 +399,9 @@ static void build_ipow(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, LLVMTypeR
 }
 
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n) {
-    static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erff", "rj.expf.nonpos",
+    static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erff", "rj.expf.term",
                                                 "rj.ipow.i32", "rj.ipow.i64", "rj.ntcopy.4", "rj.ntcopy.8"};
-    bool scaled = (f == ML_EXPF || f == ML_EXPF_NONPOS) && ml->scalef;
+    bool scaled = (f == ML_EXPF || f == ML_EXPF_TERM) && ml->scalef;
     char *abi = ml->abi[f == ML_EXPF ? 0 : 1];
     if (!ml->fn[f]) {
         LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
@@ -429,7 +431,7 @@ LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *arg
             LLVMValueRef x = LLVMGetParam(fn, 0);
             switch (f) {
             case ML_EXPF: build_exp(ml, b, x, false); break;
-            case ML_EXPF_NONPOS: build_exp(ml, b, x, true); break;
+            case ML_EXPF_TERM: build_exp(ml, b, x, true); break;
             case ML_LOGF: build_log(ml, b, x); break;
             case ML_TANHF: build_tanh(ml, b, x); break;
             case ML_ERFF: build_erf(ml, b, x); break;

@@ -570,7 +570,7 @@ static void unary(cem *C, const lx *e) {
         case RJ_OP_SILU: fn = HELPER("rj_silu"); break;
         case RJ_OP_SIGMOID: fn = HELPER("rj_sigmoid"); break;
         case RJ_OP_TANH: fn = MATH("tanh"); break;
-        case RJ_OP_EXP: case LOP_EXP_NONPOS: fn = MATH("exp"); break;
+        case RJ_OP_EXP: case LOP_EXP_TERM: fn = MATH("exp"); break;
         case RJ_OP_LOG: fn = MATH("log"); break;
         case RJ_OP_SQRT: fn = MATH("sqrt"); break;
         case RJ_OP_RSQRT: fn = HELPER("rj_rsqrt"); break;
