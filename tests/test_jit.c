@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../src/runtime/runtime.h"
 
@@ -864,6 +865,46 @@ static void test_exp_lanes_agree(void **state) {
     }
 }
 
+/* RAGJIT_PERF_MAP=1: a context whose JIT is created with it lists its kernels in
+ * /tmp/perf-<pid>.map, each with the address of its code and its symbol's size (not a
+ * placeholder). Programs loaded from the persistent cache are linked by the same code. */
+static void test_perf_map(void **state) {
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+    unlink(path);
+    setenv("RAGJIT_PERF_MAP", "1", 1);
+    rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+    assert_non_null(ctx);
+    assert_ok(ctx, rj_ctx_set_cache_dir(ctx, "off"));
+    rj_graph *g = rj_graph_new(ctx);
+    rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j", B);
+    rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, J, 8});
+    rj_graph_output(g, rj_graph_softmax(g, rj_graph_unary(g, RJ_OP_RELU, x), 1), "y");
+    rj_program *p = rj_program_new(g, RJ_TARGET_CPU); /* creates the context's JIT: reads the setting */
+    unsetenv("RAGJIT_PERF_MAP");
+    assert_non_null(p);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    unsigned long long addr = 0, size = 0;
+    char name[128] = "";
+    int lines = 0;
+    while (fscanf(f, "%llx %llx %127s", &addr, &size, name) == 3) {
+        lines++;
+        if (strncmp(name, "rj", 2) || !strstr(name, "_k0") || size < 16 || size > (1u << 20))
+            fail_msg("perf map line %d: %llx %llx %s", lines, addr, size, name);
+        /* the kernel's first bytes are code: an x86-64 function does not start with zeros */
+        const unsigned char *code = (const unsigned char *)(uintptr_t)addr;
+        assert_true(code[0] || code[1] || code[2] || code[3]);
+    }
+    fclose(f);
+    assert_int_equal(lines, 1);
+    unlink(path);
+    rj_program_free(p);
+    rj_graph_free(g);
+    rj_ctx_free(ctx);
+}
+
 /* CPU runs report their time as the kernels' time, with no copies; there is no device probe. */
 static void test_run_stats(void **state) {
     fixture *f = *state;
@@ -1014,7 +1055,7 @@ int main(void) {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_perf_map),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

@@ -31,10 +31,13 @@
  * after optimisation, assembly) are produced together by the same steps, from a fresh module,
  * so one request fills all three texts.
  *
+ * RAGJIT_PERF_MAP=1 lists each linked kernel in perf's map of JIT code (perf_map_add).
+ *
  * Memory: LLVM allocates its own memory (the JIT, compiled code); that is the one place where
  * ragjit's allocator hook is not consulted.
  */
 #include <llvm-c/Error.h>
+#include <llvm-c/Object.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Support.h>
@@ -44,6 +47,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "llvm_backend.h"
 
@@ -59,6 +64,7 @@ struct llvm_jit {
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
     bool unroll;  /* LLVM's loop unroller runs in it (RAGJIT_LLVM_UNROLL=0: not) */
     bool light;   /* simple kernels get LIGHT_PASSES (not with RAGJIT_LLVM_LIGHT=0 or a user's pipeline) */
+    bool perf_map; /* RAGJIT_PERF_MAP=1: kernels listed in /tmp/perf-<pid>.map (perf_map_add) */
     char *light_passes; /* LIGHT_PASSES, or RAGJIT_LLVM_LIGHT_PASSES (for measuring others) */
     const char *triple; /* owned by jit */
 };
@@ -181,6 +187,8 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     j->tm = new_tm(j);
     const char *light = getenv("RAGJIT_LLVM_LIGHT");
     j->light = !(light && !strcmp(light, "0")) && !(getenv("RAGJIT_LLVM_PASSES") && *getenv("RAGJIT_LLVM_PASSES"));
+    const char *pm = getenv("RAGJIT_PERF_MAP");
+    j->perf_map = pm && *pm && strcmp(pm, "0");
     const char *unroll = getenv("RAGJIT_LLVM_UNROLL");
     j->unroll = !(unroll && !strcmp(unroll, "0"));
     const char *passes = getenv("RAGJIT_LLVM_PASSES");
@@ -390,6 +398,56 @@ rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const cha
     return s;
 }
 
+/* perf's map of JIT code (RAGJIT_PERF_MAP=1): a line "address size name" for each kernel of
+ * the program just linked, appended to /tmp/perf-<pid>.map, where `perf report` looks for the
+ * names of code that no file on disk describes. The sizes are the kernels' ELF symbol sizes,
+ * read from the object files. Each line is one write to a file opened for appending, so
+ * threads linking programs at once do not interleave lines. Machine code of a freed program
+ * may be reused by a later one, whose lines then come after. Best effort: a failure to parse
+ * or write leaves the map incomplete and the program unaffected. */
+static void perf_map_add(rj_ctx *ctx, const lprog *p, const char *prefix, const unsigned char *pack, void *const *fns) {
+    uint64_t n = le_get_u64(pack), *size = mem_zalloc(ctx, sizeof *size * (size_t)p->nkernels);
+    if (!size) return;
+    size_t at = 8;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t k = le_get_u64(pack + at);
+        LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRange((const char *)pack + at + 8, (size_t)k, "rj", 0);
+        at += 8 + (size_t)k;
+        char *err = NULL;
+        LLVMBinaryRef bin = LLVMCreateBinary(mb, NULL, &err);
+        LLVMDisposeMessage(err);
+        if (bin) {
+            LLVMSymbolIteratorRef si = LLVMObjectFileCopySymbolIterator(bin);
+            for (; si && !LLVMObjectFileIsSymbolIteratorAtEnd(bin, si); LLVMMoveToNextSymbol(si)) {
+                const char *name = LLVMGetSymbolName(si);
+                size_t pl = strlen(prefix);
+                if (!name || strncmp(name, prefix, pl)) continue;
+                for (int32_t q = 0; q < p->nkernels; q++)
+                    if (!strcmp(name + pl, p->kernels[q].name)) size[q] = LLVMGetSymbolSize(si);
+            }
+            if (si) LLVMDisposeSymbolIterator(si);
+            LLVMDisposeBinary(bin);
+        }
+        LLVMDisposeMemoryBuffer(mb);
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        mem_free(ctx, size, sizeof *size * (size_t)p->nkernels);
+        return;
+    }
+    for (int32_t q = 0; q < p->nkernels; q++) {
+        if (!fns[q]) continue;
+        char line[160];
+        int m = snprintf(line, sizeof line, "%llx %llx %s%s\n", (unsigned long long)(uintptr_t)fns[q],
+                         (unsigned long long)(size[q] ? size[q] : 1), prefix, p->kernels[q].name);
+        if (m > 0 && (size_t)m < sizeof line && write(fd, line, (size_t)m) != m) break;
+    }
+    close(fd);
+    mem_free(ctx, size, sizeof *size * (size_t)p->nkernels);
+}
+
 rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
                     size_t len, void **fns, llvm_module_code **code) {
     rj_status s = RJ_OK;
@@ -430,6 +488,7 @@ rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char 
         mem_free(ctx, mc, sizeof *mc);
         return s;
     }
+    if (j->perf_map) perf_map_add(ctx, p, prefix, b, fns);
     mc->rt = rt;
     *code = mc;
     return RJ_OK;
