@@ -189,12 +189,14 @@ static void test_print_softmax_ragged(void **state) {
     /* the speculative maximum (lower.c, items_softmax): a retry loop run once more only where
      * a column's sum is out of range, its max pass over the first 16 rows the first time */
     expect_in(t, "\n    for pass in 0 .. 2 serial nounroll {\n      if (retry != 0) {\n");
-    expect_in(t, "\n        for t in 0 .. tn lanes {\n          scratch[t] = -inf\n");
+    expect_in(t, "\n        for t in 0 .. tn lanes {\n          scratch[((3 * tn) + t)] = -inf\n");
     expect_in(t, "\n        for i in 0 .. ((pass == 0) ? minimum(len, 16) : len) serial {\n          for t in 0 .. tn lanes {\n");
+    expect_in(t, "scratch[t] = (((pass == 0) || ((scratch[(tn + t)] <= 1.0000000150474662e+30) == false)) ? "
+                 "scratch[((3 * tn) + t)] : scratch[t])");
     expect_in(t, "retry = maximum(retry, ((scratch[(tn + t)] <= 1.0000000150474662e+30) ? 0 : 1))");
     expect_in(t, "\n    for i in 0 .. len serial {\n      for t in 0 .. tn lanes {\n");
     /* per-lane accumulators over the serial row loop: stores to the local, no reduce */
-    expect_in(t, "scratch[t] = maximum(scratch[t], ");
+    expect_in(t, "scratch[%0] = maximum(scratch[%0], ");
     assert_null(strstr(t, "reduce"));
     rj_string_free(f->ctx, t);
 }

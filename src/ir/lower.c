@@ -1703,9 +1703,11 @@ static void items_reduction(lower *L, items *it) {
  * and a term that underflows would have underflowed with the true maximum too. What a low m
  * can do is overflow, so the sum is checked: a column whose sum is not at most SPEC_BIG (it
  * overflowed, is NaN, or could overflow in the write pass) makes the unit run its max and sum
- * passes again with the true maximum, as they run without speculation: a later row that
- * exceeds the first block by more than ln(SPEC_BIG) = 69, an infinity, a NaN or a column of
- * -inf all end there, and the result is the exact path's. On ordinary data the separate max
+ * passes again, that column with the true maximum, as it runs without speculation: a later
+ * row that exceeds the first block by more than ln(SPEC_BIG) = 69, an infinity, a NaN or a
+ * column of -inf all end there, and its result is the exact path's. The unit's other columns
+ * keep their first shift and so compute their first results again, bit for bit: a column's
+ * value never depends on which columns share its tile, which depends on the thread count. On ordinary data the separate max
  * pass over the whole item, a third of the kernel's time that streamed from memory without
  * computing, becomes a pass over 16 rows: W2 on a Zen 4 ran 7% faster on 2 threads (11 of 12
  * alternating pairs) and 5% on one. log_softmax keeps the exact maximum: its result
@@ -1737,10 +1739,23 @@ static void items_softmax(lower *L, const fuse_group *gr, items *it) {
         int32_t fi = s_if(L, &pb, &ib, xcmp(L, RJ_OP_NE, xvar(L, vretry), xi(L, 0)));
         blk outer = it->ub;
         it->ub = ib;
-        items_init(L, it, it->s0, xextreme(L, t, true));
-        int32_t hi = xsel(L, xcmp(L, RJ_OP_EQ, xvar(L, vpass), xi(L, 0)), xmin(L, it->len, xi(L, SPEC_ROWS)), it->len);
+        /* the maximum into sp (free until the sum), then into m where it applies: every column
+         * on the first pass, on the second only those whose sum failed (s1 still holds it),
+         * the others keeping their shift and so their first pass's results bit for bit */
+        int32_t pass0 = xcmp(L, RJ_OP_EQ, xvar(L, vpass), xi(L, 0));
+        max.slot = it->sp;
+        items_init(L, it, it->sp, xextreme(L, t, true));
+        int32_t hi = xsel(L, pass0, xmin(L, it->len, xi(L, SPEC_ROWS)), it->len);
         fold_rows(L, it, &max, xi(L, 0), hi, red_input(L, it->rc, &it->rows), &it->rows);
         items_fold_padding(L, it, &max);
+        blk mb;
+        int32_t fm = lanes_for(L, it, &it->ub, &mb);
+        int32_t failed = xcmp(L, RJ_OP_EQ, xcmp(L, RJ_OP_LE, xlocal(L, it->loc, it->s1), xconst(L, t, SPEC_BIG)),
+                              xconst(L, RJ_BOOL, 0));
+        s_store_local(L, &mb, it->loc, it->s0,
+                      xsel(L, xbin(L, RJ_OP_LOGICAL_OR, RJ_BOOL, pass0, failed), xlocal(L, it->loc, it->sp),
+                           xlocal(L, it->loc, it->s0)));
+        close_body(L, fm, &mb);
         if (sum.compensated) items_init_sum(L, it);
         else items_init(L, it, it->s1, xconst(L, t, 0));
         items_fold_rows(L, it, &sum);
