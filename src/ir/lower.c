@@ -1392,8 +1392,9 @@ static int32_t lanes_for(lower *L, items *it, blk *into, blk *body) {
     return s_for(L, into, it->vt, xi(L, 0), it->rc->ntile, LM_LANES);
 }
 
-/* Softmax's term exp(v - m) with m the column's maximum: not positive where m is finite, and
- * where it is not, items_finish_sum makes the column NaN, as it is in the reference. */
+/* Softmax's term exp(v - m) with m the column's maximum (not positive where m is finite, and
+ * where it is not, items_finish_sum makes the column NaN, as it is in the reference) or a
+ * speculative shift below it, whose sums items_softmax checks. */
 static int32_t softmax_term(lower *L, rj_dtype t, int32_t v, int32_t m) {
     return xun(L, LOP_EXP_TERM, t, xbin(L, RJ_OP_SUB, t, v, m));
 }
@@ -1707,12 +1708,14 @@ static void items_reduction(lower *L, items *it) {
  * row that exceeds the first block by more than ln(SPEC_BIG) = 69, an infinity, a NaN or a
  * column of -inf all end there, and its result is the exact path's. The unit's other columns
  * keep their first shift and so compute their first results again, bit for bit: a column's
- * value never depends on which columns share its tile, which depends on the thread count. On ordinary data the separate max
- * pass over the whole item, a third of the kernel's time that streamed from memory without
- * computing, becomes a pass over 16 rows: W2 on a Zen 4 ran 7% faster on 2 threads (11 of 12
- * alternating pairs) and 5% on one. log_softmax keeps the exact maximum: its result
- * x - m - log(sum) would subtract two values as large as the distance between the first
- * block's maximum and the true one, losing absolute accuracy. */
+ * value never depends on which columns share its tile, which depends on the thread count.
+ * On ordinary data the separate max pass over the whole item, a third of the kernel's time
+ * that streamed from memory without computing, becomes a pass over 16 rows: W2 on a Zen 4
+ * ran 7% faster on 2 threads (11 of 12 alternating pairs) and 5% on one. Data whose first
+ * rows lie far below the rest (a masked first block) pays for a second sum pass instead.
+ * log_softmax keeps the exact maximum: its result x - m - log(sum) would subtract two values
+ * as large as the distance between the first block's maximum and the true one, losing
+ * absolute accuracy. */
 static int32_t s_if(lower *L, blk *into, blk *body, int32_t c);
 
 static void items_softmax(lower *L, const fuse_group *gr, items *it) {

@@ -37,17 +37,17 @@
  * ragjit's allocator hook is not consulted.
  */
 #include <llvm-c/Error.h>
-#include <llvm-c/Object.h>
 #include <llvm-c/LLJIT.h>
+#include <llvm-c/Object.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "llvm_backend.h"

@@ -25,8 +25,8 @@ typedef struct mathlib {
     char abi[2][256];       /* the calls' vector-function-abi-variant (exp, exp_term) */
 } mathlib;
 
-/* ML_EXPF_TERM: exp of an argument known not to be positive (softmax's x - max x), see
- * mathlib.c */
+/* ML_EXPF_TERM: exp of softmax's terms x - m, which need no handling of overflow or NaN
+ * (LOP_EXP_TERM in loopir.h), see mathlib.c */
 typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_EXPF_TERM, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
                ML_COUNT } ml_func;
 
