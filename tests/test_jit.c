@@ -755,13 +755,12 @@ static void test_softmax_nonfinite_columns(void **state) {
     }
 }
 
-/* Softmax over the ragged dim takes its shift from the first 16 rows of an item and runs the
- * item again with the true maximum where a column's sum leaves the range it can trust
- * (lower.c, items_softmax). Columns that pass and columns that must run again, in long and
- * short items, against the reference: a later row 100 above the first block (the retry), a
- * first block of -inf (NaN shifts: the retry), rows rising slowly (no retry, shift far below
- * the maximum), rising steeply (the sum passes 1e30: the retry), falling, large random
- * values, a NaN and a +inf late in an item. */
+/* Softmax over the ragged dim takes its shift from the first and last 16 rows of an item and
+ * runs the item again with the true maximum where a column's sum leaves the range it can
+ * trust (lower.c, items_softmax). Columns that pass and columns that must run again, in long
+ * and short items, against the reference: a row 100 above the rest in the middle of an item
+ * (the retry), a first block of -inf, rows rising slowly and steeply, falling, large random
+ * values, a NaN and a +inf in the middle of an item (the retry). */
 static void test_softmax_speculative_max(void **state) {
     fixture *f = *state;
     enum { NCOL = 40 };
