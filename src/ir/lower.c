@@ -268,6 +268,12 @@ static int32_t s_for(lower *L, blk *b, int32_t var, int32_t lo, int32_t hi, loop
                           .ref = -1, .body = -1, .els = -1});
 }
 
+/* Opens "if c { ... }" in into. */
+static int32_t s_if(lower *L, blk *into, blk *body, int32_t c) {
+    *body = NEWBLK;
+    return put(L, into, (ls){.kind = LS_IF, .var = -1, .a = c, .b = -1, .ref = -1, .body = -1, .els = -1});
+}
+
 /* var = var fn val, as a `reduce` when a lanes loop encloses it (a reduction over the lanes),
  * else as a plain assignment (a serial fold). fn: RJ_OP_ADD, _MUL, _MAXIMUM or _MINIMUM. */
 static void s_accum(lower *L, blk *b, int32_t var, int fn, int32_t val) {
@@ -1688,6 +1694,19 @@ static void items_reduction(lower *L, items *it) {
     items_write_result(L, it, &f);
 }
 
+/* Phase (softmax): the sum of the terms from zero: the rows, then the padding. */
+static void items_sum_pass(lower *L, items *it, const fold *sum) {
+    if (sum->compensated) items_init_sum(L, it);
+    else items_init(L, it, it->s1, xconst(L, it->rc->acc_t, 0));
+    items_fold_rows(L, it, sum);
+    items_fold_padding(L, it, sum);
+}
+
+/* Is a lane's sum of speculative terms within the range items_softmax trusts? (Not for NaN.) */
+static int32_t sum_trusted(lower *L, items *it) {
+    return xcmp(L, RJ_OP_LE, xlocal(L, it->loc, it->s1), xconst(L, it->rc->acc_t, SPEC_BIG));
+}
+
 /* Softmax stashes its terms exp(x - m) so that the write pass does not take exp again. Where
  * the input is cheap (loads and a few operations), the max pass only reads it and the sum
  * pass reads it again, from cache, and stashes the term: the max pass streams like a plain
@@ -1698,11 +1717,11 @@ static void items_reduction(lower *L, items *it) {
  *
  * With a cheap input the maximum is also speculative: m is first the maximum of the item's
  * first and last SPEC_ROWS rows only, and the sum pass, which then reads the rows from memory,
- * takes exp(x - m) with it. Softmax does not depend on the shift (any m gives the same ratios), and
- * a shift below the true maximum loses nothing: every term is as exact relative to itself as
- * with the true maximum, the largest is at least 1 (the row that gave m),
- * and a term that underflows would have underflowed with the true maximum too. What a low m
- * can do is overflow, so the sum is checked: a column whose sum is not at most SPEC_BIG (it
+ * takes exp(x - m) with it. Softmax does not depend on the shift (any m gives the same
+ * ratios), and a shift below the true maximum loses nothing: every term is as exact relative
+ * to itself as with the true maximum, the largest is at least 1 (the row that gave m), and a
+ * term that underflows would have underflowed with the true maximum too. What a low m can do
+ * is overflow, so the sum is checked: a column whose sum is not at most SPEC_BIG (it
  * overflowed, is NaN, or could overflow in the write pass) makes the unit run its max and sum
  * passes again, that column with the true maximum, as it runs without speculation: a later
  * row that exceeds those blocks by more than ln(SPEC_BIG) = 69, an infinity, a NaN or a
@@ -1716,10 +1735,8 @@ static void items_reduction(lower *L, items *it) {
  * ran twice, 1.3x the time of the exact maximum; now it is as fast as ordinary data. Data
  * whose middle lies far above both ends pays for a second sum pass.
  * log_softmax keeps the exact maximum: its result x - m - log(sum) would subtract two values
- * as large as the distance between the first block's maximum and the true one, losing
- * absolute accuracy. */
-static int32_t s_if(lower *L, blk *into, blk *body, int32_t c);
-
+ * as large as the distance between the blocks' maximum and the true one, losing absolute
+ * accuracy. */
 static void items_softmax(lower *L, const fuse_group *gr, items *it) {
     rj_dtype t = it->rc->acc_t;
     bool stash = it->rc->ai.root->op == RJ_OP_SOFTMAX;
@@ -1731,10 +1748,7 @@ static void items_softmax(lower *L, const fuse_group *gr, items *it) {
         items_init(L, it, it->s0, xextreme(L, t, true));
         items_fold_rows(L, it, &max);
         items_fold_padding(L, it, &max);
-        if (sum.compensated) items_init_sum(L, it);
-        else items_init(L, it, it->s1, xconst(L, t, 0));
-        items_fold_rows(L, it, &sum);
-        items_fold_padding(L, it, &sum);
+        items_sum_pass(L, it, &sum);
     } else {
         int32_t vretry = newvar(L, "retry", RJ_I64), vpass = newvar(L, "pass", RJ_I64);
         s_set(L, &it->ub, vretry, xi(L, 1));
@@ -1758,21 +1772,16 @@ static void items_softmax(lower *L, const fuse_group *gr, items *it) {
         items_fold_padding(L, it, &max);
         blk mb;
         int32_t fm = lanes_for(L, it, &it->ub, &mb);
-        int32_t failed = xcmp(L, RJ_OP_EQ, xcmp(L, RJ_OP_LE, xlocal(L, it->loc, it->s1), xconst(L, t, SPEC_BIG)),
-                              xconst(L, RJ_BOOL, 0));
+        int32_t failed = xcmp(L, RJ_OP_EQ, sum_trusted(L, it), xconst(L, RJ_BOOL, 0));
         s_store_local(L, &mb, it->loc, it->s0,
                       xsel(L, xbin(L, RJ_OP_LOGICAL_OR, RJ_BOOL, pass0, failed), xlocal(L, it->loc, it->sp),
                            xlocal(L, it->loc, it->s0)));
         close_body(L, fm, &mb);
-        if (sum.compensated) items_init_sum(L, it);
-        else items_init(L, it, it->s1, xconst(L, t, 0));
-        items_fold_rows(L, it, &sum);
-        items_fold_padding(L, it, &sum);
+        items_sum_pass(L, it, &sum);
         s_set(L, &it->ub, vretry, xi(L, 0));
         blk cb = NEWBLK;
         int32_t fc = s_for(L, &it->ub, it->vt, xi(L, 0), it->rc->ntile, LM_SERIAL);
-        int32_t ok = xcmp(L, RJ_OP_LE, xlocal(L, it->loc, it->s1), xconst(L, t, SPEC_BIG));
-        s_set(L, &cb, vretry, xmax(L, xvar(L, vretry), xsel(L, ok, xi(L, 0), xi(L, 1))));
+        s_set(L, &cb, vretry, xmax(L, xvar(L, vretry), xsel(L, sum_trusted(L, it), xi(L, 0), xi(L, 1))));
         close_body(L, fc, &cb);
         ib = it->ub;
         it->ub = outer;
@@ -1841,12 +1850,6 @@ typedef struct simt_items {
 
 static ls s_barrier(void) {
     return (ls){.kind = LS_BARRIER, .var = -1, .a = -1, .b = -1, .ref = -1, .body = -1, .els = -1};
-}
-
-/* Opens "if c { ... }" in into. */
-static int32_t s_if(lower *L, blk *into, blk *body, int32_t c) {
-    *body = NEWBLK;
-    return put(L, into, (ls){.kind = LS_IF, .var = -1, .a = c, .b = -1, .ref = -1, .body = -1, .els = -1});
 }
 
 /* slot k of the block-shared partials of lane (expression) v */

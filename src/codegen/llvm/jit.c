@@ -408,7 +408,7 @@ rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const cha
 static void perf_map_add(rj_ctx *ctx, const lprog *p, const char *prefix, const unsigned char *pack, void *const *fns) {
     uint64_t n = le_get_u64(pack), *size = mem_zalloc(ctx, sizeof *size * (size_t)p->nkernels);
     if (!size) return;
-    size_t at = 8;
+    size_t at = 8, pl = strlen(prefix);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t k = le_get_u64(pack + at);
         LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRange((const char *)pack + at + 8, (size_t)k, "rj", 0);
@@ -420,7 +420,6 @@ static void perf_map_add(rj_ctx *ctx, const lprog *p, const char *prefix, const 
             LLVMSymbolIteratorRef si = LLVMObjectFileCopySymbolIterator(bin);
             for (; si && !LLVMObjectFileIsSymbolIteratorAtEnd(bin, si); LLVMMoveToNextSymbol(si)) {
                 const char *name = LLVMGetSymbolName(si);
-                size_t pl = strlen(prefix);
                 if (!name || strncmp(name, prefix, pl)) continue;
                 for (int32_t q = 0; q < p->nkernels; q++)
                     if (!strcmp(name + pl, p->kernels[q].name)) size[q] = LLVMGetSymbolSize(si);

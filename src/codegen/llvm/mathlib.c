@@ -115,6 +115,35 @@ static LLVMValueRef as_float(mathlib *ml, LLVMBuilderRef b, LLVMValueRef i) {
     return LLVMBuildBitCast(b, i, f32(ml), "");
 }
 
+/* exp's polynomials e^r = 1 + r + c2 r^2 + ..., from the highest degree down: degree 6 for exp,
+ * degree 5 for softmax's terms (build_exp says why). build_exp evaluates 1 + r + r^2 P(r)
+ * with the coefficients before the two 1s, build_exp_scalef all of them by Horner's rule. */
+static const double EXP_P6[] = {0.001390127930790186, 0.008363140746951103, 0.04166685417294502,
+                                0.16666577756404877, 0.5, 1.0, 1.0};
+static const double EXP_P5[] = {0.008312531096295678, 0.041890123685557834, 0.16667114431357438,
+                                0.49999231696857616, 1.0, 1.0};
+
+/* v as a constant of type ty: a float, or a vector of them */
+static LLVMValueRef splat(mathlib *ml, LLVMTypeRef ty, double v) {
+    LLVMValueRef c = cf(ml, v);
+    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind) return c;
+    LLVMValueRef e[16];
+    unsigned n = LLVMGetVectorSize(ty);
+    for (unsigned i = 0; i < n; i++) e[i] = c;
+    return LLVMConstVector(e, n);
+}
+
+/* x = n ln2 + r (Cody-Waite), n = round(x log2 e) by the 1.5 * 2^23 trick: t's low mantissa
+ * bits hold n itself, so no float -> int conversion (and no poison for out-of-range or NaN
+ * inputs) is needed. Scalars or vectors (constants splat to x's type). Returns r. */
+static LLVMValueRef exp_reduce(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef *t, LLVMValueRef *n) {
+    LLVMTypeRef ty = LLVMTypeOf(x);
+    *t = fma_(ml, b, x, splat(ml, ty, 1.44269504088896341), splat(ml, ty, 12582912.0));
+    *n = LLVMBuildFSub(b, *t, splat(ml, ty, 12582912.0), "");
+    LLVMValueRef r = fma_(ml, b, *n, splat(ml, ty, -0.693359375), x);
+    return fma_(ml, b, *n, splat(ml, ty, 2.12194440e-4), r);
+}
+
 /* term: softmax's terms exp(x - m) (LOP_EXP_TERM). With m the column's maximum the argument
  * is not positive, except where m is not finite (a NaN or an infinity in the column), and
  * there softmax's result is NaN whatever the terms are (items_finish_sum in lower.c makes it
@@ -134,17 +163,8 @@ static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool term) 
      * measured over every float <= 0, 2.27 over every float by bench/mathulp), but sigmoid's
      * 1 / (1 + e^-x) passes exp's error through whole and reached 3.4 ulp; so degree 6, one
      * fma more, except for softmax's terms (term), which only need exp's own bound */
-    static const double P6[] = {0.001390127930790186, 0.008363140746951103, 0.04166685417294502,
-                                0.16666577756404877, 0.5};
-    static const double P5[] = {0.008312531096295678, 0.041890123685557834, 0.16667114431357438,
-                                0.49999231696857616};
-    /* n = round(x log2 e) by the 1.5 * 2^23 trick: t's low mantissa bits hold n itself, so
-     * no float -> int conversion (and no poison for out-of-range or NaN inputs) is needed */
-    LLVMValueRef t = fma_(ml, b, x, cf(ml, 1.44269504088896341), cf(ml, 12582912.0));
-    LLVMValueRef n = LLVMBuildFSub(b, t, cf(ml, 12582912.0), "");
-    LLVMValueRef r = fma_(ml, b, n, cf(ml, -0.693359375), x);
-    r = fma_(ml, b, n, cf(ml, 2.12194440e-4), r);
-    LLVMValueRef p = term ? horner(ml, b, r, P5, 4) : horner(ml, b, r, P6, 5);
+    LLVMValueRef t, n, r = exp_reduce(ml, b, x, &t, &n);
+    LLVMValueRef p = term ? horner(ml, b, r, EXP_P5, 4) : horner(ml, b, r, EXP_P6, 5);
     LLVMValueRef y = LLVMBuildFAdd(b, fma_(ml, b, p, LLVMBuildFMul(b, r, r, ""), r), cf(ml, 1.0), "");
     /* 2^n applied by adding n to y's exponent field (y in [0.7, 1.42]): exact for every n in
      * [-126, 128] whose result is a normal float or +inf; the selects below take the rest */
@@ -175,15 +195,6 @@ static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool term) 
  * fmas instead of a multiply, an fma and an add. Measured over every float (a C replica of
  * this sequence against double exp): 0.97 ulp with degree 6, and 2.18 ulp with degree 5
  * (softmax's terms), both over every float. */
-static LLVMValueRef splat(mathlib *ml, LLVMTypeRef ty, double v) {
-    LLVMValueRef c = cf(ml, v);
-    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind) return c;
-    LLVMValueRef e[16];
-    unsigned n = LLVMGetVectorSize(ty);
-    for (unsigned i = 0; i < n; i++) e[i] = c;
-    return LLVMConstVector(e, n);
-}
-
 static LLVMValueRef x86_call(mathlib *ml, LLVMBuilderRef b, const char *name, LLVMValueRef *args, unsigned n) {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(ml->m, id, NULL, 0);
@@ -209,21 +220,14 @@ static LLVMValueRef scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef p, LLVMVa
 }
 
 static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsigned w, bool term) {
-    static const double P6[] = {0.001390127930790186, 0.008363140746951103, 0.04166685417294502,
-                                0.16666577756404877, 0.5, 1.0, 1.0};
-    static const double P5[] = {0.008312531096295678, 0.041890123685557834, 0.16667114431357438,
-                                0.49999231696857616, 1.0, 1.0};
     LLVMTypeRef ty = LLVMTypeOf(x);
 #define K(v) splat(ml, ty, (v))
     /* below -104 the result rounds to 0 (and the reduction below stays exact); a NaN is kept */
     x = sel(b, fcmp(b, LLVMRealOLT, x, K(-104.0)), K(-104.0), x);
     if (!term) /* above 89, inf (softmax's terms: scalef makes them inf, or NaN for +inf) */
         x = sel(b, fcmp(b, LLVMRealOGT, x, K(89.0)), K(89.0), x);
-    LLVMValueRef t = fma_(ml, b, x, K(1.44269504088896341), K(12582912.0));
-    LLVMValueRef n = LLVMBuildFSub(b, t, K(12582912.0), "");
-    LLVMValueRef r = fma_(ml, b, n, K(-0.693359375), x);
-    r = fma_(ml, b, n, K(2.12194440e-4), r);
-    const double *c = term ? P5 : P6;
+    LLVMValueRef t, n, r = exp_reduce(ml, b, x, &t, &n);
+    const double *c = term ? EXP_P5 : EXP_P6;
     int nc = term ? 6 : 7;
     LLVMValueRef p = K(c[0]);
     for (int k = 1; k < nc; k++) p = fma_(ml, b, p, r, K(c[k]));
