@@ -6,8 +6,10 @@
  *   W2 softmax(x, dim=1)               W5 layer_norm(x, D) with weight and bias
  *   W3 unpad(pad(x, 0) * 2 + 1, j1)    W6 pad(x, 0) as an output
  * For each: the median time, GB/s of unique bytes (each input read once, each output written
- * once), and ratios against the best copy and the non-temporal triad bandwidth measured here,
- * and against a hand-written C loop (bench/baseline.c, -O3 -march=native, same threads).
+ * once), and ratios against the best copy and the non-temporal triad bandwidth measured here
+ * (each run of the workload followed by a run of each probe; the median of the pairs' ratios:
+ * paired_ratios), and against a hand-written C loop (bench/baseline.c, -O3 -march=native, same
+ * threads).
  * W7 relu(linear(x, W, b)) with x [B, j1, 256] and W [1024, 256]: its GFLOP/s, and the ratio to
  * the BLAS's GEMM alone (multi-threaded, the same library ragjit loads) on the same packed rows.
  * W8 softmax(q kᵀ / 16, dim=2) ([B, j1, j1]) and W9 its product with v: against padding to the
@@ -356,38 +358,69 @@ typedef struct bw {
     double read, copy, copy_nt, triad, triad_nt; /* GB/s */
 } bw;
 
-static bw bandwidth(const setup *s) {
-    int64_t n = s->rows * s->D;
-    float *a = falloc(n), *b = falloc(n), *c = falloc(n);
-    for (int64_t i = 0; i < n; i++) b[i] = (float)i, c[i] = 1;
-    double *t = malloc(sizeof(double) * (size_t)s->reps);
-    bw r;
-    volatile float sink = 0;
-    double bytes1 = (double)n * 4, bytes2 = 2.0 * (double)n * 4, bytes3 = 3.0 * (double)n * 4;
-    for (int kind = 0; kind < 5; kind++) {
-        for (int k = -1; k < s->reps; k++) {
-            double t0 = now();
-            switch (kind) {
-            case 0: base_copy(a, b, n, s->threads); break;
-            case 1: base_copy_nt(a, b, n, s->threads); break;
-            case 2: base_triad(a, b, c, 3.0f, n, s->threads); break;
-            case 3: base_triad_nt(a, b, c, 3.0f, n, s->threads); break;
-            default: sink += base_read(b, n, s->threads); break;
-            }
-            if (k >= 0) t[k] = now() - t0;
-        }
-        double m = median(t, s->reps);
-        double g = (kind < 2 ? bytes2 : kind < 4 ? bytes3 : bytes1) / m / 1e9;
-        if (kind == 0) r.copy = g;
-        else if (kind == 1) r.copy_nt = g;
-        else if (kind == 2) r.triad = g;
-        else if (kind == 3) r.triad_nt = g;
-        else r.read = g;
+/* The bandwidth probes over arrays of the workloads' size, kept for the whole run so that each
+ * workload's runs can be paired with probe runs (paired_ratios). */
+typedef enum { P_COPY, P_COPY_NT, P_TRIAD, P_TRIAD_NT, P_READ, P_KINDS } probe_kind;
+
+typedef struct probes {
+    float *a, *b, *c;
+    int64_t n;
+    int threads;
+    volatile float sink;
+} probes;
+
+static double probe_bytes(const probes *pr, probe_kind k) {
+    return (k == P_READ ? 1.0 : k < P_TRIAD ? 2.0 : 3.0) * (double)pr->n * 4;
+}
+
+/* One run of probe k, in seconds. */
+static double probe_run(probes *pr, probe_kind k) {
+    double t0 = now();
+    switch (k) {
+    case P_COPY: base_copy(pr->a, pr->b, pr->n, pr->threads); break;
+    case P_COPY_NT: base_copy_nt(pr->a, pr->b, pr->n, pr->threads); break;
+    case P_TRIAD: base_triad(pr->a, pr->b, pr->c, 3.0f, pr->n, pr->threads); break;
+    case P_TRIAD_NT: base_triad_nt(pr->a, pr->b, pr->c, 3.0f, pr->n, pr->threads); break;
+    default: pr->sink += base_read(pr->b, pr->n, pr->threads); break;
+    }
+    return now() - t0;
+}
+
+static bw bandwidth(const setup *s, probes *pr) {
+    double *t = malloc(sizeof(double) * (size_t)s->reps), g[P_KINDS];
+    for (int k = 0; k < P_KINDS; k++) {
+        probe_run(pr, (probe_kind)k);
+        for (int r = 0; r < s->reps; r++) t[r] = probe_run(pr, (probe_kind)k);
+        g[k] = probe_bytes(pr, (probe_kind)k) / median(t, s->reps) / 1e9;
     }
     free(t);
-    free(a), free(b), free(c);
-    (void)sink;
-    return r;
+    return (bw){.copy = g[P_COPY], .copy_nt = g[P_COPY_NT], .triad = g[P_TRIAD], .triad_nt = g[P_TRIAD_NT],
+                .read = g[P_READ]};
+}
+
+/* A workload's runs, each followed by a run of every probe in `kinds`: the median time of the
+ * workload, and for each probe the median over the pairs of (workload GB/s) / (probe GB/s).
+ * This machine's bandwidth drifts by up to 2x from one second to the next (other tenants of the
+ * host), so a ratio of medians measured seconds apart says as much about the drift as about
+ * the workload; the runs of a pair are milliseconds apart and see the same machine. */
+static double paired_ratios(rj_ctx *ctx, wl *w, int reps, double bytes, probes *pr, const probe_kind *kinds,
+                            int nk, double *ratio) {
+    double *t = malloc(sizeof(double) * (size_t)reps * (size_t)(1 + nk));
+    if (!t) die(ctx, "out of memory");
+    if (rj_program_run(w->p, w->b)) die(ctx, w->name); /* warm-up: pages, caches */
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        if (rj_program_run(w->p, w->b)) die(ctx, w->name);
+        t[r] = now() - t0;
+        for (int k = 0; k < nk; k++) {
+            double tp = probe_run(pr, kinds[k]);
+            t[(size_t)reps * (size_t)(1 + k) + (size_t)r] = (bytes / t[r]) / (probe_bytes(pr, kinds[k]) / tp);
+        }
+    }
+    for (int k = 0; k < nk; k++) ratio[k] = median(t + (size_t)reps * (size_t)(1 + k), reps);
+    double m = median(t, reps);
+    free(t);
+    return m;
 }
 
 /* ---- a GPU target ------------------------------------------------------------------------- */
@@ -732,8 +765,11 @@ int main(int argc, char **argv) {
            "median of %d%s\n\n", (long long)s.B, (long long)maxlen, (long long)s.rows,
            (long long)s.D, s.threads, s.reps, quick ? " (QUICK: numbers are meaningless)" : "");
 
-    bw m = bandwidth(&s);
-    double best_copy = m.copy > m.copy_nt ? m.copy : m.copy_nt;
+    probes pr = {.n = s.rows * s.D, .threads = s.threads};
+    pr.a = falloc(pr.n), pr.b = falloc(pr.n), pr.c = falloc(pr.n);
+    for (int64_t i = 0; i < pr.n; i++) pr.b[i] = (float)i, pr.c[i] = 1;
+    bw m = bandwidth(&s, &pr);
+    probe_kind copy_kind = m.copy > m.copy_nt ? P_COPY : P_COPY_NT; /* the better copy */
     printf("memory bandwidth (same run, %.0f MB arrays): copy %.2f GB/s, copy-nt %.2f GB/s, "
            "triad %.2f GB/s, triad-nt %.2f GB/s, read %.2f GB/s\n\n", N * 4 / 1e6, m.copy, m.copy_nt,
            m.triad, m.triad_nt, m.read);
@@ -741,22 +777,24 @@ int main(int argc, char **argv) {
     printf("%-24s %9s %8s %9s %9s %9s %8s %9s\n", "workload", "time ms", "GB/s", "/copy",
            "/triadnt", "C ms", "/C loop", "compile");
     static const base_fn bases[] = {NULL, b1, b2, b3, b4, b5, b6};
-    double per_kernel[6], w4_read = 0;
+    double per_kernel[6], w4_read = 0, w4_ratio = 0;
     int compile_n = 0;
     for (int which = 1; which <= 6; which++) {
         if (!(only >> which & 1)) continue;
         wl wk = make_workload(ctx, &s, which);
-        double t = time_jit(ctx, &wk, s.reps);
         double out_elems = which == 4 ? (double)(s.B * s.D) : which == 6 ? (double)(s.B * s.L * s.D) : N;
         double bytes = (N + out_elems) * 4;
+        const probe_kind kinds[] = {copy_kind, P_TRIAD_NT, P_READ};
+        double ratio[3];
+        double t = paired_ratios(ctx, &wk, s.reps, bytes, &pr, kinds, which == 4 ? 3 : 2, ratio);
         float *y = falloc((int64_t)out_elems);
         double tc = time_base(&s, bases[which], y);
         free(y);
         double gbs = bytes / t / 1e9;
-        printf("%-24s %9.3f %8.2f %9.2f %9.2f %9.3f %8.2f %6.1f ms/%dk\n", wk.name, t * 1e3, gbs,
-               gbs / best_copy, gbs / m.triad_nt, tc * 1e3, tc / t, wk.compile_ms, wk.kernels);
+        printf("%-24s %9.3f %8.2f %9.2f %9.2f %9.3f %8.2f %6.1f ms/%dk\n", wk.name, t * 1e3, gbs, ratio[0],
+               ratio[1], tc * 1e3, tc / t, wk.compile_ms, wk.kernels);
         per_kernel[compile_n++] = wk.compile_ms / (wk.kernels ? wk.kernels : 1);
-        if (which == 4) w4_read = N * 4 / t / 1e9;
+        if (which == 4) w4_read = N * 4 / t / 1e9, w4_ratio = ratio[2] * (N * 4) / bytes;
         rj_bind_free(wk.b);
         rj_program_free(wk.p);
         rj_graph_free(wk.g);
@@ -764,7 +802,7 @@ int main(int argc, char **argv) {
 
     if (only >> 4 & 1)
         printf("\nW4 only reads (its output is 1/%lld of its input): %.2f GB/s of reads = %.2fx the "
-               "read probe\n", (long long)(s.rows / s.B), w4_read, w4_read / m.read);
+               "read probe\n", (long long)(s.rows / s.B), w4_read, w4_ratio);
 
     if (only >> 7 & 1) w7(ctx, &s, quick ? 64 : 1024, quick ? 2 : 5);
     if (only & (3u << 8)) w89(ctx, &s, quick ? 2 : 3);
@@ -869,6 +907,7 @@ int main(int argc, char **argv) {
     rj_program_free(p0);
     rj_graph_free(g0);
     free(s.off), free(s.x), free(s.w), free(s.bias);
+    free(pr.a), free(pr.b), free(pr.c);
     rj_ctx_free(ctx);
     return 0;
 }

@@ -167,6 +167,20 @@ static void test_run_check_roundtrip(void **state) {
     expect_ok(r);
     assert_non_null(strstr(r->out, "run median"));
     assert_non_null(strstr(r->out, "GB/s"));
+    /* bench --ab: a second context with the setting, runs in pairs; a setting nothing reads
+     * compiles the same code, which must write the same bits (into A's memory) */
+    r = run("ragjit bench examples/softmax.rj --random B=6,maxlen=20 --reps 4 --ab RAGJIT_TEST_UNUSED=1");
+    expect_ok(r);
+    assert_non_null(strstr(r->out, "B (RAGJIT_TEST_UNUSED=1): compile"));
+    assert_non_null(strstr(r->out, "B/A: median of 4 pairs"));
+    assert_non_null(strstr(r->out, "outputs identical"));
+    r = run("ragjit bench examples/masked_softmax.rj --random B=6,maxlen=20 --reps 2 --ab RAGJIT_LLVM_LIGHT=0");
+    expect_ok(r);
+    assert_non_null(strstr(r->out, "B/A: median of 2 pairs"));
+    expect_fail(run("ragjit bench examples/softmax.rj --random B=2 --ab LIGHT"), 2,
+                "--ab takes VAR=VALUE, got 'LIGHT'");
+    expect_fail(run("ragjit run examples/softmax.rj --random B=2 --out %s/o5 --ab A=1", tmpdir), 2,
+                "--ab is an option of bench");
 }
 
 static void test_emit_stages(void **state) {
@@ -330,6 +344,16 @@ static void test_pass_pipeline(void **state) {
     static const char *const progs[] = {"softmax", "layernorm_gelu", "reductions", "pad_unpad"};
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++)
         expect_ok(run("ragjit check examples/%s.rj --random B=9,maxlen=40,seed=2", progs[i]));
+    /* and the default's tiers one by one: O3 everywhere, the short pipeline for row kernels only */
+    unsetenv("RAGJIT_LLVM_PASSES");
+    static const char *const tiers[] = {"0", "rows"};
+    for (size_t t = 0; t < 2; t++) {
+        setenv("RAGJIT_LLVM_LIGHT", tiers[t], 1);
+        for (size_t i = 0; i < 2; i++)
+            expect_ok(run("ragjit check examples/%s.rj --random B=9,maxlen=40,seed=2,V=50",
+                          i ? "masked_softmax" : "nll"));
+    }
+    unsetenv("RAGJIT_LLVM_LIGHT");
     setenv("RAGJIT_LLVM_PASSES", "function(no-such-pass)", 1);
     result *r = run("ragjit check examples/softmax.rj --random B=3");
     unsetenv("RAGJIT_LLVM_PASSES");

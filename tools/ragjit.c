@@ -188,10 +188,22 @@ static const char bench_help[] =
     "  --reps N            timed runs (default 20)\n"
     "  --target T          cpu (default), cuda, opencl, or reference\n"
     "  --threads N         CPU worker threads (default: all cores)\n"
+    "  --ab VAR=VALUE      also compile PROGRAM in a second context created with VAR=VALUE in\n"
+    "                      the environment (B; the first is A), the persistent cache off for\n"
+    "                      both and after a throwaway compile (so both compile times are a warm\n"
+    "                      process's), and alternate their runs (A B, B A, ...), B writing\n"
+    "                      into A's outputs: prints each one's compile time and median run,\n"
+    "                      the median over the pairs of B's time over A's, and whether B's\n"
+    "                      results equal A's bit for bit. Pairs run milliseconds apart, so the\n"
+    "                      machine's drift hits both alike: the way to measure a change of a\n"
+    "                      few percent. VAR must be a setting read when a context compiles\n"
+    "                      (RAGJIT_LLVM_LIGHT, RAGJIT_LLVM_PASSES, ...), not one read once per\n"
+    "                      process (RAGJIT_LLVM_ARGS)\n"
     "%s"
     "\n"
     "examples:\n"
-    "  ragjit bench examples/elementwise.rj --random B=64,maxlen=256,seed=3 --reps 5\n";
+    "  ragjit bench examples/elementwise.rj --random B=64,maxlen=256,seed=3 --reps 5\n"
+    "  ragjit bench examples/softmax.rj --random B=64,maxlen=256 --reps 50 --ab RAGJIT_LLVM_LIGHT=0\n";
 
 /* ---- options --------------------------------------------------------------------------------- */
 
@@ -201,7 +213,7 @@ typedef struct sizeopt {
 } sizeopt;
 
 typedef struct opts {
-    const char *cmd, *prog, *data, *random, *out, *save, *stage;
+    const char *cmd, *prog, *data, *random, *out, *save, *stage, *ab;
     rj_target target;
     int threads, reps;
     bool time, print;
@@ -254,7 +266,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
         }
         static const char *const flags[] = {"--time", "--print", "--help", "-h"};
         static const char *const valued[] = {"--data", "--random", "--out", "--save-data", "--stage",
-                                             "--size", "--target", "--threads", "--reps", "--atol", "--rtol"};
+                                             "--size", "--target", "--threads", "--reps", "--atol", "--rtol",
+                                             "--ab"};
         bool is_flag = false, known = false;
         for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) is_flag |= !strcmp(key, flags[f]);
         for (size_t f = 0; f < sizeof valued / sizeof valued[0]; f++) known |= !strcmp(key, valued[f]);
@@ -270,7 +283,12 @@ static int parse_opts(int argc, char **argv, opts *o) {
         else if (!strcmp(key, "--out")) o->out = val;
         else if (!strcmp(key, "--save-data")) o->save = val;
         else if (!strcmp(key, "--stage")) o->stage = val;
-        else if (!strcmp(key, "--time")) o->time = true;
+        else if (!strcmp(key, "--ab")) {
+            const char *ve = strchr(val, '=');
+            if (strcmp(o->cmd, "bench")) return die_usage("%s: --ab is an option of bench", o->cmd);
+            if (!ve || ve == val || ve - val > 63) return die_usage("%s: --ab takes VAR=VALUE, got '%s'", o->cmd, val);
+            o->ab = val;
+        } else if (!strcmp(key, "--time")) o->time = true;
         else if (!strcmp(key, "--print")) o->print = true;
         else if (!strcmp(key, "--size")) {
             if (add_size(o, val, "--size")) return EXIT_USAGE;
@@ -1135,9 +1153,99 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* bench --ab: PROGRAM compiled again in a context created with o->ab in the environment, and
+ * the two run in alternation. p, b: A, already run once. */
+static int bench_ab(rj_ctx *ctx, const opts *o, const dataset *d, rj_program *p, rj_bind *b, double cms) {
+    const char *eq = strchr(o->ab, '=');
+    char var[64], *old = NULL;
+    snprintf(var, sizeof var, "%.*s", (int)(eq - o->ab), o->ab);
+    if (getenv(var) && !(old = strdup(getenv(var)))) return die_run("out of memory");
+    int r = 0;
+    double cms2 = 0;
+    rj_ctx *c2 = NULL;
+    rj_graph *g2 = NULL;
+    rj_program *p2 = NULL;
+    rj_bind *b2 = NULL;
+    if (setenv(var, eq + 1, 1)) r = die_run("--ab: cannot set %s: %s", var, strerror(errno));
+    else if (!(c2 = rj_ctx_new(NULL, NULL))) r = die_run("out of memory");
+    if (!r) {
+        if (o->threads) rj_ctx_set_threads(c2, o->threads);
+        rj_ctx_set_cache_dir(c2, "off");
+        if ((g2 = load_program(c2, o->prog, &r)) && (p2 = compile(c2, g2, o->target, &r, &cms2)) &&
+            !(b2 = rj_bind_new(p2)))
+            r = die_run("%s", rj_ctx_error(c2));
+    }
+    if (old ? setenv(var, old, 1) : unsetenv(var)) r = r ? r : die_run("--ab: cannot restore %s", var);
+    free(old);
+    dataset d2 = *d;
+    d2.g = g2;
+    if (!r) r = bind_data(c2, b2, &d2);
+    /* B writes where A does (A's results, saved first): the same memory, so that where the
+     * outputs lie relative to the inputs (cache sets, 4 KiB aliasing) favours neither; with
+     * outputs of their own, identical kernels measured up to 5% apart */
+    int nout = rj_graph_output_count(d->g);
+    void **saved = calloc((size_t)nout + 1, sizeof *saved);
+    if (!r && !saved) r = die_run("out of memory");
+    for (int i = 0; !r && i < nout; i++) {
+        rj_tensor_info x = tinfo(rj_bind_result(b, rj_graph_output_at(d->g, i)));
+        size_t bytes = (size_t)info_numel(&x) * rj_dtype_size(x.dtype);
+        if (!(saved[i] = malloc(bytes ? bytes : 1))) r = die_run("out of memory");
+        else if (bytes) memcpy(saved[i], x.values, bytes);
+        if (!r && bytes && rj_bind_output(b2, rj_graph_output_at(g2, i), x.values, info_numel(&x)))
+            r = die_run("%s", rj_ctx_error(c2));
+    }
+    if (!r) r = run_once(c2, p2, b2);
+    bool same = true;
+    for (int i = 0; !r && i < nout; i++) {
+        rj_tensor_info y = tinfo(rj_bind_result(b2, rj_graph_output_at(g2, i)));
+        size_t bytes = (size_t)info_numel(&y) * rj_dtype_size(y.dtype);
+        same &= !bytes || !memcmp(saved[i], y.values, bytes);
+    }
+    for (int i = 0; saved && i < nout; i++) free(saved[i]);
+    free(saved);
+    double *t = r ? NULL : malloc(sizeof(double) * (size_t)o->reps * 3);
+    if (!r && !t) r = die_run("out of memory");
+    int wins = 0;
+    for (int i = 0; !r && i < o->reps; i++) {
+        for (int k = 0; !r && k < 2; k++) { /* A B, then B A */
+            bool second = (k == 1) != (i % 2 == 1);
+            double t0 = now_ms();
+            r = second ? run_once(c2, p2, b2) : run_once(ctx, p, b);
+            (second ? t + o->reps : t)[i] = now_ms() - t0;
+        }
+        if (!r) t[2 * o->reps + i] = t[o->reps + i] / t[i], wins += t[o->reps + i] < t[i];
+    }
+    if (!r) {
+        for (int k = 0; k < 3; k++) qsort(t + k * o->reps, (size_t)o->reps, sizeof *t, cmp_double);
+        int h = o->reps / 2;
+        printf("%s: A: compile %.1f ms; run median %.3f ms (min %.3f)\n", o->prog, cms, t[h], t[0]);
+        printf("%s: B (%s): compile %.1f ms; run median %.3f ms (min %.3f)\n", o->prog, o->ab, cms2,
+               t[o->reps + h], t[o->reps]);
+        printf("B/A: median of %d pairs %.3f (quartiles %.3f, %.3f); B faster in %d; outputs %s\n", o->reps,
+               t[2 * o->reps + h], t[2 * o->reps + o->reps / 4], t[2 * o->reps + (3 * o->reps) / 4], wins,
+               same ? "identical" : "differ");
+    }
+    free(t);
+    rj_bind_free(b2);
+    rj_program_free(p2);
+    rj_graph_free(g2);
+    rj_ctx_free(c2);
+    return r;
+}
+
 static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
     dataset d;
     int r = get_data(&d, ctx, g, o);
+    if (!r && o->ab) { /* a throwaway compile first: A's would also pay for the process's LLVM start-up */
+        rj_ctx *c0 = rj_ctx_new(NULL, NULL);
+        rj_graph *g0 = NULL;
+        double ms;
+        if (!c0) r = die_run("out of memory");
+        else if (!rj_ctx_set_cache_dir(c0, "off") && (g0 = load_program(c0, o->prog, &r)))
+            rj_program_free(compile(c0, g0, o->target, &r, &ms));
+        rj_graph_free(g0);
+        rj_ctx_free(c0);
+    }
     double cms = 0;
     rj_program *p = NULL;
     rj_bind *b = NULL;
@@ -1146,15 +1254,16 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
     if (!r && (p = compile(ctx, g, o->target, &r, &cms)) && !(b = rj_bind_new(p))) r = die_run("%s", rj_ctx_error(ctx));
     if (!r) r = bind_data(ctx, b, &d);
     if (!r) r = run_once(ctx, p, b);
+    if (!r && o->ab) r = bench_ab(ctx, o, &d, p, b, cms);
     int nk = 0;
-    for (int i = 0; !r && i < o->reps; i++) {
+    for (int i = 0; !r && !o->ab && i < o->reps; i++) {
         double t0 = now_ms();
         r = run_once(ctx, p, b);
         t[i] = now_ms() - t0;
         rj_run_stats st;
         if (!r && rj_bind_stats(b, &st) == RJ_OK) tk[i] = st.kernel_ms, tc[i] = st.copy_ms, nk = st.kernels;
     }
-    if (!r) {
+    if (!r && !o->ab) {
         qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
         qsort(tk, (size_t)o->reps, sizeof *tk, cmp_double);
         qsort(tc, (size_t)o->reps, sizeof *tc, cmp_double);
@@ -1232,6 +1341,7 @@ int main(int argc, char **argv) {
     rj_ctx *ctx = rj_ctx_new(NULL, NULL);
     if (!ctx) return die_run("out of memory");
     if (o.threads) rj_ctx_set_threads(ctx, o.threads);
+    if (o.ab) rj_ctx_set_cache_dir(ctx, "off"); /* both compile */
     rj_graph *g = load_program(ctx, o.prog, &r);
     if (g) r = cmds[c].fn(ctx, g, &o);
     rj_graph_free(g);

@@ -16,20 +16,22 @@
  * generated code makes into libm (f64 transcendental functions, pow) resolve through a
  * process symbol generator.
  *
- * Optimisation runs LLVM's new pass manager ("default<O3>", or a short pipeline for kernels
- * over rows without branches in their vector loops: LIGHT_PASSES) with a TargetMachine for the
- * host CPU, so the vectoriser's cost model sees the real vector width. RAGJIT_LLVM_PASSES
- * replaces the pipeline (read when the context's JIT is created, so a context never mixes two):
- * O3 runs ~100 passes most of which find nothing in ragjit's already simple loops, and a
- * tailored pipeline (docs/guide.md) compiles 20-40% faster with the same code on bench/'s
- * workloads, but nothing tests run-time speed on every kernel shape, so O3 stays the
- * default. Where mathlib.c kept exp out of line for the vectoriser (AVX-512: its vector
- * variants use vscalefps), a second short run (ML_LATE_PASSES) inlines it once the pipeline
- * is done. After the pipeline, horizontal float reductions are rewritten as trees
- * (reduce_tree.c). The same TargetMachine then generates the object code the JIT links
- * (ORC's IR layer would create a TargetMachine per module). The dumps (LLVM IR before and
- * after optimisation, assembly) are produced together by the same steps, from a fresh module,
- * so one request fills all three texts.
+ * Optimisation runs LLVM's new pass manager with a TargetMachine for the host CPU, so the
+ * vectoriser's cost model sees the real vector width, and one of three pipelines per module
+ * (pipeline_tier): a short one for kernels over rows without branches in their vector loops
+ * (LIGHT_PASSES), a middle one for softmax over the ragged dim (MEDIUM_PASSES), "default<O3>"
+ * for the rest. O3 runs ~100 passes most of which find nothing in ragjit's already simple
+ * loops; a shorter pipeline becomes a kernel shape's default only once every bench workload and
+ * example runs as fast with it (bench/pipeline_check.py, in pairs of runs in one process:
+ * `ragjit bench --ab`), which reductions over the ragged dim did not. RAGJIT_LLVM_PASSES
+ * replaces them all and RAGJIT_LLVM_LIGHT limits the shorter ones (read when the context's JIT
+ * is created, so a context never mixes two settings). Where mathlib.c kept exp out of line for
+ * the vectoriser (AVX-512: its vector variants use vscalefps), a second short run
+ * (ML_LATE_PASSES) inlines it once the pipeline is done. After the pipeline, horizontal float
+ * reductions are rewritten as trees (reduce_tree.c). The same TargetMachine then generates the
+ * object code the JIT links (ORC's IR layer would create a TargetMachine per module). The dumps
+ * (LLVM IR before and after optimisation, assembly) are produced together by the same steps,
+ * from a fresh module, so one request fills all three texts.
  *
  * RAGJIT_PERF_MAP=1 lists each linked kernel in perf's map of JIT code (perf_map_add).
  *
@@ -63,7 +65,9 @@ struct llvm_jit {
     char *cpu, *features, *layout;
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
     bool unroll;  /* LLVM's loop unroller runs in it (RAGJIT_LLVM_UNROLL=0: not) */
-    bool light;   /* simple kernels get LIGHT_PASSES (not with RAGJIT_LLVM_LIGHT=0 or a user's pipeline) */
+    int light;    /* which kernels get a shorter pipeline than O3 (pipeline_tier): 2 (default)
+                   * simple row kernels and softmax's, 1 (RAGJIT_LLVM_LIGHT=rows) simple row
+                   * kernels, 0 (RAGJIT_LLVM_LIGHT=0 or a user's pipeline) none */
     bool perf_map; /* RAGJIT_PERF_MAP=1: kernels listed in /tmp/perf-<pid>.map (perf_map_add) */
     char *light_passes; /* LIGHT_PASSES, or RAGJIT_LLVM_LIGHT_PASSES (for measuring others) */
     const char *triple; /* owned by jit */
@@ -140,6 +144,24 @@ static LLVMTargetMachineRef new_tm(const struct llvm_jit *j) {
     "always-inline,function(sroa,early-cse<memssa>,instcombine,simplifycfg,loop-simplify,lcssa,"  \
     "loop-rotate,loop-mssa(licm),gvn,indvars,loop-vectorize,instcombine,simplifycfg)"
 
+/* A middle pipeline for softmax and log_softmax over the ragged dim (multi-pass item kernels):
+ * the light one plus non-trivial unswitching (the passes' branches on the pass and the retry),
+ * loop idioms and deletion, and unrolling after vectorisation. It compiles them in about 75%
+ * of O3's time (bench/'s W2 60 ms against 85, examples/softmax.rj 55 against 72, in one
+ * process) with the same run times and identical results: `ragjit bench --ab
+ * RAGJIT_LLVM_LIGHT=rows` (both pipelines in one process, runs alternating in pairs) gave
+ * 0.98-1.01 on W2, softmax.rj, masked_softmax.rj, nll.rj and attention_scores.rj in rounds of
+ * 100-200 pairs, where identical code measured 0.98-1.01. Reductions over the ragged dim keep
+ * O3: with this pipeline embedding_bag.rj ran 1-6% and reductions.rj 1-3% slower. */
+#define MEDIUM_PASSES                                                                                   \
+    "always-inline,function(sroa,early-cse<memssa>,instcombine,simplifycfg,loop-mssa(loop-rotate,licm," \
+    "simple-loop-unswitch<nontrivial>),simplifycfg,instcombine,loop(loop-idiom,indvars,loop-deletion)," \
+    "gvn,loop-vectorize,instcombine,simplifycfg,loop-unroll<O3>,instcombine,loop-mssa(licm),simplifycfg)," \
+    "globaldce"
+
+/* Which pipeline a kernel needs; a module gets the longest of its kernels'. */
+enum { TIER_LIGHT, TIER_MEDIUM, TIER_FULL };
+
 rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     *out = NULL;
     pthread_once(&init_once, init_llvm);
@@ -186,7 +208,9 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     j->target = target;
     j->tm = new_tm(j);
     const char *light = getenv("RAGJIT_LLVM_LIGHT");
-    j->light = !(light && !strcmp(light, "0")) && !(getenv("RAGJIT_LLVM_PASSES") && *getenv("RAGJIT_LLVM_PASSES"));
+    const char *user = getenv("RAGJIT_LLVM_PASSES");
+    if ((light && !strcmp(light, "0")) || (user && *user)) j->light = 0;
+    else j->light = light && !strcmp(light, "rows") ? 1 : 2;
     const char *pm = getenv("RAGJIT_PERF_MAP");
     j->perf_map = pm && *pm && strcmp(pm, "0");
     const char *unroll = getenv("RAGJIT_LLVM_UNROLL");
@@ -249,12 +273,29 @@ static bool simple_kernel(const lkernel *k) {
     return simple;
 }
 
-static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef tm, LLVMModuleRef m, bool light) {
+static int kernel_tier(const lkernel *k) {
+    if (simple_kernel(k)) return TIER_LIGHT;
+    return k->domain == UD_ITEMS && k->passes > 1 && !k->gemm.on ? TIER_MEDIUM : TIER_FULL;
+}
+
+/* The pipeline for kernels [first, first + count) of p. */
+static int pipeline_tier(const struct llvm_jit *j, const lprog *p, int32_t first, int32_t count) {
+    int tier = TIER_LIGHT;
+    for (int32_t i = first; i < first + count && tier < TIER_FULL; i++) {
+        int t = kernel_tier(&p->kernels[i]);
+        if (t > tier) tier = t;
+    }
+    bool allowed = tier == TIER_FULL || (tier == TIER_LIGHT ? j->light >= 1 : j->light >= 2);
+    return allowed ? tier : TIER_FULL;
+}
+
+static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef tm, LLVMModuleRef m, int tier) {
     LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(o, j->unroll && !light);
-    LLVMErrorRef err = LLVMRunPasses(m, light ? j->light_passes : j->passes, tm, o);
+    LLVMPassBuilderOptionsSetLoopUnrolling(o, j->unroll && tier == TIER_FULL);
+    const char *passes = tier == TIER_LIGHT ? j->light_passes : tier == TIER_MEDIUM ? MEDIUM_PASSES : j->passes;
+    LLVMErrorRef err = LLVMRunPasses(m, passes, tm, o);
     if (!err && ml_after_vectoriser(m)) err = LLVMRunPasses(m, ML_LATE_PASSES, tm, o);
     LLVMDisposePassBuilderOptions(o);
     if (!err) {
@@ -274,8 +315,9 @@ static emit_target target_of(const struct llvm_jit *j) {
 void llvm_identity(const struct llvm_jit *j, sbuf *b) {
     unsigned major = 0, minor = 0, patch = 0;
     LLVMGetVersion(&major, &minor, &patch);
-    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nargs %s\nsmall-pic\n", major, minor,
-                patch, j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes, llvm_args);
+    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nmedium %s\nargs %s\nsmall-pic\n", major,
+                minor, patch, j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes,
+                MEDIUM_PASSES, llvm_args);
 }
 
 /* Kernels [first, first + count) of p compiled by tm into one object file (*out). */
@@ -291,9 +333,7 @@ static rj_status object_of(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef
         LLVMContextDispose(c);
         return ctx_last_status(ctx);
     }
-    bool light = j->light;
-    for (int32_t i = first; i < first + count && light; i++) light = simple_kernel(&p->kernels[i]);
-    if ((s = optimise(ctx, j, tm, m, light))) {
+    if ((s = optimise(ctx, j, tm, m, pipeline_tier(j, p, first, count)))) {
         LLVMDisposeModule(m);
         LLVMContextDispose(c);
         return s;
@@ -525,9 +565,7 @@ rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, 
         if (!(*ir = take_text(ctx, raw, strlen(raw)))) s = RJ_ERR_NOMEM;
         LLVMDisposeMessage(raw);
     }
-    bool light = j->light;
-    for (int32_t i = 0; i < p->nkernels && light; i++) light = simple_kernel(&p->kernels[i]);
-    if (!s && ir_opt && !(s = optimise(ctx, j, j->tm, m, light))) {
+    if (!s && ir_opt && !(s = optimise(ctx, j, j->tm, m, pipeline_tier(j, p, 0, p->nkernels)))) {
         raw = LLVMPrintModuleToString(m);
         if (!(*ir_opt = take_text(ctx, raw, strlen(raw)))) s = RJ_ERR_NOMEM;
         LLVMDisposeMessage(raw);
