@@ -320,19 +320,6 @@ static void w89(rj_ctx *ctx, const setup *s, int reps) {
     free(k), free(v), free(len);
 }
 
-static double time_jit(rj_ctx *ctx, wl *w, int reps) {
-    double *t = malloc(sizeof(double) * (size_t)reps);
-    if (rj_program_run(w->p, w->b)) die(ctx, w->name); /* warm-up: pages, caches */
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        if (rj_program_run(w->p, w->b)) die(ctx, w->name);
-        t[r] = now() - t0;
-    }
-    double m = median(t, reps);
-    free(t);
-    return m;
-}
-
 typedef void (*base_fn)(const setup *s, float *y);
 static void b1(const setup *s, float *y) { base_w1(y, s->x, s->w, s->bias, s->rows, s->D, s->threads); }
 static void b2(const setup *s, float *y) { base_w2(y, s->x, s->off, s->B, s->D, s->threads); }
@@ -422,6 +409,9 @@ static double paired_ratios(rj_ctx *ctx, wl *w, int reps, double bytes, probes *
     free(t);
     return m;
 }
+
+/* Median time of a workload over reps runs (after a warm-up run), in seconds. */
+static double time_jit(rj_ctx *ctx, wl *w, int reps) { return paired_ratios(ctx, w, reps, 0, NULL, NULL, 0, NULL); }
 
 /* ---- a GPU target ------------------------------------------------------------------------- */
 

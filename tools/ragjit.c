@@ -1153,6 +1153,25 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* PROGRAM compiled in a context of its own (bench's threads, the persistent cache off): the
+ * program, or NULL with *status set. */
+static rj_program *compile_fresh(const opts *o, rj_ctx **c, rj_graph **g, double *ms, int *status) {
+    *g = NULL;
+    if (!(*c = rj_ctx_new(NULL, NULL))) {
+        *status = die_run("out of memory");
+        return NULL;
+    }
+    if (o->threads) rj_ctx_set_threads(*c, o->threads);
+    rj_ctx_set_cache_dir(*c, "off");
+    return (*g = load_program(*c, o->prog, status)) ? compile(*c, *g, o->target, status, ms) : NULL;
+}
+
+/* Output i's result after a run, and its size in bytes. */
+static size_t result_bytes(rj_bind *b, const rj_graph *g, int i, rj_tensor_info *ti) {
+    *ti = tinfo(rj_bind_result(b, rj_graph_output_at(g, i)));
+    return (size_t)info_numel(ti) * rj_dtype_size(ti->dtype);
+}
+
 /* bench --ab: PROGRAM compiled again in a context created with o->ab in the environment, and
  * the two run in alternation. p, b: A, already run once. */
 static int bench_ab(rj_ctx *ctx, const opts *o, const dataset *d, rj_program *p, rj_bind *b, double cms) {
@@ -1167,14 +1186,8 @@ static int bench_ab(rj_ctx *ctx, const opts *o, const dataset *d, rj_program *p,
     rj_program *p2 = NULL;
     rj_bind *b2 = NULL;
     if (setenv(var, eq + 1, 1)) r = die_run("--ab: cannot set %s: %s", var, strerror(errno));
-    else if (!(c2 = rj_ctx_new(NULL, NULL))) r = die_run("out of memory");
-    if (!r) {
-        if (o->threads) rj_ctx_set_threads(c2, o->threads);
-        rj_ctx_set_cache_dir(c2, "off");
-        if ((g2 = load_program(c2, o->prog, &r)) && (p2 = compile(c2, g2, o->target, &r, &cms2)) &&
-            !(b2 = rj_bind_new(p2)))
-            r = die_run("%s", rj_ctx_error(c2));
-    }
+    else if ((p2 = compile_fresh(o, &c2, &g2, &cms2, &r)) && !(b2 = rj_bind_new(p2)))
+        r = die_run("%s", rj_ctx_error(c2));
     if (old ? setenv(var, old, 1) : unsetenv(var)) r = r ? r : die_run("--ab: cannot restore %s", var);
     free(old);
     dataset d2 = *d;
@@ -1187,8 +1200,8 @@ static int bench_ab(rj_ctx *ctx, const opts *o, const dataset *d, rj_program *p,
     void **saved = calloc((size_t)nout + 1, sizeof *saved);
     if (!r && !saved) r = die_run("out of memory");
     for (int i = 0; !r && i < nout; i++) {
-        rj_tensor_info x = tinfo(rj_bind_result(b, rj_graph_output_at(d->g, i)));
-        size_t bytes = (size_t)info_numel(&x) * rj_dtype_size(x.dtype);
+        rj_tensor_info x;
+        size_t bytes = result_bytes(b, d->g, i, &x);
         if (!(saved[i] = malloc(bytes ? bytes : 1))) r = die_run("out of memory");
         else if (bytes) memcpy(saved[i], x.values, bytes);
         if (!r && bytes && rj_bind_output(b2, rj_graph_output_at(g2, i), x.values, info_numel(&x)))
@@ -1197,8 +1210,8 @@ static int bench_ab(rj_ctx *ctx, const opts *o, const dataset *d, rj_program *p,
     if (!r) r = run_once(c2, p2, b2);
     bool same = true;
     for (int i = 0; !r && i < nout; i++) {
-        rj_tensor_info y = tinfo(rj_bind_result(b2, rj_graph_output_at(g2, i)));
-        size_t bytes = (size_t)info_numel(&y) * rj_dtype_size(y.dtype);
+        rj_tensor_info y;
+        size_t bytes = result_bytes(b2, g2, i, &y);
         same &= !bytes || !memcmp(saved[i], y.values, bytes);
     }
     for (int i = 0; saved && i < nout; i++) free(saved[i]);
@@ -1237,12 +1250,10 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
     dataset d;
     int r = get_data(&d, ctx, g, o);
     if (!r && o->ab) { /* a throwaway compile first: A's would also pay for the process's LLVM start-up */
-        rj_ctx *c0 = rj_ctx_new(NULL, NULL);
-        rj_graph *g0 = NULL;
+        rj_ctx *c0;
+        rj_graph *g0;
         double ms;
-        if (!c0) r = die_run("out of memory");
-        else if (!rj_ctx_set_cache_dir(c0, "off") && (g0 = load_program(c0, o->prog, &r)))
-            rj_program_free(compile(c0, g0, o->target, &r, &ms));
+        rj_program_free(compile_fresh(o, &c0, &g0, &ms, &r));
         rj_graph_free(g0);
         rj_ctx_free(c0);
     }
@@ -1278,8 +1289,8 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
                o->prog, cms, med, o->reps, t[0], t[o->reps - 1]);
         printf("  %-16s %12.1f MB read\n", "inputs", in_bytes / 1e6);
         for (int i = 0; i < rj_graph_output_count(g); i++) {
-            rj_tensor_info ti = tinfo(rj_bind_result(b, rj_graph_output_at(g, i)));
-            double ob = (double)info_numel(&ti) * (double)rj_dtype_size(ti.dtype);
+            rj_tensor_info ti;
+            double ob = (double)result_bytes(b, g, i, &ti);
             out_bytes += ob;
             printf("  %-16s %12.1f MB written   %8.2f GB/s (its bytes and all inputs)\n",
                    rj_graph_output_name(g, i), ob / 1e6, (ob + in_bytes) / (med * 1e-3) / 1e9);
