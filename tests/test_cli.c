@@ -325,6 +325,60 @@ static void test_run_failures(void **state) {
 /* RAGJIT_LLVM_PASSES: the faster pipeline docs/guide.md offers (read from the guide, so the
  * text users copy is the one tested) gives correct results, and a bad pipeline is a compile
  * error that names the variable. */
+/* Lanes loops as vector code (emit.c) at inner widths around the vector width and its
+ * halves, as a constant (straight-line steps, or a loop without a masked step where vf
+ * divides it) and as a size bound at run time (a loop and a masked last step), against the
+ * interpreter; and with LLVM's vectoriser instead (RAGJIT_LLVM_VECTOR=0), and with 256-bit
+ * vectors. The program covers maps with exp, log, tanh and erf, reductions over the inner dim
+ * (+, max, min, *, on floats, ints and bools) and over the ragged one, softmax over both,
+ * layer_norm, pads (guards the same in every lane), gathers (a column of a transposed
+ * tensor) and a select on a varying condition. */
+static void test_vector_widths(void **state) {
+    (void)state;
+    static const char *const prog =
+        "ragged j : B\n"
+        "input x : f32[B, j, %s]\n"
+        "input w : f32[%s]\n"
+        "input xi : i32[B, j, %s]\n"
+        "e = exp(x * w) - log(abs(x) + 1.0) + tanh(x) + gelu(x)\n"
+        "s = sum(x, dim=2) + max(x, dim=2) - min(x, dim=2) + prod(x * 0.1 + 1.0, dim=2)\n"
+        "si = sum(xi, dim=2) + max(xi, dim=2)\n"
+        "anyp = logical_or(max(x > 1.5, dim=2), min(xi > 0, dim=2))\n"
+        "r = sum(x, dim=1) + max(x, dim=1)\n"
+        "sm = softmax(x, dim=2) + softmax(x, dim=1)\n"
+        "ln = layer_norm(x, %s, weight=w, bias=w)\n"
+        "p = pad(x * 2.0, value=-1.5)\n"
+        "q = where(x > 0.0, x * w, -x)\n"
+        "output e, s, si, anyp, r, sm, ln, p, q\n";
+    static const int widths[] = {1, 2, 3, 8, 15, 16, 17, 31, 33, 64, 100};
+    char path[512], text[2048];
+    snprintf(path, sizeof path, "%s/widths.rj", tmpdir);
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        for (int named = 0; named < 2; named++) {
+            char n[16];
+            snprintf(n, sizeof n, "%d", widths[i]);
+            const char *d = named ? "N" : n;
+            snprintf(text, sizeof text, prog, d, d, d, d);
+            write_file(path, text);
+            result *r = run("ragjit check %s --random B=7,minlen=0,maxlen=%d,seed=%d,N=%d", path, 3 + 5 * (int)i,
+                            (int)i + 1, widths[i]);
+            if (r->status) fail_msg("width %s: exit %d\n%s%s", d, r->status, r->out, r->err);
+            if (i == 6 && !named) { /* every lanes loop of it is vector code */
+                r = run("ragjit emit %s --stage llvm | tail -c 2000", path); /* the metadata ends it */
+                expect_ok(r);
+                if (!strstr(r->out, "!\"llvm\", i32 0}")) fail_msg("lanes loops left to LLVM:\n%.3000s", r->out);
+            }
+        }
+    }
+    static const char *const settings[] = {"0", "256"};
+    for (int k = 0; k < 2; k++) {
+        setenv("RAGJIT_LLVM_VECTOR", settings[k], 1);
+        result *r = run("ragjit check %s --random B=9,maxlen=40,seed=5,N=37", path);
+        unsetenv("RAGJIT_LLVM_VECTOR");
+        if (r->status) fail_msg("RAGJIT_LLVM_VECTOR=%s: exit %d\n%s%s", settings[k], r->status, r->out, r->err);
+    }
+}
+
 static void test_pass_pipeline(void **state) {
     (void)state;
     static char guide[1 << 17], pipeline[1024];
@@ -574,7 +628,7 @@ int main(void) {
         cmocka_unit_test(test_run_check_roundtrip), cmocka_unit_test(test_emit_stages),
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
-        cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
+        cmocka_unit_test(test_vector_widths), cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

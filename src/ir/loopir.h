@@ -245,6 +245,8 @@ typedef struct lkernel {
     uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
     int32_t fixed_tile; /* UD_ITEMS: the tile is this constant of the kernel's code, not the
                          * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
+    int64_t lanes_max;  /* UD_ITEMS, UD_PIECES: at most this many lanes in any lanes loop (the inner extent
+                         * where it is a constant, or the fixed tile); 0: not known */
     bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
                          * whose every item is one piece skips it */
     bool inner_only;    /* run only by another kernel's library call (a GEMM's prologue) */

@@ -156,6 +156,19 @@ static int32_t newvar(lower *L, const char *name, rj_dtype t) {
     return v < 0 ? 0 : v;
 }
 
+/* u where p = idiv(u, m) * m (or m * idiv(u, m)) and r = irem(u, m), else -1: the unit's
+ * index back from its row and column (pads address their output by both). */
+static int32_t divmod_whole(lower *L, int32_t p, int32_t r) {
+    const lx *x = E(L, p), *y = E(L, r);
+    if (x->kind != LX_BINARY || x->fn != RJ_OP_MUL || y->kind != LX_BINARY || y->fn != LOP_IREM) return -1;
+    for (int side = 0; side < 2; side++) {
+        const lx *q = E(L, side ? x->b : x->a);
+        int32_t m = side ? x->a : x->b;
+        if (q->kind == LX_BINARY && q->fn == LOP_IDIV && q->b == m && y->a == q->a && y->b == m) return q->a;
+    }
+    return -1;
+}
+
 static int32_t xbin(lower *L, int fn, rj_dtype t, int32_t a, int32_t b) {
     if (t == RJ_I64 && !L->err) { /* fold index arithmetic, for readable dumps */
         const lx *x = E(L, a), *y = E(L, b);
@@ -177,6 +190,11 @@ static int32_t xbin(lower *L, int fn, rj_dtype t, int32_t a, int32_t b) {
             }
         }
         if (fn == RJ_OP_ADD && is_const(L, a, 0)) return b;
+        if (fn == RJ_OP_ADD) { /* idiv(u, m) * m + irem(u, m) = u (truncating division) */
+            int32_t u = divmod_whole(L, a, b);
+            if (u < 0) u = divmod_whole(L, b, a);
+            if (u >= 0) return u;
+        }
         if ((fn == RJ_OP_ADD || fn == RJ_OP_SUB) && is_const(L, b, 0)) return a;
         if (fn == RJ_OP_MUL && is_const(L, a, 1)) return b;
         if ((fn == RJ_OP_MUL || fn == LOP_IDIV) && is_const(L, b, 1)) return a;
@@ -1464,6 +1482,7 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     int32_t N = xi(L, 1);
     for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
     int32_t T = k->tiled ? xparam(L, PK_TILE, 0, "tile") : N;
+    if (!L->err && k->ex[N].kind == LX_CONST) k->lanes_max = k->ex[N].i; /* the tile is at most N */
     int32_t nt = k->tiled ? xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xsub(L, T, xi(L, 1))), T) : xi(L, 1);
     int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
     int32_t vlen = newvar(L, "len", RJ_I64);
@@ -1910,6 +1929,7 @@ static void simt_items_open(lower *L, red_ctx *rc, simt_items *s, blk *top, int3
     for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
     s->N = N;
     int32_t T = xi(L, s->TS);
+    L->k->lanes_max = !L->err && L->k->ex[N].kind == LX_CONST && L->k->ex[N].i < s->TS ? L->k->ex[N].i : s->TS;
     int32_t nt = xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xi(L, s->TS - 1)), T);
     int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
     int32_t vlen = newvar(L, "len", RJ_I64), vp0 = newvar(L, "p0", RJ_I64), vnp = newvar(L, "np", RJ_I64);

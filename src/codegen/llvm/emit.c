@@ -5,16 +5,22 @@
  * parameter (pointers noalias, nocapture, readonly where only read: inputs never overlap
  * outputs, which the runtime checks), each variable an alloca that mem2reg promotes, each FOR
  * a canonical counted loop, each expression a handful of instructions. The optimiser does the
- * rest: LICM hoists row starts and loop bounds, unswitching splits loops on the invariant
- * predicates of pads, and the vectoriser turns the lanes loops (contiguous in memory by
- * construction) into SIMD code. Lanes loops that accumulate in floating point carry
- * llvm.loop.vectorize.enable, which is what allows the vectoriser to reassociate the sum.
- * The iterations of a lanes loop are independent (loopir.h: the SIMT targets run them on
- * different threads), and the loop says so to LLVM: its loads and stores are in one access
- * group that the loop lists as llvm.loop.parallel_accesses, so the vectoriser does not guard
- * the vector loop with run-time overlap checks between, say, the accumulators and the stash
- * of one thread's scratch (offsets the vectoriser cannot prove apart). That is less code to
- * compile and to run: 15-18% fewer instructions compiling bench's W2 and W4.
+ * rest: LICM hoists row starts and loop bounds, and unswitching splits loops on the invariant
+ * predicates of pads.
+ *
+ * Lanes loops are vector code from the start (see "lanes loops as vectors" below): their
+ * iterations are independent by construction (loopir.h: the SIMT targets run them on
+ * different threads) and their accesses along the lanes contiguous, so there is nothing for
+ * LLVM's loop vectoriser to find out, and its work (legality and cost analyses, an
+ * interleaved loop, a vector epilogue and a scalar remainder for every loop) was about half of
+ * a reduction's or softmax's compile time. A loop the vector emitter does not take (a nested
+ * loop, a branch on a value that differs between lanes) is emitted as before, a scalar loop
+ * for the vectoriser: floating-point accumulations carry llvm.loop.vectorize.enable (which
+ * lets it reassociate the sum), and its loads and stores are in one access group that the loop
+ * lists as llvm.loop.parallel_accesses, so the vectoriser does not guard the vector loop with
+ * run-time overlap checks between, say, the accumulators and the stash of one thread's
+ * scratch. The module records how many loops went each way (!ragjit.lanes), and jit.c picks a
+ * shorter pipeline where none is left to the vectoriser.
  *
  * The parallel mappings need nothing else on a CPU: `units` and `serial` loops are plain
  * loops (the runtime hands each thread its unit range), a `reduce` is the accumulation
@@ -63,9 +69,21 @@ typedef struct em {
     LLVMValueRef stage_buf[8], stage_d0, stage_idx;
     bool fail;  /* an op this backend does not implement */
     bool nomem;
+    /* lanes loops emitted as vector code (see "lanes loops as vectors" below) */
+    int vbits;             /* the vector registers' bits; 0: every lanes loop goes to LLVM's vectoriser */
+    int vw;                /* > 0 while an operation is built on vectors of vw lanes (vty, constants) */
+    int32_t vloop;         /* the variable of the lanes loop being emitted as vectors, or -1 */
+    int vf;                /* its lanes per step */
+    uint8_t *vclass;       /* per expression: 0 not known yet, VC_UNIFORM or VC_VARYING */
+    uint8_t *vvar;         /* per variable: VV_* */
+    LLVMValueRef *vvals;   /* per variable: its vector (an alloca) for VV_PRIVATE and VV_REDUCE */
+    LLVMValueRef *vcache;  /* per expression: its vector value within the statement */
+    LLVMValueRef vmask;    /* the last, partial step's lanes; NULL in full steps */
+    LLVMValueRef t0;       /* the step's first lane */
+    int nvec, nscalar;     /* lanes loops emitted as vectors, and left to LLVM (RAGJIT_DUMP notes) */
 } em;
 
-static LLVMTypeRef vty(em *E, int t) {
+static LLVMTypeRef sty(em *E, int t) {
     switch (t) {
     case RJ_BOOL: return LLVMInt1TypeInContext(E->c);
     case RJ_I32: return LLVMInt32TypeInContext(E->c);
@@ -73,6 +91,17 @@ static LLVMTypeRef vty(em *E, int t) {
     case RJ_F32: return LLVMFloatTypeInContext(E->c);
     default: return LLVMDoubleTypeInContext(E->c);
     }
+}
+
+/* A value's type: a scalar, or a vector of E->vw while an operation is built on vectors. */
+static LLVMTypeRef vty(em *E, int t) {
+    return E->vw ? LLVMVectorType(sty(E, t), (unsigned)E->vw) : sty(E, t);
+}
+
+static LLVMValueRef splat_const(LLVMValueRef c, int n) {
+    LLVMValueRef e[64];
+    for (int i = 0; i < n; i++) e[i] = c;
+    return LLVMConstVector(e, (unsigned)n);
 }
 
 /* In memory, bool is a byte. */
@@ -106,9 +135,13 @@ static void in_group(em *E, LLVMValueRef mem_op) {
     if (E->lanes > 0 && lanes_group(E)) LLVMSetMetadata(mem_op, E->md_group, E->group);
 }
 
-static LLVMValueRef fconst(em *E, int t, double v) { return LLVMConstReal(vty(E, t), v); }
+static LLVMValueRef fconst(em *E, int t, double v) {
+    LLVMValueRef c = LLVMConstReal(sty(E, t), v);
+    return E->vw ? splat_const(c, E->vw) : c;
+}
 static LLVMValueRef iconst(em *E, int t, long long v) {
-    return LLVMConstInt(vty(E, t), (unsigned long long)v, 1);
+    LLVMValueRef c = LLVMConstInt(sty(E, t), (unsigned long long)v, 1);
+    return E->vw ? splat_const(c, E->vw) : c;
 }
 
 /* ---- conversions --------------------------------------------------------------------------- */
@@ -131,6 +164,11 @@ static LLVMValueRef convert(em *E, LLVMValueRef v, int from, int to) {
 /* ---- ops ------------------------------------------------------------------------------------ */
 
 static LLVMValueRef call_f(em *E, int t, ml_func f32fn, const char *libm, LLVMValueRef x) {
+    if (E->vw) { /* F32 only: vector_plan leaves f64 functions to LLVM */
+        LLVMValueRef v = ml_call_vec(&E->ml, E->b, f32fn, x, (unsigned)E->vw);
+        if (!v) E->fail = true;
+        return v ? v : x;
+    }
     return t == RJ_F32 ? ml_call(&E->ml, E->b, f32fn, &x, 1) : ml_libm(&E->ml, E->b, libm, &x, 1);
 }
 
@@ -200,9 +238,10 @@ static LLVMValueRef fminmax(em *E, bool max, LLVMValueRef x, LLVMValueRef y) {
 
 static LLVMValueRef fpow(em *E, int t, LLVMValueRef x, LLVMValueRef y) {
     LLVMBuilderRef b = E->b;
-    if (LLVMIsAConstantFP(y)) {
+    LLVMValueRef yc = LLVMIsAConstantDataVector(y) || LLVMIsAConstantVector(y) ? LLVMGetAggregateElement(y, 0) : y;
+    if (LLVMIsAConstantFP(yc)) {
         LLVMBool lossy;
-        switch (pow_expand(LLVMConstRealGetDouble(y, &lossy))) {
+        switch (pow_expand(LLVMConstRealGetDouble(yc, &lossy))) {
         case POWX_ONE: return x;
         case POWX_SQUARE: return LLVMBuildFMul(b, x, x, "");
         case POWX_CUBE: return LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
@@ -281,7 +320,11 @@ static void remember(em *E, int32_t id, LLVMValueRef v) {
 }
 
 static void forget_to(em *E, int32_t mark) {
-    while (E->nstack > mark) E->cache[E->stack[--E->nstack]] = NULL;
+    while (E->nstack > mark) {
+        int32_t id = E->stack[--E->nstack];
+        if (id >= 0) E->cache[id] = NULL;
+        else E->vcache[~id] = NULL; /* a vector value (remember_v) */
+    }
 }
 
 static LLVMValueRef addr(em *E, int32_t param, int t, LLVMValueRef idx) {
@@ -304,22 +347,34 @@ static LLVMValueRef load(em *E, const lx *e) {
     return e->type == RJ_BOOL ? LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(mty(E, RJ_BOOL), 0, 0), "") : v;
 }
 
-static LLVMValueRef guarded_load(em *E, const lx *e) {
-    LLVMValueRef g = expr(E, e->b), dflt = expr(E, e->c);
+/* g ? ld(e) : dflt, the load in a block of its own that only g enters; what it computes is
+ * forgotten after it. ld gets dflt (a vector load's lanes past the end take it). */
+static LLVMValueRef when(em *E, LLVMValueRef g, LLVMValueRef dflt, const lx *e,
+                         LLVMValueRef (*ld)(em *, const lx *, LLVMValueRef)) {
     LLVMBasicBlockRef from = LLVMGetInsertBlock(E->b);
     LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(E->c, E->fn, "guarded");
     LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "join");
     LLVMBuildCondBr(E->b, g, yes, join);
     LLVMPositionBuilderAtEnd(E->b, yes);
     int32_t mark = E->nstack;
-    LLVMValueRef v = load(E, e);
+    LLVMValueRef v = ld(E, e, dflt);
     forget_to(E, mark);
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(E->b);
     LLVMBuildBr(E->b, join);
     LLVMPositionBuilderAtEnd(E->b, join);
-    LLVMValueRef phi = LLVMBuildPhi(E->b, vty(E, e->type), "");
+    LLVMValueRef phi = LLVMBuildPhi(E->b, LLVMTypeOf(v), "");
     LLVMAddIncoming(phi, (LLVMValueRef[]){v, dflt}, (LLVMBasicBlockRef[]){yes_end, from}, 2);
     return phi;
+}
+
+static LLVMValueRef load_unguarded(em *E, const lx *e, LLVMValueRef dflt) {
+    (void)dflt;
+    return load(E, e);
+}
+
+static LLVMValueRef guarded_load(em *E, const lx *e) {
+    LLVMValueRef g = expr(E, e->b), dflt = expr(E, e->c);
+    return when(E, g, dflt, e, load_unguarded);
 }
 
 static LLVMValueRef expr(em *E, int32_t id) {
@@ -403,6 +458,23 @@ static bool sets_float(const lkernel *k, int32_t s) {
 
 static void block(em *E, int32_t s);
 
+/* if (st's condition) { st's body } else { st's else }, each block emitted by blk (scalar or
+ * vector statements). */
+static void if_else(em *E, const ls *st, void (*blk)(em *, int32_t)) {
+    LLVMValueRef c = expr(E, st->a);
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(E->c, E->fn, "then");
+    LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(E->c, E->fn, "else");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "endif");
+    LLVMBuildCondBr(E->b, c, yes, no);
+    LLVMPositionBuilderAtEnd(E->b, yes);
+    blk(E, st->body);
+    LLVMBuildBr(E->b, join);
+    LLVMPositionBuilderAtEnd(E->b, no);
+    blk(E, st->els);
+    LLVMBuildBr(E->b, join);
+    LLVMPositionBuilderAtEnd(E->b, join);
+}
+
 static LLVMValueRef entry_alloca(em *E, LLVMTypeRef t, const char *name) {
     LLVMBuilderRef ab = LLVMCreateBuilderInContext(E->c);
     LLVMValueRef first = LLVMGetFirstInstruction(E->entry);
@@ -435,9 +507,673 @@ static LLVMValueRef loop_open(em *E, LLVMValueRef var, LLVMValueRef lo, LLVMValu
     return i;
 }
 
+/* ---- lanes loops as vectors --------------------------------------------------------------------
+ * A lanes loop whose body is straight-line code (assignments, stores, reductions, branches on
+ * values the same in every lane) is emitted here as vector code of vf lanes: two vector
+ * registers of the widest element the loop loads or stores (LLVM splits each operation into
+ * two independent ones, interleaved, which hides the latency of long chains such as exp's as
+ * the vectoriser's interleaving did), halved while the loop has fewer lanes than that (a step
+ * with lanes masked off is slower than a narrower full one). Full steps of vf lanes, then at
+ * most one step with the lanes past the end masked off (masked loads and stores), with no
+ * scalar remainder; where the bounds are constants, no masked step when vf divides the extent,
+ * and no loop at all for a few steps. LLVM's loop vectoriser, which would otherwise widen the loop, adds an
+ * interleaved main loop, a vector epilogue and a scalar remainder with run-time checks between
+ * them, about four copies of the body, and its analyses are a good part of the compile time
+ * of a kernel. What the vectoriser finds out, the loop IR already says: the iterations are
+ * independent (lanes), and the loads and stores along the lanes are contiguous (unit_stride).
+ *
+ * Each expression is uniform (the same in every lane: computed once, as a scalar) or varying
+ * (a vector). A variable set in the loop is private to a lane (a vector); a variable the loop
+ * only reduces into (REDUCE directly in its body) keeps a vector of partial results that is
+ * folded (a tree of shuffles) into the variable after the loop, as the vectoriser's
+ * reductions are. Loads and stores along the lanes are vector loads and stores at the first
+ * lane's address, others gathers and scatters. Anything else (a nested loop, a branch on a
+ * varying value, an f64 function from libm) leaves the loop to LLVM's vectoriser as before. */
+
+enum { VC_UNIFORM = 1, VC_VARYING = 2 };
+/* variables: uniform; private to each lane (a vector); reduced across the lanes; or private
+ * and set once, at the top of the body, to t + (uniform terms): an index along the lanes, kept
+ * as its first lane's value (so loads and stores through it stay contiguous) */
+enum { VV_UNIFORM = 0, VV_PRIVATE = 1, VV_REDUCE = 2, VV_AFFINE = 3 };
+
+static bool varying(em *E, int32_t id) {
+    uint8_t *c = &E->vclass[id];
+    if (*c) return *c == VC_VARYING;
+    const lx *e = &E->k->ex[id];
+    bool v = false;
+    if (e->kind == LX_VAR) {
+        v = e->ref == E->vloop || E->vvar[e->ref] != VV_UNIFORM;
+    } else {
+        int32_t kids[3];
+        int n = lx_children(e, kids);
+        for (int i = 0; i < n && !v; i++) v = varying(E, kids[i]);
+    }
+    *c = v ? VC_VARYING : VC_UNIFORM;
+    return v;
+}
+
+/* Is e = t + (uniform terms), t the loop's variable: consecutive lanes, consecutive elements? */
+static bool vunit(em *E, int32_t id) {
+    const lx *e = &E->k->ex[id];
+    if (e->kind == LX_VAR) return e->ref == E->vloop || E->vvar[e->ref] == VV_AFFINE;
+    if (e->kind != LX_BINARY || e->fn != RJ_OP_ADD || e->type != RJ_I64) return false;
+    bool va = varying(E, e->a), vb = varying(E, e->b);
+    if (va == vb) return false;
+    return vunit(E, va ? e->a : e->b);
+}
+
+/* Can the varying expression id be built on vectors here? */
+static bool vsupported(em *E, int32_t id) {
+    const lx *e = &E->k->ex[id];
+    if (!varying(E, id)) return true;
+    switch (e->kind) {
+    case LX_UNARY:
+        if (e->type == RJ_F64)
+            switch (e->fn) { /* libm calls */
+            case RJ_OP_EXP: case LOP_EXP_TERM: case RJ_OP_LOG: case RJ_OP_TANH: case RJ_OP_GELU:
+            case RJ_OP_GELU_TANH: case RJ_OP_SILU: case RJ_OP_SIGMOID: return false;
+            default: break;
+            }
+        break;
+    case LX_BINARY:
+        if (e->fn == RJ_OP_POW && !isf(e->type)) return false; /* rj.ipow: a loop */
+        break;
+    default: break;
+    }
+    int32_t kids[3];
+    int n = lx_children(e, kids);
+    for (int i = 0; i < n; i++)
+        if (!vsupported(E, kids[i])) return false;
+    return true;
+}
+
+typedef struct vscan {
+    uint8_t *set, *red; /* per variable: SET in the loop (times, at most 2), REDUCE in its body */
+    int32_t *def;       /* per variable: the statement of its one SET at the top of the body */
+    uint32_t *seen, mark;
+    int maxbytes;       /* the widest element loaded or stored */
+    bool ok;
+} vscan;
+
+/* After classification: the widest element a varying load of id's tree reads. */
+static void vscan_expr(em *E, int32_t id, vscan *v) {
+    if (id < 0 || v->seen[id] == v->mark) return;
+    v->seen[id] = v->mark;
+    const lx *e = &E->k->ex[id];
+    if (!varying(E, id)) return;
+    if (e->kind == LX_LOAD) {
+        int b = (int)rj_dtype_size((rj_dtype)e->type);
+        if (b > v->maxbytes) v->maxbytes = b;
+    }
+    int32_t kids[3];
+    int n = lx_children(e, kids);
+    for (int i = 0; i < n; i++) vscan_expr(E, kids[i], v);
+}
+
+static void vscan_loads(em *E, int32_t s, vscan *v) {
+    for (; s >= 0; s = E->k->st[s].next) {
+        const ls *st = &E->k->st[s];
+        if (st->kind == LS_BARRIER) continue;
+        vscan_expr(E, st->a, v);
+        if (st->kind == LS_STORE || st->kind == LS_REDUCE) vscan_expr(E, st->b, v);
+        if (st->kind == LS_IF) {
+            vscan_loads(E, st->body, v);
+            vscan_loads(E, st->els, v);
+        }
+    }
+}
+
+/* What the body sets and reduces, and the widest element it stores; nested loops and
+ * reductions under branches are not for vectors. */
+static void vscan_block(em *E, int32_t s, vscan *v, int depth) {
+    const lkernel *k = E->k;
+    for (; s >= 0 && v->ok; s = k->st[s].next) {
+        const ls *st = &k->st[s];
+        switch (st->kind) {
+        case LS_FOR: v->ok = false; break;
+        case LS_IF:
+            vscan_block(E, st->body, v, depth + 1);
+            vscan_block(E, st->els, v, depth + 1);
+            break;
+        case LS_SET:
+            v->set[st->var] = (uint8_t)(v->set[st->var] < 2 ? v->set[st->var] + 1 : 2);
+            v->def[st->var] = depth == 0 ? s : -1;
+            if (depth > 0) v->set[st->var] = 2;
+            break;
+        case LS_REDUCE:
+            if (depth > 0) v->ok = false;
+            v->red[st->var] = 1;
+            break;
+        case LS_STORE: {
+            if (st->flags & LF_ATOMIC_MIN) v->ok = false;
+            int t = st->mem == MEM_LOCAL ? k->locals[st->ref].dtype : k->params[st->ref].dtype;
+            int b = (int)rj_dtype_size((rj_dtype)t);
+            if (b > v->maxbytes) v->maxbytes = b;
+            break;
+        }
+        default: break;
+        }
+    }
+}
+
+/* Does any expression of the statements from s on (and their children) read variable var?
+ * `skip` is a FOR whose body is not looked into. */
+static bool block_reads(em *E, int32_t s, int32_t var, int32_t skip, uint32_t *seen, uint32_t *mark) {
+    const lkernel *k = E->k;
+    for (; s >= 0; s = k->st[s].next) {
+        const ls *st = &k->st[s];
+        int32_t ex[2] = {-1, -1};
+        switch (st->kind) {
+        case LS_FOR: case LS_STORE: case LS_REDUCE: ex[0] = st->a, ex[1] = st->b; break;
+        case LS_IF: case LS_SET: ex[0] = st->a; break;
+        default: break;
+        }
+        for (int i = 0; i < 2; i++)
+            if (ex[i] >= 0 && lx_reads_var(k, ex[i], var, seen, ++*mark)) return true;
+        if ((st->kind == LS_FOR && s != skip) || st->kind == LS_IF) {
+            if (block_reads(E, st->body, var, skip, seen, mark)) return true;
+            if (st->kind == LS_IF && block_reads(E, st->els, var, skip, seen, mark)) return true;
+        }
+    }
+    return false;
+}
+
+/* Checks the statements of a vector loop's body: branches on uniform conditions, stores
+ * at varying addresses, every varying expression supported, reduced variables read nowhere
+ * in the loop and combined by an operation with an identity. */
+static bool vcheck_block(em *E, int32_t s, uint32_t *seen, uint32_t *mark) {
+    const lkernel *k = E->k;
+    for (; s >= 0; s = k->st[s].next) {
+        const ls *st = &k->st[s];
+        int32_t ex[2] = {-1, -1};
+        switch (st->kind) {
+        case LS_IF:
+            if (varying(E, st->a) || !vcheck_block(E, st->body, seen, mark) || !vcheck_block(E, st->els, seen, mark))
+                return false;
+            ex[0] = st->a;
+            break;
+        case LS_SET: ex[0] = st->a; break;
+        case LS_STORE:
+            if (!varying(E, st->a)) return false; /* every lane at one address */
+            ex[0] = st->a, ex[1] = st->b;
+            break;
+        case LS_REDUCE:
+            if (E->vvar[st->var] == VV_REDUCE && st->fn != RJ_OP_ADD && st->fn != RJ_OP_MUL &&
+                st->fn != RJ_OP_MAXIMUM && st->fn != RJ_OP_MINIMUM)
+                return false;
+            ex[0] = st->a, ex[1] = st->b;
+            break;
+        default: break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (ex[i] < 0) continue;
+            if (!vsupported(E, ex[i])) return false;
+            for (int32_t v = 0; v < k->nvars; v++)
+                if (E->vvar[v] == VV_REDUCE && lx_reads_var(k, ex[i], v, seen, ++*mark)) return false;
+        }
+    }
+    return true;
+}
+
+/* One round of: a variable set in the loop becomes private to each lane once any value it
+ * is given varies (or it accumulates). Whether anything changed. */
+static bool vpromote(em *E, int32_t s) {
+    bool changed = false;
+    for (; s >= 0; s = E->k->st[s].next) {
+        const ls *x = &E->k->st[s];
+        if ((x->kind == LS_SET || x->kind == LS_REDUCE) && E->vvar[x->var] == VV_UNIFORM &&
+            (x->kind == LS_REDUCE || varying(E, x->a))) {
+            E->vvar[x->var] = VV_PRIVATE;
+            changed = true;
+        }
+        if (x->kind == LS_IF) {
+            changed |= vpromote(E, x->body);
+            changed |= vpromote(E, x->els);
+        }
+    }
+    return changed;
+}
+
+/* At most how many lanes the loop st runs (0: not known): its bounds' difference where both
+ * are constants, else what lowering knows of the kernel's lanes (lkernel.lanes_max). */
+static int64_t lanes_bound(em *E, const ls *st) {
+    const lx *lo = &E->k->ex[st->a], *hi = &E->k->ex[st->b];
+    if (lo->kind == LX_CONST && hi->kind == LX_CONST) return hi->i > lo->i ? hi->i - lo->i : 1;
+    return E->k->lanes_max;
+}
+
+/* A step covers this many vector registers: LLVM splits each operation on it into that many
+ * independent ones, interleaved, as its vectoriser's interleaving does. */
+#ifndef VREGS
+#define VREGS 2
+#endif
+
+/* Sets up E for emitting the lanes loop st as vectors; false leaves it to LLVM. */
+static bool vector_plan(em *E, const ls *st) {
+    const lkernel *k = E->k;
+    if (!E->vbits || E->vloop >= 0) return false;
+    size_t nv = (size_t)k->nvars + 1, ne = (size_t)k->nex + 1;
+    vscan v = {.set = mem_zalloc(E->ctx, nv), .red = mem_zalloc(E->ctx, nv),
+               .def = mem_zalloc(E->ctx, sizeof(int32_t) * nv),
+               .seen = mem_zalloc(E->ctx, sizeof(uint32_t) * ne), .mark = 1, .ok = true};
+    bool ok = v.set && v.red && v.def && v.seen;
+    if (!ok) E->nomem = true;
+    if (ok) vscan_block(E, st->body, &v, 0);
+    ok = ok && v.ok;
+    if (ok) {
+        E->vloop = st->var;
+        for (int32_t i = 0; i < k->nvars; i++) E->vvar[i] = v.red[i] && !v.set[i] ? VV_REDUCE : VV_UNIFORM;
+        do memset(E->vclass, 0, ne);
+        while (vpromote(E, st->body));
+        /* indices along the lanes held in variables (each may build on an earlier one) */
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (int32_t i = 0; i < k->nvars; i++)
+                if (E->vvar[i] == VV_PRIVATE && v.set[i] == 1 && !v.red[i] && v.def[i] >= 0 &&
+                    k->vars[i].type == RJ_I64 && vunit(E, k->st[v.def[i]].a)) {
+                    E->vvar[i] = VV_AFFINE;
+                    changed = true;
+                }
+        }
+        for (int32_t i = 0; i < k->nvars; i++)
+            if (v.red[i]) {
+                int b = (int)rj_dtype_size((rj_dtype)k->vars[i].type);
+                if (b > v.maxbytes) v.maxbytes = b;
+            }
+        vscan_loads(E, st->body, &v);
+        E->vf = VREGS * E->vbits / 8 / (v.maxbytes > 0 ? v.maxbytes : 4);
+        if (E->vf > 32) E->vf = 32;
+        /* no wider than the lanes there can be: a step with lanes masked off costs more than
+         * a full one of half the width (on a Zen 4, a store under a mask does not forward
+         * to the next row's load of the same accumulator) */
+        int64_t most = lanes_bound(E, st);
+        while (most > 0 && E->vf > 2 && E->vf > most) E->vf /= 2;
+        uint32_t mark = ++v.mark;
+        ok = E->vf >= 2 && vcheck_block(E, st->body, v.seen, &mark);
+        /* a lane's private variable must not be read after the loop */
+        for (int32_t i = 0; ok && i < k->nvars; i++)
+            if ((E->vvar[i] == VV_PRIVATE || E->vvar[i] == VV_AFFINE) && block_reads(E, k->body, i, (int32_t)(st - k->st), v.seen, &mark))
+                ok = false;
+        if (!ok) E->vloop = -1;
+    }
+    mem_free(E->ctx, v.set, nv);
+    mem_free(E->ctx, v.red, nv);
+    mem_free(E->ctx, v.def, sizeof(int32_t) * nv);
+    mem_free(E->ctx, v.seen, sizeof(uint32_t) * ne);
+    return ok;
+}
+
+/* ---- emitting a planned loop ---- */
+
+static LLVMValueRef vexpr(em *E, int32_t id);
+
+static void remember_v(em *E, int32_t id, LLVMValueRef v) {
+    E->vcache[id] = v;
+    if (!mem_grow(E->ctx, (void **)&E->stack, &E->capstack, E->nstack + 1, sizeof(int32_t))) {
+        E->nomem = true;
+        return;
+    }
+    E->stack[E->nstack++] = ~id; /* forget_to clears vcache for the complemented ids */
+}
+
+static LLVMValueRef splat(em *E, LLVMValueRef x, int n) {
+    if (LLVMIsConstant(x)) return splat_const(x, n);
+    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), (unsigned)n);
+    LLVMValueRef one = LLVMBuildInsertElement(E->b, LLVMGetPoison(vt), x, LLVMConstInt(LLVMInt32TypeInContext(E->c), 0, 0), "");
+    LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(LLVMInt32TypeInContext(E->c), (unsigned)n));
+    return LLVMBuildShuffleVector(E->b, one, LLVMGetPoison(vt), zeros, "");
+}
+
+/* id's value in every lane: a vector of vf */
+static LLVMValueRef vvec(em *E, int32_t id) {
+    LLVMValueRef v = vexpr(E, id);
+    return LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind ? v : splat(E, v, E->vf);
+}
+
+/* <base, base + 1, ...>: the lanes' indices from a scalar i64 */
+static LLVMValueRef iota_from(em *E, LLVMValueRef base) {
+    LLVMValueRef e[64];
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(E->c);
+    for (int i = 0; i < E->vf; i++) e[i] = LLVMConstInt(i64, (unsigned long long)i, 0);
+    return LLVMBuildAdd(E->b, splat(E, base, E->vf), LLVMConstVector(e, (unsigned)E->vf), "");
+}
+
+static LLVMValueRef vintrinsic(em *E, const char *name, LLVMTypeRef *tys, unsigned nt, LLVMValueRef *args, unsigned n) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(E->m, id, tys, nt);
+    return LLVMBuildCall2(E->b, LLVMIntrinsicGetType(E->c, id, tys, nt), fn, args, n, "");
+}
+
+static LLVMValueRef i32c(em *E, unsigned v) { return LLVMConstInt(LLVMInt32TypeInContext(E->c), v, 0); }
+
+static LLVMValueRef all_lanes(em *E) {
+    return LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(E->c), (unsigned)E->vf));
+}
+
+/* A vector of memory `mem`/`ref` elements of type t at index idx (an expression): contiguous
+ * from the first lane's element when idx runs along the lanes, else gathered; lanes off in
+ * mask (NULL: all on) are not read and take passthru's values. */
+static LLVMValueRef vload_at(em *E, int mem, int32_t ref, int t, int32_t idx, LLVMValueRef mask, LLVMValueRef passthru) {
+    LLVMTypeRef et = mty(E, t), vt = LLVMVectorType(et, (unsigned)E->vf);
+    LLVMTypeRef ptr = LLVMPointerTypeInContext(E->c, 0);
+    unsigned align = (unsigned)rj_dtype_size((rj_dtype)t);
+    if (passthru && t == RJ_BOOL) passthru = LLVMBuildZExt(E->b, passthru, vt, "");
+    LLVMValueRef v;
+    if (vunit(E, idx)) {
+        LLVMValueRef p = mem_addr(E, mem, ref, t, expr(E, idx));
+        if (!mask) {
+            v = LLVMBuildLoad2(E->b, vt, p, "");
+            LLVMSetAlignment(v, align);
+        } else {
+            LLVMTypeRef tys[2] = {vt, ptr};
+            LLVMValueRef a[4] = {p, i32c(E, align), mask, passthru ? passthru : LLVMGetPoison(vt)};
+            v = vintrinsic(E, "llvm.masked.load", tys, 2, a, 4);
+        }
+    } else {
+        LLVMValueRef ps = mem_addr(E, mem, ref, t, vvec(E, idx));
+        LLVMTypeRef tys[2] = {vt, LLVMTypeOf(ps)};
+        LLVMValueRef a[4] = {ps, i32c(E, align), mask ? mask : all_lanes(E), passthru ? passthru : LLVMGetPoison(vt)};
+        v = vintrinsic(E, "llvm.masked.gather", tys, 2, a, 4);
+    }
+    if (t == RJ_BOOL) v = LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstNull(vt), "");
+    return v;
+}
+
+static LLVMValueRef vload_step(em *E, const lx *e, LLVMValueRef dflt) {
+    return vload_at(E, e->fn, e->ref, e->type, e->a, E->vmask, dflt);
+}
+
+static LLVMValueRef vload(em *E, const lx *e) {
+    if (e->b < 0) return vload_at(E, e->fn, e->ref, e->type, e->a, E->vmask, NULL);
+    LLVMValueRef dflt = vvec(E, e->c);
+    if (varying(E, e->b)) { /* lanes whose guard is off are not read */
+        LLVMValueRef g = vvec(E, e->b);
+        LLVMValueRef m = E->vmask ? LLVMBuildAnd(E->b, g, E->vmask, "") : g;
+        return vload_at(E, e->fn, e->ref, e->type, e->a, m, dflt);
+    }
+    return when(E, expr(E, e->b), dflt, e, vload_step); /* one guard for every lane: a branch */
+}
+
+/* c ? b : d for a condition c the same in every lane: a branch to the arm chosen, so that
+ * what only that arm needs (a load under the same guard, as pads have) is not computed for
+ * the other, and the guard's test folds into the branch. */
+static LLVMValueRef vselect_branch(em *E, const lx *e) {
+    LLVMValueRef c = expr(E, e->a);
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(E->c, E->fn, "vsel.then");
+    LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(E->c, E->fn, "vsel.else");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "vsel.join");
+    LLVMBuildCondBr(E->b, c, yes, no);
+    LLVMValueRef v[2];
+    LLVMBasicBlockRef from[2];
+    for (int i = 0; i < 2; i++) {
+        LLVMPositionBuilderAtEnd(E->b, i ? no : yes);
+        int32_t mark = E->nstack;
+        v[i] = vvec(E, i ? e->c : e->b);
+        forget_to(E, mark); /* what the arm computed is not available after the join */
+        from[i] = LLVMGetInsertBlock(E->b);
+        LLVMBuildBr(E->b, join);
+    }
+    LLVMPositionBuilderAtEnd(E->b, join);
+    LLVMValueRef phi = LLVMBuildPhi(E->b, LLVMTypeOf(v[0]), "");
+    LLVMAddIncoming(phi, v, from, 2);
+    return phi;
+}
+
+/* An expression inside a vector loop: a scalar where uniform, else a vector of vf lanes. */
+static LLVMValueRef vexpr(em *E, int32_t id) {
+    if (!varying(E, id)) return expr(E, id);
+    if (E->vcache[id]) return E->vcache[id];
+    const lx *e = &E->k->ex[id];
+    LLVMValueRef v, x, y, z;
+    switch (e->kind) {
+    case LX_VAR:
+        if (e->ref == E->vloop) v = iota_from(E, E->t0);
+        else if (E->vvar[e->ref] == VV_AFFINE) v = iota_from(E, LLVMBuildLoad2(E->b, sty(E, RJ_I64), E->vars[e->ref], ""));
+        else v = LLVMBuildLoad2(E->b, LLVMVectorType(sty(E, e->type), (unsigned)E->vf), E->vvals[e->ref], "");
+        break;
+    case LX_LOAD: v = vload(E, e); break;
+    case LX_UNARY:
+        x = vvec(E, e->a);
+        E->vw = E->vf;
+        v = unary(E, e->fn, e->type, x);
+        break;
+    case LX_BINARY:
+        x = vvec(E, e->a), y = vvec(E, e->b), z = e->c >= 0 ? vvec(E, e->c) : NULL;
+        E->vw = E->vf;
+        v = binary(E, e->fn, e->type, x, y, z);
+        break;
+    case LX_CMP:
+        x = vvec(E, e->a), y = vvec(E, e->b);
+        E->vw = E->vf;
+        v = compare(E, e->fn, E->k->ex[e->a].type, x, y);
+        break;
+    case LX_SELECT:
+        if (!varying(E, e->a)) { /* one choice for all lanes: a branch, only it computed */
+            v = vselect_branch(E, e);
+            break;
+        }
+        x = vexpr(E, e->a), y = vvec(E, e->b), z = vvec(E, e->c);
+        v = LLVMBuildSelect(E->b, x, y, z, "");
+        break;
+    default:
+        x = vvec(E, e->a);
+        E->vw = E->vf;
+        v = convert(E, x, E->k->ex[e->a].type, e->type);
+        break;
+    }
+    E->vw = 0;
+    remember_v(E, id, v);
+    return v;
+}
+
+/* The identity of a reduction's operation, in every lane. */
+static LLVMValueRef videntity(em *E, int fn, int t) {
+    E->vw = E->vf;
+    LLVMValueRef v;
+    bool big = fn == RJ_OP_MINIMUM || fn == RJ_OP_MUL; /* 1 / true / +inf / the largest */
+    if (t == RJ_BOOL) v = iconst(E, t, big ? 1 : 0);
+    else if (isf(t)) v = fconst(E, t, fn == RJ_OP_ADD ? -0.0 : fn == RJ_OP_MUL ? 1.0 : big ? INFINITY : -INFINITY);
+    else if (fn == RJ_OP_ADD) v = iconst(E, t, 0);
+    else if (fn == RJ_OP_MUL) v = iconst(E, t, 1);
+    else if (t == RJ_I32) v = iconst(E, t, big ? INT32_MAX : INT32_MIN);
+    else v = iconst(E, t, big ? INT64_MAX : INT64_MIN);
+    E->vw = 0;
+    return v;
+}
+
+/* The lanes of v combined by fn: halves folded onto each other, a tree. */
+static LLVMValueRef vfold(em *E, int fn, int t, LLVMValueRef v) {
+    for (int w = E->vf / 2; w >= 1; w /= 2) {
+        LLVMValueRef lo[32], hi[32];
+        for (int i = 0; i < w; i++) lo[i] = i32c(E, (unsigned)i), hi[i] = i32c(E, (unsigned)(i + w));
+        LLVMValueRef a = LLVMBuildShuffleVector(E->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(lo, (unsigned)w), "");
+        LLVMValueRef c = LLVMBuildShuffleVector(E->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(hi, (unsigned)w), "");
+        E->vw = w;
+        v = binary(E, fn, t, a, c, NULL);
+        E->vw = 0;
+    }
+    return LLVMBuildExtractElement(E->b, v, i32c(E, 0), "");
+}
+
+static void vblock(em *E, int32_t s);
+
+static void vstmt(em *E, const ls *st) {
+    LLVMBuilderRef b = E->b;
+    const lkernel *k = E->k;
+    forget_to(E, 0);
+    switch (st->kind) {
+    case LS_SET:
+        if (E->vvar[st->var] == VV_PRIVATE) LLVMBuildStore(b, vvec(E, st->a), E->vvals[st->var]);
+        else LLVMBuildStore(b, expr(E, st->a), E->vars[st->var]); /* uniform, or an index's first lane */
+        break;
+    case LS_REDUCE: {
+        int t = k->vars[st->var].type;
+        LLVMTypeRef vt = LLVMVectorType(sty(E, t), (unsigned)E->vf);
+        LLVMValueRef x = vvec(E, st->a), y = st->flags & LF_FMA ? vvec(E, st->b) : NULL;
+        LLVMValueRef slot = E->vvals[st->var];
+        LLVMValueRef acc = LLVMBuildLoad2(b, vt, slot, "");
+        E->vw = E->vf;
+        LLVMValueRef v = y ? binary(E, LOP_FMA, t, x, y, acc) : binary(E, st->fn, t, acc, x, NULL);
+        E->vw = 0;
+        if (E->vmask && E->vvar[st->var] == VV_REDUCE) v = LLVMBuildSelect(b, E->vmask, v, acc, "");
+        LLVMBuildStore(b, v, slot);
+        break;
+    }
+    case LS_STORE: {
+        int t = st->mem == MEM_LOCAL ? k->locals[st->ref].dtype : k->params[st->ref].dtype;
+        LLVMTypeRef vt = LLVMVectorType(mty(E, t), (unsigned)E->vf), ptr = LLVMPointerTypeInContext(E->c, 0);
+        LLVMValueRef v = vvec(E, st->b);
+        if (t == RJ_BOOL) v = LLVMBuildZExt(b, v, vt, "");
+        unsigned align = (unsigned)rj_dtype_size((rj_dtype)t);
+        int sq = -1;
+        for (int q = 0; q < E->nstage; q++)
+            if (&k->st[E->stage_stmt[q]] == st) sq = q;
+        LLVMValueRef p = NULL;
+        if (sq >= 0) {
+            LLVMValueRef off = LLVMBuildSub(b, E->stage_idx, E->stage_d0, "");
+            p = LLVMBuildInBoundsGEP2(b, mty(E, t), E->stage_buf[sq], &off, 1, "");
+        } else if (vunit(E, st->a)) {
+            p = mem_addr(E, st->mem, st->ref, t, expr(E, st->a));
+        }
+        if (p && !E->vmask) {
+            LLVMSetAlignment(LLVMBuildStore(b, v, p), align);
+        } else if (p) {
+            LLVMTypeRef tys[2] = {vt, ptr};
+            LLVMValueRef a[4] = {v, p, i32c(E, align), E->vmask};
+            vintrinsic(E, "llvm.masked.store", tys, 2, a, 4);
+        } else {
+            LLVMValueRef ps = mem_addr(E, st->mem, st->ref, t, vvec(E, st->a));
+            LLVMTypeRef tys[2] = {vt, LLVMTypeOf(ps)};
+            LLVMValueRef a[4] = {v, ps, i32c(E, align), E->vmask ? E->vmask : all_lanes(E)};
+            vintrinsic(E, "llvm.masked.scatter", tys, 2, a, 4);
+        }
+        break;
+    }
+    case LS_IF: if_else(E, st, vblock); break; /* a uniform condition (vector_plan) */
+    default: break; /* BARRIER: one thread; FOR: not planned */
+    }
+    forget_to(E, 0);
+}
+
+static void vblock(em *E, int32_t s) {
+    for (; s >= 0 && !E->fail && !E->nomem; s = E->k->st[s].next) vstmt(E, &E->k->st[s]);
+}
+
+/* The loop's metadata: already vectorised (LLVM's vectoriser leaves it alone). */
+static LLVMValueRef vloop_md(em *E) {
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(E->c, NULL, 0);
+    static const char key[] = "llvm.loop.isvectorized";
+    LLVMMetadataRef kv[2] = {LLVMMDStringInContext2(E->c, key, sizeof key - 1),
+                             LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(E->c), 1, 0))};
+    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(E->c, kv, 2)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(E->c, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(tmp, id);
+    return LLVMMetadataAsValue(E->c, id);
+}
+
+/* Loops with constant bounds of at most this many steps are emitted without a loop. */
+#define VSTRAIGHT 2
+
+/* One step of the body over lanes t0 .. t0 + vf - 1 (t0: an i64), those off in mask (NULL:
+ * all on) neither read nor written. */
+static void vstep(em *E, const ls *st, LLVMValueRef t0, LLVMValueRef mask) {
+    LLVMBuildStore(E->b, t0, E->vars[st->var]); /* scalar index expressions read the first lane */
+    E->t0 = t0;
+    if (E->nstage) E->stage_idx = t0;
+    E->vmask = mask;
+    forget_to(E, 0);
+    vblock(E, st->body);
+    E->vmask = NULL;
+    forget_to(E, 0);
+}
+
+/* The lanes below n (an i32), as a mask. */
+static LLVMValueRef lanes_below(em *E, LLVMValueRef n) {
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < E->vf; i++) lanes[i] = i32c(E, (unsigned)i);
+    return LLVMBuildICmp(E->b, LLVMIntULT, LLVMConstVector(lanes, (unsigned)E->vf), splat(E, n, E->vf), "");
+}
+
+/* for t in [lo, hi) lanes, planned by vector_plan: full steps of vf lanes, then steps of at
+ * most vf lanes, masked, for the rest (none where the bounds are constants a multiple of vf
+ * apart; with constant bounds a few steps apart, the steps in a row without a loop); then the
+ * reductions' partial results folded into their variables. */
+static void vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
+    LLVMBuilderRef b = E->b;
+    const lkernel *k = E->k;
+    int vf = E->vf;
+    LLVMTypeRef i64 = sty(E, RJ_I64), i32 = LLVMInt32TypeInContext(E->c);
+    for (int32_t v = 0; v < k->nvars; v++) {
+        E->vvals[v] = NULL;
+        if (E->vvar[v] == VV_PRIVATE || E->vvar[v] == VV_REDUCE)
+            E->vvals[v] = entry_alloca(E, LLVMVectorType(sty(E, k->vars[v].type), (unsigned)vf), k->vars[v].name);
+    }
+    /* the reductions' partial results start at their operation's identity */
+    for (int32_t s = st->body; s >= 0; s = k->st[s].next) {
+        const ls *x = &k->st[s];
+        if (x->kind == LS_REDUCE && E->vvar[x->var] == VV_REDUCE)
+            LLVMBuildStore(b, videntity(E, x->fn, k->vars[x->var].type), E->vvals[x->var]);
+    }
+    LLVMValueRef var = E->vars[st->var], vfc = LLVMConstInt(i64, (unsigned long long)vf, 0);
+    const lx *clo = &k->ex[st->a], *chi = &k->ex[st->b];
+    bool fixed = clo->kind == LX_CONST && chi->kind == LX_CONST;
+    if (fixed && chi->i - clo->i <= VSTRAIGHT * vf) {
+        int64_t t = clo->i;
+        for (; t + vf <= chi->i; t += vf) vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), NULL);
+        if (t < chi->i)
+            vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), lanes_below(E, i32c(E, (unsigned)(chi->i - t))));
+    } else {
+        LLVMBuildStore(b, lo, var);
+        LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(E->c, E->fn, "vloop");
+        LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(E->c, E->fn, "vloop.body");
+        LLVMBasicBlockRef rest = LLVMAppendBasicBlockInContext(E->c, E->fn, "vloop.rest");
+        LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(E->c, E->fn, "vloop.exit");
+        LLVMBuildBr(b, head);
+        LLVMPositionBuilderAtEnd(b, head);
+        LLVMValueRef t0 = LLVMBuildLoad2(b, i64, var, "");
+        LLVMValueRef end = LLVMBuildAdd(b, t0, vfc, "");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, end, hi, ""), body, rest);
+        LLVMPositionBuilderAtEnd(b, body);
+        vstep(E, st, t0, NULL);
+        LLVMBuildStore(b, end, var);
+        LLVMSetMetadata(LLVMBuildBr(b, head), E->md_loop, vloop_md(E));
+        LLVMPositionBuilderAtEnd(b, rest);
+        if (fixed && (chi->i - clo->i) % vf == 0) {
+            LLVMBuildBr(b, exit);
+        } else { /* fewer than vf lanes left: one masked step */
+            LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(E->c, E->fn, "vloop.part");
+            LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, t0, hi, ""), part, exit);
+            LLVMPositionBuilderAtEnd(b, part);
+            vstep(E, st, t0, lanes_below(E, LLVMBuildTrunc(b, LLVMBuildSub(b, hi, t0, ""), i32, "")));
+            LLVMBuildBr(b, exit);
+        }
+        LLVMPositionBuilderAtEnd(b, exit);
+    }
+    LLVMBuildStore(b, hi, var);
+    for (int32_t s = st->body; s >= 0; s = k->st[s].next) {
+        const ls *x = &k->st[s];
+        if (x->kind != LS_REDUCE || E->vvar[x->var] != VV_REDUCE) continue;
+        int t = k->vars[x->var].type;
+        int fn = x->flags & LF_FMA ? RJ_OP_ADD : x->fn;
+        LLVMValueRef acc = LLVMBuildLoad2(b, LLVMVectorType(sty(E, t), (unsigned)vf), E->vvals[x->var], "");
+        LLVMValueRef cur = LLVMBuildLoad2(b, sty(E, t), E->vars[x->var], "");
+        LLVMBuildStore(b, binary(E, fn, t, cur, vfold(E, fn, t, acc), NULL), E->vars[x->var]);
+        E->vvar[x->var] = VV_UNIFORM; /* folded once, however many statements reduce into it */
+    }
+    E->vloop = -1;
+}
+
 /* for var in [lo, hi) { body }: a canonical counted loop over an alloca'd induction variable. */
 static void counted_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMBuilderRef b = E->b;
+    if (st->map == LM_LANES) {
+        if (vector_plan(E, st)) {
+            E->nvec++;
+            vector_loop(E, st, lo, hi);
+            return;
+        }
+        E->nscalar++;
+    }
     LLVMValueRef var = E->vars[st->var];
     LLVMBasicBlockRef head, exit;
     LLVMValueRef i = loop_open(E, var, lo, hi, "loop", &head, &exit);
@@ -510,10 +1246,13 @@ static void staged_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
         E->stage_stmt[q] = s;
         E->stage_buf[q] = entry_alloca(E, LLVMArrayType(mty(E, k->params[x->ref].dtype), STAGE_CHUNK), "stage");
     }
-    LLVMBasicBlockRef head, exit;
-    LLVMValueRef d0 = loop_open(E, d0v, lo, hi, "chunk", &head, &exit);
+    LLVMBasicBlockRef head = NULL, exit = NULL;
+    /* one chunk, and no loop, where the bounds are constants at most a chunk apart */
+    const lx *clo = &k->ex[st->a], *chi = &k->ex[st->b];
+    bool one = clo->kind == LX_CONST && chi->kind == LX_CONST && chi->i - clo->i <= STAGE_CHUNK;
+    LLVMValueRef d0 = one ? lo : loop_open(E, d0v, lo, hi, "chunk", &head, &exit);
     LLVMValueRef end = LLVMBuildAdd(b, d0, iconst(E, RJ_I64, STAGE_CHUNK), "");
-    LLVMValueRef d1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, end, hi, ""), end, hi, "");
+    LLVMValueRef d1 = one ? hi : LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, end, hi, ""), end, hi, "");
     E->stage_d0 = d0;
     counted_loop(E, st, d0, d1);
     int nstage = E->nstage;
@@ -529,6 +1268,7 @@ static void staged_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
         ml_call(&E->ml, b, es == 4 ? ML_NTCOPY4 : ML_NTCOPY8, args, 4);
         forget_to(E, 0);
     }
+    if (one) return;
     LLVMBuildStore(b, end, d0v);
     LLVMBuildBr(b, head);
     LLVMPositionBuilderAtEnd(b, exit);
@@ -584,21 +1324,7 @@ static void stmt(em *E, const ls *st) {
         break; /* streaming happens only through staged_for: an unaligned !nontemporal store
                 * would stop the loop from vectorising */
     }
-    case LS_IF: {
-        LLVMValueRef c = expr(E, st->a);
-        LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(E->c, E->fn, "then");
-        LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(E->c, E->fn, "else");
-        LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "endif");
-        LLVMBuildCondBr(b, c, yes, no);
-        LLVMPositionBuilderAtEnd(b, yes);
-        block(E, st->body);
-        LLVMBuildBr(b, join);
-        LLVMPositionBuilderAtEnd(b, no);
-        block(E, st->els);
-        LLVMBuildBr(b, join);
-        LLVMPositionBuilderAtEnd(b, join);
-        break;
-    }
+    case LS_IF: if_else(E, st, block); break;
     case LS_FOR: {
         LLVMValueRef lo = expr(E, st->a), hi = expr(E, st->b);
         if (E->ntp >= 0 && st->map == LM_LANES && stageable(E, st)) {
@@ -631,7 +1357,12 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
     E->vars = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * nv);
     E->locals = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * nl);
     E->cache = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * ne);
-    bool ok = pt && E->args && E->vars && E->locals && E->cache;
+    E->vcache = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * ne);
+    E->vvals = mem_zalloc(E->ctx, sizeof(LLVMValueRef) * nv);
+    E->vclass = mem_zalloc(E->ctx, ne);
+    E->vvar = mem_zalloc(E->ctx, nv);
+    E->vloop = -1;
+    bool ok = pt && E->args && E->vars && E->locals && E->cache && E->vcache && E->vvals && E->vclass && E->vvar;
     if (ok) {
         for (int32_t i = 0; i < k->nparams; i++) {
             int kind = k->params[i].kind;
@@ -647,7 +1378,8 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
         LLVMAddTargetDependentFunctionAttr(E->fn, "target-features", t->features);
         /* 512-bit vectors where the CPU has them: exp-heavy loops (softmax) gain ~25%, memory
          * bound loops are unaffected (measured with bench/) */
-        if (strstr(t->features, "+avx512f")) LLVMAddTargetDependentFunctionAttr(E->fn, "prefer-vector-width", "512");
+        if (strstr(t->features, "+avx512f") && (!E->vbits || E->vbits >= 512))
+            LLVMAddTargetDependentFunctionAttr(E->fn, "prefer-vector-width", "512");
         for (int32_t i = 0; i < k->nparams; i++) {
             const lparam *p = &k->params[i];
             E->args[i] = LLVMGetParam(E->fn, (unsigned)i);
@@ -685,7 +1417,12 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
     mem_free(E->ctx, E->vars, sizeof(LLVMValueRef) * nv);
     mem_free(E->ctx, E->locals, sizeof(LLVMValueRef) * nl);
     mem_free(E->ctx, E->cache, sizeof(LLVMValueRef) * ne);
-    E->args = E->vars = E->locals = E->cache = NULL;
+    mem_free(E->ctx, E->vcache, sizeof(LLVMValueRef) * ne);
+    mem_free(E->ctx, E->vvals, sizeof(LLVMValueRef) * nv);
+    mem_free(E->ctx, E->vclass, ne);
+    mem_free(E->ctx, E->vvar, nv);
+    E->args = E->vars = E->locals = E->cache = E->vcache = E->vvals = NULL;
+    E->vclass = E->vvar = NULL;
     E->nstack = 0;
     E->used_nt = false;
     if (!ok || E->nomem) {
@@ -698,7 +1435,7 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
 }
 
 LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, int32_t first, int32_t count,
-                               const char *prefix, const emit_target *t) {
+                               const char *prefix, const emit_target *t, int32_t *lanes_left) {
     em E = {.ctx = ctx, .c = c};
     E.m = LLVMModuleCreateWithNameInContext(prefix, c);
     LLVMSetTarget(E.m, t->triple);
@@ -706,12 +1443,33 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, in
     E.b = LLVMCreateBuilderInContext(c);
     E.ml = (mathlib){.c = c, .m = E.m};
     ml_set_features(&E.ml, t->features);
+    E.vbits = t->vector_bits;
+    if (E.vbits && E.vbits < 512) E.ml.scalef = 0, E.ml.scalef_vl = false; /* as on a CPU without AVX-512 */
     E.md_nt = LLVMGetMDKindIDInContext(c, "nontemporal", 11);
     E.md_loop = LLVMGetMDKindIDInContext(c, "llvm.loop", 9);
     E.md_group = LLVMGetMDKindIDInContext(c, "llvm.access.group", 17);
     bool ok = true;
     for (int32_t i = first; i < first + count && ok; i++) ok = kernel(&E, &p->kernels[i], prefix, t);
     if (ok) ml_finish(&E.ml);
+    *lanes_left = E.nscalar;
+    if (ok && E.vbits && E.vbits < 512 && strstr(t->features, "+avx512f")) {
+        /* narrower vectors than the CPU has (RAGJIT_LLVM_VECTOR=256: code as for AVX2): every
+         * function says so, the math it inlines included (inlining keeps the attribute only
+         * where both functions have it) */
+        for (LLVMValueRef f = LLVMGetFirstFunction(E.m); f; f = LLVMGetNextFunction(f)) {
+            if (LLVMIsDeclaration(f)) continue;
+            LLVMAddTargetDependentFunctionAttr(f, "prefer-vector-width", "256");
+            LLVMAddTargetDependentFunctionAttr(f, "min-legal-vector-width", "256");
+        }
+    }
+    if (ok) { /* for the dumps: !ragjit.lanes = !{!{!"vector", i32 n, !"llvm", i32 m}} */
+        LLVMTypeRef i32 = LLVMInt32TypeInContext(c);
+        LLVMMetadataRef ops[4] = {LLVMMDStringInContext2(c, "vector", 6),
+                                  LLVMValueAsMetadata(LLVMConstInt(i32, (unsigned)E.nvec, 0)),
+                                  LLVMMDStringInContext2(c, "llvm", 4),
+                                  LLVMValueAsMetadata(LLVMConstInt(i32, (unsigned)E.nscalar, 0))};
+        LLVMAddNamedMetadataOperand(E.m, "ragjit.lanes", LLVMMetadataAsValue(c, LLVMMDNodeInContext2(c, ops, 4)));
+    }
     LLVMDisposeBuilder(E.b);
     mem_free(ctx, E.stack, sizeof(int32_t) * (size_t)E.capstack);
     if (ok) {

@@ -16,16 +16,18 @@
  * generated code makes into libm (f64 transcendental functions, pow) resolve through a
  * process symbol generator.
  *
- * Optimisation runs LLVM's new pass manager with a TargetMachine for the host CPU, so the
- * vectoriser's cost model sees the real vector width, and one of three pipelines per module
- * (pipeline_tier): a short one for kernels over rows without branches in their vector loops
- * (LIGHT_PASSES), a middle one for softmax over the ragged dim (MEDIUM_PASSES), "default<O3>"
- * for the rest. O3 runs ~100 passes most of which find nothing in ragjit's already simple
- * loops; a shorter pipeline becomes a kernel shape's default only once every bench workload and
- * example runs as fast with it (bench/pipeline_check.py, in pairs of runs in one process:
- * `ragjit bench --ab`), which reductions over the ragged dim did not. RAGJIT_LLVM_PASSES
- * replaces them all and RAGJIT_LLVM_LIGHT limits the shorter ones (read when the context's JIT
- * is created, so a context never mixes two settings). Where mathlib.c kept exp out of line for
+ * Optimisation runs LLVM's new pass manager with a TargetMachine for the host CPU, and one of
+ * four pipelines per module (pipeline_tier): a short one for kernels over rows without
+ * branches in their vector loops (LIGHT_PASSES); for other kernels whose lanes loops emit.c
+ * wrote as vector code, one without the loop vectoriser and unroller (VECTOR_PASSES); and
+ * where some lanes loop is left to the vectoriser, as before, a middle one for softmax over
+ * the ragged dim (MEDIUM_PASSES) and "default<O3>" for the rest. O3 runs ~100 passes most of
+ * which find nothing in ragjit's already simple loops; a shorter pipeline becomes a kernel
+ * shape's default only once every bench workload and example runs as fast with it
+ * (bench/pipeline_check.py, in pairs of runs in one process: `ragjit bench --ab`).
+ * RAGJIT_LLVM_PASSES replaces them all, RAGJIT_LLVM_LIGHT limits the shorter ones and
+ * RAGJIT_LLVM_VECTOR=0 leaves every lanes loop to the vectoriser (all read when the
+ * context's JIT is created, so a context never mixes two settings). Where mathlib.c kept exp out of line for
  * the vectoriser (AVX-512: its vector variants use vscalefps), a second short run
  * (ML_LATE_PASSES) inlines it once the pipeline is done. After the pipeline, horizontal float
  * reductions are rewritten as trees (reduce_tree.c). The same TargetMachine then generates the
@@ -65,12 +67,16 @@ struct llvm_jit {
     char *cpu, *features, *layout;
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
     bool unroll;  /* LLVM's loop unroller runs in it (RAGJIT_LLVM_UNROLL=0: not) */
-    int light;    /* which kernels get a shorter pipeline than O3 (pipeline_tier): 2 (default)
-                   * simple row kernels and softmax's, 1 (RAGJIT_LLVM_LIGHT=rows) simple row
-                   * kernels, 0 (RAGJIT_LLVM_LIGHT=0 or a user's pipeline) none */
+    int light;    /* which kernels get a shorter pipeline than O3 (pipeline_tier): 3 (default)
+                   * simple row kernels, kernels of vector code, softmax's; 2
+                   * (RAGJIT_LLVM_LIGHT=medium) simple row kernels and softmax's; 1
+                   * (RAGJIT_LLVM_LIGHT=rows) simple row kernels; 0 (RAGJIT_LLVM_LIGHT=0 or a
+                   * user's pipeline) none */
     bool perf_map; /* RAGJIT_PERF_MAP=1: kernels listed in /tmp/perf-<pid>.map (perf_map_add) */
     char *light_passes; /* LIGHT_PASSES, or RAGJIT_LLVM_LIGHT_PASSES (for measuring others) */
     const char *triple; /* owned by jit */
+    int vector_bits;    /* lanes loops emitted as vectors of this width (emit.c), 0 with
+                         * RAGJIT_LLVM_VECTOR=0: left to LLVM's loop vectoriser */
 };
 
 struct llvm_module_code {
@@ -160,7 +166,24 @@ static LLVMTargetMachineRef new_tm(const struct llvm_jit *j) {
     "globaldce"
 
 /* Which pipeline a kernel needs; a module gets the longest of its kernels'. */
-enum { TIER_LIGHT, TIER_MEDIUM, TIER_FULL };
+/* The pipeline for kernels whose lanes loops are all vector code already (emit.c): no loop
+ * vectoriser, no unroller, no induction-variable rewriting; what is left to do is promoting
+ * the variables to registers, folding, hoisting what the loops do not change (row starts,
+ * bounds), unswitching the loops on invariant branches (pads, softmax's passes) and removing
+ * redundant loads. */
+#define VECTOR_PASSES                                                                                   \
+    "always-inline,function(sroa,early-cse<memssa>,instcombine,simplifycfg,loop-mssa(loop-rotate,licm," \
+    "simple-loop-unswitch<nontrivial>),simplifycfg,instcombine,gvn,loop-mssa(licm),simplifycfg),globaldce"
+
+enum { TIER_LIGHT, TIER_VECTOR, TIER_MEDIUM, TIER_FULL };
+
+/* The widest vectors the kernels use: 512 bits with AVX-512 (the functions prefer them, see
+ * emit.c), 256 with AVX, else 128 (SSE2 and NEON, the baselines of x86-64 and AArch64). */
+static int host_vector_bits(const char *triple, const char *features) {
+    if (strstr(features, "+avx512f")) return 512;
+    if (strstr(features, "+avx,") || strstr(features, "+avx2")) return 256;
+    return strstr(triple, "x86_64") || strstr(triple, "aarch64") ? 128 : 0;
+}
 
 rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     *out = NULL;
@@ -210,7 +233,10 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     const char *light = getenv("RAGJIT_LLVM_LIGHT");
     const char *user = getenv("RAGJIT_LLVM_PASSES");
     if ((light && !strcmp(light, "0")) || (user && *user)) j->light = 0;
-    else j->light = light && !strcmp(light, "rows") ? 1 : 2;
+    else j->light = !light ? 3 : !strcmp(light, "rows") ? 1 : !strcmp(light, "medium") ? 2 : 3;
+    const char *vec = getenv("RAGJIT_LLVM_VECTOR");
+    int bits = vec ? atoi(vec) : -1; /* 0, or 128/256/512 in place of the host's width */
+    j->vector_bits = bits == 0 || bits == 128 || bits == 256 || bits == 512 ? bits : host_vector_bits(j->triple, j->features);
     const char *pm = getenv("RAGJIT_PERF_MAP");
     j->perf_map = pm && *pm && strcmp(pm, "0");
     const char *unroll = getenv("RAGJIT_LLVM_UNROLL");
@@ -278,13 +304,15 @@ static int kernel_tier(const lkernel *k) {
     return k->domain == UD_ITEMS && k->passes > 1 && !k->gemm.on ? TIER_MEDIUM : TIER_FULL;
 }
 
-/* The pipeline for kernels [first, first + count) of p. */
-static int pipeline_tier(const struct llvm_jit *j, const lprog *p, int32_t first, int32_t count) {
+/* The pipeline for kernels [first, first + count) of p, of which lanes_left lanes loops were
+ * left to LLVM's vectoriser. */
+static int pipeline_tier(const struct llvm_jit *j, const lprog *p, int32_t first, int32_t count, int32_t lanes_left) {
     int tier = TIER_LIGHT;
     for (int32_t i = first; i < first + count && tier < TIER_FULL; i++) {
         int t = kernel_tier(&p->kernels[i]);
         if (t > tier) tier = t;
     }
+    if (tier > TIER_LIGHT && !lanes_left && j->light >= 3) return TIER_VECTOR;
     bool allowed = tier == TIER_FULL || (tier == TIER_LIGHT ? j->light >= 1 : j->light >= 2);
     return allowed ? tier : TIER_FULL;
 }
@@ -294,7 +322,10 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef 
     LLVMPassBuilderOptionsSetLoopVectorization(o, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(o, 1);
     LLVMPassBuilderOptionsSetLoopUnrolling(o, j->unroll && tier == TIER_FULL);
-    const char *passes = tier == TIER_LIGHT ? j->light_passes : tier == TIER_MEDIUM ? MEDIUM_PASSES : j->passes;
+    const char *passes = tier == TIER_LIGHT    ? j->light_passes
+                         : tier == TIER_VECTOR ? VECTOR_PASSES
+                         : tier == TIER_MEDIUM ? MEDIUM_PASSES
+                                               : j->passes;
     LLVMErrorRef err = LLVMRunPasses(m, passes, tm, o);
     if (!err && ml_after_vectoriser(m)) err = LLVMRunPasses(m, ML_LATE_PASSES, tm, o);
     LLVMDisposePassBuilderOptions(o);
@@ -309,15 +340,17 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef 
 }
 
 static emit_target target_of(const struct llvm_jit *j) {
-    return (emit_target){.triple = j->triple, .layout = j->layout, .cpu = j->cpu, .features = j->features};
+    return (emit_target){.triple = j->triple, .layout = j->layout, .cpu = j->cpu, .features = j->features,
+                         .vector_bits = j->vector_bits};
 }
 
 void llvm_identity(const struct llvm_jit *j, sbuf *b) {
     unsigned major = 0, minor = 0, patch = 0;
     LLVMGetVersion(&major, &minor, &patch);
-    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nmedium %s\nargs %s\nsmall-pic\n", major,
-                minor, patch, j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes,
-                MEDIUM_PASSES, llvm_args);
+    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nmedium %s\nargs %s\nsmall-pic\nvector %d\n",
+                major, minor, patch, j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes,
+                MEDIUM_PASSES, llvm_args, j->vector_bits);
+    sbuf_printf(b, "%s\n", VECTOR_PASSES);
 }
 
 /* Kernels [first, first + count) of p compiled by tm into one object file (*out). */
@@ -328,12 +361,13 @@ static rj_status object_of(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef
     LLVMContextRef c = LLVMContextCreate();
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
-    LLVMModuleRef m = llvm_emit_module(ctx, c, p, first, count, prefix, &t);
+    int32_t lanes_left = 0;
+    LLVMModuleRef m = llvm_emit_module(ctx, c, p, first, count, prefix, &t, &lanes_left);
     if (!m) {
         LLVMContextDispose(c);
         return ctx_last_status(ctx);
     }
-    if ((s = optimise(ctx, j, tm, m, pipeline_tier(j, p, first, count)))) {
+    if ((s = optimise(ctx, j, tm, m, pipeline_tier(j, p, first, count, lanes_left)))) {
         LLVMDisposeModule(m);
         LLVMContextDispose(c);
         return s;
@@ -557,7 +591,8 @@ rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, 
     LLVMContextRef c = LLVMContextCreate();
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
-    LLVMModuleRef m = llvm_emit_module(ctx, c, p, 0, p->nkernels, "rj_", &t);
+    int32_t lanes_left = 0;
+    LLVMModuleRef m = llvm_emit_module(ctx, c, p, 0, p->nkernels, "rj_", &t, &lanes_left);
     rj_status s = m ? RJ_OK : ctx_last_status(ctx);
     char *raw = NULL;
     if (!s) {
@@ -565,7 +600,7 @@ rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, 
         if (!(*ir = take_text(ctx, raw, strlen(raw)))) s = RJ_ERR_NOMEM;
         LLVMDisposeMessage(raw);
     }
-    if (!s && ir_opt && !(s = optimise(ctx, j, j->tm, m, pipeline_tier(j, p, 0, p->nkernels)))) {
+    if (!s && ir_opt && !(s = optimise(ctx, j, j->tm, m, pipeline_tier(j, p, 0, p->nkernels, lanes_left)))) {
         raw = LLVMPrintModuleToString(m);
         if (!(*ir_opt = take_text(ctx, raw, strlen(raw)))) s = RJ_ERR_NOMEM;
         LLVMDisposeMessage(raw);

@@ -13,6 +13,7 @@
 
 /* ---- mathlib.c: f32 exp/log/tanh/erf as branch-free inline IR, so loops calling them
  * vectorise; f64 and rarer functions go to libm. */
+#define ML_VEC_WIDTHS 7 /* ml_call_vec: 1 to 64 lanes */
 typedef struct mathlib {
     LLVMContextRef c;
     LLVMModuleRef m;
@@ -23,6 +24,8 @@ typedef struct mathlib {
     LLVMValueRef keep[16];  /* exp's scalar and vector variants, kept alive until the vectoriser */
     unsigned nkeep;
     char abi[2][256];       /* the calls' vector-function-abi-variant (exp, exp_term) */
+    LLVMValueRef vfn[5][ML_VEC_WIDTHS]; /* ml_call_vec's variants of ML_EXPF .. ML_EXPF_TERM, by log2(width) */
+    LLVMTypeRef vty[5][ML_VEC_WIDTHS];
 } mathlib;
 
 /* ML_EXPF_TERM: exp of softmax's terms x - m, which need no handling of overflow or NaN
@@ -32,6 +35,10 @@ typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_EXPF_TERM, ML_IPOW32, ML_
 
 /* Calls function f on args (declaring or building it in the module on first use). */
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n);
+/* Calls the w-lane vector variant of f (ML_EXPF .. ML_EXPF_TERM: exp, log, tanh, erf, exp's
+ * softmax term) on the vector x of w floats; NULL for any other f or a w not a power of two
+ * up to 64. */
+LLVMValueRef ml_call_vec(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef x, unsigned w);
 /* Calls an LLVM intrinsic overloaded on the type of its first argument. */
 LLVMValueRef ml_intrinsic(mathlib *ml, LLVMBuilderRef b, const char *name, LLVMValueRef *args,
                           unsigned n);
@@ -63,12 +70,14 @@ const rt_symbol *rt_symbols(void);
 /* ---- emit.c ---- */
 typedef struct emit_target {
     const char *triple, *layout, *cpu, *features;
+    int vector_bits; /* lanes loops as vectors of this many bits (emit.c); 0: LLVM's vectoriser */
 } emit_target;
 
-/* A module holding kernels [first, first + count) of p, named <prefix><kernel name>. NULL with
- * the error in ctx. */
+/* A module holding kernels [first, first + count) of p, named <prefix><kernel name>; the
+ * number of lanes loops it leaves to LLVM's loop vectoriser in *lanes_left. NULL with the
+ * error in ctx. */
 LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, int32_t first, int32_t count,
-                               const char *prefix, const emit_target *t);
+                               const char *prefix, const emit_target *t, int32_t *lanes_left);
 
 /* ---- reduce_tree.c ---- */
 /* Rewrites the module's llvm.vector.reduce.fadd/fmul calls as shuffle trees (see the file);

@@ -5,7 +5,9 @@
  * the call to), and a softmax or gelu loop that runs scalar calls is an order of magnitude
  * off the memory wall. So exp, log, tanh and erf for f32 are generated here as small
  * branch-free functions marked alwaysinline: after inlining they are plain arithmetic, selects
- * and bit casts, which the loop vectoriser handles like any other code.
+ * and bit casts, which the loop vectoriser handles like any other code. The same builders
+ * take vectors: ml_call_vec gives the vector loops emit.c writes itself a variant of any
+ * width with the scalar function's arithmetic on every lane.
  *
  * Algorithms (coefficients fitted for this project by weighted least squares; max error
  * measured against double-precision libm over every float by bench/mathulp, on the code the
@@ -74,13 +76,6 @@ static LLVMValueRef fma_(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, LLVMValu
     return ml_intrinsic(ml, b, "llvm.fmuladd", a, 3);
 }
 
-/* Horner: c[0] + x (c[1] + x (...)) with c given from the highest degree down. */
-static LLVMValueRef horner(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, const double *hi_to_lo, int n) {
-    LLVMValueRef p = cf(ml, hi_to_lo[0]);
-    for (int k = 1; k < n; k++) p = fma_(ml, b, p, x, cf(ml, hi_to_lo[k]));
-    return p;
-}
-
 static LLVMValueRef sel(LLVMBuilderRef b, LLVMValueRef c, LLVMValueRef t, LLVMValueRef f) {
     return LLVMBuildSelect(b, c, t, f, "");
 }
@@ -107,12 +102,42 @@ static void add_attr(mathlib *ml, LLVMValueRef fn, unsigned idx, const char *nam
     LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(ml->c, LLVMGetEnumAttributeKindForName(name, strlen(name)), v));
 }
 
+/* The builders below take a float or a vector of floats (a vector variant, ml_call_vec): the
+ * type `like` shapes their constants and casts. */
+static LLVMTypeRef shaped(LLVMValueRef like, LLVMTypeRef elem) {
+    LLVMTypeRef t = LLVMTypeOf(like);
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMVectorType(elem, LLVMGetVectorSize(t)) : elem;
+}
+
+static LLVMValueRef splat_of(LLVMValueRef c, LLVMTypeRef ty) {
+    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind) return c;
+    LLVMValueRef e[64];
+    unsigned n = LLVMGetVectorSize(ty);
+    for (unsigned i = 0; i < n; i++) e[i] = c;
+    return LLVMConstVector(e, n);
+}
+
+static LLVMValueRef kf(mathlib *ml, LLVMValueRef like, double v) {
+    return splat_of(cf(ml, v), shaped(like, f32(ml)));
+}
+
+static LLVMValueRef ki(mathlib *ml, LLVMValueRef like, long long v) {
+    return splat_of(ci(ml, v), shaped(like, i32(ml)));
+}
+
+/* Horner: c[0] + x (c[1] + x (...)) with c given from the highest degree down. */
+static LLVMValueRef horner(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, const double *hi_to_lo, int n) {
+    LLVMValueRef p = kf(ml, x, hi_to_lo[0]);
+    for (int k = 1; k < n; k++) p = fma_(ml, b, p, x, kf(ml, x, hi_to_lo[k]));
+    return p;
+}
+
 static LLVMValueRef as_int(mathlib *ml, LLVMBuilderRef b, LLVMValueRef f) {
-    return LLVMBuildBitCast(b, f, i32(ml), "");
+    return LLVMBuildBitCast(b, f, shaped(f, i32(ml)), "");
 }
 
 static LLVMValueRef as_float(mathlib *ml, LLVMBuilderRef b, LLVMValueRef i) {
-    return LLVMBuildBitCast(b, i, f32(ml), "");
+    return LLVMBuildBitCast(b, i, shaped(i, f32(ml)), "");
 }
 
 /* exp's polynomials e^r = 1 + r + c2 r^2 + ..., from the highest degree down: degree 6 for exp,
@@ -124,14 +149,7 @@ static const double EXP_P5[] = {0.008312531096295678, 0.041890123685557834, 0.16
                                 0.49999231696857616, 1.0, 1.0};
 
 /* v as a constant of type ty: a float, or a vector of them */
-static LLVMValueRef splat(mathlib *ml, LLVMTypeRef ty, double v) {
-    LLVMValueRef c = cf(ml, v);
-    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind) return c;
-    LLVMValueRef e[16];
-    unsigned n = LLVMGetVectorSize(ty);
-    for (unsigned i = 0; i < n; i++) e[i] = c;
-    return LLVMConstVector(e, n);
-}
+static LLVMValueRef splat(mathlib *ml, LLVMTypeRef ty, double v) { return splat_of(cf(ml, v), ty); }
 
 /* x = n ln2 + r (Cody-Waite), n = round(x log2 e) by the 1.5 * 2^23 trick: t's low mantissa
  * bits hold n itself, so no float -> int conversion (and no poison for out-of-range or NaN
@@ -158,22 +176,22 @@ static LLVMValueRef exp_reduce(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, LL
  * (8 of 8 pairs; on two threads the machine's noise hid any gain). */
 static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool term) {
     if (term) /* x > 88 or NaN ? 88 : x: one vminps */
-        x = sel(b, fcmp(b, LLVMRealUGT, x, cf(ml, 88.0)), cf(ml, 88.0), x);
+        x = sel(b, fcmp(b, LLVMRealUGT, x, kf(ml, x, 88.0)), kf(ml, x, 88.0), x);
     /* degree 6 (1 + r + r^2 P(r)): 1.06 ulp. Degree 5 keeps exp itself within 2.5 ulp (2.26
      * measured over every float <= 0, 2.27 over every float by bench/mathulp), but sigmoid's
      * 1 / (1 + e^-x) passes exp's error through whole and reached 3.4 ulp; so degree 6, one
      * fma more, except for softmax's terms (term), which only need exp's own bound */
     LLVMValueRef t, n, r = exp_reduce(ml, b, x, &t, &n);
     LLVMValueRef p = term ? horner(ml, b, r, EXP_P5, 4) : horner(ml, b, r, EXP_P6, 5);
-    LLVMValueRef y = LLVMBuildFAdd(b, fma_(ml, b, p, LLVMBuildFMul(b, r, r, ""), r), cf(ml, 1.0), "");
+    LLVMValueRef y = LLVMBuildFAdd(b, fma_(ml, b, p, LLVMBuildFMul(b, r, r, ""), r), kf(ml, x, 1.0), "");
     /* 2^n applied by adding n to y's exponent field (y in [0.7, 1.42]): exact for every n in
      * [-126, 128] whose result is a normal float or +inf; the selects below take the rest */
-    y = as_float(ml, b, LLVMBuildAdd(b, as_int(ml, b, y), LLVMBuildShl(b, as_int(ml, b, t), ci(ml, 23), ""), ""));
-    y = sel(b, fcmp(b, LLVMRealOLT, x, cf(ml, -87.33654475)), cf(ml, 0), y);
+    y = as_float(ml, b, LLVMBuildAdd(b, as_int(ml, b, y), LLVMBuildShl(b, as_int(ml, b, t), ki(ml, x, 23), ""), ""));
+    y = sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, -87.33654475)), kf(ml, x, 0), y);
     /* x > 88.72 gives inf, and a NaN x itself (x + inf) */
     if (!term)
-        y = sel(b, fcmp(b, LLVMRealUGT, x, cf(ml, 88.72283935546875)),
-                LLVMBuildFAdd(b, x, cf(ml, INFINITY), ""), y);
+        y = sel(b, fcmp(b, LLVMRealUGT, x, kf(ml, x, 88.72283935546875)),
+                LLVMBuildFAdd(b, x, kf(ml, x, INFINITY), ""), y);
     LLVMBuildRet(b, y);
 }
 
@@ -214,6 +232,17 @@ static LLVMValueRef scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef p, LLVMVa
     if (w == 16) {
         LLVMValueRef a[5] = {p, n, p, LLVMConstAllOnes(LLVMInt16TypeInContext(ml->c)), cur};
         return x86_call(ml, b, "llvm.x86.avx512.mask.scalef.ps.512", a, 5);
+    }
+    if (w > 16) { /* wider than a register (ml_call_vec's two-register steps): halves */
+        LLVMValueRef lo[32], hi[32], all[64];
+        unsigned h = w / 2;
+        for (unsigned i = 0; i < h; i++) lo[i] = ci(ml, (long long)i), hi[i] = ci(ml, (long long)(i + h));
+        for (unsigned i = 0; i < w; i++) all[i] = ci(ml, (long long)i);
+        LLVMValueRef pl = LLVMBuildShuffleVector(b, p, p, LLVMConstVector(lo, h), "");
+        LLVMValueRef ph = LLVMBuildShuffleVector(b, p, p, LLVMConstVector(hi, h), "");
+        LLVMValueRef nl = LLVMBuildShuffleVector(b, n, n, LLVMConstVector(lo, h), "");
+        LLVMValueRef nh = LLVMBuildShuffleVector(b, n, n, LLVMConstVector(hi, h), "");
+        return LLVMBuildShuffleVector(b, scalef(ml, b, pl, nl, h), scalef(ml, b, ph, nh, h), LLVMConstVector(all, w), "");
     }
     LLVMValueRef a[4] = {p, n, p, all8};
     return x86_call(ml, b, w == 8 ? "llvm.x86.avx512.mask.scalef.ps.256" : "llvm.x86.avx512.mask.scalef.ps.128", a, 4);
@@ -304,29 +333,36 @@ bool ml_after_vectoriser(LLVMModuleRef m) {
     return true;
 }
 
+/* exp of a float (ml_call) or of a vector (its variant of that width) */
+static LLVMValueRef call_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
+    LLVMTypeRef t = LLVMTypeOf(x);
+    if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) return ml_call_vec(ml, b, ML_EXPF, x, LLVMGetVectorSize(t));
+    return ml_call(ml, b, ML_EXPF, &x, 1);
+}
+
 static void build_log(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     static const double Q[] = {-0.07974075525999069, 0.12655635178089142, -0.129892960190773,
                                0.1420995444059372, -0.16641581058502197, 0.20001201331615448,
                                -0.25000303983688354, 0.3333333134651184};
-    LLVMValueRef den = fcmp(b, LLVMRealOLT, x, cf(ml, 1.17549435e-38));
-    LLVMValueRef xs = sel(b, den, LLVMBuildFMul(b, x, cf(ml, 8388608.0), ""), x);
+    LLVMValueRef den = fcmp(b, LLVMRealOLT, x, kf(ml, x, 1.17549435e-38));
+    LLVMValueRef xs = sel(b, den, LLVMBuildFMul(b, x, kf(ml, x, 8388608.0), ""), x);
     LLVMValueRef u = as_int(ml, b, xs);
-    LLVMValueRef e = LLVMBuildSub(b, LLVMBuildLShr(b, u, ci(ml, 23), ""), ci(ml, 127), "");
-    e = sel(b, den, LLVMBuildSub(b, e, ci(ml, 23), ""), e);
-    LLVMValueRef m = as_float(ml, b, LLVMBuildOr(b, LLVMBuildAnd(b, u, ci(ml, 0x007fffff), ""), ci(ml, 0x3f800000), ""));
-    LLVMValueRef big = fcmp(b, LLVMRealOGT, m, cf(ml, 1.41421356237));
-    m = sel(b, big, LLVMBuildFMul(b, m, cf(ml, 0.5), ""), m);
-    e = sel(b, big, LLVMBuildAdd(b, e, ci(ml, 1), ""), e);
-    LLVMValueRef f = LLVMBuildFSub(b, m, cf(ml, 1.0), "");
+    LLVMValueRef e = LLVMBuildSub(b, LLVMBuildLShr(b, u, ki(ml, x, 23), ""), ki(ml, x, 127), "");
+    e = sel(b, den, LLVMBuildSub(b, e, ki(ml, x, 23), ""), e);
+    LLVMValueRef m = as_float(ml, b, LLVMBuildOr(b, LLVMBuildAnd(b, u, ki(ml, x, 0x007fffff), ""), ki(ml, x, 0x3f800000), ""));
+    LLVMValueRef big = fcmp(b, LLVMRealOGT, m, kf(ml, x, 1.41421356237));
+    m = sel(b, big, LLVMBuildFMul(b, m, kf(ml, x, 0.5), ""), m);
+    e = sel(b, big, LLVMBuildAdd(b, e, ki(ml, x, 1), ""), e);
+    LLVMValueRef f = LLVMBuildFSub(b, m, kf(ml, x, 1.0), "");
     LLVMValueRef q = horner(ml, b, f, Q, 8);
     LLVMValueRef f2 = LLVMBuildFMul(b, f, f, "");
-    LLVMValueRef y = fma_(ml, b, LLVMBuildFMul(b, q, f, ""), f2, fma_(ml, b, cf(ml, -0.5), f2, f));
-    LLVMValueRef ef = LLVMBuildSIToFP(b, e, f32(ml), "");
-    y = fma_(ml, b, ef, cf(ml, 0.693147182464599609375), y);
-    y = fma_(ml, b, ef, cf(ml, -1.904654323148236017e-09), y);
-    y = sel(b, fcmp(b, LLVMRealOEQ, x, cf(ml, 0)), cf(ml, -INFINITY), y);
-    y = sel(b, fcmp(b, LLVMRealULT, x, cf(ml, 0)), cf(ml, NAN), y); /* x < 0 or NaN */
-    y = sel(b, fcmp(b, LLVMRealOEQ, x, cf(ml, INFINITY)), cf(ml, INFINITY), y);
+    LLVMValueRef y = fma_(ml, b, LLVMBuildFMul(b, q, f, ""), f2, fma_(ml, b, kf(ml, x, -0.5), f2, f));
+    LLVMValueRef ef = LLVMBuildSIToFP(b, e, LLVMTypeOf(x), "");
+    y = fma_(ml, b, ef, kf(ml, x, 0.693147182464599609375), y);
+    y = fma_(ml, b, ef, kf(ml, x, -1.904654323148236017e-09), y);
+    y = sel(b, fcmp(b, LLVMRealOEQ, x, kf(ml, x, 0)), kf(ml, x, -INFINITY), y);
+    y = sel(b, fcmp(b, LLVMRealULT, x, kf(ml, x, 0)), kf(ml, x, NAN), y); /* x < 0 or NaN */
+    y = sel(b, fcmp(b, LLVMRealOEQ, x, kf(ml, x, INFINITY)), kf(ml, x, INFINITY), y);
     LLVMBuildRet(b, y);
 }
 
@@ -337,13 +373,13 @@ static void build_tanh(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     LLVMValueRef z = LLVMBuildFMul(b, x, x, "");
     LLVMValueRef t = horner(ml, b, z, T, 5);
     LLVMValueRef small = fma_(ml, b, LLVMBuildFMul(b, t, z, ""), x, x);
-    LLVMValueRef two_a = LLVMBuildFMul(b, cf(ml, 2.0),
-        ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){a, cf(ml, 10.0)}, 2), "");
-    LLVMValueRef e = ml_call(ml, b, ML_EXPF, &two_a, 1);
-    LLVMValueRef big = LLVMBuildFSub(b, cf(ml, 1.0),
-        LLVMBuildFDiv(b, cf(ml, 2.0), LLVMBuildFAdd(b, e, cf(ml, 1.0), ""), ""), "");
+    LLVMValueRef two_a = LLVMBuildFMul(b, kf(ml, x, 2.0),
+        ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){a, kf(ml, x, 10.0)}, 2), "");
+    LLVMValueRef e = call_exp(ml, b, two_a);
+    LLVMValueRef big = LLVMBuildFSub(b, kf(ml, x, 1.0),
+        LLVMBuildFDiv(b, kf(ml, x, 2.0), LLVMBuildFAdd(b, e, kf(ml, x, 1.0), ""), ""), "");
     big = ml_intrinsic(ml, b, "llvm.copysign", (LLVMValueRef[]){big, x}, 2);
-    LLVMValueRef y = sel(b, fcmp(b, LLVMRealOLT, a, cf(ml, 0.625)), small, big);
+    LLVMValueRef y = sel(b, fcmp(b, LLVMRealOLT, a, kf(ml, x, 0.625)), small, big);
     /* tanh is odd: the sign of the input, also for -0.0, where the polynomial's fma gives +0 */
     y = ml_intrinsic(ml, b, "llvm.copysign", (LLVMValueRef[]){y, x}, 2);
     y = sel(b, fcmp(b, LLVMRealUNO, x, x), x, y);
@@ -360,14 +396,14 @@ static void build_erf(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     LLVMValueRef a = ml_intrinsic(ml, b, "llvm.fabs", &x, 1);
     LLVMValueRef z = LLVMBuildFMul(b, x, x, "");
     LLVMValueRef small = LLVMBuildFMul(b, x, horner(ml, b, z, S, 7), "");
-    LLVMValueRef ac = ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){a, cf(ml, 4.0)}, 2);
-    LLVMValueRef u = LLVMBuildFDiv(b, cf(ml, 1.0), ac, "");
+    LLVMValueRef ac = ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){a, kf(ml, x, 4.0)}, 2);
+    LLVMValueRef u = LLVMBuildFDiv(b, kf(ml, x, 1.0), ac, "");
     LLVMValueRef q = horner(ml, b, u, F, 9);
     LLVMValueRef nz = LLVMBuildFNeg(b, LLVMBuildFMul(b, ac, ac, ""), "");
-    LLVMValueRef erfc = LLVMBuildFMul(b, LLVMBuildFMul(b, ml_call(ml, b, ML_EXPF, &nz, 1), q, ""), u, "");
+    LLVMValueRef erfc = LLVMBuildFMul(b, LLVMBuildFMul(b, call_exp(ml, b, nz), q, ""), u, "");
     LLVMValueRef big = ml_intrinsic(ml, b, "llvm.copysign", (LLVMValueRef[]){
-        LLVMBuildFSub(b, cf(ml, 1.0), erfc, ""), x}, 2);
-    LLVMValueRef y = sel(b, fcmp(b, LLVMRealOLT, a, cf(ml, 1.0)), small, big);
+        LLVMBuildFSub(b, kf(ml, x, 1.0), erfc, ""), x}, 2);
+    LLVMValueRef y = sel(b, fcmp(b, LLVMRealOLT, a, kf(ml, x, 1.0)), small, big);
     y = sel(b, fcmp(b, LLVMRealUNO, x, x), x, y);
     LLVMBuildRet(b, y);
 }
@@ -402,9 +438,21 @@ static void build_ipow(mathlib *ml, LLVMBuilderRef b, LLVMValueRef fn, LLVMTypeR
     LLVMBuildRet(b, acc2);
 }
 
+/* The body of f32 function f (ML_EXPF .. ML_EXPF_TERM) of x, a float or a vector of them. */
+static void build_f32(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef x) {
+    switch (f) {
+    case ML_EXPF: build_exp(ml, b, x, false); break;
+    case ML_EXPF_TERM: build_exp(ml, b, x, true); break;
+    case ML_LOGF: build_log(ml, b, x); break;
+    case ML_TANHF: build_tanh(ml, b, x); break;
+    default: build_erf(ml, b, x); break;
+    }
+}
+
+static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erff", "rj.expf.term",
+                                            "rj.ipow.i32", "rj.ipow.i64", "rj.ntcopy.4", "rj.ntcopy.8"};
+
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n) {
-    static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erff", "rj.expf.term",
-                                                "rj.ipow.i32", "rj.ipow.i64", "rj.ntcopy.4", "rj.ntcopy.8"};
     bool scaled = (f == ML_EXPF || f == ML_EXPF_TERM) && ml->scalef;
     char *abi = ml->abi[f == ML_EXPF ? 0 : 1];
     if (!ml->fn[f]) {
@@ -432,15 +480,8 @@ LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *arg
             LLVMTypeRef params[2] = {t, t};
             LLVMValueRef fn = begin_fn(ml, b, names[f], t, params, f >= ML_IPOW32 ? 2 : 1, &ml->ty[f]);
             ml->fn[f] = fn;
-            LLVMValueRef x = LLVMGetParam(fn, 0);
-            switch (f) {
-            case ML_EXPF: build_exp(ml, b, x, false); break;
-            case ML_EXPF_TERM: build_exp(ml, b, x, true); break;
-            case ML_LOGF: build_log(ml, b, x); break;
-            case ML_TANHF: build_tanh(ml, b, x); break;
-            case ML_ERFF: build_erf(ml, b, x); break;
-            default: build_ipow(ml, b, fn, t); break;
-            }
+            if (f >= ML_IPOW32) build_ipow(ml, b, fn, t);
+            else build_f32(ml, b, f, LLVMGetParam(fn, 0));
         }
         LLVMPositionBuilderAtEnd(b, saved);
     }
@@ -451,6 +492,48 @@ LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *arg
                                  LLVMCreateStringAttribute(ml->c, key, sizeof key - 1, abi, (unsigned)strlen(abi)));
     }
     return call;
+}
+
+/* A vector variant of exp, log, tanh or erf: w lanes, the same arithmetic as the scalar
+ * function on every lane (alwaysinline, like it). With AVX-512 exp's own vector variants
+ * (build_exp_family) serve the widths they exist for. */
+LLVMValueRef ml_call_vec(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef x, unsigned w) {
+    unsigned wi = 0;
+    while ((1u << wi) < w) wi++;
+    if (wi >= ML_VEC_WIDTHS || (1u << wi) != w || f > ML_EXPF_TERM) return NULL;
+    if (!ml->vfn[f][wi]) {
+        bool exp = f == ML_EXPF || f == ML_EXPF_TERM;
+        char name[48];
+        if (exp && ml->scalef && w > ml->scalef && (w & (w - 1)) == 0) {
+            /* two registers or more: the scalef arithmetic on each half */
+            LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
+            snprintf(name, sizeof name, "%s.v%u", names[f], w);
+            LLVMTypeRef vt = LLVMVectorType(f32(ml), w);
+            LLVMValueRef fn = begin_fn(ml, b, name, vt, &vt, 1, &ml->vty[f][wi]);
+            add_attr(ml, fn, LLVMAttributeFunctionIndex, "memory", 0);
+            ml->vfn[f][wi] = fn;
+            build_exp_scalef(ml, b, LLVMGetParam(fn, 0), w, f == ML_EXPF_TERM);
+            LLVMPositionBuilderAtEnd(b, saved);
+        } else if (exp && ml->scalef && (w == ml->scalef || (ml->scalef_vl && (w == 4 || w == 8)))) {
+            if (!ml->fn[f]) { /* builds the family: the scalar function and its variants */
+                LLVMValueRef one = LLVMGetUndef(f32(ml));
+                LLVMValueRef probe = ml_call(ml, b, f, &one, 1);
+                LLVMInstructionEraseFromParent(probe);
+            }
+            snprintf(name, sizeof name, "%s.v%u", names[f], w);
+            ml->vfn[f][wi] = LLVMGetNamedFunction(ml->m, name);
+            ml->vty[f][wi] = LLVMGlobalGetValueType(ml->vfn[f][wi]);
+        } else {
+            LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
+            snprintf(name, sizeof name, "%s.w%u", names[f], w);
+            LLVMTypeRef vt = LLVMVectorType(f32(ml), w);
+            LLVMValueRef fn = begin_fn(ml, b, name, vt, &vt, 1, &ml->vty[f][wi]);
+            ml->vfn[f][wi] = fn;
+            build_f32(ml, b, f, LLVMGetParam(fn, 0));
+            LLVMPositionBuilderAtEnd(b, saved);
+        }
+    }
+    return LLVMBuildCall2(b, ml->vty[f][wi], ml->vfn[f][wi], &x, 1, "");
 }
 
 LLVMValueRef ml_fptosi_sat(mathlib *ml, LLVMBuilderRef b, LLVMValueRef v, LLVMTypeRef to) {
