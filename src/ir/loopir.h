@@ -213,6 +213,10 @@ typedef struct lgemm {
     rj_dim K, N;
 } lgemm;
 
+/* CPU runs narrow the column tiles of item kernels to multiples of this (launch.c), so a
+ * tile of a constant inner extent that is a multiple of it has no partial vector step. */
+#define LANES_GRANULE 32
+
 typedef struct lkernel {
     rj_ctx *ctx;
     char name[32];
@@ -245,8 +249,13 @@ typedef struct lkernel {
     uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
     int32_t fixed_tile; /* UD_ITEMS: the tile is this constant of the kernel's code, not the
                          * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
-    int64_t lanes_max;  /* UD_ITEMS, UD_PIECES: at most this many lanes in any lanes loop (the inner extent
-                         * where it is a constant, or the fixed tile); 0: not known */
+    int64_t lanes_max;  /* UD_ITEMS, UD_PIECES: at most this many lanes in any lanes loop (the
+                         * inner extent where it is a constant, or the fixed tile); 0: not known */
+    int32_t lanes_var;  /* UD_ITEMS: the variable holding the unit's extent of the tile (tn),
+                         * where lanes_multiple > 0 */
+    int64_t lanes_multiple; /* every value lanes_var takes is a multiple of this (the constant
+                             * inner extent is, and the runtime narrows tiles to multiples of
+                             * LANES_GRANULE); 0: not known */
     bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
                          * whose every item is one piece skips it */
     bool inner_only;    /* run only by another kernel's library call (a GEMM's prologue) */

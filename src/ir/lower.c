@@ -1482,7 +1482,10 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     int32_t N = xi(L, 1);
     for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
     int32_t T = k->tiled ? xparam(L, PK_TILE, 0, "tile") : N;
-    if (!L->err && k->ex[N].kind == LX_CONST) k->lanes_max = k->ex[N].i; /* the tile is at most N */
+    if (!L->err && k->ex[N].kind == LX_CONST) { /* the tile is at most N, and divides it */
+        k->lanes_max = k->ex[N].i;
+        k->lanes_multiple = k->ex[N].i % LANES_GRANULE ? 0 : LANES_GRANULE;
+    }
     int32_t nt = k->tiled ? xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xsub(L, T, xi(L, 1))), T) : xi(L, 1);
     int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
     int32_t vlen = newvar(L, "len", RJ_I64);
@@ -1492,6 +1495,7 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     s_set(L, &it->ub, vf0, xmul(L, xsub(L, u, xmul(L, b, nt)), T));
     int32_t f0 = xvar(L, vf0);
     s_set(L, &it->ub, vnt, xmin(L, T, xsub(L, N, f0)));
+    k->lanes_var = vnt;
     rc->ntile = xvar(L, vnt);
     s_set(L, &it->ub, vlen, xlen(L, cls, b));
     it->len = xvar(L, vlen);

@@ -91,16 +91,17 @@ static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_
         pl->ntiles = N > 0 ? (N + k->fixed_tile - 1) / k->fixed_tile : 1;
         return;
     }
-    if (o->tile_bytes > 0 && k->passes > 1 && N > 16) {
+    const int64_t G = LANES_GRANULE; /* narrowed tiles are multiples of it (loopir.h) */
+    if (o->tile_bytes > 0 && k->passes > 1 && N > G) {
         int64_t es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
         int64_t t = o->tile_bytes / ((maxw > 0 ? maxw : 1) * es);
-        t = t / 16 * 16;
-        if (t < 16) t = 16;
+        t = t / G * G;
+        if (t < G) t = G;
         if (t < N) pl->tile = t, pl->ntiles = (N + t - 1) / t;
     }
-    if (o->split_items && o->workers > 1 && N >= 32 && maxw * 2 * o->workers > total * pl->ntiles) {
+    if (o->split_items && o->workers > 1 && N >= 2 * G && maxw * 2 * o->workers > total * pl->ntiles) {
         int64_t want = 2 * (int64_t)o->workers;
-        int64_t t = ((N + want - 1) / want + 15) / 16 * 16;
+        int64_t t = ((N + want - 1) / want + G - 1) / G * G;
         if (t < pl->tile) pl->tile = t, pl->ntiles = (N + t - 1) / t;
     }
 }

@@ -1138,7 +1138,11 @@ static void vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
         LLVMBuildStore(b, end, var);
         LLVMSetMetadata(LLVMBuildBr(b, head), E->md_loop, vloop_md(E));
         LLVMPositionBuilderAtEnd(b, rest);
-        if (fixed && (chi->i - clo->i) % vf == 0) {
+        /* no lanes left over where vf divides every extent: a constant one, or the unit's tile
+         * of an item kernel whose tiles are multiples of lanes_multiple */
+        bool tiles = k->lanes_multiple > 0 && k->lanes_multiple % vf == 0 && clo->kind == LX_CONST && clo->i == 0 &&
+                     chi->kind == LX_VAR && chi->ref == k->lanes_var;
+        if ((fixed && (chi->i - clo->i) % vf == 0) || tiles) {
             LLVMBuildBr(b, exit);
         } else { /* fewer than vf lanes left: one masked step */
             LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(E->c, E->fn, "vloop.part");
