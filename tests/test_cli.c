@@ -331,8 +331,9 @@ static void test_run_failures(void **state) {
  * interpreter; and with LLVM's vectoriser instead (RAGJIT_LLVM_VECTOR=0), and with 256-bit
  * vectors. The program covers maps with exp, log, tanh and erf, reductions over the inner dim
  * (+, max, min, *, on floats, ints and bools) and over the ragged one, softmax over both,
- * layer_norm, pads (guards the same in every lane), gathers (a column of a transposed
- * tensor) and a select on a varying condition. */
+ * layer_norm, pads (guards the same in every lane), a select on a varying condition, a
+ * transposed dense tensor (gathers along the lanes), and a mean over the ragged dim of [B, j]
+ * (its result stored by every lane of a one-lane tile). */
 static void test_vector_widths(void **state) {
     (void)state;
     static const char *const prog =
@@ -340,6 +341,10 @@ static void test_vector_widths(void **state) {
         "input x : f32[B, j, %s]\n"
         "input w : f32[%s]\n"
         "input xi : i32[B, j, %s]\n"
+        "input z : f32[B, j]\n"
+        "input dn : f32[B, 5, %s]\n"
+        "dt = dn.transpose(1, 2) * 2.0\n"
+        "mz = mean(z * 2.0, dim=1)\n"
         "e = exp(x * w) - log(abs(x) + 1.0) + tanh(x) + gelu(x)\n"
         "s = sum(x, dim=2) + max(x, dim=2) - min(x, dim=2) + prod(x * 0.1 + 1.0, dim=2)\n"
         "si = sum(xi, dim=2) + max(xi, dim=2)\n"
@@ -349,7 +354,7 @@ static void test_vector_widths(void **state) {
         "ln = layer_norm(x, %s, weight=w, bias=w)\n"
         "p = pad(x * 2.0, value=-1.5)\n"
         "q = where(x > 0.0, x * w, -x)\n"
-        "output e, s, si, anyp, r, sm, ln, p, q\n";
+        "output e, s, si, anyp, r, sm, ln, p, q, mz, dt\n";
     static const int widths[] = {1, 2, 3, 8, 15, 16, 17, 31, 33, 64, 100};
     char path[512], text[2048];
     snprintf(path, sizeof path, "%s/widths.rj", tmpdir);
@@ -358,7 +363,7 @@ static void test_vector_widths(void **state) {
             char n[16];
             snprintf(n, sizeof n, "%d", widths[i]);
             const char *d = named ? "N" : n;
-            snprintf(text, sizeof text, prog, d, d, d, d);
+            snprintf(text, sizeof text, prog, d, d, d, d, d);
             write_file(path, text);
             result *r = run("ragjit check %s --random B=7,minlen=0,maxlen=%d,seed=%d,N=%d", path, 3 + 5 * (int)i,
                             (int)i + 1, widths[i]);

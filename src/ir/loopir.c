@@ -818,6 +818,7 @@ static void fp_kernel(sbuf *b, const lkernel *k) {
     fp_int(b, k->scratch_type), fp_int(b, k->scratch_per_tile), fp_int(b, k->scratch_per_row);
     fp_int(b, k->has_nt), fp_int(b, k->tiled), fp_int(b, k->passes), fp_int(b, k->fixed_tile);
     fp_int(b, k->split_only), fp_int(b, k->inner_only), fp_int(b, k->heavy);
+    fp_int(b, k->lanes_max), fp_int(b, k->lanes_var), fp_int(b, k->lanes_multiple);
     const lgemm *g = &k->gemm;
     fp_int(b, g->on);
     if (g->on) {

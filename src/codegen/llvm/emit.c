@@ -79,6 +79,7 @@ typedef struct em {
     LLVMValueRef *vvals;   /* per variable: its vector (an alloca) for VV_PRIVATE and VV_REDUCE */
     LLVMValueRef *vcache;  /* per expression: its vector value within the statement */
     LLVMValueRef vmask;    /* the last, partial step's lanes; NULL in full steps */
+    LLVMValueRef vlast;    /* the step's last lane on (i32) */
     LLVMValueRef t0;       /* the step's first lane */
     int nvec, nscalar;     /* lanes loops emitted as vectors, and left to LLVM (RAGJIT_DUMP notes) */
 } em;
@@ -527,7 +528,8 @@ static LLVMValueRef loop_open(em *E, LLVMValueRef var, LLVMValueRef lo, LLVMValu
  * only reduces into (REDUCE directly in its body) keeps a vector of partial results that is
  * folded (a tree of shuffles) into the variable after the loop, as the vectoriser's
  * reductions are. Loads and stores along the lanes are vector loads and stores at the first
- * lane's address, others gathers and scatters. Anything else (a nested loop, a branch on a
+ * lane's address, others gathers and scatters; a store every lane makes to one address keeps
+ * the last lane's value, as the scalar loop's last iteration would. Anything else (a nested loop, a branch on a
  * varying value, an f64 function from libm) leaves the loop to LLVM's vectoriser as before. */
 
 enum { VC_UNIFORM = 1, VC_VARYING = 2 };
@@ -693,10 +695,7 @@ static bool vcheck_block(em *E, int32_t s, uint32_t *seen, uint32_t *mark) {
             ex[0] = st->a;
             break;
         case LS_SET: ex[0] = st->a; break;
-        case LS_STORE:
-            if (!varying(E, st->a)) return false; /* every lane at one address */
-            ex[0] = st->a, ex[1] = st->b;
-            break;
+        case LS_STORE: ex[0] = st->a, ex[1] = st->b; break;
         case LS_REDUCE:
             if (E->vvar[st->var] == VV_REDUCE && st->fn != RJ_OP_ADD && st->fn != RJ_OP_MUL &&
                 st->fn != RJ_OP_MAXIMUM && st->fn != RJ_OP_MINIMUM)
@@ -1021,10 +1020,18 @@ static void vstmt(em *E, const ls *st) {
     }
     case LS_STORE: {
         int t = st->mem == MEM_LOCAL ? k->locals[st->ref].dtype : k->params[st->ref].dtype;
+        unsigned align = (unsigned)rj_dtype_size((rj_dtype)t);
+        if (!varying(E, st->a)) { /* every lane at one address: the last lane's value, as the
+                                   * scalar loop's last iteration leaves it */
+            LLVMValueRef x = vexpr(E, st->b);
+            if (LLVMGetTypeKind(LLVMTypeOf(x)) == LLVMVectorTypeKind) x = LLVMBuildExtractElement(b, x, E->vlast, "");
+            if (t == RJ_BOOL) x = LLVMBuildZExt(b, x, mty(E, t), "");
+            LLVMSetAlignment(LLVMBuildStore(b, x, mem_addr(E, st->mem, st->ref, t, expr(E, st->a))), align);
+            break;
+        }
         LLVMTypeRef vt = LLVMVectorType(mty(E, t), (unsigned)E->vf), ptr = LLVMPointerTypeInContext(E->c, 0);
         LLVMValueRef v = vvec(E, st->b);
         if (t == RJ_BOOL) v = LLVMBuildZExt(b, v, vt, "");
-        unsigned align = (unsigned)rj_dtype_size((rj_dtype)t);
         int sq = -1;
         for (int q = 0; q < E->nstage; q++)
             if (&k->st[E->stage_stmt[q]] == st) sq = q;
@@ -1075,12 +1082,13 @@ static LLVMValueRef vloop_md(em *E) {
 #define VSTRAIGHT 2
 
 /* One step of the body over lanes t0 .. t0 + vf - 1 (t0: an i64), those off in mask (NULL:
- * all on) neither read nor written. */
-static void vstep(em *E, const ls *st, LLVMValueRef t0, LLVMValueRef mask) {
+ * all on) neither read nor written; last: the last lane on (an i32). */
+static void vstep(em *E, const ls *st, LLVMValueRef t0, LLVMValueRef mask, LLVMValueRef last) {
     LLVMBuildStore(E->b, t0, E->vars[st->var]); /* scalar index expressions read the first lane */
     E->t0 = t0;
     if (E->nstage) E->stage_idx = t0;
     E->vmask = mask;
+    E->vlast = last;
     forget_to(E, 0);
     vblock(E, st->body);
     E->vmask = NULL;
@@ -1119,9 +1127,10 @@ static void vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     bool fixed = clo->kind == LX_CONST && chi->kind == LX_CONST;
     if (fixed && chi->i - clo->i <= VSTRAIGHT * vf) {
         int64_t t = clo->i;
-        for (; t + vf <= chi->i; t += vf) vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), NULL);
+        for (; t + vf <= chi->i; t += vf) vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), NULL, i32c(E, (unsigned)vf - 1));
         if (t < chi->i)
-            vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), lanes_below(E, i32c(E, (unsigned)(chi->i - t))));
+            vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), lanes_below(E, i32c(E, (unsigned)(chi->i - t))),
+                  i32c(E, (unsigned)(chi->i - t - 1)));
     } else {
         LLVMBuildStore(b, lo, var);
         LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(E->c, E->fn, "vloop");
@@ -1134,7 +1143,7 @@ static void vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
         LLVMValueRef end = LLVMBuildAdd(b, t0, vfc, "");
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, end, hi, ""), body, rest);
         LLVMPositionBuilderAtEnd(b, body);
-        vstep(E, st, t0, NULL);
+        vstep(E, st, t0, NULL, i32c(E, (unsigned)vf - 1));
         LLVMBuildStore(b, end, var);
         LLVMSetMetadata(LLVMBuildBr(b, head), E->md_loop, vloop_md(E));
         LLVMPositionBuilderAtEnd(b, rest);
@@ -1148,7 +1157,8 @@ static void vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
             LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(E->c, E->fn, "vloop.part");
             LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, t0, hi, ""), part, exit);
             LLVMPositionBuilderAtEnd(b, part);
-            vstep(E, st, t0, lanes_below(E, LLVMBuildTrunc(b, LLVMBuildSub(b, hi, t0, ""), i32, "")));
+            LLVMValueRef left = LLVMBuildTrunc(b, LLVMBuildSub(b, hi, t0, ""), i32, "");
+            vstep(E, st, t0, lanes_below(E, left), LLVMBuildSub(b, left, i32c(E, 1), ""));
             LLVMBuildBr(b, exit);
         }
         LLVMPositionBuilderAtEnd(b, exit);
