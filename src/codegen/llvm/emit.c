@@ -164,12 +164,25 @@ static LLVMValueRef convert(em *E, LLVMValueRef v, int from, int to) {
 
 /* ---- ops ------------------------------------------------------------------------------------ */
 
+/* libm's function of f64s on each lane of the vectors a[0..n), one call a lane (libm has no
+ * vector forms). */
+static LLVMValueRef per_lane(em *E, const char *libm, LLVMValueRef *a, int n) {
+    LLVMValueRef r = LLVMGetPoison(LLVMTypeOf(a[0]));
+    for (int i = 0; i < E->vw; i++) {
+        LLVMValueRef lane = LLVMConstInt(LLVMInt32TypeInContext(E->c), (unsigned long long)i, 0), s[2];
+        for (int k = 0; k < n; k++) s[k] = LLVMBuildExtractElement(E->b, a[k], lane, "");
+        r = LLVMBuildInsertElement(E->b, r, ml_libm(&E->ml, E->b, libm, s, (unsigned)n), lane, "");
+    }
+    return r;
+}
+
 static LLVMValueRef call_f(em *E, int t, ml_func f32fn, const char *libm, LLVMValueRef x) {
-    if (E->vw) { /* F32 only: vector_plan leaves f64 functions to LLVM */
+    if (E->vw && t == RJ_F32) {
         LLVMValueRef v = ml_call_vec(&E->ml, E->b, f32fn, x, (unsigned)E->vw);
         if (!v) E->fail = true;
         return v ? v : x;
     }
+    if (E->vw) return per_lane(E, libm, &x, 1);
     return t == RJ_F32 ? ml_call(&E->ml, E->b, f32fn, &x, 1) : ml_libm(&E->ml, E->b, libm, &x, 1);
 }
 
@@ -274,7 +287,8 @@ static LLVMValueRef binary(em *E, int fn, int t, LLVMValueRef x, LLVMValueRef y,
         case RJ_OP_MUL: return LLVMBuildMul(b, x, y, "");
         case RJ_OP_MAXIMUM: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, y, ""), x, y, "");
         case RJ_OP_MINIMUM: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, y, ""), x, y, "");
-        case RJ_OP_POW: return ml_call(&E->ml, b, t == RJ_I32 ? ML_IPOW32 : ML_IPOW64, (LLVMValueRef[]){x, y}, 2);
+        case RJ_OP_POW:
+            return ml_call(&E->ml, b, t == RJ_I32 ? ML_IPOW32 : ML_IPOW64, (LLVMValueRef[]){x, y}, 2);
         case LOP_IDIV: return LLVMBuildSDiv(b, x, y, "");
         case LOP_IREM: return LLVMBuildSRem(b, x, y, "");
         case LOP_FMA: return LLVMBuildAdd(b, LLVMBuildMul(b, x, y, ""), z, "");
@@ -529,8 +543,10 @@ static LLVMValueRef loop_open(em *E, LLVMValueRef var, LLVMValueRef lo, LLVMValu
  * folded (a tree of shuffles) into the variable after the loop, as the vectoriser's
  * reductions are. Loads and stores along the lanes are vector loads and stores at the first
  * lane's address, others gathers and scatters; a store every lane makes to one address keeps
- * the last lane's value, as the scalar loop's last iteration would. Anything else (a nested loop, a branch on a
- * varying value, an f64 function from libm) leaves the loop to LLVM's vectoriser as before. */
+ * the last lane's value, as the scalar loop's last iteration would. libm's f64 functions,
+ * which have no vector forms, are called once a lane. Anything else (a nested loop, a branch
+ * on a varying value, an atomic store, an integer power) leaves the loop to LLVM's vectoriser
+ * as before. */
 
 enum { VC_UNIFORM = 1, VC_VARYING = 2 };
 /* variables: uniform; private to each lane (a vector); reduced across the lanes; or private
@@ -562,31 +578,6 @@ static bool vunit(em *E, int32_t id) {
     bool va = varying(E, e->a), vb = varying(E, e->b);
     if (va == vb) return false;
     return vunit(E, va ? e->a : e->b);
-}
-
-/* Can the varying expression id be built on vectors here? */
-static bool vsupported(em *E, int32_t id) {
-    const lx *e = &E->k->ex[id];
-    if (!varying(E, id)) return true;
-    switch (e->kind) {
-    case LX_UNARY:
-        if (e->type == RJ_F64)
-            switch (e->fn) { /* libm calls */
-            case RJ_OP_EXP: case LOP_EXP_TERM: case RJ_OP_LOG: case RJ_OP_TANH: case RJ_OP_GELU:
-            case RJ_OP_GELU_TANH: case RJ_OP_SILU: case RJ_OP_SIGMOID: return false;
-            default: break;
-            }
-        break;
-    case LX_BINARY:
-        if (e->fn == RJ_OP_POW && !isf(e->type)) return false; /* rj.ipow: a loop */
-        break;
-    default: break;
-    }
-    int32_t kids[3];
-    int n = lx_children(e, kids);
-    for (int i = 0; i < n; i++)
-        if (!vsupported(E, kids[i])) return false;
-    return true;
 }
 
 typedef struct vscan {
@@ -680,6 +671,19 @@ static bool block_reads(em *E, int32_t s, int32_t var, int32_t skip, uint32_t *s
     return false;
 }
 
+/* Does the varying expression id raise integers to a power (rj.ipow, a loop of its own, which
+ * a vector step would inline once a lane)? */
+static bool int_pow(em *E, int32_t id) {
+    const lx *e = &E->k->ex[id];
+    if (!varying(E, id)) return false;
+    if (e->kind == LX_BINARY && e->fn == RJ_OP_POW && !isf(e->type)) return true;
+    int32_t kids[3];
+    int n = lx_children(e, kids);
+    for (int i = 0; i < n; i++)
+        if (int_pow(E, kids[i])) return true;
+    return false;
+}
+
 /* Checks the statements of a vector loop's body: branches on uniform conditions, stores
  * at varying addresses, every varying expression supported, reduced variables read nowhere
  * in the loop and combined by an operation with an identity. */
@@ -706,7 +710,7 @@ static bool vcheck_block(em *E, int32_t s, uint32_t *seen, uint32_t *mark) {
         }
         for (int i = 0; i < 2; i++) {
             if (ex[i] < 0) continue;
-            if (!vsupported(E, ex[i])) return false;
+            if (int_pow(E, ex[i])) return false;
             for (int32_t v = 0; v < k->nvars; v++)
                 if (E->vvar[v] == VV_REDUCE && lx_reads_var(k, ex[i], v, seen, ++*mark)) return false;
         }
