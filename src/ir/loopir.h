@@ -253,9 +253,10 @@ typedef struct lkernel {
                          * inner extent where it is a constant, or the fixed tile); 0: not known */
     int32_t lanes_var;  /* UD_ITEMS: the variable holding the unit's extent of the tile (tn),
                          * where lanes_multiple > 0 */
-    int64_t lanes_multiple; /* every value lanes_var takes is a multiple of this (the constant
-                             * inner extent is, and the runtime narrows tiles to multiples of
-                             * LANES_GRANULE); 0: not known */
+    int64_t lanes_multiple; /* every value lanes_var takes is a multiple of this (of the
+                             * constant inner extent's greatest common divisor with
+                             * LANES_GRANULE, to whose multiples the runtime narrows tiles);
+                             * 0: not known */
     bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
                          * whose every item is one piece skips it */
     bool inner_only;    /* run only by another kernel's library call (a GEMM's prologue) */

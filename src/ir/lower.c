@@ -1482,9 +1482,16 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     int32_t N = xi(L, 1);
     for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
     int32_t T = k->tiled ? xparam(L, PK_TILE, 0, "tile") : N;
-    if (!L->err && k->ex[N].kind == LX_CONST) { /* the tile is at most N, and divides it */
+    if (!L->err && k->ex[N].kind == LX_CONST && k->ex[N].i > 0) {
+        /* tiles are N or multiples of LANES_GRANULE, so every tile's extent (a tile, or what is
+         * left of N after whole ones) is a multiple of their greatest common divisor */
+        int64_t a = k->ex[N].i, g = LANES_GRANULE;
+        while (g) {
+            int64_t r = a % g;
+            a = g, g = r;
+        }
         k->lanes_max = k->ex[N].i;
-        k->lanes_multiple = k->ex[N].i % LANES_GRANULE ? 0 : LANES_GRANULE;
+        k->lanes_multiple = a;
     }
     int32_t nt = k->tiled ? xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xsub(L, T, xi(L, 1))), T) : xi(L, 1);
     int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
