@@ -81,7 +81,7 @@ typedef struct em {
     LLVMValueRef vmask;    /* the last, partial step's lanes; NULL in full steps */
     LLVMValueRef vlast;    /* the step's last lane on (i32) */
     LLVMValueRef t0;       /* the step's first lane */
-    int nvec, nscalar;     /* lanes loops emitted as vectors, and left to LLVM (RAGJIT_DUMP notes) */
+    int nvec, nscalar;     /* lanes loops emitted as vectors, and left to LLVM (!ragjit.lanes) */
 } em;
 
 static LLVMTypeRef sty(em *E, int t) {
@@ -99,11 +99,9 @@ static LLVMTypeRef vty(em *E, int t) {
     return E->vw ? LLVMVectorType(sty(E, t), (unsigned)E->vw) : sty(E, t);
 }
 
-static LLVMValueRef splat_const(LLVMValueRef c, int n) {
-    LLVMValueRef e[64];
-    for (int i = 0; i < n; i++) e[i] = c;
-    return LLVMConstVector(e, (unsigned)n);
-}
+static LLVMValueRef splat_const(LLVMValueRef c, int n) { return ml_splat(c, (unsigned)n); }
+
+static LLVMValueRef i32c(em *E, unsigned v) { return LLVMConstInt(LLVMInt32TypeInContext(E->c), v, 0); }
 
 /* In memory, bool is a byte. */
 static LLVMTypeRef mty(em *E, int t) {
@@ -169,7 +167,7 @@ static LLVMValueRef convert(em *E, LLVMValueRef v, int from, int to) {
 static LLVMValueRef per_lane(em *E, const char *libm, LLVMValueRef *a, int n) {
     LLVMValueRef r = LLVMGetPoison(LLVMTypeOf(a[0]));
     for (int i = 0; i < E->vw; i++) {
-        LLVMValueRef lane = LLVMConstInt(LLVMInt32TypeInContext(E->c), (unsigned long long)i, 0), s[2];
+        LLVMValueRef lane = i32c(E, (unsigned)i), s[2];
         for (int k = 0; k < n; k++) s[k] = LLVMBuildExtractElement(E->b, a[k], lane, "");
         r = LLVMBuildInsertElement(E->b, r, ml_libm(&E->ml, E->b, libm, s, (unsigned)n), lane, "");
     }
@@ -287,8 +285,7 @@ static LLVMValueRef binary(em *E, int fn, int t, LLVMValueRef x, LLVMValueRef y,
         case RJ_OP_MUL: return LLVMBuildMul(b, x, y, "");
         case RJ_OP_MAXIMUM: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, y, ""), x, y, "");
         case RJ_OP_MINIMUM: return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, y, ""), x, y, "");
-        case RJ_OP_POW:
-            return ml_call(&E->ml, b, t == RJ_I32 ? ML_IPOW32 : ML_IPOW64, (LLVMValueRef[]){x, y}, 2);
+        case RJ_OP_POW: return ml_call(&E->ml, b, t == RJ_I32 ? ML_IPOW32 : ML_IPOW64, (LLVMValueRef[]){x, y}, 2);
         case LOP_IDIV: return LLVMBuildSDiv(b, x, y, "");
         case LOP_IREM: return LLVMBuildSRem(b, x, y, "");
         case LOP_FMA: return LLVMBuildAdd(b, LLVMBuildMul(b, x, y, ""), z, "");
@@ -606,9 +603,8 @@ static void vscan_expr(em *E, int32_t id, vscan *v) {
 static void vscan_loads(em *E, int32_t s, vscan *v) {
     for (; s >= 0; s = E->k->st[s].next) {
         const ls *st = &E->k->st[s];
-        if (st->kind == LS_BARRIER) continue;
-        vscan_expr(E, st->a, v);
-        if (st->kind == LS_STORE || st->kind == LS_REDUCE) vscan_expr(E, st->b, v);
+        int32_t ex[2];
+        for (int i = 0, n = ls_exprs(st, ex); i < n; i++) vscan_expr(E, ex[i], v);
         if (st->kind == LS_IF) {
             vscan_loads(E, st->body, v);
             vscan_loads(E, st->els, v);
@@ -655,14 +651,9 @@ static bool block_reads(em *E, int32_t s, int32_t var, int32_t skip, uint32_t *s
     const lkernel *k = E->k;
     for (; s >= 0; s = k->st[s].next) {
         const ls *st = &k->st[s];
-        int32_t ex[2] = {-1, -1};
-        switch (st->kind) {
-        case LS_FOR: case LS_STORE: case LS_REDUCE: ex[0] = st->a, ex[1] = st->b; break;
-        case LS_IF: case LS_SET: ex[0] = st->a; break;
-        default: break;
-        }
-        for (int i = 0; i < 2; i++)
-            if (ex[i] >= 0 && lx_reads_var(k, ex[i], var, seen, ++*mark)) return true;
+        int32_t ex[2];
+        for (int i = 0, n = ls_exprs(st, ex); i < n; i++)
+            if (lx_reads_var(k, ex[i], var, seen, ++*mark)) return true;
         if ((st->kind == LS_FOR && s != skip) || st->kind == LS_IF) {
             if (block_reads(E, st->body, var, skip, seen, mark)) return true;
             if (st->kind == LS_IF && block_reads(E, st->els, var, skip, seen, mark)) return true;
@@ -684,32 +675,21 @@ static bool int_pow(em *E, int32_t id) {
     return false;
 }
 
-/* Checks the statements of a vector loop's body: branches on uniform conditions, stores
- * at varying addresses, every varying expression supported, reduced variables read nowhere
- * in the loop and combined by an operation with an identity. */
+/* Checks the statements of a vector loop's body: branches on uniform conditions, no integer
+ * powers, reduced variables read nowhere in the loop and combined by an operation with an
+ * identity. */
 static bool vcheck_block(em *E, int32_t s, uint32_t *seen, uint32_t *mark) {
     const lkernel *k = E->k;
     for (; s >= 0; s = k->st[s].next) {
         const ls *st = &k->st[s];
-        int32_t ex[2] = {-1, -1};
-        switch (st->kind) {
-        case LS_IF:
-            if (varying(E, st->a) || !vcheck_block(E, st->body, seen, mark) || !vcheck_block(E, st->els, seen, mark))
-                return false;
-            ex[0] = st->a;
-            break;
-        case LS_SET: ex[0] = st->a; break;
-        case LS_STORE: ex[0] = st->a, ex[1] = st->b; break;
-        case LS_REDUCE:
-            if (E->vvar[st->var] == VV_REDUCE && st->fn != RJ_OP_ADD && st->fn != RJ_OP_MUL &&
-                st->fn != RJ_OP_MAXIMUM && st->fn != RJ_OP_MINIMUM)
-                return false;
-            ex[0] = st->a, ex[1] = st->b;
-            break;
-        default: break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (ex[i] < 0) continue;
+        if (st->kind == LS_IF &&
+            (varying(E, st->a) || !vcheck_block(E, st->body, seen, mark) || !vcheck_block(E, st->els, seen, mark)))
+            return false;
+        if (st->kind == LS_REDUCE && E->vvar[st->var] == VV_REDUCE && st->fn != RJ_OP_ADD && st->fn != RJ_OP_MUL &&
+            st->fn != RJ_OP_MAXIMUM && st->fn != RJ_OP_MINIMUM)
+            return false;
+        int32_t ex[2];
+        for (int i = 0, n = ls_exprs(st, ex); i < n; i++) {
             if (int_pow(E, ex[i])) return false;
             for (int32_t v = 0; v < k->nvars; v++)
                 if (E->vvar[v] == VV_REDUCE && lx_reads_var(k, ex[i], v, seen, ++*mark)) return false;
@@ -747,9 +727,7 @@ static int64_t lanes_bound(em *E, const ls *st) {
 
 /* A step covers this many vector registers: LLVM splits each operation on it into that many
  * independent ones, interleaved, as its vectoriser's interleaving does. */
-#ifndef VREGS
 #define VREGS 2
-#endif
 
 /* Sets up E for emitting the lanes loop st as vectors; false leaves it to LLVM. */
 static bool vector_plan(em *E, const ls *st) {
@@ -822,7 +800,7 @@ static void remember_v(em *E, int32_t id, LLVMValueRef v) {
 static LLVMValueRef splat(em *E, LLVMValueRef x, int n) {
     if (LLVMIsConstant(x)) return splat_const(x, n);
     LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), (unsigned)n);
-    LLVMValueRef one = LLVMBuildInsertElement(E->b, LLVMGetPoison(vt), x, LLVMConstInt(LLVMInt32TypeInContext(E->c), 0, 0), "");
+    LLVMValueRef one = LLVMBuildInsertElement(E->b, LLVMGetPoison(vt), x, i32c(E, 0), "");
     LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(LLVMInt32TypeInContext(E->c), (unsigned)n));
     return LLVMBuildShuffleVector(E->b, one, LLVMGetPoison(vt), zeros, "");
 }
@@ -846,8 +824,6 @@ static LLVMValueRef vintrinsic(em *E, const char *name, LLVMTypeRef *tys, unsign
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(E->m, id, tys, nt);
     return LLVMBuildCall2(E->b, LLVMIntrinsicGetType(E->c, id, tys, nt), fn, args, n, "");
 }
-
-static LLVMValueRef i32c(em *E, unsigned v) { return LLVMConstInt(LLVMInt32TypeInContext(E->c), v, 0); }
 
 static LLVMValueRef all_lanes(em *E) {
     return LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(E->c), (unsigned)E->vf));

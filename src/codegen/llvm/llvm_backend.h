@@ -39,6 +39,8 @@ LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *arg
  * softmax term) on the vector x of w floats; NULL for any other f or a w not a power of two
  * up to 64. */
 LLVMValueRef ml_call_vec(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef x, unsigned w);
+/* The constant c in each of n lanes (n <= 64). */
+LLVMValueRef ml_splat(LLVMValueRef c, unsigned n);
 /* Calls an LLVM intrinsic overloaded on the type of its first argument. */
 LLVMValueRef ml_intrinsic(mathlib *ml, LLVMBuilderRef b, const char *name, LLVMValueRef *args,
                           unsigned n);

@@ -109,12 +109,14 @@ static LLVMTypeRef shaped(LLVMValueRef like, LLVMTypeRef elem) {
     return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMVectorType(elem, LLVMGetVectorSize(t)) : elem;
 }
 
-static LLVMValueRef splat_of(LLVMValueRef c, LLVMTypeRef ty) {
-    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind) return c;
+LLVMValueRef ml_splat(LLVMValueRef c, unsigned n) {
     LLVMValueRef e[64];
-    unsigned n = LLVMGetVectorSize(ty);
     for (unsigned i = 0; i < n; i++) e[i] = c;
     return LLVMConstVector(e, n);
+}
+
+static LLVMValueRef splat_of(LLVMValueRef c, LLVMTypeRef ty) {
+    return LLVMGetTypeKind(ty) == LLVMVectorTypeKind ? ml_splat(c, LLVMGetVectorSize(ty)) : c;
 }
 
 static LLVMValueRef kf(mathlib *ml, LLVMValueRef like, double v) {
@@ -148,18 +150,14 @@ static const double EXP_P6[] = {0.001390127930790186, 0.008363140746951103, 0.04
 static const double EXP_P5[] = {0.008312531096295678, 0.041890123685557834, 0.16667114431357438,
                                 0.49999231696857616, 1.0, 1.0};
 
-/* v as a constant of type ty: a float, or a vector of them */
-static LLVMValueRef splat(mathlib *ml, LLVMTypeRef ty, double v) { return splat_of(cf(ml, v), ty); }
-
 /* x = n ln2 + r (Cody-Waite), n = round(x log2 e) by the 1.5 * 2^23 trick: t's low mantissa
  * bits hold n itself, so no float -> int conversion (and no poison for out-of-range or NaN
  * inputs) is needed. Scalars or vectors (constants splat to x's type). Returns r. */
 static LLVMValueRef exp_reduce(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef *t, LLVMValueRef *n) {
-    LLVMTypeRef ty = LLVMTypeOf(x);
-    *t = fma_(ml, b, x, splat(ml, ty, 1.44269504088896341), splat(ml, ty, 12582912.0));
-    *n = LLVMBuildFSub(b, *t, splat(ml, ty, 12582912.0), "");
-    LLVMValueRef r = fma_(ml, b, *n, splat(ml, ty, -0.693359375), x);
-    return fma_(ml, b, *n, splat(ml, ty, 2.12194440e-4), r);
+    *t = fma_(ml, b, x, kf(ml, x, 1.44269504088896341), kf(ml, x, 12582912.0));
+    *n = LLVMBuildFSub(b, *t, kf(ml, x, 12582912.0), "");
+    LLVMValueRef r = fma_(ml, b, *n, kf(ml, x, -0.693359375), x);
+    return fma_(ml, b, *n, kf(ml, x, 2.12194440e-4), r);
 }
 
 /* term: softmax's terms exp(x - m) (LOP_EXP_TERM). With m the column's maximum the argument
@@ -249,18 +247,12 @@ static LLVMValueRef scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef p, LLVMVa
 }
 
 static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsigned w, bool term) {
-    LLVMTypeRef ty = LLVMTypeOf(x);
-#define K(v) splat(ml, ty, (v))
     /* below -104 the result rounds to 0 (and the reduction below stays exact); a NaN is kept */
-    x = sel(b, fcmp(b, LLVMRealOLT, x, K(-104.0)), K(-104.0), x);
+    x = sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, -104.0)), kf(ml, x, -104.0), x);
     if (!term) /* above 89, inf (softmax's terms: scalef makes them inf, or NaN for +inf) */
-        x = sel(b, fcmp(b, LLVMRealOGT, x, K(89.0)), K(89.0), x);
+        x = sel(b, fcmp(b, LLVMRealOGT, x, kf(ml, x, 89.0)), kf(ml, x, 89.0), x);
     LLVMValueRef t, n, r = exp_reduce(ml, b, x, &t, &n);
-    const double *c = term ? EXP_P5 : EXP_P6;
-    int nc = term ? 6 : 7;
-    LLVMValueRef p = K(c[0]);
-    for (int k = 1; k < nc; k++) p = fma_(ml, b, p, r, K(c[k]));
-#undef K
+    LLVMValueRef p = term ? horner(ml, b, r, EXP_P5, 6) : horner(ml, b, r, EXP_P6, 7);
     LLVMBuildRet(b, scalef(ml, b, p, n, w));
 }
 
