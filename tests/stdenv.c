@@ -622,6 +622,139 @@ void std_chain_add(env *e, const char *name) {
     fail_msg("no op group or chain named %s", name);
 }
 
+/* ---- random chains ------------------------------------------------------------------------ */
+
+/* What the generator keeps of each kind of value it has made: jagged [B, j1, D] (x's shape),
+ * padded [B, L, D], per item [B, D] and [B, 1, D], per row [B, j1, 1]. */
+enum { RK_J, RK_P, RK_D, RK_S, RK_K, RK_COUNT, RK_MAX = 32 };
+
+typedef struct rgen {
+    env *e;
+    uint64_t s;
+    rj_node v[RK_COUNT][RK_MAX];
+    int n[RK_COUNT];
+    int made[RK_COUNT]; /* how many the generator made (inputs excluded) */
+} rgen;
+
+static int rg_int(rgen *r, int lo, int hi) { return (int)rng_int(&r->s, lo, hi); }
+static bool rg_chance(rgen *r, double p) { return rng_uniform(&r->s, 0, 1) < p; }
+static rj_node rg_pick(rgen *r, int k) { return r->v[k][rg_int(r, 0, r->n[k] - 1)]; }
+
+static rj_node rg_keep(rgen *r, int k, rj_node n) {
+    if (r->n[k] < RK_MAX) r->v[k][r->n[k]++] = n, r->made[k]++;
+    return n;
+}
+
+/* A literal: mostly ordinary, sometimes at the edges of f32 (overflow, exp's range, tiny). */
+static rj_node rg_lit(rgen *r) {
+    static const double plain[] = {2.0, 0.5, -1.5, 3.0, 1e-3, 0.0, -0.25};
+    static const double edge[] = {1e20, -1e30, 88.0, 1e-30, 3.4e38};
+    return S(r->e, rg_chance(r, 0.1) ? edge[rg_int(r, 0, 4)] : plain[rg_int(r, 0, 6)]);
+}
+
+static double rg_fill(rgen *r) {
+    static const double v[] = {0.0, -1.0, 2.5, -INFINITY, INFINITY, 1e30, NAN};
+    return v[rg_chance(r, 0.4) ? rg_int(r, 0, 6) : rg_int(r, 0, 2)];
+}
+
+/* An elementwise op on a value of kind k (the result has kind k). */
+static rj_node rg_elementwise(rgen *r, int k) {
+    env *e = r->e;
+    rj_node a = rg_pick(r, k);
+    static const rj_op unary[] = {RJ_OP_NEG, RJ_OP_ABS, RJ_OP_RELU, RJ_OP_SILU, RJ_OP_SIGMOID, RJ_OP_TANH,
+                                  RJ_OP_EXP, RJ_OP_SGN, RJ_OP_GELU, RJ_OP_GELU_TANH, RJ_OP_SIN, RJ_OP_COS};
+    static const rj_op positive[] = {RJ_OP_LOG, RJ_OP_SQRT, RJ_OP_RSQRT};
+    static const rj_op binary[] = {RJ_OP_ADD, RJ_OP_SUB, RJ_OP_MUL, RJ_OP_MAXIMUM, RJ_OP_MINIMUM, RJ_OP_DIV};
+    double u = rng_uniform(&r->s, 0, 1);
+    if (u < 0.35) return un(e, unary[rg_int(r, 0, 11)], a);
+    if (u < 0.42) return un(e, positive[rg_int(r, 0, 2)], bin(e, RJ_OP_ADD, un(e, RJ_OP_ABS, a), S(e, 0.5)));
+    if (u < 0.8) {
+        /* the other operand: the same kind, a literal, or one that broadcasts */
+        rj_node c[5];
+        int nc = 0;
+        c[nc++] = rg_pick(r, k);
+        c[nc++] = rg_lit(r);
+        if (k != RK_K) c[nc++] = rg_chance(r, 0.5) ? e->w : e->v;
+        if (k == RK_J && r->n[RK_S]) c[nc++] = rg_pick(r, RK_S);
+        if (k == RK_J && r->n[RK_K]) c[nc++] = rg_pick(r, RK_K);
+        rj_node b = c[rg_int(r, 0, nc - 1)];
+        rj_op op = binary[rg_int(r, 0, 5)];
+        if (op == RJ_OP_DIV) return bin(e, op, a, bin(e, RJ_OP_ADD, un(e, RJ_OP_ABS, b), S(e, 0.5)));
+        return rg_chance(r, 0.5) ? bin(e, op, a, b) : bin(e, op, b, a);
+    }
+    if (u < 0.9) {
+        rj_node b = rg_pick(r, k);
+        return rj_graph_where(e->g, bin(e, RJ_OP_GT, a, b), a, rg_chance(r, 0.5) ? b : rg_lit(r));
+    }
+    if (u < 0.93) {
+        /* no negative exponents: near 0 they turn a sum's rounding into any error at all */
+        static const double ex[] = {2, 3, 0.5};
+        int i = rg_int(r, 0, 2);
+        return bin(e, RJ_OP_POW, a, i < 2 && rg_chance(r, 0.5) ? SI(e, (int64_t)ex[i]) : S(e, ex[i]));
+    }
+    if (u < 0.96) {
+        static const rj_dtype via[] = {RJ_F64, RJ_F32, RJ_I32};
+        return rj_graph_cast(e->g, rj_graph_cast(e->g, a, via[rg_int(r, 0, 2)]), e->ft);
+    }
+    if (k == RK_J) return rj_graph_masked_fill(e->g, a, e->m, rg_chance(r, 0.3) ? rg_fill(r) : 2.0);
+    return bin(e, RJ_OP_MUL, a, rg_lit(r));
+}
+
+void std_random_chain(env *e, uint64_t seed) {
+    rgen r = {.e = e, .s = seed * 0x9E3779B97F4A7C15ull + 1};
+    r.v[RK_J][0] = e->x, r.v[RK_J][1] = e->y, r.n[RK_J] = 2;
+    r.v[RK_D][0] = e->pb, r.n[RK_D] = 1;
+    r.v[RK_S][0] = e->p3, r.n[RK_S] = 1;
+    static const rj_op reduce[] = {RJ_OP_SUM, RJ_OP_MEAN, RJ_OP_MAX, RJ_OP_MIN, RJ_OP_SUM, RJ_OP_MEAN};
+    rj_dim padlen = rg_chance(&r, 0.3) ? e->L : RJ_DIM_NONE; /* one for all, so padded values combine */
+    int steps = rg_int(&r, 3, 10);
+    for (int i = 0; i < steps; i++) {
+        double u = rng_uniform(&r.s, 0, 1);
+        rj_node a = rg_pick(&r, RK_J);
+        if (u < 0.45) {
+            static const int kinds[] = {RK_J, RK_J, RK_J, RK_D, RK_P, RK_S, RK_K};
+            int k = kinds[rg_int(&r, 0, 6)];
+            if (!r.n[k]) k = RK_J;
+            rg_keep(&r, k, rg_elementwise(&r, k));
+        } else if (u < 0.58) {
+            bool keep = rg_chance(&r, 0.3);
+            rg_keep(&r, keep ? RK_S : RK_D, rj_graph_reduce(e->g, reduce[rg_int(&r, 0, 5)], a, 1, keep));
+        } else if (u < 0.62) {
+            int k = r.n[RK_S] && rg_chance(&r, 0.5) ? RK_S : RK_D;
+            rj_node b = rg_pick(&r, k);
+            rg_keep(&r, k, rg_chance(&r, 0.5) ? rj_graph_softmax(e->g, b, -1) : rj_graph_log_softmax(e->g, b, -1));
+        } else if (u < 0.64) { /* prod of values kept near 1 */
+            rj_node c = bin(e, RJ_OP_MINIMUM, bin(e, RJ_OP_MAXIMUM, a, S(e, -1.2)), S(e, 1.2));
+            rg_keep(&r, RK_D, rj_graph_reduce(e->g, RJ_OP_PROD, c, 1, false));
+        } else if (u < 0.70) {
+            rg_keep(&r, RK_K, rj_graph_reduce(e->g, reduce[rg_int(&r, 0, 3)], a, 2, true));
+        } else if (u < 0.80) {
+            int dim = rg_chance(&r, 0.5) ? 1 : -1;
+            rg_keep(&r, RK_J, rg_chance(&r, 0.5) ? rj_graph_softmax(e->g, a, dim) : rj_graph_log_softmax(e->g, a, dim));
+        } else if (u < 0.86) {
+            /* a norm of a nearly constant row (1.5 + a softmax) turns rounding into any error
+             * at all: norms take x or y, through a unary op at most */
+            static const rj_op calm[] = {RJ_OP_RELU, RJ_OP_TANH, RJ_OP_EXP, RJ_OP_SIN, RJ_OP_ABS};
+            a = rg_chance(&r, 0.5) ? e->x : e->y;
+            if (rg_chance(&r, 0.5)) a = un(e, calm[rg_int(&r, 0, 4)], a);
+            rj_node w = rg_chance(&r, 0.5) ? e->w : RJ_NONE;
+            rg_keep(&r, RK_J, rg_chance(&r, 0.5) ? rj_graph_layer_norm(e->g, a, 1, w, rg_chance(&r, 0.5) ? e->v : RJ_NONE, -1)
+                                                  : rj_graph_rms_norm(e->g, a, 1, w, -1));
+        } else {
+            rj_node p = rg_keep(&r, RK_P, rj_graph_pad(e->g, a, rg_fill(&r), padlen));
+            double v = rng_uniform(&r.s, 0, 1);
+            if (v < 0.3) rg_keep(&r, RK_J, rj_graph_unpad(e->g, rg_elementwise(&r, RK_P), e->J));
+            else if (v < 0.6) rg_keep(&r, RK_D, rj_graph_reduce(e->g, reduce[rg_int(&r, 0, 3)], p, 1, false));
+            else if (v < 0.8) rg_keep(&r, RK_J, rj_graph_unpad(e->g, rj_graph_softmax(e->g, p, 1), e->J));
+        }
+    }
+    /* outputs: the newest value of each kind the generator made */
+    int outs = 0;
+    for (int k = 0; k < RK_COUNT; k++)
+        if (r.made[k]) out(e, r.v[k][r.n[k] - 1]), outs++;
+    if (!outs) out(e, rg_elementwise(&r, RK_J));
+}
+
 /* ---- the corpus on a GPU target ----------------------------------------------------------- */
 
 int std_corpus_count(void) { return std_nops + std_nchains; }
@@ -646,17 +779,17 @@ static const char *target_name(rj_target t) {
 }
 
 /* One length pattern of graph i in one layout on the program pt, against the interpreter. */
-static void run_pattern(rj_ctx *ctx, const env *e, int i, rj_program *pt, rj_program *pr, int pat,
-                        bool with_holes) {
+static void run_pattern(rj_ctx *ctx, const env *e, const char *name, uint64_t seed, rj_program *pt,
+                        rj_program *pr, int pat, bool with_holes) {
     rj_dtype ft = e->ft;
-    data d = data_new((len_pattern)pat, ft, (uint64_t)i + 7);
+    data d = data_new((len_pattern)pat, ft, seed);
     holes h = {0};
     if (with_holes) h = holes_new(&d, ft);
     rj_bind *bt = rj_bind_new(pt), *br = rj_bind_new(pr);
     bind_all(ctx, bt, e, &d, with_holes ? &h : NULL);
     bind_all(ctx, br, e, &d, with_holes ? &h : NULL);
     if (rj_program_run(pt, bt))
-        fail_msg("%s (%s%s): run: %s", std_corpus_name(i), len_pattern_names[pat], with_holes ? ", with holes" : "",
+        fail_msg("%s (%s%s): run: %s", name, len_pattern_names[pat], with_holes ? ", with holes" : "",
                  rj_ctx_error(ctx));
     assert_ok(ctx, rj_program_run(pr, br));
     for (int o = 0; o < rj_graph_output_count(e->g); o++) {
@@ -665,7 +798,7 @@ static void run_pattern(rj_ctx *ctx, const env *e, int i, rj_program *pt, rj_pro
         rj_tensor_get_info(rj_bind_result(bt, on), &gi);
         rj_tensor_get_info(rj_bind_result(br, on), &ri);
         char what[160];
-        snprintf(what, sizeof what, "%s, output %s, %s, %s%s", std_corpus_name(i), rj_node_name(e->g, on),
+        snprintf(what, sizeof what, "%s, output %s, %s, %s%s", name, rj_node_name(e->g, on),
                  len_pattern_names[pat], rj_dtype_name(ft), with_holes ? ", with holes" : "");
         compare(what, &gi, &ri);
     }
@@ -675,36 +808,80 @@ static void run_pattern(rj_ctx *ctx, const env *e, int i, rj_program *pt, rj_pro
     data_free(&d);
 }
 
+/* Compiles e's graph for target and checks it against the interpreter on every length pattern
+ * in the layouts asked for (seed: the data's), then frees the graph; skips the test, saying
+ * why, when the target has no device. Returns the compile time in ms. */
+static double run_graph(rj_ctx *ctx, env *e, const char *name, uint64_t seed, rj_target target, int layouts) {
+    if (rj_graph_status(e->g) != RJ_OK) fail_msg("%s: building: %s", name, rj_ctx_error(ctx));
+    double tc = now_ms();
+    rj_program *pt = rj_program_new(e->g, target);
+    tc = now_ms() - tc;
+    if (!pt) {
+        if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE)
+            fail_msg("%s: compiling for %s: %s", name, target_name(target), rj_ctx_error(ctx));
+        printf("skipped: %s\n", rj_ctx_error(ctx));
+        rj_graph_free(e->g);
+        skip();
+    }
+    rj_program *pr = rj_program_new(e->g, RJ_TARGET_REFERENCE);
+    assert_non_null(pr);
+    for (int pat = 0; pat < LEN_PATTERN_COUNT; pat++) {
+        if (layouts & STD_PACKED) run_pattern(ctx, e, name, seed, pt, pr, pat, false);
+        if (layouts & STD_HOLES) run_pattern(ctx, e, name, seed, pt, pr, pat, true);
+    }
+    rj_program_free(pt);
+    rj_program_free(pr);
+    rj_graph_free(e->g);
+    return tc;
+}
+
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts) {
     int graphs = 0;
     double t0 = now_ms(), t_compile = 0;
     for (int i = 0; i < std_corpus_count(); i++)
         for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
             env e = std_corpus_build(ctx, i, ft);
-            double tc = now_ms();
-            rj_program *pt = rj_program_new(e.g, target);
-            t_compile += now_ms() - tc;
-            if (!pt) {
-                if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE)
-                    fail_msg("%s: compiling for %s: %s", std_corpus_name(i), target_name(target), rj_ctx_error(ctx));
-                printf("skipped: %s\n", rj_ctx_error(ctx));
-                rj_graph_free(e.g);
-                skip();
-            }
-            rj_program *pr = rj_program_new(e.g, RJ_TARGET_REFERENCE);
-            assert_non_null(pr);
-            for (int pat = 0; pat < LEN_PATTERN_COUNT; pat++) {
-                if (layouts & STD_PACKED) run_pattern(ctx, &e, i, pt, pr, pat, false);
-                if (layouts & STD_HOLES) run_pattern(ctx, &e, i, pt, pr, pat, true);
-            }
-            rj_program_free(pt);
-            rj_program_free(pr);
-            rj_graph_free(e.g);
+            t_compile += run_graph(ctx, &e, std_corpus_name(i), (uint64_t)i + 7, target, layouts);
             graphs++;
         }
     printf("%d graphs match the interpreter on %s (%d length patterns%s%s) in %.0f ms (compiling: %.0f ms)\n",
            graphs, target_name(target), LEN_PATTERN_COUNT, layouts & STD_PACKED ? ", packed inputs" : "",
            layouts & STD_HOLES ? ", inputs with holes" : "", now_ms() - t0, t_compile);
+}
+
+void std_random_range(int fallback, uint64_t *first, uint64_t *last) {
+    const char *one = getenv("RJ_RANDOM_SEED"), *n = getenv("RJ_RANDOM_CHAINS");
+    *first = 1, *last = (uint64_t)fallback;
+    if (one && *one) *first = *last = strtoull(one, NULL, 10);
+    else if (n && *n) *last = strtoull(n, NULL, 10);
+}
+
+void std_random_print(rj_ctx *ctx, uint64_t seed, rj_dtype ft) {
+    env e = env_new(ctx, ft);
+    std_random_chain(&e, seed);
+    char *text = rj_graph_dump(e.g, RJ_TARGET_CPU, "graph");
+    printf("random chain %llu (%s):\n%s", (unsigned long long)seed, rj_dtype_name(ft), text ? text : rj_ctx_error(ctx));
+    rj_string_free(ctx, text);
+    rj_graph_free(e.g);
+}
+
+void std_random_run(rj_ctx *ctx, rj_target target, int fallback) {
+    uint64_t first, last;
+    std_random_range(fallback, &first, &last);
+    double t0 = now_ms();
+    for (uint64_t seed = first; seed <= last; seed++) {
+        rj_dtype ft = seed % 4 ? RJ_F32 : RJ_F64;
+        if (first == last) std_random_print(ctx, seed, ft);
+        env e = env_new(ctx, ft);
+        std_random_chain(&e, seed);
+        char name[64];
+        snprintf(name, sizeof name, "random chain %llu (RJ_RANDOM_SEED=%llu)", (unsigned long long)seed,
+                 (unsigned long long)seed);
+        run_graph(ctx, &e, name, seed, target, STD_PACKED | STD_HOLES);
+    }
+    printf("random chains %llu..%llu match the interpreter on %s (%d length patterns, packed and with holes) "
+           "in %.0f ms\n", (unsigned long long)first, (unsigned long long)last, target_name(target),
+           LEN_PATTERN_COUNT, now_ms() - t0);
 }
 
 /* Compiles and runs a small graph on target with the nth allocation failing (0: none). */

@@ -85,6 +85,26 @@ extern const int std_nops;
 /* Adds the op group or chain of that name to e (fails the test if there is none). */
 void std_chain_add(env *e, const char *name);
 
+/* A random chain of 3 to 10 steps over e's inputs, made from `seed`: elementwise ops (every
+ * unary op; binary ops on operands of the same kind, literals (some at the edges of f32) and
+ * broadcasts; where, pow, casts there and back, masked_fill), reductions over the ragged dim
+ * and over the inner dim (keepdim too), softmax and log_softmax over both and over per-item
+ * values, layer and RMS norms, pad (to the longest row or to L, with infinities and NaN among
+ * the values) and what follows it: unpad of an elementwise op, a reduction or a softmax over
+ * the padded dim. The newest value of each kind is an output. */
+void std_random_chain(env *e, uint64_t seed);
+
+/* How many random chains a test runs: RJ_RANDOM_CHAINS=N, else `fallback`. RJ_RANDOM_SEED=S
+ * runs chain S alone (and prints it): *first = *last = S. */
+void std_random_range(int fallback, uint64_t *first, uint64_t *last);
+
+/* Prints chain `seed`'s graph in the text format (for reproducing a failure with `ragjit`). */
+void std_random_print(rj_ctx *ctx, uint64_t seed, rj_dtype ft);
+
+/* Random chains in f32 (every fourth in f64) on `target` against the interpreter, inputs
+ * packed and with holes, every length pattern. Skips the test without a device. */
+void std_random_run(rj_ctx *ctx, rj_target target, int fallback);
+
 /* ---- the corpus of the GPU targets: the op groups, then the chains ---------------------------- */
 
 int std_corpus_count(void);

@@ -361,6 +361,7 @@ static void test_device_stats(void **state) {
  * running fails once. */
 static void test_device_runs(void **state) { std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_PACKED); }
 static void test_device_holes(void **state) { std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_HOLES); }
+static void test_device_random(void **state) { std_random_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, 16); }
 /* Where a device exists: a device-resident run with trusted offsets on the caller's stream is
  * captured into a CUDA graph, and the graph replayed on new data gives the CPU's results. */
 typedef struct cudrv {
@@ -494,7 +495,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_ptx), FX(test_alloc_failures),
         FX(test_no_device), FX(test_device_stats),
-        FX(test_device_runs), FX(test_device_holes), FX(test_device_alloc_failures), FX(test_index_errors),
+        FX(test_device_runs), FX(test_device_holes), FX(test_device_random), FX(test_device_alloc_failures), FX(test_index_errors),
         FX(test_device_alloc_failures_device), FX(test_device_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -120,6 +120,11 @@ static void test_device_runs(void **state) {
     std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, STD_PACKED | STD_HOLES);
 }
 
+/* Random chains (stdenv.h), fewer than the CPU's (RJ_RANDOM_CHAINS, RJ_RANDOM_SEED as there). */
+static void test_random_chains(void **state) {
+    std_random_run(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, 16);
+}
+
 static void test_index_errors(void **state) {
     (void)state;
     std_index_errors(RJ_TARGET_OPENCL);
@@ -593,7 +598,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs),
         FX(test_threads), FX(test_stats_and_probe), FX(test_device_memory), FX(test_alloc_failures), FX(test_index_errors),
-        FX(test_alloc_failures_device),
+        FX(test_alloc_failures_device), FX(test_random_chains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
