@@ -463,7 +463,9 @@ typedef struct rj_tensor_info {
                                    * else 1 (or 0 when left zero by the caller) */
 } rj_tensor_info;
 
-/* A dense tensor over caller memory (borrowed) or, with data == NULL, zero-filled owned memory. */
+/* Values that ragjit allocates (rj_tensor_dense with data == NULL, from_components, to_padded,
+ * contiguous, rj_npy_read, and the outputs a binding allocates) start on a 64-byte boundary.
+ * A dense tensor over caller memory (borrowed) or, with data == NULL, zero-filled owned memory. */
 RJ_API rj_tensor *rj_tensor_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64_t *shape,
                                   void *data);
 /* A jagged tensor from packed values (rows x inner) and offsets (B+1), borrowed, no copy, like

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -144,6 +145,7 @@ static void public_round_trip(fixture *f, const char *p, rj_dtype t, int rank,
     assert_int_equal(in.rows, numel_of(rank, shape));
     for (int i = 0; i < rank; i++) assert_int_equal(in.shape[i], shape[i]);
     assert_non_null(in.values);
+    assert_int_equal((uintptr_t)in.values % 64, 0); /* ragjit.h: values it allocates are aligned */
     if (in.rows) assert_memory_equal(in.values, data, (size_t)in.rows * rj_dtype_size(t));
     rj_tensor_free(tt);
 }

@@ -454,9 +454,9 @@ static rj_status read_open_file(rj_ctx *ctx, const char *path, FILE *f, int64_t 
     if ((uint64_t)avail > lay.nbytes)
         return ctx_fail(ctx, RJ_ERR_IO, "%s: %lld trailing bytes after the data", path,
                         (long long)(avail - (int64_t)lay.nbytes));
-    /* mem_alloc and mem_free both treat 0 bytes as 1, so an empty array still has a block
-     * and bytes = 0 frees it exactly */
-    if (!(out->data = mem_alloc(ctx, lay.nbytes)))
+    /* mem_alloc_data and mem_free_data both treat 0 bytes as 1, so an empty array still has
+     * a block and bytes = 0 frees it exactly; aligned, as every tensor's data */
+    if (!(out->data = mem_alloc_data(ctx, lay.nbytes)))
         return ctx_fail(ctx, RJ_ERR_NOMEM, "%s: out of memory reading %zu bytes of data", path,
                         lay.nbytes);
     out->bytes = lay.nbytes;
@@ -485,7 +485,7 @@ rj_status npy_read(rj_ctx *ctx, const char *path, npy_array *out) {
 
 void npy_free(rj_ctx *ctx, npy_array *a) {
     if (!a) return;
-    if (ctx && a->data) mem_free(ctx, a->data, a->bytes);
+    if (ctx && a->data) mem_free_data(ctx, a->data, a->bytes);
     memset(a, 0, sizeof *a);
 }
 

@@ -31,7 +31,7 @@ struct rj_tensor {
     int64_t own_batch;
 };
 
-/* A dense tensor over data (bytes long, from mem_alloc on ctx) that the tensor now owns. The
+/* A dense tensor over data (bytes long, from mem_alloc_data on ctx) that the tensor now owns. The
  * data is freed on failure too, so a reader can hand over its buffer without a cleanup path. */
 rj_tensor *tensor_adopt_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64_t *shape,
                               void *data, size_t bytes);

@@ -64,7 +64,7 @@ static rj_tensor *tensor_alloc(rj_ctx *ctx) {
 void rj_tensor_free(rj_tensor *t) {
     if (!t || t->owned_by_bind) return;
     rj_ctx *ctx = t->ctx;
-    mem_free(ctx, t->own_values, t->own_bytes);
+    mem_free_data(ctx, t->own_values, t->own_bytes);
     if (t->own_offsets) mem_free(ctx, t->own_offsets, sizeof(int64_t) * (size_t)(t->own_batch + 1));
     if (t->own_lengths) mem_free(ctx, t->own_lengths, sizeof(int64_t) * (size_t)(t->own_batch ? t->own_batch : 1));
     mem_free(ctx, t, sizeof *t);
@@ -126,10 +126,11 @@ rj_tensor *rj_tensor_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64_t 
     rj_tensor *t = tensor_alloc(ctx);
     if (!t) return NULL;
     if (!data) {
-        if (!(t->own_values = mem_zalloc(ctx, bytes))) {
+        if (!(t->own_values = mem_alloc_data(ctx, bytes))) {
             rj_tensor_free(t);
             return NULL;
         }
+        memset(t->own_values, 0, bytes ? bytes : 1);
         t->own_bytes = bytes ? bytes : 1;
         data = t->own_values;
     }
@@ -143,7 +144,7 @@ rj_tensor *tensor_adopt_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64
                               void *data, size_t bytes) {
     rj_tensor *t = rj_tensor_dense(ctx, dtype, rank, shape, data);
     if (!t) {
-        mem_free(ctx, data, bytes);
+        mem_free_data(ctx, data, bytes);
         return NULL;
     }
     t->own_values = data;
@@ -252,7 +253,7 @@ rj_tensor *rj_tensor_from_components(rj_ctx *ctx, rj_dtype dtype, int64_t n,
     if (!t) return NULL;
     t->own_batch = n;
     t->own_bytes = bytes ? bytes : 1;
-    if (!(t->own_values = mem_alloc(ctx, t->own_bytes)) ||
+    if (!(t->own_values = mem_alloc_data(ctx, t->own_bytes)) ||
         !(t->own_offsets = mem_alloc(ctx, sizeof(int64_t) * (size_t)(n + 1)))) {
         rj_tensor_free(t);
         return NULL;
@@ -400,7 +401,7 @@ rj_tensor *rj_tensor_contiguous(const rj_tensor *t) {
     if (!o) return NULL;
     o->own_batch = B;
     o->own_bytes = bytes ? bytes : 1;
-    if (!(o->own_values = mem_alloc(ctx, o->own_bytes)) ||
+    if (!(o->own_values = mem_alloc_data(ctx, o->own_bytes)) ||
         !(o->own_offsets = mem_alloc(ctx, sizeof(int64_t) * (size_t)(B + 1)))) {
         rj_tensor_free(o);
         return NULL;

@@ -7,6 +7,7 @@
  * without leaking. A failed allocation records the error in the context, so call sites only
  * propagate. Zero-byte requests are rounded up to one: the hook reserves nsize == 0 for free.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "util.h"
@@ -34,6 +35,30 @@ void *mem_realloc(rj_ctx *ctx, void *p, size_t osize, size_t nsize) {
 
 void mem_free(rj_ctx *ctx, void *p, size_t n) {
     if (p) ctx->alloc(ctx->ud, p, n ? n : 1, 0);
+}
+
+/* The hook's block is n + DATA_ALIGN bytes; the data starts at the first aligned address past
+ * its start (1 to DATA_ALIGN bytes in), and the byte before the data holds that distance. The
+ * hook sees the same size at the allocation and at the free. */
+#define DATA_ALIGN 64
+
+void *mem_alloc_data(rj_ctx *ctx, size_t n) {
+    if (n == 0) n = 1;
+    if (n > SIZE_MAX - DATA_ALIGN) {
+        ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory (allocating %zu bytes)", n);
+        return NULL;
+    }
+    unsigned char *raw = mem_alloc(ctx, n + DATA_ALIGN);
+    if (!raw) return NULL;
+    unsigned char *p = (unsigned char *)(((uintptr_t)raw + DATA_ALIGN) & ~(uintptr_t)(DATA_ALIGN - 1));
+    p[-1] = (unsigned char)(p - raw);
+    return p;
+}
+
+void mem_free_data(rj_ctx *ctx, void *p, size_t n) {
+    if (!p) return;
+    unsigned char *d = p;
+    mem_free(ctx, d - d[-1], (n ? n : 1) + DATA_ALIGN);
 }
 
 char *mem_strdup(rj_ctx *ctx, const char *s) {

@@ -97,6 +97,10 @@ void *mem_alloc(rj_ctx *ctx, size_t n);
 void *mem_zalloc(rj_ctx *ctx, size_t n);
 void *mem_realloc(rj_ctx *ctx, void *p, size_t osize, size_t nsize);
 void mem_free(rj_ctx *ctx, void *p, size_t n);
+/* Tensor data: 64-byte aligned (whole cache lines per row for vector loads and streaming
+ * stores; a block from malloc is 16 bytes past one), freed with mem_free_data and the same n. */
+void *mem_alloc_data(rj_ctx *ctx, size_t n);
+void mem_free_data(rj_ctx *ctx, void *p, size_t n);
 char *mem_strdup(rj_ctx *ctx, const char *s);
 void mem_strfree(rj_ctx *ctx, char *s);
 /* Grows *arr (of elem-size es) so it holds at least need elements; *cap is updated. */
