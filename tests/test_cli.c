@@ -355,7 +355,7 @@ static void test_vector_widths(void **state) {
         "p = pad(x * 2.0, value=-1.5)\n"
         "q = where(x > 0.0, x * w, -x)\n"
         "output e, s, si, anyp, r, sm, ln, p, q, mz, dt\n";
-    static const int widths[] = {1, 2, 3, 8, 15, 16, 17, 31, 33, 48, 64, 100};
+    static const int widths[] = {1, 2, 3, 8, 15, 16, 17, 31, 33, 48, 64, 100, 256};
     char path[512], text[2048];
     snprintf(path, sizeof path, "%s/widths.rj", tmpdir);
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
@@ -384,7 +384,7 @@ static void test_vector_widths(void **state) {
     }
     /* item kernels' tiles narrowed (a stash budget of a few rows, and one item far longer than
      * the other): their vector loops leave out the masked step only where every tile allows */
-    static const int narrow[] = {40, 48, 96, 100};
+    static const int narrow[] = {40, 48, 96, 100, 256};
     setenv("RAGJIT_STASH_BYTES", "8192", 1);
     for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
         char n[16];

@@ -199,6 +199,20 @@ static void test_print_softmax_ragged(void **state) {
     expect_in(t, "scratch[%0] = maximum(scratch[%0], ");
     assert_null(strstr(t, "reduce"));
     rj_string_free(f->ctx, t);
+    /* 256 columns of f32 with AVX-512 (lower.c, state_tile): a kernel of two constant tiles of
+     * 128 whose accumulators have an array of their own, and its twin of runtime tiles for
+     * items too long for its stash (with AVX2, tiles of 32 columns would take 64) */
+    if (target_desc_for(RJ_TARGET_CPU)->vector_bytes != 64) return;
+    t = must_dump(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 256]\ns = softmax(x, dim=1)\noutput s\n");
+    expect_in(t, "// launch: units = (item, 128-wide tile) pairs of j1 over [256]; per thread: a chunk of units, "
+                 "lanes vectorised; runs when max(j1) rows of 128 columns fit the stash budget\nkernel k0(");
+    expect_in(t, "\n  local thread f32 scratch[max(j1) * 128]\n  local thread f32 acc[512]\n");
+    expect_in(t, "\n        for t in 0 .. 128 lanes {\n          acc[(384 + t)] = -inf\n");
+    expect_in(t, "\n              scratch[((i * 128) + t)] = e\n");
+    expect_in(t, "// launch: units = (item, tile) pairs of j1 over [256]; per thread: a chunk of units, lanes "
+                 "vectorised; runs when max(j1) rows of 128 columns exceed the stash budget\nkernel k0_tiles(");
+    expect_in(t, "\n  local thread f32 scratch[(4 + max(j1)) * tile]\n");
+    rj_string_free(f->ctx, t);
 }
 
 static void test_print_layer_norm(void **state) {

@@ -664,7 +664,11 @@ static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
         break;
     }
     if (!k->launch.simt) {
-        sbuf_puts(b, "; per thread: a chunk of units, lanes vectorised\n");
+        sbuf_puts(b, "; per thread: a chunk of units, lanes vectorised");
+        if (k->stash_variant)
+            sbuf_printf(b, "; runs when max(%s) rows of %d columns %s the stash budget", class_name(g, k),
+                        (int)k->variant_tile, k->stash_variant == 1 ? "fit" : "exceed");
+        sbuf_putc(b, '\n');
         return;
     }
     sbuf_printf(b, "; blocks of %d threads", (int)k->launch.block);
@@ -682,9 +686,11 @@ static void print_local(sbuf *b, const rj_graph *g, const lkernel *k, const lloc
         sbuf_printf(b, "%lld]\n", (long long)l->elems);
         return;
     }
-    if (k->scratch_per_row) sbuf_printf(b, "(%d + max(%s)) * ", (int)k->scratch_per_tile, class_name(g, k));
+    if (k->scratch_per_row && !k->scratch_per_tile) sbuf_printf(b, "max(%s) * ", class_name(g, k));
+    else if (k->scratch_per_row) sbuf_printf(b, "(%d + max(%s)) * ", (int)k->scratch_per_tile, class_name(g, k));
     else if (k->scratch_per_tile != 1) sbuf_printf(b, "%d * ", (int)k->scratch_per_tile);
-    if (k->tiled) sbuf_puts(b, "tile");
+    if (k->fixed_tile > 0) sbuf_printf(b, "%d", (int)k->fixed_tile);
+    else if (k->tiled) sbuf_puts(b, "tile");
     else print_dims(b, g, k->dom_dims, k->dom_rank, " * ");
     sbuf_puts(b, "]\n");
 }
@@ -818,7 +824,8 @@ static void fp_kernel(sbuf *b, const lkernel *k) {
     fp_int(b, k->scratch_type), fp_int(b, k->scratch_per_tile), fp_int(b, k->scratch_per_row);
     fp_int(b, k->has_nt), fp_int(b, k->tiled), fp_int(b, k->passes), fp_int(b, k->fixed_tile);
     fp_int(b, k->split_only), fp_int(b, k->inner_only), fp_int(b, k->heavy);
-    fp_int(b, k->lanes_max), fp_int(b, k->lanes_var), fp_int(b, k->lanes_multiple);
+    fp_int(b, k->lanes_max), fp_int(b, k->lanes_var), fp_int(b, k->lanes_multiple), fp_int(b, k->lanes_whole);
+    fp_int(b, k->stash_variant), fp_int(b, k->variant_tile);
     const lgemm *g = &k->gemm;
     fp_int(b, g->on);
     if (g->on) {

@@ -257,6 +257,14 @@ typedef struct lkernel {
                              * constant inner extent's greatest common divisor with
                              * LANES_GRANULE, to whose multiples the runtime narrows tiles);
                              * 0: not known */
+    bool lanes_whole;   /* lanes loops of a constant extent up to lanes_max are written out
+                         * step by step, with no loop (a constant tile's accumulators then
+                         * stay in registers across the row loops around them) */
+    uint8_t stash_variant; /* UD_ITEMS on a CPU: 0 always runs; 1 a softmax's constant-tile
+                            * kernel, run when the longest item's stash at variant_tile columns
+                            * fits the runtime's cache budget; 2 its twin of runtime tiles (which
+                            * the runtime narrows for long items), run when it does not */
+    int32_t variant_tile;
     bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
                          * whose every item is one piece skips it */
     bool inner_only;    /* run only by another kernel's library call (a GEMM's prologue) */

@@ -1327,7 +1327,9 @@ static int32_t red_input(lower *L, red_ctx *rc, const at *a) {
 typedef struct items {
     red_ctx *rc;
     blk ub;            /* the unit loop's body, where the phases append */
-    int32_t loc;       /* the thread-local accumulators */
+    int32_t loc;       /* the thread-local accumulators (and softmax's stash) */
+    int32_t sloc;      /* the accumulators' local: loc, or a constant-sized one of their own
+                        * when the tile is a constant (state_tile) */
     int32_t vt;        /* the lane variable t */
     int32_t len, cnt;  /* the item's rows; its padding rows (0 unless the axis is padded) */
     at rows, pad;      /* element (b, i, f0 + t): in the rows, in the padding rows */
@@ -1336,6 +1338,10 @@ typedef struct items {
     int32_t s2;        /* softmax: the input stashed for row i, lane t */
     bool compensate;   /* float sums are compensated (fold_add) */
 } items;
+
+/* The local that holds slot: the stash (s2) is in the scratch the runtime passes, the
+ * accumulators in sloc. */
+static int32_t loc_of(const items *it, int32_t slot) { return slot == it->s2 ? it->loc : it->sloc; }
 
 /* Rows of an item summed plainly into a block partial before the partial is added, with
  * compensation, to the item's sum. */
@@ -1405,9 +1411,9 @@ static void fold_add(lower *L, blk *b, rj_dtype t, int32_t loc, int32_t slot, in
 
 /* The compensated sum in slot, as fold_add leaves it. */
 static int32_t fold_result(lower *L, items *it, const fold *f) {
-    int32_t acc = xlocal(L, it->loc, f->slot);
+    int32_t acc = xlocal(L, loc_of(it, f->slot), f->slot);
     if (!f->compensated) return acc;
-    return xbin(L, RJ_OP_SUB, it->rc->acc_t, acc, xlocal(L, it->loc, it->sc));
+    return xbin(L, RJ_OP_SUB, it->rc->acc_t, acc, xlocal(L, loc_of(it, it->sc), it->sc));
 }
 
 /* Opens "for t in 0 .. tn lanes" in `into`; the caller fills *body and closes it. */
@@ -1449,9 +1455,33 @@ static at item_element(lower *L, const node *x, int32_t cls, int32_t b, int32_t 
     return a;
 }
 
+/* Softmax over the ragged dim on a CPU, over a constant inner extent N, may take column tiles
+ * of a constant width (log_softmax, which stashes nothing, was not measured this way). Its lanes loops then have a constant extent, which emit.c writes out
+ * step by step (lkernel.lanes_whole), and its accumulators (the maximum, the sum and its
+ * compensation, the block partial) live in an array of their own of constant size, apart from
+ * the stash: LLVM keeps them in registers across the row loops, where through the runtime's
+ * scratch every row stored and reloaded each one, and tiles of a width read from a variable
+ * cannot be written out. Measured on a Zen 4 (AVX-512, f32, items of 1..1024 rows, paired
+ * runs against the runtime-tile kernel): rows of at most one vector register run 1.3-1.5x
+ * faster (examples/masked_softmax.rj's 8 columns, 16 columns) and 256 columns in two tiles of
+ * eight registers 1.07-1.11x (bench/'s W2; a hand-written loop ran 2x faster with its 128-column
+ * tile a constant than read from a variable), while whole rows of 32 to 128 columns measured
+ * 0.97-1.0 and 512 columns in four tiles 0.85: the tiles are those two shapes only (0: the
+ * runtime's tiles). The runtime narrows tiles wider than LANES_GRANULE for long items, to keep
+ * their stash in cache; a constant tile cannot be, so such a kernel gets a twin of runtime
+ * tiles, and the runtime runs whichever the longest item's stash calls for (lower_items). */
+static int64_t state_tile(const lower *L, const lkernel *k, int32_t N, bool softmax, rj_dtype acc) {
+    if (L->desc->simt || !softmax || !k->tiled || L->err || k->ex[N].kind != LX_CONST) return 0;
+    int64_t lanes = L->desc->vector_bytes / (int64_t)rj_dtype_size(acc), n = k->ex[N].i;
+    int64_t w = (L->desc->vector_bytes >= 64 ? 8 : 4) * lanes;
+    if (n <= 0 || lanes <= 0) return 0;
+    if (n <= lanes) return n;
+    return n == 2 * w ? w : 0;
+}
+
 /* The unit loop and the unit's decomposition: item b, tile start f0, tile extent tn, item
  * length len; the accumulators and the index of an element of the tile. */
-static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
+static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top, bool allow_state) {
     const node *root = rc->ai.root, *x = rc->ai.x;
     lkernel *k = L->k;
     bool softmax = op_table[root->op].kind == KIND_SOFTMAX;
@@ -1481,7 +1511,15 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     /* unit -> item b, tile [f0, f0 + ntile) of the inner extent N */
     int32_t N = xi(L, 1);
     for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
-    int32_t T = k->tiled ? xparam(L, PK_TILE, 0, "tile") : N;
+    int64_t TC = allow_state ? state_tile(L, k, N, root->op == RJ_OP_SOFTMAX, rc->acc_t) : 0;
+    int32_t T = TC > 0 ? xi(L, TC) : k->tiled ? xparam(L, PK_TILE, 0, "tile") : N;
+    if (TC > 0) {
+        k->fixed_tile = (int32_t)TC;
+        k->scratch_per_tile = 0;
+        /* the runtime narrows tiles wider than LANES_GRANULE for long items, to keep their
+         * stash in cache: a twin of runtime tiles runs where this one's stash would not fit */
+        if (k->ex[N].i > LANES_GRANULE) k->stash_variant = 1, k->variant_tile = (int32_t)TC;
+    }
     if (!L->err && k->ex[N].kind == LX_CONST && k->ex[N].i > 0) {
         /* tiles are N or multiples of LANES_GRANULE, so every tile's extent (a tile, or what is
          * left of N after whole ones) is a multiple of their greatest common divisor */
@@ -1490,8 +1528,9 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
             int64_t r = a % g;
             a = g, g = r;
         }
-        k->lanes_max = k->ex[N].i;
+        k->lanes_max = TC > 0 ? TC : k->ex[N].i;
         k->lanes_multiple = a;
+        k->lanes_whole = TC > 0;
     }
     int32_t nt = k->tiled ? xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xsub(L, T, xi(L, 1))), T) : xi(L, 1);
     int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
@@ -1501,9 +1540,13 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     int32_t b = xvar(L, vb);
     s_set(L, &it->ub, vf0, xmul(L, xsub(L, u, xmul(L, b, nt)), T));
     int32_t f0 = xvar(L, vf0);
-    s_set(L, &it->ub, vnt, xmin(L, T, xsub(L, N, f0)));
-    k->lanes_var = vnt;
-    rc->ntile = xvar(L, vnt);
+    if (TC > 0) { /* every tile whole: the extent is the constant */
+        rc->ntile = T;
+    } else {
+        s_set(L, &it->ub, vnt, xmin(L, T, xsub(L, N, f0)));
+        k->lanes_var = vnt;
+        rc->ntile = xvar(L, vnt);
+    }
     s_set(L, &it->ub, vlen, xlen(L, cls, b));
     it->len = xvar(L, vlen);
     it->cnt = rc->ai.padded ? xsub(L, xsize(L, rc->ai.L), it->len) : xi(L, 0);
@@ -1516,6 +1559,16 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     } else {
         k->locals[it->loc].param = scr;
     }
+    it->sloc = it->loc;
+    if (TC > 0 && !L->err) { /* the accumulators in an array of their own, of constant size */
+        it->sloc = lk_local(k, "acc", LL_THREAD, rc->acc_t);
+        if (it->sloc < 0) {
+            L->err = RJ_ERR_NOMEM;
+            it->sloc = it->loc;
+        } else {
+            k->locals[it->sloc].elems = 4 * TC;
+        }
+    }
     rc->vi = newvar(L, "i", RJ_I64);
     it->vt = newvar(L, "t", RJ_I64);
 
@@ -1526,7 +1579,8 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top) {
     it->s1 = xadd(L, rc->ntile, t);
     it->sc = softmax ? xadd(L, xmul(L, xi(L, 2), rc->ntile), t) : it->s1;
     it->sp = xadd(L, xmul(L, xi(L, softmax ? 3 : 2), rc->ntile), t);
-    it->s2 = xadd(L, xmul(L, xadd(L, xi(L, 4), xvar(L, rc->vi)), rc->ntile), t);
+    int32_t srow = TC > 0 ? xvar(L, rc->vi) : xadd(L, xi(L, 4), xvar(L, rc->vi)); /* the stash after them */
+    it->s2 = xadd(L, xmul(L, srow, rc->ntile), t);
     return fu;
 }
 
@@ -1537,9 +1591,9 @@ static void items_init_sum(lower *L, items *it) {
     int32_t slot = op_table[it->rc->ai.root->op].kind == KIND_SOFTMAX ? it->s1 : it->s0;
     blk ib;
     int32_t ft = lanes_for(L, it, &it->ub, &ib);
-    s_store_local(L, &ib, it->loc, slot, xconst(L, t, 0));
-    s_store_local(L, &ib, it->loc, it->sc, xconst(L, t, 0));
-    s_store_local(L, &ib, it->loc, it->sp, xconst(L, t, 0));
+    s_store_local(L, &ib, loc_of(it, slot), slot, xconst(L, t, 0));
+    s_store_local(L, &ib, loc_of(it, it->sc), it->sc, xconst(L, t, 0));
+    s_store_local(L, &ib, loc_of(it, it->sp), it->sp, xconst(L, t, 0));
     close_body(L, ft, &ib);
 }
 
@@ -1547,7 +1601,7 @@ static void items_init_sum(lower *L, items *it) {
 static void items_init(lower *L, items *it, int32_t slot, int32_t value) {
     blk ib;
     int32_t ft = lanes_for(L, it, &it->ub, &ib);
-    s_store_local(L, &ib, it->loc, slot, value);
+    s_store_local(L, &ib, loc_of(it, slot), slot, value);
     close_body(L, ft, &ib);
 }
 
@@ -1588,7 +1642,7 @@ static void fold_rows(lower *L, items *it, const fold *f, int32_t lo, int32_t hi
         }
         for (int w = 1; w < ROW_UNROLL; w *= 2)
             for (int k = 0; k + w < ROW_UNROLL; k += 2 * w) terms[k] = combine(L, f->op, t, terms[k], terms[k + w]);
-        s_store_local(L, &qt, it->loc, slot, combine(L, f->op, t, xlocal(L, it->loc, slot), terms[0]));
+        s_store_local(L, &qt, loc_of(it, slot), slot, combine(L, f->op, t, xlocal(L, loc_of(it, slot), slot), terms[0]));
         close_body(L, fqt, &qt);
         close_body(L, fq, &qb);
         lo = xadd(L, lo, xmul(L, nq, xi(L, ROW_UNROLL)));
@@ -1596,22 +1650,22 @@ static void fold_rows(lower *L, items *it, const fold *f, int32_t lo, int32_t hi
     blk ib = NEWBLK, tb;
     int32_t fi = s_for(L, into, rc->vi, lo, hi, LM_SERIAL);
     int32_t ft = lanes_for(L, it, &ib, &tb);
-    if (f->stash == STASH_SAVE) s_store_local(L, &tb, it->loc, it->s2, v);
+    if (f->stash == STASH_SAVE) s_store_local(L, &tb, loc_of(it, it->s2), it->s2, v);
     if (f->stash == STASH_EXP || f->stash == STASH_TERM) {
         /* a variable: the store below overwrites what the expression reads */
         int32_t ve = newvar(L, "e", t);
         s_set(L, &tb, ve, term);
         term = xvar(L, ve);
-        s_store_local(L, &tb, it->loc, it->s2, term);
+        s_store_local(L, &tb, loc_of(it, it->s2), it->s2, term);
     }
-    s_store_local(L, &tb, it->loc, slot, combine(L, f->op, t, xlocal(L, it->loc, slot), term));
+    s_store_local(L, &tb, loc_of(it, slot), slot, combine(L, f->op, t, xlocal(L, loc_of(it, slot), slot), term));
     close_body(L, ft, &tb);
     close_body(L, fi, &ib);
     if (f->compensated) {
         blk kb;
         int32_t fk = lanes_for(L, it, &bb, &kb);
-        fold_add(L, &kb, t, it->loc, f->slot, it->sc, xlocal(L, it->loc, it->sp));
-        s_store_local(L, &kb, it->loc, it->sp, xconst(L, t, 0));
+        fold_add(L, &kb, t, it->sloc, f->slot, it->sc, xlocal(L, loc_of(it, it->sp), it->sp));
+        s_store_local(L, &kb, loc_of(it, it->sp), it->sp, xconst(L, t, 0));
         close_body(L, fk, &kb);
         close_body(L, fb, &bb);
     }
@@ -1619,7 +1673,7 @@ static void fold_rows(lower *L, items *it, const fold *f, int32_t lo, int32_t hi
 
 /* Phase: the item's rows i < len folded into the accumulators. */
 static void items_fold_rows(lower *L, items *it, const fold *f) {
-    int32_t v = f->stash == STASH_EXP ? xlocal(L, it->loc, it->s2) : red_input(L, it->rc, &it->rows);
+    int32_t v = f->stash == STASH_EXP ? xlocal(L, loc_of(it, it->s2), it->s2) : red_input(L, it->rc, &it->rows);
     fold_rows(L, it, f, xi(L, 0), it->len, v, &it->rows);
 }
 
@@ -1633,15 +1687,15 @@ static void items_fold_padding(lower *L, items *it, const fold *f) {
         fold_rows(L, it, f, it->len, xadd(L, it->len, it->cnt), v, &it->pad);
         return;
     }
-    int32_t term = fold_term(L, f, t, v), acc = xlocal(L, it->loc, f->slot);
+    int32_t term = fold_term(L, f, t, v), acc = xlocal(L, loc_of(it, f->slot), f->slot);
     blk tb;
     int32_t ft = lanes_for(L, it, &it->ub, &tb);
     if (f->compensated) /* cnt copies of the term as one, exact when there are none */
-        fold_add(L, &tb, t, it->loc, f->slot, it->sc,
+        fold_add(L, &tb, t, it->sloc, f->slot, it->sc,
                  xsel(L, xcmp(L, RJ_OP_GT, it->cnt, xi(L, 0)),
                       xbin(L, RJ_OP_MUL, t, term, xcast(L, t, it->cnt)), xconst(L, t, 0)));
     else
-        s_store_local(L, &tb, it->loc, f->slot, combine_n(L, f->op, t, acc, term, it->cnt));
+        s_store_local(L, &tb, loc_of(it, f->slot), f->slot, combine_n(L, f->op, t, acc, term, it->cnt));
     close_body(L, ft, &tb);
 }
 
@@ -1653,10 +1707,10 @@ static void items_finish_sum(lower *L, items *it, const fold *f, bool invert) {
     rj_dtype t = it->rc->acc_t;
     blk ib;
     int32_t ft = lanes_for(L, it, &it->ub, &ib);
-    int32_t m = xlocal(L, it->loc, it->s0);
+    int32_t m = xlocal(L, loc_of(it, it->s0), it->s0);
     int32_t finite = xcmp(L, RJ_OP_EQ, xbin(L, RJ_OP_SUB, t, m, m), xconst(L, t, 0));
     int32_t sum = xsel(L, finite, fold_result(L, it, f), xconst(L, t, NAN));
-    s_store_local(L, &ib, it->loc, it->s1, invert ? xbin(L, RJ_OP_DIV, t, xconst(L, t, 1), sum) : sum);
+    s_store_local(L, &ib, loc_of(it, it->s1), it->s1, invert ? xbin(L, RJ_OP_DIV, t, xconst(L, t, 1), sum) : sum);
     close_body(L, ft, &ib);
 }
 
@@ -1698,10 +1752,10 @@ static void items_write_rows(lower *L, const fuse_group *gr, items *it) {
         int32_t fi = s_for(L, &it->ub, rc->vi, part ? it->len : xi(L, 0),
                            part ? xadd(L, it->len, it->cnt) : it->len, LM_SERIAL);
         int32_t ft = lanes_for(L, it, &ib, &tb);
-        int32_t m = xlocal(L, it->loc, it->s0), s = xlocal(L, it->loc, it->s1);
+        int32_t m = xlocal(L, loc_of(it, it->s0), it->s0), s = xlocal(L, loc_of(it, it->s1), it->s1);
         int32_t y;
         if (root->op == RJ_OP_SOFTMAX) { /* s holds 1 / sum here */
-            int32_t e = part == 0 ? xlocal(L, it->loc, it->s2) : softmax_term(L, t, red_input(L, rc, pa), m);
+            int32_t e = part == 0 ? xlocal(L, loc_of(it, it->s2), it->s2) : softmax_term(L, t, red_input(L, rc, pa), m);
             y = xbin(L, RJ_OP_MUL, t, e, s);
         } else {
             int32_t v = red_input(L, rc, pa);
@@ -1734,7 +1788,7 @@ static void items_sum_pass(lower *L, items *it, const fold *sum) {
 
 /* Is a lane's sum of speculative terms within the range items_softmax trusts? (Not for NaN.) */
 static int32_t sum_trusted(lower *L, items *it) {
-    return xcmp(L, RJ_OP_LE, xlocal(L, it->loc, it->s1), xconst(L, it->rc->acc_t, SPEC_BIG));
+    return xcmp(L, RJ_OP_LE, xlocal(L, loc_of(it, it->s1), it->s1), xconst(L, it->rc->acc_t, SPEC_BIG));
 }
 
 /* Softmax stashes its terms exp(x - m) so that the write pass does not take exp again. Where
@@ -1772,7 +1826,7 @@ static void items_softmax(lower *L, const fuse_group *gr, items *it) {
     bool stash = it->rc->ai.root->op == RJ_OP_SOFTMAX;
     bool reread = stash && expr_cheap(L, red_input(L, it->rc, &it->rows));
     fold max = {.op = RJ_OP_MAX, .slot = it->s0, .shift = -1, .stash = stash && !reread ? STASH_SAVE : STASH_NONE};
-    fold sum = {.op = RJ_OP_SUM, .slot = it->s1, .shift = xlocal(L, it->loc, it->s0),
+    fold sum = {.op = RJ_OP_SUM, .slot = it->s1, .shift = xlocal(L, loc_of(it, it->s0), it->s0),
                 .stash = !stash ? STASH_NONE : reread ? STASH_TERM : STASH_EXP, .compensated = it->compensate};
     if (!reread) {
         items_init(L, it, it->s0, xextreme(L, t, true));
@@ -1803,9 +1857,9 @@ static void items_softmax(lower *L, const fuse_group *gr, items *it) {
         blk mb;
         int32_t fm = lanes_for(L, it, &it->ub, &mb);
         int32_t failed = xcmp(L, RJ_OP_EQ, sum_trusted(L, it), xconst(L, RJ_BOOL, 0));
-        s_store_local(L, &mb, it->loc, it->s0,
-                      xsel(L, xbin(L, RJ_OP_LOGICAL_OR, RJ_BOOL, pass0, failed), xlocal(L, it->loc, it->sp),
-                           xlocal(L, it->loc, it->s0)));
+        s_store_local(L, &mb, loc_of(it, it->s0), it->s0,
+                      xsel(L, xbin(L, RJ_OP_LOGICAL_OR, RJ_BOOL, pass0, failed), xlocal(L, loc_of(it, it->sp), it->sp),
+                           xlocal(L, loc_of(it, it->s0), it->s0)));
         close_body(L, fm, &mb);
         items_sum_pass(L, it, &sum);
         s_set(L, &it->ub, vretry, xi(L, 0));
@@ -2363,18 +2417,42 @@ static void lower_items_simt(lower *L, const fuse_group *gr, red_ctx *rc) {
     }
 }
 
+static void lower_items_cpu(lower *L, const fuse_group *gr, red_ctx *rc, bool allow_state) {
+    items it;
+    blk top = NEWBLK;
+    int32_t fu = items_open(L, rc, &it, &top, allow_state);
+    if (op_table[rc->ai.root->op].kind == KIND_SOFTMAX) items_softmax(L, gr, &it);
+    else items_reduction(L, &it);
+    close_body(L, fu, &it.ub);
+    L->k->body = top.first;
+}
+
 static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
     if (L->desc->simt) {
         lower_items_simt(L, gr, rc);
         return;
     }
-    items it;
-    blk top = NEWBLK;
-    int32_t fu = items_open(L, rc, &it, &top);
-    if (op_table[rc->ai.root->op].kind == KIND_SOFTMAX) items_softmax(L, gr, &it);
-    else items_reduction(L, &it);
-    close_body(L, fu, &it.ub);
-    L->k->body = top.first;
+    lower_items_cpu(L, gr, rc, true);
+    if (L->err || L->k->stash_variant != 1) return;
+    /* the constant tile's twin (state_tile) */
+    if (L->k->has_nt) xparam(L, PK_NT, 0, "nt"); /* as lower_program adds it to the last kernel */
+    char name[48], what[sizeof L->k->what];
+    snprintf(name, sizeof name, "%s_tiles", L->k->name);
+    snprintf(what, sizeof what, "%s", L->k->what);
+    int32_t vt = L->k->variant_tile;
+    bool heavy = L->k->heavy;
+    if (!(L->k = lprog_add_kernel(L->prog, name))) {
+        L->err = RJ_ERR_NOMEM;
+        return;
+    }
+    snprintf(L->k->what, sizeof L->k->what, "%s", what);
+    L->k->launch = launch_for(L->desc);
+    L->k->heavy = heavy;
+    L->k->stash_variant = 2;
+    L->k->variant_tile = vt;
+    L->memo_n = 0;
+    xi(L, 0); /* expression 0 exists, so failed helpers can return it */
+    lower_items_cpu(L, gr, rc, false);
 }
 
 /* ---- per-item products on a SIMT target: tiles in shared memory ------------------------------

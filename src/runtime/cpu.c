@@ -595,6 +595,7 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
             s = run_gemm(code, lp, ki, b, &o, &m, &scratch_reserved);
             continue;
         }
+        if (!launch_variant_runs(b, k, &o)) continue; /* its twin runs */
         launch_plan pl;
         if ((s = launch_plan_kernel(b, k, &o, &pl)) || pl.units <= 0) continue;
         if (pl.scratch_bytes) {

@@ -79,6 +79,14 @@ rj_status launch_buf_elems(rj_bind *b, const lbuf *lb, int64_t *n) {
     return RJ_OK;
 }
 
+bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
+    if (!k->stash_variant) return true;
+    int64_t bytes, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
+    bool fits = mul_i64(class_maxlen(b, k->dom_class), (int64_t)k->variant_tile * es, &bytes) &&
+                (o->tile_bytes <= 0 || bytes <= o->tile_bytes);
+    return fits == (k->stash_variant == 1);
+}
+
 /* UD_ITEMS: the column tile. Starts with whole items (one unit per item), then narrows the
  * tile to fit the cache, then to share a dominating item among workers. */
 static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_t maxw, int64_t total,
@@ -175,7 +183,7 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
     int64_t w = o->workers > 0 ? o->workers : 1;
     if (work < o->small_work || pl->units < 2) w = 1;
     if (w > pl->units) w = pl->units > 0 ? pl->units : 1;
-    if (k->scratch_per_tile > 0) {
+    if (k->scratch_per_tile > 0 || (k->scratch_per_row && k->domain == UD_ITEMS)) {
         int64_t per = k->scratch_per_tile, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
         if (k->scratch_per_row && k->domain == UD_ITEMS && !add_i64(per, maxlen, &per))
             return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "scratch size overflows");

@@ -41,6 +41,11 @@ typedef struct launch_plan {
 
 rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o, launch_plan *pl);
 
+/* Whether kernel k takes part in this run: false for one of a softmax's two variants
+ * (lkernel.stash_variant), the one whose stash of the longest item is on the wrong side of
+ * the budget o->tile_bytes. */
+bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o);
+
 /* The pieces of a class's items for UD_PIECES kernels (loopir.h): every item cut into pieces
  * of at most `rows` rows, at least one an item. rows is chosen so that a typical item is one
  * piece (twice the mean length) while the longest items become enough pieces to occupy

@@ -1058,7 +1058,9 @@ static LLVMValueRef vloop_md(em *E) {
     return LLVMMetadataAsValue(E->c, id);
 }
 
-/* Loops with constant bounds of at most this many steps are emitted without a loop. */
+/* Loops with constant bounds of at most this many steps are emitted without a loop; in a
+ * kernel with lanes_whole (a softmax's constant tiles, lower.c: state_tile), loops of up to
+ * lanes_max lanes, so that its accumulators stay in registers across the row loops. */
 #define VSTRAIGHT 2
 
 /* One step of the body over lanes t0 .. t0 + vf - 1 (t0: an i64), those off in mask (NULL:
@@ -1105,7 +1107,7 @@ static void vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMValueRef var = E->vars[st->var], vfc = LLVMConstInt(i64, (unsigned long long)vf, 0);
     const lx *clo = &k->ex[st->a], *chi = &k->ex[st->b];
     bool fixed = clo->kind == LX_CONST && chi->kind == LX_CONST;
-    if (fixed && chi->i - clo->i <= VSTRAIGHT * vf) {
+    if (fixed && (chi->i - clo->i <= VSTRAIGHT * vf || (k->lanes_whole && chi->i - clo->i <= k->lanes_max))) {
         int64_t t = clo->i;
         for (; t + vf <= chi->i; t += vf) vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), NULL, i32c(E, (unsigned)vf - 1));
         if (t < chi->i)
