@@ -81,9 +81,17 @@ rj_status launch_buf_elems(rj_bind *b, const lbuf *lb, int64_t *n) {
 
 bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
     if (!k->stash_variant) return true;
-    int64_t bytes, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
-    bool fits = mul_i64(class_maxlen(b, k->dom_class), (int64_t)k->variant_tile * es, &bytes) &&
-                (o->tile_bytes <= 0 || bytes <= o->tile_bytes);
+    int64_t bytes, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type), maxlen = class_maxlen(b, k->dom_class);
+    bool fits = mul_i64(maxlen, (int64_t)k->variant_tile * es, &bytes) && (o->tile_bytes <= 0 || bytes <= o->tile_bytes);
+    /* an item that dominates the run is shared among the workers by narrower tiles (item_tiles),
+     * which the constant tiles cannot be: the twin takes such runs too */
+    const int64_t *lo;
+    int64_t B, N, total = 0;
+    if (fits && o->split_items && o->workers > 1 && !class_rows(b, k->dom_class, &lo, &B) &&
+        !numel(b, k->dom_dims, k->dom_rank, &N) && N > 0) {
+        total = b->crows[k->dom_class] + B;
+        if ((maxlen + 1) * 2 * o->workers > total * ((N + k->variant_tile - 1) / k->variant_tile)) fits = false;
+    }
     return fits == (k->stash_variant == 1);
 }
 
