@@ -85,11 +85,10 @@ bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
     bool fits = mul_i64(maxlen, (int64_t)k->variant_tile * es, &bytes) && (o->tile_bytes <= 0 || bytes <= o->tile_bytes);
     /* an item that dominates the run is shared among the workers by narrower tiles (item_tiles),
      * which the constant tiles cannot be: the twin takes such runs too */
-    const int64_t *lo;
-    int64_t B, N, total = 0;
-    if (fits && o->split_items && o->workers > 1 && !class_rows(b, k->dom_class, &lo, &B) &&
+    int64_t N, cls = k->dom_class;
+    if (fits && o->split_items && o->workers > 1 && cls >= 0 && cls < b->nsym && k->variant_tile > 0 &&
         !numel(b, k->dom_dims, k->dom_rank, &N) && N > 0) {
-        total = b->crows[k->dom_class] + B;
+        int64_t total = b->crows[cls] + b->cbatch[cls]; /* item_tiles' weights: len + 1 an item */
         if ((maxlen + 1) * 2 * o->workers > total * ((N + k->variant_tile - 1) / k->variant_tile)) fits = false;
     }
     return fits == (k->stash_variant == 1);
