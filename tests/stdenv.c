@@ -648,7 +648,9 @@ static rj_node rg_keep(rgen *r, int k, rj_node n) {
 /* A literal: mostly ordinary, sometimes at the edges of f32 (overflow, exp's range, tiny). */
 static rj_node rg_lit(rgen *r) {
     static const double plain[] = {2.0, 0.5, -1.5, 3.0, 1e-3, 0.0, -0.25};
-    static const double edge[] = {1e20, -1e30, 88.0, 1e-30, 3.4e38};
+    /* not near FLT_MAX: a sum of such values overflows f32 (inf, as in PyTorch and NumPy)
+     * where the interpreter's double sum does not (docs/guide.md, Accuracy) */
+    static const double edge[] = {1e20, -1e30, 88.0, 1e-30, 1e36};
     return S(r->e, rg_chance(r, 0.1) ? edge[rg_int(r, 0, 4)] : plain[rg_int(r, 0, 6)]);
 }
 
@@ -666,7 +668,9 @@ static rj_node rg_elementwise(rgen *r, int k) {
     static const rj_op positive[] = {RJ_OP_LOG, RJ_OP_SQRT, RJ_OP_RSQRT};
     static const rj_op binary[] = {RJ_OP_ADD, RJ_OP_SUB, RJ_OP_MUL, RJ_OP_MAXIMUM, RJ_OP_MINIMUM, RJ_OP_DIV};
     double u = rng_uniform(&r->s, 0, 1);
-    if (u < 0.35) return un(e, unary[rg_int(r, 0, 11)], a);
+    /* not sin or cos of a per-item value: a sum over a long item is large, and they turn its
+     * last bit of rounding into an absolute error in the result (cos(5000 (1 + 6e-8))) */
+    if (u < 0.35) return un(e, unary[rg_int(r, 0, k == RK_D || k == RK_S ? 9 : 11)], a);
     if (u < 0.42) return un(e, positive[rg_int(r, 0, 2)], bin(e, RJ_OP_ADD, un(e, RJ_OP_ABS, a), S(e, 0.5)));
     if (u < 0.8) {
         /* the other operand: the same kind, a literal, or one that broadcasts */
@@ -700,6 +704,37 @@ static rj_node rg_elementwise(rgen *r, int k) {
     return bin(e, RJ_OP_MUL, a, rg_lit(r));
 }
 
+/* A product step: attention over x and y (scores q kᵀ of a calm q, a causal mask or a shift by
+ * the row's or column's maximum, softmax over each row, the product with y; the maximum of
+ * each row of probabilities an output), or a linear layer on a calm value with an activation
+ * and a sum over the items' rows as an output. Well conditioned: the scores' inputs are x, y
+ * or a bounded function of x. */
+static void rg_products(rgen *r) {
+    env *e = r->e;
+    rj_graph *g = e->g;
+    static const rj_op calm[] = {RJ_OP_TANH, RJ_OP_SIN, RJ_OP_RELU, RJ_OP_SIGMOID};
+    rj_node q = rg_chance(r, 0.5) ? e->x : un(e, calm[rg_int(r, 0, 3)], e->x);
+    if (rg_chance(r, 0.3)) { /* linear(q, tab [+ v-like bias]) -> [B, j1, V] */
+        rj_node h = rj_graph_linear(g, q, e->tab, RJ_NONE);
+        h = un(e, rg_chance(r, 0.5) ? RJ_OP_GELU : RJ_OP_RELU, bin(e, RJ_OP_ADD, h, S(e, 0.25)));
+        out(e, rj_graph_reduce(g, rg_chance(r, 0.5) ? RJ_OP_SUM : RJ_OP_MAX, h, 1, false));
+        return;
+    }
+    rj_node sc = bin(e, RJ_OP_MUL, rj_graph_matmul(g, q, rj_graph_transpose(g, e->y, 1, 2)),
+                     S(e, rg_chance(r, 0.5) ? 0.25 : 1.0));
+    double u = rng_uniform(&r->s, 0, 1);
+    if (u < 0.4) {
+        rj_node pos = rj_graph_positions(g, e->J);
+        rj_node causal = bin(e, RJ_OP_GE, rj_graph_unsqueeze(g, pos, 2), rj_graph_unsqueeze(g, pos, 1));
+        sc = rj_graph_where(g, causal, sc, S(e, rg_chance(r, 0.5) ? -INFINITY : -1e9));
+    } else if (u < 0.7) {
+        sc = bin(e, RJ_OP_SUB, sc, rj_graph_reduce(g, RJ_OP_MAX, sc, rg_chance(r, 0.5) ? 2 : 1, true));
+    }
+    rj_node p = rj_graph_softmax(g, sc, 2);
+    if (rg_chance(r, 0.5)) out(e, rj_graph_reduce(g, RJ_OP_MAX, p, 2, false));
+    rg_keep(r, RK_J, rj_graph_matmul(g, p, e->y));
+}
+
 void std_random_chain(env *e, uint64_t seed) {
     rgen r = {.e = e, .s = seed * 0x9E3779B97F4A7C15ull + 1};
     r.v[RK_J][0] = e->x, r.v[RK_J][1] = e->y, r.n[RK_J] = 2;
@@ -709,6 +744,10 @@ void std_random_chain(env *e, uint64_t seed) {
     rj_dim padlen = rg_chance(&r, 0.3) ? e->L : RJ_DIM_NONE; /* one for all, so padded values combine */
     int steps = rg_int(&r, 3, 10);
     for (int i = 0; i < steps; i++) {
+        if (rg_chance(&r, 0.08)) {
+            rg_products(&r);
+            continue;
+        }
         double u = rng_uniform(&r.s, 0, 1);
         rj_node a = rg_pick(&r, RK_J);
         if (u < 0.45) {
@@ -749,7 +788,7 @@ void std_random_chain(env *e, uint64_t seed) {
         }
     }
     /* outputs: the newest value of each kind the generator made */
-    int outs = 0;
+    int outs = rj_graph_output_count(e->g); /* a product step's */
     for (int k = 0; k < RK_COUNT; k++)
         if (r.made[k]) out(e, r.v[k][r.n[k] - 1]), outs++;
     if (!outs) out(e, rg_elementwise(&r, RK_J));
@@ -853,7 +892,11 @@ void std_random_range(int fallback, uint64_t *first, uint64_t *last) {
     const char *one = getenv("RJ_RANDOM_SEED"), *n = getenv("RJ_RANDOM_CHAINS");
     *first = 1, *last = (uint64_t)fallback;
     if (one && *one) *first = *last = strtoull(one, NULL, 10);
-    else if (n && *n) *last = strtoull(n, NULL, 10);
+    else if (n && *n) { /* N, or A..B to go on with a campaign */
+        char *end;
+        *last = strtoull(n, &end, 10);
+        if (!strncmp(end, "..", 2)) *first = *last, *last = strtoull(end + 2, NULL, 10);
+    }
 }
 
 void std_random_print(rj_ctx *ctx, uint64_t seed, rj_dtype ft) {

@@ -91,10 +91,11 @@ void std_chain_add(env *e, const char *name);
  * and over the inner dim (keepdim too), softmax and log_softmax over both and over per-item
  * values, layer and RMS norms, pad (to the longest row or to L, with infinities and NaN among
  * the values) and what follows it: unpad of an elementwise op, a reduction or a softmax over
- * the padded dim. The newest value of each kind is an output. */
+ * the padded dim; now and then a product step (attention over x and y with a causal mask or a
+ * shift, or a linear layer with an activation). The newest value of each kind is an output. */
 void std_random_chain(env *e, uint64_t seed);
 
-/* How many random chains a test runs: RJ_RANDOM_CHAINS=N, else `fallback`. RJ_RANDOM_SEED=S
+/* Which random chains a test runs: RJ_RANDOM_CHAINS=N (1..N) or A..B, else 1..`fallback`. RJ_RANDOM_SEED=S
  * runs chain S alone (and prints it): *first = *last = S. */
 void std_random_range(int fallback, uint64_t *first, uint64_t *last);
 
