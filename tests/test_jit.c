@@ -583,6 +583,66 @@ static void test_vectorized(void **state) {
     }
 }
 
+/* How many times the program's assembly names a 512-bit register. */
+static int zmm_uses(rj_ctx *ctx, rj_program *p) {
+    char *as = rj_program_dump(p, "asm");
+    assert_non_null(as);
+    int n = 0;
+    for (const char *q = as; (q = strstr(q, "%zmm")); q++) n++;
+    rj_string_free(ctx, as);
+    return n;
+}
+
+/* RAGJIT_LLVM_STREAM_VECTOR: kernels that stream their input through additions (sums over the
+ * ragged dim without exp and its kin) take the width it names, the others the CPU's widest
+ * (jit.c: stream_bits, emit.c: kernel_streams); the interpreter's answers either way. With
+ * AVX-512 a sum over the ragged dim is 512-bit code under 512 and has none under 256, while a
+ * maximum over the ragged dim is 512-bit code under both. */
+static void test_stream_width(void **state) {
+    (void)state;
+    static const char *const widths[] = {"256", "512"};
+    static const char *const chains[] = {"sum(pad(x,0.75,L),1)", "mean(pad(x,0),1)", "x-mean(x,1,keepdim)",
+                                         "sum(embedding(tab, ix), 1)", "int pow/max/sum", "min/prod over pad",
+                                         "sum(take_along_dim(pad(x), pad(i-1), 1), 1)"};
+    bool avx512 = false;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    avx512 = __builtin_cpu_supports("avx512f");
+#endif
+    for (int w = 0; w < 2; w++) {
+        setenv("RAGJIT_LLVM_STREAM_VECTOR", widths[w], 1);
+        rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+        assert_non_null(ctx);
+        assert_ok(ctx, rj_ctx_set_cache_dir(ctx, "off"));
+        env e = env_new(ctx, RJ_F32);
+        out(&e, rj_graph_reduce(e.g, RJ_OP_SUM, e.x, 1, false));
+        rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU); /* creates the context's JIT: reads the setting */
+        unsetenv("RAGJIT_LLVM_STREAM_VECTOR");
+        assert_non_null(p);
+        env e2 = env_new(ctx, RJ_F32);
+        out(&e2, rj_graph_reduce(e2.g, RJ_OP_MAX, e2.x, 1, false));
+        rj_program *p2 = rj_program_new(e2.g, RJ_TARGET_CPU);
+        assert_non_null(p2);
+        if (avx512) {
+            int sum = zmm_uses(ctx, p), max = zmm_uses(ctx, p2);
+            if (w == 0 ? sum != 0 : sum == 0) fail_msg("STREAM_VECTOR=%s: the sum names zmm %d times", widths[w], sum);
+            if (!max) fail_msg("STREAM_VECTOR=%s: the maximum is not 512-bit code", widths[w]);
+        }
+        rj_program_free(p);
+        rj_program_free(p2);
+        rj_graph_free(e.g);
+        rj_graph_free(e2.g);
+        for (size_t c = 0; c < sizeof chains / sizeof chains[0]; c++) {
+            env e3 = env_new(ctx, RJ_F32);
+            std_chain_add(&e3, chains[c]);
+            check_graph(ctx, &e3, chains[c]); /* frees the graph */
+        }
+        rj_ctx_free(ctx);
+    }
+    printf("sums over the ragged dim in 256 and 512 bits match the interpreter%s\n",
+           avx512 ? " (256-bit and 512-bit code)" : "");
+}
+
 /* The f32 math functions at special and extreme arguments, against libm in double. */
 /* x ** c for the literal exponents every target expands: the interpreter agrees with the JIT
  * on the special values where sqrt and C's pow differ (-inf, -0.0). */
@@ -1099,7 +1159,7 @@ int main(void) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_random_chains),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_perf_map),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

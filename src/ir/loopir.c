@@ -823,7 +823,7 @@ static void fp_kernel(sbuf *b, const lkernel *k) {
     fp_int(b, k->launch.simt), fp_int(b, k->launch.block), fp_int(b, k->launch.group), fp_int(b, k->launch.cover);
     fp_int(b, k->scratch_type), fp_int(b, k->scratch_per_tile), fp_int(b, k->scratch_per_row);
     fp_int(b, k->has_nt), fp_int(b, k->tiled), fp_int(b, k->passes), fp_int(b, k->fixed_tile);
-    fp_int(b, k->split_only), fp_int(b, k->inner_only), fp_int(b, k->heavy);
+    fp_int(b, k->split_only), fp_int(b, k->inner_only), fp_int(b, k->heavy), fp_int(b, k->streams);
     fp_int(b, k->lanes_max), fp_int(b, k->lanes_var), fp_int(b, k->lanes_multiple), fp_int(b, k->lanes_whole);
     fp_int(b, k->stash_variant), fp_int(b, k->variant_tile);
     const lgemm *g = &k->gemm;

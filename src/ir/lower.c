@@ -1771,6 +1771,7 @@ static void items_reduction(lower *L, items *it) {
     red_ctx *rc = it->rc;
     rj_op op = (rj_op)rc->ai.root->op;
     fold f = {.op = op, .slot = it->s0, .shift = -1, .stash = STASH_NONE, .compensated = it->compensate};
+    if (op == RJ_OP_SUM || op == RJ_OP_MEAN) L->k->streams = true;
     items_init(L, it, it->s0, identity(L, op, rc->acc_t));
     if (f.compensated) items_init_sum(L, it);
     items_fold_rows(L, it, &f);

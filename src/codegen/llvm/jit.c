@@ -26,7 +26,8 @@
  * shape's default only once every bench workload and example runs as fast with it
  * (bench/pipeline_check.py, in pairs of runs in one process: `ragjit bench --ab`).
  * RAGJIT_LLVM_PASSES replaces them all, RAGJIT_LLVM_LIGHT limits the shorter ones and
- * RAGJIT_LLVM_VECTOR=0 leaves every lanes loop to the vectoriser (all read when the
+ * RAGJIT_LLVM_VECTOR=0 leaves every lanes loop to the vectoriser, RAGJIT_LLVM_STREAM_VECTOR
+ * sets the width of sums over the ragged dim (stream_bits) (all read when the
  * context's JIT is created, so a context never mixes two settings). Where mathlib.c kept exp out of line for
  * the vectoriser (AVX-512: its vector variants use vscalefps), a second short run
  * (ML_LATE_PASSES) inlines it once the pipeline is done. After the pipeline, horizontal float
@@ -77,6 +78,7 @@ struct llvm_jit {
     const char *triple; /* owned by jit */
     int vector_bits;    /* lanes loops emitted as vectors of this width (emit.c), 0 with
                          * RAGJIT_LLVM_VECTOR=0: left to LLVM's loop vectoriser */
+    int stream_bits;    /* the width for kernels that stream their input through additions */
 };
 
 struct llvm_module_code {
@@ -185,6 +187,20 @@ static int host_vector_bits(const char *triple, const char *features) {
     return strstr(triple, "x86_64") || strstr(triple, "aarch64") ? 128 : 0;
 }
 
+/* The vector width of kernels that stream their input through additions (emit.c:
+ * kernel_streams). A Zen 4 splits each 512-bit operation in two 256-bit halves, so arithmetic
+ * gains nothing from 512 bits, and one thread streaming from memory with 512-bit loads reads
+ * 7-14% slower than with 256-bit ones (a sum over the ragged dim written both ways in C,
+ * paired with the read probe, 150 runs: 0.86-0.93 against 0.98-1.01). Only such sums take
+ * it: kernels doing more per element are faster in 512 bits when their data is in the caches.
+ * RAGJIT_LLVM_STREAM_VECTOR=256|512 overrides the choice, for measuring it on other CPUs. */
+static int stream_bits(const char *cpu, int vector_bits) {
+    const char *e = getenv("RAGJIT_LLVM_STREAM_VECTOR");
+    int bits = e ? atoi(e) : 0;
+    if (bits != 256 && bits != 512) bits = vector_bits == 512 && cpu && !strcmp(cpu, "znver4") ? 256 : vector_bits;
+    return bits < vector_bits ? bits : vector_bits;
+}
+
 rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     *out = NULL;
     pthread_once(&init_once, init_llvm);
@@ -237,6 +253,7 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     const char *vec = getenv("RAGJIT_LLVM_VECTOR");
     int bits = vec ? atoi(vec) : -1; /* 0, or 128/256/512 in place of the host's width */
     j->vector_bits = bits == 0 || bits == 128 || bits == 256 || bits == 512 ? bits : host_vector_bits(j->triple, j->features);
+    j->stream_bits = stream_bits(j->cpu, j->vector_bits);
     const char *pm = getenv("RAGJIT_PERF_MAP");
     j->perf_map = pm && *pm && strcmp(pm, "0");
     const char *unroll = getenv("RAGJIT_LLVM_UNROLL");
@@ -341,15 +358,15 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef 
 
 static emit_target target_of(const struct llvm_jit *j) {
     return (emit_target){.triple = j->triple, .layout = j->layout, .cpu = j->cpu, .features = j->features,
-                         .vector_bits = j->vector_bits};
+                         .vector_bits = j->vector_bits, .stream_bits = j->stream_bits};
 }
 
 void llvm_identity(const struct llvm_jit *j, sbuf *b) {
     unsigned major = 0, minor = 0, patch = 0;
     LLVMGetVersion(&major, &minor, &patch);
-    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nmedium %s\nargs %s\nsmall-pic\nvector %d\n",
+    sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nmedium %s\nargs %s\nsmall-pic\nvector %d %d\n",
                 major, minor, patch, j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes,
-                MEDIUM_PASSES, llvm_args, j->vector_bits);
+                MEDIUM_PASSES, llvm_args, j->vector_bits, j->stream_bits);
     sbuf_printf(b, "%s\n", VECTOR_PASSES);
 }
 
