@@ -648,9 +648,10 @@ static rj_node rg_keep(rgen *r, int k, rj_node n) {
 /* A literal: mostly ordinary, sometimes at the edges of f32 (overflow, exp's range, tiny). */
 static rj_node rg_lit(rgen *r) {
     static const double plain[] = {2.0, 0.5, -1.5, 3.0, 1e-3, 0.0, -0.25};
-    /* not near FLT_MAX: a sum of such values overflows f32 (inf, as in PyTorch and NumPy)
-     * where the interpreter's double sum does not (docs/guide.md, Accuracy) */
-    static const double edge[] = {1e20, -1e30, 88.0, 1e-30, 1e36};
+    /* not near FLT_MAX: a sum of such values over a long item overflows f32 (inf, as in
+     * PyTorch and NumPy; NaN next to an infinite pad value) where the interpreter's double sum
+     * does not (docs/guide.md, Accuracy); 1e33 times a few thousand rows stays finite */
+    static const double edge[] = {1e20, -1e30, 88.0, 1e-30, 1e33};
     return S(r->e, rg_chance(r, 0.1) ? edge[rg_int(r, 0, 4)] : plain[rg_int(r, 0, 6)]);
 }
 
@@ -735,6 +736,25 @@ static void rg_products(rgen *r) {
     rg_keep(r, RK_J, rj_graph_matmul(g, p, e->y));
 }
 
+/* A gather: rows of the table (an embedding of ix, times a jagged value), each row's previous
+ * row in its item (take_along_dim over the ragged dim), one column of each row (over D, at ix),
+ * or rows of a padded value at the padded previous row. */
+static void rg_gather(rgen *r, rj_dim padlen) {
+    env *e = r->e;
+    rj_graph *g = e->g;
+    double u = rng_uniform(&r->s, 0, 1);
+    if (u < 0.25) {
+        rg_keep(r, RK_J, bin(e, RJ_OP_MUL, rj_graph_embedding(g, e->tab, e->ix), rg_pick(r, RK_J)));
+    } else if (u < 0.5) {
+        rg_keep(r, RK_J, rj_graph_take_along_dim(g, rg_pick(r, RK_J), prev_row(e), 1));
+    } else if (u < 0.75 || !r->n[RK_P]) {
+        rg_keep(r, RK_K, rj_graph_take_along_dim(g, rg_pick(r, RK_J), rj_graph_unsqueeze(g, e->ix, -1), 2));
+    } else { /* every padded value the generator made has padlen's length */
+        rj_node idx = rj_graph_pad(g, rj_graph_squeeze(g, prev_row(e), 2), 0, padlen);
+        rg_keep(r, RK_P, rj_graph_take_along_dim(g, rg_pick(r, RK_P), rj_graph_unsqueeze(g, idx, 2), 1));
+    }
+}
+
 void std_random_chain(env *e, uint64_t seed) {
     rgen r = {.e = e, .s = seed * 0x9E3779B97F4A7C15ull + 1};
     r.v[RK_J][0] = e->x, r.v[RK_J][1] = e->y, r.n[RK_J] = 2;
@@ -746,6 +766,10 @@ void std_random_chain(env *e, uint64_t seed) {
     for (int i = 0; i < steps; i++) {
         if (rg_chance(&r, 0.08)) {
             rg_products(&r);
+            continue;
+        }
+        if (rg_chance(&r, 0.06)) {
+            rg_gather(&r, padlen);
             continue;
         }
         double u = rng_uniform(&r.s, 0, 1);

@@ -92,7 +92,8 @@ void std_chain_add(env *e, const char *name);
  * values, layer and RMS norms, pad (to the longest row or to L, with infinities and NaN among
  * the values) and what follows it: unpad of an elementwise op, a reduction or a softmax over
  * the padded dim; now and then a product step (attention over x and y with a causal mask or a
- * shift, or a linear layer with an activation). The newest value of each kind is an output. */
+ * shift, or a linear layer with an activation) or a gather (an embedding, take_along_dim over
+ * the ragged, the inner or a padded dim). The newest value of each kind is an output. */
 void std_random_chain(env *e, uint64_t seed);
 
 /* Which random chains a test runs: RJ_RANDOM_CHAINS=N (1..N) or A..B, else 1..`fallback`. RJ_RANDOM_SEED=S
