@@ -595,7 +595,7 @@ static int zmm_uses(rj_ctx *ctx, rj_program *p) {
 
 /* RAGJIT_LLVM_STREAM_VECTOR: kernels that stream their input through additions (sums over the
  * ragged dim without exp and its kin) take the width it names, the others the CPU's widest
- * (jit.c: stream_bits, emit.c: kernel_streams); the interpreter's answers either way. With
+ * (jit.c: stream_bits, lkernel.streams); the interpreter's answers either way. With
  * AVX-512 a sum over the ragged dim is 512-bit code under 512 and has none under 256, while a
  * maximum over the ragged dim is 512-bit code under both. */
 static void test_stream_width(void **state) {

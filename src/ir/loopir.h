@@ -271,8 +271,9 @@ typedef struct lkernel {
     bool heavy;         /* keeps many values live (a product's loop around inlined producers):
                          * a SIMT target plans more registers per thread for it */
     bool streams;       /* streams its input through additions (a sum or mean over the ragged
-                         * dim): a CPU backend may give it narrower vectors than the widest
-                         * (emit.c, emit_target.stream_bits) */
+                         * dim of an input without exp and its kin, lower.c: items_reduction):
+                         * a CPU backend may give it narrower vectors than the widest (emit.c,
+                         * emit_target.stream_bits) */
     lgemm gemm;         /* gemm.on: this kernel is the epilogue of a library GEMM (below) */
 } lkernel;
 /* Buffers: what a PK_BUF parameter points to. */

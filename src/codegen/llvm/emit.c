@@ -1343,32 +1343,12 @@ static void add_attr(em *E, LLVMValueRef fn, unsigned idx, const char *name) {
     LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(E->c, LLVMGetEnumAttributeKindForName(name, strlen(name)), 0));
 }
 
-/* Whether the kernel may take the target's stream_bits: lowering says it streams its input
- * through additions (lkernel.streams) and it calls no transcendental function (those keep the
- * widest vectors, for vscalefps in exp). On a Zen 4 a sum over the ragged dim ran 1.04-1.09x
- * faster in 256-bit vectors than in 512-bit ones at D = 64, 256 and 1024, and 1.00-1.05x when
- * its data fit the caches; the other kernels tried (an elementwise chain, a pad, a maximum
- * over the ragged dim, a row norm, x - mean) ran up to 1.07x faster from memory but up to 1.3x
- * slower from the caches, so they keep the widest. */
-static bool kernel_streams(const lkernel *k) {
-    if (!k->streams) return false;
-    for (int32_t i = 0; i < k->nex; i++) {
-        const lx *x = &k->ex[i];
-        if (x->kind == LX_BINARY && x->fn == RJ_OP_POW) return false;
-        if (x->kind != LX_UNARY) continue;
-        switch (x->fn) {
-        case RJ_OP_GELU: case RJ_OP_GELU_TANH: case RJ_OP_SILU: case RJ_OP_SIGMOID: case RJ_OP_TANH:
-        case RJ_OP_EXP: case LOP_EXP_TERM: case RJ_OP_LOG: case RJ_OP_SIN: case RJ_OP_COS: return false;
-        default: break;
-        }
-    }
-    return true;
-}
-
 static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_target *t) {
     E->k = k;
     int wide = E->vbits;
-    bool narrow = E->vbits && t->stream_bits && t->stream_bits < E->vbits && kernel_streams(k);
+    /* a kernel that streams its input through additions (lkernel.streams) in the target's
+     * stream_bits (jit.c: 256 on a Zen 4) */
+    bool narrow = E->vbits && t->stream_bits && t->stream_bits < E->vbits && k->streams;
     if (narrow) E->vbits = t->stream_bits;
     LLVMTypeRef ptr = LLVMPointerTypeInContext(E->c, 0), i64 = vty(E, RJ_I64);
     LLVMTypeRef *pt = mem_alloc(E->ctx, sizeof(LLVMTypeRef) * (size_t)(k->nparams + 1));

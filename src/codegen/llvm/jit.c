@@ -187,12 +187,12 @@ static int host_vector_bits(const char *triple, const char *features) {
     return strstr(triple, "x86_64") || strstr(triple, "aarch64") ? 128 : 0;
 }
 
-/* The vector width of kernels that stream their input through additions (emit.c:
- * kernel_streams). A Zen 4 splits each 512-bit operation in two 256-bit halves, so arithmetic
- * gains nothing from 512 bits, and one thread streaming from memory with 512-bit loads reads
- * 7-14% slower than with 256-bit ones (a sum over the ragged dim written both ways in C,
- * paired with the read probe, 150 runs: 0.86-0.93 against 0.98-1.01). Only such sums take
- * it: kernels doing more per element are faster in 512 bits when their data is in the caches.
+/* The vector width of kernels that stream their input through additions (lkernel.streams).
+ * A Zen 4 splits each 512-bit operation in two 256-bit halves, so arithmetic gains nothing
+ * from 512 bits, and one thread streaming from memory with 512-bit loads reads 7-14% slower
+ * than with 256-bit ones (a sum over the ragged dim written both ways in C, paired with the
+ * read probe, 150 runs: 0.86-0.93 against 0.98-1.01). Only such sums take it: kernels doing
+ * more per element are faster in 512 bits when their data is in the caches.
  * RAGJIT_LLVM_STREAM_VECTOR=256|512 overrides the choice, for measuring it on other CPUs. */
 static int stream_bits(const char *cpu, int vector_bits) {
     const char *e = getenv("RAGJIT_LLVM_STREAM_VECTOR");

@@ -74,7 +74,7 @@ typedef struct emit_target {
     const char *triple, *layout, *cpu, *features;
     int vector_bits; /* lanes loops as vectors of this many bits (emit.c); 0: LLVM's vectoriser */
     int stream_bits; /* the same for a kernel that streams its input through additions
-                      * (lkernel.streams, emit.c: kernel_streams); 0: vector_bits */
+                      * (lkernel.streams); 0: vector_bits */
 } emit_target;
 
 /* A module holding kernels [first, first + count) of p, named <prefix><kernel name>; the
