@@ -122,6 +122,45 @@ void base_w4(float *restrict y, const float *restrict x, const int64_t *off, int
     }
 }
 
+/* W4 the way ragjit's kernel is built, for telling the cost of its loop from that of its
+ * compensation: 256-bit loads into a row of accumulators that stays in memory (the empty asm
+ * keeps the compiler from holding it in registers, as ragjit's runtime-tiled kernel cannot),
+ * one row at a time; compensated: blocks of 16 rows summed plainly, the block sums added with
+ * Kahan compensation. D a multiple of 16, at most 4096, and at most 64 threads (else base_w4). */
+void base_w4_rows(float *restrict y, const float *restrict x, const int64_t *off, int64_t B, int64_t D,
+                  int threads, int compensated) {
+    if (D % 16 || D > 4096 || threads > 64) {
+        base_w4(y, x, off, B, D, threads);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        static _Alignas(64) float acc_[64][3 * 4096];
+        float *acc = acc_[omp_get_thread_num() & 63], *part = acc + D, *comp = part + D;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < B; b++) {
+            memset(acc, 0, sizeof(float) * 3 * (size_t)D);
+            int64_t block = compensated ? 16 : off[b + 1] - off[b];
+            for (int64_t r0 = off[b]; r0 < off[b + 1]; r0 += block) {
+                int64_t r1 = r0 + block < off[b + 1] ? r0 + block : off[b + 1];
+                for (int64_t r = r0; r < r1; r++)
+                    for (int64_t d = 0; d < D; d += 16) {
+                        _mm256_store_ps(part + d, _mm256_add_ps(_mm256_load_ps(part + d), _mm256_loadu_ps(x + r * D + d)));
+                        _mm256_store_ps(part + d + 8, _mm256_add_ps(_mm256_load_ps(part + d + 8),
+                                                                    _mm256_loadu_ps(x + r * D + d + 8)));
+                        __asm__ volatile("" ::: "memory");
+                    }
+                for (int64_t d = 0; d < D; d++) { /* Kahan, as ragjit's (an infinite sum keeps c) */
+                    float t = part[d] - comp[d], s = acc[d] + t;
+                    if (s - s == 0) comp[d] = (s - acc[d]) - t;
+                    acc[d] = s, part[d] = 0;
+                }
+            }
+            for (int64_t d = 0; d < D; d++) y[b * D + d] = acc[d] - comp[d];
+        }
+    }
+}
+
 void base_w5(float *restrict y, const float *restrict x, const float *restrict w,
              const float *restrict bias, int64_t rows, int64_t D, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)

@@ -15,6 +15,8 @@ void base_w1(float *y, const float *x, const float *w, const float *b, int64_t r
 void base_w2(float *y, const float *x, const int64_t *off, int64_t B, int64_t D, int threads);
 void base_w3(float *y, const float *x, int64_t n, int threads);
 void base_w4(float *y, const float *x, const int64_t *off, int64_t B, int64_t D, int threads);
+void base_w4_rows(float *y, const float *x, const int64_t *off, int64_t B, int64_t D, int threads,
+                  int compensated);
 void base_w5(float *y, const float *x, const float *w, const float *bias, int64_t rows, int64_t D, int threads);
 void base_w6(float *y, const float *x, const int64_t *off, int64_t B, int64_t L, int64_t D, int threads);
 

@@ -10,6 +10,9 @@
  * (each run of the workload followed by a run of each probe; the median of the pairs' ratios:
  * paired_ratios), and against a hand-written C loop (bench/baseline.c, -O3 -march=native, same
  * threads).
+ * W4 also runs in pairs with two hand-written sums (bench/baseline.c: base_w4_rows, 256-bit
+ * loads into accumulators in memory, one plain and one compensated as ragjit's), each run
+ * followed by the read probe: ragjit's kernel against what C does at the same moments.
  * W7 relu(linear(x, W, b)) with x [B, j1, 256] and W [1024, 256]: its GFLOP/s, and the ratio to
  * the BLAS's GEMM alone (multi-threaded, the same library ragjit loads) on the same packed rows.
  * W8 softmax(q kᵀ / 16, dim=2) ([B, j1, j1]) and W9 its product with v: against padding to the
@@ -371,6 +374,40 @@ static double probe_run(probes *pr, probe_kind k) {
     default: pr->sink += base_read(pr->b, pr->n, pr->threads); break;
     }
     return now() - t0;
+}
+
+/* W4 and the hand-written sums of base_w4_rows, each run followed by a read probe: the
+ * medians of their read GB/s over the probe's. What separates ragjit's kernel from the probe
+ * then splits into the cost of its loop (against the plain C sum) and of its compensation
+ * (the compensated C sum against the plain one), all measured in the same moments. */
+static void w4_breakdown(rj_ctx *ctx, wl *w, const setup *s, probes *pr) {
+    int reps = s->reps * 2;
+    double *t = malloc(sizeof(double) * (size_t)reps * 3);
+    float *y = falloc(s->B * s->D);
+    if (!t) die(ctx, "out of memory");
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < 3; k++) {
+            double t0 = now();
+            if (k == 0 && rj_program_run(w->p, w->b)) die(ctx, w->name);
+            if (k > 0) base_w4_rows(y, s->x, s->off, s->B, s->D, s->threads, k == 2);
+            double tw = now() - t0, tp = probe_run(pr, P_READ);
+            t[k * reps + r] = tp / tw; /* the same bytes read */
+        }
+    /* y holds the compensated C sum: it must agree with ragjit's */
+    rj_tensor_info ti;
+    if (rj_tensor_get_info(rj_bind_result(w->b, w->out), &ti)) die(ctx, "W4's output");
+    for (int64_t i = 0; i < s->B * s->D; i++) {
+        float a = ((const float *)ti.values)[i], c = y[i];
+        if (!(fabsf(a - c) <= 1e-5f + 1e-5f * fabsf(c))) {
+            fprintf(stderr, "bench: W4 element %lld is %.9g, the compensated C sum %.9g\n", (long long)i, a, c);
+            exit(1);
+        }
+    }
+    printf("W4 and hand-written sums in C (256-bit loads, accumulators in memory), reads over the read "
+           "probe's in the same pairs: ragjit %.2f, plain C sum %.2f, compensated C sum (as ragjit's) %.2f\n",
+           median(t, reps), median(t + reps, reps), median(t + 2 * reps, reps));
+    free(y);
+    free(t);
 }
 
 static bw bandwidth(const setup *s, probes *pr) {
@@ -785,6 +822,7 @@ int main(int argc, char **argv) {
                ratio[1], tc * 1e3, tc / t, wk.compile_ms, wk.kernels);
         per_kernel[compile_n++] = wk.compile_ms / (wk.kernels ? wk.kernels : 1);
         if (which == 4) w4_read = N * 4 / t / 1e9, w4_ratio = ratio[2] * (N * 4) / bytes;
+        if (which == 4) w4_breakdown(ctx, &wk, &s, &pr);
         rj_bind_free(wk.b);
         rj_program_free(wk.p);
         rj_graph_free(wk.g);
