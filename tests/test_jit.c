@@ -609,6 +609,8 @@ static void test_stream_width(void **state) {
     __builtin_cpu_init();
     avx512 = __builtin_cpu_supports("avx512f");
 #endif
+    const char *vec = getenv("RAGJIT_LLVM_VECTOR"); /* narrower code for every kernel: no zmm to see */
+    if (vec && strcmp(vec, "512")) avx512 = false;
     for (int w = 0; w < 2; w++) {
         setenv("RAGJIT_LLVM_STREAM_VECTOR", widths[w], 1);
         rj_ctx *ctx = rj_ctx_new(NULL, NULL);
