@@ -114,6 +114,19 @@ static int32_t xi(lower *L, int64_t v) {
     return X(L, (lx){.kind = LX_CONST, .type = RJ_I64, .i = v, .a = -1, .b = -1, .c = -1, .ref = -1});
 }
 
+/* Opens kernel `name` of the program as the one being lowered (a group's first kernel, or a
+ * further one of a template of several): the target's launch shape, and expression 0, so
+ * that failed helpers can return it. False, with L->err set, when out of memory. */
+static bool open_kernel(lower *L, const char *name) {
+    if (!(L->k = lprog_add_kernel(L->prog, name))) {
+        L->err = RJ_ERR_NOMEM;
+        return false;
+    }
+    L->k->launch = launch_for(L->desc);
+    xi(L, 0);
+    return true;
+}
+
 static int32_t xconst(lower *L, rj_dtype t, double f) {
     lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
     if (dtype_is_float(t)) e.f = t == RJ_F32 ? (double)(float)f : f;
@@ -1186,14 +1199,9 @@ static bool lower_matmul_lib(lower *L, const fuse_group *gr) {
     if (gm.chunk_a >= 0 && !L->err) { /* the prologue: x's rows into A */
         char name[48];
         snprintf(name, sizeof name, "%.20s_prologue", L->k->name);
-        if (!(L->k = lprog_add_kernel(L->prog, name))) {
-            L->err = RJ_ERR_NOMEM;
-            return true;
-        }
+        if (!open_kernel(L, name)) return true;
         gm.prologue = L->prog->nkernels - 1;
-        L->k->launch = launch_for(L->desc);
         L->k->inner_only = true;
-        xi(L, 0);
         snprintf(L->k->what, sizeof L->k->what, "prologue of a GEMM: x's rows into its chunk A");
         gemm_ctx pc = {.gr = gr, .buf = gm.chunk_a, .src = r->in[0], .cols = gm.K};
         element_nest(L, r, x->dims, gemm_prologue_body, &pc);
@@ -2412,14 +2420,9 @@ static void lower_items_simt(lower *L, const fuse_group *gr, red_ctx *rc) {
     for (int ph = 1; ph < nk && !L->err; ph++) {
         char name[48];
         snprintf(name, sizeof name, "%s%s", base, sfx[ph]);
-        if (!(L->k = lprog_add_kernel(L->prog, name))) {
-            L->err = RJ_ERR_NOMEM;
-            return;
-        }
+        if (!open_kernel(L, name)) return;
         snprintf(L->k->what, sizeof L->k->what, "%.60s: %s", what, role[ph]);
-        L->k->launch = launch_for(L->desc);
         L->k->split_only = true;
-        xi(L, 0); /* expression 0 exists, so failed helpers can return it */
         simt_kernel(L, gr, rc, (simt_phase)ph, pbuf);
     }
 }
@@ -2448,17 +2451,12 @@ static void lower_items(lower *L, const fuse_group *gr, red_ctx *rc) {
     snprintf(what, sizeof what, "%s", L->k->what);
     int32_t vt = L->k->variant_tile;
     bool heavy = L->k->heavy;
-    if (!(L->k = lprog_add_kernel(L->prog, name))) {
-        L->err = RJ_ERR_NOMEM;
-        return;
-    }
+    if (!open_kernel(L, name)) return;
     snprintf(L->k->what, sizeof L->k->what, "%s", what);
-    L->k->launch = launch_for(L->desc);
     L->k->heavy = heavy;
     L->k->stash_variant = 2;
     L->k->variant_tile = vt;
     L->memo_n = 0;
-    xi(L, 0); /* expression 0 exists, so failed helpers can return it */
     lower_items_cpu(L, gr, rc, false);
 }
 
@@ -3207,13 +3205,8 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
         const fuse_group *gr = &plan->groups[gi];
         char name[16];
         snprintf(name, sizeof name, "k%d", gi);
-        if (!(L.k = lprog_add_kernel(out, name))) {
-            L.err = RJ_ERR_NOMEM;
-            break;
-        }
+        if (!open_kernel(&L, name)) break;
         L.group = gi;
-        L.k->launch = launch_for(L.desc);
-        xi(&L, 0); /* expression 0 exists, so failed helpers can return it */
         const node *r = &g->nodes[gr->root];
         if (L.merged[gi] >= 0) { /* computed by its GEMM's epilogue kernel: none of its own */
             lprog_free_last_kernel(out);
