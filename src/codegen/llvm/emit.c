@@ -1381,7 +1381,7 @@ static bool kernel(em *E, const lkernel *k, const char *prefix, const emit_targe
          * the ragged dim take the target's stream_bits (256 on a Zen 4, jit.c) */
         if (strstr(t->features, "+avx512f") && (!E->vbits || E->vbits >= 512))
             LLVMAddTargetDependentFunctionAttr(E->fn, "prefer-vector-width", "512");
-        if (narrow && strstr(t->features, "+avx512f") && E->vbits < 512) {
+        if (narrow && strstr(t->features, "+avx512f")) { /* 256 bits: LLVM splits wider vectors */
             char w[16];
             snprintf(w, sizeof w, "%d", E->vbits);
             LLVMAddTargetDependentFunctionAttr(E->fn, "prefer-vector-width", w);
