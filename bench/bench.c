@@ -18,8 +18,10 @@
  * W8 softmax(q kᵀ / 16, dim=2) ([B, j1, j1]) and W9 its product with v: against padding to the
  * longest item with a BLAS product per item and a masked softmax, with the padding ratio.
  * Then: compile latency (the first program of the process, later programs, an in-memory cache
- * hit; the persistent cache is off for these), loads from the persistent cache (a fresh
- * context stands for a new process) and dispatch overhead of a tiny run (B = 8, D = 16).
+ * hit; the persistent cache is off for these), loads from the persistent cache (in a context
+ * whose JIT exists, as the first program of a fresh context, and as the first program of new
+ * processes: bench itself started with --disk-hit-child, LLVM's start-up included) and
+ * dispatch overhead of a tiny run (B = 8, D = 16).
  *
  *   bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl]
  * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
@@ -33,6 +35,7 @@
  * run (rj_device_copy_bandwidth). Then W7, W8 and W9 (ragjit's own product kernels on the device) in
  * GFLOP/s by the device's timers.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
@@ -703,6 +706,62 @@ static int count_arg(const char *s, int lo, int hi) {
     return errno || end == s || *end || v < lo || v > hi ? -1 : (int)v;
 }
 
+/* bench --disk-hit-child DIR: a new process's first program (W1 of the tiny setup), with the
+ * persistent cache in DIR; prints its compile time in ms. What a process started after
+ * another compiled the graph pays: LLVM's start-up, the JIT's creation and the load. */
+static int disk_hit_child(const char *dir) {
+    double c0 = now();
+    rj_ctx *c = rj_ctx_new(NULL, NULL);
+    if (!c) return 1;
+    rj_ctx_set_cache_dir(c, dir);
+    rj_dim J;
+    rj_node x, w, b;
+    rj_graph *g = new_graph(c, 16, &J, &x, &w, &b);
+    rj_graph_output(g, build(g, 1, J, x, w, b), "y");
+    double c1 = now();
+    rj_program *p = rj_program_new(g, RJ_TARGET_CPU);
+    double c2 = now();
+    if (!p) die(c, "cache load");
+    printf("%.4f %.4f\n", (c2 - c1) * 1e3, (c2 - c0) * 1e3);
+    rj_program_free(p);
+    rj_graph_free(g);
+    rj_ctx_free(c);
+    return 0;
+}
+
+/* Entries (files) in dir: a child that compiled instead of loading adds one. */
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The first program of new processes (bench --disk-hit-child), its median over nc of them:
+ * rj_program_new's time, and from rj_ctx_new on. False if a child failed or compiled. */
+static bool disk_hit_processes(const char *dir, int nc, double *program_ms, double *from_ctx_ms) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return false;
+    self[n] = 0;
+    char cmd[4096 + 256];
+    snprintf(cmd, sizeof cmd, "'%s' --disk-hit-child '%s'", self, dir);
+    double a[9], b[9];
+    int before = count_entries(dir);
+    for (int i = 0; i < nc && i < 9; i++) {
+        FILE *f = popen(cmd, "r");
+        bool ok = f && fscanf(f, "%lf %lf", &a[i], &b[i]) == 2;
+        if (f && pclose(f) != 0) ok = false;
+        if (!ok) return false;
+    }
+    if (count_entries(dir) != before) return false;
+    *program_ms = median(a, nc);
+    *from_ctx_ms = median(b, nc);
+    return true;
+}
+
 /* "W2,W8" -> bits 2 and 8; 0 for a malformed list */
 static unsigned only_arg(const char *s) {
     unsigned m = 0;
@@ -719,6 +778,7 @@ int main(int argc, char **argv) {
     unsigned only = ~0u;
     int threads = 0, reps = 0;
     rj_target target = RJ_TARGET_CPU;
+    if (argc == 3 && !strcmp(argv[1], "--disk-hit-child")) return disk_hit_child(argv[2]);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
@@ -852,7 +912,8 @@ int main(int argc, char **argv) {
            first_ms, median(per_kernel, compile_n), mean_kernel, median(hits, nh) * 1e6, nh);
 
     /* the persistent cache: g0's kernel written to a fresh directory by one context, then
-     * loaded by fresh contexts (each with its own JIT, as a new process has) */
+     * loaded by fresh contexts (each with its own JIT, as a new process has), then by new
+     * processes */
     char cdir[] = "/tmp/ragjit-bench-cache-XXXXXX";
     if (mkdtemp(cdir)) {
         double first[9], warm[9];
@@ -901,6 +962,12 @@ int main(int argc, char **argv) {
         printf("disk cache: hit %.2f ms in a context whose JIT exists, %.2f ms as the first program of "
                "a fresh context (creating its JIT included; medians of %d)\n", median(warm, nc) * 1e3,
                median(first, nc) * 1e3, nc);
+        double pm, cm;
+        if (disk_hit_processes(cdir, nc, &pm, &cm))
+            printf("disk cache: hit %.2f ms as the first program of a new process (LLVM's start-up "
+                   "included; %.2f ms from rj_ctx_new on; medians of %d processes)\n", pm, cm, nc);
+        else
+            printf("disk cache: a new process did not load from the cache (see above)\n");
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
         if (system(cmd)) fprintf(stderr, "bench: could not remove %s\n", cdir);

@@ -62,10 +62,11 @@
 
 struct llvm_jit {
     LLVMOrcLLJITRef jit;
-    LLVMTargetMachineRef tm;
+    LLVMTargetMachineRef tm; /* made by the first compile (code_tm): loading cached code needs none */
     LLVMTargetRef target;
     LLVMTargetMachineRef wtm[MAX_WORKERS]; /* one per compile thread beyond the caller's (tm) */
-    char *cpu, *features, *layout;
+    char *cpu, *features;
+    const char *layout; /* owned by jit */
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
     bool unroll;  /* LLVM's loop unroller runs in it (RAGJIT_LLVM_UNROLL=0: not) */
     int light;    /* which kernels get a shorter pipeline than O3 (pipeline_tier): 3 (default)
@@ -87,10 +88,13 @@ struct llvm_module_code {
 
 #define MAX_LLVM_ARGS 16
 static char llvm_args[1024]; /* the options given to LLVM (part of the cache identity) */
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT, codegen_once = PTHREAD_ONCE_INIT;
+static char llvm_words[sizeof llvm_args]; /* LLVM keeps pointers to its options */
+
+/* What a JIT needs, once a process: the host target, and the options given to LLVM (not yet
+ * parsed: init_codegen). */
 static void init_llvm(void) {
     LLVMInitializeNativeTarget();
-    LLVMInitializeNativeAsmPrinter();
     /* Loop strength reduction costs a quarter of code generation time on ragjit's kernels
      * and gains nothing measurable on them (bench/); it is a process-wide LLVM option, so an
      * embedding that uses LLVM for other work can keep LLVM's defaults with
@@ -99,11 +103,18 @@ static void init_llvm(void) {
      * experiments: LLVM ends the process on an option it does not know. */
     const char *e = getenv("RAGJIT_LLVM_ARGS");
     snprintf(llvm_args, sizeof llvm_args, "%s%s", getenv("RAGJIT_LLVM_DEFAULTS") ? "" : "-disable-lsr ", e ? e : "");
-    static char words[sizeof llvm_args]; /* LLVM keeps pointers to its options */
-    memcpy(words, llvm_args, sizeof words);
+}
+
+/* What generating code needs besides, once a process, before the first compile of any context
+ * (code_tm): the assembly printer, and LLVM's options parsed. A process that only loads cached
+ * code skips both (about 0.1 ms of a new process's first program). */
+static void init_codegen(void) {
+    LLVMInitializeNativeAsmPrinter();
+    memcpy(llvm_words, llvm_args, sizeof llvm_words);
     const char *args[1 + MAX_LLVM_ARGS] = {"ragjit"};
     int n = 1;
-    for (char *save = NULL, *a = strtok_r(words, " ", &save); a && n < 1 + MAX_LLVM_ARGS; a = strtok_r(NULL, " ", &save))
+    for (char *save = NULL, *a = strtok_r(llvm_words, " ", &save); a && n < 1 + MAX_LLVM_ARGS;
+         a = strtok_r(NULL, " ", &save))
         args[n++] = a;
     if (n > 1) LLVMParseCommandLineOptions(n, args, NULL);
 }
@@ -126,7 +137,6 @@ void llvm_jit_free(struct llvm_jit *j) {
     }
     LLVMDisposeMessage(j->cpu);
     LLVMDisposeMessage(j->features);
-    LLVMDisposeMessage(j->layout);
     free(j->passes);
     free(j->light_passes);
     free(j);
@@ -139,6 +149,16 @@ void llvm_jit_free(struct llvm_jit *j) {
 static LLVMTargetMachineRef new_tm(const struct llvm_jit *j) {
     return LLVMCreateTargetMachine(j->target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
                                    LLVMRelocPIC, LLVMCodeModelSmall);
+}
+
+/* The caller's TargetMachine, made by the first compile or dump of a context (callers hold
+ * the context's lock), after init_codegen: a process that only loads cached code never pays
+ * for one (0.1 ms). */
+static rj_status code_tm(rj_ctx *ctx, struct llvm_jit *j) {
+    pthread_once(&codegen_once, init_codegen);
+    if (!j->tm && !(j->tm = new_tm(j)))
+        return ctx_fail(ctx, RJ_ERR_COMPILE, "creating an LLVM TargetMachine for %s (%s)", j->triple, j->cpu);
+    return RJ_OK;
 }
 
 /* A short pipeline for simple kernels (simple_kernel): inlining of the maths functions,
@@ -245,7 +265,8 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     j->cpu = LLVMGetHostCPUName();
     j->features = LLVMGetHostCPUFeatures();
     j->target = target;
-    j->tm = new_tm(j);
+    /* the layout LLJIT derived for the host, the one a TargetMachine of ours would give */
+    j->layout = LLVMOrcLLJITGetDataLayoutStr(j->jit);
     const char *light = getenv("RAGJIT_LLVM_LIGHT");
     const char *user = getenv("RAGJIT_LLVM_PASSES");
     if ((light && !strcmp(light, "0")) || (user && *user)) j->light = 0;
@@ -265,9 +286,6 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
         llvm_jit_free(j);
         return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory creating the JIT");
     }
-    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
-    j->layout = LLVMCopyStringRepOfTargetData(td);
-    LLVMDisposeTargetData(td);
     *out = j;
     return RJ_OK;
 }
@@ -456,6 +474,8 @@ rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const cha
                       void **obj, size_t *len) {
     *obj = NULL;
     *len = 0;
+    rj_status ts = code_tm(ctx, j);
+    if (ts) return ts;
     int32_t nk = p->nkernels;
     int nw = threads < nk ? threads : nk;
     if (nw > MAX_WORKERS + 1) nw = MAX_WORKERS + 1;
@@ -605,6 +625,8 @@ rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, 
     *ir = NULL;
     if (ir_opt) *ir_opt = NULL;
     if (asm_text) *asm_text = NULL;
+    rj_status ts = ir_opt ? code_tm(ctx, j) : RJ_OK;
+    if (ts) return ts;
     LLVMContextRef c = LLVMContextCreate();
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);
     emit_target t = target_of(j);
