@@ -33,7 +33,9 @@
  * device's timers (rj_bind_stats: the copies of a run with host pointers are apart), its GB/s
  * of unique bytes, and the ratio to a device-to-device copy of one tensor measured in the same
  * run (rj_device_copy_bandwidth). Then W7, W8 and W9 (ragjit's own product kernels on the device) in
- * GFLOP/s by the device's timers.
+ * GFLOP/s by the device's timers, a tiny run's host overhead, and the persistent cache across
+ * processes: a new process's first program compiled into an empty cache, then loaded by new
+ * processes, beyond the driver's start-up (bench --disk-hit-child DIR TARGET).
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -542,6 +544,92 @@ static double time_resident(rj_ctx *ctx, wl *w, const setup *s, const resident *
     return m;
 }
 
+/* bench --disk-hit-child DIR TARGET: a new process's first program (W1 of the tiny setup) for
+ * TARGET (cpu, cuda or opencl), with the persistent cache in DIR; prints rj_program_new's time,
+ * the time from rj_ctx_new on, and (device targets) the driver's start-up before it, in ms.
+ * What a process started after another compiled the graph pays: on the CPU LLVM's start-up,
+ * the JIT's creation and the load; on a GPU the load beyond the driver's start-up (a device
+ * copy of 1 MB first, which creates the driver's context). */
+static int disk_hit_child(const char *dir, const char *tname) {
+    rj_target target = !strcmp(tname, "cuda") ? RJ_TARGET_CUDA : !strcmp(tname, "opencl") ? RJ_TARGET_OPENCL : RJ_TARGET_CPU;
+    double c0 = now(), startup = 0;
+    rj_ctx *c = rj_ctx_new(NULL, NULL);
+    if (!c) return 1;
+    rj_ctx_set_cache_dir(c, dir);
+    if (target != RJ_TARGET_CPU) {
+        double gbs, d0 = now();
+        if (rj_device_copy_bandwidth(c, target, 1 << 20, &gbs)) die(c, "device start-up");
+        startup = now() - d0;
+    }
+    rj_dim J;
+    rj_node x, w, b;
+    rj_graph *g = new_graph(c, 16, &J, &x, &w, &b);
+    rj_graph_output(g, build(g, 1, J, x, w, b), "y");
+    double c1 = now();
+    rj_program *p = rj_program_new(g, target);
+    double c2 = now();
+    if (!p) die(c, "cache load");
+    printf("%.4f %.4f %.4f\n", (c2 - c1) * 1e3, (c2 - c0) * 1e3, startup * 1e3);
+    rj_program_free(p);
+    rj_graph_free(g);
+    rj_ctx_free(c);
+    return 0;
+}
+
+/* Entries (files) in dir: a child that compiled instead of loading adds one. */
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+typedef struct child_ms {
+    double program, from_ctx, startup; /* as disk_hit_child prints them */
+} child_ms;
+
+/* Runs bench --disk-hit-child DIR TARGET nc times (at most 9): the medians of its times. False
+ * if a child failed, or (hits) if one stored an entry: it compiled instead of loading. */
+static bool child_processes(const char *dir, const char *tname, int nc, bool hits, child_ms *med) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || nc < 1 || nc > 9) return false;
+    self[n] = 0;
+    char cmd[4096 + 256];
+    snprintf(cmd, sizeof cmd, "'%s' --disk-hit-child '%s' %s", self, dir, tname);
+    double a[9], b[9], c[9];
+    int before = count_entries(dir);
+    for (int i = 0; i < nc; i++) {
+        FILE *f = popen(cmd, "r");
+        bool ok = f && fscanf(f, "%lf %lf %lf", &a[i], &b[i], &c[i]) == 3;
+        if (f && pclose(f) != 0) ok = false;
+        if (!ok) return false;
+    }
+    if (hits && count_entries(dir) != before) return false;
+    *med = (child_ms){median(a, nc), median(b, nc), median(c, nc)};
+    return true;
+}
+
+/* A device target's persistent cache across processes: a new process compiles into an empty
+ * directory, then new processes load from it. */
+static void gpu_disk_cache(const char *tname, bool quick) {
+    char cdir[] = "/tmp/ragjit-bench-cache-XXXXXX";
+    if (!mkdtemp(cdir)) return;
+    child_ms miss, hit;
+    int nc = quick ? 3 : 9;
+    if (child_processes(cdir, tname, 1, false, &miss) && child_processes(cdir, tname, nc, true, &hit))
+        printf("disk cache: a new process's first program %.1f ms compiling (an empty cache), %.2f ms loading "
+               "(median of %d processes), beyond the driver's start-up (%.1f ms)\n", miss.program, hit.program,
+               nc, hit.startup);
+    else
+        printf("disk cache: a new process did not load from the cache (see above)\n");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
+    if (system(cmd)) fprintf(stderr, "bench: could not remove %s\n", cdir);
+}
+
 /* W7, W8, W9 on the device (ragjit's own product kernels: no cuBLAS yet), by the device's
  * timers, in GFLOP/s. W8/W9 take the first B/8 items (their blocks grow as len^2). */
 static void gpu_products(rj_ctx *ctx, rj_target target, const setup *s, bool quick) {
@@ -693,6 +781,7 @@ static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
         rj_graph_free(wk.g);
         resident_free(&tr);
     }
+    gpu_disk_cache(tname, quick);
     resident_free(&res);
     free(s.off), free(s.x), free(s.w), free(s.bias);
     return 0;
@@ -704,62 +793,6 @@ static int count_arg(const char *s, int lo, int hi) {
     errno = 0;
     long v = strtol(s, &end, 10);
     return errno || end == s || *end || v < lo || v > hi ? -1 : (int)v;
-}
-
-/* bench --disk-hit-child DIR: a new process's first program (W1 of the tiny setup), with the
- * persistent cache in DIR; prints its compile time in ms. What a process started after
- * another compiled the graph pays: LLVM's start-up, the JIT's creation and the load. */
-static int disk_hit_child(const char *dir) {
-    double c0 = now();
-    rj_ctx *c = rj_ctx_new(NULL, NULL);
-    if (!c) return 1;
-    rj_ctx_set_cache_dir(c, dir);
-    rj_dim J;
-    rj_node x, w, b;
-    rj_graph *g = new_graph(c, 16, &J, &x, &w, &b);
-    rj_graph_output(g, build(g, 1, J, x, w, b), "y");
-    double c1 = now();
-    rj_program *p = rj_program_new(g, RJ_TARGET_CPU);
-    double c2 = now();
-    if (!p) die(c, "cache load");
-    printf("%.4f %.4f\n", (c2 - c1) * 1e3, (c2 - c0) * 1e3);
-    rj_program_free(p);
-    rj_graph_free(g);
-    rj_ctx_free(c);
-    return 0;
-}
-
-/* Entries (files) in dir: a child that compiled instead of loading adds one. */
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d) return -1;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-/* The first program of new processes (bench --disk-hit-child), its median over nc of them:
- * rj_program_new's time, and from rj_ctx_new on. False if a child failed or compiled. */
-static bool disk_hit_processes(const char *dir, int nc, double *program_ms, double *from_ctx_ms) {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return false;
-    self[n] = 0;
-    char cmd[4096 + 256];
-    snprintf(cmd, sizeof cmd, "'%s' --disk-hit-child '%s'", self, dir);
-    double a[9], b[9];
-    int before = count_entries(dir);
-    for (int i = 0; i < nc && i < 9; i++) {
-        FILE *f = popen(cmd, "r");
-        bool ok = f && fscanf(f, "%lf %lf", &a[i], &b[i]) == 2;
-        if (f && pclose(f) != 0) ok = false;
-        if (!ok) return false;
-    }
-    if (count_entries(dir) != before) return false;
-    *program_ms = median(a, nc);
-    *from_ctx_ms = median(b, nc);
-    return true;
 }
 
 /* "W2,W8" -> bits 2 and 8; 0 for a malformed list */
@@ -778,7 +811,7 @@ int main(int argc, char **argv) {
     unsigned only = ~0u;
     int threads = 0, reps = 0;
     rj_target target = RJ_TARGET_CPU;
-    if (argc == 3 && !strcmp(argv[1], "--disk-hit-child")) return disk_hit_child(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "--disk-hit-child")) return disk_hit_child(argv[2], argv[3]);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
@@ -962,10 +995,10 @@ int main(int argc, char **argv) {
         printf("disk cache: hit %.2f ms in a context whose JIT exists, %.2f ms as the first program of "
                "a fresh context (creating its JIT included; medians of %d)\n", median(warm, nc) * 1e3,
                median(first, nc) * 1e3, nc);
-        double pm, cm;
-        if (disk_hit_processes(cdir, nc, &pm, &cm))
+        child_ms hm;
+        if (child_processes(cdir, "cpu", nc, true, &hm))
             printf("disk cache: hit %.2f ms as the first program of a new process (LLVM's start-up "
-                   "included; %.2f ms from rj_ctx_new on; medians of %d processes)\n", pm, cm, nc);
+                   "included; %.2f ms from rj_ctx_new on; medians of %d processes)\n", hm.program, hm.from_ctx, nc);
         else
             printf("disk cache: a new process did not load from the cache (see above)\n");
         char cmd[128];

@@ -154,7 +154,7 @@ def main():
     print("ragjit %s against PyTorch %s nested jagged tensors on %s: B=%d, lengths 1..%d, D=%d, f32%s, "
           "median of %d" % (ragjit, torch.__version__, args["device"], args["B"], args["maxlen"], D,
                             "" if cuda else ", %d threads" % args["threads"], args["reps"]))
-    head = "%-30s %11s %9s %11s %9s %9s" % ("workload", "ragjit ms", "GB/s", "torch ms", "GB/s", "torch/rj")
+    head = "%-30.30s %11s %9s %11s %9s %9s" % ("workload", "ragjit ms", "GB/s", "torch ms", "GB/s", "torch/rj")
     if args["compile"]:
         head += " %13s %9s" % ("compiled ms", "comp/rj")
     print(head)
@@ -184,7 +184,7 @@ def main():
                 y = fn()
                 nbytes = vals.numel() * 4 + (2 * D * 4 if weights else 0) + out_bytes(torch, y)
                 tt = torch_time(torch, fn, args["reps"], cuda)
-                line = "%-30s %11.3f %9.2f %11.3f %9.2f %9.2f" % (
+                line = "%-30.30s %11.3f %9.2f %11.3f %9.2f %9.2f" % (
                     name + " " + body[4:], rj * 1e3, nbytes / rj * 1e-9, tt * 1e3, nbytes / tt * 1e-9, tt / rj)
                 if args["compile"]:
                     try:
