@@ -385,6 +385,59 @@ static void build_kernel(lkernel *k) {
     snprintf(k->what, sizeof k->what, "built by hand");
 }
 
+/* The CUDA image of lp (NVRTC present): for sm_90 PTX and a cubin (ELF for EM_CUDA) from one
+ * compile; for an architecture newer than NVRTC knows, PTX alone. Packed and unpacked, the
+ * image comes back byte for byte; every truncation, a length field off by one, a PTX without
+ * its NUL or a byte too many is refused. */
+static void check_cuda_image(rj_ctx *ctx, const lprog *lp) {
+    cuda_image im, back, newer;
+    assert_int_equal(cuda_image_build(ctx, lp, 90, true, &im), RJ_OK);
+    expect_in(im.ptx, ".entry k0(");
+    expect_in(im.ptx, ".target sm_90");
+    assert_non_null(im.cubin);
+    assert_true(im.cubin_len > 64);
+    assert_memory_equal(im.cubin, "\x7f" "ELF", 4);
+    assert_int_equal(im.cubin[18] | im.cubin[19] << 8, 190); /* e_machine: EM_CUDA */
+    assert_int_equal(cuda_image_build(ctx, lp, 9999, true, &newer), RJ_OK);
+    assert_null(newer.cubin);
+    expect_in(newer.ptx, ".entry k0(");
+    cuda_image_free(ctx, &newer);
+    void *data;
+    size_t len;
+    assert_int_equal(cuda_image_pack(ctx, &im, &data, &len), RJ_OK);
+    assert_true(cuda_image_unpack(ctx, data, len, &back));
+    assert_string_equal(back.ptx, im.ptx);
+    assert_int_equal(back.cubin_len, im.cubin_len);
+    assert_memory_equal(back.cubin, im.cubin, im.cubin_len);
+    cuda_image_free(ctx, &back);
+    for (size_t n = 0; n < len; n++) {
+        assert_false(cuda_image_unpack(ctx, data, n, &back));
+        assert_null(back.ptx);
+    }
+    unsigned char *b = data, *more = malloc(len + 1);
+    assert_non_null(more);
+    memcpy(more, b, len);
+    more[len] = 0;
+    assert_false(cuda_image_unpack(ctx, more, len + 1, &back));
+    free(more);
+    size_t pl = strlen(im.ptx) + 1;
+    for (int d = -1; d <= 1; d += 2) {
+        b[0] = (unsigned char)(b[0] + d); /* the PTX's length */
+        assert_false(cuda_image_unpack(ctx, data, len, &back));
+        b[0] = (unsigned char)(b[0] - d);
+        b[8 + pl] = (unsigned char)(b[8 + pl] + d); /* the cubin's */
+        assert_false(cuda_image_unpack(ctx, data, len, &back));
+        b[8 + pl] = (unsigned char)(b[8 + pl] - d);
+    }
+    b[8 + pl - 1] = 'x'; /* the PTX's NUL */
+    assert_false(cuda_image_unpack(ctx, data, len, &back));
+    b[8 + pl - 1] = 0;
+    assert_true(cuda_image_unpack(ctx, data, len, &back));
+    cuda_image_free(ctx, &back);
+    mem_free(ctx, data, len);
+    cuda_image_free(ctx, &im);
+}
+
 static void test_hand_built_kernel(void **state) {
     fixture *f = *state;
     rj_ctx *ctx = f->ctx;
@@ -463,6 +516,7 @@ static void test_hand_built_kernel(void **state) {
         expect_in(ptx, ".entry k0(");
         expect_in(ptx, "bar.sync");
         rj_string_free(ctx, ptx);
+        check_cuda_image(ctx, &lp);
     }
     lprog_free(&lp);
 }

@@ -10,8 +10,9 @@
  * looked up are those (`cuMemAlloc_v2`, ...).
  *
  * available() checks for a driver and a device first — the path every machine without a GPU
- * takes — and reports "no CUDA device" with the reason. compile() gets PTX for the device's
- * architecture, loads it into device 0's primary context (the context CUDA runtime users
+ * takes — and reports "no CUDA device" with the reason. compile() gets machine code for the
+ * device's architecture from NVRTC (a cubin, with its PTX; PTX alone for a device newer than
+ * NVRTC knows) or the persistent cache, loads it into device 0's primary context (the context CUDA runtime users
  * share; cuCtxCreate changed signature in CUDA 13) and looks up one function per kernel.
  * The "cuda" and "ptx" dumps need no device: without one, PTX is for compute_90.
  *
@@ -59,6 +60,7 @@ enum {
     CU_JIT_ERROR_LOG_BUFFER = 5,
     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_INVALID_IMAGE = 200,
     CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
 };
 
@@ -236,37 +238,52 @@ static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
     if (r) return cu_fail(ctx, RJ_ERR_COMPILE, "cuDevicePrimaryCtxRetain", r, NULL);
     cc->retained = true;
     if ((r = cu.CtxSetCurrent(cc->cuctx))) return cu_fail(ctx, RJ_ERR_COMPILE, "cuCtxSetCurrent", r, NULL);
-    /* the persistent cache: PTX of an earlier process (NVRTC is not even loaded, which alone
-     * costs ~10 ms; the driver caches its own translation to machine code), keyed by this build
-     * of ragjit (which fixes the CUDA C and NVRTC's options), the device's architecture, the
-     * driver's version and the loop IR. Not by NVRTC's version: asking would load it, and PTX
-     * from any NVRTC the driver accepts means the same program. */
-    int drv = 0;
+    /* the persistent cache: what NVRTC made for an earlier process (NVRTC is not even loaded,
+     * which alone costs ~10 ms), machine code for this device where NVRTC knows its
+     * architecture (cuda_image_build), so the driver does not translate PTX either; keyed by
+     * this build of ragjit (which fixes the CUDA C and NVRTC's options), the device's
+     * architecture, the driver's version and the loop IR. Not by NVRTC's version: asking would
+     * load it, and code from any NVRTC the driver accepts means the same program. */
+    int drv = 0, arch = device_arch();
     if (cu.DriverGetVersion && cu.DriverGetVersion(&drv)) drv = 0;
     char ident[64];
-    snprintf(ident, sizeof ident, "cuda\narch %d\ndriver %d\n", device_arch(), drv);
+    snprintf(ident, sizeof ident, "cuda\narch %d\ndriver %d\n", arch, drv);
     sbuf key;
     rj_status ks = disk_key(ctx, &key, lp, ident);
     if (ks) return ks;
-    bool on = key.len > 0;
+    bool on = key.len > 0, hit = false;
+    cuda_image im = {0};
     void *bin = NULL;
     size_t blen = 0;
-    bool hit = on && disk_load(ctx, "cuda", key.s, key.len, &bin, &blen);
-    if (hit) {
-        sbuf b;
-        sbuf_init(&b, ctx);
-        sbuf_put(&b, bin, strnlen(bin, blen));
+    if (on && disk_load(ctx, "cuda", key.s, key.len, &bin, &blen)) {
+        if (!(hit = cuda_image_unpack(ctx, bin, blen, &im))) ctx_clear_error(ctx); /* a miss */
         mem_free(ctx, bin, blen);
-        if (!(cc->ptx = sbuf_finish(&b))) hit = false, ctx_clear_error(ctx);
     }
-    if (!hit && (cc->ptx = cuda_ptx(ctx, lp, device_arch())) && on)
-        disk_store(ctx, "cuda", key.s, key.len, cc->ptx, strlen(cc->ptx) + 1);
+    if (!hit) {
+        if ((s = cuda_image_build(ctx, lp, arch, true, &im))) {
+            sbuf_free(&key);
+            return s;
+        }
+        if (on && cuda_image_pack(ctx, &im, &bin, &blen) == RJ_OK) {
+            disk_store(ctx, "cuda", key.s, key.len, bin, blen);
+            mem_free(ctx, bin, blen);
+        }
+        ctx_clear_error(ctx); /* a failed store costs the cache, not the compile */
+    }
     sbuf_free(&key);
-    if (!cc->ptx) return ctx_last_status(ctx) ? ctx_last_status(ctx) : RJ_ERR_COMPILE;
+    cc->ptx = im.ptx;
+    im.ptx = NULL;
     char log[2048] = "";
     CUjit_option jo[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void *jv[] = {log, (void *)(uintptr_t)sizeof log};
-    if ((r = cu.ModuleLoadDataEx(&cc->mod, cc->ptx, 2, jo, jv))) {
+    /* the machine code; the PTX where the driver refuses it (it translates PTX for its device) */
+    r = im.cubin ? cu.ModuleLoadDataEx(&cc->mod, im.cubin, 2, jo, jv) : CUDA_ERROR_INVALID_IMAGE;
+    cuda_image_free(ctx, &im);
+    if (r) {
+        log[0] = 0;
+        r = cu.ModuleLoadDataEx(&cc->mod, cc->ptx, 2, jo, jv);
+    }
+    if (r) {
         cc->mod = NULL;
         log[sizeof log - 1] = 0;
         return ctx_fail(ctx, RJ_ERR_COMPILE, "CUDA: cuModuleLoadDataEx failed with error %d%s%s%.600s", r,

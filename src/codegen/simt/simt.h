@@ -1,6 +1,6 @@
 /*
  * simt.h — SIMT code generation: loop IR to CUDA C or OpenCL C 1.2 (emit.c, one printer with two
- * spellings), and CUDA C to PTX with NVRTC loaded by dlopen (nvrtc.c). Building, loading and
+ * spellings), and CUDA C to PTX and machine code with NVRTC loaded by dlopen (nvrtc.c). Building, loading and
  * launching the code is the runtime's business (runtime/cuda.c, runtime/opencl.c).
  */
 #ifndef RJ_SIMT_H
@@ -19,8 +19,28 @@ char *opencl_source(rj_ctx *ctx, const lprog *p);
 /* Does p compute in double precision anywhere? (OpenCL needs cl_khr_fp64 for it.) */
 bool simt_uses_f64(const lprog *p);
 
-/* PTX of p compiled by NVRTC for compute capability `arch` (e.g. 90 for compute_90; 0: 90). RJ_ERR_NO_DEVICE when NVRTC cannot be loaded,
- * RJ_ERR_COMPILE with NVRTC's log when compilation fails. Text to free with rj_string_free. */
+/* PTX of p compiled by NVRTC for compute capability `arch` (e.g. 90 for compute_90; 0: 90).
+ * RJ_ERR_NO_DEVICE when NVRTC cannot be loaded, RJ_ERR_COMPILE with NVRTC's log when
+ * compilation fails. Text to free with rj_string_free. */
 char *cuda_ptx(rj_ctx *ctx, const lprog *p, int arch);
+
+/* What NVRTC made of a program: its PTX and, where asked for and NVRTC supports the
+ * architecture itself, the machine code (a cubin for sm_<arch>; else NULL). */
+typedef struct cuda_image {
+    char *ptx;            /* rj_string_free */
+    unsigned char *cubin; /* ragjit memory, cubin_len bytes */
+    size_t cubin_len;
+} cuda_image;
+
+/* cuda_ptx's compile into *out, with machine_code the cubin too (one NVRTC compile). Errors as
+ * cuda_ptx's; *out is empty on failure. */
+rj_status cuda_image_build(rj_ctx *ctx, const lprog *p, int arch, bool machine_code, cuda_image *out);
+void cuda_image_free(rj_ctx *ctx, cuda_image *im);
+
+/* An image as bytes (the persistent cache's entry, ragjit memory in *data) and back: unpack
+ * accepts only what pack writes (lengths that add up to len, PTX ending at its one NUL), else
+ * false with *out empty, as on a failed allocation. */
+rj_status cuda_image_pack(rj_ctx *ctx, const cuda_image *im, void **data, size_t *len);
+bool cuda_image_unpack(rj_ctx *ctx, const void *data, size_t len, cuda_image *out);
 
 #endif
