@@ -555,7 +555,7 @@ static rj_status cuda_dev_check(rj_ctx *ctx, uint64_t addr, size_t bytes, bool d
 }
 
 static rj_status cuda_handles(rj_ctx *ctx, void **context, void **queue) {
-    CUcontext cx;
+    CUcontext cx = NULL;
     rj_status s = primary_current(ctx, &cx);
     if (s) return s;
     if (context) *context = cx;
@@ -569,7 +569,7 @@ static rj_status cuda_copy_probe(rj_ctx *ctx, int64_t bytes, double *ms) {
     CUdevice dev;
     rj_status s = driver_device(ctx, &dev);
     if (s) return s;
-    CUcontext cx;
+    CUcontext cx = NULL;
     CUresult e = cu.DevicePrimaryCtxRetain(&cx, dev);
     if (e) return cu_fail(ctx, RJ_ERR_NO_DEVICE, "cuDevicePrimaryCtxRetain", e, NULL);
     CUdeviceptr a = 0, b = 0;

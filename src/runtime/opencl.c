@@ -756,7 +756,7 @@ static void opencl_bind_release(rj_bind *b) {
 }
 
 static rj_status opencl_dev_read(rj_ctx *ctx, void *stream, void *dst, uint64_t src, size_t bytes) {
-    cl_state *st;
+    cl_state *st = NULL;
     rj_status s = state_get(ctx, &st);
     if (s) return s;
     cl_command_queue q = stream ? (cl_command_queue)stream : st->q; /* in order: after its kernels */
@@ -783,7 +783,7 @@ static rj_status opencl_dev_check(rj_ctx *ctx, uint64_t addr, size_t bytes, bool
 }
 
 static rj_status opencl_handles(rj_ctx *ctx, void **context, void **queue) {
-    cl_state *st;
+    cl_state *st = NULL;
     rj_status s = state_get(ctx, &st);
     if (s) return s;
     if (context) *context = st->cx;
@@ -793,7 +793,7 @@ static rj_status opencl_handles(rj_ctx *ctx, void **context, void **queue) {
 
 /* rj_device_copy_bandwidth: one copy between two fresh buffers, timed by its event. */
 static rj_status opencl_copy_probe(rj_ctx *ctx, int64_t bytes, double *ms) {
-    cl_state *st;
+    cl_state *st = NULL;
     rj_status s = state_get(ctx, &st);
     if (s) return s;
     if ((cl_ulong)bytes > cl.max_alloc)
