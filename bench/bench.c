@@ -591,7 +591,8 @@ typedef struct child_ms {
 } child_ms;
 
 /* Runs bench --disk-hit-child DIR TARGET nc times (at most 9): the medians of its times. False
- * if a child failed, or (hits) if one stored an entry: it compiled instead of loading. */
+ * if a child failed, or (hits) if DIR held no entry or a child stored one: it compiled instead
+ * of loading. */
 static bool child_processes(const char *dir, const char *tname, int nc, bool hits, child_ms *med) {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -607,7 +608,7 @@ static bool child_processes(const char *dir, const char *tname, int nc, bool hit
         if (f && pclose(f) != 0) ok = false;
         if (!ok) return false;
     }
-    if (hits && count_entries(dir) != before) return false;
+    if (hits && (before <= 0 || count_entries(dir) != before)) return false; /* nothing to load, or a miss */
     *med = (child_ms){median(a, nc), median(b, nc), median(c, nc)};
     return true;
 }
