@@ -36,7 +36,11 @@ PACK=.device/ragjit.tar.xz
 
 pack() {
   set -e
-  [ -f build-static/build.ninja ] || meson setup build-static --buildtype=release -Dllvm_static=true
+  if [ -f build-static/build.ninja ]; then
+    meson configure build-static -Dbuildtype=release -Dllvm_static=true >/dev/null
+  else
+    meson setup build-static --buildtype=release -Dllvm_static=true
+  fi
   ninja -C build-static
   local stage
   stage=$(mktemp -d)
