@@ -179,6 +179,16 @@ static void test_hit_across_processes(void **state) {
     compile_chain(f->ctx, dir, 0, true, &compiles, &hits);
     assert_int_equal(compiles, 0);
     assert_int_equal(hits, 1);
+    /* a JIT that has only loaded code makes its TargetMachine when it must: an assembly dump */
+    env e = env_new(f->ctx, RJ_F32);
+    std_chain_add(&e, chains[0]);
+    rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU);
+    char *text = p ? rj_program_dump(p, "asm") : NULL;
+    if (!text) fail_msg("assembly after a load: %s", rj_ctx_error(f->ctx));
+    assert_non_null(strstr(text, "\tret"));
+    rj_string_free(f->ctx, text);
+    rj_program_free(p);
+    rj_graph_free(e.g);
     /* another graph is another entry */
     compile_chain(f->ctx, dir, 1, true, &compiles, &hits);
     assert_int_equal(compiles, 1);
