@@ -576,6 +576,13 @@ static int disk_hit_child(const char *dir, const char *tname) {
     return 0;
 }
 
+/* A cache directory of bench's (mkdtemp's) and what is in it. */
+static void remove_dir(const char *dir) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) fprintf(stderr, "bench: could not remove %s\n", dir);
+}
+
 /* Entries (files) in dir: a child that compiled instead of loading adds one. */
 static int count_entries(const char *dir) {
     DIR *d = opendir(dir);
@@ -626,9 +633,7 @@ static void gpu_disk_cache(const char *tname, bool quick) {
                nc, hit.startup);
     else
         printf("disk cache: a new process did not load from the cache (see above)\n");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
-    if (system(cmd)) fprintf(stderr, "bench: could not remove %s\n", cdir);
+    remove_dir(cdir);
 }
 
 /* W7, W8, W9 on the device (ragjit's own product kernels: no cuBLAS yet), by the device's
@@ -1002,9 +1007,7 @@ int main(int argc, char **argv) {
                    "included; %.2f ms from rj_ctx_new on; medians of %d processes)\n", hm.program, hm.from_ctx, nc);
         else
             printf("disk cache: a new process did not load from the cache (see above)\n");
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
-        if (system(cmd)) fprintf(stderr, "bench: could not remove %s\n", cdir);
+        remove_dir(cdir);
     }
 
     /* dispatch overhead: a tiny run */

@@ -12,8 +12,9 @@
  * available() checks for a driver and a device first — the path every machine without a GPU
  * takes — and reports "no CUDA device" with the reason. compile() gets machine code for the
  * device's architecture from NVRTC (a cubin, with its PTX; PTX alone for a device newer than
- * NVRTC knows) or the persistent cache, loads it into device 0's primary context (the context CUDA runtime users
- * share; cuCtxCreate changed signature in CUDA 13) and looks up one function per kernel.
+ * NVRTC knows) or the persistent cache, loads it into device 0's primary context (the context
+ * CUDA runtime users share; cuCtxCreate changed signature in CUDA 13) and looks up one
+ * function per kernel.
  * The "cuda" and "ptx" dumps need no device: without one, PTX is for compute_90.
  *
  * A run is launch.c's device_run with the driver's calls: device copies of inputs, offsets

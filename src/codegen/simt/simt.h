@@ -1,7 +1,8 @@
 /*
  * simt.h — SIMT code generation: loop IR to CUDA C or OpenCL C 1.2 (emit.c, one printer with two
- * spellings), and CUDA C to PTX and machine code with NVRTC loaded by dlopen (nvrtc.c). Building, loading and
- * launching the code is the runtime's business (runtime/cuda.c, runtime/opencl.c).
+ * spellings), and CUDA C to PTX and machine code with NVRTC loaded by dlopen (nvrtc.c).
+ * Building, loading and launching the code is the runtime's business (runtime/cuda.c,
+ * runtime/opencl.c).
  */
 #ifndef RJ_SIMT_H
 #define RJ_SIMT_H
