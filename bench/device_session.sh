@@ -78,21 +78,10 @@ step() {
   [ "$rc" -eq 0 ] || FAILED+=("$name")
 }
 
-# The bench workloads as programs (bench/pipeline_check.py's WORKLOADS), for ncu.
+# The bench workloads as programs (bench/pipeline_check.py's), for ncu.
 workloads() {
-  local dir=$1
-  mkdir -p "$dir"
-  python3 - "$dir" <<'EOF'
-import os, sys
-sys.path.insert(0, "bench")
-from pipeline_check import WORKLOADS
-for name, (body, weights) in WORKLOADS.items():
-    with open(os.path.join(sys.argv[1], name + ".rj"), "w") as f:
-        f.write("ragged j1 : B\ninput x : f32[B, j1, 256]\n")
-        if weights:
-            f.write("input w : f32[256]\ninput b : f32[256]\n")
-        f.write(body + "\noutput y\n")
-EOF
+  mkdir -p "$1"
+  python3 -c 'import sys; sys.path.insert(0, "bench"); from pipeline_check import workload_files; workload_files(sys.argv[1])' "$1"
 }
 
 part_tests() {

@@ -41,7 +41,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pipeline_check import WORKLOADS  # noqa: E402  name: (ragjit body, uses the weights w and b)
+from pipeline_check import WORKLOADS, workload_files  # noqa: E402  name: (ragjit body, uses w and b)
 
 D = 256
 
@@ -112,7 +112,7 @@ def torch_time(torch, fn, reps, cuda):
     return statistics.median(times)
 
 
-def out_bytes(torch, y):
+def out_bytes(y):
     if getattr(y, "is_nested", False):
         return y.values().numel() * y.values().element_size()
     return y.numel() * y.element_size()
@@ -159,14 +159,10 @@ def main():
         head += " %13s %9s" % ("compiled ms", "comp/rj")
     print(head)
     with tempfile.TemporaryDirectory() as tmp:
+        workload_files(tmp)
         for name in names:
             body, weights = WORKLOADS[name]
             prog = os.path.join(tmp, name + ".rj")
-            with open(prog, "w") as f:
-                f.write("ragged j1 : B\ninput x : f32[B, j1, %d]\n" % D)
-                if weights:
-                    f.write("input w : f32[%d]\ninput b : f32[%d]\n" % (D, D))
-                f.write(body + "\noutput y\n")
             data = os.path.join(tmp, name)
             rj = ragjit_time(ragjit, prog, spec, args, data)
             vals = load_npy(torch, os.path.join(data, "x.npy")).to(dev)
@@ -182,7 +178,7 @@ def main():
             fn = torch_ops(torch, name, x, w, b, mask)
             with torch.no_grad():
                 y = fn()
-                nbytes = vals.numel() * 4 + (2 * D * 4 if weights else 0) + out_bytes(torch, y)
+                nbytes = vals.numel() * 4 + (2 * D * 4 if weights else 0) + out_bytes(y)
                 tt = torch_time(torch, fn, args["reps"], cuda)
                 line = "%-30.30s %11.3f %9.2f %11.3f %9.2f %9.2f" % (
                     name + " " + body[4:], rj * 1e3, nbytes / rj * 1e-9, tt * 1e3, nbytes / tt * 1e-9, tt / rj)
