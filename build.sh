@@ -5,7 +5,7 @@
 #                     build (warnings as errors), an AddressSanitizer + UBSan build, the
 #                     concurrency test under ThreadSanitizer, and each libFuzzer harness for a
 #                     short smoke run
-#   ./build.sh fuzz [SECONDS] [parse|npy|api ...]
+#   ./build.sh fuzz [SECONDS] [parse|npy|api|elf ...]
 #                     run the fuzzers for long: SECONDS each (default 600), one at a time, on a
 #                     corpus kept in build-fuzz/corpus/ (docs/guide.md, "Fuzzing")
 # All are idempotent: packages already present are not reinstalled and configured build
@@ -21,7 +21,7 @@ cd "$(dirname "$0")"
 # it ragjit multiplies with its own, slower kernel)
 PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev libdlpack-dev python3 python3-numpy
           ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev libopenblas0-pthread)
-FUZZERS=(parse npy api)
+FUZZERS=(parse npy api elf)
 
 install_missing() {
   local missing=()
@@ -143,7 +143,7 @@ case "$cmd" in
     exit "$failed"
     ;;
   *)
-    echo "usage: ./build.sh demo | test | fuzz [SECONDS] [parse|npy|api ...]" >&2
+    echo "usage: ./build.sh demo | test | fuzz [SECONDS] [parse|npy|api|elf ...]" >&2
     exit 2
     ;;
 esac

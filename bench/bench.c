@@ -19,8 +19,8 @@
  * longest item with a BLAS product per item and a masked softmax, with the padding ratio.
  * Then: compile latency (the first program of the process, later programs, an in-memory cache
  * hit; the persistent cache is off for these), loads from the persistent cache (in a context
- * whose JIT exists, as the first program of a fresh context, and as the first program of new
- * processes: bench itself started with --disk-hit-child, LLVM's start-up included) and
+ * that compiled before, as the first program of a fresh context, and as the first program of
+ * new processes: bench itself started with --disk-hit-child, the library's first use included) and
  * dispatch overhead of a tiny run (B = 8, D = 16).
  *
  *   bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl]
@@ -547,8 +547,8 @@ static double time_resident(rj_ctx *ctx, wl *w, const setup *s, const resident *
 /* bench --disk-hit-child DIR TARGET: a new process's first program (W1 of the tiny setup) for
  * TARGET (cpu, cuda or opencl), with the persistent cache in DIR; prints rj_program_new's time,
  * the time from rj_ctx_new on, and (device targets) the driver's start-up before it, in ms.
- * What a process started after another compiled the graph pays: on the CPU LLVM's start-up,
- * the JIT's creation and the load; on a GPU the load beyond the driver's start-up (a device
+ * What a process started after another compiled the graph pays: on the CPU the first use of
+ * the library and of LLVM (host queries), the read and the link; on a GPU the load beyond the driver's start-up (a device
  * copy of 1 MB first, which creates the driver's context). */
 static int disk_hit_child(const char *dir, const char *tname) {
     rj_target target = !strcmp(tname, "cuda") ? RJ_TARGET_CUDA : !strcmp(tname, "opencl") ? RJ_TARGET_OPENCL : RJ_TARGET_CPU;
@@ -974,7 +974,7 @@ int main(int argc, char **argv) {
             first[i] = now() - c0;
             if (!p2) die(c2, "cache load");
             rj_program_free(p2);
-            /* again in a context whose JIT exists (W3's kernel: in the cache after the first) */
+            /* again in a context that compiled before (W3's kernel: in the cache after the first) */
             rj_graph *g3 = new_graph(c2, tiny.D, &J, &x, &w, &b);
             rj_graph_output(g3, build(g3, 3, J, x, w, b), "y");
             rj_program_free(rj_program_new(g3, RJ_TARGET_CPU));
@@ -998,13 +998,13 @@ int main(int argc, char **argv) {
             rj_graph_free(g2);
             rj_ctx_free(c2);
         }
-        printf("disk cache: hit %.2f ms in a context whose JIT exists, %.2f ms as the first program of "
-               "a fresh context (creating its JIT included; medians of %d)\n", median(warm, nc) * 1e3,
+        printf("disk cache: hit %.2f ms in a context that compiled before, %.2f ms as the first program of "
+               "a fresh context (its code generator's state created; medians of %d)\n", median(warm, nc) * 1e3,
                median(first, nc) * 1e3, nc);
         child_ms hm;
         if (child_processes(cdir, "cpu", nc, true, &hm))
-            printf("disk cache: hit %.2f ms as the first program of a new process (LLVM's start-up "
-                   "included; %.2f ms from rj_ctx_new on; medians of %d processes)\n", hm.program, hm.from_ctx, nc);
+            printf("disk cache: hit %.2f ms as the first program of a new process (the library's first "
+                   "use included; %.2f ms from rj_ctx_new on; medians of %d processes)\n", hm.program, hm.from_ctx, nc);
         else
             printf("disk cache: a new process did not load from the cache (see above)\n");
         remove_dir(cdir);

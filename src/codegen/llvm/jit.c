@@ -1,20 +1,28 @@
 /*
- * jit.c — the context's LLVM JIT: one ORC LLJIT per context, one resource tracker per
- * compiled program.
+ * jit.c — the context's LLVM code generation: loop IR to object code, and object code to
+ * functions in memory.
  *
- * The CPU target (runtime/cpu.c) creates the LLJIT on the first compile of a context and
- * keeps it in the context's CPU slot: creating one costs milliseconds (target detection, the
- * execution session), adding a module to an existing one does not. Compiling and linking are
- * two steps, so that the object code in between can go to the persistent cache and come back
- * in another process (runtime/cpu.c decides). Each kernel is a module of its own, and the
- * kernels of a program are compiled by several threads at once, each with its own LLVM context
- * and TargetMachine (a TargetMachine generates code for one module at a time); the modules do
- * not depend on the number of threads, so neither does the code. Each module's symbols carry a prefix unique among
- * the modules loaded (the caller's: a hash of the cache key, the same in every process) in the
- * shared JITDylib, and each module has its own resource tracker, so freeing a program evicts
- * exactly its machine code. Calls the
- * generated code makes into libm (f64 transcendental functions, pow) resolve through a
- * process symbol generator.
+ * The CPU target (runtime/cpu.c) creates this state on the first compile of a context and keeps
+ * it in the context's CPU slot. Compiling and linking are two steps, so that the object code in
+ * between can go to the persistent cache and come back in another process (runtime/cpu.c
+ * decides). Each kernel is a module of its own, and the kernels of a program are compiled by
+ * several threads at once, each with its own LLVM context and TargetMachine (a TargetMachine
+ * generates code for one module at a time); the modules do not depend on the number of threads,
+ * so neither does the code. Symbols carry a prefix unique to the program (the caller's: a hash
+ * of the cache key, the same in every process).
+ *
+ * Linking: elfload.c, ragjit's own linker, takes the x86-64 objects written here and maps each
+ * program's code and constants in memory of its own, freed with the program. In a new process
+ * that loads cached code it is what makes a hit cheap: ORC's LLJIT costs about 0.5 ms to create
+ * (it detects the host and builds TargetMachines of its own) and more per program to link,
+ * where elfload.c links a program in tens of microseconds (bench/'s disk-hit line went from
+ * 1.0-1.5 ms to 0.3-0.5 ms). What it does not take goes to ORC, as every object did before: an
+ * LLJIT made on first need (orc_get), one resource tracker per program, so freeing a program
+ * evicts exactly its machine code. Both resolve names alike: rt.c's routines, then the
+ * process's symbols (libm's f64 functions, pow). RAGJIT_LLVM_LINKER=orc sends everything to
+ * ORC, =own refuses to fall back (tests). Neither step needs LLVM's target registration or a
+ * TargetMachine, so a process that only loads cached code creates neither; the host's triple,
+ * CPU and features, which the cache key names, come from LLVM's host queries.
  *
  * Optimisation runs LLVM's new pass manager with a TargetMachine for the host CPU, and one of
  * four pipelines per module (pipeline_tier): a short one for kernels over rows without
@@ -32,14 +40,15 @@
  * the vectoriser (AVX-512: its vector variants use vscalefps), a second short run
  * (ML_LATE_PASSES) inlines it once the pipeline is done. After the pipeline, horizontal float
  * reductions are rewritten as trees (reduce_tree.c). The same TargetMachine then generates the
- * object code the JIT links (ORC's IR layer would create a TargetMachine per module). The dumps
+ * object code (ORC's IR layer would create a TargetMachine per module). The dumps
  * (LLVM IR before and after optimisation, assembly) are produced together by the same steps,
  * from a fresh module, so one request fills all three texts.
  *
  * RAGJIT_PERF_MAP=1 lists each linked kernel in perf's map of JIT code (perf_map_add).
  *
- * Memory: LLVM allocates its own memory (the JIT, compiled code); that is the one place where
- * ragjit's allocator hook is not consulted.
+ * Memory: LLVM allocates its own memory (compilation, ORC and the code it links), and
+ * elfload.c maps pages for code; those are the places where ragjit's allocator hook is not
+ * consulted (executable pages cannot come from it).
  */
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
@@ -48,6 +57,7 @@
 #include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -60,13 +70,16 @@
 /* Kernels of one program are compiled by up to this many threads at once. */
 #define MAX_WORKERS 16
 
+enum { LINK_AUTO, LINK_OWN, LINK_ORC };
+
 struct llvm_jit {
-    LLVMOrcLLJITRef jit;
+    LLVMOrcLLJITRef jit; /* ORC, made for the first program elfload.c does not take (orc_get) */
     LLVMTargetMachineRef tm; /* made by the first compile (code_tm): loading cached code needs none */
     LLVMTargetRef target;
     LLVMTargetMachineRef wtm[MAX_WORKERS]; /* one per compile thread beyond the caller's (tm) */
-    char *cpu, *features;
-    const char *layout; /* owned by jit */
+    const char *triple, *cpu, *features; /* the host's (init_llvm) */
+    char *layout; /* the TargetMachine's data layout (code_tm) */
+    int linker;   /* who links the objects: LINK_AUTO elfload.c, else ORC (RAGJIT_LLVM_LINKER) */
     char *passes; /* the optimisation pipeline (new pass manager syntax) */
     bool unroll;  /* LLVM's loop unroller runs in it (RAGJIT_LLVM_UNROLL=0: not) */
     int light;    /* which kernels get a shorter pipeline than O3 (pipeline_tier): 3 (default)
@@ -76,25 +89,33 @@ struct llvm_jit {
                    * user's pipeline) none */
     bool perf_map; /* RAGJIT_PERF_MAP=1: kernels listed in /tmp/perf-<pid>.map (perf_map_add) */
     char *light_passes; /* LIGHT_PASSES, or RAGJIT_LLVM_LIGHT_PASSES (for measuring others) */
-    const char *triple; /* owned by jit */
     int vector_bits;    /* lanes loops emitted as vectors of this width (emit.c), 0 with
                          * RAGJIT_LLVM_VECTOR=0: left to LLVM's loop vectoriser */
     int stream_bits;    /* the width for kernels that stream their input through additions */
 };
 
 struct llvm_module_code {
-    LLVMOrcResourceTrackerRef rt;
+    elf_code *elf;              /* linked by elfload.c */
+    LLVMOrcResourceTrackerRef rt; /* or by ORC */
 };
 
 #define MAX_LLVM_ARGS 16
 static char llvm_args[1024]; /* the options given to LLVM (part of the cache identity) */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT, codegen_once = PTHREAD_ONCE_INIT;
+static pthread_once_t target_once = PTHREAD_ONCE_INIT;
 static char llvm_words[sizeof llvm_args]; /* LLVM keeps pointers to its options */
 
-/* What a JIT needs, once a process: the host target, and the options given to LLVM (not yet
- * parsed: init_codegen). */
+static char *host_triple, *host_cpu, *host_features;
+
+/* What a JIT needs, once a process: the host as LLJIT would detect it (without creating one;
+ * the CPU's queries cost about 0.1 ms on a VM, where cpuid exits to the hypervisor), and the
+ * options given to LLVM (not yet parsed: init_codegen). */
 static void init_llvm(void) {
-    LLVMInitializeNativeTarget();
+    char *deft = LLVMGetDefaultTargetTriple();
+    host_triple = LLVMNormalizeTargetTriple(deft);
+    LLVMDisposeMessage(deft);
+    host_cpu = LLVMGetHostCPUName();
+    host_features = LLVMGetHostCPUFeatures();
     /* Loop strength reduction costs a quarter of code generation time on ragjit's kernels
      * and gains nothing measurable on them (bench/); it is a process-wide LLVM option, so an
      * embedding that uses LLVM for other work can keep LLVM's defaults with
@@ -105,10 +126,16 @@ static void init_llvm(void) {
     snprintf(llvm_args, sizeof llvm_args, "%s%s", getenv("RAGJIT_LLVM_DEFAULTS") ? "" : "-disable-lsr ", e ? e : "");
 }
 
+/* The host target's registration, once a process, for a TargetMachine or ORC. */
+static void init_target(void) {
+    LLVMInitializeNativeTarget();
+}
+
 /* What generating code needs besides, once a process, before the first compile of any context
- * (code_tm): the assembly printer, and LLVM's options parsed. A process that only loads cached
- * code skips both (about 0.1 ms of a new process's first program). */
+ * (code_tm): the target, the assembly printer, and LLVM's options parsed. A process that only
+ * loads cached code skips all three (about 0.2 ms of a new process's first program). */
 static void init_codegen(void) {
+    pthread_once(&target_once, init_target);
     LLVMInitializeNativeAsmPrinter();
     memcpy(llvm_words, llvm_args, sizeof llvm_words);
     const char *args[1 + MAX_LLVM_ARGS] = {"ragjit"};
@@ -135,8 +162,7 @@ void llvm_jit_free(struct llvm_jit *j) {
         LLVMErrorRef e = LLVMOrcDisposeLLJIT(j->jit);
         if (e) LLVMConsumeError(e);
     }
-    LLVMDisposeMessage(j->cpu);
-    LLVMDisposeMessage(j->features);
+    LLVMDisposeMessage(j->layout);
     free(j->passes);
     free(j->light_passes);
     free(j);
@@ -151,14 +177,72 @@ static LLVMTargetMachineRef new_tm(const struct llvm_jit *j) {
                                    LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
-/* The caller's TargetMachine, made by the first compile or dump of a context (callers hold
- * the context's lock), after init_codegen: a process that only loads cached code never pays
- * for one (0.1 ms). */
+/* The caller's TargetMachine and the data layout the modules get from it, made by the first
+ * compile or dump of a context (callers hold the context's lock), after init_codegen: a process
+ * that only loads cached code never pays for one (0.1 ms). */
 static rj_status code_tm(rj_ctx *ctx, struct llvm_jit *j) {
     pthread_once(&codegen_once, init_codegen);
-    if (!j->tm && !(j->tm = new_tm(j)))
+    if (j->tm) return RJ_OK;
+    char *msg = NULL;
+    if (!j->target && LLVMGetTargetFromTriple(j->triple, &j->target, &msg)) {
+        rj_status s = ctx_fail(ctx, RJ_ERR_COMPILE, "no LLVM target for %s: %s", j->triple, msg);
+        LLVMDisposeMessage(msg);
+        return s;
+    }
+    if (!(j->tm = new_tm(j)))
         return ctx_fail(ctx, RJ_ERR_COMPILE, "creating an LLVM TargetMachine for %s (%s)", j->triple, j->cpu);
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
+    j->layout = LLVMCopyStringRepOfTargetData(td);
+    LLVMDisposeTargetData(td);
     return RJ_OK;
+}
+
+/* ORC's LLJIT, for objects elfload.c does not take (another machine than x86-64, say), made
+ * the first time one comes (callers hold the context's lock): it costs about 0.5 ms in a new
+ * process. Symbols resolve as elfload.c resolves them: rt.c's routines by name, then the
+ * process's (libm). */
+static rj_status orc_get(rj_ctx *ctx, struct llvm_jit *j) {
+    if (j->jit) return RJ_OK;
+    pthread_once(&target_once, init_target);
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&j->jit, NULL);
+    if (err) {
+        j->jit = NULL;
+        return llvm_error(ctx, err, "creating the LLVM JIT");
+    }
+    LLVMOrcDefinitionGeneratorRef gen;
+    err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit),
+                                                              NULL, NULL);
+    if (!err) {
+        LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->jit), gen);
+        /* rt.c's routines, by name: generated and cached code alike link to this library's copy */
+        const rt_symbol *rt = rt_symbols();
+        LLVMOrcCSymbolMapPair rts[RT_COUNT];
+        for (int i = 0; i < RT_COUNT; i++)
+            rts[i] = (LLVMOrcCSymbolMapPair){
+                .Name = LLVMOrcLLJITMangleAndIntern(j->jit, rt[i].name),
+                .Sym = {.Address = (LLVMOrcExecutorAddress)(uintptr_t)rt[i].fn,
+                        .Flags = {.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable}}};
+        err = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(j->jit), LLVMOrcAbsoluteSymbols(rts, RT_COUNT));
+    }
+    if (!err) return RJ_OK;
+    LLVMErrorRef e = LLVMOrcDisposeLLJIT(j->jit);
+    if (e) LLVMConsumeError(e);
+    j->jit = NULL;
+    return llvm_error(ctx, err, "setting up the LLVM JIT's symbols");
+}
+
+/* elfload.c's resolver: rt.c's routines by name, then the process's symbols (libm), as ORC's
+ * process generator finds them. */
+static void *resolve_symbol(const char *name, void *ud) {
+    RJ_UNUSED(ud);
+    const rt_symbol *rt = rt_symbols();
+    for (int i = 0; i < RT_COUNT; i++)
+        if (!strcmp(name, rt[i].name)) {
+            void *p;
+            memcpy(&p, &rt[i].fn, sizeof p);
+            return p;
+        }
+    return dlsym(RTLD_DEFAULT, name);
 }
 
 /* A short pipeline for simple kernels (simple_kernel): inlining of the maths functions,
@@ -226,47 +310,11 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     pthread_once(&init_once, init_llvm);
     struct llvm_jit *j = calloc(1, sizeof *j); /* lives with LLVM's own allocations */
     if (!j) return ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory creating the JIT");
-    LLVMErrorRef err = LLVMOrcCreateLLJIT(&j->jit, NULL);
-    if (err) {
-        j->jit = NULL;
-        llvm_jit_free(j);
-        return llvm_error(ctx, err, "creating the LLVM JIT");
-    }
-    LLVMOrcDefinitionGeneratorRef gen;
-    err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit),
-                                                              NULL, NULL);
-    if (err) {
-        llvm_jit_free(j);
-        return llvm_error(ctx, err, "creating the process symbol generator");
-    }
-    LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->jit), gen);
-    /* rt.c's routines, by name: generated and cached code alike link to this library's copy */
-    const rt_symbol *rt = rt_symbols();
-    LLVMOrcCSymbolMapPair rts[RT_COUNT];
-    for (int i = 0; i < RT_COUNT; i++)
-        rts[i] = (LLVMOrcCSymbolMapPair){
-            .Name = LLVMOrcLLJITMangleAndIntern(j->jit, rt[i].name),
-            .Sym = {.Address = (LLVMOrcExecutorAddress)(uintptr_t)rt[i].fn,
-                    .Flags = {.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable}}};
-    err = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(j->jit), LLVMOrcAbsoluteSymbols(rts, RT_COUNT));
-    if (err) {
-        llvm_jit_free(j);
-        return llvm_error(ctx, err, "defining the runtime routines in the JIT");
-    }
-    j->triple = LLVMOrcLLJITGetTripleString(j->jit);
-    LLVMTargetRef target;
-    char *msg = NULL;
-    if (LLVMGetTargetFromTriple(j->triple, &target, &msg)) {
-        rj_status s = ctx_fail(ctx, RJ_ERR_COMPILE, "no LLVM target for %s: %s", j->triple, msg);
-        LLVMDisposeMessage(msg);
-        llvm_jit_free(j);
-        return s;
-    }
-    j->cpu = LLVMGetHostCPUName();
-    j->features = LLVMGetHostCPUFeatures();
-    j->target = target;
-    /* the layout LLJIT derived for the host, the one a TargetMachine of ours would give */
-    j->layout = LLVMOrcLLJITGetDataLayoutStr(j->jit);
+    j->triple = host_triple;
+    j->cpu = host_cpu;
+    j->features = host_features;
+    const char *lk = getenv("RAGJIT_LLVM_LINKER");
+    j->linker = lk && !strcmp(lk, "orc") ? LINK_ORC : lk && !strcmp(lk, "own") ? LINK_OWN : LINK_AUTO;
     const char *light = getenv("RAGJIT_LLVM_LIGHT");
     const char *user = getenv("RAGJIT_LLVM_PASSES");
     if ((light && !strcmp(light, "0")) || (user && *user)) j->light = 0;
@@ -558,28 +606,16 @@ static void perf_map_add(rj_ctx *ctx, const lprog *p, const char *prefix, const 
     mem_free(ctx, size, sizeof *size * (size_t)p->nkernels);
 }
 
-rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
-                    size_t len, void **fns, llvm_module_code **code) {
-    rj_status s = RJ_OK;
-    *code = NULL;
-    const unsigned char *b = obj;
-    uint64_t n = len >= 8 ? le_get_u64(b) : 0;
-    if (n == 0 || n > (uint64_t)p->nkernels + 1)
-        return ctx_fail(ctx, RJ_ERR_COMPILE, "object code of %llu files for %d kernels", (unsigned long long)n,
-                        (int)p->nkernels);
-    llvm_module_code *mc = mem_alloc(ctx, sizeof *mc);
-    if (!mc) return RJ_ERR_NOMEM;
+/* Links the objects by ORC, in the context's LLJIT. */
+static rj_status orc_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix,
+                          const unsigned char *const *objs, const size_t *lens, int32_t n, void **fns,
+                          llvm_module_code *mc) {
+    rj_status s = orc_get(ctx, j);
+    if (s) return s;
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
     LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(jd);
-    size_t at = 8;
-    for (uint64_t i = 0; i < n && !s; i++) {
-        uint64_t k = at + 8 <= len ? le_get_u64(b + at) : 0;
-        if (at + 8 > len || k > len - at - 8) {
-            s = ctx_fail(ctx, RJ_ERR_COMPILE, "object code truncated");
-            break;
-        }
-        LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)b + at + 8, (size_t)k, "rj");
-        at += 8 + (size_t)k;
+    for (int32_t i = 0; i < n && !s; i++) {
+        LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)objs[i], lens[i], "rj");
         LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, rt, mb); /* takes mb */
         if (err) s = llvm_error(ctx, err, "adding the object to the JIT");
     }
@@ -595,20 +631,70 @@ rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char 
         LLVMErrorRef e2 = LLVMOrcResourceTrackerRemove(rt);
         if (e2) LLVMConsumeError(e2);
         LLVMOrcReleaseResourceTracker(rt);
+        return s;
+    }
+    mc->rt = rt;
+    return RJ_OK;
+}
+
+rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
+                    size_t len, void **fns, llvm_module_code **code) {
+    *code = NULL;
+    const unsigned char *b = obj;
+    uint64_t n = len >= 8 ? le_get_u64(b) : 0;
+    if (n == 0 || n > (uint64_t)p->nkernels + 1)
+        return ctx_fail(ctx, RJ_ERR_COMPILE, "object code of %llu files for %d kernels", (unsigned long long)n,
+                        (int)p->nkernels);
+    size_t nk = (size_t)(p->nkernels ? p->nkernels : 1);
+    llvm_module_code *mc = mem_zalloc(ctx, sizeof *mc);
+    const unsigned char **objs = mem_alloc(ctx, sizeof *objs * (size_t)n);
+    size_t *lens = mem_alloc(ctx, sizeof *lens * (size_t)n);
+    char(*names)[96] = mem_alloc(ctx, sizeof *names * nk);
+    const char **np = mem_alloc(ctx, sizeof *np * nk);
+    rj_status s = mc && objs && lens && names && np ? RJ_OK : RJ_ERR_NOMEM;
+    size_t at = 8;
+    for (uint64_t i = 0; i < n && !s; i++) {
+        uint64_t k = at + 8 <= len ? le_get_u64(b + at) : 0;
+        if (at + 8 > len || k > len - at - 8) s = ctx_fail(ctx, RJ_ERR_COMPILE, "object code truncated");
+        else {
+            objs[i] = b + at + 8;
+            lens[i] = (size_t)k;
+            at += 8 + (size_t)k;
+        }
+    }
+    for (int32_t i = 0; !s && i < p->nkernels; i++) {
+        snprintf(names[i], sizeof *names, "%s%s", prefix, p->kernels[i].name);
+        np[i] = names[i];
+    }
+    if (!s && j->linker != LINK_ORC) {
+        char why[200];
+        s = elf_link(ctx, objs, lens, (int32_t)n, resolve_symbol, NULL, np, p->nkernels, fns, &mc->elf, why,
+                     sizeof why);
+        if (!s && !mc->elf && j->linker == LINK_OWN)
+            s = ctx_fail(ctx, RJ_ERR_COMPILE, "ragjit's linker did not take the object code: %s", why);
+    }
+    if (!s && !mc->elf) s = orc_load(ctx, j, p, prefix, objs, lens, (int32_t)n, fns, mc);
+    if (!s && j->perf_map) perf_map_add(ctx, p, prefix, b, fns);
+    mem_free(ctx, objs, sizeof *objs * (size_t)n);
+    mem_free(ctx, lens, sizeof *lens * (size_t)n);
+    mem_free(ctx, names, sizeof *names * nk);
+    mem_free(ctx, np, sizeof *np * nk);
+    if (s) {
         mem_free(ctx, mc, sizeof *mc);
         return s;
     }
-    if (j->perf_map) perf_map_add(ctx, p, prefix, b, fns);
-    mc->rt = rt;
     *code = mc;
     return RJ_OK;
 }
 
 void llvm_code_free(rj_ctx *ctx, llvm_module_code *code) {
     if (!code) return;
-    LLVMErrorRef e = LLVMOrcResourceTrackerRemove(code->rt);
-    if (e) LLVMConsumeError(e);
-    LLVMOrcReleaseResourceTracker(code->rt);
+    if (code->elf) elf_code_free(ctx, code->elf);
+    else {
+        LLVMErrorRef e = LLVMOrcResourceTrackerRemove(code->rt);
+        if (e) LLVMConsumeError(e);
+        LLVMOrcReleaseResourceTracker(code->rt);
+    }
     mem_free(ctx, code, sizeof *code);
 }
 
@@ -625,7 +711,7 @@ rj_status llvm_dump(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, char **ir, 
     *ir = NULL;
     if (ir_opt) *ir_opt = NULL;
     if (asm_text) *asm_text = NULL;
-    rj_status ts = ir_opt ? code_tm(ctx, j) : RJ_OK;
+    rj_status ts = code_tm(ctx, j); /* the modules' data layout comes from it */
     if (ts) return ts;
     LLVMContextRef c = LLVMContextCreate();
     LLVMContextSetDiagnosticHandler(c, diagnostics, NULL);

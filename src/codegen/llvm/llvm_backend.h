@@ -88,6 +88,20 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, in
  * returns how many. Run after optimisation, before code generation. */
 int llvm_reduce_trees(LLVMModuleRef m);
 
+/* ---- elfload.c ---- */
+/* The address of an external symbol (a runtime routine, libm), NULL if there is none. */
+typedef void *(*elf_resolver)(const char *name, void *ud);
+typedef struct elf_code elf_code;
+/* Links the n x86-64 ELF relocatable objects objs[i] (lens[i] bytes, at any alignment) into
+ * executable memory of their own (*out) and fills addrs[q] with the address of the function
+ * names[q]. *out is NULL when it does not take the objects (see the file; why then says what it
+ * refused, and addrs are NULL): the caller links them otherwise. RJ_ERR_NOMEM when the
+ * allocator refused. */
+rj_status elf_link(rj_ctx *ctx, const unsigned char *const *objs, const size_t *lens, int32_t n, elf_resolver ext,
+                   void *ud, const char *const *names, int32_t nnames, void **addrs, elf_code **out, char *why,
+                   size_t why_size);
+void elf_code_free(rj_ctx *ctx, elf_code *c);
+
 /* ---- jit.c ---- */
 struct llvm_jit;
 typedef struct llvm_module_code llvm_module_code;
