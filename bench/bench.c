@@ -862,7 +862,7 @@ int main(int argc, char **argv) {
     int64_t maxlen = quick ? 64 : 1024;
     s.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 
-    /* compile latency of the very first program (includes creating the JIT) */
+    /* compile latency of the very first program (includes LLVM's set-up in the process) */
     setup tiny = {.B = 8, .D = 16};
     rj_dim J;
     rj_node x, w, b;
@@ -946,7 +946,7 @@ int main(int argc, char **argv) {
     }
     double mean_kernel = 0;
     for (int i = 0; i < compile_n; i++) mean_kernel += per_kernel[i] / compile_n;
-    printf("compile latency: first program %.1f ms (includes creating the JIT); later programs "
+    printf("compile latency: first program %.1f ms (LLVM's set-up in the process included); later programs "
            "%.1f ms per fused kernel (median of W1..W6; mean %.1f); cache hit %.2f us (median of %d)\n",
            first_ms, median(per_kernel, compile_n), mean_kernel, median(hits, nh) * 1e6, nh);
 

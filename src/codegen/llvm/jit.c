@@ -214,15 +214,20 @@ static rj_status orc_get(rj_ctx *ctx, struct llvm_jit *j) {
                                                               NULL, NULL);
     if (!err) {
         LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->jit), gen);
-        /* rt.c's routines, by name: generated and cached code alike link to this library's copy */
-        const rt_symbol *rt = rt_symbols();
-        LLVMOrcCSymbolMapPair rts[RT_COUNT];
-        for (int i = 0; i < RT_COUNT; i++)
-            rts[i] = (LLVMOrcCSymbolMapPair){
-                .Name = LLVMOrcLLJITMangleAndIntern(j->jit, rt[i].name),
-                .Sym = {.Address = (LLVMOrcExecutorAddress)(uintptr_t)rt[i].fn,
+        /* rt.c's routines and C library functions, by name: generated and cached code alike link
+         * to this library's copy and references */
+        int nl;
+        const rt_symbol *rt = rt_symbols(), *lc = rt_libc(&nl);
+        LLVMOrcCSymbolMapPair syms[RT_COUNT + RT_LIBC_MAX];
+        int n = 0;
+        for (int i = 0; i < RT_COUNT + nl; i++) {
+            const rt_symbol *r = i < RT_COUNT ? &rt[i] : &lc[i - RT_COUNT];
+            syms[n++] = (LLVMOrcCSymbolMapPair){
+                .Name = LLVMOrcLLJITMangleAndIntern(j->jit, r->name),
+                .Sym = {.Address = (LLVMOrcExecutorAddress)(uintptr_t)r->fn,
                         .Flags = {.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable}}};
-        err = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(j->jit), LLVMOrcAbsoluteSymbols(rts, RT_COUNT));
+        }
+        err = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(j->jit), LLVMOrcAbsoluteSymbols(syms, (size_t)n));
     }
     if (!err) return RJ_OK;
     LLVMErrorRef e = LLVMOrcDisposeLLJIT(j->jit);
@@ -231,18 +236,20 @@ static rj_status orc_get(rj_ctx *ctx, struct llvm_jit *j) {
     return llvm_error(ctx, err, "setting up the LLVM JIT's symbols");
 }
 
-/* elfload.c's resolver: rt.c's routines by name, then the process's symbols (libm), as ORC's
- * process generator finds them. */
+/* elfload.c's resolver: rt.c's routines by name, the C library functions rt_libc knows, then
+ * the process's symbols, as ORC's process generator finds them. */
 static void *resolve_symbol(const char *name, void *ud) {
     RJ_UNUSED(ud);
-    const rt_symbol *rt = rt_symbols();
-    for (int i = 0; i < RT_COUNT; i++)
-        if (!strcmp(name, rt[i].name)) {
-            void *p;
-            memcpy(&p, &rt[i].fn, sizeof p);
-            return p;
-        }
-    return dlsym(RTLD_DEFAULT, name);
+    int nl;
+    const rt_symbol *rt = rt_symbols(), *lc = rt_libc(&nl);
+    void (*fn)(void) = NULL;
+    for (int i = 0; i < RT_COUNT && !fn; i++)
+        if (!strcmp(name, rt[i].name)) fn = rt[i].fn;
+    for (int i = 0; i < nl && !fn; i++)
+        if (!strcmp(name, lc[i].name)) fn = lc[i].fn;
+    void *p = NULL;
+    if (fn) memcpy(&p, &fn, sizeof p);
+    return p ? p : dlsym(RTLD_DEFAULT, name);
 }
 
 /* A short pipeline for simple kernels (simple_kernel): inlining of the maths functions,

@@ -68,6 +68,10 @@ typedef struct rt_symbol {
 } rt_symbol;
 /* The routines, in the variants for this CPU (picked on the first call). */
 const rt_symbol *rt_symbols(void);
+/* The C library functions generated code may call (libm's, memset, memcpy), by this library's
+ * own references to them (*n of them, at most RT_LIBC_MAX). */
+enum { RT_LIBC_MAX = 64 };
+const rt_symbol *rt_libc(int *n);
 
 /* ---- emit.c ---- */
 typedef struct emit_target {

@@ -15,7 +15,14 @@
  * AVX-512 exists (measured 3-9% faster than 32-byte stores on bench/ W1, W5 and W6), two
  * 32-byte stores with AVX, four 16-byte SSE2 stores otherwise; other architectures copy.
  * The kernel's exit fences the streaming stores (sfence), so these routines do not.
+ *
+ * rt_libc resolves the C library's functions generated code may call (libm's f64 functions,
+ * which have no vector forms; memset and memcpy, which LLVM's loop idioms make of zeroing and
+ * copying loops) to this library's own references to them. The process's global scope may not
+ * hold libm: a program that does not link it can load ragjit with dlopen(RTLD_LOCAL), and then
+ * a lookup by name (dlsym(RTLD_DEFAULT), ORC's process generator) would not find `pow`.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -83,6 +90,24 @@ static rt_symbol table[RT_COUNT] = {{"rj.ntcopy.4", (void (*)(void))copy4}, {"rj
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 static void pick(void) {}
 #endif
+
+#define LIBC(f) {#f, (void (*)(void))(f)}
+static const rt_symbol libc[] = {
+    LIBC(exp),   LIBC(exp2),  LIBC(expm1), LIBC(log),    LIBC(log2),    LIBC(log10), LIBC(log1p),
+    LIBC(pow),   LIBC(sqrt),  LIBC(cbrt),  LIBC(sin),    LIBC(cos),     LIBC(tan),   LIBC(asin),
+    LIBC(acos),  LIBC(atan),  LIBC(atan2), LIBC(sinh),   LIBC(cosh),    LIBC(tanh),  LIBC(erf),
+    LIBC(fmod),  LIBC(floor), LIBC(ceil),  LIBC(trunc),  LIBC(round),   LIBC(rint),  LIBC(nearbyint),
+    LIBC(fmin),  LIBC(fmax),  LIBC(expf),  LIBC(exp2f),  LIBC(logf),    LIBC(log2f), LIBC(log10f),
+    LIBC(powf),  LIBC(sinf),  LIBC(cosf),  LIBC(tanhf),  LIBC(fmodf),   LIBC(floorf), LIBC(ceilf),
+    LIBC(truncf), LIBC(roundf), LIBC(rintf), LIBC(nearbyintf), LIBC(memset), LIBC(memcpy), LIBC(memmove),
+};
+
+_Static_assert(sizeof libc / sizeof libc[0] <= RT_LIBC_MAX, "RT_LIBC_MAX is too small");
+
+const rt_symbol *rt_libc(int *n) {
+    *n = (int)(sizeof libc / sizeof libc[0]);
+    return libc;
+}
 
 const rt_symbol *rt_symbols(void) {
     pthread_once(&pick_once, pick);
