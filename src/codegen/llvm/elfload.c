@@ -44,6 +44,7 @@
 
 #define STUB_BYTES 16
 #define MAX_ALIGN 4096
+#define MAX_IMAGE ((size_t)1 << 28) /* sections that add up to more (overlapping in the file) are not ours */
 
 struct elf_code {
     void *base;
@@ -333,6 +334,7 @@ static bool link_all(linker *L, const unsigned char *const *objs, const size_t *
         if (!parse(L, &L->o[k])) return false;
     }
     if (!L->code_size) return refuse(L, "no code");
+    if (L->code_size > MAX_IMAGE || L->ro_size > MAX_IMAGE) return refuse(L, "sections of more than 256 MiB");
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     L->stub_at = align_up(L->code_size, STUB_BYTES);
     L->ro_at = align_up(L->stub_at + L->stub_cap * STUB_BYTES, page);

@@ -18,8 +18,9 @@
  * where elfload.c links a program in tens of microseconds (bench/'s disk-hit line went from
  * 1.0-1.5 ms to 0.3-0.5 ms). What it does not take goes to ORC, as every object did before: an
  * LLJIT made on first need (orc_get), one resource tracker per program, so freeing a program
- * evicts exactly its machine code. Both resolve names alike: rt.c's routines, then the
- * process's symbols (libm's f64 functions, pow). RAGJIT_LLVM_LINKER=orc sends everything to
+ * evicts exactly its machine code. Both resolve names alike: rt.c's routines, the C library
+ * functions generated code may call (libm's f64 functions, memset) by this library's own
+ * references (rt_libc), then the process's symbols. RAGJIT_LLVM_LINKER=orc sends everything to
  * ORC, =own refuses to fall back (tests). Neither step needs LLVM's target registration or a
  * TargetMachine, so a process that only loads cached code creates neither; the host's triple,
  * CPU and features, which the cache key names, come from LLVM's host queries.
@@ -199,8 +200,8 @@ static rj_status code_tm(rj_ctx *ctx, struct llvm_jit *j) {
 
 /* ORC's LLJIT, for objects elfload.c does not take (another machine than x86-64, say), made
  * the first time one comes (callers hold the context's lock): it costs about 0.5 ms in a new
- * process. Symbols resolve as elfload.c resolves them: rt.c's routines by name, then the
- * process's (libm). */
+ * process. Symbols resolve as elfload.c resolves them (resolve_symbol), as absolute symbols
+ * and then through the process generator. */
 static rj_status orc_get(rj_ctx *ctx, struct llvm_jit *j) {
     if (j->jit) return RJ_OK;
     pthread_once(&target_once, init_target);

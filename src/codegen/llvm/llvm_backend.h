@@ -110,7 +110,8 @@ void elf_code_free(rj_ctx *ctx, elf_code *c);
 struct llvm_jit;
 typedef struct llvm_module_code llvm_module_code;
 
-/* A JIT for the host: an ORC LLJIT, the host TargetMachine and the optimisation pipeline. */
+/* Code generation for the host: its TargetMachines and optimisation pipelines (made at the
+ * first compile), and the linkers (elfload.c, or ORC's LLJIT made on first need). */
 rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out);
 void llvm_jit_free(struct llvm_jit *j);
 /* What besides the loop IR decides the machine code (LLVM's version, the target triple, CPU
@@ -122,8 +123,8 @@ void llvm_identity(const struct llvm_jit *j, sbuf *b);
  * code (and the results) never depend on it. */
 rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, int threads,
                       void **obj, size_t *len);
-/* Links an object file of p's kernels (from llvm_object, now or in an earlier process) into
- * the JIT; fills fns[i] with kernel i's address. The prefix must be unique among the modules
+/* Links the object code of p's kernels (from llvm_object, now or in an earlier process) into
+ * memory (elfload.c, else ORC); fills fns[i] with kernel i's address. The prefix must be unique among the modules
  * loaded at a time. */
 rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
                     size_t len, void **fns, llvm_module_code **code);
