@@ -106,17 +106,27 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT, codegen_once = PTHREAD_ONCE
 static pthread_once_t target_once = PTHREAD_ONCE_INIT;
 static char llvm_words[sizeof llvm_args]; /* LLVM keeps pointers to its options */
 
-static char *host_triple, *host_cpu, *host_features;
+/* The host, in static storage: nothing to free when the library is unloaded, and nothing freed
+ * under a context still using it when the process ends. */
+static char host_triple[256], host_cpu[256], host_features[16384];
+
+/* Copies LLVM's string to dst (n bytes) and disposes of it; an empty string if it does not fit
+ * (no CPU has 16 KiB of feature names: the TargetMachine then gets the CPU name alone). */
+static void take_host(char *dst, size_t n, char *s) {
+    size_t k = s ? strlen(s) : 0;
+    if (k < n) memcpy(dst, s ? s : "", k + 1);
+    LLVMDisposeMessage(s);
+}
 
 /* What a JIT needs, once a process: the host as LLJIT would detect it (without creating one;
  * the CPU's queries cost about 0.1 ms on a VM, where cpuid exits to the hypervisor), and the
  * options given to LLVM (not yet parsed: init_codegen). */
 static void init_llvm(void) {
     char *deft = LLVMGetDefaultTargetTriple();
-    host_triple = LLVMNormalizeTargetTriple(deft);
+    take_host(host_triple, sizeof host_triple, LLVMNormalizeTargetTriple(deft));
     LLVMDisposeMessage(deft);
-    host_cpu = LLVMGetHostCPUName();
-    host_features = LLVMGetHostCPUFeatures();
+    take_host(host_cpu, sizeof host_cpu, LLVMGetHostCPUName());
+    take_host(host_features, sizeof host_features, LLVMGetHostCPUFeatures());
     /* Loop strength reduction costs a quarter of code generation time on ragjit's kernels
      * and gains nothing measurable on them (bench/); it is a process-wide LLVM option, so an
      * embedding that uses LLVM for other work can keep LLVM's defaults with
