@@ -139,8 +139,9 @@ RJ_API rj_status rj_ctx_set_memory_limit(rj_ctx *ctx, int64_t bytes);
  * default) takes RAGJIT_CACHE_DIR, else $XDG_CACHE_HOME/ragjit, else ~/.cache/ragjit; "" or
  * "off" (here or in RAGJIT_CACHE_DIR) turns it off. An entry is used only if it is complete
  * and its whole key matches; a damaged or foreign one is ignored and rewritten. Directories
- * that cannot be written only cost the cache. Entries are never evicted: delete the directory
- * at will. Compiles after the call use the new setting. */
+ * that cannot be written only cost the cache. The entries are kept below RAGJIT_CACHE_MAX_MB
+ * (1024 by default): after each store the least recently used go. The directory may be deleted
+ * at any time. Compiles after the call use the new setting. */
 RJ_API rj_status rj_ctx_set_cache_dir(rj_ctx *ctx, const char *dir);
 /* Frees a string returned by ragjit (dumps, shape strings). */
 RJ_API void rj_string_free(rj_ctx *ctx, char *s);

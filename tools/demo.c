@@ -134,8 +134,8 @@ int main(void) {
             if (d > worst) worst = d;
         }
     }
-    printf("\ncompile %.1f ms (first program of the process, includes creating the JIT), "
-           "run %.3f ms, largest difference from the reference interpreter %.2g\n",
+    printf("\ncompile %.1f ms (first program of the process, LLVM's set-up included; or a load from "
+           "the persistent cache), run %.3f ms, largest difference from the reference interpreter %.2g\n",
            compile_ms, run_ms, worst);
     rj_bind_free(b);
     rj_bind_free(rb);
