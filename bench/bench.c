@@ -20,8 +20,8 @@
  * Then: compile latency (the first program of the process, later programs, an in-memory cache
  * hit; the persistent cache is off for these), loads from the persistent cache (in a context
  * that compiled before, as the first program of a fresh context, and as the first program of
- * new processes: bench itself started with --disk-hit-child, the library's first use included) and
- * dispatch overhead of a tiny run (B = 8, D = 16).
+ * new processes: bench itself started with --disk-hit-child, the library's first use
+ * included) and dispatch overhead of a tiny run (B = 8, D = 16).
  *
  *   bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl]
  * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
@@ -548,8 +548,8 @@ static double time_resident(rj_ctx *ctx, wl *w, const setup *s, const resident *
  * TARGET (cpu, cuda or opencl), with the persistent cache in DIR; prints rj_program_new's time,
  * the time from rj_ctx_new on, and (device targets) the driver's start-up before it, in ms.
  * What a process started after another compiled the graph pays: on the CPU the first use of
- * the library and of LLVM (host queries), the read and the link; on a GPU the load beyond the driver's start-up (a device
- * copy of 1 MB first, which creates the driver's context). */
+ * the library and of LLVM (host queries), the read and the link; on a GPU the load beyond the
+ * driver's start-up (a device copy of 1 MB first, which creates the driver's context). */
 static int disk_hit_child(const char *dir, const char *tname) {
     rj_target target = !strcmp(tname, "cuda") ? RJ_TARGET_CUDA : !strcmp(tname, "opencl") ? RJ_TARGET_OPENCL : RJ_TARGET_CPU;
     double c0 = now(), startup = 0;
@@ -946,8 +946,8 @@ int main(int argc, char **argv) {
     }
     double mean_kernel = 0;
     for (int i = 0; i < compile_n; i++) mean_kernel += per_kernel[i] / compile_n;
-    printf("compile latency: first program %.1f ms (LLVM's set-up in the process included); later programs "
-           "%.1f ms per fused kernel (median of W1..W6; mean %.1f); cache hit %.2f us (median of %d)\n",
+    printf("compile latency: first program %.1f ms (LLVM's set-up in the process included); later "
+           "programs %.1f ms per fused kernel (median of W1..W6; mean %.1f); cache hit %.2f us (median of %d)\n",
            first_ms, median(per_kernel, compile_n), mean_kernel, median(hits, nh) * 1e6, nh);
 
     /* the persistent cache: g0's kernel written to a fresh directory by one context, then
@@ -998,13 +998,14 @@ int main(int argc, char **argv) {
             rj_graph_free(g2);
             rj_ctx_free(c2);
         }
-        printf("disk cache: hit %.2f ms in a context that compiled before, %.2f ms as the first program of "
-               "a fresh context (its code generator's state created; medians of %d)\n", median(warm, nc) * 1e3,
-               median(first, nc) * 1e3, nc);
+        printf("disk cache: hit %.2f ms in a context that compiled before, %.2f ms as the first "
+               "program of a fresh context (its code generator's state created; medians of %d)\n",
+               median(warm, nc) * 1e3, median(first, nc) * 1e3, nc);
         child_ms hm;
         if (child_processes(cdir, "cpu", nc, true, &hm))
-            printf("disk cache: hit %.2f ms as the first program of a new process (the library's first "
-                   "use included; %.2f ms from rj_ctx_new on; medians of %d processes)\n", hm.program, hm.from_ctx, nc);
+            printf("disk cache: hit %.2f ms as the first program of a new process (the library's "
+                   "first use included; %.2f ms from rj_ctx_new on; medians of %d processes)\n",
+                   hm.program, hm.from_ctx, nc);
         else
             printf("disk cache: a new process did not load from the cache (see above)\n");
         remove_dir(cdir);
