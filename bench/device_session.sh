@@ -6,9 +6,10 @@
 #   bench/device_session.sh pack
 #       On the Debian build machine, from anywhere in the checkout: builds build-static (release,
 #       LLVM linked into libragjit: meson's -Dllvm_static=true) and packs ragjit, libragjit,
-#       bench, test_cuda, the device example and the shared libraries they need beyond libc,
-#       libm and libstdc++ (libffi, libgomp, libcmocka, libz, libzstd, libtinfo), stripped, into
-#       .device/ragjit.tar.xz (about 10 MB, 2-4 minutes; .device/ is ignored by git).
+#       bench, test_cuda, test_elfload, the device example and the shared libraries they need
+#       beyond libc, libm and libstdc++ (libffi, libgomp, libcmocka, libz, libzstd, libtinfo),
+#       stripped, into .device/ragjit.tar.xz (about 13 MB, 1-4 minutes; .device/ is ignored by
+#       git).
 #
 #   bench/device_session.sh run [tests] [bench] [peer] [peer-cpu] [ncu]
 #       On the GPU machine, from the repository root, with .device carried there (the device
@@ -18,8 +19,10 @@
 #       $OUT/device.log (./device-out/device.log without $OUT):
 #         tests     nvidia-smi; test_cuda (every graph of the test corpus, packed and with
 #                   holes, and random chains, on the device against the interpreter; device
-#                   memory, CUDA graphs, allocation failures), the device example, and `ragjit
-#                   check --target cuda` of every example program
+#                   memory, CUDA graphs, allocation failures), the device example, `ragjit
+#                   check --target cuda` of every example program, and on that machine's CPU
+#                   (another x86-64 than the build machine's) ragjit's own linker: test_elfload
+#                   and `ragjit check --target cpu` of every example with RAGJIT_LLVM_LINKER=own
 #         bench     bench --target cuda (W1..W9 by the device's timers against a device copy,
 #                   device-resident runs, the persistent cache across new processes)
 #         peer      bench/torch_peer.py --device cuda: PyTorch's nested jagged tensors on the
@@ -46,7 +49,7 @@ pack() {
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib"
   cp build-static/tools/ragjit build-static/bench/bench build-static/examples/example-device "$stage/bin/"
-  cp build-static/tests/test_cuda "$stage/bin/"
+  cp build-static/tests/test_cuda build-static/tests/test_elfload "$stage/bin/"
   cp -L build-static/libragjit.so.0 "$stage/lib/"
   # the shared libraries beyond the C and C++ runtimes, as this machine resolves them
   ldd "$stage"/bin/* "$stage/lib/libragjit.so.0" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
@@ -90,6 +93,11 @@ part_tests() {
   step example-device "$R/bin/example-device"
   for f in examples/*.rj; do
     step "check $(basename "$f")" "$R/bin/ragjit" check "$f" --random B=64,maxlen=300,seed=3,V=1000 --target cuda
+  done
+  step test_elfload "$R/bin/test_elfload"
+  for f in examples/*.rj; do
+    step "check-cpu $(basename "$f")" env RAGJIT_LLVM_LINKER=own RAGJIT_CACHE_DIR=off "$R/bin/ragjit" check "$f" \
+      --random B=64,maxlen=300,seed=3,V=1000 --target cpu
   done
 }
 
