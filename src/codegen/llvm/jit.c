@@ -104,6 +104,7 @@ struct llvm_module_code {
 static char llvm_args[1024]; /* the options given to LLVM (part of the cache identity) */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT, codegen_once = PTHREAD_ONCE_INIT;
 static pthread_once_t target_once = PTHREAD_ONCE_INIT;
+static void init_target(void);
 static char llvm_words[sizeof llvm_args]; /* LLVM keeps pointers to its options */
 
 /* The host, in static storage: nothing to free when the library is unloaded, and nothing freed
@@ -118,13 +119,37 @@ static void take_host(char *dst, size_t n, char *s) {
     LLVMDisposeMessage(s);
 }
 
-/* What a JIT needs, once a process: the host as LLJIT would detect it (without creating one;
- * the CPU's queries cost about 0.1 ms on a VM, where cpuid exits to the hypervisor), and the
- * options given to LLVM (not yet parsed: init_codegen). */
+/* Whether a triple names the machine this library was compiled for. */
+static bool triple_is_host(const char *t) {
+#if defined(__x86_64__)
+    return !strncmp(t, "x86_64", 6);
+#elif defined(__aarch64__)
+    return !strncmp(t, "aarch64", 7) || !strncmp(t, "arm64", 5);
+#else
+    return true;
+#endif
+}
+
+/* What a JIT needs, once a process: the host as LLJIT would detect it (without creating one,
+ * unless LLVM's default triple names another machine; the CPU's queries cost about 0.1 ms on a
+ * VM, where cpuid exits to the hypervisor), and the options given to LLVM (not yet parsed:
+ * init_codegen). */
 static void init_llvm(void) {
     char *deft = LLVMGetDefaultTargetTriple();
     take_host(host_triple, sizeof host_triple, LLVMNormalizeTargetTriple(deft));
     LLVMDisposeMessage(deft);
+    LLVMOrcLLJITRef probe = NULL;
+    /* an LLVM built to cross-compile by default: the process's triple, as LLJIT finds it */
+    if (!triple_is_host(host_triple)) {
+        pthread_once(&target_once, init_target);
+        LLVMErrorRef err = LLVMOrcCreateLLJIT(&probe, NULL);
+        if (err) LLVMConsumeError(err);
+        else {
+            snprintf(host_triple, sizeof host_triple, "%s", LLVMOrcLLJITGetTripleString(probe));
+            err = LLVMOrcDisposeLLJIT(probe);
+            if (err) LLVMConsumeError(err);
+        }
+    }
     take_host(host_cpu, sizeof host_cpu, LLVMGetHostCPUName());
     take_host(host_features, sizeof host_features, LLVMGetHostCPUFeatures());
     /* Loop strength reduction costs a quarter of code generation time on ragjit's kernels
