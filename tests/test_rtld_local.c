@@ -6,7 +6,7 @@
  * holds no libm when the program does not link it and loads ragjit privately, as a plugin host
  * or an interpreter's FFI may: there every such kernel failed to link ("Symbols not found:
  * [ exp, log, tanh ]"). Both linkers now get the library's own references first (rt.c's
- * rt_libc). This test is such a program: it links neither libm nor ragjit, loads libragjit.so
+ * table). This test is such a program: it links neither libm nor ragjit, loads libragjit.so
  * (argv[1]) with RTLD_LOCAL, and compares an f64 program's CPU results with the interpreter's;
  * meson runs it with each linker. It says so when libm is in the global scope anyway (a
  * sanitizer's runtime brings it), where it still runs but proves less.

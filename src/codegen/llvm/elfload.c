@@ -266,7 +266,7 @@ static bool apply(linker *L, eobj *o, const Elf64_Shdr *rs) {
         uint16_t x = o->sym[si].st_shndx;
         if (!o->addr[si] && !(x == SHN_UNDEF || x == SHN_ABS))
             return refuse(L, "a relocation against a section not loaded");
-        unsigned char *where = L->map + (o->part[t] == 1 ? 0 : L->ro_at) + o->off[t] + e.r_offset;
+        unsigned char *where = (unsigned char *)o->sec[t] + e.r_offset;
         uint64_t S = o->addr[si], P = (uint64_t)(uintptr_t)where, A = (uint64_t)e.r_addend;
         int64_t v;
         switch (type) {

@@ -20,7 +20,7 @@
  * LLJIT made on first need (orc_get), one resource tracker per program, so freeing a program
  * evicts exactly its machine code. Both resolve names alike: rt.c's routines, the C library
  * functions generated code may call (libm's f64 functions, memset) by this library's own
- * references (rt_libc), then the process's symbols. RAGJIT_LLVM_LINKER=orc sends everything to
+ * references (rt.c's table), then the process's symbols. RAGJIT_LLVM_LINKER=orc sends everything to
  * ORC, =own refuses to fall back (tests). Neither step needs LLVM's target registration or a
  * TargetMachine, so a process that only loads cached code creates neither; the host's triple,
  * CPU and features, which the cache key names, come from LLVM's host queries.
@@ -252,17 +252,14 @@ static rj_status orc_get(rj_ctx *ctx, struct llvm_jit *j) {
         LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->jit), gen);
         /* rt.c's routines and C library functions, by name: generated and cached code alike link
          * to this library's copy and references */
-        int nl;
-        const rt_symbol *rt = rt_symbols(), *lc = rt_libc(&nl);
-        LLVMOrcCSymbolMapPair syms[RT_COUNT + RT_LIBC_MAX];
-        int n = 0;
-        for (int i = 0; i < RT_COUNT + nl; i++) {
-            const rt_symbol *r = i < RT_COUNT ? &rt[i] : &lc[i - RT_COUNT];
-            syms[n++] = (LLVMOrcCSymbolMapPair){
-                .Name = LLVMOrcLLJITMangleAndIntern(j->jit, r->name),
-                .Sym = {.Address = (LLVMOrcExecutorAddress)(uintptr_t)r->fn,
+        int n;
+        const rt_symbol *rt = rt_symbols(&n);
+        LLVMOrcCSymbolMapPair syms[RT_MAX_SYMBOLS];
+        for (int i = 0; i < n; i++)
+            syms[i] = (LLVMOrcCSymbolMapPair){
+                .Name = LLVMOrcLLJITMangleAndIntern(j->jit, rt[i].name),
+                .Sym = {.Address = (LLVMOrcExecutorAddress)(uintptr_t)rt[i].fn,
                         .Flags = {.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable}}};
-        }
         err = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(j->jit), LLVMOrcAbsoluteSymbols(syms, (size_t)n));
     }
     if (!err) return RJ_OK;
@@ -272,20 +269,19 @@ static rj_status orc_get(rj_ctx *ctx, struct llvm_jit *j) {
     return llvm_error(ctx, err, "setting up the LLVM JIT's symbols");
 }
 
-/* elfload.c's resolver: rt.c's routines by name, the C library functions rt_libc knows, then
+/* elfload.c's resolver: rt.c's table (its routines, the C library functions it knows), then
  * the process's symbols, as ORC's process generator finds them. */
 static void *resolve_symbol(const char *name, void *ud) {
     RJ_UNUSED(ud);
-    int nl;
-    const rt_symbol *rt = rt_symbols(), *lc = rt_libc(&nl);
-    void (*fn)(void) = NULL;
-    for (int i = 0; i < RT_COUNT && !fn; i++)
-        if (!strcmp(name, rt[i].name)) fn = rt[i].fn;
-    for (int i = 0; i < nl && !fn; i++)
-        if (!strcmp(name, lc[i].name)) fn = lc[i].fn;
-    void *p = NULL;
-    if (fn) memcpy(&p, &fn, sizeof p);
-    return p ? p : dlsym(RTLD_DEFAULT, name);
+    int n;
+    const rt_symbol *rt = rt_symbols(&n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(name, rt[i].name)) {
+            void *p;
+            memcpy(&p, &rt[i].fn, sizeof p);
+            return p;
+        }
+    return dlsym(RTLD_DEFAULT, name);
 }
 
 /* A short pipeline for simple kernels (simple_kernel): inlining of the maths functions,
@@ -649,10 +645,9 @@ static void perf_map_add(rj_ctx *ctx, const lprog *p, const char *prefix, const 
     mem_free(ctx, size, sizeof *size * (size_t)p->nkernels);
 }
 
-/* Links the objects by ORC, in the context's LLJIT. */
-static rj_status orc_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix,
-                          const unsigned char *const *objs, const size_t *lens, int32_t n, void **fns,
-                          llvm_module_code *mc) {
+/* Links the objects by ORC, in the context's LLJIT; fns[i] is the address of names[i]. */
+static rj_status orc_load(rj_ctx *ctx, struct llvm_jit *j, const unsigned char *const *objs, const size_t *lens,
+                          int32_t n, const char *const *names, int32_t nnames, void **fns, llvm_module_code *mc) {
     rj_status s = orc_get(ctx, j);
     if (s) return s;
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
@@ -662,11 +657,9 @@ static rj_status orc_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const
         LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(j->jit, rt, mb); /* takes mb */
         if (err) s = llvm_error(ctx, err, "adding the object to the JIT");
     }
-    for (int32_t i = 0; !s && i < p->nkernels; i++) {
-        char name[96];
-        snprintf(name, sizeof name, "%s%s", prefix, p->kernels[i].name);
+    for (int32_t i = 0; !s && i < nnames; i++) {
         LLVMOrcExecutorAddress addr = 0;
-        LLVMErrorRef err = LLVMOrcLLJITLookup(j->jit, &addr, name);
+        LLVMErrorRef err = LLVMOrcLLJITLookup(j->jit, &addr, names[i]);
         if (err) s = llvm_error(ctx, err, "linking the machine code");
         fns[i] = (void *)(uintptr_t)addr;
     }
@@ -716,7 +709,7 @@ rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char 
         if (!s && !mc->elf && j->linker == LINK_OWN)
             s = ctx_fail(ctx, RJ_ERR_COMPILE, "ragjit's linker did not take the object code: %s", why);
     }
-    if (!s && !mc->elf) s = orc_load(ctx, j, p, prefix, objs, lens, (int32_t)n, fns, mc);
+    if (!s && !mc->elf) s = orc_load(ctx, j, objs, lens, (int32_t)n, np, p->nkernels, fns, mc);
     if (!s && j->perf_map) perf_map_add(ctx, p, prefix, b, fns);
     mem_free(ctx, objs, sizeof *objs * (size_t)n);
     mem_free(ctx, lens, sizeof *lens * (size_t)n);

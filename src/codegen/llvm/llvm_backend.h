@@ -58,20 +58,18 @@ LLVMValueRef ml_fptosi_sat(mathlib *ml, LLVMBuilderRef b, LLVMValueRef v, LLVMTy
 LLVMValueRef ml_libm(mathlib *ml, LLVMBuilderRef b, const char *name, LLVMValueRef *args,
                      unsigned n);
 
-/* ---- rt.c: routines generated code calls by name, compiled with the library; the JIT
- * defines each name as its function's address (ML_NTCOPY4 and ML_NTCOPY8 above are calls to
+/* ---- rt.c: routines generated code calls by name, compiled with the library; the linkers
+ * resolve each name to its function's address (ML_NTCOPY4 and ML_NTCOPY8 above are calls to
  * them) ---- */
-enum { RT_COUNT = 2 };
 typedef struct rt_symbol {
     const char *name;
     void (*fn)(void);
 } rt_symbol;
-/* The routines, in the variants for this CPU (picked on the first call). */
-const rt_symbol *rt_symbols(void);
-/* The C library functions generated code may call (libm's, memset, memcpy), by this library's
- * own references to them (*n of them, at most RT_LIBC_MAX). */
-enum { RT_LIBC_MAX = 64 };
-const rt_symbol *rt_libc(int *n);
+enum { RT_MAX_SYMBOLS = 64 };
+/* The routines, in the variants for this CPU (picked on the first call), then the C library
+ * functions generated code may call (libm's, memset, memcpy) by this library's own references
+ * to them: *n entries, at most RT_MAX_SYMBOLS. */
+const rt_symbol *rt_symbols(int *n);
 
 /* ---- emit.c ---- */
 typedef struct emit_target {

@@ -8,17 +8,17 @@
  * such kernel's compile (more than the kernel's own loop: W1 compiled in 12 ms, 5.5 of them in
  * code generation, 2.5 of those for the copy). Here it is compiled once, with the library.
  *
- * The JIT resolves the two names to these functions (jit.c defines them as absolute symbols
- * in the JIT's dylib), so object code from the persistent cache links to the running
- * library's copy: no address is ever baked into generated code. Which variant a name resolves
- * to is chosen once per process from the CPU's features: one 64-byte store per cache line where
+ * The linkers resolve the two names to these functions (jit.c: elfload.c's resolver, and
+ * absolute symbols in ORC's dylib), so object code from the persistent cache links to the
+ * running library's copy: no address is ever baked into generated code. Which variant a name
+ * resolves to is chosen once per process from the CPU's features: one 64-byte store per cache line where
  * AVX-512 exists (measured 3-9% faster than 32-byte stores on bench/ W1, W5 and W6), two
  * 32-byte stores with AVX, four 16-byte SSE2 stores otherwise; other architectures copy.
  * The kernel's exit fences the streaming stores (sfence), so these routines do not.
  *
- * rt_libc resolves the C library's functions generated code may call (libm's f64 functions,
- * which have no vector forms; memset and memcpy, which LLVM's loop idioms make of zeroing and
- * copying loops) to this library's own references to them. The process's global scope may not
+ * The table also resolves the C library's functions generated code may call (libm's f64
+ * functions, which have no vector forms; memset and memcpy, which LLVM's loop idioms make of
+ * zeroing and copying loops) to this library's own references to them. The process's global scope may not
  * hold libm: a program that does not link it can load ragjit with dlopen(RTLD_LOCAL), and then
  * a lookup by name (dlsym(RTLD_DEFAULT), ORC's process generator) would not find `pow`.
  */
@@ -29,6 +29,17 @@
 #include <string.h>
 
 #include "llvm_backend.h"
+
+/* The C library functions, after the routines in the table */
+#define LIBC(f) {#f, (void (*)(void))(f)}
+#define LIBC_FUNCTIONS                                                                               \
+    LIBC(exp), LIBC(exp2), LIBC(expm1), LIBC(log), LIBC(log2), LIBC(log10), LIBC(log1p), LIBC(pow),    \
+        LIBC(sqrt), LIBC(cbrt), LIBC(sin), LIBC(cos), LIBC(tan), LIBC(asin), LIBC(acos), LIBC(atan),   \
+        LIBC(atan2), LIBC(sinh), LIBC(cosh), LIBC(tanh), LIBC(erf), LIBC(fmod), LIBC(floor),           \
+        LIBC(ceil), LIBC(trunc), LIBC(round), LIBC(rint), LIBC(nearbyint), LIBC(fmin), LIBC(fmax),     \
+        LIBC(expf), LIBC(exp2f), LIBC(logf), LIBC(log2f), LIBC(log10f), LIBC(powf), LIBC(sinf),        \
+        LIBC(cosf), LIBC(tanhf), LIBC(fmodf), LIBC(floorf), LIBC(ceilf), LIBC(truncf), LIBC(roundf),   \
+        LIBC(rintf), LIBC(nearbyintf), LIBC(memset), LIBC(memcpy), LIBC(memmove)
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -69,7 +80,7 @@ DEFINE_COPY(copy4_sse2, 4, , LINE_SSE2)
 DEFINE_COPY(copy8_sse2, 8, , LINE_SSE2)
 
 #define FN(f) ((void (*)(void))(f))
-static rt_symbol table[RT_COUNT] = {{"rj.ntcopy.4", NULL}, {"rj.ntcopy.8", NULL}};
+static rt_symbol table[] = {{"rj.ntcopy.4", NULL}, {"rj.ntcopy.8", NULL}, LIBC_FUNCTIONS};
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 static void pick(void) {
     __builtin_cpu_init();
@@ -86,30 +97,16 @@ static void copy8(void *dst, const void *src, int64_t n, int64_t nt) {
     (void)nt;
     memcpy(dst, src, (size_t)n * 8);
 }
-static rt_symbol table[RT_COUNT] = {{"rj.ntcopy.4", (void (*)(void))copy4}, {"rj.ntcopy.8", (void (*)(void))copy8}};
+static rt_symbol table[] = {{"rj.ntcopy.4", (void (*)(void))copy4}, {"rj.ntcopy.8", (void (*)(void))copy8},
+                            LIBC_FUNCTIONS};
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 static void pick(void) {}
 #endif
 
-#define LIBC(f) {#f, (void (*)(void))(f)}
-static const rt_symbol libc[] = {
-    LIBC(exp),   LIBC(exp2),  LIBC(expm1), LIBC(log),    LIBC(log2),    LIBC(log10), LIBC(log1p),
-    LIBC(pow),   LIBC(sqrt),  LIBC(cbrt),  LIBC(sin),    LIBC(cos),     LIBC(tan),   LIBC(asin),
-    LIBC(acos),  LIBC(atan),  LIBC(atan2), LIBC(sinh),   LIBC(cosh),    LIBC(tanh),  LIBC(erf),
-    LIBC(fmod),  LIBC(floor), LIBC(ceil),  LIBC(trunc),  LIBC(round),   LIBC(rint),  LIBC(nearbyint),
-    LIBC(fmin),  LIBC(fmax),  LIBC(expf),  LIBC(exp2f),  LIBC(logf),    LIBC(log2f), LIBC(log10f),
-    LIBC(powf),  LIBC(sinf),  LIBC(cosf),  LIBC(tanhf),  LIBC(fmodf),   LIBC(floorf), LIBC(ceilf),
-    LIBC(truncf), LIBC(roundf), LIBC(rintf), LIBC(nearbyintf), LIBC(memset), LIBC(memcpy), LIBC(memmove),
-};
+_Static_assert(sizeof table / sizeof table[0] <= RT_MAX_SYMBOLS, "RT_MAX_SYMBOLS is too small");
 
-_Static_assert(sizeof libc / sizeof libc[0] <= RT_LIBC_MAX, "RT_LIBC_MAX is too small");
-
-const rt_symbol *rt_libc(int *n) {
-    *n = (int)(sizeof libc / sizeof libc[0]);
-    return libc;
-}
-
-const rt_symbol *rt_symbols(void) {
+const rt_symbol *rt_symbols(int *n) {
     pthread_once(&pick_once, pick);
+    *n = (int)(sizeof table / sizeof table[0]);
     return table;
 }
