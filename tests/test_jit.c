@@ -16,6 +16,7 @@
 #include "stdenv.h"
 
 #include <dlpack/dlpack.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -845,7 +846,8 @@ static void test_softmax_nonfinite_columns(void **state) {
  * trust (lower.c, items_softmax). Columns that pass and columns that must run again, in long
  * and short items, against the reference: a row 100 above the rest in the middle of an item
  * (the retry), a first block of -inf, rows rising slowly and steeply, falling, large random
- * values, a NaN and a +inf in the middle of an item (the retry). */
+ * values, a NaN and a +inf in the middle of an item (the retry), a row in the middle of an
+ * item above the rest by 3e6 up to FLT_MAX (the retry, with exp's argument out of range). */
 static void test_softmax_speculative_max(void **state) {
     fixture *f = *state;
     enum { NCOL = 40 };
@@ -856,7 +858,7 @@ static void test_softmax_speculative_max(void **state) {
     uint64_t seed = 7;
     for (int b = 0; b < NB; b++)
         for (int64_t r = off[b]; r < off[b + 1]; r++) {
-            int64_t i = r - off[b];
+            int64_t i = r - off[b], len = off[b + 1] - off[b];
             for (int c = 0; c < NCOL; c++) {
                 seed = seed * 6364136223846793005ull + 1442695040888963407ull;
                 float u = (float)((seed >> 40) & 0xffffff) / 16777216.0f - 0.5f; /* [-0.5, 0.5) */
@@ -870,6 +872,15 @@ static void test_softmax_speculative_max(void **state) {
                 case 6: v = 100.0f * u; break;
                 case 7: v = b == 1 && i == 500 ? NAN : u; break;
                 case 8: v = b == 4 && i == 200 ? INFINITY : u; break;
+                /* one row in the middle far above the first and last 16, which give the
+                 * shift: x - shift so large that exp's argument reduction is out of range
+                 * (37794552 made a term of -inf, which the sum's check let through, and
+                 * NaN results), up to the most negative float as a mask value */
+                case 9: v = i == len / 2 ? 0.0f : -37794552.0f; break;
+                case 10: v = i == len / 2 ? 1.0f : -37795040.0f; break;
+                case 11: v = i == len / 2 ? 0.5f : -1e38f; break;
+                case 12: v = i == len / 2 ? 0.0f : -FLT_MAX; break;
+                case 13: v = i == len / 2 ? 0.0f : -3e6f; break;
                 default: v = 4.0f * u; break;
                 }
                 xs[r * NCOL + c] = v;

@@ -249,8 +249,13 @@ static LLVMValueRef scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef p, LLVMVa
 static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsigned w, bool term) {
     /* below -104 the result rounds to 0 (and the reduction below stays exact); a NaN is kept */
     x = sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, -104.0)), kf(ml, x, -104.0), x);
-    if (!term) /* above 89, inf (softmax's terms: scalef makes them inf, or NaN for +inf) */
-        x = sel(b, fcmp(b, LLVMRealOGT, x, kf(ml, x, 89.0)), kf(ml, x, 89.0), x);
+    /* above 89, inf. Softmax's terms are clamped at 88 as in build_exp, NaN included: their
+     * sum must fail its check wherever the shift was too low, and beyond about 3.8e7 the
+     * reduction above is out of range (n no longer fits the 1.5 * 2^23 trick), r is garbage
+     * and the polynomial can be negative: scalef made such a term -inf, which passed the
+     * check (a sum of -inf is <= 1e30) and gave NaN results */
+    if (term) x = sel(b, fcmp(b, LLVMRealUGT, x, kf(ml, x, 88.0)), kf(ml, x, 88.0), x);
+    else x = sel(b, fcmp(b, LLVMRealOGT, x, kf(ml, x, 89.0)), kf(ml, x, 89.0), x);
     LLVMValueRef t, n, r = exp_reduce(ml, b, x, &t, &n);
     LLVMValueRef p = term ? horner(ml, b, r, EXP_P5, 6) : horner(ml, b, r, EXP_P6, 7);
     LLVMBuildRet(b, scalef(ml, b, p, n, w));
