@@ -173,8 +173,8 @@ static LLVMValueRef exp_reduce(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, LL
  * select, alternating runs of bench's W2 on one thread of a Zen 4 (AVX-512) were 13% faster
  * (8 of 8 pairs; on two threads the machine's noise hid any gain). */
 static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool term) {
-    if (term) /* x > 88 or NaN ? 88 : x: one vminps */
-        x = sel(b, fcmp(b, LLVMRealUGT, x, kf(ml, x, 88.0)), kf(ml, x, 88.0), x);
+    if (term) /* x < 88 ? x : 88, NaN included: one vminps (the form LLVM matches to it) */
+        x = sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, 88.0)), x, kf(ml, x, 88.0));
     /* degree 6 (1 + r + r^2 P(r)): 1.06 ulp. Degree 5 keeps exp itself within 2.5 ulp (2.26
      * measured over every float <= 0, 2.27 over every float by bench/mathulp), but sigmoid's
      * 1 / (1 + e^-x) passes exp's error through whole and reached 3.4 ulp; so degree 6, one
@@ -254,7 +254,7 @@ static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsi
      * reduction above is out of range (n no longer fits the 1.5 * 2^23 trick), r is garbage
      * and the polynomial can be negative: scalef made such a term -inf, which passed the
      * check (a sum of -inf is <= 1e30) and gave NaN results */
-    if (term) x = sel(b, fcmp(b, LLVMRealUGT, x, kf(ml, x, 88.0)), kf(ml, x, 88.0), x);
+    if (term) x = sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, 88.0)), x, kf(ml, x, 88.0)); /* vminps */
     else x = sel(b, fcmp(b, LLVMRealOGT, x, kf(ml, x, 89.0)), kf(ml, x, 89.0), x);
     LLVMValueRef t, n, r = exp_reduce(ml, b, x, &t, &n);
     LLVMValueRef p = term ? horner(ml, b, r, EXP_P5, 6) : horner(ml, b, r, EXP_P6, 7);
