@@ -720,6 +720,90 @@ static void test_layer_norm_constant_rows(void **state) {
     }
 }
 
+/* layer_norm and rms_norm of rows far from 0 and of rows of huge values, f32 and f64, one
+ * block (7) and compensated blocks (300), against the interpreter (which computes in double):
+ * the mean of data around 1e4 or 1e6 once rounded to f32 shifted every result by up to 1e-3,
+ * a row whose first element is far from the others (the shift of the one-pass variance) lost
+ * log2(300) bits of its variance, and a row whose sum of squares overflowed (values beyond
+ * about 1e18) was NaN or 0. A row
+ * with an infinity is as the interpreter has it (layer_norm: NaN; rms_norm: 0, NaN at inf). */
+static void test_norm_large_values(void **state) {
+    fixture *f = *state;
+    enum { NROW = 10 };
+    for (int dsel = 0; dsel < 2; dsel++)
+        for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++)
+            for (int rms = 0; rms < 2; rms++) {
+                int64_t W = dsel ? 300 : 7, n = NROW * W;
+                rj_graph *g = rj_graph_new(f->ctx);
+                rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j", B);
+                rj_node x = rj_graph_input(g, "x", ft, 3, (rj_dim[]){B, J, W});
+                rj_node y = rms ? rj_graph_rms_norm(g, x, 1, RJ_NONE, -1)
+                                : rj_graph_layer_norm(g, x, 1, RJ_NONE, RJ_NONE, 1e-5);
+                rj_graph_output(g, y, "y");
+                double *xd = malloc(sizeof(double) * (size_t)n);
+                float *xf = malloc(sizeof(float) * (size_t)n);
+                assert_true(xd && xf);
+                uint64_t seed = 11;
+                for (int64_t r = 0; r < NROW; r++)
+                    for (int64_t d = 0; d < W; d++) {
+                        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                        double u = (double)((seed >> 40) & 0xffffff) / 16777216.0 * 2 - 1; /* [-1, 1) */
+                        double big = ft == RJ_F32 ? 3e38 : 1e308, v;
+                        switch (r) {
+                        case 0: v = 1e4 + u; break;
+                        case 1: v = 1e6 + 10 * u; break;
+                        case 2: v = big * u; break;                             /* squares overflow */
+                        case 3: v = d % 4 == 1 ? 1e30 * u : u; break;           /* f32: they overflow */
+                        case 4: v = d == 0 ? 1e20 : u; break;                   /* k an outlier */
+                        case 5: v = d == 3 ? INFINITY : u; break;               /* NaN on both */
+                        case 6: v = 1e-40 * u; break;
+                        case 7: v = -big + (d % 2) * big * 1e-3; break;        /* x - k overflows */
+                        case 8: v = d == 0 ? 1000 : u; break; /* k an outlier: the shifted sums cancel */
+                        default: v = u; break;
+                        }
+                        xd[r * W + d] = v;
+                        xf[r * W + d] = (float)v;
+                    }
+                int64_t off[] = {0, 4, NROW};
+                double *res[2];
+                rj_program *p[2];
+                rj_bind *b[2];
+                for (int k = 0; k < 2; k++) {
+                    p[k] = rj_program_new(g, k ? RJ_TARGET_REFERENCE : RJ_TARGET_CPU);
+                    assert_non_null(p[k]);
+                    b[k] = rj_bind_new(p[k]);
+                    assert_ok(f->ctx, rj_bind_offsets(b[k], J, 2, off, NULL));
+                    assert_ok(f->ctx, rj_bind_input(b[k], x, ft == RJ_F32 ? (void *)xf : (void *)xd, n));
+                    assert_ok(f->ctx, rj_program_run(p[k], b[k]));
+                    rj_tensor_info ti;
+                    rj_tensor_get_info(rj_bind_result(b[k], y), &ti);
+                    res[k] = malloc(sizeof(double) * (size_t)n);
+                    assert_non_null(res[k]);
+                    for (int64_t i = 0; i < n; i++)
+                        res[k][i] = ft == RJ_F32 ? ((float *)ti.values)[i] : ((double *)ti.values)[i];
+                }
+                int nans = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    double got = res[0][i], want = res[1][i];
+                    double tol = ft == RJ_F32 ? 2e-6 + 1e-6 * fabs(want) : 1e-12 + 1e-10 * fabs(want);
+                    nans += isnan(want);
+                    if (isnan(want) ? isnan(got) : fabs(got - want) <= tol) continue;
+                    fail_msg("%s, %s, W %d: row %d, element %d: %.9g, expected %.9g (input %.9g)",
+                             rms ? "rms_norm" : "layer_norm", rj_dtype_name(ft), (int)W, (int)(i / W),
+                             (int)(i % W), got, want, xd[i]);
+                }
+                assert_int_equal(nans, rms ? 1 : W); /* row 5 alone (rms_norm: x / inf is 0) */
+                for (int k = 0; k < 2; k++) {
+                    free(res[k]);
+                    rj_bind_free(b[k]);
+                    rj_program_free(p[k]);
+                }
+                free(xd);
+                free(xf);
+                rj_graph_free(g);
+            }
+}
+
 static void test_math_special_values(void **state) {
     fixture *f = *state;
     static const float xs[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, 1.17e-38f, 1e-30f, 0.5f, -0.5f,
@@ -1172,7 +1256,7 @@ int main(void) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_random_chains),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_perf_map), FX(test_stream_width),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

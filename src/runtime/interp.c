@@ -494,16 +494,18 @@ static void eval_norm(interp *in, const node *n, ival *v) {
          * row has mean exactly that element and variance exactly 0, however large it is */
         long double shift = cnt ? load(x->data, x->dtype, base).f : 0, acc = 0, acc2 = 0;
         for (int64_t t = 0; t < cnt; t++) acc += load(x->data, x->dtype, base + t).f - shift;
-        double mean = cnt ? (double)(shift + acc / (long double)cnt) : NAN;
+        long double mean = cnt ? shift + acc / (long double)cnt : NAN;
         for (int64_t t = 0; t < cnt; t++) {
             long double e = load(x->data, x->dtype, base + t).f;
             acc2 += n->op == RJ_OP_LAYER_NORM ? (e - mean) * (e - mean) : e * e;
         }
-        double var = cnt ? (double)(acc2 / (long double)cnt) : NAN;
-        double inv = 1.0 / sqrt(var + eps);
+        /* the variance and its reciprocal root in extended precision too: the variance of f64
+         * values beyond about 1e154 is beyond a double (where long double is wider) */
+        long double var = cnt ? acc2 / (long double)cnt : NAN;
+        long double inv = 1.0L / sqrtl(var + eps);
         for (int64_t t = 0; t < cnt; t++) {
             double e = load(x->data, x->dtype, base + t).f;
-            double y = n->op == RJ_OP_LAYER_NORM ? (e - mean) * inv : e * inv;
+            double y = (double)(n->op == RJ_OP_LAYER_NORM ? (e - mean) * inv : e * inv);
             if (w) y *= load(w->data, w->dtype, t).f;
             if (bias) y += load(bias->data, bias->dtype, t).f;
             store(v->data, v->dtype, obase + t, (elem){.f = y});
