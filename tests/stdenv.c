@@ -340,6 +340,9 @@ static void c_nonfinite_pad(env *e) {
     out(e, rj_graph_reduce(e->g, RJ_OP_MEAN, rj_graph_pad(e->g, e->x, INFINITY, RJ_DIM_NONE), 1, false));
     out(e, rj_graph_softmax(e->g, rj_graph_pad(e->g, e->x, NAN, RJ_DIM_NONE), 1));
     out(e, rj_graph_log_softmax(e->g, rj_graph_pad(e->g, e->x, 1e38, RJ_DIM_NONE), 1));
+    /* the padding's value is the constant expression inf * 0 (NaN): the GPU emitter folds it,
+     * PoCL once turned exp of it into garbage in the padding rows */
+    out(e, rj_graph_softmax(e->g, bin(e, RJ_OP_MUL, rj_graph_pad(e->g, e->x, INFINITY, RJ_DIM_NONE), S(e, 0)), 1));
 }
 static void c_log_softmax_pad_affine(env *e) {
     rj_node p = rj_graph_pad(e->g, affine(e), 0.5, e->L);

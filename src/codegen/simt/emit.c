@@ -460,6 +460,41 @@ static bool const_eval(const lkernel *k, int32_t id, cval *v) {
     return true;
 }
 
+/* A float expression of constants only (+, -, *, / and negation, through casts), evaluated
+ * with the rounding of its type; false for anything else. The emitter prints such an
+ * expression as its value: lowering substitutes a pad value into the expressions of the
+ * padding's closed form, and `inf * 0.0`, left to the device compiler, reached exp() as a
+ * literal NaN, which PoCL folds into garbage (see the spelling's f32_nan): softmax over a
+ * padded dim wrote garbage to its padding rows where the reference has NaN. Folded here, the
+ * NaN is printed as a constant, through the volatile read. */
+static bool fold_float(const lkernel *k, int32_t id, double *out) {
+    const lx *e = &k->ex[id];
+    if (!isf(e->type)) return false;
+    double a, b;
+    if (e->kind == LX_CONST || e->kind == LX_CAST) {
+        cval v;
+        if (!const_eval(k, id, &v)) return false;
+        *out = v.f;
+        return true;
+    }
+    if (e->kind == LX_UNARY && e->fn == RJ_OP_NEG && fold_float(k, e->a, &a)) {
+        *out = -a;
+        return true;
+    }
+    if (e->kind != LX_BINARY || !fold_float(k, e->a, &a) || !fold_float(k, e->b, &b)) return false;
+    switch (e->fn) {
+    case RJ_OP_ADD: *out = a + b; break;
+    case RJ_OP_SUB: *out = a - b; break;
+    case RJ_OP_MUL: *out = a * b; break;
+    case RJ_OP_DIV: *out = a / b; break;
+    default: return false;
+    }
+    /* one IEEE operation in double, then rounded to f32: the correctly rounded f32 result
+     * (double has more than twice f32's precision) */
+    if (e->type == RJ_F32) *out = (double)(float)*out;
+    return true;
+}
+
 /* ---- expressions -------------------------------------------------------------------------- */
 
 /* How a float pow with a constant exponent is expanded (pow_expand), or POWX_NONE. */
@@ -752,6 +787,11 @@ static void expr(cem *C, int32_t id) {
         return;
     }
     const lx *e = &C->k->ex[id];
+    double folded;
+    if ((e->kind == LX_BINARY || e->kind == LX_UNARY) && fold_float(C->k, id, &folded)) {
+        put_float(C, e->type, folded);
+        return;
+    }
     switch (e->kind) {
     case LX_CONST:
         if (isf(e->type)) put_float(C, e->type, e->f);
