@@ -100,6 +100,7 @@ enum {
 #define CL_DEVICE_TYPE_ALL ((cl_bitfield)0xFFFFFFFF)
 #define CL_QUEUE_PROFILING_ENABLE ((cl_bitfield)1 << 1)
 #define CL_MEM_READ_WRITE ((cl_bitfield)1 << 0)
+#define CL_MEM_USE_HOST_PTR ((cl_bitfield)1 << 3)
 #define CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ((cl_bitfield)1 << 7)
 
 /* ---- the loader and the device ----------------------------------------------------------- */
@@ -153,6 +154,8 @@ typedef struct opencl_api {
     cl_int (*GetEventProfilingInfo)(cl_event, cl_uint, size_t, void *, size_t *);
     cl_int (*ReleaseEvent)(cl_event);
     cl_int (*GetMemObjectInfo)(cl_mem, cl_uint, size_t, void *, size_t *);
+    cl_int (*SetMemObjectDestructorCallback)(cl_mem, void (*)(cl_mem, void *), void *); /* guards */
+    bool guard;              /* RAGJIT_OPENCL_GUARD=1: every run's buffers between guards */
 } opencl_api;
 
 static opencl_api cl;
@@ -331,6 +334,9 @@ static void loader_load(void) {
             return;
         }
     choose_device(); /* the library stays loaded either way: its platforms may hold it */
+    const char *g = getenv("RAGJIT_OPENCL_GUARD");
+    cl.guard = cl.ok && g && !strcmp(g, "1") &&
+               dl_sym(lib, "clSetMemObjectDestructorCallback", (char *)&cl + offsetof(opencl_api, SetMemObjectDestructorCallback));
 }
 
 static rj_status opencl_available(rj_ctx *ctx) {
@@ -582,6 +588,88 @@ static bool span_ms(cl_event a, cl_event b, double *ms) {
     return true;
 }
 
+/* ---- guarded buffers (RAGJIT_OPENCL_GUARD=1) ----
+ * A debugging aid for the generated kernels: each buffer of a run is host memory handed to
+ * the driver (CL_MEM_USE_HOST_PTR, which a CPU device such as PoCL uses in place) with GUARD
+ * bytes of a known pattern on either side, and after every run the guards of every live
+ * buffer are compared: a kernel that wrote outside its buffer fails the run, naming the
+ * buffer, where ASan sees nothing (PoCL's kernels are not instrumented) and the damage would
+ * otherwise surface later as a corrupt heap. The memory is freed when the driver destroys the
+ * buffer (its destructor callback). Plain malloc: a debugging mode outside the allocator hook. */
+#define GUARD 4096
+#define GUARD_BYTE 0xa5
+
+typedef struct guarded {
+    struct guarded *next;
+    unsigned char *base; /* GUARD, the buffer's n bytes rounded up to GUARD, GUARD */
+    size_t n;
+    char what[96];
+} guarded;
+
+static guarded *guards;
+static pthread_mutex_t guards_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void guard_release(cl_mem m, void *ud) {
+    (void)m;
+    guarded *g = ud;
+    pthread_mutex_lock(&guards_lock);
+    for (guarded **p = &guards; *p; p = &(*p)->next)
+        if (*p == g) {
+            *p = g->next;
+            break;
+        }
+    pthread_mutex_unlock(&guards_lock);
+    free(g->base);
+    free(g);
+}
+
+static rj_status guard_alloc(run *r, uint64_t *d, size_t n, const char *what) {
+    size_t body = (n + GUARD - 1) / GUARD * GUARD;
+    guarded *g = malloc(sizeof *g);
+    unsigned char *base = g ? aligned_alloc(GUARD, body + 2 * GUARD) : NULL;
+    if (!base) {
+        free(g);
+        return ctx_fail(r->ctx, RJ_ERR_NOMEM, "OpenCL run: out of memory for a guarded buffer of %zu bytes", n);
+    }
+    memset(base, GUARD_BYTE, body + 2 * GUARD);
+    *g = (guarded){.base = base, .n = n};
+    snprintf(g->what, sizeof g->what, "%s", what ? what : "a buffer");
+    cl_int e = CL_SUCCESS;
+    cl_mem m = cl.CreateBuffer(r->c->st->cx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, n, base + GUARD, &e);
+    if (!m || e || cl.SetMemObjectDestructorCallback(m, guard_release, g)) {
+        if (m) cl.ReleaseMemObject(m);
+        free(base);
+        free(g);
+        return cl_fail(r->ctx, RJ_ERR_INTERNAL, "clCreateBuffer", e ? e : CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                       "(a guarded buffer, RAGJIT_OPENCL_GUARD)");
+    }
+    pthread_mutex_lock(&guards_lock);
+    g->next = guards;
+    guards = g;
+    pthread_mutex_unlock(&guards_lock);
+    *d = (uint64_t)(uintptr_t)m;
+    return RJ_OK;
+}
+
+/* After a run: the first guard byte of a live buffer that a kernel overwrote, as an error. */
+static rj_status guard_check(rj_ctx *ctx) {
+    rj_status st = RJ_OK;
+    pthread_mutex_lock(&guards_lock);
+    for (guarded *g = guards; g && st == RJ_OK; g = g->next) {
+        size_t end = 2 * GUARD + (g->n + GUARD - 1) / GUARD * GUARD; /* the block's size */
+        for (size_t j = GUARD; j-- > 0 && st == RJ_OK;) /* nearest the buffer first */
+            if (g->base[j] != GUARD_BYTE)
+                st = ctx_fail(ctx, RJ_ERR_INTERNAL, "OpenCL run: a kernel wrote outside %s (%zu bytes), "
+                              "%zu bytes before its start (RAGJIT_OPENCL_GUARD)", g->what, g->n, GUARD - j);
+        for (size_t j = GUARD + g->n; j < end && st == RJ_OK; j++)
+            if (g->base[j] != GUARD_BYTE)
+                st = ctx_fail(ctx, RJ_ERR_INTERNAL, "OpenCL run: a kernel wrote outside %s (%zu bytes), "
+                              "%zu bytes past its end (RAGJIT_OPENCL_GUARD)", g->what, g->n, j - GUARD - g->n + 1);
+    }
+    pthread_mutex_unlock(&guards_lock);
+    return st;
+}
+
 static rj_status run_alloc(void *ud, uint64_t *d, int64_t bytes, const char *what) {
     run *r = ud;
     size_t n = bytes > MIN_ALLOC ? (size_t)bytes : MIN_ALLOC;
@@ -589,6 +677,7 @@ static rj_status run_alloc(void *ud, uint64_t *d, int64_t bytes, const char *wha
     if (cl.max_alloc && n > cl.max_alloc)
         return ctx_fail(r->ctx, RJ_ERR_NOMEM, "OpenCL run: %zu bytes for %s are more than %s allocates at "
                         "once (%llu bytes)", n, what, cl.name, (unsigned long long)cl.max_alloc);
+    if (cl.guard) return guard_alloc(r, d, n, what);
     cl_int e = CL_SUCCESS;
     cl_mem m = cl.CreateBuffer(r->c->st->cx, CL_MEM_READ_WRITE, n, NULL, &e);
     if (!m || e) {
@@ -693,6 +782,10 @@ static rj_status run_finish(void *ud, double *kernel_ms) {
     run *r = ud;
     cl_int e = cl.Finish(r->q);
     if (e) return cl_fail(r->ctx, RJ_ERR_INTERNAL, "clFinish", e, "(a kernel failed)");
+    if (cl.guard) {
+        rj_status st = guard_check(r->ctx);
+        if (st) return st;
+    }
     double ms;
     if (span_ms(r->first, r->last ? r->last : r->first, &ms)) *kernel_ms = ms;
     return RJ_OK;
