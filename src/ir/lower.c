@@ -2925,10 +2925,12 @@ static void norm_stats(lower *L, blk *b, at *a, norm_pass *np) {
         loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, np);
         return;
     }
-    np->part = newvar(L, "part", t);
-    np->part2 = newvar(L, "part2", t);
-    np->c = newvar(L, "c", t);
-    np->c2 = newvar(L, "c2", t);
+    if (np->c < 0) { /* the first statistics pass of the row makes them, the second reuses them */
+        np->part = newvar(L, "part", t);
+        np->part2 = newvar(L, "part2", t);
+        np->c = newvar(L, "c", t);
+        np->c2 = newvar(L, "c2", t);
+    }
     if (layer) s_set(L, b, np->c, xconst(L, t, 0));
     s_set(L, b, np->c2, xconst(L, t, 0));
     loops_v(L, b, a, x->dims, nc->lead, last, norm_stats_row, np, false);
@@ -2974,7 +2976,7 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     double eps = root->fval >= 0 ? root->fval : (t == RJ_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
     double big = t == RJ_F32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
     double small = t == RJ_F32 ? 0x1p-80 : 0x1p-600;
-    norm_pass np = {.nc = nc, .acc = newvar(L, "acc", t), .acc2 = newvar(L, "acc2", t),
+    norm_pass np = {.nc = nc, .acc = newvar(L, "acc", t), .acc2 = newvar(L, "acc2", t), .c = -1,
                     .shift = newvar(L, "k", t), .scale = newvar(L, "s", t), .mean = newvar(L, "m1", t),
                     .rstd = newvar(L, "rstd", t)};
     int32_t vk0 = -1;
@@ -2994,10 +2996,10 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
      * of two was two branches, which serialised their horizontal additions: 4% on W5) */
     int32_t both = xvar(L, np.acc2);
     if (layer) both = xbin(L, RJ_OP_ADD, t, both, xun(L, RJ_OP_ABS, t, xvar(L, np.acc)));
-    int32_t ok = xcmp(L, RJ_OP_LE, both, xconst(L, t, big)), done = ok, far = -1;
+    int32_t ok = xcmp(L, RJ_OP_LE, both, xconst(L, t, big)), done = ok;
     if (layer) {
         int32_t m1 = xvar(L, np.mean), ms = xbin(L, RJ_OP_DIV, t, xvar(L, np.acc2), fn);
-        far = xcmp(L, RJ_OP_GT, xbin(L, RJ_OP_MUL, t, m1, m1), xbin(L, RJ_OP_MUL, t, xconst(L, t, 0.9375), ms));
+        int32_t far = xcmp(L, RJ_OP_GT, xbin(L, RJ_OP_MUL, t, m1, m1), xbin(L, RJ_OP_MUL, t, xconst(L, t, 0.9375), ms));
         done = xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, ok, xcmp(L, RJ_OP_EQ, far, xconst(L, RJ_BOOL, 0)));
     }
     /* else up to two more passes: scaled, then (layer_norm) around the mean */

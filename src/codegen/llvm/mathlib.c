@@ -172,9 +172,14 @@ static LLVMValueRef exp_reduce(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, LL
  * (degree 6: 1.06), 2.27 over every float, within the 2.5 the guide promises. Without the
  * select, alternating runs of bench's W2 on one thread of a Zen 4 (AVX-512) were 13% faster
  * (8 of 8 pairs; on two threads the machine's noise hid any gain). */
+/* Softmax's term argument x < 88 ? x : 88, NaN included: one vminps (the form LLVM matches to
+ * it). Both exps take it (build_exp_scalef says why the AVX-512 one needs it too). */
+static LLVMValueRef clamp_term(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
+    return sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, 88.0)), x, kf(ml, x, 88.0));
+}
+
 static void build_exp(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, bool term) {
-    if (term) /* x < 88 ? x : 88, NaN included: one vminps (the form LLVM matches to it) */
-        x = sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, 88.0)), x, kf(ml, x, 88.0));
+    if (term) x = clamp_term(ml, b, x);
     /* degree 6 (1 + r + r^2 P(r)): 1.06 ulp. Degree 5 keeps exp itself within 2.5 ulp (2.26
      * measured over every float <= 0, 2.27 over every float by bench/mathulp), but sigmoid's
      * 1 / (1 + e^-x) passes exp's error through whole and reached 3.4 ulp; so degree 6, one
@@ -254,7 +259,7 @@ static void build_exp_scalef(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, unsi
      * reduction above is out of range (n no longer fits the 1.5 * 2^23 trick), r is garbage
      * and the polynomial can be negative: scalef made such a term -inf, which passed the
      * check (a sum of -inf is <= 1e30) and gave NaN results */
-    if (term) x = sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, 88.0)), x, kf(ml, x, 88.0)); /* vminps */
+    if (term) x = clamp_term(ml, b, x);
     else x = sel(b, fcmp(b, LLVMRealOGT, x, kf(ml, x, 89.0)), kf(ml, x, 89.0), x);
     LLVMValueRef t, n, r = exp_reduce(ml, b, x, &t, &n);
     LLVMValueRef p = term ? horner(ml, b, r, EXP_P5, 6) : horner(ml, b, r, EXP_P6, 7);
