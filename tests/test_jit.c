@@ -1015,6 +1015,93 @@ static void test_softmax_speculative_max(void **state) {
     free(xs);
 }
 
+/* Softmax's constant tiles (lower.c: state_tile) store their rows directly, with non-temporal
+ * vector stores where a row starts on a vector's alignment and plain stores elsewhere
+ * (emit.c: direct_nt). With streaming forced on, every shape that has such tiles writes the
+ * same bits into ragjit's own (aligned) output and into user buffers 4, 8 and 32 bytes past an
+ * alignment (a vmovntps at an unaligned address would fault), and matches the interpreter. On
+ * x86-64 a constant-tile kernel's code holds the non-temporal stores. */
+static void test_streaming_constant_tiles(void **state) {
+    fixture *f = *state;
+    static const struct { int cols; const char *type; } shapes[] = {{8, "f32"}, {16, "f32"}, {256, "f32"}, {8, "f64"}};
+    static const int64_t off[] = {0, 3, 3, 700, 701, 733, 1200};
+    enum { NB = 6, NROW = 1200 };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int n = shapes[k].cols;
+        bool f64 = !strcmp(shapes[k].type, "f64");
+        size_t es = f64 ? 8 : 4, bytes = (size_t)NROW * (size_t)n * es;
+        char src[200];
+        snprintf(src, sizeof src, "ragged j1 : B\ninput x : %s[B, j1, %d]\ny = softmax(x, dim=1) * 2 + 1\noutput y\n",
+                 shapes[k].type, n);
+        rj_graph *g = rj_graph_parse(f->ctx, src, "tiles.rj");
+        assert_non_null(g);
+        rj_node x = rj_graph_find(g, "x"), y = rj_graph_find(g, "y");
+        rj_dim J = rj_graph_find_dim(g, "j1");
+        char *xs = malloc(bytes), *user = malloc(bytes + 128), *own = malloc(bytes);
+        assert_true(xs && user && own);
+        uint64_t seed = 11 + k;
+        for (int64_t i = 0; i < (int64_t)NROW * n; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            double u = (double)((seed >> 40) & 0xffffff) / 16777216.0 * 8.0 - 4.0;
+            if (f64) ((double *)xs)[i] = u;
+            else ((float *)xs)[i] = (float)u;
+        }
+        rj_program *pr = rj_program_new(g, RJ_TARGET_REFERENCE), *pc = rj_program_new(g, RJ_TARGET_CPU);
+        assert_non_null(pr);
+        if (!pc) fail_msg("%s: %s", src, rj_ctx_error(f->ctx));
+        rj_bind *br = rj_bind_new(pr);
+        assert_ok(f->ctx, rj_bind_offsets(br, J, NB, off, NULL));
+        assert_ok(f->ctx, rj_bind_input(br, x, xs, (int64_t)NROW * n));
+        assert_ok(f->ctx, rj_program_run(pr, br));
+        rj_tensor_info want;
+        assert_ok(f->ctx, rj_tensor_get_info(rj_bind_result(br, y), &want));
+        cpu_set_stream_bytes(f->ctx, 1);
+        for (int th = 1; th <= 2; th++) {
+            assert_ok(f->ctx, rj_ctx_set_threads(f->ctx, th));
+            static const size_t shifts[] = {SIZE_MAX, 4, 8, 32};
+            for (size_t q = 0; q < sizeof shifts / sizeof shifts[0]; q++) {
+                if (shifts[q] != SIZE_MAX && shifts[q] % es) continue;
+                rj_bind *b = rj_bind_new(pc);
+                assert_ok(f->ctx, rj_bind_offsets(b, J, NB, off, NULL));
+                assert_ok(f->ctx, rj_bind_input(b, x, xs, (int64_t)NROW * n));
+                char *at = NULL;
+                if (shifts[q] != SIZE_MAX) { /* shifts[q] bytes past a 64-byte boundary */
+                    at = (char *)(((uintptr_t)user + 63) & ~(uintptr_t)63) + shifts[q];
+                    assert_ok(f->ctx, rj_bind_output(b, y, at, (int64_t)NROW * n));
+                }
+                assert_ok(f->ctx, rj_program_run(pc, b));
+                rj_tensor_info got;
+                assert_ok(f->ctx, rj_tensor_get_info(rj_bind_result(b, y), &got));
+                if (at) assert_ptr_equal(got.values, at);
+                char what[240];
+                snprintf(what, sizeof what, "%s[B, j1, %d], %d thread(s), output %s%zu bytes past a line", shapes[k].type,
+                         n, th, at ? "" : "ragjit's own, ", at ? shifts[q] : 0);
+                compare(what, &got, &want);
+                if (th == 1 && !at) memcpy(own, got.values, bytes);
+                else if (memcmp(own, got.values, bytes)) fail_msg("%s: not the bits of the aligned run", what);
+                rj_bind_free(b);
+            }
+        }
+        cpu_set_stream_bytes(f->ctx, 0);
+        assert_ok(f->ctx, rj_ctx_set_threads(f->ctx, 0));
+#if defined(__x86_64__)
+        char *loops = rj_program_dump(pc, "loops"), *code = rj_program_dump(pc, "asm");
+        assert_true(loops && code);
+        if (strstr(loops, "-wide tile) pairs") && !strstr(code, "vmovntp"))
+            fail_msg("%s: constant tiles without non-temporal stores:\n%s", src, loops);
+        rj_string_free(f->ctx, loops);
+        rj_string_free(f->ctx, code);
+#endif
+        rj_bind_free(br);
+        rj_program_free(pc);
+        rj_program_free(pr);
+        rj_graph_free(g);
+        free(xs);
+        free(user);
+        free(own);
+    }
+}
+
 /* exp (and softmax's exp of x - max) gives the same bits for the same argument whichever lane
  * of a vector loop, epilogue or scalar remainder computes it: with AVX-512 the three are
  * separate functions (mathlib.c), and a scalar remainder that flushed tiny results to zero
@@ -1256,7 +1343,7 @@ int main(void) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX(test_fused_chains),    FX(test_random_chains),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_constant_tiles), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };
