@@ -1240,23 +1240,24 @@ static bool stageable(em *E, const ls *loop) {
     return ok && count > 0;
 }
 
-/* A lanes loop of a kernel whose lanes loops are written out (lkernel.lanes_whole: a softmax's
- * constant tiles, lower.c: state_tile), over whole vectors, with streaming stores: where the
- * run's nt flag is set and every streaming store's first lane lies on a vector's alignment (at
- * most a register's), the stores stream directly, as aligned non-temporal vector stores;
- * otherwise they are plain stores. Such a loop writes one row of a tile, and staging it
- * (staged_for) costs a call per row, which clobbers every vector register: on a Zen 4
- * (AVX-512) examples/masked_softmax.rj's rows of 8 columns ran 1.68x faster from memory
- * (4096 items of up to 1024 rows, 1 and 2 threads; 1.23x from the caches, where the rows are
- * plain stores either way) and bench/'s W2 1.08x on one thread, 1.01-1.03x on two (paired
- * runs, ragjit bench --ab). The alignment test is per row, two versions of the row follow it. */
+/* A lanes loop of a constant extent, a multiple of the vector width, with streaming stores
+ * (a row of a narrow or tiled output: an elementwise kernel's row of D, a softmax's tile):
+ * where the run's nt flag is set and every streaming store's first lane lies on a vector's
+ * alignment (at most a register's), the stores stream directly, as aligned non-temporal
+ * vector stores; otherwise they are plain stores. The test is per row (per run of the loop),
+ * and two versions of the loop follow it. Staging (staged_for) costs a call per run of the
+ * loop, which clobbers every vector register; on a Zen 4 (AVX-512, paired runs with
+ * ragjit bench --ab) rows of 8 f32 ran 2.66x faster from memory this way (bench/'s W1 at
+ * D = 8, 8192 items of up to 1024 rows) and 3.6x from the caches, examples/masked_softmax.rj
+ * (8 columns) 1.68x from memory and 1.23x from the caches, bench/'s W2 (256 columns in two
+ * constant tiles) 1.08x on one thread and 1.01-1.03x on two, and W1, W3, W5 and W6 at
+ * D = 256 (rows of eight 32-lane steps) and W1 at D = 32 and 64 within noise (0.99-1.09). A
+ * loop of a variable extent, or with a masked remainder, is staged. */
 static bool direct_nt(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     const lkernel *k = E->k;
     LLVMBuilderRef b = E->b;
     const lx *clo = &k->ex[st->a], *chi = &k->ex[st->b];
-    if (!k->lanes_whole || clo->kind != LX_CONST || chi->kind != LX_CONST || chi->i <= clo->i ||
-        chi->i - clo->i > k->lanes_max)
-        return false;
+    if (clo->kind != LX_CONST || chi->kind != LX_CONST || chi->i <= clo->i) return false;
     for (int32_t s = st->body; s >= 0; s = k->st[s].next)
         if (k->st[s].kind != LS_STORE && k->st[s].kind != LS_SET) return false;
     if (!vector_plan(E, st)) return false;
