@@ -1017,7 +1017,7 @@ static void test_softmax_speculative_max(void **state) {
 
 /* Rows of a constant width, a multiple of the vector width, are stored directly, with
  * non-temporal vector stores where a row starts on a vector's alignment and plain stores
- * elsewhere (emit.c: direct_nt): an elementwise kernel's rows and softmax's constant tiles
+ * elsewhere (emit.c: stream_for): an elementwise kernel's rows and softmax's constant tiles
  * (lower.c: state_tile). With streaming forced on, each shape writes the same bits into
  * ragjit's own (aligned) output and into user buffers 4, 8 and 32 bytes past an alignment (a
  * vmovntps at an unaligned address would fault), and matches the interpreter. On x86-64 the

@@ -59,7 +59,7 @@ typedef struct em {
     int32_t nstack, capstack;
     int32_t ntp;      /* the nt parameter, or -1 */
     bool used_nt;     /* some loop has a streaming variant */
-    bool nt_direct;   /* vstmt: streaming stores as aligned non-temporal vector stores (direct_nt) */
+    bool nt_direct;   /* vstmt: streaming stores as aligned non-temporal vector stores (stream_for) */
     unsigned md_nt, md_loop, md_group;
     LLVMValueRef group;  /* the lanes loops' access group (see lanes_group), or NULL */
     int lanes;           /* lanes loops around the statement being emitted */
@@ -975,7 +975,7 @@ static LLVMValueRef vfold(em *E, int fn, int t, LLVMValueRef v) {
     return LLVMBuildExtractElement(E->b, v, i32c(E, 0), "");
 }
 
-/* The alignment of direct_nt's vector stores of type t: a vector's bytes, at most a machine
+/* The alignment of stream_for's direct vector stores of type t: a vector's bytes, at most a machine
  * register's (a wider vector is stored register by register). */
 static unsigned nt_align(const em *E, int t) {
     unsigned a = (unsigned)E->vf * (unsigned)rj_dtype_size((rj_dtype)t), r = (unsigned)E->vbits / 8;
@@ -1032,7 +1032,7 @@ static void vstmt(em *E, const ls *st) {
         }
         if (p && !E->vmask) {
             LLVMValueRef sv = LLVMBuildStore(b, v, p);
-            if (E->nt_direct && (st->flags & LF_NT) && sq < 0) { /* aligned: direct_nt checked */
+            if (E->nt_direct && (st->flags & LF_NT) && sq < 0) { /* aligned: stream_for checked */
                 align = nt_align(E, t);
                 LLVMValueRef one = LLVMConstInt(LLVMInt32TypeInContext(E->c), 1, 0);
                 LLVMMetadataRef md = LLVMValueAsMetadata(one);
@@ -1240,70 +1240,10 @@ static bool stageable(em *E, const ls *loop) {
     return ok && count > 0;
 }
 
-/* A lanes loop of a constant extent, a multiple of the vector width, with streaming stores
- * (a row of a narrow or tiled output: an elementwise kernel's row of D, a softmax's tile):
- * where the run's nt flag is set and every streaming store's first lane lies on a vector's
- * alignment (at most a register's), the stores stream directly, as aligned non-temporal
- * vector stores; otherwise they are plain stores. The test is per row (per run of the loop),
- * and two versions of the loop follow it. Staging (staged_for) costs a call per run of the
- * loop, which clobbers every vector register; on a Zen 4 (AVX-512, paired runs with
- * ragjit bench --ab) rows of 8 f32 ran 2.66x faster from memory this way (bench/'s W1 at
- * D = 8, 8192 items of up to 1024 rows) and 3.6x from the caches, examples/masked_softmax.rj
- * (8 columns) 1.68x from memory and 1.23x from the caches, bench/'s W2 (256 columns in two
- * constant tiles) 1.08x on one thread and 1.01-1.03x on two, and W1, W3, W5 and W6 at
- * D = 256 (rows of eight 32-lane steps) and W1 at D = 32 and 64 within noise (0.99-1.09). A
- * loop of a variable extent, or with a masked remainder, is staged. */
-static bool direct_nt(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
-    const lkernel *k = E->k;
-    LLVMBuilderRef b = E->b;
-    const lx *clo = &k->ex[st->a], *chi = &k->ex[st->b];
-    if (clo->kind != LX_CONST || chi->kind != LX_CONST || chi->i <= clo->i) return false;
-    for (int32_t s = st->body; s >= 0; s = k->st[s].next)
-        if (k->st[s].kind != LS_STORE && k->st[s].kind != LS_SET) return false;
-    if (!vector_plan(E, st)) return false;
-    int32_t vloop = E->vloop;
-    if ((chi->i - clo->i) % E->vf) {
-        E->vloop = -1;
-        return false;
-    }
-    LLVMTypeRef i64 = vty(E, RJ_I64);
-    LLVMBuildStore(b, lo, E->vars[st->var]);
-    forget_to(E, 0);
-    LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, E->args[E->ntp], LLVMConstInt(i64, 0, 0), "");
-    for (int32_t s = st->body; s >= 0; s = k->st[s].next) {
-        const ls *x = &k->st[s];
-        if (x->kind != LS_STORE || !(x->flags & LF_NT)) continue;
-        int t = k->params[x->ref].dtype;
-        LLVMValueRef at = LLVMBuildPtrToInt(b, addr(E, x->ref, t, expr(E, x->a)), i64, "");
-        uint64_t mask = nt_align(E, t) - 1;
-        LLVMValueRef low = LLVMBuildAnd(b, at, LLVMConstInt(i64, mask, 0), "");
-        ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, low, LLVMConstInt(i64, 0, 0), ""), "");
-    }
-    forget_to(E, 0);
-    LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt");
-    LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt.plain");
-    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt.join");
-    LLVMBuildCondBr(b, ok, nt, plain);
-    LLVMPositionBuilderAtEnd(b, nt);
-    E->nt_direct = true;
-    vector_loop(E, st, lo, hi);
-    E->nt_direct = false;
-    LLVMBuildBr(b, join);
-    LLVMPositionBuilderAtEnd(b, plain);
-    E->vloop = vloop;
-    vector_loop(E, st, lo, hi);
-    LLVMBuildBr(b, join);
-    LLVMPositionBuilderAtEnd(b, join);
-    forget_to(E, 0);
-    E->nvec++;
-    E->used_nt = true;
-    return true;
-}
-
-/* An innermost loop with streaming stores: in chunks of STAGE_CHUNK iterations, the body runs
- * as usual (and vectorises as usual) with its streaming stores redirected to L1 buffers; each
- * chunk is then flushed to memory, with aligned non-temporal stores when the run's nt flag is
- * set and as a plain copy otherwise. One loop serves both cases. */
+/* An innermost loop with streaming stores, where the run streams (stream_for): in chunks of
+ * STAGE_CHUNK iterations, the body runs as usual (and vectorises as usual) with its streaming
+ * stores redirected to L1 buffers; each chunk is then flushed to memory, with aligned
+ * non-temporal stores for its whole cache lines. */
 static void staged_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMBuilderRef b = E->b;
     const lkernel *k = E->k;
@@ -1343,6 +1283,78 @@ static void staged_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMBuildStore(b, end, d0v);
     LLVMBuildBr(b, head);
     LLVMPositionBuilderAtEnd(b, exit);
+}
+
+/* A lanes loop with streaming stores (stageable): where the run's nt flag is clear, a plain
+ * loop; where it is set, the stores stream. A loop of a constant extent that is a multiple of
+ * the vector width (a row of a narrow or tiled output: an elementwise kernel's row of D, a
+ * softmax's tile) streams directly, as aligned non-temporal vector stores, when every
+ * streaming store's first lane lies on a vector's alignment (at most a register's; tested per
+ * run of the loop, that is per row), and is a plain loop when one does not; any other loop is
+ * staged (staged_for). Staging costs a call per run of the loop, which clobbers every vector
+ * register, and it used to serve the plain case too, as a copy. On a Zen 4 (AVX-512, paired
+ * runs with ragjit bench --ab): rows of 8 f32 ran 2.66x faster from memory streaming directly
+ * (bench/'s W1 at D = 8, 8192 items of up to 1024 rows) and 3.6x from the caches as plain
+ * stores; examples/masked_softmax.rj (8 columns) 1.68x from memory and 1.23x from the caches;
+ * bench/'s W2 (256 columns in two constant tiles) 1.08x on one thread and 1.01-1.03x on two;
+ * W1, W3, W5 and W6 at D = 256 and W1 at D = 32 and 64 within noise (0.99-1.09). From the
+ * caches (64 items of up to 256 rows, the nt flag clear) W1 at D = 19 ran 1.54x faster with
+ * a plain loop than staged, softmax at D = 19 1.38x and at D = 64 1.16x, W5 the same; from
+ * memory, where such loops are staged as before, W1 at D = 19 measured 0.89-0.92x, the
+ * compile times the same. */
+static void stream_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
+    const lkernel *k = E->k;
+    LLVMBuilderRef b = E->b;
+    const lx *clo = &k->ex[st->a], *chi = &k->ex[st->b];
+    bool direct = clo->kind == LX_CONST && chi->kind == LX_CONST && chi->i > clo->i;
+    for (int32_t s = st->body; direct && s >= 0; s = k->st[s].next)
+        if (k->st[s].kind != LS_STORE && k->st[s].kind != LS_SET) direct = false;
+    if (direct && !vector_plan(E, st)) direct = false;
+    int32_t vloop = E->vloop;
+    if (direct && (chi->i - clo->i) % E->vf) direct = false;
+    E->vloop = -1;
+    LLVMTypeRef i64 = vty(E, RJ_I64);
+    LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, E->args[E->ntp], LLVMConstInt(i64, 0, 0), "");
+    if (direct) {
+        LLVMBuildStore(b, lo, E->vars[st->var]);
+        forget_to(E, 0);
+        for (int32_t s = st->body; s >= 0; s = k->st[s].next) {
+            const ls *x = &k->st[s];
+            if (x->kind != LS_STORE || !(x->flags & LF_NT)) continue;
+            int t = k->params[x->ref].dtype;
+            LLVMValueRef at = LLVMBuildPtrToInt(b, addr(E, x->ref, t, expr(E, x->a)), i64, "");
+            LLVMValueRef low = LLVMBuildAnd(b, at, LLVMConstInt(i64, nt_align(E, t) - 1, 0), "");
+            ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, low, LLVMConstInt(i64, 0, 0), ""), "");
+        }
+    }
+    LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt");
+    LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt.plain");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt.join");
+    LLVMBuildCondBr(b, ok, nt, plain);
+    LLVMPositionBuilderAtEnd(b, nt);
+    forget_to(E, 0);
+    if (direct) {
+        E->vloop = vloop;
+        E->nt_direct = true;
+        vector_loop(E, st, lo, hi);
+        E->nt_direct = false;
+    } else {
+        staged_for(E, st, lo, hi);
+    }
+    LLVMBuildBr(b, join);
+    LLVMPositionBuilderAtEnd(b, plain);
+    forget_to(E, 0);
+    if (direct) {
+        E->vloop = vloop;
+        vector_loop(E, st, lo, hi);
+        E->nvec++;
+    } else {
+        counted_loop(E, st, lo, hi);
+    }
+    LLVMBuildBr(b, join);
+    LLVMPositionBuilderAtEnd(b, join);
+    forget_to(E, 0);
+    E->used_nt = true;
 }
 
 static void stmt(em *E, const ls *st) {
@@ -1392,15 +1404,14 @@ static void stmt(em *E, const ls *st) {
         LLVMValueRef sv = LLVMBuildStore(b, v, p);
         LLVMSetAlignment(sv, (unsigned)rj_dtype_size((rj_dtype)t));
         in_group(E, sv);
-        break; /* streaming happens only through staged_for and direct_nt: an unaligned
-                * !nontemporal store would stop the loop from vectorising */
+        break; /* streaming happens only through stream_for: an unaligned !nontemporal store
+                * would stop the loop from vectorising */
     }
     case LS_IF: if_else(E, st, block); break;
     case LS_FOR: {
         LLVMValueRef lo = expr(E, st->a), hi = expr(E, st->b);
         if (E->ntp >= 0 && st->map == LM_LANES && stageable(E, st)) {
-            if (!direct_nt(E, st, lo, hi)) staged_for(E, st, lo, hi);
-            E->used_nt = true;
+            stream_for(E, st, lo, hi);
         } else {
             counted_loop(E, st, lo, hi);
         }

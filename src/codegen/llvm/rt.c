@@ -1,11 +1,12 @@
 /*
  * rt.c — routines that JIT-compiled CPU code calls instead of carrying its own copy.
  *
- * A kernel whose loop writes an output once stages its stores in an L1 buffer and flushes
- * each chunk with rj.ntcopy.4 / rj.ntcopy.8 (emit.c, staged_for): streaming (non-temporal)
- * stores when the run's nt flag asks for them, a plain copy otherwise (loops of a constant
- * extent, a multiple of the vector width, store directly instead: emit.c, direct_nt). The flush used to be
- * generated as IR into every module; optimising and code-generating it cost about 3 ms of each
+ * A kernel whose loop writes an output once, in a run that streams, stages its stores in an L1
+ * buffer and flushes each chunk with rj.ntcopy.4 / rj.ntcopy.8 (emit.c, staged_for): streaming
+ * (non-temporal) stores for whole cache lines (given nt = 0, the routines copy plainly; emit.c
+ * calls them only with nt set, and loops of a constant extent that is a multiple of the vector
+ * width store directly instead: emit.c, stream_for). The flush used to be generated as IR into
+ * every module; optimising and code-generating it cost about 3 ms of each
  * such kernel's compile (more than the kernel's own loop: W1 compiled in 12 ms, 5.5 of them in
  * code generation, 2.5 of those for the copy). Here it is compiled once, with the library.
  *
