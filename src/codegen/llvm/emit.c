@@ -1215,6 +1215,8 @@ static bool unit_stride(em *E, int32_t e, int32_t v, uint32_t *seen, uint32_t *m
 }
 
 #define STAGE_CHUNK 512
+/* stream_for stages a row that is not whole aligned cache lines only from this many bytes */
+#define STAGE_LONG_ROW 2048
 
 /* Can the innermost loop's streaming stores be staged? They must be unit-stride along the
  * loop and of 4- or 8-byte elements. */
@@ -1285,23 +1287,27 @@ static void staged_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMPositionBuilderAtEnd(b, exit);
 }
 
-/* A lanes loop with streaming stores (stageable): where the run's nt flag is clear, a plain
- * loop; where it is set, the stores stream. A loop of a constant extent that is a multiple of
- * the vector width (a row of a narrow or tiled output: an elementwise kernel's row of D, a
- * softmax's tile) streams directly, as aligned non-temporal vector stores, when every
- * streaming store's first lane lies on a vector's alignment (at most a register's; tested per
- * run of the loop, that is per row), and is a plain loop when one does not; any other loop is
- * staged (staged_for). Staging costs a call per run of the loop, which clobbers every vector
- * register, and it used to serve the plain case too, as a copy. On a Zen 4 (AVX-512, paired
- * runs with ragjit bench --ab): rows of 8 f32 ran 2.66x faster from memory streaming directly
- * (bench/'s W1 at D = 8, 8192 items of up to 1024 rows) and 3.6x from the caches as plain
- * stores; examples/masked_softmax.rj (8 columns) 1.68x from memory and 1.23x from the caches;
+/* A lanes loop with streaming stores (stageable), run once per row of an output (an
+ * elementwise kernel's row of D, a softmax's tile of a row): where the run's nt flag is clear,
+ * a plain loop; where it is set, the stores stream if the row suits it, tested per row. A loop
+ * of a constant extent that is a multiple of the vector width streams directly, as aligned
+ * non-temporal vector stores, when every streaming store's first lane lies on a vector's
+ * alignment (at most a register's). Any other loop is staged (staged_for) when its row is
+ * whole aligned cache lines or at least STAGE_LONG_ROW bytes. Every other row is a plain loop.
+ * Staging costs a call per row, which clobbers every vector register, and the part lines at
+ * either end of a row are copied element by element: a short unaligned row lost more that
+ * way than streaming saved. It used to serve every row, the plain case too, as a copy.
+ * Measured on a Zen 4 (AVX-512, paired runs with ragjit bench --ab, from memory unless
+ * said): rows of 8 f32 ran 2.66x faster streaming directly than staged (bench/'s W1 at
+ * D = 8, 8192 items of up to 1024 rows) and 3.6x from the caches as plain stores;
+ * examples/masked_softmax.rj (8 columns) 1.68x from memory and 1.23x from the caches;
  * bench/'s W2 (256 columns in two constant tiles) 1.08x on one thread and 1.01-1.03x on two;
- * W1, W3, W5 and W6 at D = 256 and W1 at D = 32 and 64 within noise (0.99-1.09). From the
- * caches (64 items of up to 256 rows, the nt flag clear) W1 at D = 19 ran 1.54x faster with
- * a plain loop than staged, softmax at D = 19 1.38x and at D = 64 1.16x, W5 the same; from
- * memory, where such loops are staged as before, W1 at D = 19 measured 0.89-0.92x, the
- * compile times the same. */
+ * W1, W3, W5 and W6 at D = 256 and W1 at D = 32 and 64 within noise (0.99-1.09). Rows that
+ * are not whole lines, plain rather than staged: W1 at D = 19 1.71x faster, at D = 100 1.60x,
+ * softmax over the ragged dim at D = 19 1.35x, 100 1.44x, 300 1.23x; D = 48, 64 and 1000
+ * (staged either way) and W1 at D = 300 within noise. From the caches (64 items of up to 256
+ * rows, the nt flag clear) W1 at D = 19 ran 1.54x faster with a plain loop than staged,
+ * softmax at D = 19 1.38x and at D = 64 1.16x, W5 the same. Compile times did not change. */
 static void stream_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     const lkernel *k = E->k;
     LLVMBuilderRef b = E->b;
@@ -1314,19 +1320,28 @@ static void stream_for(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
     if (direct && (chi->i - clo->i) % E->vf) direct = false;
     E->vloop = -1;
     LLVMTypeRef i64 = vty(E, RJ_I64);
-    LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, E->args[E->ntp], LLVMConstInt(i64, 0, 0), "");
-    if (direct) {
-        LLVMBuildStore(b, lo, E->vars[st->var]);
-        forget_to(E, 0);
-        for (int32_t s = st->body; s >= 0; s = k->st[s].next) {
-            const ls *x = &k->st[s];
-            if (x->kind != LS_STORE || !(x->flags & LF_NT)) continue;
-            int t = k->params[x->ref].dtype;
-            LLVMValueRef at = LLVMBuildPtrToInt(b, addr(E, x->ref, t, expr(E, x->a)), i64, "");
+    LLVMValueRef zero = LLVMConstInt(i64, 0, 0), ok = LLVMBuildICmp(b, LLVMIntNE, E->args[E->ntp], zero, "");
+    /* direct: every row aligned to a vector; staged: every row whole aligned lines, or long */
+    LLVMValueRef cnt = LLVMBuildSub(b, hi, lo, ""), lines = ok, longrow = ok;
+    LLVMBuildStore(b, lo, E->vars[st->var]);
+    forget_to(E, 0);
+    for (int32_t s = st->body; s >= 0; s = k->st[s].next) {
+        const ls *x = &k->st[s];
+        if (x->kind != LS_STORE || !(x->flags & LF_NT)) continue;
+        int t = k->params[x->ref].dtype;
+        LLVMValueRef es = LLVMConstInt(i64, rj_dtype_size((rj_dtype)t), 0);
+        LLVMValueRef at = LLVMBuildPtrToInt(b, addr(E, x->ref, t, expr(E, x->a)), i64, "");
+        if (direct) {
             LLVMValueRef low = LLVMBuildAnd(b, at, LLVMConstInt(i64, nt_align(E, t) - 1, 0), "");
-            ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, low, LLVMConstInt(i64, 0, 0), ""), "");
+            ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, low, zero, ""), "");
+            continue;
         }
+        LLVMValueRef bytes = LLVMBuildMul(b, cnt, es, ""), line = LLVMConstInt(i64, 63, 0);
+        LLVMValueRef whole = LLVMBuildOr(b, LLVMBuildAnd(b, at, line, ""), LLVMBuildAnd(b, bytes, line, ""), "");
+        lines = LLVMBuildAnd(b, lines, LLVMBuildICmp(b, LLVMIntEQ, whole, zero, ""), "");
+        longrow = LLVMBuildAnd(b, longrow, LLVMBuildICmp(b, LLVMIntSGE, bytes, LLVMConstInt(i64, STAGE_LONG_ROW, 0), ""), "");
     }
+    if (!direct) ok = LLVMBuildOr(b, lines, longrow, "");
     LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt");
     LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt.plain");
     LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(E->c, E->fn, "nt.join");
