@@ -1473,9 +1473,13 @@ static at item_element(lower *L, const node *x, int32_t cls, int32_t b, int32_t 
  * runs against the runtime-tile kernel): rows of at most one vector register run 1.3-1.5x
  * faster (examples/masked_softmax.rj's 8 columns, 16 columns) and 256 columns in two tiles of
  * eight registers 1.07-1.11x (bench/'s W2; a hand-written loop ran 2x faster with its 128-column
- * tile a constant than read from a variable), while whole rows of 32 to 128 columns measured
- * 0.97-1.0 and 512 columns in four tiles 0.85: the tiles are those two shapes only (0: the
- * runtime's tiles). The runtime narrows tiles wider than LANES_GRANULE for long items, to keep
+ * tile a constant than read from a variable), while 512 columns in four tiles measured 0.85.
+ * Whole rows of 32 to 128 columns measured 0.97-1.0 while every row's store went through a
+ * call (emit.c, stream_for); with rows stored directly, rows of two registers at most ran
+ * 1.14-1.25x faster from the caches and 1.03-1.13x from memory (19, 24 and 32 columns; f64
+ * at 12 the same), and compiled in 16-21 ms rather than 27-37; 48 and 64 columns ran
+ * 1.1-1.45x faster but compiled 10-15 ms slower, 96 and 128 gained 3-5%. The tiles are
+ * those two shapes (0: the runtime's tiles). The runtime narrows tiles wider than LANES_GRANULE for long items, to keep
  * their stash in cache; a constant tile cannot be, so such a kernel gets a twin of runtime
  * tiles, and the runtime runs whichever the longest item's stash calls for (lower_items). */
 static int64_t state_tile(const lower *L, const lkernel *k, int32_t N, bool softmax, rj_dtype acc) {
@@ -1483,7 +1487,7 @@ static int64_t state_tile(const lower *L, const lkernel *k, int32_t N, bool soft
     int64_t lanes = L->desc->vector_bytes / (int64_t)rj_dtype_size(acc), n = k->ex[N].i;
     int64_t w = (L->desc->vector_bytes >= 64 ? 8 : 4) * lanes;
     if (n <= 0 || lanes <= 0) return 0;
-    if (n <= lanes) return n;
+    if (n <= 2 * lanes) return n;
     return n == 2 * w ? w : 0;
 }
 
