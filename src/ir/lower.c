@@ -1464,22 +1464,23 @@ static at item_element(lower *L, const node *x, int32_t cls, int32_t b, int32_t 
 }
 
 /* Softmax over the ragged dim on a CPU, over a constant inner extent N, may take column tiles
- * of a constant width (log_softmax, which stashes nothing, was not measured this way). Its lanes loops then have a constant extent, which emit.c writes out
- * step by step (lkernel.lanes_whole), and its accumulators (the maximum, the sum and its
- * compensation, the block partial) live in an array of their own of constant size, apart from
- * the stash: LLVM keeps them in registers across the row loops, where through the runtime's
- * scratch every row stored and reloaded each one, and tiles of a width read from a variable
- * cannot be written out. Measured on a Zen 4 (AVX-512, f32, items of 1..1024 rows, paired
- * runs against the runtime-tile kernel): rows of at most one vector register run 1.3-1.5x
- * faster (examples/masked_softmax.rj's 8 columns, 16 columns) and 256 columns in two tiles of
- * eight registers 1.07-1.11x (bench/'s W2; a hand-written loop ran 2x faster with its 128-column
- * tile a constant than read from a variable), while 512 columns in four tiles measured 0.85.
- * Whole rows of 32 to 128 columns measured 0.97-1.0 while every row's store went through a
- * call (emit.c, stream_for); with rows stored directly, rows of two registers at most ran
- * 1.14-1.25x faster from the caches and 1.03-1.13x from memory (19, 24 and 32 columns; f64
- * at 12 the same), and compiled in 16-21 ms rather than 27-37; 48 and 64 columns ran
- * 1.1-1.45x faster but compiled 10-15 ms slower, 96 and 128 gained 3-5%. The tiles are
- * those two shapes (0: the runtime's tiles). The runtime narrows tiles wider than LANES_GRANULE for long items, to keep
+ * of a constant width (log_softmax, which stashes nothing, was not measured this way). Its
+ * lanes loops then have a constant extent, which emit.c writes out step by step
+ * (lkernel.lanes_whole), and its accumulators (the maximum, the sum and its compensation, the
+ * block partial) live in an array of their own of constant size, apart from the stash: LLVM
+ * keeps them in registers across the row loops, where through the runtime's scratch every row
+ * stored and reloaded each one, and tiles of a width read from a variable cannot be written
+ * out. Measured on a Zen 4 (AVX-512, f32, items of 1..1024 rows, paired runs against the
+ * runtime-tile kernel): rows of at most one vector register run 1.3-1.5x faster
+ * (examples/masked_softmax.rj's 8 columns, 16 columns) and 256 columns in two tiles of eight
+ * registers 1.07-1.11x (bench/'s W2; a hand-written loop ran 2x faster with its 128-column tile
+ * a constant than read from a variable), while 512 columns in four tiles measured 0.85. Whole
+ * rows of 32 to 128 columns measured 0.97-1.0 while every row's store went through a call
+ * (emit.c, stream_for); with rows stored directly, rows of two registers at most ran 1.14-1.25x
+ * faster from the caches and 1.03-1.13x from memory (19, 24 and 32 columns; f64 at 12 the
+ * same), and compiled in 16-21 ms rather than 27-37; 48 and 64 columns ran 1.1-1.45x faster but
+ * compiled 10-15 ms slower, 96 and 128 gained 3-5%. The tiles are those two shapes (0: the
+ * runtime's tiles). The runtime narrows tiles wider than LANES_GRANULE for long items, to keep
  * their stash in cache; a constant tile cannot be, so such a kernel gets a twin of runtime
  * tiles, and the runtime runs whichever the longest item's stash calls for (lower_items). */
 static int64_t state_tile(const lower *L, const lkernel *k, int32_t N, bool softmax, rj_dtype acc) {
