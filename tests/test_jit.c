@@ -1038,7 +1038,8 @@ static void test_streaming_rows(void **state) {
     } shapes[] = {{8, "f32", "softmax(x, dim=1) * 2 + 1", 't'},   {16, "f32", "softmax(x, dim=1) * 2 + 1", 't'},
                   {256, "f32", "softmax(x, dim=1) * 2 + 1", 't'}, {8, "f64", "softmax(x, dim=1) * 2 + 1", 't'},
                   {24, "f32", "softmax(x, dim=1) * 2 + 1", '?'},  {32, "f32", "softmax(x, dim=1) * 2 + 1", 't'},
-                  {48, "f32", "softmax(x, dim=1) * 2 + 1", 'n'},
+                  {48, "f32", "softmax(x, dim=1) * 2 + 1", 'n'},  {19, "f32", "log_softmax(x, dim=1)", '?'},
+                  {256, "f32", "log_softmax(x, dim=1) - 1", 't'},
                   {8, "f32", "relu(x * 2 - 1)", 'y'},
                   {64, "f64", "relu(x * 2 - 1)", 'y'},            {19, "f32", "relu(x * 2 - 1)", 'n'},
                   {48, "f32", "relu(x * 2 - 1)", '?'},            {600, "f32", "relu(x * 2 - 1)", 'n'}};
