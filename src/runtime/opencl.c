@@ -601,10 +601,13 @@ static bool span_ms(cl_event a, cl_event b, double *ms) {
 
 typedef struct guarded {
     struct guarded *next;
-    unsigned char *base; /* GUARD, the buffer's n bytes rounded up to GUARD, GUARD */
+    unsigned char *base; /* guard_block(n) bytes */
     size_t n;
     char what[96];
 } guarded;
+
+/* The bytes of a guarded block: GUARD, the buffer's n bytes rounded up to GUARD, GUARD. */
+static size_t guard_block(size_t n) { return (n + GUARD - 1) / GUARD * GUARD + 2 * GUARD; }
 
 static guarded *guards;
 static pthread_mutex_t guards_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -624,14 +627,13 @@ static void guard_release(cl_mem m, void *ud) {
 }
 
 static rj_status guard_alloc(run *r, uint64_t *d, size_t n, const char *what) {
-    size_t body = (n + GUARD - 1) / GUARD * GUARD;
     guarded *g = malloc(sizeof *g);
-    unsigned char *base = g ? aligned_alloc(GUARD, body + 2 * GUARD) : NULL;
+    unsigned char *base = g ? aligned_alloc(GUARD, guard_block(n)) : NULL;
     if (!base) {
         free(g);
         return ctx_fail(r->ctx, RJ_ERR_NOMEM, "OpenCL run: out of memory for a guarded buffer of %zu bytes", n);
     }
-    memset(base, GUARD_BYTE, body + 2 * GUARD);
+    memset(base, GUARD_BYTE, guard_block(n));
     *g = (guarded){.base = base, .n = n};
     snprintf(g->what, sizeof g->what, "%s", what ? what : "a buffer");
     cl_int e = CL_SUCCESS;
@@ -656,7 +658,7 @@ static rj_status guard_check(rj_ctx *ctx) {
     rj_status st = RJ_OK;
     pthread_mutex_lock(&guards_lock);
     for (guarded *g = guards; g && st == RJ_OK; g = g->next) {
-        size_t end = 2 * GUARD + (g->n + GUARD - 1) / GUARD * GUARD; /* the block's size */
+        size_t end = guard_block(g->n);
         for (size_t j = GUARD; j-- > 0 && st == RJ_OK;) /* nearest the buffer first */
             if (g->base[j] != GUARD_BYTE)
                 st = ctx_fail(ctx, RJ_ERR_INTERNAL, "OpenCL run: a kernel wrote outside %s (%zu bytes), "

@@ -171,9 +171,9 @@ static LLVMValueRef exp_reduce(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, LL
  * compare and a masked add), and the polynomial is of degree 5: 2.26 ulp over every float <= 0
  * (degree 6: 1.06), 2.27 over every float, within the 2.5 the guide promises. Without the
  * select, alternating runs of bench's W2 on one thread of a Zen 4 (AVX-512) were 13% faster
- * (8 of 8 pairs; on two threads the machine's noise hid any gain). */
-/* Softmax's term argument x < 88 ? x : 88, NaN included: one vminps (the form LLVM matches to
- * it). Both exps take it (build_exp_scalef says why the AVX-512 one needs it too). */
+ * (8 of 8 pairs; on two threads the machine's noise hid any gain).
+ * clamp_term: the term's argument x < 88 ? x : 88, NaN included, in the form LLVM matches to
+ * one vminps. Both exps take it (build_exp_scalef says why the AVX-512 one needs it too). */
 static LLVMValueRef clamp_term(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     return sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, 88.0)), x, kf(ml, x, 88.0));
 }
