@@ -10,6 +10,9 @@
  * at the same moment. A second context dumps the loop IR from two more threads throughout.
  * The allocator is a thread-safe counting one: nothing may leak.
  *
+ * A context left at the default worker count takes one per processor the creating thread may
+ * run on, counted when the context is made (not per run: that count read a file each time).
+ *
  * The ThreadSanitizer build (.ci/run) runs this test alone: it is the one that exercises
  * ragjit's own concurrency, without OpenMP (whose runtime TSan cannot see into).
  */
@@ -18,6 +21,7 @@
 #include "../src/runtime/runtime.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,10 +271,41 @@ static void test_errors_per_thread(void **state) {
     rj_ctx_free(ctx);
 }
 
+/* The default worker count is the affinity mask's processors, taken when the context is made:
+ * a context made while the thread may run on one processor runs one worker, while one made
+ * before keeps its count; rj_ctx_set_threads overrides it and 0 restores it. Nothing runs while
+ * the mask is narrowed (workers started then would inherit it). */
+static void test_default_threads(void **state) {
+    (void)state;
+    cpu_set_t all, one;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    int n = CPU_COUNT(&all), first = 0;
+    while (!CPU_ISSET(first, &all)) first++;
+    rj_ctx *wide = rj_ctx_new(NULL, NULL);
+    assert_int_equal(ctx_threads(wide), n);
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    rj_ctx *narrow = rj_ctx_new(NULL, NULL);
+    assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+    assert_int_equal(ctx_threads(narrow), 1);
+    assert_int_equal(ctx_threads(wide), n);
+    assert_int_equal(rj_ctx_set_threads(narrow, 3), RJ_OK);
+    assert_int_equal(ctx_threads(narrow), 3);
+    assert_int_equal(rj_ctx_set_threads(narrow, 0), RJ_OK);
+    assert_int_equal(ctx_threads(narrow), 1);
+    assert_int_equal(rj_ctx_set_threads(narrow, -1), RJ_ERR_ARG);
+    printf("default worker threads: %d (this thread's affinity mask), 1 in a context made while "
+           "it was one processor\n", n);
+    rj_ctx_free(narrow);
+    rj_ctx_free(wide);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shared_context),
         cmocka_unit_test(test_errors_per_thread),
+        cmocka_unit_test(test_default_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

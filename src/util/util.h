@@ -80,7 +80,8 @@ struct rj_ctx {
     rj_alloc_fn alloc;
     void *ud;
     uint64_t id;          /* unique in the process: keys the per-thread errors (error.c) */
-    int threads;          /* rj_ctx_set_threads; 0: one per online processor */
+    int threads;          /* rj_ctx_set_threads; 0: cores */
+    int cores;            /* the processors this process may run on, when the context was made */
     int64_t run_limit;    /* rj_ctx_set_memory_limit: most bytes one run may allocate */
     pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];
