@@ -11,7 +11,8 @@
  * The allocator is a thread-safe counting one: nothing may leak.
  *
  * A context left at the default worker count takes one per processor the creating thread may
- * run on, counted when the context is made (not per run: that count read a file each time).
+ * run on, capped by a cgroup CPU quota, counted when the context is made (not per run: that
+ * count read a file each time); the quota is read from fake /proc and /sys trees.
  *
  * The ThreadSanitizer build (.ci/run) runs this test alone: it is the one that exercises
  * ragjit's own concurrency, without OpenMP (whose runtime TSan cannot see into).
@@ -20,12 +21,15 @@
 
 #include "../src/runtime/runtime.h"
 
+#include <ftw.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define THREADS 8
 #define DUMPERS 2
@@ -279,7 +283,8 @@ static void test_default_threads(void **state) {
     (void)state;
     cpu_set_t all, one;
     assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
-    int n = CPU_COUNT(&all), first = 0;
+    int n = CPU_COUNT(&all), first = 0, q = cpus_quota("");
+    if (q > 0 && q < n) n = q;
     while (!CPU_ISSET(first, &all)) first++;
     rj_ctx *wide = rj_ctx_new(NULL, NULL);
     assert_int_equal(ctx_threads(wide), n);
@@ -295,10 +300,77 @@ static void test_default_threads(void **state) {
     assert_int_equal(rj_ctx_set_threads(narrow, 0), RJ_OK);
     assert_int_equal(ctx_threads(narrow), 1);
     assert_int_equal(rj_ctx_set_threads(narrow, -1), RJ_ERR_ARG);
-    printf("default worker threads: %d (this thread's affinity mask), 1 in a context made while "
-           "it was one processor\n", n);
+    printf("default worker threads: %d (this thread's affinity mask, capped by a CPU quota), 1 in a "
+           "context made while it was one processor\n", n);
     rj_ctx_free(narrow);
     rj_ctx_free(wide);
+}
+
+/* root/rel with its directories, holding text */
+static void put(const char *root, const char *rel, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *s = path + strlen(root) + 1; (s = strchr(s, '/')); s++) {
+        *s = 0;
+        mkdir(path, 0755);
+        *s = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int unlink_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* cpus_quota over fake trees: cgroup v2's cpu.max on the process's cgroup and its ancestors
+ * (the smallest limit, rounded up; "max" none), v1's quota and period on the cpu hierarchy
+ * (found under a mount named either way; a path missing under the mount is walked up to it, as
+ * in a container that sees its own cgroup as the root), and what is no limit: -1, nonsense,
+ * missing files, a hierarchy without the cpu controller. */
+static void test_cpu_quota(void **state) {
+    (void)state;
+    char root[64];
+    snprintf(root, sizeof root, "/tmp/ragjit-cpus-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    assert_int_equal(cpus_quota(root), 0); /* no /proc/self/cgroup */
+    put(root, "proc/self/cgroup", "0::/a/b\n");
+    put(root, "sys/fs/cgroup/a/b/cpu.max", "max 100000\n");
+    assert_int_equal(cpus_quota(root), 0);
+    put(root, "sys/fs/cgroup/a/cpu.max", "250000 100000\n");
+    assert_int_equal(cpus_quota(root), 3);
+    put(root, "sys/fs/cgroup/a/b/cpu.max", "50000 100000\n");
+    assert_int_equal(cpus_quota(root), 1);
+    put(root, "sys/fs/cgroup/cpu.max", "100000 100000\n"); /* the root's limit applies too */
+    put(root, "sys/fs/cgroup/a/b/cpu.max", "max 100000\n");
+    assert_int_equal(cpus_quota(root), 1);
+    put(root, "sys/fs/cgroup/cpu.max", "lots\n");
+    put(root, "sys/fs/cgroup/a/cpu.max", "200000 0\n");
+    assert_int_equal(cpus_quota(root), 0);
+    /* v1: the path is missing under the mount, whose files are the container's */
+    put(root, "proc/self/cgroup", "5:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n");
+    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n");
+    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    assert_int_equal(cpus_quota(root), 2);
+    put(root, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
+    put(root, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+    assert_int_equal(cpus_quota(root), 2);
+    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    assert_int_equal(cpus_quota(root), 0);
+    put(root, "proc/self/cgroup", "2:cpuacct:/\n1:cpu:/x\n");
+    put(root, "sys/fs/cgroup/cpu/x/cpu.cfs_quota_us", "400000\n");
+    put(root, "sys/fs/cgroup/cpu/x/cpu.cfs_period_us", "100000\n");
+    put(root, "sys/fs/cgroup/cpuacct/cpu.cfs_quota_us", "100000\n"); /* not the cpu hierarchy */
+    put(root, "sys/fs/cgroup/cpuacct/cpu.cfs_period_us", "100000\n");
+    assert_int_equal(cpus_quota(root), 4);
+    put(root, "proc/self/cgroup", "garbage without colons\n::\n");
+    assert_int_equal(cpus_quota(root), 0);
+    assert_int_equal(nftw(root, unlink_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    int q = cpus_quota("");
+    printf("cgroup CPU quotas read from fake trees; this process's: %d (0: none)\n", q);
 }
 
 int main(void) {
@@ -306,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_shared_context),
         cmocka_unit_test(test_errors_per_thread),
         cmocka_unit_test(test_default_threads),
+        cmocka_unit_test(test_cpu_quota),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,6 @@
  * by whoever owns it, so contexts that only build graphs or interpret stay cheap; freeing the
  * context calls each slot's release hook and needs to know nothing about what they hold.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,17 +32,6 @@ static int64_t default_run_limit(void) {
     return (int64_t)pages / 2 * (int64_t)size;
 }
 
-/* The processors this process may run on: its affinity mask (taskset, a container's cpuset),
- * as nproc counts them, else the online ones. Counted once, here: every run's worker count
- * needs it, and sysconf(_SC_NPROCESSORS_ONLN) reads a file under /sys each time, which was
- * 6 of the 7 us a tiny run took (bench/'s dispatch line) in a context left at the default. */
-static int usable_cores(void) {
-    cpu_set_t set;
-    if (!sched_getaffinity(0, sizeof set, &set) && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN); /* more than CPU_SETSIZE processors, or no Linux */
-    return n > 0 ? (int)(n < 4096 ? n : 4096) : 1;
-}
-
 rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud) {
     if (!alloc) alloc = default_alloc;
     rj_ctx *ctx = alloc(ud, NULL, 0, sizeof *ctx);
@@ -54,7 +42,7 @@ rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud) {
     ctx->alloc = alloc;
     ctx->ud = ud;
     ctx->run_limit = default_run_limit();
-    ctx->cores = usable_cores();
+    ctx->cores = cpus_usable(); /* once: it reads files (cpus.c), and runs need it */
     ctx->refs = 1;
     if (pthread_mutex_init(&ctx->lock, NULL)) {
         alloc(ud, ctx, sizeof *ctx, 0);

@@ -81,7 +81,7 @@ struct rj_ctx {
     void *ud;
     uint64_t id;          /* unique in the process: keys the per-thread errors (error.c) */
     int threads;          /* rj_ctx_set_threads; 0: cores */
-    int cores;            /* the processors this process may run on, when the context was made */
+    int cores;            /* cpus_usable() when the context was made */
     int64_t run_limit;    /* rj_ctx_set_memory_limit: most bytes one run may allocate */
     pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];
@@ -89,6 +89,12 @@ struct rj_ctx {
     char *cache_dir;      /* rj_ctx_set_cache_dir (under the lock); "" or "off": no disk cache */
     bool cache_dir_set;   /* else the environment decides (runtime/diskcache.c) */
 };
+
+/* cpus.c: the processors this process may keep busy (its affinity mask, capped by its cgroup's
+ * CPU quota); and that quota in processors, rounded up (0: none), reading /proc/self/cgroup and
+ * /sys/fs/cgroup under root ("": the real ones; tests give a directory of their own). */
+int cpus_usable(void);
+int cpus_quota(const char *root);
 
 static inline void ctx_lock(rj_ctx *ctx) { pthread_mutex_lock(&ctx->lock); }
 static inline void ctx_unlock(rj_ctx *ctx) { pthread_mutex_unlock(&ctx->lock); }
