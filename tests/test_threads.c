@@ -337,37 +337,38 @@ static void test_cpu_quota(void **state) {
     snprintf(root, sizeof root, "/tmp/ragjit-cpus-XXXXXX");
     assert_non_null(mkdtemp(root));
     assert_int_equal(cpus_quota(root), 0); /* no /proc/self/cgroup */
-    put(root, "proc/self/cgroup", "0::/a/b\n");
-    put(root, "sys/fs/cgroup/a/b/cpu.max", "max 100000\n");
-    assert_int_equal(cpus_quota(root), 0);
-    put(root, "sys/fs/cgroup/a/cpu.max", "250000 100000\n");
-    assert_int_equal(cpus_quota(root), 3);
-    put(root, "sys/fs/cgroup/a/b/cpu.max", "50000 100000\n");
-    assert_int_equal(cpus_quota(root), 1);
-    put(root, "sys/fs/cgroup/cpu.max", "100000 100000\n"); /* the root's limit applies too */
-    put(root, "sys/fs/cgroup/a/b/cpu.max", "max 100000\n");
-    assert_int_equal(cpus_quota(root), 1);
-    put(root, "sys/fs/cgroup/cpu.max", "lots\n");
-    put(root, "sys/fs/cgroup/a/cpu.max", "200000 0\n");
-    assert_int_equal(cpus_quota(root), 0);
-    /* v1: the path is missing under the mount, whose files are the container's */
-    put(root, "proc/self/cgroup", "5:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n");
-    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n");
-    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-    assert_int_equal(cpus_quota(root), 2);
-    put(root, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
-    put(root, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
-    assert_int_equal(cpus_quota(root), 2);
-    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-    assert_int_equal(cpus_quota(root), 0);
-    put(root, "proc/self/cgroup", "2:cpuacct:/\n1:cpu:/x\n");
-    put(root, "sys/fs/cgroup/cpu/x/cpu.cfs_quota_us", "400000\n");
-    put(root, "sys/fs/cgroup/cpu/x/cpu.cfs_period_us", "100000\n");
-    put(root, "sys/fs/cgroup/cpuacct/cpu.cfs_quota_us", "100000\n"); /* not the cpu hierarchy */
-    put(root, "sys/fs/cgroup/cpuacct/cpu.cfs_period_us", "100000\n");
-    assert_int_equal(cpus_quota(root), 4);
-    put(root, "proc/self/cgroup", "garbage without colons\n::\n");
-    assert_int_equal(cpus_quota(root), 0);
+    /* each step writes a file, then (want >= 0) checks the quota */
+    static const struct {
+        const char *file, *text;
+        int want;
+    } steps[] = {
+        {"proc/self/cgroup", "0::/a/b\n", -1},
+        {"sys/fs/cgroup/a/b/cpu.max", "max 100000\n", 0},
+        {"sys/fs/cgroup/a/cpu.max", "250000 100000\n", 3},
+        {"sys/fs/cgroup/a/b/cpu.max", "50000 100000\n", 1},
+        {"sys/fs/cgroup/cpu.max", "100000 100000\n", -1}, /* the root's limit applies too */
+        {"sys/fs/cgroup/a/b/cpu.max", "max 100000\n", 1},
+        {"sys/fs/cgroup/cpu.max", "lots\n", -1},
+        {"sys/fs/cgroup/a/cpu.max", "200000 0\n", 0},
+        /* v1: the path is missing under the mount, whose files are the container's */
+        {"proc/self/cgroup", "5:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n", -1},
+        {"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n", -1},
+        {"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n", 2},
+        {"sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n", -1},
+        {"sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n", 2},
+        {"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n", 0},
+        {"proc/self/cgroup", "2:cpuacct:/\n1:cpu:/x\n", -1},
+        {"sys/fs/cgroup/cpu/x/cpu.cfs_quota_us", "400000\n", -1},
+        {"sys/fs/cgroup/cpu/x/cpu.cfs_period_us", "100000\n", 4},
+        {"sys/fs/cgroup/cpuacct/cpu.cfs_quota_us", "100000\n", -1}, /* not the cpu hierarchy */
+        {"sys/fs/cgroup/cpuacct/cpu.cfs_period_us", "100000\n", 4},
+        {"proc/self/cgroup", "garbage without colons\n::\n", 0},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        put(root, steps[i].file, steps[i].text);
+        if (steps[i].want >= 0 && cpus_quota(root) != steps[i].want)
+            fail_msg("step %zu (%s): quota %d, want %d", i, steps[i].file, cpus_quota(root), steps[i].want);
+    }
     assert_int_equal(nftw(root, unlink_one, 16, FTW_DEPTH | FTW_PHYS), 0);
     int q = cpus_quota("");
     printf("cgroup CPU quotas read from fake trees; this process's: %d (0: none)\n", q);
