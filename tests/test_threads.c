@@ -362,6 +362,11 @@ static void test_cpu_quota(void **state) {
         {"sys/fs/cgroup/cpu/x/cpu.cfs_period_us", "100000\n", 4},
         {"sys/fs/cgroup/cpuacct/cpu.cfs_quota_us", "100000\n", -1}, /* not the cpu hierarchy */
         {"sys/fs/cgroup/cpuacct/cpu.cfs_period_us", "100000\n", 4},
+        {"sys/fs/cgroup/x/cpu.cfs_quota_us", "100000\n", -1},
+        {"sys/fs/cgroup/x/cpu.cfs_period_us", "100000\n", -1},
+        {"proc/self/cgroup", "1:cpu:/../x\n", 0}, /* outside the namespace: the mount only */
+        {"sys/fs/cgroup/cpu/cpu.cfs_quota_us", "300000\n", -1},
+        {"sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n", 3},
         {"proc/self/cgroup", "garbage without colons\n::\n", 0},
     };
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {

@@ -13,10 +13,12 @@
  * The quota is cgroup v2's cpu.max ("max PERIOD", or "QUOTA PERIOD") or cgroup v1's
  * cpu.cfs_quota_us over cpu.cfs_period_us (-1: none), in the process's cgroup as
  * /proc/self/cgroup names it and in every ancestor up to the hierarchy's mount, as a limit
- * anywhere above applies too; the smallest wins. A path that does not exist under the mount
- * (a container that sees its own cgroup as the root, under a v1 hierarchy) is walked up to
- * the mount, whose files are then the container's. Anything unreadable or malformed is no
- * limit. These are a few small files, read once per context (rj_ctx_new), never per run.
+ * anywhere above applies too; the smallest wins. A path that does not exist under the mount (a
+ * container that sees its own cgroup as the root, under a v1 hierarchy) is walked up to the
+ * mount, whose files are then the container's; so is one above the cgroup namespace's root (a
+ * path through ".."), which is never followed out of the mount. Anything unreadable or
+ * malformed is no limit. These are a few small files, read once per context (rj_ctx_new),
+ * never per run.
  */
 #include <fcntl.h>
 #include <sched.h>
@@ -89,6 +91,7 @@ static int dir_limit(const char *dir, bool v2) {
 /* The smallest limit on cgroup path (from /proc/self/cgroup) and its ancestors under mount. */
 static int walk_limit(const char *mount, const char *path, bool v2) {
     char dir[4200];
+    if (strstr(path, "/..")) path = ""; /* a cgroup outside the namespace's: only the mount's */
     int n = snprintf(dir, sizeof dir, "%s%s", mount, path);
     if (n < 0 || (size_t)n >= sizeof dir) return 0;
     size_t base = strlen(mount), len = (size_t)n;
