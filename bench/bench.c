@@ -41,6 +41,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,15 @@ typedef struct setup {
 } setup;
 
 /* x: f32[B, j1, D], w, b: f32[D] */
+/* The processors this process may run on (a default context's workers, unless a cgroup CPU
+ * quota caps them), so the probes run as many threads as the workloads. */
+static int affinity_cpus(void) {
+    cpu_set_t set;
+    if (!sched_getaffinity(0, sizeof set, &set) && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static rj_graph *new_graph(rj_ctx *ctx, int64_t D, rj_dim *J, rj_node *x, rj_node *w, rj_node *b) {
     rj_graph *g = rj_graph_new(ctx);
     rj_dim B = rj_graph_dense(g, "B");
@@ -860,7 +870,7 @@ int main(int argc, char **argv) {
     }
     setup s = {.B = quick ? 16 : 256, .D = quick ? 32 : 256, .reps = reps ? reps : (quick ? 2 : 15)};
     int64_t maxlen = quick ? 64 : 1024;
-    s.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    s.threads = threads > 0 ? threads : affinity_cpus(); /* the library's default, quota aside */
 
     /* compile latency of the very first program (includes LLVM's set-up in the process) */
     setup tiny = {.B = 8, .D = 16};
