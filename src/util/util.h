@@ -90,9 +90,10 @@ struct rj_ctx {
     bool cache_dir_set;   /* else the environment decides (runtime/diskcache.c) */
 };
 
-/* cpus.c: the processors this process may keep busy (its affinity mask, capped by its cgroup's
- * CPU quota); and that quota in processors, rounded up (0: none), reading /proc/self/cgroup and
- * /sys/fs/cgroup under root ("": the real ones; tests give a directory of their own). */
+/* cpus.c: the processors this process may keep busy (the calling thread's affinity mask,
+ * capped by the cgroup's CPU quota as first read in the process); and that quota in processors,
+ * rounded up (0: none), reading /proc/self/cgroup and /sys/fs/cgroup under root ("": the real
+ * ones; tests give a directory of their own). */
 int cpus_usable(void);
 int cpus_quota(const char *root);
 
