@@ -10,9 +10,10 @@
  * at the same moment. A second context dumps the loop IR from two more threads throughout.
  * The allocator is a thread-safe counting one: nothing may leak.
  *
- * A context left at the default worker count takes one per processor the creating thread may
- * run on, capped by a cgroup CPU quota, counted when the context is made (not per run: that
- * count read a file each time); the quota is read from fake /proc and /sys trees.
+ * A context left at the default worker count takes one per processor of the affinity mask the
+ * process started with (a child started on one processor checks it), capped by a cgroup CPU
+ * quota, counted when the context is made (not per run: that count read a file each time); the
+ * quota is read from fake /proc and /sys trees.
  *
  * The ThreadSanitizer build (.ci/run) runs this test alone: it is the one that exercises
  * ragjit's own concurrency, without OpenMP (whose runtime TSan cannot see into).
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -275,10 +277,21 @@ static void test_errors_per_thread(void **state) {
     rj_ctx_free(ctx);
 }
 
-/* The default worker count is the affinity mask's processors, taken when the context is made:
- * a context made while the thread may run on one processor runs one worker, while one made
- * before keeps its count; rj_ctx_set_threads overrides it and 0 restores it. Nothing runs while
- * the mask is narrowed (workers started then would inherit it). */
+/* test_threads --default-threads: prints a new default context's worker count (the child of
+ * test_default_threads, started under a mask of one processor). */
+static int print_default_threads(void) {
+    rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+    if (!ctx) return 1;
+    printf("%d\n", ctx_threads(ctx));
+    rj_ctx_free(ctx);
+    return 0;
+}
+
+/* The default worker count is the affinity mask the process started with (capped by a CPU
+ * quota): a process started under a mask of one processor runs one worker by default, while a
+ * context made after this thread was pinned to one processor (as OMP_PROC_BIND pins the thread
+ * that runs a parallel region) keeps the process's count; rj_ctx_set_threads overrides it and
+ * 0 restores it. Nothing runs while the mask is narrowed (workers started then inherit it). */
 static void test_default_threads(void **state) {
     (void)state;
     cpu_set_t all, one;
@@ -286,24 +299,45 @@ static void test_default_threads(void **state) {
     int n = CPU_COUNT(&all), first = 0, q = cpus_quota("");
     if (q > 0 && q < n) n = q;
     while (!CPU_ISSET(first, &all)) first++;
-    rj_ctx *wide = rj_ctx_new(NULL, NULL);
-    assert_int_equal(ctx_threads(wide), n);
     CPU_ZERO(&one);
     CPU_SET(first, &one);
+    /* a process started on one processor */
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        if (sched_setaffinity(0, sizeof one, &one) == 0)
+            execl("/proc/self/exe", "test_threads", "--default-threads", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char out[32] = {0};
+    ssize_t got = read(fd[0], out, sizeof out - 1);
+    close(fd[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_true(got > 0);
+    assert_int_equal(atoi(out), 1);
+    /* this thread pinned to one processor after the process started */
+    rj_ctx *before = rj_ctx_new(NULL, NULL);
+    assert_int_equal(ctx_threads(before), n);
     assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
-    rj_ctx *narrow = rj_ctx_new(NULL, NULL);
+    rj_ctx *pinned = rj_ctx_new(NULL, NULL);
     assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
-    assert_int_equal(ctx_threads(narrow), 1);
-    assert_int_equal(ctx_threads(wide), n);
-    assert_int_equal(rj_ctx_set_threads(narrow, 3), RJ_OK);
-    assert_int_equal(ctx_threads(narrow), 3);
-    assert_int_equal(rj_ctx_set_threads(narrow, 0), RJ_OK);
-    assert_int_equal(ctx_threads(narrow), 1);
-    assert_int_equal(rj_ctx_set_threads(narrow, -1), RJ_ERR_ARG);
-    printf("default worker threads: %d (this thread's affinity mask, capped by a CPU quota), 1 in a "
-           "context made while it was one processor\n", n);
-    rj_ctx_free(narrow);
-    rj_ctx_free(wide);
+    assert_int_equal(ctx_threads(pinned), n);
+    assert_int_equal(rj_ctx_set_threads(pinned, 3), RJ_OK);
+    assert_int_equal(ctx_threads(pinned), 3);
+    assert_int_equal(rj_ctx_set_threads(pinned, 0), RJ_OK);
+    assert_int_equal(ctx_threads(pinned), n);
+    assert_int_equal(rj_ctx_set_threads(pinned, -1), RJ_ERR_ARG);
+    printf("default worker threads: %d (the process's affinity mask, capped by a CPU quota), also "
+           "for a context made on a thread pinned since; 1 in a process started on one processor\n", n);
+    rj_ctx_free(pinned);
+    rj_ctx_free(before);
 }
 
 /* root/rel with its directories, holding text */
@@ -379,7 +413,8 @@ static void test_cpu_quota(void **state) {
     printf("cgroup CPU quotas read from fake trees; this process's: %d (0: none)\n", q);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--default-threads")) return print_default_threads();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shared_context),
         cmocka_unit_test(test_errors_per_thread),

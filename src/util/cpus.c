@@ -17,9 +17,9 @@
  * container that sees its own cgroup as the root, under a v1 hierarchy) is walked up to the
  * mount, whose files are then the container's; so is one above the cgroup namespace's root (a
  * path through ".."), which is never followed out of the mount. Anything unreadable or
- * malformed is no limit. The mask is taken per context (rj_ctx_new, one system call); the
- * quota's few small files are read once per process (its first context: 30 us of file reads
- * would otherwise be most of a context's creation), and neither is ever read per run.
+ * malformed is no limit. The mask is the one the process started with (read_mask says why);
+ * the quota's few small files are read once per process, at its first context (30 us of file
+ * reads would otherwise be most of a context's creation); neither is ever read per run.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -147,11 +147,19 @@ static int process_quota;
 static pthread_once_t quota_once = PTHREAD_ONCE_INIT;
 static void read_quota(void) { process_quota = cpus_quota(""); }
 
+/* The affinity mask as the process started (or loaded ragjit), as OpenMP's runtime takes its
+ * default thread count: a thread that creates a context later may have been pinned to one
+ * processor since (OMP_PROC_BIND or KMP_AFFINITY bind the thread that runs a parallel region),
+ * and its mask would turn every run of the context into a single worker's. */
+static int start_mask;
+__attribute__((constructor)) static void read_mask(void) {
+    cpu_set_t set;
+    if (!sched_getaffinity(0, sizeof set, &set)) start_mask = CPU_COUNT(&set);
+}
+
 int cpus_usable(void) {
     pthread_once(&quota_once, read_quota);
-    int n = 0;
-    cpu_set_t set;
-    if (!sched_getaffinity(0, sizeof set, &set)) n = CPU_COUNT(&set);
+    int n = start_mask;
     if (n <= 0) { /* more than CPU_SETSIZE processors, or no affinity call */
         long on = sysconf(_SC_NPROCESSORS_ONLN);
         n = on > 0 ? (int)(on < 4096 ? on : 4096) : 1;

@@ -81,7 +81,7 @@ struct rj_ctx {
     void *ud;
     uint64_t id;          /* unique in the process: keys the per-thread errors (error.c) */
     int threads;          /* rj_ctx_set_threads; 0: cores */
-    int cores;            /* cpus_usable() when the context was made */
+    int cores;            /* cpus_usable(), when the context was made */
     int64_t run_limit;    /* rj_ctx_set_memory_limit: most bytes one run may allocate */
     pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];
@@ -90,7 +90,7 @@ struct rj_ctx {
     bool cache_dir_set;   /* else the environment decides (runtime/diskcache.c) */
 };
 
-/* cpus.c: the processors this process may keep busy (the calling thread's affinity mask,
+/* cpus.c: the processors this process may keep busy (the affinity mask it started with,
  * capped by the cgroup's CPU quota as first read in the process); and that quota in processors,
  * rounded up (0: none), reading /proc/self/cgroup and /sys/fs/cgroup under root ("": the real
  * ones; tests give a directory of their own). */
