@@ -105,7 +105,6 @@ typedef struct setup {
     int threads, reps;
 } setup;
 
-/* x: f32[B, j1, D], w, b: f32[D] */
 /* The processors this process may run on (a default context's workers, unless a cgroup CPU
  * quota caps them), so the probes run as many threads as the workloads. */
 static int affinity_cpus(void) {
@@ -115,6 +114,7 @@ static int affinity_cpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
+/* x: f32[B, j1, D], w, b: f32[D] */
 static rj_graph *new_graph(rj_ctx *ctx, int64_t D, rj_dim *J, rj_node *x, rj_node *w, rj_node *b) {
     rj_graph *g = rj_graph_new(ctx);
     rj_dim B = rj_graph_dense(g, "B");
