@@ -31,7 +31,9 @@
  * The seeds in fuzz/corpus/api/ were written by hand in this encoding (a ragged softmax with
  * reductions and pad/unpad, broadcasting with norms and selects, `same` symbols bound through
  * tensors, explicit pad lengths, invalid operands, and one of them failing an allocation in a
- * dump, in rj_bind_new and in a run). FUZZ_TRACE=1 prints what an input does, step by step.
+ * dump, in rj_bind_new and in a run); those named regress-* are inputs it once failed on (an
+ * item of 2^63 - 1 empty rows overflowed the interpreter's sums of squared lengths). FUZZ_TRACE=1
+ * prints what an input does, step by step.
  */
 #include <math.h>
 #include <stdio.h>

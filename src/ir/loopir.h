@@ -237,7 +237,8 @@ typedef struct lkernel {
     /* how the runtime counts and splits units */
     uint8_t domain;
     int32_t dom_class;  /* UD_ROWS / UD_ITEMS: class root symbol */
-    int dom_rank;       /* UD_DENSE: units = product of dom_dims; UD_ITEMS: inner extent */
+    int dom_rank;       /* UD_DENSE: units = product of dom_dims; UD_ITEMS: inner extent;
+                         * UD_ROWS: a row's extent (no element: nothing runs), or 0 */
     rj_dim dom_dims[RJ_MAX_RANK];
     launch_shape launch;
     /* size of the thread-scope local passed as PK_SCRATCH, per thread */

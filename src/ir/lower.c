@@ -813,6 +813,15 @@ static blk *rows_open(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn) {
     return &rn->row;
 }
 
+/* A rows kernel whose every row's work lies in loops over dims [first, stop): those dims, so
+ * that a run where they hold no element launches nothing (2^40 rows of [B, j1, 0] would
+ * otherwise run 2^40 empty units). Kernels that do not say so run every row. */
+static void rows_extent(lower *L, const rj_dim *dims, int first, int stop) {
+    lkernel *k = L->k;
+    k->dom_rank = stop > first ? stop - first : 0;
+    if (k->dom_rank) memcpy(k->dom_dims, dims + first, sizeof(rj_dim) * (size_t)k->dom_rank);
+}
+
 static void rows_close(lower *L, rows_nest *rn) {
     close_body(L, rn->for_i, &rn->row);
 }
@@ -866,6 +875,7 @@ static void element_nest(lower *L, const node *shape, const rj_dim *dims, body_f
     if (dim_ragged_pos(L->g, shape) == 1) {
         rows_nest rn;
         blk *in = rows_open(L, &top, &a, root_of(L->g, shape->dims[1]), &rn);
+        rows_extent(L, dims, 2, shape->rank);
         loops(L, in, &a, dims, 2, shape->rank, fn, ud);
         rows_close(L, &rn);
     } else {
@@ -2761,6 +2771,7 @@ static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int 
     if (s && s->kind == SYM_RAGGED) {
         rows_nest rn;
         blk *in = rows_open(L, top, &a, root_of(L->g, dims[1]), &rn);
+        rows_extent(L, dims, 2, stop);
         loops_v(L, in, &a, dims, 2, stop, fn, ud, false);
         rows_close(L, &rn);
         return;

@@ -734,10 +734,13 @@ static rj_status setup_lengths(interp *in) {
             return RJ_ERR_NOMEM;
         if (!(in->sq[s] = mem_alloc(in->ctx, n * sizeof(int64_t)))) return RJ_ERR_NOMEM;
         in->poff[s][0] = in->sq[s][0] = 0;
+        /* only pair tensors ([B, j, j]) read the squares' prefix sums, and the binding checked
+         * that theirs fit (square_offsets); another class's may not (items of 2^62 rows of
+         * empty rows), and saturate */
         for (int64_t k = 0; k < rb->batch; k++) {
-            in->lens[s][k] = row_len(rb->off, rb->len, k);
-            in->poff[s][k + 1] = in->poff[s][k] + in->lens[s][k];
-            in->sq[s][k + 1] = in->sq[s][k] + in->lens[s][k] * in->lens[s][k]; /* checked by the binding */
+            int64_t l = in->lens[s][k] = row_len(rb->off, rb->len, k), l2;
+            in->poff[s][k + 1] = in->poff[s][k] + l;
+            if (!mul_i64(l, l, &l2) || !add_i64(in->sq[s][k], l2, &in->sq[s][k + 1])) in->sq[s][k + 1] = INT64_MAX;
         }
     }
     return RJ_OK;

@@ -155,10 +155,13 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
     int64_t B = 0, work = 0, maxlen = 0;
     rj_status s;
     switch (k->domain) {
-    case UD_ROWS:
-        if ((s = class_rows(b, k->dom_class, &lo, &B))) return s;
-        pl->units = work = b->crows[k->dom_class];
+    case UD_ROWS: {
+        int64_t N;
+        if ((s = class_rows(b, k->dom_class, &lo, &B)) || (s = numel(b, k->dom_dims, k->dom_rank, &N)))
+            return s;
+        pl->units = work = N > 0 ? b->crows[k->dom_class] : 0; /* rows of no element: nothing */
         break;
+    }
     case UD_ITEMS: {
         int64_t N, total = 0, maxw = 0;
         if ((s = class_rows(b, k->dom_class, &lo, &B)) || (s = numel(b, k->dom_dims, k->dom_rank, &N)))
