@@ -379,9 +379,9 @@ static void test_bind_tensor(void **state) {
     free_prog(&q);
 }
 
-/* Items of 2^40 rows of no element each ([B, j1, D] with D = 0: no values at all) are valid
- * data. Every op runs in no time, on the interpreter and the CPU: the elementwise kernel once
- * ran 2^40 empty units (a hang), and the interpreter's prefix sums of squared lengths (which
+/* Items of 2^40 rows of no element each ([B, j1, D] with D = 0: no values at all), or a dense
+ * [2^40, 0], are valid data. Every op runs in no time, on the interpreter and the CPU: the
+ * elementwise kernels once ran 2^40 empty units (a hang), and the interpreter's prefix sums of squared lengths (which
  * only tensors with two ragged dims read) overflowed (undefined behaviour, caught by UBSan in
  * the fuzzer). The results hold no element: [B, j1, 0], the sum [B, 0]. */
 static void test_rows_of_nothing(void **state) {
@@ -419,6 +419,25 @@ static void test_rows_of_nothing(void **state) {
             rj_program_free(p);
             rj_graph_free(g);
         }
+    /* the dense kind: [2^40, 0] */
+    for (int t = 0; t < 2; t++) {
+        rj_graph *g = rj_graph_new(f->ctx);
+        rj_dim N = rj_graph_dense(g, "N"), D = rj_graph_dense(g, "D");
+        rj_node x = rj_graph_input(g, "x", RJ_F32, 2, (rj_dim[]){N, D});
+        rj_node y = rj_graph_binary(g, RJ_OP_ADD, x, rj_graph_scalar(g, 1));
+        assert_ok(f->ctx, rj_graph_output(g, y, "y"));
+        rj_program *p = rj_program_new(g, t ? RJ_TARGET_CPU : RJ_TARGET_REFERENCE);
+        assert_non_null(p);
+        rj_bind *b = rj_bind_new(p);
+        float none[1];
+        assert_ok(f->ctx, rj_bind_size(b, N, (int64_t)1 << 40));
+        assert_ok(f->ctx, rj_bind_size(b, D, 0));
+        assert_ok(f->ctx, rj_bind_input(b, x, none, 0));
+        assert_ok(f->ctx, rj_program_run(p, b));
+        rj_bind_free(b);
+        rj_program_free(p);
+        rj_graph_free(g);
+    }
 }
 
 int main(void) {

@@ -237,9 +237,10 @@ typedef struct lkernel {
     /* how the runtime counts and splits units */
     uint8_t domain;
     int32_t dom_class;  /* UD_ROWS / UD_ITEMS: class root symbol */
-    int dom_rank;       /* UD_DENSE: units = product of dom_dims; UD_ITEMS: inner extent;
-                         * UD_ROWS: a row's extent (no element: nothing runs), or 0 */
+    int dom_rank;       /* UD_DENSE: units = product of dom_dims; UD_ITEMS: inner extent */
     rj_dim dom_dims[RJ_MAX_RANK];
+    int unit_rank;      /* UD_ROWS / UD_DENSE: the dims every unit's work loops over, where a */
+    rj_dim unit_dims[RJ_MAX_RANK]; /* run in which they hold no element launches nothing; or 0 */
     launch_shape launch;
     /* size of the thread-scope local passed as PK_SCRATCH, per thread */
     uint8_t scratch_type;

@@ -813,13 +813,13 @@ static blk *rows_open(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn) {
     return &rn->row;
 }
 
-/* A rows kernel whose every row's work lies in loops over dims [first, stop): those dims, so
- * that a run where they hold no element launches nothing (2^40 rows of [B, j1, 0] would
- * otherwise run 2^40 empty units). Kernels that do not say so run every row. */
-static void rows_extent(lower *L, const rj_dim *dims, int first, int stop) {
+/* A kernel whose every unit's work lies in loops over dims [first, stop): those dims, so that
+ * a run where they hold no element launches nothing (2^40 rows of [B, j1, 0], or [2^40, 0],
+ * would otherwise run 2^40 empty units). Kernels that do not say so run every unit. */
+static void unit_extent(lower *L, const rj_dim *dims, int first, int stop) {
     lkernel *k = L->k;
-    k->dom_rank = stop > first ? stop - first : 0;
-    if (k->dom_rank) memcpy(k->dom_dims, dims + first, sizeof(rj_dim) * (size_t)k->dom_rank);
+    k->unit_rank = stop > first ? stop - first : 0;
+    if (k->unit_rank) memcpy(k->unit_dims, dims + first, sizeof(rj_dim) * (size_t)k->unit_rank);
 }
 
 static void rows_close(lower *L, rows_nest *rn) {
@@ -875,7 +875,7 @@ static void element_nest(lower *L, const node *shape, const rj_dim *dims, body_f
     if (dim_ragged_pos(L->g, shape) == 1) {
         rows_nest rn;
         blk *in = rows_open(L, &top, &a, root_of(L->g, shape->dims[1]), &rn);
-        rows_extent(L, dims, 2, shape->rank);
+        unit_extent(L, dims, 2, shape->rank);
         loops(L, in, &a, dims, 2, shape->rank, fn, ud);
         rows_close(L, &rn);
     } else {
@@ -883,6 +883,7 @@ static void element_nest(lower *L, const node *shape, const rj_dim *dims, body_f
         int32_t fs;
         int lead = shape->rank > 0 ? shape->rank - 1 : 0;
         dense_loop(L, &top, &a, dims, lead, &inner, &fs);
+        unit_extent(L, dims, lead, shape->rank);
         loops(L, &inner, &a, dims, lead, shape->rank, fn, ud);
         close_body(L, fs, &inner);
     }
@@ -2771,7 +2772,7 @@ static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int 
     if (s && s->kind == SYM_RAGGED) {
         rows_nest rn;
         blk *in = rows_open(L, top, &a, root_of(L->g, dims[1]), &rn);
-        rows_extent(L, dims, 2, stop);
+        unit_extent(L, dims, 2, stop);
         loops_v(L, in, &a, dims, 2, stop, fn, ud, false);
         rows_close(L, &rn);
         return;
@@ -2779,6 +2780,7 @@ static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int 
     blk inner;
     int32_t fs;
     dense_loop(L, top, &a, dims, upto, &inner, &fs);
+    unit_extent(L, dims, upto, stop);
     loops_v(L, &inner, &a, dims, upto, stop, fn, ud, false);
     close_body(L, fs, &inner);
 }

@@ -155,13 +155,10 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
     int64_t B = 0, work = 0, maxlen = 0;
     rj_status s;
     switch (k->domain) {
-    case UD_ROWS: {
-        int64_t N;
-        if ((s = class_rows(b, k->dom_class, &lo, &B)) || (s = numel(b, k->dom_dims, k->dom_rank, &N)))
-            return s;
-        pl->units = work = N > 0 ? b->crows[k->dom_class] : 0; /* rows of no element: nothing */
+    case UD_ROWS:
+        if ((s = class_rows(b, k->dom_class, &lo, &B))) return s;
+        pl->units = work = b->crows[k->dom_class];
         break;
-    }
     case UD_ITEMS: {
         int64_t N, total = 0, maxw = 0;
         if ((s = class_rows(b, k->dom_class, &lo, &B)) || (s = numel(b, k->dom_dims, k->dom_rank, &N)))
@@ -195,6 +192,9 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
         work = pl->units;
         break;
     }
+    int64_t per_unit = 1;
+    if (k->unit_rank && (s = numel(b, k->unit_dims, k->unit_rank, &per_unit))) return s;
+    if (per_unit == 0) pl->units = work = 0; /* units of no element: nothing to run */
     int64_t w = o->workers > 0 ? o->workers : 1;
     if (work < o->small_work || pl->units < 2) w = 1;
     if (w > pl->units) w = pl->units > 0 ? pl->units : 1;
