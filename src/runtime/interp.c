@@ -47,7 +47,8 @@ typedef struct interp {
     rj_bind *b;
     ival *vals;
     int64_t **lens, **poff; /* per symbol root, lengths and packed offsets */
-    int64_t **sq;           /* per symbol root, the blocks of pair tensors (prefix sums of len^2) */
+    const int64_t **sq;     /* per symbol root, the blocks of pair tensors (prefix sums of len^2,
+                             * the binding's sqoff), else NULL */
     int64_t batch_alloc;    /* size of each lens/poff array */
 } interp;
 
@@ -732,15 +733,14 @@ static rj_status setup_lengths(interp *in) {
         if (!(in->lens[s] = mem_zalloc(in->ctx, n * sizeof(int64_t))) ||
             !(in->poff[s] = mem_alloc(in->ctx, n * sizeof(int64_t))))
             return RJ_ERR_NOMEM;
-        if (!(in->sq[s] = mem_alloc(in->ctx, n * sizeof(int64_t)))) return RJ_ERR_NOMEM;
-        in->poff[s][0] = in->sq[s][0] = 0;
-        /* only pair tensors ([B, j, j]) read the squares' prefix sums, and the binding checked
-         * that theirs fit (square_offsets); another class's may not (items of 2^62 rows of
-         * empty rows), and saturate */
+        /* pair tensors' blocks: the binding's prefix sums of squared lengths, which it computes
+         * (and checks for overflow) only for the classes of such tensors: another class's
+         * squares may not fit (an item of 2^63 - 1 empty rows) */
+        in->sq[s] = b->pairs && b->paired[s] ? b->sqoff[s] : NULL;
+        in->poff[s][0] = 0;
         for (int64_t k = 0; k < rb->batch; k++) {
-            int64_t l = in->lens[s][k] = row_len(rb->off, rb->len, k), l2;
-            in->poff[s][k + 1] = in->poff[s][k] + l;
-            if (!mul_i64(l, l, &l2) || !add_i64(in->sq[s][k], l2, &in->sq[s][k + 1])) in->sq[s][k + 1] = INT64_MAX;
+            in->lens[s][k] = row_len(rb->off, rb->len, k);
+            in->poff[s][k + 1] = in->poff[s][k] + in->lens[s][k];
         }
     }
     return RJ_OK;
@@ -755,7 +755,6 @@ static void teardown(interp *in) {
     for (size_t s = 0; s < ns; s++) {
         if (in->lens && in->lens[s]) mem_free(in->ctx, in->lens[s], n * sizeof(int64_t));
         if (in->poff && in->poff[s]) mem_free(in->ctx, in->poff[s], n * sizeof(int64_t));
-        if (in->sq && in->sq[s]) mem_free(in->ctx, in->sq[s], n * sizeof(int64_t));
     }
     mem_free(in->ctx, in->sq, ns * sizeof(int64_t *));
     mem_free(in->ctx, in->lens, ns * sizeof(int64_t *));
