@@ -127,8 +127,8 @@ RJ_API rj_status rj_ctx_status(const rj_ctx *ctx);
 /* Number of worker threads for CPU programs; 0 (the default) means one per processor the
  * process may keep busy: its CPU affinity mask as it started (taskset, a container's cpuset;
  * as OpenMP counts its default threads, so a thread pinned since does not shrink it), capped
- * by the cgroup's CPU quota rounded up (docker --cpus, a Kubernetes CPU limit; read at the
- * process's first context). Runs started after the call use the new number. */
+ * by the cgroup's CPU quota rounded up (docker --cpus, a Kubernetes CPU limit; read once per
+ * process). Runs started after the call use the new number. */
 RJ_API rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads);
 /* The most memory one run may allocate: outputs ragjit allocates, temporaries, per-thread
  * scratch, device buffers, and the reference interpreter's intermediates (caller memory does

@@ -12,7 +12,7 @@
  *
  * A context left at the default worker count takes one per processor of the affinity mask the
  * process started with (a child started on one processor checks it), capped by a cgroup CPU
- * quota, counted when the context is made (not per run: that count read a file each time); the
+ * quota, counted once per process (not per run: that count read a file each time); the
  * quota is read from fake /proc and /sys trees.
  *
  * The ThreadSanitizer build (.ci/run) runs this test alone: it is the one that exercises

@@ -42,7 +42,6 @@ rj_ctx *rj_ctx_new(rj_alloc_fn alloc, void *ud) {
     ctx->alloc = alloc;
     ctx->ud = ud;
     ctx->run_limit = default_run_limit();
-    ctx->cores = cpus_usable(); /* once: it reads files (cpus.c), and runs need it */
     ctx->refs = 1;
     if (pthread_mutex_init(&ctx->lock, NULL)) {
         alloc(ud, ctx, sizeof *ctx, 0);
@@ -93,6 +92,6 @@ rj_status rj_ctx_set_memory_limit(rj_ctx *ctx, int64_t bytes) {
 
 int ctx_threads(const rj_ctx *ctx) {
     int t = __atomic_load_n(&ctx->threads, __ATOMIC_RELAXED);
-    return t > 0 ? t : ctx->cores;
+    return t > 0 ? t : cpus_usable(); /* read once per process (cpus.c), never per run */
 }
 

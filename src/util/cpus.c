@@ -18,8 +18,8 @@
  * mount, whose files are then the container's; so is one above the cgroup namespace's root (a
  * path through ".."), which is never followed out of the mount. Anything unreadable or
  * malformed is no limit. The mask is the one the process started with (read_mask says why);
- * the quota's few small files are read once per process, at its first context (30 us of file
- * reads would otherwise be most of a context's creation); neither is ever read per run.
+ * the quota's few small files are read once per process, the first time a worker count is
+ * needed (30 us of file reads); neither is read again, by a run or a new context.
  */
 #include <fcntl.h>
 #include <pthread.h>

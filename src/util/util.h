@@ -80,8 +80,7 @@ struct rj_ctx {
     rj_alloc_fn alloc;
     void *ud;
     uint64_t id;          /* unique in the process: keys the per-thread errors (error.c) */
-    int threads;          /* rj_ctx_set_threads; 0: cores */
-    int cores;            /* cpus_usable(), when the context was made */
+    int threads;          /* rj_ctx_set_threads; 0: cpus_usable() */
     int64_t run_limit;    /* rj_ctx_set_memory_limit: most bytes one run may allocate */
     pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];
