@@ -2764,9 +2764,9 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
 
 /* Units over the leading dims of a tensor of shape dims: rows of its class when it is jagged
  * (dims 0 and 1), else dims [0, upto) flattened. Inside each unit, loops (not vectorised) over
- * dims [first, stop) where first is 2 or upto, then fn at the full index. */
-static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int upto, int stop,
-                          body_fn fn, void *ud) {
+ * dims [first, stop) where first is 2 or upto, then fn at the full index. Returns first. */
+static int leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int upto, int stop,
+                         body_fn fn, void *ud) {
     at a = {.rank = rank, .inclass = -1, .outclass = -1, .guard = -1};
     const sym *s = rank > 1 ? graph_sym(L->g, dims[1]) : NULL;
     if (s && s->kind == SYM_RAGGED) {
@@ -2775,7 +2775,7 @@ static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int 
         unit_extent(L, dims, 2, stop);
         loops_v(L, in, &a, dims, 2, stop, fn, ud, false);
         rows_close(L, &rn);
-        return;
+        return 2;
     }
     blk inner;
     int32_t fs;
@@ -2783,6 +2783,7 @@ static void leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int 
     unit_extent(L, dims, upto, stop);
     loops_v(L, &inner, &a, dims, upto, stop, fn, ud, false);
     close_body(L, fs, &inner);
+    return upto;
 }
 
 /* Softmax or a reduction over dim 1 of a tensor with two ragged dims: a unit per column
@@ -2832,7 +2833,10 @@ static void lower_axis(lower *L, const fuse_group *gr) {
     rj_dim dims[RJ_MAX_RANK];
     memcpy(dims, x->dims, sizeof(rj_dim) * x->rank);
     dims[rc.ai.axis] = 1;
-    leading_units(L, &top, dims, x->rank, rc.ai.axis, x->rank, dense_axis_body, &rc);
+    int first = leading_units(L, &top, dims, x->rank, rc.ai.axis, x->rank, dense_axis_body, &rc);
+    /* a reduction's unit writes the dims after the axis (its identities where the axis is
+     * empty); a softmax's writes the axis too, and nothing where it holds no element */
+    if (op_table[root->op].kind == KIND_SOFTMAX) unit_extent(L, x->dims, first, x->rank);
     L->k->body = top.first;
 }
 
@@ -3069,7 +3073,10 @@ static void lower_norm(lower *L, const fuse_group *gr) {
     print_node_type(&w, g, nc.x);
     set_what(L, &w);
     blk top = NEWBLK;
-    leading_units(L, &top, nc.x->dims, nc.x->rank, nc.lead, nc.lead, norm_unit, &nc);
+    /* a unit writes (and reads) the normalised dims and nothing else: none where they hold no
+     * element (a [B, j1, 0] of 2^40 rows would otherwise run 2^40 units of nothing) */
+    int first = leading_units(L, &top, nc.x->dims, nc.x->rank, nc.lead, nc.lead, norm_unit, &nc);
+    unit_extent(L, nc.x->dims, first, nc.x->rank);
     L->k->body = top.first;
 }
 
