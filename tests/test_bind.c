@@ -448,7 +448,7 @@ static rj_node nothing_case(rj_ctx *ctx, rj_graph *g, rj_bind **bp, rj_target t,
     rj_bind *b = *bp = rj_bind_new(*pp);
     assert_non_null(b);
     static float none[1];
-    int64_t off[3] = {0, (int64_t)1 << 40, ((int64_t)1 << 40) + 5};
+    static const int64_t off[3] = {0, (int64_t)1 << 40, ((int64_t)1 << 40) + 5}; /* borrowed by b */
     if (!dense) assert_ok(ctx, rj_bind_offsets(b, J, 2, off, NULL));
     assert_ok(ctx, rj_bind_size(b, D, 0));
     assert_ok(ctx, rj_bind_size(b, E, 4));
