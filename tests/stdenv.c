@@ -1105,3 +1105,50 @@ void std_index_errors(rj_target target) {
            target_name(target), now_ms() - t0);
     rj_ctx_free(ctx);
 }
+
+/* ---- kernels compiled late -------------------------------------------------------------- */
+
+rj_graph *late_graph(rj_ctx *ctx, int64_t *n) {
+    static const int64_t widths[] = {256, 64, 32};
+    for (size_t i = 0; i < sizeof widths / sizeof *widths; i++) {
+        char src[160];
+        snprintf(src, sizeof src, "ragged j1 : B\ninput x : f32[B, j1, %lld]\ny = softmax(x, dim=1)\noutput y\n",
+                 (long long)widths[i]);
+        rj_graph *g = rj_graph_parse(ctx, src, "late");
+        if (!g) fail_msg("late_graph: %s", rj_ctx_error(ctx));
+        char *loops = rj_graph_dump(g, RJ_TARGET_CPU, "loops");
+        if (!loops) fail_msg("late_graph: %s", rj_ctx_error(ctx));
+        bool twin = strstr(loops, "kernel k0_tiles(") != NULL;
+        rj_string_free(ctx, loops);
+        if (twin) {
+            *n = widths[i];
+            return g;
+        }
+        rj_graph_free(g);
+    }
+    fail_msg("late_graph: no width gives softmax a twin of runtime tiles on this host");
+    return NULL;
+}
+
+void late_check(rj_ctx *ctx, const rj_graph *g, rj_program *p, rj_program *pr, const int64_t *len, int64_t B,
+                int64_t n) {
+    int64_t *off = malloc(sizeof *off * (size_t)(B + 1));
+    assert_non_null(off);
+    off[0] = 0;
+    for (int64_t b = 0; b < B; b++) off[b + 1] = off[b] + len[b];
+    uint64_t seed = 7;
+    float *x = random_values(RJ_F32, off[B] * n + 1, &seed);
+    rj_tensor_info got, want;
+    rj_bind *bs[2] = {rj_bind_new(p), rj_bind_new(pr)};
+    for (int k = 0; k < 2; k++) {
+        assert_ok(ctx, rj_bind_offsets(bs[k], rj_graph_find_dim(g, "j1"), B, off, NULL));
+        assert_ok(ctx, rj_bind_input(bs[k], rj_graph_find(g, "x"), x, off[B] * n));
+        assert_ok(ctx, rj_program_run(k ? pr : p, bs[k]));
+        assert_ok(ctx, rj_tensor_get_info(rj_bind_result(bs[k], rj_graph_find(g, "y")), k ? &want : &got));
+    }
+    compare("late kernel", &got, &want);
+    rj_bind_free(bs[0]);
+    rj_bind_free(bs[1]);
+    free(x);
+    free(off);
+}

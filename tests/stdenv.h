@@ -136,4 +136,13 @@ void std_alloc_sweep(rj_target target);
  * run reuses the binding's device memory) and one output exported through DLPack. */
 void std_alloc_sweep_mode(rj_target target, bool device);
 
+/* Kernels compiled late (cpu.c): softmax over the ragged dim of f32[B, j1, N], with N the
+ * width (256, 64 or 32: twice the host's constant tile) that gives its kernel a twin of runtime
+ * tiles; fails the test if none does. The graph is the caller's (in ctx). */
+rj_graph *late_graph(rj_ctx *ctx, int64_t *n);
+/* Runs p (of g, from late_graph) on items of lengths len[0..B) of random data and compares the
+ * result with the interpreter's (pr, a program of g). */
+void late_check(rj_ctx *ctx, const rj_graph *g, rj_program *p, rj_program *pr, const int64_t *len, int64_t B,
+                int64_t n);
+
 #endif

@@ -14,7 +14,8 @@
  *   - concurrent writers of one entry leave one complete entry and no temporary files;
  *   - beyond RAGJIT_CACHE_MAX_MB the least recently used entries are deleted;
  *   - a directory that cannot be written costs only the cache; one that can only be read
- *     still gives hits; "" turns the cache off.
+ *     still gives hits; "" turns the cache off;
+ *   - kernels compiled late (cpu.c) have an entry of their own, loaded when a run needs them.
  */
 #include "stdenv.h"
 
@@ -194,6 +195,41 @@ static void test_hit_across_processes(void **state) {
     assert_int_equal(compiles, 1);
     assert_int_equal(hits, 0);
     assert_int_equal(count_files(dir, &tmps, NULL, 0), 2);
+    remove_dir(dir);
+    free(dir);
+}
+
+/* Kernels compiled late (a softmax's twin of runtime tiles, by the first run that needs it)
+ * have an entry of their own: a context that loads the program from the cache loads them
+ * too, when a run needs them, and compiles nothing. */
+static void test_late_kernels_entry(void **state) {
+    (void)state;
+    char *dir = new_dir();
+    static const int64_t len[] = {3, 300, 0, 5}; /* 300 rows overflow a 64 KiB stash */
+    assert_int_equal(setenv("RAGJIT_STASH_BYTES", "65536", 1), 0);
+    for (int round = 0; round < 2; round++) {
+        rj_ctx *ctx = rj_ctx_new(NULL, NULL); /* a context of its own: nothing live to share */
+        assert_ok(ctx, rj_ctx_set_cache_dir(ctx, dir));
+        assert_ok(ctx, rj_ctx_set_threads(ctx, 1));
+        int64_t n;
+        rj_graph *g = late_graph(ctx, &n);
+        rj_program *p = rj_program_new(g, RJ_TARGET_CPU), *pr = rj_program_new(g, RJ_TARGET_REFERENCE);
+        if (!p || !pr) fail_msg("%s", rj_ctx_error(ctx));
+        assert_int_equal(cpu_compile_count(ctx), round == 0);
+        late_check(ctx, g, p, pr, len, 4, n);
+        uint64_t lc, lh;
+        cpu_late_counts(ctx, &lc, &lh);
+        if (lc != (round == 0) || lh != (round == 1))
+            fail_msg("round %d: %llu late compiles, %llu late loads", round, (unsigned long long)lc,
+                     (unsigned long long)lh);
+        int tmps;
+        assert_int_equal(count_files(dir, &tmps, NULL, 0), 2); /* the program's and the late one's */
+        rj_program_free(p);
+        rj_program_free(pr);
+        rj_graph_free(g);
+        rj_ctx_free(ctx);
+    }
+    unsetenv("RAGJIT_STASH_BYTES");
     remove_dir(dir);
     free(dir);
 }
@@ -436,6 +472,7 @@ int main(int argc, char **argv) {
         FX(test_eviction),
         FX(test_unwritable_and_off),
         FX(test_opencl_hit),
+        FX(test_late_kernels_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -479,8 +479,8 @@ static void test_hand_built_kernel(void **state) {
     struct llvm_jit *jit = NULL;
     void *obj = NULL;
     size_t len = 0;
-    if (llvm_jit_new(ctx, &jit) || llvm_object(ctx, jit, &lp, "t_", 1, &obj, &len) ||
-        llvm_load(ctx, jit, &lp, "t_", obj, len, &fn, &code))
+    if (llvm_jit_new(ctx, &jit) || llvm_object(ctx, jit, &lp, "t_", NULL, 1, &obj, &len) ||
+        llvm_load(ctx, jit, &lp, "t_", NULL, obj, len, &fn, &code))
         fail_msg("llvm_object/llvm_load: %s", rj_ctx_error(ctx));
     mem_free(ctx, obj, len);
     float x[5 * ROW], y[5] = {0};

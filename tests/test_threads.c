@@ -15,6 +15,9 @@
  * quota, counted once per process (not per run: that count read a file each time); the
  * quota is read from fake /proc and /sys trees.
  *
+ * A kernel compiled late (a softmax's twin, by the first run that needs it) is compiled once
+ * when two threads need it at the same moment.
+ *
  * The ThreadSanitizer build (.ci/run) runs this test alone: it is the one that exercises
  * ragjit's own concurrency, without OpenMP (whose runtime TSan cannot see into).
  */
@@ -413,6 +416,99 @@ static void test_cpu_quota(void **state) {
     printf("cgroup CPU quotas read from fake trees; this process's: %d (0: none)\n", q);
 }
 
+/* ---- kernels compiled on first need ---------------------------------------------------- */
+
+typedef struct late_job {
+    rj_ctx *ctx;
+    const rj_graph *g;
+    rj_program *p;
+    const int64_t *off;
+    int64_t B;
+    const float *x;
+    pthread_barrier_t *start;
+    rj_status s;
+    float *y; /* a copy of the result (off[B] rows of n), malloc'd */
+    int64_t n;
+} late_job;
+
+static void *late_thread(void *arg) {
+    late_job *j = arg;
+    rj_bind *b = rj_bind_new(j->p);
+    j->s = !b ? RJ_ERR_NOMEM : rj_bind_offsets(b, rj_graph_find_dim(j->g, "j1"), j->B, j->off, NULL);
+    if (!j->s) j->s = rj_bind_input(b, rj_graph_find(j->g, "x"), j->x, j->off[j->B] * j->n);
+    pthread_barrier_wait(j->start);
+    if (!j->s) j->s = rj_program_run(j->p, b);
+    rj_tensor_info ti;
+    if (!j->s && !(j->s = rj_tensor_get_info(rj_bind_result(b, rj_graph_find(j->g, "y")), &ti)) &&
+        (j->y = malloc(sizeof(float) * (size_t)(j->off[j->B] * j->n + 1))))
+        memcpy(j->y, ti.values, sizeof(float) * (size_t)(j->off[j->B] * j->n));
+    rj_bind_free(b);
+    return NULL;
+}
+
+/* A softmax's twin of runtime tiles is left out of its program's compile and compiled by the
+ * first run that needs it (cpu.c, compiled_late): once, when two threads need it at the same
+ * moment, and never by runs whose items fit the constant tile's stash (a budget of 64 KiB
+ * here, RAGJIT_STASH_BYTES) or that are too small to share among workers. The results match
+ * the interpreter's, and each other's bit for bit. */
+static void test_late_kernels(void **state) {
+    (void)state;
+    assert_int_equal(setenv("RAGJIT_STASH_BYTES", "65536", 1), 0);
+    rj_ctx *ctx = rj_ctx_new(atomic_alloc, NULL);
+    assert_non_null(ctx);
+    assert_ok(ctx, rj_ctx_set_cache_dir(ctx, "off"));
+    assert_ok(ctx, rj_ctx_set_threads(ctx, 1));
+    int64_t n;
+    rj_graph *g = late_graph(ctx, &n);
+    rj_program *p = rj_program_new(g, RJ_TARGET_CPU), *pr = rj_program_new(g, RJ_TARGET_REFERENCE);
+    unsetenv("RAGJIT_STASH_BYTES"); /* read by the context's first compile */
+    if (!p || !pr) fail_msg("%s", rj_ctx_error(ctx));
+    uint64_t lc, lh;
+    cpu_late_counts(ctx, &lc, &lh);
+    assert_int_equal(lc + lh, 0);
+    static const int64_t short_len[] = {3, 0, 7, 1}, long_len[] = {3, 300, 0, 5};
+    late_check(ctx, g, p, pr, short_len, 4, n);
+    assert_ok(ctx, rj_ctx_set_threads(ctx, 2)); /* a run too small to share: still one worker */
+    late_check(ctx, g, p, pr, short_len, 4, n);
+    assert_ok(ctx, rj_ctx_set_threads(ctx, 1));
+    cpu_late_counts(ctx, &lc, &lh);
+    assert_int_equal(lc + lh, 0);
+    /* two threads need the twin at once */
+    int64_t off[5] = {0};
+    for (int b = 0; b < 4; b++) off[b + 1] = off[b] + long_len[b];
+    uint64_t seed = 3;
+    float *x = random_values(RJ_F32, off[4] * n + 1, &seed);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    late_job jobs[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        jobs[t] = (late_job){.ctx = ctx, .g = g, .p = p, .off = off, .B = 4, .x = x, .start = &start, .n = n};
+        assert_int_equal(pthread_create(&th[t], NULL, late_thread, &jobs[t]), 0);
+    }
+    for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&start);
+    for (int t = 0; t < 2; t++)
+        if (jobs[t].s || !jobs[t].y) fail_msg("thread %d: %s", t, rj_status_str(jobs[t].s));
+    assert_memory_equal(jobs[0].y, jobs[1].y, sizeof(float) * (size_t)(off[4] * n));
+    cpu_late_counts(ctx, &lc, &lh);
+    assert_int_equal(lc, 1);
+    late_check(ctx, g, p, pr, long_len, 4, n); /* against the interpreter; compiles nothing more */
+    rj_program *p2 = rj_program_new(g, RJ_TARGET_CPU); /* shares the code, twin included */
+    assert_non_null(p2);
+    late_check(ctx, g, p2, pr, long_len, 4, n);
+    cpu_late_counts(ctx, &lc, &lh);
+    assert_int_equal(lc, 1);
+    for (int t = 0; t < 2; t++) free(jobs[t].y);
+    free(x);
+    rj_program_free(p2);
+    rj_program_free(p);
+    rj_program_free(pr);
+    rj_graph_free(g);
+    rj_ctx_free(ctx);
+    assert_int_equal(__atomic_load_n(&live, __ATOMIC_RELAXED), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--default-threads")) return print_default_threads();
     const struct CMUnitTest tests[] = {
@@ -420,6 +516,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_errors_per_thread),
         cmocka_unit_test(test_default_threads),
         cmocka_unit_test(test_cpu_quota),
+        cmocka_unit_test(test_late_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

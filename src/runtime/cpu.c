@@ -8,7 +8,9 @@
  * libffi call interface per kernel, prepared once from the kernel's typed signature. Code is
  * keyed by this build of ragjit, LLVM's identity and the loop IR's fingerprint: live code of
  * an equal key is shared, else the module comes from the persistent cache (diskcache.c) when
- * an earlier process stored it, else it is compiled and stored there.
+ * an earlier process stored it, else it is compiled and stored there. A softmax's twin of
+ * runtime tiles is left out of that module and compiled (or loaded) by the first run that
+ * calls it (compiled_late, cpu_late).
  *
  * Running. Kernels take only pointers and sizes, so a run only computes arguments, with the
  * shared launch planning (launch.c): temporaries and per-thread scratch in host memory that
@@ -33,6 +35,7 @@ typedef struct cpu_state {
     struct llvm_jit *jit;
     uint64_t compiles;     /* modules JIT-compiled (tests check cache hits with it) */
     uint64_t disk_hits;    /* modules loaded from the persistent cache instead */
+    uint64_t late_compiles, late_disk_hits; /* the same for kernels compiled late (atomic) */
     cpu_code *live;        /* compiled code alive now, by key */
     int64_t stream_bytes;  /* 0: the default threshold */
     int64_t l2_bytes;      /* a core's L2 (GEMM chunks are sized by it) */
@@ -49,10 +52,13 @@ typedef struct cpu_kernel {
 
 struct cpu_code {
     llvm_module_code *mc;
+    llvm_module_code *mc_late; /* the kernels compiled late (compiled_late), once one is needed */
     int32_t nk;
-    void **fns;
+    void **fns;            /* per kernel; a late kernel's is NULL until compiled (atomic) */
     cpu_kernel *kern;
     sbuf key;              /* the build, LLVM's identity and the loop IR's fingerprint */
+    bool cacheable;        /* the build is identified: the persistent cache may keep the code */
+    char prefix[40];       /* of the kernels' symbols */
     int refs;              /* code entries sharing it: graphs that lower to equal loop IR */
     cpu_code *next;        /* cpu_state.live */
 };
@@ -125,6 +131,12 @@ uint64_t cpu_compile_count(const rj_ctx *ctx) {
     return st ? st->compiles : 0;
 }
 
+void cpu_late_counts(const rj_ctx *ctx, uint64_t *compiles, uint64_t *disk_hits) {
+    const cpu_state *st = ctx->slot[SLOT_CPU].state;
+    *compiles = st ? __atomic_load_n(&st->late_compiles, __ATOMIC_RELAXED) : 0;
+    *disk_hits = st ? __atomic_load_n(&st->late_disk_hits, __ATOMIC_RELAXED) : 0;
+}
+
 static int64_t stream_threshold(rj_ctx *ctx) {
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     int64_t set = __atomic_load_n(&st->stream_bytes, __ATOMIC_RELAXED);
@@ -155,7 +167,27 @@ static void cpu_code_free(rj_ctx *ctx, void *p) {
     mem_free(ctx, c->kern, sizeof(cpu_kernel) * nk);
     mem_free(ctx, c->fns, sizeof(void *) * nk);
     llvm_code_free(ctx, c->mc);
+    llvm_code_free(ctx, c->mc_late);
     mem_free(ctx, c, sizeof *c);
+}
+
+/* Kernels compiled late: a softmax's twin of runtime tiles (lkernel.stash_variant 2), which
+ * only a run with an item too long for its constant-tile sibling's stash calls (launch.c,
+ * launch_variant_runs): with the default budget, an item of over a thousand rows at 256
+ * columns. Compiling it with the program cost 21 of W2's 49 ms on one compile thread, and
+ * the same CPU time on any number, for code most programs never run; so the program's code
+ * leaves it out, and the first run that needs it compiles it (cpu_late). */
+static bool compiled_late(const lkernel *k) { return k->stash_variant == 2; }
+
+/* sel[i]: whether kernel i is compiled now (late false) or late (late true); NULL with *none
+ * set when the program has no late kernel, or on NOMEM with *none clear. */
+static bool *late_selection(rj_ctx *ctx, const lprog *lp, bool late, bool *none) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < lp->nkernels; i++) n += compiled_late(&lp->kernels[i]);
+    *none = n == 0;
+    bool *sel = n ? mem_alloc(ctx, sizeof(bool) * (size_t)lp->nkernels) : NULL;
+    for (int32_t i = 0; sel && i < lp->nkernels; i++) sel[i] = compiled_late(&lp->kernels[i]) == late;
+    return sel;
 }
 
 static rj_status prepare_ffi(rj_ctx *ctx, const lprog *lp, cpu_code *c) {
@@ -219,23 +251,27 @@ static rj_status cpu_compile(rj_ctx *ctx, const lprog *lp, void **out) {
     /* symbols named by the key's hash: the same in every process that compiles the key */
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < key.len; i++) h = (h ^ (unsigned char)key.s[i]) * 0x100000001b3ull;
-    char prefix[40];
-    snprintf(prefix, sizeof prefix, "rj%016llx_", (unsigned long long)h);
+    snprintf(c->prefix, sizeof c->prefix, "rj%016llx_", (unsigned long long)h);
+    c->cacheable = build != NULL;
+    bool none = true;
+    bool *sel = s ? NULL : late_selection(ctx, lp, false, &none); /* all but the late kernels */
+    if (!s && !sel && !none) s = RJ_ERR_NOMEM;
     void *obj = NULL;
     size_t len = 0;
     bool hit = false;
     if (!s && build && disk_load(ctx, "cpu", key.s, key.len, &obj, &len)) {
-        hit = llvm_load(ctx, j, lp, prefix, obj, len, c->fns, &c->mc) == RJ_OK;
+        hit = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, &c->mc) == RJ_OK;
         if (!hit) ctx_clear_error(ctx); /* not loadable after all: compile it */
         mem_free(ctx, obj, len);
         obj = NULL;
     }
     if (!s && !hit) {
-        s = llvm_object(ctx, j, lp, prefix, ctx_threads(ctx), &obj, &len);
-        if (!s) s = llvm_load(ctx, j, lp, prefix, obj, len, c->fns, &c->mc);
+        s = llvm_object(ctx, j, lp, c->prefix, sel, ctx_threads(ctx), &obj, &len);
+        if (!s) s = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, &c->mc);
         if (!s && build) disk_store(ctx, "cpu", key.s, key.len, obj, len);
         if (obj) mem_free(ctx, obj, len);
     }
+    if (sel) mem_free(ctx, sel, sizeof(bool) * (size_t)lp->nkernels);
     if (!s) s = prepare_ffi(ctx, lp, c);
     if (s) {
         c->next = NULL;
@@ -248,6 +284,57 @@ static rj_status cpu_compile(rj_ctx *ctx, const lprog *lp, void **out) {
     st->live = c;
     *out = c;
     return RJ_OK;
+}
+
+/* The late kernels of c (compiled_late), compiled (or loaded from the persistent cache, under
+ * the program's key and "late") by the first run that calls one of them, under the context's
+ * lock, as compiles are; the program's code is otherwise immutable. Runs read a kernel's
+ * address with an acquire load: NULL means not compiled yet. A failure (its message set)
+ * leaves the kernels to the next run that needs them. */
+static rj_status cpu_late(rj_ctx *ctx, const lprog *lp, cpu_code *c, int32_t ki) {
+    if (__atomic_load_n(&c->fns[ki], __ATOMIC_ACQUIRE)) return RJ_OK;
+    ctx_lock(ctx);
+    rj_status s = RJ_OK;
+    cpu_state *st = ctx->slot[SLOT_CPU].state;
+    struct llvm_jit *j = NULL;
+    bool none;
+    bool *sel = NULL;
+    void *obj = NULL;
+    size_t len = 0;
+    sbuf key;
+    sbuf_init(&key, ctx);
+    if (__atomic_load_n(&c->fns[ki], __ATOMIC_ACQUIRE) || c->mc_late) goto out;
+    if ((s = jit_get(ctx, &j))) goto out;
+    if (!(sel = late_selection(ctx, lp, true, &none))) {
+        s = none ? ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s has no code", lp->kernels[ki].name) : RJ_ERR_NOMEM;
+        goto out;
+    }
+    sbuf_put(&key, c->key.s, c->key.len);
+    sbuf_puts(&key, "late kernels\n");
+    if (key.failed) {
+        s = RJ_ERR_NOMEM;
+        goto out;
+    }
+    if (c->cacheable && disk_load(ctx, "cpu", key.s, key.len, &obj, &len)) {
+        bool hit = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, &c->mc_late) == RJ_OK;
+        mem_free(ctx, obj, len);
+        obj = NULL;
+        if (hit) {
+            __atomic_add_fetch(&st->late_disk_hits, 1, __ATOMIC_RELAXED);
+            goto out;
+        }
+        ctx_clear_error(ctx); /* not loadable after all: compile it */
+    }
+    s = llvm_object(ctx, j, lp, c->prefix, sel, ctx_threads(ctx), &obj, &len);
+    if (!s) s = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, &c->mc_late);
+    if (!s && c->cacheable) disk_store(ctx, "cpu", key.s, key.len, obj, len);
+    if (obj) mem_free(ctx, obj, len);
+    if (!s) __atomic_add_fetch(&st->late_compiles, 1, __ATOMIC_RELAXED);
+out:
+    ctx_unlock(ctx);
+    sbuf_free(&key);
+    if (sel) mem_free(ctx, sel, sizeof(bool) * (size_t)lp->nkernels);
+    return s;
 }
 
 /* LLVM IR, optimised IR and assembly come from the same steps: a request fills the texts up
@@ -598,6 +685,7 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
         if (!launch_variant_runs(b, k, &o)) continue; /* its twin runs */
         launch_plan pl;
         if ((s = launch_plan_kernel(b, k, &o, &pl)) || pl.units <= 0) continue;
+        if (compiled_late(k) && (s = cpu_late(ctx, lp, (cpu_code *)code, ki))) continue;
         if (pl.scratch_bytes) {
             int64_t bytes;
             if (!mul_i64(pl.scratch_bytes, pl.workers, &bytes))

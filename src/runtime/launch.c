@@ -80,10 +80,13 @@ rj_status launch_buf_elems(rj_bind *b, const lbuf *lb, int64_t *n) {
 }
 
 /* Whether an item of maxw (its rows + 1) dominates a run of `total` such weights in units of
- * ntiles tiles an item: then one worker would hold up the others, and item_tiles shares the
- * item among them by narrower tiles. */
-static bool item_dominates(const launch_opts *o, int64_t maxw, int64_t total, int64_t ntiles) {
-    return o->split_items && o->workers > 1 && maxw * 2 * o->workers > total * ntiles;
+ * ntiles tiles an item, N columns each: then one worker would hold up the others, and
+ * item_tiles shares the item among them by narrower tiles. Not in a run too small to share
+ * at all (launch_plan_kernel runs it on one worker). */
+static bool item_dominates(const launch_opts *o, int64_t maxw, int64_t total, int64_t ntiles, int64_t N) {
+    int64_t work;
+    if (!o->split_items || o->workers <= 1 || (mul_i64(total, N, &work) && work < o->small_work)) return false;
+    return maxw * 2 * o->workers > total * ntiles;
 }
 
 bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
@@ -94,7 +97,7 @@ bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
      * which the constant tiles cannot be: the twin takes such runs too */
     int64_t N, cls = k->dom_class;
     if (fits && cls >= 0 && cls < b->nsym && k->variant_tile > 0 && !numel(b, k->dom_dims, k->dom_rank, &N) && N > 0 &&
-        item_dominates(o, maxlen + 1, b->crows[cls] + b->cbatch[cls], (N + k->variant_tile - 1) / k->variant_tile))
+        item_dominates(o, maxlen + 1, b->crows[cls] + b->cbatch[cls], (N + k->variant_tile - 1) / k->variant_tile, N))
         fits = false;
     return fits == (k->stash_variant == 1);
 }
@@ -119,7 +122,7 @@ static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_
         if (t < G) t = G;
         if (t < N) pl->tile = t, pl->ntiles = (N + t - 1) / t;
     }
-    if (N >= 2 * G && item_dominates(o, maxw, total, pl->ntiles)) {
+    if (N >= 2 * G && item_dominates(o, maxw, total, pl->ntiles, N)) {
         int64_t want = 2 * (int64_t)o->workers;
         int64_t t = ((N + want - 1) / want + G - 1) / G * G;
         if (t < pl->tile) pl->tile = t, pl->ntiles = (N + t - 1) / t;

@@ -18,6 +18,8 @@
  * context are serialised (LLVM's TargetMachine is not to be shared by concurrent code
  * generation) and a graph asked for by several threads at once compiles once. Runs take no
  * lock: a compiled artifact is immutable, and everything a run writes lives in its binding.
+ * (One exception, inside the CPU backend: kernels compiled by the first run that needs them,
+ * which takes the lock for that compile; see cpu.c.)
  *
  * A program reads the artifact's copy of the graph (node ids preserved), so callers may free
  * or keep extending theirs and bind by the ids they hold. Bindings hold a reference to the

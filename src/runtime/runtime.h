@@ -336,6 +336,8 @@ rj_status interp_run(rj_program *p, rj_bind *b);
 rj_status cpu_set_stream_bytes(rj_ctx *ctx, int64_t bytes);
 uint64_t cpu_compile_count(const rj_ctx *ctx);
 uint64_t cpu_disk_hit_count(const rj_ctx *ctx); /* modules loaded from the persistent cache */
+/* The same for kernels compiled on first need (cpu.c, compiled_late). */
+void cpu_late_counts(const rj_ctx *ctx, uint64_t *compiles, uint64_t *disk_hits);
 uint64_t opencl_disk_hit_count(void); /* OpenCL programs built from it, in this process */
 
 #endif

@@ -515,6 +515,7 @@ typedef struct compile_job {
     struct llvm_jit *j;
     const lprog *p;
     const char *prefix;
+    const bool *sel;             /* the kernels to compile; NULL: all */
     int32_t next;                /* atomic: the next kernel to take */
     LLVMMemoryBufferRef *objs;   /* per kernel */
 } compile_job;
@@ -532,21 +533,25 @@ static void *compile_loop(void *arg) {
     compile_worker *w = arg;
     compile_job *jb = w->job;
     for (int32_t k; !w->status && (k = __atomic_fetch_add(&jb->next, 1, __ATOMIC_RELAXED)) < jb->p->nkernels;)
-        if ((w->status = object_of(jb->ctx, jb->j, w->tm, jb->p, k, 1, jb->prefix, &jb->objs[k])))
+        if ((!jb->sel || jb->sel[k]) &&
+            (w->status = object_of(jb->ctx, jb->j, w->tm, jb->p, k, 1, jb->prefix, &jb->objs[k])))
             snprintf(w->msg, sizeof w->msg, "%s", ctx_last_error(jb->ctx));
     return NULL;
 }
 
 /* Object code as stored and loaded: u64 count, then per object file u64 length and its bytes
- * (little-endian). */
+ * (little-endian); the kernels not compiled (NULL) have none. */
 static rj_status pack(rj_ctx *ctx, LLVMMemoryBufferRef *objs, int32_t n, void **obj, size_t *len) {
     size_t total = 8;
-    for (int32_t i = 0; i < n; i++) total += 8 + LLVMGetBufferSize(objs[i]);
+    uint64_t count = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (objs[i]) total += 8 + LLVMGetBufferSize(objs[i]), count++;
     unsigned char *b = mem_alloc(ctx, total);
     if (!b) return RJ_ERR_NOMEM;
-    le_put_u64(b, (uint64_t)n);
+    le_put_u64(b, count);
     size_t at = 8;
     for (int32_t i = 0; i < n; i++) {
+        if (!objs[i]) continue;
         size_t k = LLVMGetBufferSize(objs[i]);
         le_put_u64(b + at, k);
         memcpy(b + at + 8, LLVMGetBufferStart(objs[i]), k);
@@ -557,14 +562,15 @@ static rj_status pack(rj_ctx *ctx, LLVMMemoryBufferRef *objs, int32_t n, void **
     return RJ_OK;
 }
 
-rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, int threads,
-                      void **obj, size_t *len) {
+rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const bool *sel,
+                      int threads, void **obj, size_t *len) {
     *obj = NULL;
     *len = 0;
     rj_status ts = code_tm(ctx, j);
     if (ts) return ts;
-    int32_t nk = p->nkernels;
-    int nw = threads < nk ? threads : nk;
+    int32_t nk = p->nkernels, nsel = 0;
+    for (int32_t k = 0; k < nk; k++) nsel += !sel || sel[k];
+    int nw = threads < nsel ? threads : nsel;
     if (nw > MAX_WORKERS + 1) nw = MAX_WORKERS + 1;
     if (nw < 1) nw = 1;
     for (int i = 1; i < nw; i++)
@@ -576,7 +582,7 @@ rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const cha
         mem_free(ctx, w, sizeof *w * (size_t)(nw > 0 ? nw : 1));
         return RJ_ERR_NOMEM;
     }
-    compile_job jb = {.ctx = ctx, .j = j, .p = p, .prefix = prefix, .objs = objs};
+    compile_job jb = {.ctx = ctx, .j = j, .p = p, .prefix = prefix, .sel = sel, .objs = objs};
     for (int i = 0; i < nw; i++) {
         w[i].job = &jb;
         w[i].tm = i ? j->wtm[i - 1] : j->tm;
@@ -603,7 +609,8 @@ rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const cha
  * threads linking programs at once do not interleave lines. Machine code of a freed program
  * may be reused by a later one, whose lines then come after. Best effort: a failure to parse
  * or write leaves the map incomplete and the program unaffected. */
-static void perf_map_add(rj_ctx *ctx, const lprog *p, const char *prefix, const unsigned char *pack, void *const *fns) {
+static void perf_map_add(rj_ctx *ctx, const lprog *p, const char *prefix, const bool *sel, const unsigned char *pack,
+                         void *const *fns) {
     uint64_t n = le_get_u64(pack), *size = mem_zalloc(ctx, sizeof *size * (size_t)p->nkernels);
     if (!size) return;
     size_t at = 8, pl = strlen(prefix);
@@ -635,7 +642,7 @@ static void perf_map_add(rj_ctx *ctx, const lprog *p, const char *prefix, const 
         return;
     }
     for (int32_t q = 0; q < p->nkernels; q++) {
-        if (!fns[q]) continue;
+        if ((sel && !sel[q]) || !fns[q]) continue; /* this load's kernels only */
         char line[160];
         int m = snprintf(line, sizeof line, "%llx %llx %s%s\n", (unsigned long long)(uintptr_t)fns[q],
                          (unsigned long long)(size[q] ? size[q] : 1), prefix, p->kernels[q].name);
@@ -673,8 +680,8 @@ static rj_status orc_load(rj_ctx *ctx, struct llvm_jit *j, const unsigned char *
     return RJ_OK;
 }
 
-rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
-                    size_t len, void **fns, llvm_module_code **code) {
+rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const bool *sel,
+                    const void *obj, size_t len, void **fns, llvm_module_code **code) {
     *code = NULL;
     const unsigned char *b = obj;
     uint64_t n = len >= 8 ? le_get_u64(b) : 0;
@@ -687,7 +694,9 @@ rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char 
     size_t *lens = mem_alloc(ctx, sizeof *lens * (size_t)n);
     char(*names)[96] = mem_alloc(ctx, sizeof *names * nk);
     const char **np = mem_alloc(ctx, sizeof *np * nk);
-    rj_status s = mc && objs && lens && names && np ? RJ_OK : RJ_ERR_NOMEM;
+    int32_t *which = mem_alloc(ctx, sizeof *which * nk); /* the kernel of each name */
+    void **addrs = mem_zalloc(ctx, sizeof *addrs * nk);
+    rj_status s = mc && objs && lens && names && np && which && addrs ? RJ_OK : RJ_ERR_NOMEM;
     size_t at = 8;
     for (uint64_t i = 0; i < n && !s; i++) {
         uint64_t k = at + 8 <= len ? le_get_u64(b + at) : 0;
@@ -698,23 +707,30 @@ rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char 
             at += 8 + (size_t)k;
         }
     }
+    int32_t nn = 0;
     for (int32_t i = 0; !s && i < p->nkernels; i++) {
-        snprintf(names[i], sizeof *names, "%s%s", prefix, p->kernels[i].name);
-        np[i] = names[i];
+        if (sel && !sel[i]) continue;
+        snprintf(names[nn], sizeof *names, "%s%s", prefix, p->kernels[i].name);
+        np[nn] = names[nn];
+        which[nn++] = i;
     }
     if (!s && j->linker != LINK_ORC) {
         char why[200];
-        s = elf_link(ctx, objs, lens, (int32_t)n, resolve_symbol, NULL, np, p->nkernels, fns, &mc->elf, why,
-                     sizeof why);
+        s = elf_link(ctx, objs, lens, (int32_t)n, resolve_symbol, NULL, np, nn, addrs, &mc->elf, why, sizeof why);
         if (!s && !mc->elf && j->linker == LINK_OWN)
             s = ctx_fail(ctx, RJ_ERR_COMPILE, "ragjit's linker did not take the object code: %s", why);
     }
-    if (!s && !mc->elf) s = orc_load(ctx, j, objs, lens, (int32_t)n, np, p->nkernels, fns, mc);
-    if (!s && j->perf_map) perf_map_add(ctx, p, prefix, b, fns);
+    if (!s && !mc->elf) s = orc_load(ctx, j, objs, lens, (int32_t)n, np, nn, addrs, mc);
+    /* published one by one, release: a run on another thread may be reading fns (cpu.c's
+     * kernels compiled on first need) */
+    for (int32_t q = 0; !s && q < nn; q++) __atomic_store_n(&fns[which[q]], addrs[q], __ATOMIC_RELEASE);
+    if (!s && j->perf_map) perf_map_add(ctx, p, prefix, sel, b, fns);
     mem_free(ctx, objs, sizeof *objs * (size_t)n);
     mem_free(ctx, lens, sizeof *lens * (size_t)n);
     mem_free(ctx, names, sizeof *names * nk);
     mem_free(ctx, np, sizeof *np * nk);
+    mem_free(ctx, which, sizeof *which * nk);
+    mem_free(ctx, addrs, sizeof *addrs * nk);
     if (s) {
         mem_free(ctx, mc, sizeof *mc);
         return s;

@@ -115,17 +115,18 @@ void llvm_jit_free(struct llvm_jit *j);
 /* What besides the loop IR decides the machine code (LLVM's version, the target triple, CPU
  * and features, the pass pipeline), appended to b: the persistent cache's key names it. */
 void llvm_identity(const struct llvm_jit *j, sbuf *b);
-/* Optimises and compiles the kernels of p, named <prefix><kernel name>, into object code: *obj
- * (mem_alloc'd, *len bytes: an object file per kernel, see jit.c) on success, up to `threads`
- * kernels at once. Each kernel is a module of its own whatever the number of threads, so the
- * code (and the results) never depend on it. */
-rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, int threads,
-                      void **obj, size_t *len);
-/* Links the object code of p's kernels (from llvm_object, now or in an earlier process) into
- * memory (elfload.c, else ORC); fills fns[i] with kernel i's address. The prefix must be unique among the modules
- * loaded at a time. */
-rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const void *obj,
-                    size_t len, void **fns, llvm_module_code **code);
+/* Optimises and compiles the kernels i of p with sel[i] (all where sel is NULL), named
+ * <prefix><kernel name>, into object code: *obj (mem_alloc'd, *len bytes: an object file per
+ * kernel, see jit.c) on success, up to `threads` kernels at once. Each kernel is a module of
+ * its own whatever the number of threads, so the code (and the results) never depend on it. */
+rj_status llvm_object(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const bool *sel,
+                      int threads, void **obj, size_t *len);
+/* Links the object code of p's kernels (from llvm_object with the same sel, now or in an
+ * earlier process) into memory (elfload.c, else ORC); stores kernel i's address in fns[i]
+ * (atomically, release) for each i selected, and leaves the others. A prefix names one
+ * compile's kernels: objects of disjoint selections may share it. */
+rj_status llvm_load(rj_ctx *ctx, struct llvm_jit *j, const lprog *p, const char *prefix, const bool *sel,
+                    const void *obj, size_t len, void **fns, llvm_module_code **code);
 void llvm_code_free(rj_ctx *ctx, llvm_module_code *code);
 /* The dumps, from one emission: LLVM IR before optimisation, and, when ir_opt (and then
  * asm_text) is not NULL, after optimisation and host assembly. Texts to free with
