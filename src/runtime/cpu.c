@@ -211,6 +211,27 @@ static rj_status prepare_ffi(rj_ctx *ctx, const lprog *lp, cpu_code *c) {
     return RJ_OK;
 }
 
+/* The kernels sel of lp (all where NULL) into *mc and c->fns: loaded from the persistent cache
+ * under key when an earlier process stored them there (*hit), else compiled and stored. */
+static rj_status module_get(rj_ctx *ctx, struct llvm_jit *j, const lprog *lp, cpu_code *c, const sbuf *key,
+                            const bool *sel, llvm_module_code **mc, bool *hit) {
+    void *obj = NULL;
+    size_t len = 0;
+    *hit = false;
+    if (c->cacheable && disk_load(ctx, "cpu", key->s, key->len, &obj, &len)) {
+        *hit = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, mc) == RJ_OK;
+        if (!*hit) ctx_clear_error(ctx); /* not loadable after all: compile it */
+        mem_free(ctx, obj, len);
+        if (*hit) return RJ_OK;
+        obj = NULL;
+    }
+    rj_status s = llvm_object(ctx, j, lp, c->prefix, sel, ctx_threads(ctx), &obj, &len);
+    if (!s) s = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, mc);
+    if (!s && c->cacheable) disk_store(ctx, "cpu", key->s, key->len, obj, len);
+    if (obj) mem_free(ctx, obj, len);
+    return s;
+}
+
 /* The machine code of lp: shared with live code of an equal key, loaded from the persistent
  * cache, or compiled (and stored there). The key names this build of ragjit, so the disk
  * cache is off when the build cannot be identified. */
@@ -256,21 +277,8 @@ static rj_status cpu_compile(rj_ctx *ctx, const lprog *lp, void **out) {
     bool none = true;
     bool *sel = s ? NULL : late_selection(ctx, lp, false, &none); /* all but the late kernels */
     if (!s && !sel && !none) s = RJ_ERR_NOMEM;
-    void *obj = NULL;
-    size_t len = 0;
     bool hit = false;
-    if (!s && build && disk_load(ctx, "cpu", key.s, key.len, &obj, &len)) {
-        hit = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, &c->mc) == RJ_OK;
-        if (!hit) ctx_clear_error(ctx); /* not loadable after all: compile it */
-        mem_free(ctx, obj, len);
-        obj = NULL;
-    }
-    if (!s && !hit) {
-        s = llvm_object(ctx, j, lp, c->prefix, sel, ctx_threads(ctx), &obj, &len);
-        if (!s) s = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, &c->mc);
-        if (!s && build) disk_store(ctx, "cpu", key.s, key.len, obj, len);
-        if (obj) mem_free(ctx, obj, len);
-    }
+    if (!s) s = module_get(ctx, j, lp, c, &c->key, sel, &c->mc, &hit);
     if (sel) mem_free(ctx, sel, sizeof(bool) * (size_t)lp->nkernels);
     if (!s) s = prepare_ffi(ctx, lp, c);
     if (s) {
@@ -297,13 +305,11 @@ static rj_status cpu_late(rj_ctx *ctx, const lprog *lp, cpu_code *c, int32_t ki)
     rj_status s = RJ_OK;
     cpu_state *st = ctx->slot[SLOT_CPU].state;
     struct llvm_jit *j = NULL;
-    bool none;
+    bool none, hit;
     bool *sel = NULL;
-    void *obj = NULL;
-    size_t len = 0;
     sbuf key;
     sbuf_init(&key, ctx);
-    if (__atomic_load_n(&c->fns[ki], __ATOMIC_ACQUIRE) || c->mc_late) goto out;
+    if (__atomic_load_n(&c->fns[ki], __ATOMIC_ACQUIRE)) goto out; /* another run compiled it */
     if ((s = jit_get(ctx, &j))) goto out;
     if (!(sel = late_selection(ctx, lp, true, &none))) {
         s = none ? ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s has no code", lp->kernels[ki].name) : RJ_ERR_NOMEM;
@@ -315,21 +321,8 @@ static rj_status cpu_late(rj_ctx *ctx, const lprog *lp, cpu_code *c, int32_t ki)
         s = RJ_ERR_NOMEM;
         goto out;
     }
-    if (c->cacheable && disk_load(ctx, "cpu", key.s, key.len, &obj, &len)) {
-        bool hit = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, &c->mc_late) == RJ_OK;
-        mem_free(ctx, obj, len);
-        obj = NULL;
-        if (hit) {
-            __atomic_add_fetch(&st->late_disk_hits, 1, __ATOMIC_RELAXED);
-            goto out;
-        }
-        ctx_clear_error(ctx); /* not loadable after all: compile it */
-    }
-    s = llvm_object(ctx, j, lp, c->prefix, sel, ctx_threads(ctx), &obj, &len);
-    if (!s) s = llvm_load(ctx, j, lp, c->prefix, sel, obj, len, c->fns, &c->mc_late);
-    if (!s && c->cacheable) disk_store(ctx, "cpu", key.s, key.len, obj, len);
-    if (obj) mem_free(ctx, obj, len);
-    if (!s) __atomic_add_fetch(&st->late_compiles, 1, __ATOMIC_RELAXED);
+    if (!(s = module_get(ctx, j, lp, c, &key, sel, &c->mc_late, &hit)))
+        __atomic_add_fetch(hit ? &st->late_disk_hits : &st->late_compiles, 1, __ATOMIC_RELAXED);
 out:
     ctx_unlock(ctx);
     sbuf_free(&key);
