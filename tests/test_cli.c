@@ -493,6 +493,57 @@ static void test_bad_data(void **state) {
     expect_fail(run("ragjit run %s --data %s --out %s/o", prog, d2, tmpdir), 2, want);
 }
 
+/* --data with DIR/<sym>.lengths.npy: the symbol is a view with holes. Items 0 and 2 of a
+ * (3, 4, 2) padded buffer with garbage (1e30) in the holes give the same files as the packed
+ * data; outputs are written packed. A bad lengths file is bad input. */
+static void test_data_lengths(void **state) {
+    (void)state;
+    char prog[600], dh[512], dp[512], p[600], a[600], b[600];
+    snprintf(prog, sizeof prog, "%s/holes.rj", tmpdir);
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 2]\ny = x * 2.0\ns = sum(x, dim=1)\noutput y, s\n");
+    snprintf(dh, sizeof dh, "%s/holes", tmpdir);
+    snprintf(dp, sizeof dp, "%s/packed", tmpdir);
+    mkdir(dh, 0777), mkdir(dp, 0777);
+    float padded[12][2], packed[5][2];
+    int64_t lens[3] = {2, 0, 3}, offh[4] = {0, 4, 8, 12}, offp[4] = {0, 2, 2, 5};
+    for (int r = 0, k = 0; r < 12; r++)
+        for (int c = 0; c < 2; c++) {
+            bool real = (r % 4) < lens[r / 4];
+            padded[r][c] = real ? (float)(r * 2 + c) : 1e30f;
+            if (real) packed[k / 2][k % 2] = padded[r][c], k++;
+        }
+    snprintf(p, sizeof p, "%s/x.npy", dh);
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (12, 2), }", padded, sizeof padded);
+    snprintf(p, sizeof p, "%s/j1.npy", dh);
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }", offh, sizeof offh);
+    snprintf(p, sizeof p, "%s/j1.lengths.npy", dh);
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", lens, sizeof lens);
+    snprintf(p, sizeof p, "%s/x.npy", dp);
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 2), }", packed, sizeof packed);
+    snprintf(p, sizeof p, "%s/j1.npy", dp);
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }", offp, sizeof offp);
+    expect_ok(run("ragjit run %s --data %s --out %s/oh", prog, dh, tmpdir));
+    expect_ok(run("ragjit run %s --data %s --out %s/op", prog, dp, tmpdir));
+    expect_ok(run("ragjit check %s --data %s", prog, dh));
+    result *r = run("ragjit run %s --data %s --out %s/ohc --target opencl", prog, dh, tmpdir);
+    if (r->status != 0) expect_fail(r, 1, "no OpenCL device");
+    static const char *const files[] = {"y", "s", "j1"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s/oh/%s.npy", tmpdir, files[i]);
+        snprintf(b, sizeof b, "%s/op/%s.npy", tmpdir, files[i]);
+        if (!files_equal(a, b)) fail_msg("%s: a view with holes and its packed data differ", files[i]);
+    }
+    snprintf(p, sizeof p, "%s/j1.lengths.npy", dh);
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", lens, 16);
+    expect_fail(run("ragjit run %s --data %s --out %s/oh", prog, dh, tmpdir), 2, "2 lengths, but the offsets");
+    float fl[3] = {2, 0, 3};
+    write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", fl, sizeof fl);
+    expect_fail(run("ragjit run %s --data %s --out %s/oh", prog, dh, tmpdir), 2, "lengths must be integers");
+    int64_t neg[3] = {2, -1, 3};
+    write_npy(p, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", neg, sizeof neg);
+    expect_fail(run("ragjit run %s --data %s --out %s/oh", prog, dh, tmpdir), 2, "lengths[1] is negative");
+}
+
 /* ---- hostile programs and files --------------------------------------------------------------- */
 
 /* Programs and data an embedding did not write: each is refused with status 2 and a message
@@ -647,6 +698,7 @@ int main(void) {
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
         cmocka_unit_test(test_vector_widths), cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
+        cmocka_unit_test(test_data_lengths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,9 +4,11 @@
  *
  * Data layout (a contract, see docs/guide.md): for every input `x`, DIR/x.npy holds its
  * values — a jagged input's packed rows with shape (total_rows, inner...), a dense input its
- * full shape; for every ragged symbol `j1`, DIR/j1.npy holds its int64 offsets (B+1). A dense
- * size that no input determines (a pad length L, say) is read from DIR/L.npy, a 0-d integer.
- * Outputs are written the same way.
+ * full shape; for every ragged symbol `j1`, DIR/j1.npy holds its int64 offsets (B+1), and
+ * DIR/j1.lengths.npy, if present, its lengths (B): j1 is then bound as a view with holes. A
+ * dense size that no input determines (a pad length L, say) is read from DIR/L.npy, a 0-d
+ * integer. Outputs are written the same way, always packed: a jagged output over a view with
+ * holes is written as its items' rows one after the other, with packed offsets.
  *
  * Exit status: 0 success; 1 a compile, run or check failure; 2 bad usage or bad input. Every
  * failure prints one line to stderr saying what is wrong (a syntax error adds the source line
@@ -100,7 +102,9 @@ static const char data_help[] =
     "                      offsets, length B+1) for every ragged symbol; a jagged input's file\n"
     "                      holds its packed rows, shape (total_rows, inner...), so dim k >= 2 of\n"
     "                      the tensor is axis k-1 of the file; a size no input determines (a pad\n"
-    "                      length) is read from DIR/<size>.npy (0-d integer)\n"
+    "                      length) is read from DIR/<size>.npy (0-d integer); a symbol with a\n"
+    "                      DIR/<sym>.lengths.npy (int64, B entries) is a view with holes: item b\n"
+    "                      is rows offsets[b] .. offsets[b]+lengths[b] of its tensors' files\n"
     "  --random SPEC       generate data: SPEC is comma-separated NAME=VALUE pairs: B (items,\n"
     "                      required), maxlen and minlen (rows per item, uniform in minlen..maxlen;\n"
     "                      default 0..16), seed (default 1), and any named size of the program\n"
@@ -116,6 +120,7 @@ static const char run_help[] =
     "\n"
     "Runs PROGRAM and writes OUT/<output>.npy for every output, and OUT/<sym>.npy (offsets)\n"
     "for every ragged symbol an output uses. A padded output holds its dense (B, L, ...) shape.\n"
+    "Outputs over a view with holes are written packed (without the holes), with packed offsets.\n"
     "\n"
     "options:\n"
     "  --out DIR           where to write the outputs (created if missing)\n"
@@ -437,6 +442,7 @@ typedef struct dataset {
     int nin, nsym;
     rj_tensor **in;        /* per input */
     rj_tensor **off;       /* per symbol (ragged): int64 offsets */
+    rj_tensor **len;       /* per symbol (ragged): int64 lengths of a view with holes, or NULL */
     int64_t *size;         /* per symbol (dense): value, or -1 */
     char **size_src;       /* per symbol: where the size came from, for messages (a copy: it is
                             * often a path that is freed before the message needs it) */
@@ -445,8 +451,9 @@ typedef struct dataset {
 static void dataset_free(dataset *d) {
     for (int i = 0; d->in && i < d->nin; i++) rj_tensor_free(d->in[i]);
     for (int s = 0; d->off && s < d->nsym; s++) rj_tensor_free(d->off[s]);
+    for (int s = 0; d->len && s < d->nsym; s++) rj_tensor_free(d->len[s]);
     for (int s = 0; d->size_src && s < d->nsym; s++) free(d->size_src[s]);
-    free(d->in), free(d->off), free(d->size), free(d->size_src);
+    free(d->in), free(d->off), free(d->len), free(d->size), free(d->size_src);
 }
 
 static int dataset_init(dataset *d, rj_ctx *ctx, const rj_graph *g) {
@@ -455,9 +462,10 @@ static int dataset_init(dataset *d, rj_ctx *ctx, const rj_graph *g) {
     size_t ni = (size_t)(d->nin ? d->nin : 1), ns = (size_t)(d->nsym ? d->nsym : 1);
     d->in = calloc(ni, sizeof(rj_tensor *));
     d->off = calloc(ns, sizeof(rj_tensor *));
+    d->len = calloc(ns, sizeof(rj_tensor *));
     d->size = malloc(ns * sizeof(int64_t));
     d->size_src = calloc(ns, sizeof(char *));
-    if (!d->in || !d->off || !d->size || !d->size_src) return die_run("out of memory");
+    if (!d->in || !d->off || !d->len || !d->size || !d->size_src) return die_run("out of memory");
     for (size_t s = 0; s < ns; s++) d->size[s] = -1;
     return 0;
 }
@@ -524,56 +532,114 @@ static int check_input_shape(dataset *d, int k, const char *file) {
     return 0;
 }
 
+static char *path_join(const char *dir, const char *name, const char *ext) {
+    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s%s", dir, name, ext);
+    return p;
+}
+
+/* An int32 array widened to int64 in place of *t (int32 offsets and lengths are accepted). */
+static int widen_i32(dataset *d, rj_tensor **t) {
+    rj_tensor_info a = tinfo(*t);
+    if (a.dtype != RJ_I32) return 0;
+    rj_tensor *wide = rj_tensor_dense(d->ctx, RJ_I64, 1, a.shape, NULL);
+    if (!wide) return die_run("out of memory");
+    int64_t *w = tinfo(wide).values;
+    for (int64_t i = 0; i < a.shape[0]; i++) w[i] = ((int32_t *)a.values)[i];
+    rj_tensor_free(*t);
+    *t = wide;
+    return 0;
+}
+
 static int check_offsets(dataset *d, int s, const char *file) {
     rj_tensor_info a = tinfo(d->off[s]);
     if (a.rank != 1)
         return die_usage("%s: offsets must be 1-d (B+1 entries), found %d dims", file, a.rank);
-    if (a.dtype == RJ_I32) { /* accept int32 offsets, widened */
-        rj_tensor *wide = rj_tensor_dense(d->ctx, RJ_I64, 1, a.shape, NULL);
-        if (!wide) return die_run("out of memory");
-        rj_tensor_info w = tinfo(wide);
-        for (int64_t i = 0; i < a.shape[0]; i++) ((int64_t *)w.values)[i] = ((int32_t *)a.values)[i];
-        rj_tensor_free(d->off[s]);
-        d->off[s] = wide;
-        a = w;
-    }
+    if (widen_i32(d, &d->off[s])) return EXIT_RUN;
+    a = tinfo(d->off[s]);
     if (a.dtype != RJ_I64)
         return die_usage("%s: offsets must be integers ('<i8'), found %s", file, rj_dtype_name(a.dtype));
     if (a.shape[0] < 1) return die_usage("%s: offsets must have at least 1 entry (B+1)", file);
     const int64_t *off = a.values;
-    if (off[0] != 0) return die_usage("%s: offsets[0] is %lld, expected 0", file, (long long)off[0]);
-    for (int64_t i = 1; i < a.shape[0]; i++)
+    /* a view with holes places its items anywhere (validated by the binding); packed offsets
+     * must start at 0 and never decrease */
+    if (!d->len[s] && off[0] != 0) return die_usage("%s: offsets[0] is %lld, expected 0", file, (long long)off[0]);
+    for (int64_t i = 1; !d->len[s] && i < a.shape[0]; i++)
         if (off[i] < off[i - 1])
             return die_usage("%s: offsets decrease at index %lld (%lld after %lld)", file,
                              (long long)i, (long long)off[i], (long long)off[i - 1]);
     return set_size(d, sym_index(d->g, sym_info(d->g, s).parent), a.shape[0] - 1, file);
 }
 
-/* The last offset of symbol s: the rows its jagged tensors have. */
+/* DIR/<sym>.lengths.npy, if it exists: symbol s is then a view with holes (B lengths, int64,
+ * row b spanning values rows offsets[b] .. offsets[b] + lengths[b]). Read before the offsets
+ * are checked, which it relaxes; its size is checked against them afterwards. */
+static int load_lengths(dataset *d, int s, const char *dir) {
+    const char *name = sym_info(d->g, s).name;
+    char *p = path_join(dir, name, ".lengths.npy");
+    if (!p) return die_run("out of memory");
+    struct stat st;
+    int r = 0;
+    if (stat(p, &st)) {
+        free(p);
+        return 0; /* packed */
+    }
+    rj_tensor_info a = {0};
+    if (!(d->len[s] = rj_npy_read(d->ctx, p)))
+        r = die_usage("the lengths of ragged symbol %s (int64, B entries): %s", name, rj_ctx_error(d->ctx));
+    else if ((a = tinfo(d->len[s])).rank != 1)
+        r = die_usage("%s: lengths must be 1-d (B entries), found %d dims", p, a.rank);
+    else if (!(r = widen_i32(d, &d->len[s])) && (a = tinfo(d->len[s])).dtype != RJ_I64)
+        r = die_usage("%s: lengths must be integers ('<i8'), found %s", p, rj_dtype_name(a.dtype));
+    for (int64_t b = 0; !r && b < a.shape[0]; b++)
+        if (((const int64_t *)a.values)[b] < 0)
+            r = die_usage("%s: lengths[%lld] is negative (%lld)", p, (long long)b,
+                          (long long)((const int64_t *)a.values)[b]);
+    free(p);
+    return r;
+}
+
+/* The lengths file has B entries: one fewer than the offsets. */
+static int check_lengths_size(dataset *d, int s, const char *dir) {
+    if (!d->len[s]) return 0;
+    int64_t nl = tinfo(d->len[s]).shape[0], no = tinfo(d->off[s]).shape[0];
+    if (nl != no - 1)
+        return die_usage("%s/%s.lengths.npy: %lld lengths, but the offsets in %s/%s.npy give B = %lld "
+                         "(B + 1 entries)", dir, sym_name(d->g, s), (long long)nl, dir, sym_name(d->g, s),
+                         (long long)(no - 1));
+    return 0;
+}
+
+/* Item b's length under symbol s: its lengths entry for a view with holes. */
+static int64_t item_len(const dataset *d, int s, int64_t b) {
+    const int64_t *off = tinfo(d->off[s]).values;
+    return d->len[s] ? ((const int64_t *)tinfo(d->len[s]).values)[b] : off[b + 1] - off[b];
+}
+
+/* The rows symbol s's jagged tensors have: its last offset; for a view with holes, the end of
+ * its furthest item (what the binding expects: holes included). */
 static int64_t rows_of(const dataset *d, int s) {
     rj_tensor_info o = tinfo(d->off[s]);
-    return ((const int64_t *)o.values)[o.shape[0] - 1];
+    const int64_t *off = o.values;
+    if (!d->len[s]) return off[o.shape[0] - 1];
+    int64_t rows = 0;
+    for (int64_t b = 0; b + 1 < o.shape[0]; b++)
+        if (off[b] + item_len(d, s, b) > rows) rows = off[b] + item_len(d, s, b);
+    return rows;
 }
 
 /* The rows of the blocks of a [B, s, s, ...] tensor: the sum of its items' squared lengths. */
 static int64_t block_rows_of(const dataset *d, int s) {
     rj_tensor_info o = tinfo(d->off[s]);
-    const int64_t *off = o.values;
     int64_t n = 0;
-    for (int64_t b = 0; b + 1 < o.shape[0]; b++) n += (off[b + 1] - off[b]) * (off[b + 1] - off[b]);
+    for (int64_t b = 0; b + 1 < o.shape[0]; b++) n += item_len(d, s, b) * item_len(d, s, b);
     return n;
 }
 
 /* [B, j, j, ...]: two ragged dims (the file holds the items' len x len blocks, row after row). */
 static bool is_pair_shape(const rj_graph *g, int rank, const rj_dim *dims) {
     return rank >= 3 && dim_info(g, dims[1]).kind == RJ_DIM_RAGGED && dim_info(g, dims[2]).kind == RJ_DIM_RAGGED;
-}
-
-static char *path_join(const char *dir, const char *name, const char *ext) {
-    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s%s", dir, name, ext);
-    return p;
 }
 
 static int load_data(dataset *d, const char *dir) {
@@ -587,10 +653,10 @@ static int load_data(dataset *d, const char *dir) {
         if (si.kind != RJ_DIM_RAGGED || !si.used) continue;
         char *p = path_join(dir, si.name, ".npy");
         if (!p) return die_run("out of memory");
-        int r = 0;
-        if (!(d->off[s] = rj_npy_read(d->ctx, p)))
+        int r = load_lengths(d, s, dir);
+        if (!r && !(d->off[s] = rj_npy_read(d->ctx, p)))
             r = die_usage("the offsets of ragged symbol %s (int64, B + 1 entries): %s", si.name, rj_ctx_error(d->ctx));
-        else r = check_offsets(d, s, p);
+        else if (!r && !(r = check_offsets(d, s, p))) r = check_lengths_size(d, s, dir);
         free(p);
         if (r) return r;
     }
@@ -608,10 +674,13 @@ static int load_data(dataset *d, const char *dir) {
             int s = sym_index(g, dims[rp]);
             bool pair = is_pair_shape(g, rank, dims);
             int64_t last = pair ? block_rows_of(d, s) : rows_of(d, s), rows = tinfo(d->in[k]).shape[0];
-            if (rows != last)
-                r = die_usage(pair ? "%s: %lld rows, but the items' len x len blocks of %s/%s.npy have %lld"
-                                   : "%s: %lld rows, but the offsets in %s/%s.npy end at %lld", p,
-                              (long long)rows, dir, sym_name(g, s), (long long)last);
+            /* a view with holes may have rows after its furthest item (a padded buffer's last
+             * item shorter than the rest, as torch.nested.narrow leaves it): never read */
+            if (pair || !d->len[s] ? rows != last : rows < last)
+                r = die_usage(pair ? "%s: %lld rows, but the items' len x len blocks of %s/%s%s.npy have %lld"
+                              : d->len[s] ? "%s: %lld rows, but the items of %s/%s%s.npy end at row %lld"
+                                          : "%s: %lld rows, but the offsets in %s/%s%s.npy end at %lld", p,
+                              (long long)rows, dir, sym_name(g, s), d->len[s] ? ".lengths" : "", (long long)last);
         }
         free(p);
         if (r) return r;
@@ -851,6 +920,10 @@ static int save_data(dataset *d, const char *dir) {
         rj_tensor_info a = tinfo(d->off[s]);
         if (d->off[s] && write_npy(d->ctx, dir, sym_name(g, s), RJ_I64, 1, a.shape, a.values))
             return EXIT_USAGE;
+        rj_tensor_info l = tinfo(d->len[s]);
+        char lname[600];
+        snprintf(lname, sizeof lname, "%s.lengths", sym_name(g, s));
+        if (d->len[s] && write_npy(d->ctx, dir, lname, RJ_I64, 1, l.shape, l.values)) return EXIT_USAGE;
     }
     /* sizes no input determines (pad lengths): 0-d arrays */
     for (int s = 0; s < d->nsym; s++) {
@@ -890,19 +963,33 @@ static bool is_data_status(rj_status s) {
            s == RJ_ERR_OVERFLOW || s == RJ_ERR_PAD_LEN || s == RJ_ERR_INDEX;
 }
 
+/* The elements input k binds: all its file's, except that a jagged input over a view with holes
+ * binds its rows up to its furthest item's end (rows after it, which no item owns, are left out:
+ * the binding wants exactly the rows its offsets and lengths reach). */
+static int64_t bound_numel(const dataset *d, int k) {
+    rj_tensor_info a = tinfo(d->in[k]); /* dense: rows is the element count */
+    rj_dim dims[RJ_MAX_RANK];
+    int rank = rj_node_shape(d->g, rj_graph_input_at(d->g, k), dims);
+    int rp = ragged_pos(d->g, rank, dims);
+    if (rp < 0 || is_pair_shape(d->g, rank, dims) || !d->len[sym_index(d->g, dims[rp])]) return a.rows;
+    int64_t inner = 1;
+    for (int ad = 1; ad < a.rank; ad++) inner *= a.shape[ad];
+    return rows_of(d, sym_index(d->g, dims[rp])) * inner;
+}
+
 static int bind_data(rj_ctx *ctx, rj_bind *b, const dataset *d) {
     const rj_graph *g = d->g;
     for (int s = 0; s < d->nsym; s++) {
         rj_dim sd = rj_graph_dim_at(g, s);
         rj_tensor_info o = tinfo(d->off[s]);
-        if (d->off[s] && rj_bind_offsets(b, sd, o.shape[0] - 1, o.values, NULL))
+        if (d->off[s] && rj_bind_offsets(b, sd, o.shape[0] - 1, o.values, d->len[s] ? tinfo(d->len[s]).values : NULL))
             return die_run("%s", rj_ctx_error(ctx));
         if (sym_info(g, s).kind == RJ_DIM_DENSE && d->size[s] >= 0 && rj_bind_size(b, sd, d->size[s]))
             return die_run("%s", rj_ctx_error(ctx));
     }
     for (int k = 0; k < d->nin; k++) {
-        rj_tensor_info a = tinfo(d->in[k]); /* dense: rows is the element count */
-        if (rj_bind_input(b, rj_graph_input_at(g, k), a.values, a.rows)) return die_run("%s", rj_ctx_error(ctx));
+        if (rj_bind_input(b, rj_graph_input_at(g, k), tinfo(d->in[k]).values, bound_numel(d, k)))
+            return die_run("%s", rj_ctx_error(ctx));
     }
     return 0;
 }
@@ -942,32 +1029,67 @@ static rj_program *compile(rj_ctx *ctx, rj_graph *g, rj_target t, int *status, d
 
 /* ---- commands ------------------------------------------------------------------------------- */
 
+/* A jagged result over a view with holes (its symbol was bound with lengths) keeps the holes;
+ * `run` writes, and `check` compares, its items' rows packed one after the other, as a packed
+ * binding would have laid them out. Rewrites t to describe that copy (*own, to free) with packed
+ * offsets (*poff, to free); a result without lengths is left as it is. */
+static int pack_result(rj_tensor_info *t, void **own, int64_t **poff) {
+    *own = NULL, *poff = NULL;
+    if (t->ragged_dim < 0 || t->ragged_dims == 2 || !t->lengths) return 0;
+    int64_t nb = t->shape[0], row = (int64_t)rj_dtype_size(t->dtype), rows = 0;
+    for (int k = 2; k < t->rank; k++) row *= t->shape[k];
+    for (int64_t b = 0; b < nb; b++) rows += t->lengths[b];
+    char *v = malloc(rows > 0 && row > 0 ? (size_t)(rows * row) : 1);
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(nb + 1));
+    if (!v || !off) {
+        free(v), free(off);
+        return die_run("out of memory");
+    }
+    off[0] = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        off[b + 1] = off[b] + t->lengths[b];
+        if (t->lengths[b])
+            memcpy(v + off[b] * row, (const char *)t->values + t->offsets[b] * row, (size_t)(t->lengths[b] * row));
+    }
+    *own = v, *poff = off;
+    t->values = v, t->rows = rows, t->offsets = off, t->lengths = NULL;
+    return 0;
+}
+
+/* One output's files: its values, and for a jagged output its symbol's offsets. */
+static int write_result(rj_ctx *ctx, const rj_graph *g, rj_node n, const char *name, const rj_tensor_info *t,
+                        const char *dir) {
+    int64_t shape[RJ_MAX_RANK];
+    if (t->ragged_dims == 2) {
+        /* two ragged dims: the items' len x len blocks, row after row (their offsets follow
+         * from the ragged symbol's: item b's block starts at row sum_{c<b} len_c^2) */
+        shape[0] = t->rows;
+        for (int k = 3; k < t->rank; k++) shape[k - 2] = t->shape[k];
+        return write_npy(ctx, dir, name, t->dtype, t->rank - 2, shape, t->values) ? EXIT_USAGE : 0;
+    }
+    if (t->ragged_dim < 0) return write_npy(ctx, dir, name, t->dtype, t->rank, t->shape, t->values) ? EXIT_USAGE : 0;
+    /* packed rows (pack_result packed those of a view with holes) and their offsets */
+    shape[0] = t->rows;
+    for (int k = 2; k < t->rank; k++) shape[k - 1] = t->shape[k];
+    if (write_npy(ctx, dir, name, t->dtype, t->rank - 1, shape, t->values)) return EXIT_USAGE;
+    rj_dim dims[RJ_MAX_RANK];
+    rj_node_shape(g, n, dims);
+    int64_t nb = t->shape[0] + 1;
+    return write_npy(ctx, dir, rj_dim_name(g, dims[t->ragged_dim]), RJ_I64, 1, &nb, t->offsets) ? EXIT_USAGE : 0;
+}
+
 static int write_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const char *dir) {
     if (mkdir_p(dir)) return die_usage("--out: cannot create directory %s: %s", dir, strerror(errno));
     for (int i = 0; i < rj_graph_output_count(g); i++) {
         rj_node n = rj_graph_output_at(g, i);
         const char *name = rj_graph_output_name(g, i);
         rj_tensor_info t = tinfo(rj_bind_result(b, n));
-        if (t.ragged_dims == 2) {
-            /* two ragged dims: the items' len x len blocks, row after row (their offsets follow
-             * from the ragged symbol's: item b's block starts at row sum_{c<b} len_c^2) */
-            int64_t shape[RJ_MAX_RANK];
-            shape[0] = t.rows;
-            for (int k = 3; k < t.rank; k++) shape[k - 2] = t.shape[k];
-            if (write_npy(ctx, dir, name, t.dtype, t.rank - 2, shape, t.values)) return EXIT_USAGE;
-        } else if (t.ragged_dim >= 0) {
-            /* outputs here are laid out by packed offsets: the values are the packed rows */
-            int64_t shape[RJ_MAX_RANK];
-            shape[0] = t.rows;
-            for (int k = 2; k < t.rank; k++) shape[k - 1] = t.shape[k];
-            if (write_npy(ctx, dir, name, t.dtype, t.rank - 1, shape, t.values)) return EXIT_USAGE;
-            rj_dim dims[RJ_MAX_RANK];
-            rj_node_shape(g, n, dims);
-            int64_t nb = t.shape[0] + 1;
-            if (write_npy(ctx, dir, rj_dim_name(g, dims[t.ragged_dim]), RJ_I64, 1, &nb, t.offsets)) return EXIT_USAGE;
-        } else if (write_npy(ctx, dir, name, t.dtype, t.rank, t.shape, t.values)) {
-            return EXIT_USAGE;
-        }
+        void *own;
+        int64_t *poff;
+        if (pack_result(&t, &own, &poff)) return EXIT_RUN;
+        int r = write_result(ctx, g, n, name, &t, dir);
+        free(own), free(poff);
+        if (r) return r;
     }
     return 0;
 }
@@ -1028,7 +1150,8 @@ static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
         }
         int64_t items = t.rank ? t.shape[0] : 1;
         for (int64_t it = 0; it < items && it < 4; it++) {
-            int64_t rows = t.ragged_dim >= 0 ? t.offsets[it + 1] - t.offsets[it] : (t.rank >= 2 ? t.shape[1] : 1);
+            int64_t rows = t.ragged_dim < 0 ? (t.rank >= 2 ? t.shape[1] : 1)
+                           : t.lengths ? t.lengths[it] : t.offsets[it + 1] - t.offsets[it];
             int64_t row0 = t.ragged_dim >= 0 ? t.offsets[it] : it * rows;
             if (t.rank <= 1) inner = t.rank ? t.shape[0] : 1, rows = 1, row0 = 0;
             printf("  item %lld (%lld rows):", (long long)it, (long long)rows);
@@ -1089,6 +1212,13 @@ static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
         rj_node n = rj_graph_output_at(g, i);
         const char *name = rj_graph_output_name(g, i);
         rj_tensor_info t = tinfo(rj_bind_result(b, n)), ref = tinfo(rj_bind_result(br, n));
+        void *own[2];
+        int64_t *poff[2];
+        /* a view with holes: the items' rows only (what is in the holes is no one's) */
+        if (pack_result(&t, &own[0], &poff[0]) || pack_result(&ref, &own[1], &poff[1])) {
+            r = EXIT_RUN;
+            break;
+        }
         int64_t cnt = info_numel(&ref);
         bool fl = ref.dtype == RJ_F32 || ref.dtype == RJ_F64;
         /* each element against its own reference value: a tolerance scaled by the output's
@@ -1119,6 +1249,7 @@ static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
         }
         printf("%-16s %10lld elements   max |error| %-10.3g %s\n", name, (long long)cnt,
                worst, at < 0 ? "ok" : "MISMATCH");
+        for (int k = 0; k < 2; k++) free(own[k]), free(poff[k]);
         bad |= at >= 0;
     }
     rj_bind_free(b);
