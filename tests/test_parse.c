@@ -6,6 +6,7 @@
  */
 #include "harness.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,9 +145,151 @@ static void test_porting_syntax(void **state) {
         "output a, b, c, d, e\n";
     rj_string_free(f->ctx, same_graph(f->ctx, head, methods, functions));
     expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.shape\noutput y\n", RJ_ERR_PARSE,
-                 "t.rj:3:7: '.shape' is not a call: write shape(...) (ragjit has methods, no attributes)", 7);
+                 "t.rj:3:7: '.shape' is a tuple of sizes, which ragjit does not have: write x.shape[k] or x.size(k) "
+                 "for dim k", 7);
     expect_error(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 4]\ny = x.sofmax(1)\noutput y\n", RJ_ERR_PARSE,
-                 "t.rj:3:7: unknown function 'sofmax' (did you mean 'softmax'?)", 7);
+                 "t.rj:3:7: unknown method 'sofmax' (did you mean 'softmax'?)", 7);
+}
+
+/* The dump's fresh names (v12) renumbered in order of appearance, in place: two spellings that
+ * make different literals (x.size(2) makes 2 and 4, the 4 it stands for only 4) number their
+ * nodes differently. Runs of spaces are one space. */
+static void renumber(char *s) {
+    long seen[256];
+    int nseen = 0;
+    char out[8192];
+    size_t o = 0;
+    for (size_t i = 0; s[i] && o + 16 < sizeof out;) {
+        bool word = s[i] == 'v' && (i == 0 || !(isalnum((unsigned char)s[i - 1]) || s[i - 1] == '_')) &&
+                    isdigit((unsigned char)s[i + 1]);
+        if (!word) { /* and the comments' alignment, which follows the names' lengths */
+            if (!(s[i] == ' ' && s[i + 1] == ' ')) out[o++] = s[i];
+            i++;
+            continue;
+        }
+        char *end;
+        long n = strtol(s + i + 1, &end, 10);
+        int k = 0;
+        while (k < nseen && seen[k] != n) k++;
+        if (k == nseen && nseen < 256) seen[nseen++] = n;
+        o += (size_t)snprintf(out + o, sizeof out - o, "v%d", k);
+        i = (size_t)(end - s);
+    }
+    out[o] = 0;
+    assert_true(strlen(out) <= strlen(s) + 64);
+    strcpy(s, out);
+}
+
+/* Issue 33: what a newcomer from PyTorch writes is accepted with PyTorch's meaning, or answered
+ * with what to write instead. */
+static void test_from_pytorch(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    char src[2048];
+    rj_graph *g;
+    static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput W : f32[8, 4]\n"
+                               "input q : f32[3, 4, 2]\ninput v : f32[4]\n";
+    /* W.T, W.t() and .mT are transposes; module prefixes name the same functions; a size is a
+     * literal where the dim is a constant, the size's name where it is not */
+    static const char pytorch[] =
+        "a = x @ W.T + (x @ W.t()) * F.relu(x @ W.mT)\n"
+        "b = torch.softmax(x, dim=1) + F.softmax(x, 1) + torch.nn.functional.gelu(x) + nn.functional.silu(x)\n"
+        "c = q.mT.sum(-2) + v.T + v.t()\n"
+        "d = x / x.size(2) + x.reshape([B, j1, x.shape[-1]]) + x.amax(1, keepdim=True) + x.amin(1, keepdim=True)\n"
+        "output a, b, c, d\n";
+    static const char ragjit[] =
+        "a = x @ transpose(W, 0, 1) + (x @ transpose(W, 0, 1)) * relu(x @ transpose(W, 0, 1))\n"
+        "b = softmax(x, dim=1) + softmax(x, 1) + gelu(x) + silu(x)\n"
+        "c = transpose(q, 1, 2).sum(-2) + v + v\n"
+        "d = x / 4 + x.reshape([B, j1, 4]) + max(x, 1, keepdim=True) + min(x, 1, keepdim=True)\n"
+        "output a, b, c, d\n";
+    char *dump[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(src, sizeof src, "%s%s", head, k ? ragjit : pytorch);
+        g = rj_graph_parse(c, src, "t.rj");
+        if (!g) fail_msg("%s", rj_ctx_error(c));
+        assert_non_null(dump[k] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph"));
+        rj_graph_free(g);
+        char *copy = malloc(strlen(dump[k]) + 65);
+        assert_non_null(copy);
+        strcpy(copy, dump[k]);
+        renumber(copy);
+        rj_string_free(c, dump[k]);
+        dump[k] = copy;
+    }
+    if (strcmp(dump[0], dump[1])) fail_msg("PyTorch's spelling:\n%s\nragjit's:\n%s", dump[0], dump[1]);
+    free(dump[0]);
+    free(dump[1]);
+    /* (1) a mask of [B, j1] meets x of [B, j1, D] from the last dim: unsqueeze(-1) is the fix */
+    static const char masked[] = "ragged j1 : B\ninput x : f32[B, j1, D]\ninput mask : bool[B, j1]\n"
+                                 "y = x.masked_fill(~mask, 0.0)\noutput y\n";
+    expect_error(c, masked, RJ_ERR_SHAPE, "t.rj:4:7: masked_fill: f32[B, j1, D] and bool[B, j1] differ in dim 1 "
+                 "(ragged j1 vs B); dims are matched from the last: to apply bool[B, j1] along the leading dims of "
+                 "f32[B, j1, D], write mask.unsqueeze(-1) (bool[B, j1, 1])", 7);
+    g = rj_graph_parse(c, "ragged j1 : B\ninput x : f32[B, j1, D]\ninput mask : bool[B, j1]\n"
+                                    "y = x.masked_fill(~mask.unsqueeze(-1), 0.0)\noutput y\n", "t.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    assert_type(c, g, "y", "f32[B, j1, D]");
+    rj_graph_free(g);
+    expect_error_start(c, "input x : f32[3, 4, 5]\ny = x * (x.sum(2) > 0)\noutput y\n", "unnamed prefix",
+                       RJ_ERR_SHAPE, "t.rj:2:7: mul: f32[3, 4, 5] and bool[3, 4] differ in dim 1 (4 vs 3); dims are "
+                       "matched from the last: to apply bool[3, 4] along the leading dims of f32[3, 4, 5], write "
+                       "(...).unsqueeze(-1) (bool[3, 4, 1])");
+    /* (2) a ragged symbol's name never declared is a dense size: warned where it appears, and
+     * named in the error it leads to */
+    static const char undeclared[] = "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput y : f32[B, j2, 4]\n";
+    snprintf(src, sizeof src, "%sz = x + y\noutput z\n", undeclared);
+    expect_error(c, src, RJ_ERR_SHAPE, "t.rj:4:7: add: f32[B, j1, 4] and f32[B, j2, 4] differ in dim 1 (ragged j1 vs "
+                 "j2); j2 is a dense size (a name is one unless declared ragged): if its length varies by item, "
+                 "declare `ragged j2 : B` before its first use", 7);
+    snprintf(src, sizeof src, "%soutput x, y\n", undeclared);
+    assert_non_null(g = rj_graph_parse(c, src, "w.rj"));
+    assert_string_equal(rj_graph_warnings(g), "w.rj:3:18: warning: 'j2' declares a new dense size here (a name is one "
+                        "unless declared ragged); if its length varies by item, declare `ragged j2 : B` before this "
+                        "line\n");
+    rj_graph_free(g);
+    /* (3) .T of more than 2 dims reverses them all in PyTorch: say what to write; (4) a
+     * run-time size is no value, x.shape alone is a tuple, and an unknown method gets the
+     * closest name rather than every function; (5) Python's spelling of the keywords; (7) only
+     * PyTorch's modules. Statements after `dense`; col 0: the message's start only. */
+    static const char dense[] = "ragged j1 : B\ninput x : f32[B, j1, D]\ninput W : f32[8, 4, 2]\n";
+    static const struct {
+        const char *stmt;
+        rj_status s;
+        const char *msg;
+        int col;
+    } cases[] = {
+        {"y = W.T", RJ_ERR_SHAPE, "t.rj:4:7: .T: the tensor has 3 dims; PyTorch's .T and t() are the transpose of a "
+         "2-D tensor (.T of more dims reverses them all): write .mT or transpose(-2, -1) for the last two", 7},
+        {"y = W.t()", RJ_ERR_SHAPE, "t.rj:4:7: t: the tensor has 3 dims", 0},
+        {"y = x / x.size(-1)", RJ_ERR_PARSE, "t.rj:4:9: the size D is known only at run time and is not a tensor: "
+         "sizes go in shapes, pad's len and normalized_shape; to compute with a size, declare that dim as a number", 0},
+        {"y = x * x.shape[1]", RJ_ERR_PARSE, "t.rj:4:9: j1 is a ragged symbol (its length varies by item), not a "
+         "tensor: positions(j1) gives each row's index", 0},
+        {"y = x * x.size(3)", RJ_ERR_SHAPE, "t.rj:4:16: size: dim 3 is out of range for a tensor of 3 dims", 0},
+        {"y = x * x.size()", RJ_ERR_PARSE, "t.rj:4:11: size: name one dim, x.size(k) or x.shape[k]", 0},
+        {"y = x.frobnicate(1)", RJ_ERR_PARSE, "t.rj:4:7: unknown method 'frobnicate': x.frobnicate(...) would be "
+         "frobnicate(x, ...), and there is no function frobnicate (docs/guide.md lists them)", 7},
+        {"y = x.transpos(1, 2)", RJ_ERR_PARSE, "t.rj:4:7: unknown method 'transpos' (did you mean 'transpose'?)", 7},
+        {"y = x.sum(1, keepdim=true)", RJ_ERR_PARSE, "t.rj:4:22: undefined name 'true' (did you mean 'True'?)", 22},
+        {"y = x.sum(1, keepdim=FALSE)", RJ_ERR_PARSE, "t.rj:4:22: undefined name 'FALSE' (did you mean 'False'?)", 22},
+        {"y = layer_norm(x, D, weight=none)", RJ_ERR_PARSE, "t.rj:4:29: undefined name 'none' (did you mean 'None'?)",
+         29},
+        {"y = torch.nn.relu(x)", RJ_ERR_PARSE, "t.rj:4:14: 'torch.nn.relu' is not a module ragjit knows: write "
+         "relu(...), or F.relu(...), torch.relu(...), torch.nn.functional.relu(...)", 14},
+        {"y = F.softmx(x, 1)", RJ_ERR_PARSE, "t.rj:4:7: unknown function 'softmx' (did you mean 'softmax'?)", 7},
+        {"y = torch", RJ_ERR_PARSE, "t.rj:4:5: undefined name 'torch'", 5},
+        {"y = F.relu", RJ_ERR_PARSE, "t.rj:4:7: 'relu' is a function: call it (relu(...))", 7},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(src, sizeof src, "%s%s\noutput y\n", dense, cases[i].stmt);
+        if (cases[i].col) expect_error(c, src, cases[i].s, cases[i].msg, cases[i].col);
+        else expect_error_start(c, src, cases[i].stmt, cases[i].s, cases[i].msg);
+    }
+    /* a variable named F keeps its methods */
+    g = rj_graph_parse(c, "input F : f32[4]\ny = F.relu()\noutput y\n", "t.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    rj_graph_free(g);
 }
 
 /* Index ops and views: PyTorch's method forms and argument orders give the graph the
@@ -314,7 +457,7 @@ static void test_syntax_errors(void **state) {
                  "log sqrt rsqrt sin cos logical_not add sub mul div pow maximum minimum eq ne lt le gt ge "
                  "logical_and logical_or where masked_fill cast sum mean max min prod softmax log_softmax "
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
-                 "matmul transpose sign view unsqueeze squeeze linear", 5);
+                 "matmul transpose sign view unsqueeze squeeze linear t size amax amin", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
@@ -640,7 +783,7 @@ static void test_null_args(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_index_syntax), FX(test_matmul_errors), FX(test_warnings),
+        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_matmul_errors), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),

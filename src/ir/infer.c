@@ -46,6 +46,8 @@ static void dim_text(const rj_graph *g, rj_dim d, char *out, size_t n) {
     else snprintf(out, n, "%s%s", s->kind == SYM_RAGGED ? "ragged " : "", s->name);
 }
 
+static const node *in(const rj_graph *g, const node *n, int i);
+
 static rj_status fail_dims(rj_graph *g, const char *op, const node *a, const node *b, int k,
                            rj_dim da, rj_dim db) {
     char x[160], y[160];
@@ -56,9 +58,32 @@ static rj_status fail_dims(rj_graph *g, const char *op, const node *a, const nod
     else
         dim_text(g, db, y, sizeof y);
     /* what the user most likely meant */
-    char hint[400] = "";
+    char hint[1200] = "";
+    const node *pre = NULL, *whole = NULL; /* [B, j1] against [B, j1, D]: a prefix, not a suffix */
+    if (b->rank == a->rank - 1) pre = b, whole = a;
+    if (a->rank == b->rank - 1) pre = a, whole = b;
+    for (int d = 0; pre && d < pre->rank; d++)
+        if (!dim_equal(g, pre->dims[d], whole->dims[d])) pre = NULL;
+    const sym *rag = sa && sa->kind == SYM_RAGGED ? sa : sb && sb->kind == SYM_RAGGED ? sb : NULL;
+    const sym *dense = rag == sa ? sb : sa;
     if (sa && sb && sa->kind == SYM_RAGGED && sb->kind == SYM_RAGGED && sa->parent == sb->parent) {
         snprintf(hint, sizeof hint, "; if their items have equal lengths, declare `same %s %s`", sa->name, sb->name);
+    } else if (rag && dense && dense->kind == SYM_DENSE && a->rank == b->rank && dense != &g->syms[rag->parent]) {
+        /* a name never declared ragged became a dense size where it was first used */
+        snprintf(hint, sizeof hint, "; %s is a dense size (a name is one unless declared ragged): if its length varies "
+                 "by item, declare `ragged %s : %s` before its first use", dense->name, dense->name,
+                 g->syms[rag->parent].name);
+    } else if (pre && pre->rank >= 1) {
+        /* broadcasting aligns trailing dims; PyTorch users write mask.unsqueeze(-1) for this.
+         * Named after the nearest named value through elementwise unary ops (~mask). */
+        const node *named = pre;
+        while (!named->name && op_table[named->op].kind == KIND_UNARY && named->nin == 1) named = in(g, named, 0);
+        node one = *pre; /* the same tensor with a trailing 1 */
+        one.rank = pre->rank + 1;
+        one.dims[pre->rank] = 1;
+        snprintf(hint, sizeof hint, "; dims are matched from the last: to apply %s along the leading dims of %s, write "
+                 "%.100s%s.unsqueeze(-1) (%s)", type_text(g, pre).s, type_text(g, whole).s, named->name ? named->name : "",
+                 named->name ? "" : "(...)", type_text(g, &one).s);
     } else {
         const node *jag = NULL, *per = NULL; /* [B, j, ...] against a per-item [B, ...] */
         if (dim_ragged_pos(g, a) == 1 && b->rank == a->rank - 1) jag = a, per = b;

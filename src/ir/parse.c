@@ -101,6 +101,7 @@ typedef struct value {
     const char *str;
     int slen;
     bool is_list;      /* [d, d, ...] */
+    bool is_size;      /* a size by name (D, j1) or x.size(k): a list of one symbolic dim */
     rj_dim dims[RJ_MAX_RANK];
     int ndims;
     token at;          /* where the value starts */
@@ -316,6 +317,15 @@ static void suggest_try(suggest *s, const char *cand) {
     if (d <= limit && (!s->best || d < s->dist)) s->best = cand, s->dist = d;
 }
 
+/* Equal but for the case of ASCII letters (true, TRUE and True). */
+static bool same_letters(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a, y = *b >= 'A' && *b <= 'Z' ? (char)(*b - 'A' + 'a') : *b;
+        if (x != y) return false;
+    }
+    return !*a && !*b;
+}
+
 /* " (did you mean 'x'?)" or "" */
 static void suggestion(const suggest *s, char *out, size_t n) {
     if (s->best) snprintf(out, n, " (did you mean '%s'?)", s->best);
@@ -445,9 +455,21 @@ static rj_dim parse_dim(parser *P) {
     rj_dim d = rj_graph_find_dim(P->g, name);
     if (d != RJ_DIM_NONE) return d;
     if (!new_name(P, &t, name, false)) return RJ_DIM_NONE;
-    /* a new dense size, declared by this use: a typo of a ragged symbol's name would silently
-     * make the tensor dense there */
-    for (int32_t s = 0; s < P->g->nsym && strlen(name) >= 2; s++) /* (one letter: L is no typo of j) */
+    /* a new dense size, declared by this use: a ragged symbol's name never declared (j2, as
+     * PyTorch's nested tensors print them) or a typo of a declared one would silently make the
+     * tensor dense there */
+    bool looks_ragged = name[0] == 'j' && name[1];
+    for (const char *c = name + 1; *c; c++) looks_ragged &= is_digit(*c);
+    const char *parent = "B";
+    for (int32_t s = 0; s < P->g->nsym; s++)
+        if (P->g->syms[s].kind == SYM_RAGGED) {
+            parent = P->g->syms[P->g->syms[s].parent].name;
+            break;
+        }
+    if (looks_ragged)
+        warn_at(P, &t, "'%s' declares a new dense size here (a name is one unless declared ragged); if its length "
+                "varies by item, declare `ragged %s : %s` before this line", name, name, parent);
+    for (int32_t s = 0; s < P->g->nsym && strlen(name) >= 2 && !looks_ragged; s++) /* (one letter: L is no typo of j) */
         if (P->g->syms[s].kind == SYM_RAGGED && strlen(P->g->syms[s].name) >= 2 &&
             edit_distance(name, P->g->syms[s].name) == 1) {
             warn_at(P, &t, "'%s' declares a new dense size here (sizes are declared by their first use); did "
@@ -498,6 +520,8 @@ static bool parse_type(parser *P, rj_dtype *dt, int *rank, rj_dim *dims) {
 /* ---- expressions ----------------------------------------------------------------------------- */
 
 static value parse_expr(parser *P);
+static value parse_postfix(parser *P);
+static const node *scalar_of(parser *P, const value *v);
 
 static value node_value(rj_node n, token at) {
     return (value){.node = n, .at = at};
@@ -506,6 +530,17 @@ static value node_value(rj_node n, token at) {
 /* A value used as a tensor operand. */
 static rj_node as_node(parser *P, const value *v) {
     if (P->failed) return RJ_NONE;
+    if (v->is_size) {
+        const sym *sy = graph_sym(P->g, v->dims[0]);
+        if (sy && sy->kind == SYM_RAGGED)
+            fail_at(P, &v->at, RJ_ERR_PARSE, "%s is a ragged symbol (its length varies by item), not a tensor: "
+                    "positions(%s) gives each row's index, and mean(...) divides by the lengths", sy->name, sy->name);
+        else
+            fail_at(P, &v->at, RJ_ERR_PARSE, "the size %s is known only at run time and is not a tensor: sizes go in "
+                    "shapes, pad's len and normalized_shape; to compute with a size, declare that dim as a number "
+                    "(f32[B, j1, 64]), and mean(...) divides by a count", sy ? sy->name : "?");
+        return RJ_NONE;
+    }
     if (v->is_string || v->is_list || v->is_none) {
         fail_at(P, &v->at, RJ_ERR_PARSE, "%s is not a tensor",
                 v->is_none ? "None" : v->is_string ? "a string" : "a list");
@@ -532,6 +567,7 @@ static bool literal(parser *P, const value *v, double *out) {
 
 typedef struct args {
     const char *fname;
+    bool method;       /* x.name(...): x is pos[0] */
     value pos[8];
     int npos;
     char key[8][32];
@@ -539,7 +575,22 @@ typedef struct args {
     int nkw;
 } args;
 
-/* arg = [ IDENT "=" ] ( expr | "[" [ dim { "," dim } ] "]" ) */
+/* list_dim = dim | postfix   (a size taken from a tensor: [B, j1, x.size(2) * 2] is not
+ * allowed, [B, j1, x.size(2)] and [B, -1, x.shape[-1]] are) */
+static rj_dim list_dim(parser *P) {
+    const char *q = P->p;
+    while (*q == ' ' || *q == '\t') q++;
+    if (P->tok.kind != T_IDENT || *q != '.') return parse_dim(P);
+    value v = parse_postfix(P);
+    if (P->failed) return RJ_DIM_NONE;
+    if (v.is_size) return v.dims[0];
+    const node *n = scalar_of(P, &v);
+    if (n && n->weak == WEAK_INT && n->ival >= 0) return n->ival;
+    fail_at(P, &v.at, RJ_ERR_PARSE, "expected a size in the list (a number, a size name, x.size(k) or x.shape[k])");
+    return RJ_DIM_NONE;
+}
+
+/* arg = [ IDENT "=" ] ( expr | "[" [ list_dim { "," list_dim } ] "]" ) */
 static void parse_arg(parser *P, args *a) {
     token start = P->tok;
     char key[32] = "";
@@ -581,7 +632,7 @@ static void parse_arg(parser *P, args *a) {
                 next(P);
                 v.dims[v.ndims++] = RJ_DIM_NONE;
             } else {
-                v.dims[v.ndims++] = parse_dim(P);
+                v.dims[v.ndims++] = list_dim(P);
             }
             if (P->tok.kind != T_RBRACK && !expect(P, T_COMMA, "',' or ']'")) return;
         }
@@ -774,6 +825,50 @@ static value call_linear(parser *P, const token *fn, args *a) {
     return r;
 }
 
+/* PyTorch's x.t() and x.T (2-D: the transpose; fewer dims: x itself) and x.mT (the last two
+ * dims of any tensor). PyTorch's .T of more dims reverses them all, which ragjit's views cannot
+ * do; that is an error that names what to write. */
+static value transpose_last(parser *P, const token *at, const char *what, const value *self, bool batched) {
+    value r = node_value(RJ_NONE, self->at);
+    rj_node x = as_node(P, self);
+    if (P->failed) return r;
+    rj_dim dims[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, dims);
+    if (batched ? rank < 2 : rank > 2) {
+        fail_at(P, at, RJ_ERR_SHAPE, batched ? "%s: the tensor has %d dim(s); .mT transposes the last two of at least 2"
+                : "%s: the tensor has %d dims; PyTorch's .T and t() are the transpose of a 2-D tensor (.T of more "
+                  "dims reverses them all): write .mT or transpose(-2, -1) for the last two", what, rank);
+        return r;
+    }
+    r.node = rank < 2 ? x : check(P, rj_graph_transpose(P->g, x, rank - 2, rank - 1), at);
+    return r;
+}
+
+/* x.size(k) and x.shape[k]: a constant dim is an integer literal, usable in arithmetic; a
+ * named one is that size by name, as if the user had written it (D, j1). */
+static value size_value(parser *P, const token *at, const char *what, const value *self, const value *dimv) {
+    value r = node_value(RJ_NONE, self->at);
+    int64_t k;
+    rj_node x = as_node(P, self);
+    if (P->failed || !int_arg(P, what, "dim", dimv, INT_MIN, INT_MAX, &k)) return r;
+    rj_dim dims[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, dims);
+    if (k < -rank || k >= rank) {
+        fail_at(P, &dimv->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", what,
+                (long long)k, rank);
+        return r;
+    }
+    rj_dim d = dims[k < 0 ? k + rank : k];
+    if (d >= 0) {
+        r.node = check(P, rj_graph_scalar_int(P->g, d), at);
+    } else {
+        r.is_list = r.is_size = true;
+        r.ndims = 1;
+        r.dims[0] = d;
+    }
+    return r;
+}
+
 /* A call of an op by name, or of a ragjit-specific function (cast, pad, unpad). */
 static value call(parser *P, const token *fn, const char *name, args *a) {
     value r = node_value(RJ_NONE, *fn);
@@ -784,6 +879,21 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
     if (!strcmp(name, "view")) op = RJ_OP_RESHAPE;
     if (!strcmp(name, "linear")) return call_linear(P, fn, a);
     if (!strcmp(name, "unsqueeze") || !strcmp(name, "squeeze")) return call_squeeze(P, fn, name, a);
+    if (!strcmp(name, "amax")) op = RJ_OP_MAX; /* PyTorch's names of the reductions to values */
+    if (!strcmp(name, "amin")) op = RJ_OP_MIN;
+    if (!strcmp(name, "t")) {
+        static const char *const names[] = {"input"};
+        return bind_args(P, fn, name, a, names, 1, 1, v) ? transpose_last(P, fn, "t", v[0], false) : r;
+    }
+    if (!strcmp(name, "size")) {
+        static const char *const names[] = {"input", "dim"};
+        if (!bind_args(P, fn, name, a, names, 2, 1, v)) return r;
+        if (!v[1] || is_none(v[1])) {
+            fail_at(P, fn, RJ_ERR_PARSE, "size: name one dim, x.size(k) or x.shape[k] (ragjit has no tuples of sizes)");
+            return r;
+        }
+        return size_value(P, fn, "size", v[0], v[1]);
+    }
     if (op == RJ_OP_COUNT || op == RJ_OP_INPUT || op == RJ_OP_SCALAR || op == RJ_OP_GELU_TANH) {
         suggest s = {.word = name};
         char list[1024] = "";
@@ -793,7 +903,8 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
             size_t l = strlen(list);
             snprintf(list + l, sizeof list - l, "%s%s", l ? " " : "", rj_op_name((rj_op)o));
         }
-        static const char *const more[] = {"sign", "view", "unsqueeze", "squeeze", "linear"};
+        static const char *const more[] = {"sign", "view", "unsqueeze", "squeeze", "linear", "t", "size", "amax",
+                                           "amin"};
         for (size_t i = 0; i < RJ_ARRAY_LEN(more); i++) {
             suggest_try(&s, more[i]);
             size_t l = strlen(list);
@@ -801,7 +912,10 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         }
         char hint[96];
         suggestion(&s, hint, sizeof hint);
-        if (s.best) fail_at(P, fn, RJ_ERR_PARSE, "unknown function '%s'%s", name, hint);
+        if (s.best) fail_at(P, fn, RJ_ERR_PARSE, "unknown %s '%s'%s", a->method ? "method" : "function", name, hint);
+        else if (a->method) /* the list of functions says little about methods */
+            fail_at(P, fn, RJ_ERR_PARSE, "unknown method '%s': x.%s(...) would be %s(x, ...), and there is no function "
+                    "%s (docs/guide.md lists them)", name, name, name, name);
         else fail_at(P, fn, RJ_ERR_PARSE, "unknown function '%s'; the functions are: %s", name, list);
         return r;
     }
@@ -987,7 +1101,7 @@ static value call_args(parser *P, const token *t, const char *name, const value 
         fail_at(P, t, RJ_ERR_NOMEM, "out of memory");
         return r;
     }
-    *a = (args){.fname = name};
+    *a = (args){.fname = name, .method = self != NULL};
     if (self) a->pos[a->npos++] = *self;
     while (!P->failed && P->tok.kind != T_RPAREN) {
         parse_arg(P, a);
@@ -1001,6 +1115,49 @@ static value call_args(parser *P, const token *t, const char *name, const value 
 
 static value parse_primary(parser *P);
 
+/* PyTorch's module prefixes: "torch", "F" (torch.nn.functional as F), "torch.nn.functional"
+ * and "nn.functional", with the intermediate "torch.nn" and "nn". 2: a module, 1: a prefix of
+ * one only, 0: neither. */
+static int module_kind(const char *path) {
+    static const char *const mods[] = {"torch", "F", "torch.nn.functional", "nn.functional"};
+    for (size_t i = 0; i < RJ_ARRAY_LEN(mods); i++)
+        if (!strcmp(path, mods[i])) return 2;
+    return !strcmp(path, "torch.nn") || !strcmp(path, "nn");
+}
+
+/* module_path = MODULE { "." IDENT } "." IDENT, with `name` the first word and the current
+ * token the '.' after it: ported code keeps torch.softmax, F.gelu and
+ * torch.nn.functional.layer_norm, which name ragjit's functions of the same names. On a
+ * module, leaves the function's name in `name` and its token in *t and returns 1; returns 0
+ * (consuming nothing) when name is no module, -1 after reporting. */
+static int module_path(parser *P, char *name, size_t n, token *t) {
+    char path[160];
+    snprintf(path, sizeof path, "%s", name);
+    if (!module_kind(path)) return 0;
+    while (!P->failed && P->tok.kind == T_DOT) {
+        next(P);
+        token w = P->tok;
+        char word[128], longer[300];
+        int room = (int)sizeof path - 1;
+        if (!ident(P, word, sizeof word, "a function's name")) return -1;
+        snprintf(longer, sizeof longer, "%s.%s", path, word);
+        if (P->tok.kind == T_DOT && module_kind(longer)) {
+            snprintf(path, sizeof path, "%.*s", room, longer);
+            continue;
+        }
+        if (module_kind(path) != 2) {
+            fail_at(P, &w, RJ_ERR_PARSE, "'%s' is not a module ragjit knows: write %s(...), or F.%s(...), "
+                    "torch.%s(...), torch.nn.functional.%s(...)", longer, word, word, word, word);
+            return -1;
+        }
+        snprintf(name, n, "%s", word);
+        *t = w;
+        return 1;
+    }
+    if (!P->failed) fail_at(P, t, RJ_ERR_PARSE, "'%s' is a module: write %s.name(...)", path, path);
+    return -1;
+}
+
 /* postfix = primary { "." IDENT "(" [ arg { "," arg } ] ")" }: PyTorch's method syntax, any
  * op as a method of its first argument (x.sum(dim=1), x.softmax(1), m.masked_fill(...)) */
 static value parse_postfix(parser *P) {
@@ -1010,12 +1167,27 @@ static value parse_postfix(parser *P) {
         token m = P->tok;
         char name[128];
         if (!ident(P, name, sizeof name, "a method name after '.'")) return r;
+        value self = r;
         if (P->tok.kind != T_LPAREN) {
-            fail_at(P, &m, RJ_ERR_PARSE, "'.%s' is not a call: write %s(...) (ragjit has methods, no attributes)",
-                    name, name);
+            if (!strcmp(name, "T") || !strcmp(name, "mT")) {
+                r = transpose_last(P, &m, name[0] == 'm' ? ".mT" : ".T", &self, name[0] == 'm');
+                continue;
+            }
+            if (!strcmp(name, "shape") && P->tok.kind == T_LBRACK) { /* x.shape[k] */
+                next(P);
+                value k = parse_expr(P);
+                if (!expect(P, T_RBRACK, "']' after x.shape[k]")) return r;
+                r = size_value(P, &m, "shape", &self, &k);
+                continue;
+            }
+            if (!strcmp(name, "shape"))
+                fail_at(P, &m, RJ_ERR_PARSE, "'.shape' is a tuple of sizes, which ragjit does not have: write "
+                        "x.shape[k] or x.size(k) for dim k");
+            else
+                fail_at(P, &m, RJ_ERR_PARSE, "'.%s' is not a call: write %s(...) (ragjit's attributes are .T, .mT "
+                        "and .shape[k]; the rest are methods)", name, name);
             return r;
         }
-        value self = r;
         r = call_args(P, &m, name, &self);
         r.at = self.at;
     }
@@ -1055,6 +1227,14 @@ static value parse_primary(parser *P) {
     char name[128];
     ident(P, name, sizeof name, "a name");
     if (P->failed) return r;
+    if (P->tok.kind == T_DOT && !find_var(P, name)) {
+        int m = module_path(P, name, sizeof name, &t);
+        if (m < 0) return r;
+        if (m > 0 && P->tok.kind != T_LPAREN) {
+            fail_at(P, &t, RJ_ERR_PARSE, "'%s' is a function: call it (%s(...))", name, name);
+            return r;
+        }
+    }
     if (P->tok.kind == T_LPAREN) return call_args(P, &t, name, NULL);
     if (!strcmp(name, "True") || !strcmp(name, "False")) {
         r.node = check(P, rj_graph_scalar_bool(P->g, name[0] == 'T'), &t);
@@ -1076,12 +1256,16 @@ static value parse_primary(parser *P) {
     /* a symbol (unpad's argument, pad's len, a normalized_shape entry) */
     rj_dim d = rj_graph_find_dim(P->g, name);
     if (d != RJ_DIM_NONE) {
-        r.is_list = true;
+        r.is_list = r.is_size = true;
         r.ndims = 1;
         r.dims[0] = d;
         return r;
     }
     suggest s = {.word = name};
+    /* Python's keywords first: keepdim=true is JSON's or C's spelling of True */
+    static const char *const keywords[] = {"True", "False", "None", "inf", "nan"};
+    for (size_t i = 0; i < RJ_ARRAY_LEN(keywords) && !s.best; i++)
+        if (same_letters(name, keywords[i])) s.best = keywords[i];
     for (int32_t i = 0; i < P->nvars; i++) suggest_try(&s, P->vars[i].name);
     for (int32_t i = 0; i < P->g->nsym; i++) suggest_try(&s, P->g->syms[i].name);
     char hint[160];
