@@ -180,6 +180,27 @@ static void renumber(char *s) {
     strcpy(s, out);
 }
 
+/* head + a and head + b make the same graph but for the numbers of fresh names. */
+static void same_nodes(rj_ctx *c, const char *head, const char *a, const char *b) {
+    char src[2048], *dump[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(src, sizeof src, "%s%s", head, k ? b : a);
+        rj_graph *g = rj_graph_parse(c, src, "t.rj");
+        if (!g) fail_msg("%s", rj_ctx_error(c));
+        assert_non_null(dump[k] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph"));
+        rj_graph_free(g);
+        char *copy = malloc(strlen(dump[k]) + 65);
+        assert_non_null(copy);
+        strcpy(copy, dump[k]);
+        renumber(copy);
+        rj_string_free(c, dump[k]);
+        dump[k] = copy;
+    }
+    if (strcmp(dump[0], dump[1])) fail_msg("PyTorch's spelling:\n%s\nragjit's:\n%s", dump[0], dump[1]);
+    free(dump[0]);
+    free(dump[1]);
+}
+
 /* Issue 33: what a newcomer from PyTorch writes is accepted with PyTorch's meaning, or answered
  * with what to write instead. */
 static void test_from_pytorch(void **state) {
@@ -203,23 +224,7 @@ static void test_from_pytorch(void **state) {
         "c = transpose(q, 1, 2).sum(-2) + v + v\n"
         "d = x / 4 + x.reshape([B, j1, 4]) + max(x, 1, keepdim=True) + min(x, 1, keepdim=True)\n"
         "output a, b, c, d\n";
-    char *dump[2];
-    for (int k = 0; k < 2; k++) {
-        snprintf(src, sizeof src, "%s%s", head, k ? ragjit : pytorch);
-        g = rj_graph_parse(c, src, "t.rj");
-        if (!g) fail_msg("%s", rj_ctx_error(c));
-        assert_non_null(dump[k] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph"));
-        rj_graph_free(g);
-        char *copy = malloc(strlen(dump[k]) + 65);
-        assert_non_null(copy);
-        strcpy(copy, dump[k]);
-        renumber(copy);
-        rj_string_free(c, dump[k]);
-        dump[k] = copy;
-    }
-    if (strcmp(dump[0], dump[1])) fail_msg("PyTorch's spelling:\n%s\nragjit's:\n%s", dump[0], dump[1]);
-    free(dump[0]);
-    free(dump[1]);
+    same_nodes(c, head, pytorch, ragjit);
     /* (1) a mask of [B, j1] meets x of [B, j1, D] from the last dim: unsqueeze(-1) is the fix */
     static const char masked[] = "ragged j1 : B\ninput x : f32[B, j1, D]\ninput mask : bool[B, j1]\n"
                                  "y = x.masked_fill(~mask, 0.0)\noutput y\n";
@@ -285,6 +290,33 @@ static void test_from_pytorch(void **state) {
         snprintf(src, sizeof src, "%s%s\noutput y\n", dense, cases[i].stmt);
         if (cases[i].col) expect_error(c, src, cases[i].s, cases[i].msg, cases[i].col);
         else expect_error_start(c, src, cases[i].stmt, cases[i].s, cases[i].msg);
+    }
+    /* (6) reductions over several dims: one per dim, the last first; duplicates are an error */
+    static const char four[] = "ragged j1 : B\ninput x : f32[B, j1, 4, 5]\n";
+    same_nodes(c, four,
+               "a = x.sum(dim=(2, 3))\nb = x.mean((-1, 1, 2))\nc = x.amax(dim=[3, -2], keepdim=True)\n"
+               "d = torch.amin(x, (1, 3))\ne = x.prod((1,), keepdim=False)\nf = F.layer_norm(x, (4, 5))\n"
+               "output a, b, c, d, e, f\n",
+               "a = sum(sum(x, 3), 2)\nb = mean(mean(mean(x, 3), 2), 1)\n"
+               "c = max(max(x, 3, keepdim=True), 2, keepdim=True)\nd = min(min(x, 3), 1)\ne = prod(x, 1)\n"
+               "f = layer_norm(x, [4, 5])\noutput a, b, c, d, e, f\n");
+    static const struct {
+        const char *stmt, *msg;
+        int col;
+    } dims_cases[] = {
+        {"y = x.sum(dim=(1, -3))", "t.rj:3:11: sum: dim 1 appears multiple times in the list of dims", 11},
+        {"y = x.sum(dim=(1, 4))", "t.rj:3:11: sum: dim 4 is out of range for a tensor of 4 dims", 11},
+        {"y = x.sum(dim=())", "t.rj:3:11: sum: dim=() names no dim (name the dims to reduce)", 11},
+        {"y = x.sum(dim=(1, 2.0))", "t.rj:3:19: a tuple holds integers (dims) or sizes", 19},
+        {"y = x.sum(dim=(1, B))", "t.rj:3:11: sum: the dims must be integers", 11},
+        {"y = x * (1, 2)", "t.rj:3:9: a tuple is not a tensor", 9},
+        {"y = x.softmax(dim=(1, 2))", "t.rj:3:15: softmax: dim must be an integer", 15},
+    };
+    for (size_t i = 0; i < sizeof dims_cases / sizeof dims_cases[0]; i++) {
+        snprintf(src, sizeof src, "%s%s\noutput y\n", four, dims_cases[i].stmt);
+        rj_status want = strstr(dims_cases[i].msg, "appears") || strstr(dims_cases[i].msg, "range") ? RJ_ERR_SHAPE
+                                                                                                    : RJ_ERR_PARSE;
+        expect_error(c, src, want, dims_cases[i].msg, dims_cases[i].col);
     }
     /* a variable named F keeps its methods */
     g = rj_graph_parse(c, "input F : f32[4]\ny = F.relu()\noutput y\n", "t.rj");

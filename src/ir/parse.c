@@ -102,6 +102,8 @@ typedef struct value {
     int slen;
     bool is_list;      /* [d, d, ...] */
     bool is_size;      /* a size by name (D, j1) or x.size(k): a list of one symbolic dim */
+    bool is_tuple;     /* (a, b, ...): integers in dims (negative ones too), sizes where tuple_syms has a bit */
+    uint32_t tuple_syms;
     rj_dim dims[RJ_MAX_RANK];
     int ndims;
     token at;          /* where the value starts */
@@ -541,9 +543,9 @@ static rj_node as_node(parser *P, const value *v) {
                     "(f32[B, j1, 64]), and mean(...) divides by a count", sy ? sy->name : "?");
         return RJ_NONE;
     }
-    if (v->is_string || v->is_list || v->is_none) {
+    if (v->is_string || v->is_list || v->is_none || v->is_tuple) {
         fail_at(P, &v->at, RJ_ERR_PARSE, "%s is not a tensor",
-                v->is_none ? "None" : v->is_string ? "a string" : "a list");
+                v->is_none ? "None" : v->is_string ? "a string" : v->is_tuple ? "a tuple" : "a list");
         return RJ_NONE;
     }
     return v->node;
@@ -574,6 +576,34 @@ typedef struct args {
     value kw[8];
     int nkw;
 } args;
+
+/* The rest of a tuple or of a list of dims, after its opening bracket and `first` elements
+ * already in v: { "," expr } [ "," ] close. Each element is an integer literal (a dim, which
+ * may be negative) or a size. */
+static void tuple_rest(parser *P, value *v, tok_kind close, const char *closing) {
+    v->is_tuple = true;
+    while (!P->failed && P->tok.kind != close) {
+        if (v->ndims > 0 && !expect(P, T_COMMA, close == T_RPAREN ? "',' or ')'" : "',' or ']'")) return;
+        if (P->tok.kind == close) break; /* (1,) */
+        if (v->ndims == RJ_MAX_RANK) {
+            fail_at(P, &P->tok, RJ_ERR_PARSE, "tuple too long (at most %d elements)", RJ_MAX_RANK);
+            return;
+        }
+        value e = parse_expr(P);
+        if (P->failed) return;
+        const node *n = scalar_of(P, &e);
+        if (e.is_size) {
+            v->tuple_syms |= 1u << v->ndims;
+            v->dims[v->ndims++] = e.dims[0];
+        } else if (n && n->weak == WEAK_INT) {
+            v->dims[v->ndims++] = n->ival;
+        } else {
+            fail_at(P, &e.at, RJ_ERR_PARSE, "a tuple holds integers (dims) or sizes");
+            return;
+        }
+    }
+    expect(P, close, closing);
+}
 
 /* list_dim = dim | postfix   (a size taken from a tensor: [B, j1, x.size(2) * 2] is not
  * allowed, [B, j1, x.size(2)] and [B, -1, x.shape[-1]] are) */
@@ -614,7 +644,16 @@ static void parse_arg(parser *P, args *a) {
             goto have_value;
         }
     }
-    if (P->tok.kind == T_LBRACK) {
+    /* sum(x, dim=[1, 2]): dims, which may be negative, rather than sizes */
+    rj_op rop = a->fname ? rj_op_from_name(a->fname) : RJ_OP_COUNT;
+    bool dims_slot = a->fname && (!strcmp(a->fname, "amax") || !strcmp(a->fname, "amin") ||
+                                  (rop != RJ_OP_COUNT && op_table[rop].kind == KIND_REDUCE)) &&
+                     (!strcmp(key, "dim") || (!key[0] && a->npos == 1));
+    if (dims_slot && P->tok.kind == T_LBRACK) {
+        v = (value){.node = RJ_NONE, .at = P->tok};
+        next(P);
+        tuple_rest(P, &v, T_RBRACK, "']'");
+    } else if (P->tok.kind == T_LBRACK) {
         v = (value){.node = RJ_NONE, .is_list = true, .at = P->tok};
         next(P);
         while (!P->failed && P->tok.kind != T_RBRACK) {
@@ -756,9 +795,14 @@ static bool str_is(const value *v, const char *s) {
 static bool norm_shape(parser *P, const char *fname, const value *v, rj_node x, int *ndims) {
     rj_dim want[RJ_MAX_RANK];
     int n = 0;
-    if (v->is_list) {
+    if (v->is_list || v->is_tuple) { /* [D], (64,), (D,) */
         n = v->ndims;
         memcpy(want, v->dims, sizeof(rj_dim) * (size_t)n);
+        for (int i = 0; v->is_tuple && i < n; i++)
+            if (!(v->tuple_syms >> i & 1) && want[i] < 0) { /* a negative size would read as a symbol's id */
+                fail_at(P, &v->at, RJ_ERR_PARSE, "%s: normalized_shape holds a negative size", fname);
+                return false;
+            }
     } else {
         const node *s = scalar_of(P, v);
         if (!s || s->weak != WEAK_INT) {
@@ -869,6 +913,49 @@ static value size_value(parser *P, const token *at, const char *what, const valu
     return r;
 }
 
+/* sum(x, dim=(1, 2), keepdim): PyTorch's reduction over several dims, as one reduction per
+ * dim from the last to the first, so that with keepdim=False the dims still to reduce keep
+ * their numbers. Nesting is exact for sum, max, min and prod, and for mean too: every row of
+ * the outer dim holds the same number of elements along the inner ones. v: input, dim, keepdim. */
+static value reduce_dims(parser *P, const token *fn, const char *name, rj_op op, value **v) {
+    value r = node_value(RJ_NONE, *fn);
+    const value *t = v[1];
+    bool keep = false;
+    if (v[2] && !bool_arg(P, name, "keepdim", v[2], &keep)) return r;
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return r;
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, shape), dims[RJ_MAX_RANK], n = 0;
+    if (t->ndims == 0) {
+        fail_at(P, &t->at, RJ_ERR_PARSE, "%s: dim=() names no dim (name the dims to reduce)", name);
+        return r;
+    }
+    for (int i = 0; i < t->ndims; i++) {
+        int64_t d = t->dims[i];
+        if (t->tuple_syms >> i & 1) {
+            fail_at(P, &t->at, RJ_ERR_PARSE, "%s: the dims must be integers", name);
+            return r;
+        }
+        if (d < -rank || d >= rank) {
+            fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", name,
+                    (long long)d, rank);
+            return r;
+        }
+        int k = (int)(d < 0 ? d + rank : d), at = n;
+        while (at > 0 && dims[at - 1] < k) at--; /* kept in decreasing order */
+        if (at > 0 && dims[at - 1] == k) {
+            fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, k);
+            return r;
+        }
+        memmove(dims + at + 1, dims + at, sizeof(int) * (size_t)(n - at));
+        dims[at] = k;
+        n++;
+    }
+    for (int i = 0; i < n && !P->failed; i++) x = check(P, rj_graph_reduce(P->g, op, x, dims[i], keep), fn);
+    r.node = x;
+    return r;
+}
+
 /* A call of an op by name, or of a ragjit-specific function (cast, pad, unpad). */
 static value call(parser *P, const token *fn, const char *name, args *a) {
     value r = node_value(RJ_NONE, *fn);
@@ -964,9 +1051,9 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         static const char *const names[] = {"input", "dim", "keepdim"};
         int64_t dim;
         bool keep = false;
-        if (!bind_args(P, fn, name, a, names, 3, 2, v) ||
-            !int_arg(P, name, "dim", v[1], INT_MIN, INT_MAX, &dim))
-            return r;
+        if (!bind_args(P, fn, name, a, names, 3, 2, v)) return r;
+        if (v[1]->is_tuple) return reduce_dims(P, fn, name, op, v);
+        if (!int_arg(P, name, "dim", v[1], INT_MIN, INT_MAX, &dim)) return r;
         if (v[2] && !bool_arg(P, name, "keepdim", v[2], &keep)) return r;
         r.node = check(P, rj_graph_reduce(g, op, as_node(P, v[0]), (int)dim, keep), fn);
     } else if (kind == KIND_SOFTMAX) {
@@ -1212,7 +1299,22 @@ static value parse_primary(parser *P) {
     case T_LPAREN:
         if (!nest_in(P, &t)) return r;
         next(P);
-        r = parse_expr(P);
+        if (P->tok.kind == T_RPAREN) { /* () */
+            r.is_tuple = true;
+        } else {
+            r = parse_expr(P);
+            if (!P->failed && P->tok.kind == T_COMMA) { /* (1, 2): a tuple of dims, as PyTorch's dim=(1, 2) */
+                value first = r;
+                r = node_value(RJ_NONE, t);
+                const node *n = scalar_of(P, &first);
+                if (first.is_size) r.tuple_syms = 1, r.dims[r.ndims++] = first.dims[0];
+                else if (n && n->weak == WEAK_INT) r.dims[r.ndims++] = n->ival;
+                else fail_at(P, &first.at, RJ_ERR_PARSE, "a tuple holds integers (dims) or sizes");
+                tuple_rest(P, &r, T_RPAREN, "')'");
+                P->nest--;
+                return r;
+            }
+        }
         P->nest--;
         expect(P, T_RPAREN, "')'");
         return r;
