@@ -1,0 +1,138 @@
+"""check.py — runs one case on ragjit and judges every output against the reference.
+
+A case is (program, data, target, threads). `ragjit run` must exit 0 within the time limit
+and write every output; each output must have the reference's shape and dtype; and each
+element must be accepted:
+
+- integers and bools exactly (equal to the float64 reference, or to the float32 one: a float
+  computed in f32 may fall on the other side of a comparison or a truncation);
+- NaN where the reference has NaN, an infinity where it has the same infinity (again either
+  reference: an f32 intermediate may overflow where float64 does not);
+- otherwise |got - ref64| <= C * |ref32 - ref64| + ULPS * eps * |ref64| + ROW_ULPS * eps *
+  max|ref64 over the row| + ATOL, where ref32
+  is the same reference computed in float32. The first term is the result's own
+  conditioning: rounding the inputs and every step to f32 moves it that much, so a
+  compensated or reordered f32 computation may land anywhere within a small multiple of it
+  (C = 16 covers the guide's bound on sums, "block length + 2 ulps of the sum of
+  magnitudes", against NumPy's pairwise f32 sums). The second covers the guide's few-ulp
+  functions (exp, tanh, erf: 2.5 ulp) chained a few times; the third, 4 ulps of the largest
+  value of the element's row, what cancellation inside a row (layer_norm's x - mean) leaves
+  on its small values; signed zeros are equal.
+
+For an f64 output ref32 overstates the conditioning by 2^29 unless the program computes
+in f32 somewhere; the term is scaled by eps(f64)/eps(f32) when no value of the program is f32.
+"""
+import os
+import shutil
+import subprocess
+
+import numpy as np
+
+from . import data as datamod
+from .evaluate import evaluate
+from .model import FLOATS
+from .ref import Env
+
+C, ULPS, ROW_ULPS = 16.0, 64.0, 4.0
+EPS = {"f32": 2.0**-23, "f64": 2.0**-52}
+ATOL = {"f32": 1e-6, "f64": 1e-13}
+NP_OUT = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
+
+
+class Failure(Exception):
+    """kind: crash, timeout, refused, missing, shape, mismatch, threads."""
+
+    def __init__(self, kind, msg, worst=None):
+        super().__init__(msg)
+        self.kind, self.msg, self.worst = kind, msg, worst
+
+
+def references(prog, data):
+    env64 = Env(data.lens, data.sizes, np.float64)
+    env32 = Env(data.lens, data.sizes, np.float32)
+    return evaluate(prog, data.values, env64), evaluate(prog, data.values, env32)
+
+
+def run_ragjit(ragjit, prog_path, data_dir, out_dir, target, threads, timeout):
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cmd = [ragjit, "run", prog_path, "--data", data_dir, "--out", out_dir, "--target", target]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Failure("timeout", f"ragjit run --target {target} took over {timeout} s")
+    if p.returncode < 0:
+        raise Failure("crash", f"ragjit run --target {target} died of signal {-p.returncode}: {p.stderr.strip()[-400:]}")
+    if p.returncode != 0:
+        raise Failure("refused", f"ragjit run --target {target} exited {p.returncode}: {p.stderr.strip()[-400:]}")
+    return p
+
+
+def row_max(r64, shape):
+    """The largest finite magnitude along each row (the last dim), per element: a value that
+    comes out of cancelling terms of a row (x - mean, a normalised value near 0) may carry an
+    error of a few ulps of the row's scale, whatever its own size."""
+    a = np.abs(np.asarray(r64, dtype=np.float64)).reshape(shape)
+    a = np.where(np.isfinite(a), a, 0.0)
+    if a.ndim == 0 or a.size == 0:
+        return a.reshape(-1)
+    return np.broadcast_to(a.max(axis=-1, keepdims=True), a.shape).reshape(-1)
+
+
+def judge(name, got, r64, r32, dtype, f32_program):
+    """Raises Failure for the worst unaccepted element of one output."""
+    if got.dtype != NP_OUT[dtype]:
+        raise Failure("shape", f"output {name}: dtype {got.dtype}, expected {dtype}")
+    if got.shape != r64.shape:
+        raise Failure("shape", f"output {name}: shape {got.shape}, expected {r64.shape}")
+    g = got.astype(np.float64).reshape(-1)
+    a = np.asarray(r64).astype(NP_OUT[dtype]).astype(np.float64).reshape(-1)
+    b = np.asarray(r32).astype(NP_OUT[dtype]).astype(np.float64).reshape(-1)
+    if dtype not in FLOATS:
+        if dtype in ("i64",):  # exact beyond 2^53: compare as integers
+            gi, ai, bi = got.reshape(-1), np.asarray(r64).astype(np.int64).reshape(-1), np.asarray(r32).astype(np.int64).reshape(-1)
+            bad = (gi != ai) & (gi != bi)
+        else:
+            bad = (g != a) & (g != b)
+        err = bad.astype(np.float64)
+    else:
+        with np.errstate(all="ignore"):
+            same = (g == a) | (g == b) | (np.isnan(g) & (np.isnan(a) | np.isnan(b)))
+            scale = 1.0 if f32_program or dtype == "f32" else EPS["f64"] / EPS["f32"]
+            tol = C * scale * np.abs(b - a) + ULPS * EPS[dtype] * np.abs(a) + ROW_ULPS * EPS[dtype] * row_max(r64, got.shape) + ATOL[dtype]
+            tol = np.where(np.isnan(tol), np.inf, tol)
+            finite = np.isfinite(g) & np.isfinite(a)
+            err = np.where(same, 0.0, np.where(finite, np.abs(g - a) / tol, np.inf))
+            bad = err > 1.0
+    if bad.any():
+        i = int(np.argmax(np.where(bad, err, -1)))
+        idx = np.unravel_index(i, got.shape) if got.shape else ()
+        worst = (tuple(int(x) for x in idx), got.reshape(-1)[i].item(), np.asarray(r64).reshape(-1)[i].item(),
+                 np.asarray(r32).reshape(-1)[i].item())
+        raise Failure("mismatch", f"output {name}: {int(bad.sum())} of {bad.size} elements wrong; worst at "
+                      f"{worst[0]}: got {worst[1]!r}, expected {worst[2]!r} (f32 reference {worst[3]!r})", worst)
+
+
+def uses_f32(prog):
+    return any(n.dtype == "f32" for n in prog.inputs + prog.stmts)
+
+
+def run_case(ragjit, prog, dat, target, threads, work, timeout=60, refs=None):
+    """One case; raises Failure. Returns the outputs read back (for the threads comparison)."""
+    os.makedirs(work, exist_ok=True)
+    prog_path, ddir, odir = (os.path.join(work, x) for x in ("prog.rj", "data", "out"))
+    with open(prog_path, "w") as f:
+        f.write(prog.text())
+    shutil.rmtree(ddir, ignore_errors=True)
+    datamod.write(prog, dat, ddir)
+    r64, r32 = refs or references(prog, dat)
+    run_ragjit(ragjit, prog_path, ddir, odir, target, threads, timeout)
+    outs = {}
+    for n in prog.outputs:
+        path = os.path.join(odir, n.name + ".npy")
+        if not os.path.exists(path):
+            raise Failure("missing", f"output {n.name}: {path} was not written")
+        outs[n.name] = np.load(path)
+        judge(n.name, outs[n.name], r64[n.name], r32[n.name], n.dtype, uses_f32(prog))
+    return outs

@@ -1,0 +1,234 @@
+"""evaluate.py — runs a Program on the reference (ref.py), op by op, item by item.
+
+One function per op family; `evaluate` walks the statements in order and returns every
+output flattened the way `ragjit run` writes it: a jagged output as its packed rows, a
+[B, j1, j1, ...] output as its items' len_b x len_b blocks one after the other, a dense
+output whole.
+"""
+import numpy as np
+
+from . import ref
+from .model import FLOATS, kind
+from .ref import Val
+
+
+def axis(node_rank, d):
+    return d + node_rank if d < 0 else d
+
+
+def ev_elementwise(n, vals, env):
+    ft = env.ft
+    op, dt = n.op, n.dtype
+    cdt = n.attrs.get("cdt", dt)  # the dtype the operands meet in (comparisons: promoted)
+    ops = []
+    for a, v in zip(n.args, vals):
+        if a.is_lit():
+            ops.append(ref.lit_value(a, cdt, ft))
+        else:
+            ops.append(map_conv(v, cdt, ft))
+    rank = len(n.shape)
+    if len(ops) == 1:
+        f = lambda x: ref.unary(op, x, ft, cdt)
+    elif op == "where":
+        f = lambda c, x, y: np.where(c, x, y)
+    elif op == "masked_fill":
+        fv = ref.fill_value(n.attrs["value"], dt, ft)
+        f = lambda x, m: np.where(m, fv, x)
+    else:
+        f = lambda x, y: ref.binary(op, x, y, cdt, ft)
+    if op == "where":  # the condition stays bool
+        ops[0] = vals[0]
+    if op == "masked_fill":
+        ops[1] = vals[1]
+    with np.errstate(all="ignore"):
+        r = ref.per_item(kind(n.shape), dt, ops, rank, env, f)
+    if dt in FLOATS:
+        return ref.map_val(r, lambda x: np.asarray(x, ft))
+    return r
+
+
+def map_conv(v, dst, ft):
+    if v.dtype == dst and not (dst in FLOATS):
+        return v
+    return ref.map_val(v, lambda x: ref.convert(x, v.dtype, dst, ft), dtype=dst)
+
+
+def ev_cast(n, vals, env):
+    return map_conv(vals[0], n.attrs["to"], env.ft) if vals[0].dtype != n.attrs["to"] else vals[0]
+
+
+def ev_reduce(n, vals, env):
+    v, d, keep = vals[0], axis(len(n.args[0].shape), n.attrs["dim"]), n.attrs.get("keepdim", False)
+    dt_in = v.dtype if n.op != "mean" else n.dtype
+    src = map_conv(v, dt_in, env.ft) if n.op == "mean" else v
+    f = lambda a, ax: ref.reduce(n.op, a, ax, keep, dt_in, env.ft)
+    if not v.itemised:
+        return Val("dense", n.dtype, f(src.data, d))
+    if v.kind == "jagged" and d == 1:
+        parts = [f(x, 0) for x in src.data]
+        return Val("dense", n.dtype, stack(parts, n, env))
+    return Val(kind(n.shape), n.dtype, [f(x, d - 1) for x in src.data])
+
+
+def stack(parts, n, env):
+    """Items' results as one dense [B, ...] array (an empty batch included)."""
+    if parts:
+        return np.stack(parts)
+    shape = [env.dim(d) if not isinstance(d, str) or d != "j1" else 0 for d in n.shape]
+    return np.zeros(shape, dtype=parts_dtype(n, env))
+
+
+def parts_dtype(n, env):
+    return env.ft if n.dtype in FLOATS else bool if n.dtype == "bool" else np.int64
+
+
+def ev_softmax(n, vals, env):
+    v, d = vals[0], axis(len(n.shape), n.attrs["dim"])
+    if not v.itemised:
+        return Val("dense", n.dtype, ref.softmax(n.op, v.data, d, env.ft))
+    return Val(v.kind, n.dtype, [ref.softmax(n.op, x, d - 1, env.ft) for x in v.data])
+
+
+def ev_norm(n, vals, env):
+    k = len(n.attrs["nshape"])
+    w = vals[1].data if len(vals) > 1 else None
+    b = vals[2].data if len(vals) > 2 else None
+    eps = n.attrs.get("eps")
+    if eps is None:
+        eps = 1e-5 if n.op == "layer_norm" else float(np.finfo(np.float32 if n.dtype == "f32" else np.float64).eps)
+    return ref.map_val(vals[0], lambda x: ref.norm(n.op, x, k, w, b, eps, env.ft), dtype=n.dtype)
+
+
+def ev_pad(n, vals, env):
+    v, L = vals[0], env.dim(n.shape[1])
+    fv = ref.fill_value(n.attrs["value"], n.dtype, env.ft)
+    inner = [env.dim(d) for d in n.shape[3 if v.kind == "pair" else 2:]]
+    dt = parts_dtype(n, env)
+    out = np.full([env.B, L] + ([L] if v.kind == "pair" else []) + inner, fv, dtype=dt)
+    for b, x in enumerate(v.data):
+        if v.kind == "pair":
+            out[b, :x.shape[0], :x.shape[1]] = x
+        else:
+            out[b, :x.shape[0]] = x
+    return Val("dense", n.dtype, out)
+
+
+def ev_unpad(n, vals, env):
+    p = vals[0].data
+    if n.attrs.get("pair"):
+        return Val("pair", n.dtype, [p[b, :l, :l] for b, l in enumerate(env.lens)])
+    return Val("jagged", n.dtype, [p[b, :l] for b, l in enumerate(env.lens)])
+
+
+def ev_matmul(n, vals, env):
+    ft = env.ft
+    a, b = (ref.map_val(v, lambda x: np.asarray(x, ft)) for v in vals[:2])
+    if n.op == "linear":
+        w = b.data.T
+        bias = vals[2].data.astype(ft) if len(vals) > 2 else 0
+        return ref.map_val(a, lambda x: x @ w + bias, dtype=n.dtype)
+    if a.kind == "jT":  # x.transpose(1, 2) @ y: dense [B, K, N]
+        parts = [x.T @ y for x, y in zip(a.data, b.data)]
+        return Val("dense", n.dtype, stack(parts, n, env).astype(ft))
+    if b.kind == "jT":  # q @ k.transpose(1, 2): per-item blocks
+        return Val("pair", n.dtype, [x @ y.T for x, y in zip(a.data, b.data)])
+    if a.itemised and b.itemised:  # p @ v
+        return Val("jagged", n.dtype, [x @ y for x, y in zip(a.data, b.data)])
+    return ref.map_val(a, lambda x: x @ b.data, dtype=n.dtype)
+
+
+def ev_index(n, vals, env):
+    op = n.op
+    if op == "positions":
+        return Val("jagged", "i64", [np.arange(l, dtype=np.int64) for l in env.lens])
+    if op == "embedding":
+        table, ids = vals
+        return ref.map_val(ids, lambda i: table.data[i], dtype=n.dtype, kind_=kind(n.shape))
+    x, idx = vals
+    d = axis(len(n.args[0].shape), n.attrs["dim"])
+    if op == "index_select":
+        if x.itemised:
+            return ref.map_val(x, lambda a: np.take(a, idx.data, axis=d - 1))
+        return Val("dense", n.dtype, np.take(x.data, idx.data, axis=d))
+    if x.itemised:  # gather / take_along_dim, per item
+        return Val(x.kind, n.dtype, [np.take_along_axis(a, i, axis=d - 1) for a, i in zip(x.data, idx.data)])
+    return Val("dense", n.dtype, np.take_along_axis(x.data, idx.data, axis=d))
+
+
+def resolve(to, env, inner_total):
+    dims = [env.dim(d) for d in to]
+    if -1 in dims:
+        known = int(np.prod([d for d in dims if d != -1]))
+        dims[dims.index(-1)] = inner_total // known if known else 0
+    return dims
+
+
+def ev_view(n, vals, env):
+    v, op = vals[0], n.op
+    if op in ("reshape", "view"):
+        if v.itemised:
+            to, inner = n.attrs["to"][2:], int(np.prod([env.dim(d) for d in n.args[0].shape[2:]]))
+            return ref.map_val(v, lambda x: x.reshape([x.shape[0]] + resolve(to, env, inner)))
+        return Val("dense", n.dtype, v.data.reshape(resolve(n.attrs["to"], env, v.data.size)))
+    if op == "unsqueeze":
+        d = n.attrs["dim"]
+        d = d + len(n.shape) if d < 0 else d
+        if v.itemised:
+            return ref.map_val(v, lambda x: np.expand_dims(x, d - 1), kind_=kind(n.shape))
+        return Val("dense", n.dtype, np.expand_dims(v.data, d))
+    if op == "squeeze":
+        d = axis(len(n.args[0].shape), n.attrs["dim"])
+        if n.args[0].shape[d] != 1:
+            return v
+        if v.itemised:
+            return ref.map_val(v, lambda x: np.squeeze(x, d - 1), kind_=kind(n.shape))
+        return Val("dense", n.dtype, np.squeeze(v.data, d))
+    d0, d1 = n.attrs["d0"], n.attrs["d1"]  # transpose
+    if v.kind == "jagged":
+        return Val("jT", n.dtype, v.data)
+    if v.itemised:
+        return ref.map_val(v, lambda x: np.swapaxes(x, d0 - 1, d1 - 1))
+    return Val("dense", n.dtype, np.swapaxes(v.data, d0, d1))
+
+
+FAMILY = {}
+for _ops, _f in [
+        (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",
+          "rsqrt", "sin", "cos", "logical_not", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+          "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "where", "masked_fill"), ev_elementwise),
+        (("cast",), ev_cast), (("sum", "mean", "max", "min", "prod"), ev_reduce),
+        (("softmax", "log_softmax"), ev_softmax), (("layer_norm", "rms_norm"), ev_norm),
+        (("pad",), ev_pad), (("unpad",), ev_unpad), (("matmul", "linear"), ev_matmul),
+        (("embedding", "gather", "take_along_dim", "index_select", "positions"), ev_index),
+        (("reshape", "view", "unsqueeze", "squeeze", "transpose"), ev_view)]:
+    for _o in _ops:
+        FAMILY[_o] = _f
+
+
+def input_val(node, data, env):
+    """An input as the reference holds it: items (real rows only) or a dense array."""
+    k, d = kind(node.shape), data[node.name]
+    conv = (lambda a: np.asarray(a, env.ft)) if node.dtype in FLOATS else (
+        (lambda a: np.asarray(a, bool)) if node.dtype == "bool" else (lambda a: np.asarray(a, np.int64)))
+    if k == "dense":
+        return Val("dense", node.dtype, conv(d))
+    return Val(k, node.dtype, [conv(x) for x in d])
+
+
+def flatten(v, n, env):
+    """What `ragjit run` writes for output node n."""
+    if not v.itemised:
+        return np.asarray(v.data)
+    inner = [env.dim(d) for d in n.shape[3 if v.kind == "pair" else 2:]]
+    rows = [x.reshape([-1] + inner) for x in v.data]
+    return np.concatenate(rows) if rows else np.zeros([0] + inner, dtype=parts_dtype(n, env))
+
+
+def evaluate(prog, data, env):
+    vals = {}
+    for n in prog.inputs:
+        vals[id(n)] = input_val(n, data, env)
+    for n in prog.stmts:
+        args = [vals.get(id(a)) for a in n.args]
+        vals[id(n)] = FAMILY[n.op](n, args, env)
+    return {n.name: flatten(vals[id(n)], n, env) for n in prog.outputs}

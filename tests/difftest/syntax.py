@@ -1,0 +1,79 @@
+"""syntax.py — prints a Node as an expression of ragjit's text format.
+
+Each node carries a 'style' attribute drawn by the generator, so that the same op is written
+in each of the spellings the guide documents (infix operators, function calls, method calls,
+keyword or positional arguments, `sign` for `sgn`, `view` for `reshape`): the parser is part
+of what is tested.
+"""
+from .model import dim_text, lit_text
+
+INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<",
+         "le": "<=", "gt": ">", "ge": ">=", "logical_and": "&", "logical_or": "|", "matmul": "@"}
+
+
+def operand(n):
+    if n.is_lit():
+        t = lit_text(n.attrs["value"])
+        return f"({t})" if t.startswith("-") else t
+    return n.name
+
+
+def call(name, args, style, kw=()):
+    """name(args..., k=v...) or, with an odd style, args[0].name(rest...)."""
+    kws = [f"{k}={v}" for k, v in kw]
+    if style % 2 and args and not args[0][0].isdigit() and not args[0].startswith("("):
+        return f"{args[0]}.{name}(" + ", ".join(list(args[1:]) + kws) + ")"
+    return f"{name}(" + ", ".join(list(args) + kws) + ")"
+
+
+def expr(n):
+    a = [operand(x) for x in n.args]
+    s, at, op = n.attrs.get("style", 0), n.attrs, n.op
+    if op in INFIX and s % 3 != 2:
+        return f"({a[0]} {INFIX[op]} {a[1]})"
+    if op == "neg" and s % 2:
+        return f"(-{a[0]})"
+    if op == "logical_not" and s % 2:
+        return f"(~{a[0]})"
+    if op == "gelu":
+        return call("gelu", a, s, [("approximate", '"none"')] if s % 4 == 2 else [])
+    if op == "gelu_tanh":
+        return call("gelu", a, s, [("approximate", '"tanh"')])
+    if op == "sgn":
+        return call("sign" if s % 4 >= 2 else "sgn", a, s)
+    if op == "cast":
+        return call("cast", a + [f'"{at["to"]}"'], s)
+    if op == "masked_fill":
+        return call("masked_fill", a + [lit_text(at["value"])], s)
+    if op in ("sum", "mean", "max", "min", "prod", "softmax", "log_softmax"):
+        kw = [("keepdim", "True")] if at.get("keepdim") else []
+        if s % 4 >= 2:
+            return call(op, a + [str(at["dim"])], s, kw)
+        return call(op, a, s, [("dim", at["dim"])] + kw)
+    if op in ("layer_norm", "rms_norm"):
+        ns = at["nshape"]
+        ns = dim_text(ns[0]) if len(ns) == 1 else "[" + ", ".join(dim_text(d) for d in ns) + "]"
+        kw = [("eps", repr(at["eps"]))] if at.get("eps") is not None else []
+        return call(op, [a[0], ns] + a[1:], s, kw)
+    if op == "pad":
+        kw = [("value", lit_text(at["value"]))]
+        if at.get("len") is not None:
+            kw.append(("len", at["len"]))
+        return call("pad", a, s, kw)
+    if op == "unpad":
+        return call("unpad", a + ["[j1, j1]" if at.get("pair") else "j1"], s)
+    if op == "linear":
+        return call("linear", a, s)
+    if op in ("gather", "index_select"):
+        return call(op, [a[0], str(at["dim"]), a[1]], s)
+    if op == "take_along_dim":
+        return call(op, a, s, [("dim", at["dim"])])
+    if op == "positions":
+        return "positions(j1)"
+    if op in ("reshape", "view"):
+        return call(op, a + ["[" + ", ".join(dim_text(d) for d in at["to"]) + "]"], s)
+    if op in ("unsqueeze", "squeeze"):
+        return call(op, a + [str(at["dim"])], s)
+    if op == "transpose":
+        return call(op, a + [str(at["d0"]), str(at["d1"])], s)
+    return call(op, a, s)
