@@ -404,6 +404,9 @@ RJ_API rj_node rj_graph_output_at(const rj_graph *g, int i);
 /* The name the i-th input / output was declared with. Prefer these to rj_node_name for
  * file or buffer names: an input that is also an output has two names. */
 RJ_API const char *rj_graph_input_name(const rj_graph *g, int i);
+/* Whether some output depends on input i. An input none depends on may stay unbound (the
+ * text format warns about one); `ragjit run --data` does not read it. */
+RJ_API bool rj_graph_input_used(const rj_graph *g, int i);
 /* The dim whose size bounds the values of input i where an index op uses it as its indices
  * (directly or through reshapes; a ragged dim bounds each item's indices by its length), or
  * RJ_DIM_NONE when none does: what `ragjit --random` draws index inputs below. */
@@ -437,7 +440,8 @@ typedef struct rj_dim_info {
                         * RJ_DIM_NONE */
     rj_dim same;       /* the first-declared member of its rj_graph_same class (d if none):
                         * symbols with equal `same` must be bound equal lengths */
-    bool used;         /* some node's shape has d; an unused symbol needs no binding */
+    bool used;         /* the shape of a node some output depends on has d; an unused symbol
+                        * needs no binding */
 } rj_dim_info;
 
 RJ_API int rj_graph_dim_count(const rj_graph *g);

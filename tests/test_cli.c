@@ -544,6 +544,61 @@ static void test_data_lengths(void **state) {
     expect_fail(run("ragjit run %s --data %s --out %s/oh", prog, dh, tmpdir), 2, "lengths[1] is negative");
 }
 
+/* Issue 33, a newcomer from PyTorch: an input no output uses need not exist in --data (it is
+ * warned about once, and neither it nor the symbols and sizes only it has are read); one value
+ * output under two names writes both, equal, on every target; and shape errors found while
+ * building are bad input (exit 2) with the hint that fixes them. */
+static void test_from_pytorch(void **state) {
+    (void)state;
+    char prog[600], data[600], a[700], b[700];
+    snprintf(prog, sizeof prog, "%s/newcomer.rj", tmpdir);
+    snprintf(data, sizeof data, "%s/newcomer-data", tmpdir);
+    write_file(prog, "ragged j1 : B\nragged j2 : B\ninput x : f32[B, j1, 4]\ninput v : f32[B, j2, E]\n"
+                     "input ids : i64[B, j1]\nt = v.sum(1)\nz = x * 2.0\ny = z\nii = ids\n"
+                     "output y, z, ii, ids\n");
+    result *r = run("ragjit run %s --random B=3,maxlen=4,seed=1 --save-data %s --out %s/nc-cpu", prog, data, tmpdir);
+    expect_ok(r);
+    if (!strstr(r->err, "newcomer.rj:4:7: warning: input v is not used by any output (it needs no data)") ||
+        count_lines(r->err) != 1)
+        fail_msg("expected one warning about v, got:\n%s", r->err);
+    static const char *const absent[] = {"v", "j2", "E"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s/%s.npy", data, absent[i]);
+        if (!access(a, F_OK)) fail_msg("%s was written, but no output needs it", a);
+    }
+    static const char *const targets[] = {"cpu", "reference", "opencl"};
+    for (size_t t = 0; t < 3; t++) {
+        r = run("ragjit run %s --data %s --out %s/nc-%s --target %s", prog, data, tmpdir, targets[t], targets[t]);
+        if (t == 2 && r->status == 1 && strstr(r->err, "no OpenCL device")) break;
+        expect_ok(r);
+        static const char *const pairs[][2] = {{"y", "z"}, {"ii", "ids"}};
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(a, sizeof a, "%s/nc-%s/%s.npy", tmpdir, targets[t], pairs[i][0]);
+            snprintf(b, sizeof b, "%s/nc-%s/%s.npy", tmpdir, targets[t], pairs[i][1]);
+            if (!files_equal(a, b)) fail_msg("%s: outputs %s and %s differ", targets[t], pairs[i][0], pairs[i][1]);
+        }
+        snprintf(a, sizeof a, "%s/nc-%s/ids.npy", tmpdir, targets[t]);
+        snprintf(b, sizeof b, "%s/ids.npy", data);
+        if (!files_equal(a, b)) fail_msg("%s: output ids is not input ids", targets[t]);
+    }
+    r = run("ragjit check %s --data %s --target opencl", prog, data);
+    if (r->status == 1) expect_fail(r, 1, "no OpenCL device");
+    else expect_ok(r);
+    /* the mask meets x from the last dim: exit 2, and the fix in the message */
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, D]\ninput mask : bool[B, j1]\n"
+                     "y = x.masked_fill(~mask, 0.0)\noutput y\n");
+    r = run("ragjit check %s --random B=8,maxlen=16", prog);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "write mask.unsqueeze(-1) (bool[B, j1, 1])"));
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, D]\ninput mask : bool[B, j1]\n"
+                     "y = x.masked_fill(~mask.unsqueeze(-1), 0.0)\noutput y\n");
+    expect_ok(run("ragjit check %s --random B=8,maxlen=16,D=5", prog));
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput y : f32[B, j2, 4]\nz = x + y\noutput z\n");
+    r = run("ragjit run %s --random B=2 --out %s/nc-bad", prog, tmpdir);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "declare `ragged j2 : B` before its first use"));
+}
+
 /* ---- hostile programs and files --------------------------------------------------------------- */
 
 /* Programs and data an embedding did not write: each is refused with status 2 and a message
@@ -698,7 +753,7 @@ int main(void) {
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
         cmocka_unit_test(test_vector_widths), cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
-        cmocka_unit_test(test_data_lengths),
+        cmocka_unit_test(test_data_lengths), cmocka_unit_test(test_from_pytorch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

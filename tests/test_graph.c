@@ -413,6 +413,7 @@ static void test_names_and_symbols(void **state) {
     assert_int_equal(rj_graph_input_count(g), 3);
     assert_string_equal(rj_graph_input_name(g, 0), "x");
     assert_string_equal(rj_graph_input_name(g, 2), "w");
+    assert_true(rj_graph_input_used(g, 0) && rj_graph_input_used(g, 1) && !rj_graph_input_used(g, 2));
     assert_int_equal(rj_graph_output_count(g), 3);
     assert_string_equal(rj_graph_output_name(g, 0), "x");
     assert_string_equal(rj_graph_output_name(g, 2), "p");
@@ -427,7 +428,7 @@ static void test_names_and_symbols(void **state) {
     } want[] = {{"B", RJ_DIM_DENSE, NULL, "B", true},
                 {"j1", RJ_DIM_RAGGED, "B", "j1", true},
                 {"j2", RJ_DIM_RAGGED, "B", "j1", true}, /* same j1 j2: j1 came first */
-                {"D", RJ_DIM_DENSE, NULL, "D", true},
+                {"D", RJ_DIM_DENSE, NULL, "D", false},  /* only w has it, and no output uses w */
                 {"q", RJ_DIM_RAGGED, "B", "q", false},  /* declared, no tensor uses it */
                 {"max(j1)", RJ_DIM_MAXLEN, "j1", "max(j1)", true}};
     assert_int_equal(rj_graph_dim_count(g), 6);

@@ -104,7 +104,8 @@ static const char data_help[] =
     "                      the tensor is axis k-1 of the file; a size no input determines (a pad\n"
     "                      length) is read from DIR/<size>.npy (0-d integer); a symbol with a\n"
     "                      DIR/<sym>.lengths.npy (int64, B entries) is a view with holes: item b\n"
-    "                      is rows offsets[b] .. offsets[b]+lengths[b] of its tensors' files\n"
+    "                      is rows offsets[b] .. offsets[b]+lengths[b] of its tensors' files; an\n"
+    "                      input no output uses (and a symbol only it uses) is not read\n"
     "  --random SPEC       generate data: SPEC is comma-separated NAME=VALUE pairs: B (items,\n"
     "                      required), maxlen and minlen (rows per item, uniform in minlen..maxlen;\n"
     "                      default 0..16), seed (default 1), and any named size of the program\n"
@@ -661,6 +662,7 @@ static int load_data(dataset *d, const char *dir) {
         if (r) return r;
     }
     for (int k = 0; k < d->nin; k++) {
+        if (!rj_graph_input_used(g, k)) continue; /* no output needs it: not read, not bound */
         const char *name = rj_graph_input_name(g, k);
         char *p = path_join(dir, name, ".npy");
         if (!p) return die_run("out of memory");
@@ -804,6 +806,7 @@ static int make_random(dataset *d, const char *spec) {
             d->size[s] = B;
     /* values */
     for (int k = 0; k < d->nin; k++) {
+        if (!rj_graph_input_used(g, k)) continue; /* no output needs it */
         const char *name = rj_graph_input_name(g, k);
         rj_node n = rj_graph_input_at(g, k);
         rj_dtype dtype = rj_node_dtype(g, n);
@@ -913,7 +916,7 @@ static int save_data(dataset *d, const char *dir) {
     if (mkdir_p(dir)) return die_usage("--save-data: cannot create directory %s: %s", dir, strerror(errno));
     for (int k = 0; k < d->nin; k++) {
         rj_tensor_info a = tinfo(d->in[k]);
-        if (write_npy(d->ctx, dir, rj_graph_input_name(g, k), a.dtype, a.rank, a.shape, a.values))
+        if (d->in[k] && write_npy(d->ctx, dir, rj_graph_input_name(g, k), a.dtype, a.rank, a.shape, a.values))
             return EXIT_USAGE;
     }
     for (int s = 0; s < d->nsym; s++) {
@@ -988,7 +991,7 @@ static int bind_data(rj_ctx *ctx, rj_bind *b, const dataset *d) {
             return die_run("%s", rj_ctx_error(ctx));
     }
     for (int k = 0; k < d->nin; k++) {
-        if (rj_bind_input(b, rj_graph_input_at(g, k), tinfo(d->in[k]).values, bound_numel(d, k)))
+        if (d->in[k] && rj_bind_input(b, rj_graph_input_at(g, k), tinfo(d->in[k]).values, bound_numel(d, k)))
             return die_run("%s", rj_ctx_error(ctx));
     }
     return 0;

@@ -40,6 +40,7 @@ void rj_graph_free(rj_graph *g) {
     mem_free(ctx, g->inputs, (size_t)g->capinputs * sizeof(int32_t));
     mem_free(ctx, g->outputs, (size_t)g->capoutputs * sizeof(output));
     rj_string_free(ctx, g->warnings);
+    mem_free(ctx, g->live, (size_t)g->nlive);
     mem_free(ctx, g, sizeof *g);
 }
 
@@ -292,6 +293,16 @@ rj_node rj_graph_input(rj_graph *g, const char *name, rj_dtype dtype, int rank,
     return id;
 }
 
+/* g->live for the outputs as they are now; false after an allocation failure. */
+static bool keep_live(rj_graph *g) {
+    uint8_t *live = mem_realloc(g->ctx, g->live, (size_t)g->nlive, (size_t)(g->n ? g->n : 1));
+    if (!live) return false;
+    g->live = live;
+    g->nlive = g->n;
+    graph_live(g, live);
+    return true;
+}
+
 rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
     if (!g) return RJ_ERR_ARG;
     if (n == RJ_NONE && g->status != RJ_OK) return RJ_ERR_GRAPH;
@@ -329,7 +340,7 @@ rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
         return graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
     }
     g->outputs[g->noutputs++] = (output){.node = n, .name = nm};
-    return RJ_OK;
+    return keep_live(g) ? RJ_OK : graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
 }
 
 /* ---- introspection --------------------------------------------------------------------- */
@@ -367,6 +378,22 @@ rj_node rj_graph_output_at(const rj_graph *g, int i) {
                                                                       : RJ_NONE;
 }
 
+void graph_live(const rj_graph *g, uint8_t *live) {
+    memset(live, 0, (size_t)g->n);
+    for (int32_t k = 0; k < g->noutputs; k++) live[g->outputs[k].node] = 1;
+    for (int32_t i = g->n - 1; i >= 0; i--) /* operands come before their users */
+        for (int k = 0; live[i] && k < g->nodes[i].nin; k++) live[g->nodes[i].in[k]] = 1;
+}
+
+/* Whether some output depends on node i, as far as g->live knows (without it: every node). */
+static bool node_live(const rj_graph *g, int32_t i) {
+    return !g->live || (i < g->nlive && g->live[i]);
+}
+
+bool rj_graph_input_used(const rj_graph *g, int i) {
+    return index_ok(g, "rj_graph_input_used", i, g ? g->ninputs : 0) && node_live(g, g->inputs[i]);
+}
+
 const char *rj_graph_input_name(const rj_graph *g, int i) {
     return index_ok(g, "rj_graph_input_name", i, g ? g->ninputs : 0)
                ? g->nodes[g->inputs[i]].name
@@ -400,7 +427,7 @@ rj_status rj_dim_get_info(const rj_graph *g, rj_dim d, rj_dim_info *info) {
         info->same = sym_dim(sym_root(g, dim_sym(d)));
     }
     for (int32_t i = 0; i < g->n && !info->used; i++)
-        for (int k = 0; k < g->nodes[i].rank; k++) info->used |= g->nodes[i].dims[k] == d;
+        for (int k = 0; node_live(g, i) && k < g->nodes[i].rank; k++) info->used |= g->nodes[i].dims[k] == d;
     return RJ_OK;
 }
 
@@ -471,6 +498,7 @@ rj_graph *graph_clone(rj_ctx *ctx, const rj_graph *g) {
         c->noutputs = i + 1;
         if (!(c->outputs[i].name = mem_strdup(ctx, g->outputs[i].name))) goto fail;
     }
+    if (g->live && !keep_live(c)) goto fail;
     return c;
 fail:
     rj_graph_free(c);

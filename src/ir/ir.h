@@ -111,6 +111,10 @@ struct rj_graph {
     bool derived;     /* built by a pass: nodes keep the `from` they are given */
     char *warnings;   /* the parser's warnings, one a line (rj_graph_warnings), or NULL;
                          * freed with rj_string_free */
+    uint8_t *live;    /* per node below nlive: some output depends on it (graph_live), kept by
+                       * rj_graph_output for introspection, which must not allocate; NULL in a
+                       * graph without outputs and in a pass's graph */
+    int32_t nlive;
 };
 
 /* dims <-> symbol ids */
@@ -122,6 +126,8 @@ static inline rj_dim sym_dim(int32_t id) { return -(rj_dim)id - 1; }
 rj_graph *graph_new(rj_ctx *ctx);
 rj_graph *graph_clone(rj_ctx *ctx, const rj_graph *g);
 node *graph_node(const rj_graph *g, rj_node id);       /* NULL if out of range */
+/* live[i] = 1 where some output depends on node i, else 0 (live has g->n bytes). */
+void graph_live(const rj_graph *g, uint8_t *live);
 int32_t graph_add_node(rj_graph *g, const node *n);      /* copies n; -1 on OOM */
 int32_t graph_add_sym(rj_graph *g, const char *name, int kind, int32_t parent);
 int32_t graph_find_sym(const rj_graph *g, const char *name);

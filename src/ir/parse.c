@@ -73,6 +73,7 @@ typedef struct token {
 typedef struct var {
     char name[128];
     rj_node node;
+    token decl;        /* where the name was first given (an input's declaration) */
 } var;
 
 typedef struct parser {
@@ -377,6 +378,7 @@ static void set_var(parser *P, const token *t, const char *name, rj_node n) {
     v = &P->vars[P->nvars++];
     snprintf(v->name, sizeof v->name, "%s", name);
     v->node = n;
+    v->decl = *t;
 }
 
 static bool ident(parser *P, char *out, size_t n, const char *what) {
@@ -1552,7 +1554,26 @@ static void parse_output(parser *P) {
             fail_at(P, &t, RJ_ERR_PARSE, "undefined name '%s'", name);
             return;
         }
-        if (rj_graph_output(P->g, v->node, name) != RJ_OK) {
+        rj_node n = v->node;
+        for (int32_t i = 0; i < P->g->noutputs; i++)
+            if (P->g->outputs[i].node == n) {
+                /* y = z, output y, z: the graph has one output per node (the C API names
+                 * outputs by node), so one name gets a node of its own: a cast to the same
+                 * dtype, which canonicalisation folds away, leaving the compiled program two
+                 * outputs of one value, each written in full */
+                rj_node copy = rj_graph_cast(P->g, n, rj_node_dtype(P->g, n));
+                if (copy == RJ_NONE) {
+                    fail_builder(P, &t);
+                    return;
+                }
+                const node *nd = graph_node(P->g, n);
+                if (nd->op == RJ_OP_INPUT && !strcmp(nd->name, name)) /* an input keeps its own name */
+                    P->g->outputs[i].node = copy;
+                else
+                    n = copy;
+                break;
+            }
+        if (rj_graph_output(P->g, n, name) != RJ_OK) {
             fail_builder(P, &t);
             return;
         }
@@ -1663,6 +1684,11 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
         }
         if (!used)
             warn_at(&P, &P.rag_at[i], "ragged symbol %s is declared but no input uses it", P.g->syms[P.rag_sym[i]].name);
+    }
+    for (int32_t k = 0; !P.failed && k < P.g->ninputs; k++) { /* inputs no output uses need no data (bind.c) */
+        const node *in = &P.g->nodes[P.g->inputs[k]];
+        var *v = rj_graph_input_used(P.g, k) ? NULL : find_var(&P, in->name);
+        if (v) warn_at(&P, &v->decl, "input %s is not used by any output (it needs no data)", in->name);
     }
     if (!P.failed && P.warn.len) { /* the graph keeps them */
         if (!(P.g->warnings = sbuf_finish(&P.warn))) fail_at(&P, &P.tok, RJ_ERR_NOMEM, "out of memory");

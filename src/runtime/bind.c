@@ -4,7 +4,8 @@
  * Binding calls only record pointers and counts (they check what can be checked without
  * reading the data: ids, NULLs, kinds). bind_prepare, called by rj_program_run, validates in
  * the order a user would fix problems:
- *   1. every input, and every ragged symbol the graph uses, is bound;
+ *   1. every input some output depends on, and every ragged symbol the graph uses, is bound (an
+ *      input no output depends on may stay unbound: then its symbols are not required either);
  *   2. offsets are well formed (offsets_check; every bound symbol's, used or not), batch sizes
  *      agree per parent dim;
  *   3. symbols declared `same` have equal lengths (all bound members of a class, whichever
@@ -21,11 +22,23 @@
 
 #include "launch.h"
 
-/* Symbols appearing in some node's shape; only those need bindings. */
-static void mark_used(const rj_graph *g, uint8_t *used) {
+static void mark_dims(const node *n, uint8_t *used) {
+    for (int k = 0; k < n->rank; k++)
+        if (dim_is_sym(n->dims[k])) used[dim_sym(n->dims[k])] = 1;
+}
+
+/* Symbols appearing in the shape of a node some output depends on: only those need
+ * bindings. An input no output depends on is idle: a program may declare one (the text
+ * format warns) and run without it; its symbols are marked when it is bound after all. */
+static rj_status mark_used(rj_ctx *ctx, const rj_graph *g, uint8_t *used, uint8_t *idle) {
+    uint8_t *live = mem_alloc(ctx, (size_t)(g->n ? g->n : 1));
+    if (!live) return RJ_ERR_NOMEM;
+    graph_live(g, live);
     for (int32_t i = 0; i < g->n; i++)
-        for (int k = 0; k < g->nodes[i].rank; k++)
-            if (dim_is_sym(g->nodes[i].dims[k])) used[dim_sym(g->nodes[i].dims[k])] = 1;
+        if (live[i]) mark_dims(&g->nodes[i], used);
+    for (int32_t i = 0; i < g->ninputs; i++) idle[i] = !live[g->inputs[i]];
+    mem_free(ctx, live, (size_t)(g->n ? g->n : 1));
+    return RJ_OK;
 }
 
 rj_bind *rj_bind_new(rj_program *p) {
@@ -56,6 +69,7 @@ rj_bind *rj_bind_new(rj_program *p) {
         !(b->sqoff = mem_zalloc(ctx, ns * sizeof(int64_t *))) ||
         !(b->sq_cap = mem_zalloc(ctx, ns * sizeof(int64_t))) || !(b->paired = mem_zalloc(ctx, ns)) ||
         !(b->in = mem_zalloc(ctx, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind))) ||
+        !(b->idle = mem_zalloc(ctx, (size_t)(g->ninputs ? g->ninputs : 1))) ||
         !(b->out = mem_zalloc(ctx, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind)))) {
         rj_bind_free(b);
         return NULL;
@@ -65,7 +79,10 @@ rj_bind *rj_bind_new(rj_program *p) {
             b->paired[sym_root(g, dim_sym(g->nodes[i].dims[1]))] = 1;
             b->pairs = true;
         }
-    mark_used(g, b->used);
+    if (mark_used(ctx, g, b->used, b->idle)) {
+        rj_bind_free(b);
+        return NULL;
+    }
     return b;
 }
 
@@ -110,6 +127,7 @@ void rj_bind_free(rj_bind *b) {
     mem_free(ctx, b->sq_cap, ns * sizeof(int64_t));
     mem_free(ctx, b->paired, ns);
     mem_free(ctx, b->in, (size_t)(g->ninputs ? g->ninputs : 1) * sizeof(in_bind));
+    mem_free(ctx, b->idle, (size_t)(g->ninputs ? g->ninputs : 1));
     mem_free(ctx, b->out, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof(out_bind));
     host_mem_free(ctx, b->mem);
     artifact_release(ctx, b->art);
@@ -399,6 +417,7 @@ static rj_status check_memory(rj_bind *b) {
     char what[200];
     for (int32_t i = 0; i < g->ninputs; i++) {
         const in_bind *ib = &b->in[i];
+        if (!ib->set) continue; /* idle */
         size_t bytes = (size_t)ib->numel * rj_dtype_size(g->nodes[g->inputs[i]].dtype);
         snprintf(what, sizeof what, "input %s", g->nodes[g->inputs[i]].name);
         rj_status s = ib->dev ? b->be->dev_check(b->ctx, ib->ddata, bytes, true, what)
@@ -668,6 +687,7 @@ static rj_status check_inputs(rj_bind *b) {
     for (int32_t i = 0; i < g->ninputs; i++) {
         const node *n = &g->nodes[g->inputs[i]];
         const in_bind *ib = &b->in[i];
+        if (!ib->set) continue; /* idle */
         int64_t need;
         char what[200];
         snprintf(what, sizeof what, "input %s", n->name);
@@ -957,10 +977,12 @@ rj_status bind_prepare(rj_bind *b) {
     rj_ctx *ctx = b->ctx;
     b->prepared = false;
     b->run_bytes = 0;
-    for (int32_t i = 0; i < g->ninputs; i++)
-        if (!b->in[i].set)
+    for (int32_t i = 0; i < g->ninputs; i++) {
+        if (b->idle[i] && b->in[i].set) mark_dims(&g->nodes[g->inputs[i]], b->used); /* checked as bound */
+        if (!b->in[i].set && !b->idle[i])
             return ctx_fail(ctx, RJ_ERR_UNBOUND, "input %s is not bound (rj_bind_input or "
                             "rj_bind_tensor)", g->nodes[g->inputs[i]].name);
+    }
     rj_status s = b->has_dev ? fetch_offsets(b) : RJ_OK;
     if (s || (s = check_ragged(b)) || (s = class_offsets(b))) return s;
     uint8_t stack_known[64], *known = stack_known;

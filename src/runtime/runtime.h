@@ -114,7 +114,8 @@ struct rj_bind {
     /* resolved by bind_prepare for the current run */
     int64_t *val;         /* per symbol: dense size, max(j) size, or the max row of a ragged */
     int64_t *rows;        /* per symbol: rows addressed by a ragged symbol's offsets */
-    uint8_t *used;        /* per symbol: appears in some shape of the graph */
+    uint8_t *used;        /* per symbol: appears in the shape of a node some output depends on, or of a bound input */
+    uint8_t *idle;        /* per input: no output depends on it, so it may stay unbound */
     const int64_t **loff; /* per class root: logical (packed) row offsets of the class, B+1 */
     int64_t *cbatch;      /* per class root: its batch size */
     int64_t *crows;       /* per class root: its logical rows (loff[cbatch], or the caller's
