@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # build.sh — the project's commands (see README.md):
 #   ./build.sh demo   install what is missing, build, run the demo
-#   ./build.sh test   install what is missing, build, run the whole test suite: the normal
-#                     build (warnings as errors), an AddressSanitizer + UBSan build, the
-#                     concurrency test under ThreadSanitizer, and each libFuzzer harness for a
-#                     short smoke run
+#   ./build.sh test   install what is missing, build, run the whole test suite in four stages:
+#                     the normal build (warnings as errors), an AddressSanitizer + UBSan build,
+#                     the concurrency test under ThreadSanitizer, and each libFuzzer harness for
+#                     a short smoke run. Every stage runs even when an earlier one failed; a
+#                     summary of the stages (pass/fail, time) ends the output, its last line
+#                     "stages: N passed, N failed"; the exit status is non-zero if any failed.
 #   ./build.sh fuzz [SECONDS] [parse|npy|api|elf ...]
 #                     run the fuzzers for long: SECONDS each (default 600), one at a time, on a
 #                     corpus kept in build-fuzz/corpus/ (docs/guide.md, "Fuzzing")
@@ -19,8 +21,11 @@ cd "$(dirname "$0")"
 # needs libomp's headers; apt installs without recommends, so the runtime is named too)
 # libopenblas0-pthread: the GEMM core of matrix products on the CPU (loaded at run time; without
 # it ragjit multiplies with its own, slower kernel)
+# dpkg-dev: its dpkg-architecture is how meson learns Debian's libdir, lib/x86_64-linux-gnu;
+# without it meson 1.0 falls back to lib64, and `meson install` puts the library in
+# /usr/local/lib64, where neither the loader nor pkg-config look (meson issue 7270)
 PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev libdlpack-dev python3 python3-numpy
-          ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev libopenblas0-pthread)
+          ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev libopenblas0-pthread dpkg-dev)
 FUZZERS=(parse npy api elf)
 
 install_missing() {
@@ -36,10 +41,16 @@ install_missing() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# configure DIR [meson options...]: set up DIR once, reconfigure if options changed
+# configure DIR [meson options...]: set up DIR once, reconfigure if options changed. A directory
+# set up while dpkg-architecture was missing has meson's fallback libdir, lib64: it gets
+# Debian's (see dpkg-dev above).
 configure() {
   local dir=$1; shift
   if [ -f "$dir/build.ninja" ]; then
+    if command -v dpkg-architecture >/dev/null &&
+       meson introspect --buildoptions "$dir" | grep -qF '"name": "libdir", "value": "lib64"'; then
+      set -- "$@" "-Dlibdir=lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)"
+    fi
     meson configure "$dir" "$@" >/dev/null
   else
     meson setup "$dir" "$@"
@@ -78,6 +89,76 @@ run_fuzzer() {
   return "$rc"
 }
 
+# The stages of `test`. Each runs under set -e of its own (stage): its first failing command
+# fails it, and the next stage runs all the same.
+test_normal() {
+  configure build --buildtype=debugoptimized -Dwerror=true -Ddebug_verify=true
+  ninja -C build
+  meson test -C build --print-errorlogs --num-processes 2
+}
+
+test_asan() {
+  configure build-san --buildtype=debug -Dwerror=true -Ddebug_verify=true \
+    -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dc_args=-fno-sanitize-recover=all
+  ninja -C build-san
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
+    meson test -C build-san --print-errorlogs --num-processes 2 --no-suite install
+}
+
+# ThreadSanitizer: the concurrency test alone (OpenMP's runtime and LLVM are not instrumented,
+# so the tests that use them would only report noise)
+test_tsan() {
+  configure build-tsan --buildtype=debug -Dwerror=true -Db_sanitize=thread -Db_lundef=false
+  ninja -C build-tsan tests/test_threads
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    meson test -C build-tsan --no-rebuild --print-errorlogs threads
+}
+
+# libFuzzer smoke runs, 20 s each, on a throwaway copy of the seed corpora; a finding fails the
+# stage (the input is left in build-fuzz/findings/)
+test_fuzz_smoke() {
+  build_fuzzers
+  local failed=0 f
+  for f in "${FUZZERS[@]}"; do
+    rm -rf "build-fuzz/smoke/$f"
+    run_fuzzer "$f" 20 "build-fuzz/smoke/$f" || failed=$((failed + 1))
+  done
+  rm -rf build-fuzz/smoke
+  echo "fuzz: $(( ${#FUZZERS[@]} - failed )) passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
+
+# stage NAME FUNCTION: runs one stage whatever became of the earlier ones, and records whether
+# it passed and how long it took (summary prints them). The function runs in a subshell with
+# set -e: outside any `||`, where bash would ignore set -e in it.
+STAGE_LINES=()
+STAGES_FAILED=0
+stage() {
+  local name=$1 fn=$2 t0=$SECONDS rc=0
+  echo
+  echo "==== stage: $name"
+  set +e
+  ( set -e; "$fn" )
+  rc=$?
+  set -e
+  local secs=$((SECONDS - t0)) verdict=passed
+  if [ "$rc" -ne 0 ]; then verdict="FAILED (exit $rc)"; STAGES_FAILED=$((STAGES_FAILED + 1)); fi
+  echo "==== stage: $name: $verdict in $((secs / 60))m$(printf %02d $((secs % 60)))s"
+  STAGE_LINES+=("$(printf '  %-28s %-16s %dm%02ds' "$name" "$verdict" $((secs / 60)) $((secs % 60)))")
+}
+
+# The table of stages, then a last line that CI reads: "stages: N passed, N failed". Exits
+# non-zero if any stage failed.
+summary() {
+  echo
+  echo "==== summary (${SECONDS}s in all)"
+  printf '%s\n' "${STAGE_LINES[@]}"
+  echo "stages: $(( ${#STAGE_LINES[@]} - STAGES_FAILED )) passed, $STAGES_FAILED failed"
+  [ "$STAGES_FAILED" -eq 0 ]
+}
+
 cmd=${1:-}
 case "$cmd" in
   demo)
@@ -99,33 +180,11 @@ case "$cmd" in
     ;;
   test)
     install_missing
-    configure build --buildtype=debugoptimized -Dwerror=true -Ddebug_verify=true
-    ninja -C build
-    meson test -C build --print-errorlogs --num-processes 2
-    configure build-san --buildtype=debug -Dwerror=true -Ddebug_verify=true \
-      -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dc_args=-fno-sanitize-recover=all
-    ninja -C build-san
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
-      meson test -C build-san --print-errorlogs --num-processes 2 --no-suite install
-    # ThreadSanitizer: the concurrency test alone (OpenMP's runtime and LLVM are not
-    # instrumented, so the tests that use them would only report noise)
-    configure build-tsan --buildtype=debug -Dwerror=true -Db_sanitize=thread -Db_lundef=false
-    ninja -C build-tsan tests/test_threads
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      meson test -C build-tsan --no-rebuild --print-errorlogs threads
-    # libFuzzer smoke runs, 20 s each, on a throwaway copy of the seed corpora; a finding
-    # fails the command (the input is left in build-fuzz/findings/)
-    build_fuzzers
-    failed=0
-    for f in "${FUZZERS[@]}"; do
-      rm -rf "build-fuzz/smoke/$f"
-      run_fuzzer "$f" 20 "build-fuzz/smoke/$f" || failed=1
-    done
-    rm -rf build-fuzz/smoke
-    [ "$failed" -eq 0 ] || exit 1
-    echo "fuzz: ${#FUZZERS[@]} passed, 0 failed"
+    stage "normal build + tests" test_normal
+    stage "ASan+UBSan build + tests" test_asan
+    stage "TSan concurrency test" test_tsan
+    stage "fuzz smoke (20 s each)" test_fuzz_smoke
+    summary
     ;;
   fuzz)
     install_missing
