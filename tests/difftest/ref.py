@@ -21,7 +21,7 @@ from .model import FLOATS, INTS, category, kind, is_pad
 
 IMIN = {"i32": -2**31, "i64": -2**63}
 IMAX = {"i32": 2**31 - 1, "i64": 2**63 - 1}
-_erf = np.frompyfunc(math.erf, 1, 1)
+_erfc = np.frompyfunc(math.erfc, 1, 1)
 
 
 class Val:
@@ -125,8 +125,10 @@ def unary(op, a, ft, dt):
          "silu": lambda x: x / (one + np.exp(-x)),
          "tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
          "rsqrt": lambda x: one / np.sqrt(x),
-         "gelu": lambda x: x * ft(0.5) * (one + _erf(x.astype(np.float64) / math.sqrt(2)).astype(ft)),
-         "gelu_tanh": lambda x: ft(0.5) * x * (one + np.tanh(ft(math.sqrt(2 / math.pi)) * (x + ft(0.044715) * x * x * x))),
+         # PyTorch's formulas, written so that the far negative tail keeps its tiny values
+         # (1 + erf(t) = erfc(-t), (1 + tanh(z)) / 2 = sigmoid(2z)) instead of rounding to 0
+         "gelu": lambda x: x * ft(0.5) * _erfc(-x.astype(np.float64) / math.sqrt(2)).astype(ft),
+         "gelu_tanh": lambda x: x / (one + np.exp(ft(-2 * math.sqrt(2 / math.pi)) * (x + ft(0.044715) * x * x * x))),
          }[op]
     return f(np.asarray(a, ft))
 
@@ -155,6 +157,8 @@ def item_of(v, b, rank):
     """Operand v's part of item b, for a result of the given rank that is itemised."""
     if not isinstance(v, Val):
         return v  # a literal
+    if v.kind == "jT":  # x.transpose(1, 2) of [B, j1, 1]: a row of columns
+        return np.swapaxes(v.data[b], 0, 1)
     if v.itemised:
         return v.data[b]
     a = v.data
