@@ -30,6 +30,7 @@ env env_new(rj_ctx *ctx, rj_dtype ft) {
     e.tab = rj_graph_input(e.g, "tab", ft, 2, (rj_dim[]){V, D});
     e.ix = rj_graph_input(e.g, "ix", RJ_I64, 2, (rj_dim[]){e.B, e.J});
     e.sb = RJ_NONE; /* the graphs that use it add it (g_pairs) */
+    e.pd = RJ_NONE; /* likewise (dense_pd) */
     return e;
 }
 
@@ -53,12 +54,13 @@ data data_new(len_pattern p, rj_dtype ft, uint64_t seed) {
     for (int64_t r = 0; r < d.rows; r++) ((int64_t *)d.ix)[r] = rng_int(&s, 0, V - 1);
     for (int64_t b = 0; b < d.B; b++) d.sq += (d.off[b + 1] - d.off[b]) * (d.off[b + 1] - d.off[b]);
     d.sb = random_values(ft, d.sq, &s);
+    d.pd = random_values(ft, d.B * (d.maxlen + 3) * D, &s);
     return d;
 }
 
 void data_free(data *d) {
     free(d->off), free(d->x), free(d->y), free(d->w), free(d->v), free(d->m), free(d->xi);
-    free(d->pb), free(d->p3), free(d->tab), free(d->ix), free(d->sb);
+    free(d->pb), free(d->p3), free(d->tab), free(d->ix), free(d->sb), free(d->pd);
 }
 
 static void *spread_n(const data *d, const holes *h, const void *src, rj_dtype t, int64_t inner) {
@@ -116,6 +118,7 @@ void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes 
         assert_ok(ctx, rj_bind_input(b, e->tab, d->tab, V * D));
         assert_ok(ctx, rj_bind_input(b, e->ix, h->ix, h->rows));
         if (e->sb != RJ_NONE) assert_ok(ctx, rj_bind_input(b, e->sb, d->sb, d->sq)); /* blocks: no holes */
+        if (e->pd != RJ_NONE) assert_ok(ctx, rj_bind_input(b, e->pd, d->pd, d->B * (d->maxlen + 3) * D));
         return;
     }
     assert_ok(ctx, rj_bind_offsets(b, e->J, d->B, d->off, NULL));
@@ -131,6 +134,7 @@ void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes 
     assert_ok(ctx, rj_bind_input(b, e->tab, d->tab, V * D));
     assert_ok(ctx, rj_bind_input(b, e->ix, d->ix, d->rows));
     if (e->sb != RJ_NONE) assert_ok(ctx, rj_bind_input(b, e->sb, d->sb, d->sq));
+    if (e->pd != RJ_NONE) assert_ok(ctx, rj_bind_input(b, e->pd, d->pd, d->B * (d->maxlen + 3) * D));
 }
 
 int64_t numel_of(const rj_tensor_info *t) {
@@ -426,6 +430,53 @@ static void c_mean_pad_keepdim_center(env *e) {
     out(e, rj_graph_unpad(e->g, bin(e, RJ_OP_SUB, p, m), e->J));
 }
 
+/* ---- found by an independent differential tester (issue 33): each failed before its fix ---- */
+
+static rj_node dense_pd(env *e) {
+    if (e->pd == RJ_NONE) e->pd = rj_graph_input(e->g, "pd", e->ft, 3, (rj_dim[]){e->B, e->L, D});
+    return e->pd;
+}
+static rj_node pair_sb(env *e) {
+    if (e->sb == RJ_NONE) e->sb = rj_graph_input(e->g, "sb", e->ft, 3, (rj_dim[]){e->B, e->J, e->J});
+    return e->sb;
+}
+/* an unpad of a kernel over a dense dim: its output was never written (the store was left
+ * out where the row was not known to be an item's) */
+static void c_unpad_dense_axis(env *e) {
+    rj_node pd = dense_pd(e);
+    out(e, rj_graph_unpad(e->g, rj_graph_softmax(e->g, pd, 1), e->J));
+    out(e, rj_graph_unpad(e->g, rj_graph_log_softmax(e->g, bin(e, RJ_OP_MUL, pd, S(e, 2)), 1), e->J));
+    out(e, rj_graph_unpad(e->g, rj_graph_softmax(e->g, pd, 2), e->J));
+    out(e, rj_graph_unpad(e->g, bin(e, RJ_OP_SUB, pd, rj_graph_reduce(e->g, RJ_OP_MAX, pd, 1, true)), e->J));
+}
+/* a softmax over pad(x, len=L) + pd, whose padding rows differ row by row, so the stash holds
+ * L rows, more than any item's: it was sized by the longest item */
+static void c_pad_len_rows_softmax(env *e) {
+    rj_node h = bin(e, RJ_OP_ADD, rj_graph_pad(e->g, e->x, 0.5, e->L), dense_pd(e));
+    out(e, rj_graph_softmax(e->g, h, 1));
+    out(e, rj_graph_log_softmax(e->g, h, 1));
+}
+/* softmax over dim 1 of a padded pair tensor, unpadded: the store loop ran over the padded
+ * columns, past each item's len x len block */
+static void c_pair_pad_softmax_unpad(env *e) {
+    rj_node p = rj_graph_pad(e->g, pair_sb(e), 0, RJ_DIM_NONE);
+    out(e, rj_graph_unpad_blocks(e->g, rj_graph_softmax(e->g, p, 1), e->J));
+    out(e, rj_graph_unpad_blocks(e->g, rj_graph_log_softmax(e->g, p, 1), e->J));
+    out(e, rj_graph_unpad_blocks(e->g, rj_graph_softmax(e->g, p, 2), e->J));
+}
+/* max(p, 1, keepdim) - p unpadded to [B, j1, j1]: pad elimination kept the [B, 1, max(j1)]
+ * operand, padded along dim 2, beside the unpadded [B, j1, j1] (refused at compile time) */
+static void c_pair_max_center(env *e) {
+    rj_node p = rj_graph_pad(e->g, pair_sb(e), 0, RJ_DIM_NONE);
+    out(e, rj_graph_unpad_blocks(e->g, bin(e, RJ_OP_SUB, rj_graph_reduce(e->g, RJ_OP_MAX, p, 1, true), p), e->J));
+    out(e, rj_graph_unpad_blocks(e->g, bin(e, RJ_OP_MUL, p, rj_graph_reduce(e->g, RJ_OP_SUM, p, 2, true)), e->J));
+}
+/* i64 literals above 2^53 went through a double */
+static void c_i64_literal(env *e) {
+    out(e, bin(e, RJ_OP_ADD, e->ix, SI(e, 9007199254740993)));
+    out(e, bin(e, RJ_OP_MUL, e->ix, SI(e, -4611686018427387903)));
+}
+
 /* the same subexpression many times over: printed as a tree, the text would grow as 3^n */
 static void c_deep_sharing(env *e) {
     rj_node h = e->x;
@@ -613,6 +664,11 @@ const std_chain std_chains[] = {
     {"logic and comparisons", c_compare_logic},
     {"unpad(pad(x)-mean(pad(x),1,keepdim))", c_mean_pad_keepdim_center},
     {"8 levels of h*h+h", c_deep_sharing},
+    {"unpad(softmax(pd,1)), ... (dense axis, unpadded)", c_unpad_dense_axis},
+    {"softmax(pad(x,0.5,L)+pd,1)", c_pad_len_rows_softmax},
+    {"unpad(softmax(pad(sb),1), [j1,j1])", c_pair_pad_softmax_unpad},
+    {"unpad(max(pad(sb),1,keepdim)-pad(sb), [j1,j1])", c_pair_max_center},
+    {"ix + 9007199254740993", c_i64_literal},
 };
 const int std_nchains = (int)(sizeof std_chains / sizeof std_chains[0]);
 
@@ -899,6 +955,59 @@ static double run_graph(rj_ctx *ctx, env *e, const char *name, uint64_t seed, rj
     rj_program_free(pr);
     rj_graph_free(e->g);
     return tc;
+}
+
+/* Composite activations where their textbook forms cancel: 0.5x(1 + tanh(u)) and
+ * 0.5x(1 + erf(t)) for large negative x, where a tanh or erf one ulp short of -1 (within the
+ * OpenCL and CUDA bounds) times x is far from the true value (gelu_tanh(-6843.7) was -2e-4 on
+ * PoCL). The wanted values come from forms without the cancellation, in long double; a
+ * result must be within 1e-5 of them, relatively, or exactly 0 where they are too small for
+ * the textbook forms to resolve. */
+static long double tail_want(rj_op op, long double x) {
+    long double u = 0.7978845608028654L * (x + 0.044715L * x * x * x);
+    switch (op) {
+    case RJ_OP_GELU: return 0.5L * x * erfcl(-x * 0.70710678118654752440L);
+    case RJ_OP_GELU_TANH: return x / (1 + expl(-2 * u));
+    case RJ_OP_SILU: return x / (1 + expl(-x));
+    case RJ_OP_SIGMOID: return 1 / (1 + expl(-x));
+    default: return tanhl(x);
+    }
+}
+
+void std_check_tails(rj_ctx *ctx, rj_target target) {
+    static const float xs[] = {-1e30f, -6843.7f, -1e4f, -200, -100, -30, -20, -12, -10, -6, -3,
+                               -0.5f, 0, 0.5f, 3, 6, 10, 20, 100, 1e4f, 1e30f};
+    static const rj_op ops[] = {RJ_OP_GELU, RJ_OP_GELU_TANH, RJ_OP_SILU, RJ_OP_SIGMOID, RJ_OP_TANH};
+    enum { NX = sizeof xs / sizeof xs[0], NOPS = sizeof ops / sizeof ops[0] };
+    rj_graph *g = rj_graph_new(ctx);
+    rj_dim n = rj_graph_dense(g, "N");
+    rj_node x = rj_graph_input(g, "x", RJ_F32, 1, &n), y[NOPS];
+    for (int k = 0; k < NOPS; k++) rj_graph_output(g, y[k] = rj_graph_unary(g, ops[k], x), NULL);
+    rj_program *p = rj_program_new(g, target);
+    if (!p) {
+        if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE) fail_msg("tails: %s", rj_ctx_error(ctx));
+        printf("skipped: %s\n", rj_ctx_error(ctx));
+        rj_graph_free(g);
+        skip();
+    }
+    rj_bind *b = rj_bind_new(p);
+    float got[NOPS][NX];
+    assert_ok(ctx, rj_bind_size(b, n, NX));
+    assert_ok(ctx, rj_bind_input(b, x, xs, NX));
+    for (int k = 0; k < NOPS; k++) assert_ok(ctx, rj_bind_output(b, y[k], got[k], NX));
+    assert_ok(ctx, rj_program_run(p, b));
+    for (int k = 0; k < NOPS; k++)
+        for (int i = 0; i < NX; i++) {
+            long double w = tail_want(ops[k], xs[i]);
+            /* 0 for a value below the textbook form's resolution, |x| 2^-24, as PyTorch gives */
+            bool flushed = got[k][i] == 0 && fabsl(w) < 6e-8L * fmaxl(1, fabsl((long double)xs[i]));
+            if (!flushed && fabsl(got[k][i] - w) > 1e-5L * fabsl(w) + 1e-30L)
+                fail_msg("%s(%g) on %s: %.9g, want %.9Lg", rj_op_name(ops[k]), (double)xs[i], target_name(target),
+                         (double)got[k][i], w);
+        }
+    rj_bind_free(b);
+    rj_program_free(p);
+    rj_graph_free(g);
 }
 
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts) {

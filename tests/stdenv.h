@@ -22,6 +22,7 @@ typedef struct env {
     rj_graph *g;
     rj_dim B, J, L;
     rj_node x, y, w, v, m, xi, pb, p3, tab, ix, sb;
+    rj_node pd; /* a dense f[B, L, D], added by the graphs that use it */
     rj_dtype ft;
 } env;
 
@@ -39,6 +40,7 @@ static inline rj_node affine(env *e) { return bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL
 typedef struct data {
     int64_t B, rows, maxlen, *off, sq; /* sq: sum of len_b^2, the rows of sb's blocks */
     void *x, *y, *w, *v, *m, *xi, *pb, *p3, *tab, *ix, *sb;
+    void *pd; /* B x (maxlen + 3) x D, L being bound to maxlen + 3 */
 } data;
 
 data data_new(len_pattern p, rj_dtype ft, uint64_t seed);
@@ -122,6 +124,9 @@ double now_ms(void); /* a monotonic clock, in milliseconds */
  * program). Skips the test, saying why, when the target has no device. */
 enum { STD_PACKED = 1, STD_HOLES = 2 };
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts);
+/* gelu (both forms), silu, sigmoid and tanh at extreme arguments on a target, against forms
+ * without cancellation (skips the test where the target has no device). */
+void std_check_tails(rj_ctx *ctx, rj_target target);
 
 /* Index ops given indices out of range on `target`, packed and with holes: RJ_ERR_INDEX with
  * the interpreter's message (the op, the index tensor, the first bad position). Skips the

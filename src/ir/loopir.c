@@ -686,8 +686,16 @@ static void print_local(sbuf *b, const rj_graph *g, const lkernel *k, const lloc
         sbuf_printf(b, "%lld]\n", (long long)l->elems);
         return;
     }
-    if (k->scratch_per_row && !k->scratch_per_tile) sbuf_printf(b, "max(%s) * ", class_name(g, k));
-    else if (k->scratch_per_row) sbuf_printf(b, "(%d + max(%s)) * ", (int)k->scratch_per_tile, class_name(g, k));
+    if (k->scratch_per_row) {
+        sbuf_puts(b, k->scratch_per_tile ? "(" : "");
+        if (k->scratch_per_tile) sbuf_printf(b, "%d + ", (int)k->scratch_per_tile);
+        if (k->stash_rows) print_dim(b, g, k->stash_rows);
+        else sbuf_printf(b, "max(%s)", class_name(g, k));
+        sbuf_puts(b, k->scratch_per_tile ? ")" : "");
+        sbuf_puts(b, " * ");
+    } else if (k->scratch_per_tile != 1) {
+        sbuf_printf(b, "%d * ", (int)k->scratch_per_tile);
+    }
     else if (k->scratch_per_tile != 1) sbuf_printf(b, "%d * ", (int)k->scratch_per_tile);
     if (k->fixed_tile > 0) sbuf_printf(b, "%d", (int)k->fixed_tile);
     else if (k->tiled) sbuf_puts(b, "tile");
@@ -822,6 +830,7 @@ static void fp_kernel(sbuf *b, const lkernel *k) {
     for (int d = 0; d < RJ_MAX_RANK; d++) fp_int(b, d < k->dom_rank ? k->dom_dims[d] : 0);
     fp_int(b, k->launch.simt), fp_int(b, k->launch.block), fp_int(b, k->launch.group), fp_int(b, k->launch.cover);
     fp_int(b, k->scratch_type), fp_int(b, k->scratch_per_tile), fp_int(b, k->scratch_per_row);
+    fp_int(b, k->stash_rows);
     fp_int(b, k->has_nt), fp_int(b, k->tiled), fp_int(b, k->passes), fp_int(b, k->fixed_tile);
     fp_int(b, k->split_only), fp_int(b, k->inner_only), fp_int(b, k->heavy), fp_int(b, k->streams);
     fp_int(b, k->lanes_max), fp_int(b, k->lanes_var), fp_int(b, k->lanes_multiple), fp_int(b, k->lanes_whole);

@@ -245,7 +245,10 @@ typedef struct lkernel {
     /* size of the thread-scope local passed as PK_SCRATCH, per thread */
     uint8_t scratch_type;
     int32_t scratch_per_tile; /* scratch elements needed per element of the tile */
-    bool scratch_per_row;     /* plus one per element of the tile and row of the longest item */
+    bool scratch_per_row;     /* plus one per element of the tile and row of the stash */
+    rj_dim stash_rows;        /* scratch_per_row: the stash's rows, a size of the graph (a padded
+                               * axis whose padding rows are stashed too: its length L, which
+                               * may exceed every item); 0: the longest item's length */
     bool has_nt;        /* some store is LF_NT */
     bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
     uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */

@@ -135,6 +135,18 @@ static int32_t xconst(lower *L, rj_dtype t, double f) {
     return X(L, e);
 }
 
+/* An integer constant of type t, never through a double: i64 literals above 2^53 stay exact,
+ * and an integer becomes an f32 with one rounding (as sitofp), not two. i32 wraps, as the
+ * generated code's conversion does. */
+static int32_t xconst_int(lower *L, rj_dtype t, int64_t v) {
+    lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
+    if (t == RJ_F32) e.f = (double)(float)v;
+    else if (t == RJ_F64) e.f = (double)v;
+    else if (t == RJ_BOOL) e.i = v != 0;
+    else e.i = t == RJ_I32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)v : v;
+    return X(L, e);
+}
+
 /* The smallest / largest value of t (identities of max / min). */
 static int32_t xextreme(lower *L, rj_dtype t, bool lowest) {
     lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
@@ -240,7 +252,7 @@ static int32_t xcast(lower *L, rj_dtype t, int32_t a) {
     if (L->err || E(L, a)->type == t) return a;
     const lx *c = E(L, a);
     if (c->kind == LX_CONST && dtype_is_float(t)) /* literals: fold the conversion */
-        return xconst(L, t, dtype_is_float((rj_dtype)c->type) ? c->f : (double)c->i);
+        return dtype_is_float((rj_dtype)c->type) ? xconst(L, t, c->f) : xconst_int(L, t, c->i);
     return X(L, (lx){.kind = LX_CAST, .type = (uint8_t)t, .a = a, .b = -1, .c = -1, .ref = -1});
 }
 
@@ -594,7 +606,7 @@ static int32_t compute(lower *L, int32_t id, const at *a) {
     rj_dtype ct = node_compute_dtype(g, n);
     switch (op_table[n->op].kind) {
     case KIND_LEAF: /* literals; inputs are loaded by value() */
-        return n->weak == WEAK_FLOAT ? xconst(L, RJ_F64, n->fval) : xconst(L, n->dtype, (double)n->ival);
+        return n->weak == WEAK_FLOAT ? xconst(L, RJ_F64, n->fval) : xconst_int(L, n->dtype, n->ival);
     case KIND_UNARY:
         if (n->op == RJ_OP_LOGICAL_NOT) return xun(L, RJ_OP_LOGICAL_NOT, RJ_BOOL, truth(L, operand(L, n, 0, a, ct)));
         return xun(L, n->op, ct, operand(L, n, 0, a, ct));
@@ -728,9 +740,30 @@ static void store_node(lower *L, blk *b, int32_t n, int32_t v, const at *a, uint
     }
 }
 
-/* Root value r at index a: store the root if written, then its epilogue nodes. `rows_only`:
- * a is a row of the ragged class (i < len_b), where unpad epilogues are written too. */
-static void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, bool in_rows,
+/* What the caller of store_group knows of index a against the rows an unpad keeps. */
+typedef enum {
+    ROWS_OUT, /* a is padding (i >= len_b): unpad epilogues are not written there */
+    ROWS_IN,  /* a is a row of the item (i < len_b, and j < len_b for two ragged dims) */
+    ROWS_ANY, /* either: each unpad's store is guarded, unless a's class says */
+} rows_known;
+
+/* The condition under which index a is an element that unpad node u keeps, or -1 where the
+ * caller or a's class already says it is (a row of u's class, u unpadding dim 1 only; the
+ * column of two ragged dims is always checked). */
+static int32_t unpad_keeps(lower *L, const node *u, const at *a, rows_known rows) {
+    int32_t cls = root_of(L->g, u->dims[1]);
+    int32_t in1 = rows == ROWS_IN || a->inclass == cls ? -1
+                : xcmp(L, RJ_OP_LT, a->idx[1], xlen(L, cls, a->idx[0]));
+    if (!u->keepdim) return in1;
+    int32_t in2 = xcmp(L, RJ_OP_LT, a->idx[2], xlen(L, cls, a->idx[0]));
+    return in1 < 0 ? in2 : xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, in1, in2);
+}
+
+/* Root value r at index a: store the root if written, then its epilogue nodes; `rows` says
+ * whether a is within the rows an unpad epilogue keeps. An unpad of a dense or padded domain
+ * stores only the elements it keeps: storing them all wrote past its output (an item's block
+ * is len_b x len_b, not L x L), and storing none left it unwritten. */
+static void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, rows_known rows,
                         uint8_t flags) {
     const fuse_group *gr = &L->plan->groups[L->group];
     int32_t rv = newvar(L, "r", L->g->nodes[root].dtype);
@@ -741,8 +774,20 @@ static void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, 
     for (int32_t m = 0; m < gr->nmembers; m++) {
         int32_t id = gr->members[m];
         if (!L->plan->nodes[id].mat) continue;
-        if (L->g->nodes[id].op == RJ_OP_UNPAD && !in_rows) continue;
-        store_node(L, b, id, value_fresh(L, id, a), a, flags);
+        const node *n = &L->g->nodes[id];
+        int32_t keep = -1;
+        if (n->op == RJ_OP_UNPAD) {
+            if (rows == ROWS_OUT || (a->outclass >= 0 && a->outclass == root_of(L->g, n->dims[1]))) continue;
+            keep = unpad_keeps(L, n, a, rows);
+        }
+        if (keep < 0) {
+            store_node(L, b, id, value_fresh(L, id, a), a, flags);
+            continue;
+        }
+        blk kb;
+        int32_t st = s_if(L, b, &kb, keep);
+        store_node(L, &kb, id, value_fresh(L, id, a), a, flags);
+        close_body(L, st, &kb);
     }
     L->subst_node = -1;
 }
@@ -925,7 +970,7 @@ static void matmul_body(lower *L, blk *b, at *a, void *ud) {
     int32_t wv = xcast(L, t, value(L, r->in[1], &wa));
     s_set(L, &kb, acc, xfma(L, t, av, wv, xvar(L, acc)));
     close_body(L, st, &kb);
-    store_group(L, b, gr->root, xvar(L, acc), a, true, LF_NT);
+    store_group(L, b, gr->root, xvar(L, acc), a, ROWS_ANY, LF_NT);
 }
 
 static void lower_matmul(lower *L, const fuse_group *gr) {
@@ -1002,7 +1047,7 @@ static void lower_item_matmul(lower *L, const fuse_group *gr) {
         L->lanes--;
         close_body(L, fd, &db);
         at oa = at3(b, a.idx[1], xvar(L, vj), cls);
-        store_group(L, &jb, gr->root, xvar(L, acc), &oa, true, LF_NT);
+        store_group(L, &jb, gr->root, xvar(L, acc), &oa, ROWS_ANY, LF_NT);
         close_body(L, fj, &jb);
     } else {
         /* the contraction: p v sums over the block's columns j, xᵀ y over the item's rows */
@@ -1035,7 +1080,7 @@ static void lower_item_matmul(lower *L, const fuse_group *gr) {
             int32_t fo = s_for(L, body, vn, xi(L, 0), xi(L, ncols), LM_LANES);
             L->lanes++;
             at oa = at3(b, a.idx[1], xvar(L, vn), gw ? -1 : cls);
-            store_group(L, &ob, gr->root, xlocal(L, loc, xvar(L, vn)), &oa, true, LF_NT);
+            store_group(L, &ob, gr->root, xlocal(L, loc, xvar(L, vn)), &oa, ROWS_ANY, LF_NT);
             L->lanes--;
             close_body(L, fo, &ob);
         } else {
@@ -1051,7 +1096,7 @@ static void lower_item_matmul(lower *L, const fuse_group *gr) {
             s_set(L, &jb, acc, xfma(L, t, cvv, vv, xvar(L, acc)));
             close_body(L, fj, &jb);
             at oa = at3(b, a.idx[1], xvar(L, vn), gw ? -1 : cls);
-            store_group(L, &nb, gr->root, xvar(L, acc), &oa, true, LF_NT);
+            store_group(L, &nb, gr->root, xvar(L, acc), &oa, ROWS_ANY, LF_NT);
             L->lanes--;
             close_body(L, fn, &nb);
         }
@@ -1109,7 +1154,7 @@ static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
     const node *r = &L->g->nodes[c->gr->root];
     int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, c->cols, a)), a->idx[r->rank - 1]);
     int32_t v = xload(L, buf_param(L, c->buf), idx, r->dtype, -1);
-    store_group(L, b, c->gr->root, v, a, true, LF_NT);
+    store_group(L, b, c->gr->root, v, a, ROWS_ANY, LF_NT);
 }
 
 static void gemm_prologue_body(lower *L, blk *b, at *a, void *ud) {
@@ -1711,6 +1756,8 @@ static void items_fold_padding(lower *L, items *it, const fold *f) {
     rj_dtype t = rc->acc_t;
     int32_t v = red_input(L, rc, &it->pad);
     if (expr_uses_var(L, v, rc->vi)) {
+        /* row by row, into the stash where there is one: it then holds L rows, not len_b */
+        if (L->k->scratch_per_row) L->k->stash_rows = rc->ai.L;
         fold_rows(L, it, f, it->len, xadd(L, it->len, it->cnt), v, &it->pad);
         return;
     }
@@ -1759,7 +1806,7 @@ static void items_write_result(lower *L, items *it, const fold *f) {
     int o = 1;
     if (root->keepdim) oa.idx[o++] = xi(L, 0);
     for (int d = 2; d < x->rank; d++) oa.idx[o++] = it->rows.idx[d];
-    store_group(L, &ib, (int32_t)(root - L->g->nodes), r, &oa, false, 0);
+    store_group(L, &ib, (int32_t)(root - L->g->nodes), r, &oa, ROWS_OUT, 0);
     close_body(L, ft, &ib);
 }
 
@@ -1788,7 +1835,7 @@ static void items_write_rows(lower *L, const fuse_group *gr, items *it) {
             int32_t v = red_input(L, rc, pa);
             y = xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, m), xun(L, RJ_OP_LOG, t, s));
         }
-        store_group(L, &tb, (int32_t)(root - g->nodes), y, pa, part == 0, LF_NT);
+        store_group(L, &tb, (int32_t)(root - g->nodes), y, pa, part == 0 ? ROWS_IN : ROWS_OUT, LF_NT);
         close_body(L, ft, &tb);
         close_body(L, fi, &ib);
     }
@@ -2262,7 +2309,7 @@ static void simt_finish(lower *L, simt_items *s, blk *cb, int32_t va, int32_t vs
     int o = 1;
     if (root->keepdim) oa.idx[o++] = xi(L, 0);
     for (int d = 2; d < x->rank; d++) oa.idx[o++] = s->rows.idx[d];
-    store_group(L, cb, (int32_t)(root - L->g->nodes), r, &oa, false, 0);
+    store_group(L, cb, (int32_t)(root - L->g->nodes), r, &oa, ROWS_OUT, 0);
 }
 
 static void store_shared(lower *L, simt_items *s, blk *b, int k, int32_t v) {
@@ -2297,7 +2344,7 @@ static void simt_write_rows(lower *L, const fuse_group *gr, simt_items *s, blk *
         int32_t y = root->op == RJ_OP_SOFTMAX
                         ? xbin(L, RJ_OP_MUL, t, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, vm))), xvar(L, vk))
                         : xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, xvar(L, vm)), xvar(L, vk));
-        store_group(L, &rb, (int32_t)(root - g->nodes), y, pa, part == 0, LF_NT);
+        store_group(L, &rb, (int32_t)(root - g->nodes), y, pa, part == 0 ? ROWS_IN : ROWS_OUT, LF_NT);
         close_body(L, fr, &rb);
     }
     close_body(L, fl, &lb);
@@ -2642,7 +2689,7 @@ static bool lower_item_matmul_simt(lower *L, const fuse_group *gr) {
             blk sb;
             int32_t fs = s_if(L, &lb, &sb, ok);
             at oa = at3(b, i, j, cls);
-            store_group(L, &sb, gr->root, xvar(L, acc[m]), &oa, true, LF_NT);
+            store_group(L, &sb, gr->root, xvar(L, acc[m]), &oa, ROWS_ANY, LF_NT);
             close_body(L, fs, &sb);
         }
         close_body(L, fl, &lb);
@@ -2738,7 +2785,7 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
             int32_t y = root->op == RJ_OP_SOFTMAX
                             ? xbin(L, RJ_OP_DIV, t, e, s)
                             : xbin(L, RJ_OP_SUB, t, xbin(L, RJ_OP_SUB, t, v, m), xun(L, RJ_OP_LOG, t, s));
-            store_group(L, &ib, rid, y, a, a->inclass >= 0, LF_NT);
+            store_group(L, &ib, rid, y, a, ROWS_ANY, LF_NT);
         }
         L->lanes -= vec;
         close_body(L, fa, &ib);
@@ -2759,7 +2806,7 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
         if (d != ax) oa.idx[o++] = a->idx[d];
         else if (root->keepdim) oa.idx[o++] = xi(L, 0);
     }
-    store_group(L, b, rid, r, &oa, oa.inclass >= 0, 0);
+    store_group(L, b, rid, r, &oa, ROWS_ANY, 0);
 }
 
 /* Units over the leading dims of a tensor of shape dims: rows of its class when it is jagged
@@ -2891,7 +2938,7 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
         int k = 1;
         if (root->ival & 1) y = xbin(L, RJ_OP_MUL, t, y, operand(L, root, k++, a, t));
         if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
-        store_group(L, b, (int32_t)(root - g->nodes), y, a, a->inclass >= 0, LF_NT);
+        store_group(L, b, (int32_t)(root - g->nodes), y, a, ROWS_ANY, LF_NT);
     }
 }
 

@@ -8,7 +8,8 @@
  *   - operands broadcast along the padded dim (scalars, [D], [B, 1, D]) are kept as they are;
  *   - a dense [B, L, ...] leaf becomes unpad(leaf, j), a jagged view of it;
  * and gives up (leaving the unpad for the lowering to handle) on anything else, such as a
- * softmax over the padded dim, whose padding takes part in the result.
+ * softmax over the padded dim, whose padding takes part in the result, or, for an unpad of
+ * two dims ([B, L, L] -> [B, j, j]), an operand padded along one of them only ([B, 1, L]).
  *
  * What remains after this pass is padding that matters: pads feeding reductions or softmax
  * over the padded dim, and padded outputs. The lowering (lower.c) treats every pad as a
@@ -32,6 +33,7 @@ typedef struct pctx {
     const rj_graph *g;
     int32_t jroot;   /* class of the unpad's symbol */
     rj_dim j;
+    bool pair;       /* the unpad keeps dims 1 and 2 ([B, L, L] -> [B, j, j]) */
     int32_t *memo;   /* old id -> pushed new id for this unpad, -1 impossible, -2 unknown */
     pframe *stack;   /* nodes whose operands are being pushed, innermost last */
     int32_t nstack, capstack;
@@ -72,7 +74,8 @@ static void enter(pctx *pc, int32_t o) {
     /* a dense [B, L, ...] leaf: read it through a jagged view */
     const sym *sj = graph_sym(g, pc->j);
     if (n->rank >= 2 && dim_ragged_pos(g, n) < 0 && dim_equal(g, n->dims[0], sym_dim(sj->parent))) {
-        node u = {.op = RJ_OP_UNPAD, .nin = 1, .in = {pc->rw->map[o], -1, -1}, .ival = pc->j};
+        node u = {.op = RJ_OP_UNPAD, .nin = 1, .in = {pc->rw->map[o], -1, -1}, .ival = pc->j,
+                  .keepdim = pc->pair};
         pc->memo[o] = rw_add(pc->rw, &u);
         return;
     }
@@ -96,9 +99,15 @@ static int32_t push(pctx *pc, int32_t root) {
             int32_t in = n->in[f->a];
             const node *op = &g->nodes[in];
             int pos = 1 - (n->rank - op->rank);
-            if (pos < 0 || op->dims[pos] == 1) {
-                f->m.in[f->a] = pc->rw->map[in]; /* broadcast along the padded dim */
+            bool along1 = pos < 0 || op->dims[pos] == 1;
+            bool along2 = pos + 1 < 0 || op->dims[pos + 1] == 1;
+            if (along1 && (!pc->pair || along2)) {
+                f->m.in[f->a] = pc->rw->map[in]; /* broadcast along the padded dims */
                 continue;
+            }
+            if (pc->pair && along1 != along2) { /* [B, 1, L]: padded along one dim only */
+                r = -1;
+                break;
             }
             if (pos != 1 || pc->memo[in] == -1) {
                 r = -1;
@@ -139,6 +148,7 @@ rj_status pass_eliminate_pads(rj_graph *g) {
         if (n->op == RJ_OP_UNPAD) {
             for (int32_t k = 0; k < g->n; k++) memo[k] = -2;
             pc.j = (rj_dim)n->ival;
+            pc.pair = n->keepdim;
             pc.jroot = sym_root(g, dim_sym(pc.j));
             int32_t pushed = push(&pc, n->in[0]);
             if (pc.nomem) {

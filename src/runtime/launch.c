@@ -89,9 +89,16 @@ static bool item_dominates(const launch_opts *o, int64_t maxw, int64_t total, in
     return maxw * 2 * o->workers > total * ntiles;
 }
 
+/* The rows of an item's stash: the longest item's, or the padded axis's length where the
+ * padding rows are stashed too (lkernel.stash_rows). */
+static int64_t stash_rows(rj_bind *b, const lkernel *k, int64_t maxlen) {
+    return k->stash_rows ? bind_dim_value(b, k->stash_rows) : maxlen;
+}
+
 bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
     if (!k->stash_variant) return true;
-    int64_t bytes, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type), maxlen = class_maxlen(b, k->dom_class);
+    int64_t bytes, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
+    int64_t maxlen = stash_rows(b, k, class_maxlen(b, k->dom_class));
     bool fits = mul_i64(maxlen, (int64_t)k->variant_tile * es, &bytes) && (o->tile_bytes <= 0 || bytes <= o->tile_bytes);
     /* an item that dominates the run is shared among the workers by narrower tiles (item_tiles),
      * which the constant tiles cannot be: the twin takes such runs too */
@@ -103,9 +110,10 @@ bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
 }
 
 /* UD_ITEMS: the column tile. Starts with whole items (one unit per item), then narrows the
- * tile to fit the cache, then to share a dominating item among workers. */
-static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_t maxw, int64_t total,
-                       launch_plan *pl) {
+ * tile to fit the cache (an item's rows, or the stash's, `stashw`, + 1), then to share a
+ * dominating item among workers. */
+static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_t maxw, int64_t stashw,
+                       int64_t total, launch_plan *pl) {
     pl->tile = N > 0 ? N : 1;
     pl->ntiles = 1;
     if (!k->tiled) return;
@@ -117,7 +125,7 @@ static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_
     const int64_t G = LANES_GRANULE; /* narrowed tiles are multiples of it (loopir.h) */
     if (o->tile_bytes > 0 && k->passes > 1 && N > G) {
         int64_t es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
-        int64_t t = o->tile_bytes / ((maxw > 0 ? maxw : 1) * es);
+        int64_t t = o->tile_bytes / ((stashw > 0 ? stashw : 1) * es);
         t = t / G * G;
         if (t < G) t = G;
         if (t < N) pl->tile = t, pl->ntiles = (N + t - 1) / t;
@@ -172,8 +180,8 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
             if (w > maxw) maxw = w;
         }
         if (!lo) total = b->crows[k->dom_class] + B, maxw = class_maxlen(b, k->dom_class) + 1;
-        maxlen = maxw > 0 ? maxw - 1 : 0;
-        item_tiles(k, o, N, maxw, total, pl);
+        maxlen = stash_rows(b, k, maxw > 0 ? maxw - 1 : 0);
+        item_tiles(k, o, N, maxw, k->scratch_per_row ? maxlen + 1 : maxw, total, pl);
         pl->units = N > 0 ? B * pl->ntiles : 0; /* no columns: nothing to compute */
         if (!mul_i64(total, N > 0 ? N : 1, &work)) work = INT64_MAX;
         break;

@@ -223,8 +223,9 @@ static LLVMValueRef unary(em *E, int fn, int t, LLVMValueRef x) {
         LLVMValueRef x3 = LLVMBuildFMul(b, LLVMBuildFMul(b, x, x, ""), x, "");
         LLVMValueRef in = LLVMBuildFMul(b, fconst(E, t, 0.7978845608028654),
                                         LLVMBuildFAdd(b, x, LLVMBuildFMul(b, fconst(E, t, 0.044715), x3, ""), ""), "");
-        LLVMValueRef th = call_f(E, t, ML_TANHF, "tanh", in);
-        return LLVMBuildFMul(b, LLVMBuildFMul(b, half, x, ""), LLVMBuildFAdd(b, one, th, ""), "");
+        /* x * sigmoid(2u) rather than 0.5x * (1 + tanh(u)): the same function, without the
+         * cancellation of 1 + tanh(u) in the negative tail (see the SIMT spelling) */
+        return LLVMBuildFMul(b, x, sigmoid(E, t, LLVMBuildFAdd(b, in, in, "")), "");
     }
     case RJ_OP_SILU: return LLVMBuildFMul(b, x, sigmoid(E, t, x), "");
     case RJ_OP_SIGMOID: return sigmoid(E, t, x);

@@ -240,9 +240,14 @@ static const struct {
            "}\n"},
     {MFLT, "RJ_DEV $T rj_sigmoid$N($T x) { return 1.0$L / (1.0$L + exp$f(-x)); }\n"},
     {MFLT, "RJ_DEV $T rj_silu$N($T x) { return x * rj_sigmoid$N(x); }\n"},
-    {MFLT, "RJ_DEV $T rj_gelu$N($T x) { return (0.5$L * x) * (1.0$L + erf$f(x * 0.707106781186547524$L)); }\n"},
+    /* GELU's two forms, spelled so that their tails are exact: 1 + erf(t) and 1 + tanh(u)
+     * cancel where t, u are large and negative, and a device erf or tanh one ulp short of -1
+     * (within OpenCL's and CUDA's bounds) times a large x is far from 0: gelu_tanh(-6843.7)
+     * was -2e-4 on PoCL. erfc(-t) and x * sigmoid(2u) are the same functions without the
+     * cancellation. */
+    {MFLT, "RJ_DEV $T rj_gelu$N($T x) { return (0.5$L * x) * erfc$f(x * -0.707106781186547524$L); }\n"},
     {MFLT, "RJ_DEV $T rj_gelu_tanh$N($T x) {\n"
-           "    return (0.5$L * x) * (1.0$L + tanh$f(0.7978845608028654$L * (x + 0.044715$L * ((x * x) * x))));\n"
+           "    return x * rj_sigmoid$N(1.5957691216057308$L * (x + 0.044715$L * ((x * x) * x)));\n"
            "}\n"},
     {MFLT, "RJ_DEV $T rj_rsqrt$N($T x) { return 1.0$L / sqrt$f(x); }\n"},
     {0, "// items of a thread's row range: largest b in [lo, hi] with off[b] <= v, smallest with off[b] >= v\n"},
