@@ -597,6 +597,25 @@ static void test_from_pytorch(void **state) {
     r = run("ragjit run %s --random B=2 --out %s/nc-bad", prog, tmpdir);
     assert_int_equal(r->status, 2);
     assert_non_null(strstr(r->err, "declare `ragged j2 : B` before its first use"));
+    /* an unused dense input that is there still gives its sizes (the pad length P), and an
+     * unused input with two ragged dims asks for no offsets */
+    snprintf(data, sizeof data, "%s/unused-data", tmpdir);
+    snprintf(a, sizeof a, "mkdir -p %s", data);
+    assert_int_equal(system(a), 0);
+    static const int64_t off[3] = {0, 2, 3};
+    static const float vals[24] = {0};
+    snprintf(a, sizeof a, "%s/j1.npy", data);
+    write_npy(a, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", off, sizeof off);
+    snprintf(a, sizeof a, "%s/x.npy", data);
+    write_npy(a, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", vals, 12 * sizeof(float));
+    snprintf(a, sizeof a, "%s/pd.npy", data);
+    write_npy(a, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }", vals, 24 * sizeof(float));
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput pd : f32[B, P, 4]\n"
+                     "u = pad(x, value=1.0, len=P)\noutput u\n");
+    expect_ok(run("ragjit run %s --data %s --out %s/unused-out", prog, data, tmpdir));
+    write_file(prog, "ragged j1 : B\ninput s : f32[B, j1, j1]\ninput pd : f32[B, P, 4]\n"
+                     "u = pd.softmax(2)\noutput u\n");
+    expect_ok(run("ragjit run %s --data %s --out %s/unused-out2", prog, data, tmpdir));
 }
 
 /* ---- hostile programs and files --------------------------------------------------------------- */

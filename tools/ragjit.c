@@ -105,7 +105,8 @@ static const char data_help[] =
     "                      length) is read from DIR/<size>.npy (0-d integer); a symbol with a\n"
     "                      DIR/<sym>.lengths.npy (int64, B entries) is a view with holes: item b\n"
     "                      is rows offsets[b] .. offsets[b]+lengths[b] of its tensors' files; an\n"
-    "                      input no output uses (and a symbol only it uses) is not read\n"
+    "                      input no output uses (and a symbol only it uses) need not be there\n"
+    "                      (a dense one that is there still gives its sizes)\n"
     "  --random SPEC       generate data: SPEC is comma-separated NAME=VALUE pairs: B (items,\n"
     "                      required), maxlen and minlen (rows per item, uniform in minlen..maxlen;\n"
     "                      default 0..16), seed (default 1), and any named size of the program\n"
@@ -662,16 +663,21 @@ static int load_data(dataset *d, const char *dir) {
         if (r) return r;
     }
     for (int k = 0; k < d->nin; k++) {
-        if (!rj_graph_input_used(g, k)) continue; /* no output needs it: not read, not bound */
         const char *name = rj_graph_input_name(g, k);
-        char *p = path_join(dir, name, ".npy");
-        if (!p) return die_run("out of memory");
-        int r = 0;
-        if (!(d->in[k] = rj_npy_read(d->ctx, p))) r = die_usage("input %s: %s", name, rj_ctx_error(d->ctx));
-        else r = check_input_shape(d, k, p);
         rj_dim dims[RJ_MAX_RANK];
         int rank = rj_node_shape(g, rj_graph_input_at(g, k), dims);
         int rp = ragged_pos(g, rank, dims);
+        char *p = path_join(dir, name, ".npy");
+        if (!p) return die_run("out of memory");
+        /* an input no output needs is not required; a dense one whose file is there is still
+         * read, for the sizes it gives (a pad length P of an unused f32[B, P, D]) */
+        if (!rj_graph_input_used(g, k) && (rp >= 0 || access(p, F_OK) != 0)) {
+            free(p);
+            continue;
+        }
+        int r = 0;
+        if (!(d->in[k] = rj_npy_read(d->ctx, p))) r = die_usage("input %s: %s", name, rj_ctx_error(d->ctx));
+        else r = check_input_shape(d, k, p);
         if (!r && rp >= 0) {
             int s = sym_index(g, dims[rp]);
             bool pair = is_pair_shape(g, rank, dims);

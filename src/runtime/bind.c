@@ -891,7 +891,7 @@ static rj_status check_overlap(rj_bind *b) {
 static rj_status square_offsets(rj_bind *b) {
     const rj_graph *g = b->g;
     for (int32_t s = 0; s < g->nsym; s++) {
-        if (!b->paired[s]) continue;
+        if (!b->paired[s] || (!b->used[s] && !b->loff[s])) continue; /* only idle inputs have it */
         if (!b->loff[s])
             return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "ragged symbol %s: a program with two ragged dims of one "
                             "class needs its offsets on the host (not trusted device offsets)", g->syms[s].name);
