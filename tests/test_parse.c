@@ -322,6 +322,12 @@ static void test_from_pytorch(void **state) {
     g = rj_graph_parse(c, "input F : f32[4]\ny = F.relu()\noutput y\n", "t.rj");
     if (!g) fail_msg("%s", rj_ctx_error(c));
     rj_graph_free(g);
+    /* integer literals beyond 2^53 stay exact: masked_fill becomes a where, pad refuses */
+    same_nodes(c, "input n : i64[N]\ninput m : bool[N]\n", "a = n.masked_fill(m, 9007199254740993)\noutput a\n",
+               "a = where(m, 9007199254740993, n)\noutput a\n");
+    expect_error(c, "input n : i64[B, N]\na = pad(n, value=-9007199254740993)\noutput a\n", RJ_ERR_ARG,
+                 "t.rj:2:12: pad: the value is an integer beyond 2^53, which pad would round (it takes a double); "
+                 "pad with 0 and write the value with where()", 12);
 }
 
 /* Index ops and views: PyTorch's method forms and argument orders give the graph the

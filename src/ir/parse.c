@@ -569,6 +569,15 @@ static bool literal(parser *P, const value *v, double *out) {
     return true;
 }
 
+/* An integer literal that a double cannot hold (|v| > 2^53, not a multiple of its spacing):
+ * attributes taken as doubles (pad's value) would round it. */
+static bool inexact_int(parser *P, const value *v) {
+    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
+    if (!n || n->op != RJ_OP_SCALAR || n->weak != WEAK_INT) return false;
+    double d = (double)n->ival;
+    return d >= 9223372036854775808.0 || (int64_t)d != n->ival;
+}
+
 typedef struct args {
     const char *fname;
     bool method;       /* x.name(...): x is pos[0] */
@@ -1035,7 +1044,10 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         static const char *const names[] = {"input", "mask", "value"};
         double val;
         if (!bind_args(P, fn, name, a, names, 3, 3, v) || !literal(P, v[2], &val)) return r;
-        r.node = check(P, rj_graph_masked_fill(g, as_node(P, v[0]), as_node(P, v[1]), val), fn);
+        if (inexact_int(P, v[2])) /* as where(mask, value, x), the literal kept exact */
+            r.node = check(P, rj_graph_where(g, as_node(P, v[1]), as_node(P, v[2]), as_node(P, v[0])), fn);
+        else
+            r.node = check(P, rj_graph_masked_fill(g, as_node(P, v[0]), as_node(P, v[1]), val), fn);
     } else if (op == RJ_OP_CAST) {
         static const char *const names[] = {"input", "dtype"};
         rj_dtype dt;
@@ -1090,6 +1102,11 @@ static value call(parser *P, const token *fn, const char *name, args *a) {
         rj_dim len = RJ_DIM_NONE;
         if (!bind_args(P, fn, name, a, names, 3, 1, v)) return r;
         if (v[1] && !literal(P, v[1], &val)) return r;
+        if (v[1] && inexact_int(P, v[1])) {
+            fail_at(P, &v[1]->at, RJ_ERR_ARG, "pad: the value is an integer beyond 2^53, which pad "
+                    "would round (it takes a double); pad with 0 and write the value with where()");
+            return r;
+        }
         if (v[2] && !is_none(v[2])) {
             int64_t n;
             if (v[2]->is_list && v[2]->ndims == 1) len = v[2]->dims[0];
