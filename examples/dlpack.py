@@ -7,11 +7,18 @@ tensor that the framework takes over without a copy. With PyTorch installed this
 nested jagged tensors (on the GPU when there is one, with the CUDA target) and compares with
 PyTorch; otherwise on NumPy arrays on the CPU, compared with NumPy.
 
-    python3 examples/dlpack.py path/to/libragjit.so.0
+    python3 examples/dlpack.py [path/to/libragjit.so.0]
 
-Exit status 0: the results agree; 1: they do not; 77: neither PyTorch nor NumPy is importable.
+Without an argument it takes $RAGJIT_LIB, else the library of the build next to this file
+(build/libragjit.so.0 in the repository, as ./build.sh makes it), else an installed one
+(libragjit.so.0 where the loader finds it). A PyTorch without the jagged layout (before 2.1,
+such as Debian 12's python3-torch 1.13) is passed over for NumPy, saying so.
+
+Exit status 0: the results agree; 1: they do not (or ragjit failed); 2: bad usage, or no
+libragjit found; 77: neither PyTorch nor NumPy is importable.
 """
 import ctypes
+import os
 import sys
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
@@ -160,12 +167,51 @@ def with_numpy(lib, np):
     return err < 1e-5
 
 
-def main():
-    lib = load(sys.argv[1] if len(sys.argv) > 1 else "libragjit.so.0")
+def find_library():
+    """The library to load: the argument, $RAGJIT_LIB, the repository's build, an installed one."""
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1].startswith("-")):
+        raise UsageError("python3 examples/dlpack.py [path/to/libragjit.so.0]")
+    if len(sys.argv) == 2:
+        return sys.argv[1]
+    if os.environ.get("RAGJIT_LIB"):
+        return os.environ["RAGJIT_LIB"]
+    built = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "libragjit.so.0")
+    return os.path.normpath(built) if os.path.exists(built) else "libragjit.so.0"
+
+
+class UsageError(Exception):
+    pass
+
+
+def torch_with_jagged():
+    """PyTorch when it is importable and has the jagged layout, else None (saying why)."""
     try:
-        import torch  # noqa: F401
-        ok = with_torch(lib, torch)
+        import torch
     except ImportError:
+        return None
+    if not (hasattr(torch, "jagged") and hasattr(getattr(torch, "nested", None), "nested_tensor_from_jagged")):
+        print("PyTorch %s has no jagged layout (torch.jagged, PyTorch 2.1 or later): using NumPy instead"
+              % getattr(torch, "__version__", "?"))
+        return None
+    return torch
+
+
+def main():
+    try:
+        path = find_library()
+        lib = load(path)
+    except UsageError as e:
+        print("usage: %s" % e, file=sys.stderr)
+        return 2
+    except OSError as e:
+        print("dlpack.py: cannot load %s (%s). Build ragjit first (./build.sh demo makes "
+              "build/libragjit.so.0), or give the library's path as the argument or in RAGJIT_LIB"
+              % (path, e), file=sys.stderr)
+        return 2
+    try:
+        torch = torch_with_jagged()
+        if torch is not None:
+            return 0 if with_torch(lib, torch) else 1
         try:
             import numpy as np
         except ImportError:
@@ -174,8 +220,10 @@ def main():
         if not hasattr(np, "from_dlpack"):
             print("NumPy %s has no from_dlpack (1.22 or later): skipping" % np.__version__)
             return 77
-        ok = with_numpy(lib, np)
-    return 0 if ok else 1
+        return 0 if with_numpy(lib, np) else 1
+    except RuntimeError as e:  # ragjit's own message
+        print("dlpack.py: ragjit failed: %s" % e, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
