@@ -67,9 +67,15 @@ def case_of(seed, usage):
     return prog, dat, pattern
 
 
+def shape_of(v):
+    """An input's shape, or for per-item blocks (a list) their count and elements."""
+    if isinstance(v, list):
+        return f"{len(v)} items, {sum(int(np.size(a)) for a in v)} elements"
+    return np.shape(v)
+
+
 def describe(prog, dat):
-    sizes = ", ".join(f"{n.name}: {np.shape(np.concatenate(v)) if isinstance(v, list) and v else np.shape(v)}"
-                      for n, v in ((n, dat.values[n.name]) for n in prog.inputs))
+    sizes = ", ".join(f"{n.name}: {shape_of(dat.values[n.name])}" for n in prog.inputs)
     return (f"B = {len(dat.lens)}, lengths {dat.lens}, {'view with holes (gaps ' + str(dat.gaps) + ')' if dat.holes else 'packed'}"
             f", sizes {dat.sizes}; inputs {sizes}")
 
