@@ -30,6 +30,70 @@ int fx_teardown(void **state) {
     return live != 0 || bad ? -1 : 0;
 }
 
+/* ---- running a group, or a part of it -------------------------------------------------- */
+
+static long shard_k = 1, shard_n = 1; /* this process's shard, K of N */
+
+int fx_setup_sliced(void **state) { return fx_setup(state); }
+
+bool in_shard(uint64_t i) { return i % (uint64_t)shard_n == (uint64_t)(shard_k - 1); }
+
+int run_group_part(const char *group, const struct CMUnitTest *tests, size_t n,
+                   CMFixtureFunction setup, CMFixtureFunction teardown, int argc, char **argv) {
+    bool list = false, only = false;
+    bool *pick = calloc(n ? n : 1, sizeof *pick);
+    struct CMUnitTest *part = malloc(sizeof *part * (n ? n : 1));
+    if (!pick || !part) {
+        fprintf(stderr, "%s: out of memory\n", group);
+        return 2;
+    }
+    for (int a = 1; a < argc; a++) {
+        char *end;
+        if (!strcmp(argv[a], "--list")) {
+            list = true;
+        } else if (!strcmp(argv[a], "--shard") && a + 1 < argc) {
+            shard_k = strtol(argv[++a], &end, 10);
+            shard_n = *end == '/' ? strtol(end + 1, &end, 10) : 0;
+            if (*end || shard_n < 1 || shard_k < 1 || shard_k > shard_n) {
+                fprintf(stderr, "%s: --shard takes K/N with 1 <= K <= N, not '%s'\n", group, argv[a]);
+                return 2;
+            }
+        } else if (!strcmp(argv[a], "--only") && a + 1 < argc) {
+            size_t i = 0;
+            while (i < n && strcmp(tests[i].name, argv[a + 1])) i++;
+            if (i == n) {
+                fprintf(stderr, "%s: no test named '%s' (--list lists them)\n", group, argv[a + 1]);
+                return 2;
+            }
+            pick[i] = only = true;
+            a++;
+        } else {
+            fprintf(stderr, "%s: unknown argument '%s' (--shard K/N, --only NAME, --list)\n", group,
+                    argv[a]);
+            return 2;
+        }
+    }
+    size_t m = 0;
+    for (size_t i = 0, plain = 0; i < n; i++) {
+        bool sliced = tests[i].setup_func == fx_setup_sliced;
+        bool mine = sliced || (long)(plain % (size_t)shard_n) == shard_k - 1;
+        if (!sliced) plain++;
+        if (!mine || (only && !pick[i])) continue;
+        if (list) printf("%s\n", tests[i].name);
+        part[m++] = tests[i];
+    }
+    int failed = 0;
+    if (!list) {
+        char name[256];
+        if (shard_n > 1) snprintf(name, sizeof name, "%s (shard %ld of %ld)", group, shard_k, shard_n);
+        else snprintf(name, sizeof name, "%s", group);
+        failed = _cmocka_run_group_tests(name, part, m, setup, teardown);
+    }
+    free(part);
+    free(pick);
+    return failed;
+}
+
 /* ---- random data ----------------------------------------------------------------------- */
 
 uint64_t rng_next(uint64_t *s) {

@@ -32,6 +32,37 @@ int fx_setup(void **state);
 int fx_teardown(void **state);
 #define FX(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
+/* ---- running a group, or a part of it -------------------------------------------------- */
+
+/*
+ * run_group(tests, setup, teardown, argc, argv) runs a cmocka group, as cmocka_run_group_tests
+ * does, or the part of it that the command line names, so that a slow program can be
+ * registered as several meson tests that run in parallel (tests/meson.build: jit-1of8 ...):
+ *
+ *   --shard K/N    shard K of N: of the plain tests, those whose index i among them (0-based,
+ *                  in the group's order) has i % N == K - 1; and every sliced test (FX_SLICED),
+ *                  which does the part of its own loop that in_shard() gives it
+ *   --only NAME    the test named NAME (repeatable; a NAME that is no test is an error)
+ *   --list         print the names of the tests it would run, one a line, and run nothing
+ *
+ * The N shards together check exactly what the whole group checks, each test and each item of
+ * a sliced test's loop in one shard. Call it after the program's own modes (children started
+ * with --child and the like): an argument it does not know is an error. Returns cmocka's count
+ * of failed tests, or 2 for a bad command line.
+ */
+int run_group_part(const char *group, const struct CMUnitTest *tests, size_t n,
+                   CMFixtureFunction setup, CMFixtureFunction teardown, int argc, char **argv);
+
+/* A test whose loop is too slow for one shard: it runs in every shard and does there the items
+ * i of its loop for which in_shard(i) holds (all of them when the program runs whole). A loop
+ * of heavy items should be sliced so rather than cut into tests of its own, which round-robin
+ * could hand to one shard together. */
+int fx_setup_sliced(void **state);
+#define FX_SLICED(f) cmocka_unit_test_setup_teardown(f, fx_setup_sliced, fx_teardown)
+bool in_shard(uint64_t i);
+#define run_group(tests, setup, teardown, argc, argv)                                          \
+    run_group_part(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown, argc, argv)
+
 /* ---- random data ----------------------------------------------------------------------- */
 
 uint64_t rng_next(uint64_t *s);

@@ -199,6 +199,7 @@ static void test_ptx(void **state) {
     ptx_stats ps = {0};
     for (int i = 0; i < std_corpus_count(); i++)
         for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+            if (!in_shard((uint64_t)i)) continue; /* sliced (FX_SLICED) */
             env e = std_corpus_build(f->ctx, i, ft);
             char what[96];
             snprintf(what, sizeof what, "%s (%s)", std_corpus_name(i), rj_dtype_name(ft));
@@ -491,12 +492,12 @@ static void test_device_alloc_failures(void **state) {
     std_alloc_sweep(RJ_TARGET_CUDA);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
-        FX(test_source), FX(test_constants_text), FX(test_ptx), FX(test_alloc_failures),
+        FX(test_source), FX(test_constants_text), FX_SLICED(test_ptx), FX(test_alloc_failures),
         FX(test_no_device), FX(test_device_stats),
         FX(test_device_runs), FX(test_device_holes), FX(test_device_random), FX(test_device_alloc_failures), FX(test_index_errors),
         FX(test_device_alloc_failures_device), FX(test_device_graph),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return run_group(tests, NULL, NULL, argc, argv);
 }

@@ -190,13 +190,16 @@ static void test_pad_ops(void **state) {
     }
 }
 
+/* An op group of the standard corpus in floats of type ft against the interpreter. */
+static void check_group_ft(fixture *f, const char *name, rj_dtype ft) {
+    env e = env_new(f->ctx, ft);
+    std_chain_add(&e, name);
+    check_graph(f->ctx, &e, name);
+}
+
 /* An op group of the standard corpus, f32 and f64, against the interpreter. */
 static void check_group(fixture *f, const char *name) {
-    for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
-        env e = env_new(f->ctx, ft);
-        std_chain_add(&e, name);
-        check_graph(f->ctx, &e, name);
-    }
+    for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) check_group_ft(f, name, ft);
 }
 
 static void test_index_ops(void **state) { check_group(*state, "index ops and views"); }
@@ -251,7 +254,11 @@ static void test_pair_result(void **state) {
     data_free(&d);
 }
 
-static void test_pair_ops(void **state) { check_group(*state, "two ragged dims"); }
+/* Sliced (FX_SLICED): f32 and f64 may run in different shards. */
+static void test_pair_ops(void **state) {
+    for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++)
+        if (in_shard(ft)) check_group_ft(*state, "two ragged dims", ft);
+}
 
 static void test_index_errors(void **state) {
     (void)state;
@@ -280,17 +287,22 @@ static void test_fuzz_int_fill_out_of_range(void **state) {
 /* ---- fused chains ------------------------------------------------------------------------ */
 
 
+/* Sliced (FX_SLICED): a shard checks the chains that in_shard gives it. */
 static void test_fused_chains(void **state) {
     fixture *f = *state;
     assert_true(std_nchains >= 30);
-    for (int i = 0; i < std_nchains; i++)
+    int n = 0;
+    for (int i = 0; i < std_nchains; i++) {
+        if (!in_shard((uint64_t)i)) continue;
         for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
             env e = env_new(f->ctx, ft);
             std_chains[i].fn(&e);
             check_graph(f->ctx, &e, std_chains[i].name);
         }
-    printf("%d fused chains match the interpreter (f32 and f64, %d length patterns, 1 and 2 threads, "
-           "packed and with holes)\n", std_nchains, LEN_PATTERN_COUNT);
+        n++;
+    }
+    printf("%d of the %d fused chains match the interpreter (f32 and f64, %d length patterns, 1 and 2 "
+           "threads, packed and with holes)\n", n, std_nchains, LEN_PATTERN_COUNT);
 }
 
 /* Random chains (stdenv.h: std_random_chain) through check_graph: every length pattern, packed
@@ -302,7 +314,9 @@ static void test_random_chains(void **state) {
     uint64_t first, last;
     std_random_range(48, &first, &last);
     double t0 = now_ms();
+    int n = 0;
     for (uint64_t seed = first; seed <= last; seed++) {
+        if (first != last && !in_shard(seed)) continue; /* sliced; RJ_RANDOM_SEED runs anywhere */
         rj_dtype ft = seed % 4 ? RJ_F32 : RJ_F64;
         if (first == last) std_random_print(f->ctx, seed, ft);
         env e = env_new(f->ctx, ft);
@@ -311,8 +325,9 @@ static void test_random_chains(void **state) {
         snprintf(name, sizeof name, "random chain %llu (RJ_RANDOM_SEED=%llu)", (unsigned long long)seed,
                  (unsigned long long)seed);
         check_graph(f->ctx, &e, name);
+        n++;
     }
-    printf("random chains %llu..%llu match the interpreter in %.0f ms\n", (unsigned long long)first,
+    printf("%d of random chains %llu..%llu match the interpreter in %.0f ms\n", n, (unsigned long long)first,
            (unsigned long long)last, now_ms() - t0);
 }
 
@@ -1357,15 +1372,17 @@ static void test_run_errors(void **state) {
     rj_graph_free(e.g);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* the slowest tests are sliced (FX_SLICED): run as shards (tests/meson.build: jit-1of8 ...),
+     * each shard does a part of their loops */
     const struct CMUnitTest tests[] = {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
-        FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
-        FX(test_fused_chains),    FX(test_random_chains),
+        FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX_SLICED(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
+        FX_SLICED(test_fused_chains), FX_SLICED(test_random_chains),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
         FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return run_group(tests, NULL, NULL, argc, argv);
 }

@@ -600,5 +600,5 @@ int main(int argc, char **argv) {
         FX(test_threads), FX(test_stats_and_probe), FX(test_device_memory), FX(test_alloc_failures), FX(test_index_errors),
         FX(test_alloc_failures_device), FX(test_random_chains),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return run_group(tests, NULL, NULL, argc, argv);
 }
