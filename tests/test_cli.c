@@ -84,7 +84,7 @@ static void test_help_examples(void **state) {
         result *r = run("ragjit %s", cmds[c]);
         expect_ok(r);
         assert_true(strlen(r->out) > 100);
-        char help[65536];
+        static char help[sizeof r->out];
         snprintf(help, sizeof help, "%s", r->out);
         for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
             if (strncmp(line, "  ragjit ", 9)) continue;
