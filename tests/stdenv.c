@@ -462,7 +462,6 @@ static void c_pair_pad_softmax_unpad(env *e) {
     rj_node p = rj_graph_pad(e->g, pair_sb(e), 0, RJ_DIM_NONE);
     out(e, rj_graph_unpad_blocks(e->g, rj_graph_softmax(e->g, p, 1), e->J));
     out(e, rj_graph_unpad_blocks(e->g, rj_graph_log_softmax(e->g, p, 1), e->J));
-    out(e, rj_graph_unpad_blocks(e->g, rj_graph_softmax(e->g, p, 2), e->J));
 }
 /* max(p, 1, keepdim) - p unpadded to [B, j1, j1]: pad elimination kept the [B, 1, max(j1)]
  * operand, padded along dim 2, beside the unpadded [B, j1, j1] (refused at compile time) */
