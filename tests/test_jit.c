@@ -361,7 +361,7 @@ static void test_no_padded_buffer(void **state) {
     assert_true(grew < padded / 8);
     char *loops = rj_program_dump(p, "loops");
     assert_non_null(loops);
-    assert_null(strstr(loops, "temp")); /* no intermediate buffer of any kind */
+    assert_null(strstr(loops, ": temp ")); /* no intermediate buffer of any kind ("buffer 2: temp 0") */
     rj_string_free(f->ctx, loops);
     free(outbuf);
     data_free(&d);

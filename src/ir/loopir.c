@@ -735,6 +735,7 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
         const lkernel *k = &p->kernels[i];
         sbuf_putc(b, '\n');
         sbuf_printf(b, "// %s\n", k->what);
+        if (k->tmpl[0]) sbuf_printf(b, "// template: %s\n", k->tmpl);
         if (k->gemm.on) {
             const lgemm *gm = &k->gemm;
             if (gm->mode == GEMM_ROWS)
@@ -794,6 +795,7 @@ static void fp_str(sbuf *b, const char *s, size_t cap) {
 
 static void fp_kernel(sbuf *b, const lkernel *k) {
     fp_str(b, k->name, sizeof k->name);
+    fp_str(b, k->tmpl, sizeof k->tmpl);
     fp_int(b, k->nparams);
     for (int32_t i = 0; i < k->nparams; i++) {
         const lparam *q = &k->params[i];

@@ -221,6 +221,7 @@ typedef struct lkernel {
     rj_ctx *ctx;
     char name[32];
     char what[96];      /* one-line description for dumps */
+    char tmpl[24];      /* the lowering template that made it (lower/lower.c's table) */
     lparam *params;
     int32_t nparams, capparams;
     lx *ex;
@@ -391,7 +392,7 @@ rj_status lprog_verify(const lprog *p);
 void print_lprog(sbuf *b, const rj_graph *g, const lprog *p);
 void print_kernel_signature(sbuf *b, const lkernel *k);
 
-/* lower.c: the fused graph as loop IR, shaped for the target `desc` describes */
+/* lower/lower.c: the fused graph as loop IR, shaped for the target `desc` describes */
 struct fuse_plan;
 rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const struct fuse_plan *plan,
                      const target_desc *desc, lprog *out);

@@ -1,0 +1,206 @@
+/*
+ * lower/gemm_lib.c — matrix products by a library GEMM (the CPU with a BLAS).
+ *
+ * The product of a chunk of rows goes into a per-worker buffer C (LB_CHUNK) that the cache
+ * holds; this group's kernel is then its epilogue: it reads the product at (row - lo, n) and
+ * computes and stores everything fused after it. x is taken from its buffer where it has one;
+ * an inline x (a prologue: relu(x * w + b) @ W) is evaluated by a second kernel into the
+ * chunk buffer A first. The runtime runs the chunk loop (lgemm, cpu.c).
+ */
+#include <stdio.h>
+
+#include "kit.h"
+
+typedef struct gemm_ctx {
+    const fuse_group *gr;
+    int32_t buf;   /* the chunk buffer read (C) or written (A) */
+    int32_t src;   /* the prologue's value: x */
+    rj_dim cols;   /* a row of the chunk buffer */
+} gemm_ctx;
+
+/* The logical row of the product at a (its leading dims, all but the last), from the chunk's
+ * first row: for a jagged product the packed row of its class. */
+static int32_t chunk_row(lower *L, const node *r, const at *a) {
+    int32_t row;
+    if (dim_ragged_pos(L->g, r) == 1) {
+        row = xadd(L, xloff(L, root_of(L->g, r->dims[1]), a->idx[0]), a->idx[1]);
+    } else {
+        row = a->idx[0];
+        for (int k = 1; k < r->rank - 1; k++) row = xadd(L, xmul(L, row, xsize(L, r->dims[k])), a->idx[k]);
+    }
+    return xsub(L, row, xparam(L, PK_LO, 0, "lo"));
+}
+
+/* A row of a chunk buffer: a constant or dense width, or an item's length (a row of blocks). */
+static int32_t chunk_width(lower *L, rj_dim cols, const at *a) {
+    const sym *s = graph_sym(L->g, cols);
+    return s && s->kind == SYM_RAGGED ? xlen(L, root_of(L->g, cols), a->idx[0]) : xsize(L, cols);
+}
+
+/* The product at a, from the GEMM's chunk C (a softmax computed in the GEMM's epilogue). */
+int32_t chunk_index(lower *L, const at *a) {
+    const node *r = &L->g->nodes[L->chunk_root];
+    return xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, L->chunk_cols, a)), a->idx[r->rank - 1]);
+}
+
+int32_t chunk_value(lower *L, const at *a) {
+    return xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), L->g->nodes[L->chunk_root].dtype, -1);
+}
+
+static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
+    const gemm_ctx *c = ud;
+    const node *r = &L->g->nodes[c->gr->root];
+    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, c->cols, a)), a->idx[r->rank - 1]);
+    int32_t v = xload(L, buf_param(L, c->buf), idx, r->dtype, -1);
+    store_group(L, b, c->gr->root, v, a, ROWS_ANY, LF_NT);
+}
+
+static void gemm_prologue_body(lower *L, blk *b, at *a, void *ud) {
+    const gemm_ctx *c = ud;
+    const node *r = &L->g->nodes[c->gr->root];
+    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, c->cols, a)), a->idx[r->rank - 1]);
+    s_store(L, b, buf_param(L, c->buf), idx, xcast(L, r->dtype, value_fresh(L, c->src, a)), 0);
+}
+
+static int32_t add_chunk_buf(lower *L, int which, rj_dtype t, rj_dim cols) {
+    lprog *p = L->prog;
+    if (!mem_grow(L->ctx, (void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(lbuf))) {
+        L->err = RJ_ERR_NOMEM;
+        return -1;
+    }
+    p->bufs[p->nbufs] = (lbuf){.kind = LB_CHUNK, .dtype = (uint8_t)t, .index = which, .node = -1, .rank = 1,
+                               .dims = {cols}};
+    return p->nbufs++;
+}
+
+/* A node this kernel reads from a buffer as it is laid out: an input, or a value another
+ * kernel wrote. */
+static bool in_buffer(lower *L, int32_t id) {
+    const fuse_node *f = &L->plan->nodes[id];
+    bool elsewhere = f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != L->group);
+    return elsewhere && L->bufof[id] >= 0;
+}
+
+/* Does the CPU's BLAS compute this GEMM group? Judged from the fusion plan, so that lowering
+ * and the merge of a softmax into the GEMM's epilogue (before the buffers exist) agree: x and
+ * w come from memory (an input, or a value another kernel writes: it will have a buffer). */
+static bool will_have_buffer(const lower *L, int32_t id, int32_t gi) {
+    const fuse_node *f = &L->plan->nodes[id];
+    return f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != gi && f->mat);
+}
+
+static bool gemm_lib_group(const lower *L, int32_t gi) {
+    const rj_graph *g = L->g;
+    const fuse_group *gr = &L->plan->groups[gi];
+    if (gr->kind != FG_ROOT || op_table[g->nodes[gr->root].op].kind != KIND_MATMUL) return false;
+    const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
+    int rp = dim_ragged_pos(g, r);
+    bool qk = is_jagged_t(g, w);
+    int32_t wsrc = qk ? w->in[0] : r->in[1];
+    if (!L->desc->gemm_lib || is_jagged_t(g, x) || x->dtype != r->dtype ||
+        g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
+        return false;
+    if (qk && !will_have_buffer(L, r->in[0], gi)) return false;
+    return blas_get() != NULL;
+}
+
+/* The symbol whose offsets address the rows of a jagged buffer, or -1 (a temporary: logical). */
+static int32_t rows_sym(lower *L, int32_t bi) {
+    const lbuf *lb = &L->prog->bufs[bi];
+    return lb->kind == LB_TEMP ? -1 : dim_sym(lb->dims[1]);
+}
+
+bool gemm_lib_applies(lower *L, const fuse_group *gr) {
+    return gemm_lib_group(L, (int32_t)(gr - L->plan->groups));
+}
+
+void lower_matmul_lib(lower *L, const fuse_group *gr) {
+    const rj_graph *g = L->g;
+    const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
+    int rp = dim_ragged_pos(g, r);
+    bool qk = is_jagged_t(g, w), pv = node_is_pair(g, x), item = qk || pv;
+    int32_t wsrc = qk ? w->in[0] : r->in[1]; /* the tensor whose rows multiply: k, v or w */
+    int32_t gi = (int32_t)(gr - L->plan->groups), sm = -1;
+    int32_t epi = (int32_t)(L->k - L->prog->kernels);
+    lgemm gm = {.on = true, .mode = qk ? GEMM_QK : pv ? GEMM_PV : GEMM_ROWS, .dtype = (uint8_t)r->dtype,
+                .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1, .a_sym = -1, .b_sym = -1,
+                .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[wsrc], .chunk_a = -1,
+                .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1]};
+    if (item) gm.b_sym = rows_sym(L, gm.w_buf);
+    if (in_buffer(L, r->in[0])) {
+        gm.a_buf = L->bufof[r->in[0]];
+        if (rp == 1 && !pv) gm.a_sym = rows_sym(L, gm.a_buf);
+    }
+    gm.chunk_c = add_chunk_buf(L, 1, r->dtype, gm.N);
+    if (gm.a_buf < 0) gm.chunk_a = add_chunk_buf(L, 0, r->dtype, gm.K);
+    if (L->err) return;
+    sbuf what;
+    sbuf_init(&what, L->ctx);
+    sbuf_puts(&what, item ? "epilogue of the per-item GEMMs " : "epilogue of the GEMM ");
+    print_node_type(&what, g, x);
+    sbuf_puts(&what, qk ? " @ the transpose of " : r->ival ? " @ weightᵀ " : " @ ");
+    print_node_type(&what, g, &g->nodes[wsrc]);
+    set_what(L, &what);
+    for (int32_t k = 0; k < L->plan->ngroups && L->merged; k++)
+        if (L->merged[k] == gi) sm = k;
+    if (sm >= 0) { /* the softmax after the product, row by row from C: the product stays in cache */
+        L->chunk_root = gr->root, L->chunk_buf = gm.chunk_c, L->chunk_cols = gm.N;
+        L->group = sm, L->group2 = gi;
+        lower_axis(L, &L->plan->groups[sm]);
+        L->group = gi, L->group2 = -1, L->chunk_root = -1;
+    } else {
+        gemm_ctx c = {.gr = gr, .buf = gm.chunk_c, .cols = gm.N};
+        element_nest(L, r, r->dims, gemm_epilogue_body, &c);
+    }
+    if (gm.chunk_a >= 0 && !L->err) { /* the prologue: x's rows into A */
+        char name[48];
+        snprintf(name, sizeof name, "%.20s_prologue", L->k->name);
+        if (!open_kernel(L, name)) return;
+        gm.prologue = L->prog->nkernels - 1;
+        L->k->inner_only = true;
+        snprintf(L->k->what, sizeof L->k->what, "prologue of a GEMM: x's rows into its chunk A");
+        gemm_ctx pc = {.gr = gr, .buf = gm.chunk_a, .src = r->in[0], .cols = gm.K};
+        element_nest(L, r, x->dims, gemm_prologue_body, &pc);
+        group_for(L, L->k);
+    }
+    L->prog->kernels[epi].gemm = gm;
+    L->k = &L->prog->kernels[epi]; /* the group's kernel, for what follows it in pass_lower */
+}
+
+/* A softmax (or log_softmax) over the last dim of a product the BLAS computes, reading it
+ * directly or through the product's epilogue, is computed by the GEMM's epilogue kernel from
+ * the chunk C, whose rows are whole rows of the product: the product and the values between
+ * (unwritten) never go to memory. Only when nothing else reads them. */
+void merge_softmax(lower *L, int32_t gs, uint8_t *unwritten) {
+    const rj_graph *g = L->g;
+    const fuse_plan *p = L->plan;
+    const fuse_group *sg = &p->groups[gs];
+    if (sg->kind != FG_ROOT || op_table[g->nodes[sg->root].op].kind != KIND_SOFTMAX) return;
+    const node *s = &g->nodes[sg->root];
+    if (s->axis != s->rank - 1 || s->rank < 2) return;
+    int32_t x = s->in[0];
+    const fuse_node *fx = &p->nodes[x];
+    if (fx->role != FR_ROOT && fx->role != FR_EPILOGUE) return;
+    int32_t gm = fx->group;
+    if (gm < 0 || gm >= gs || !gemm_lib_group(L, gm) || L->merged[gs] >= 0) return;
+    for (int32_t k = 0; k < p->ngroups; k++)
+        if (L->merged[k] == gm) return; /* one softmax a product */
+    /* the product's values are read by their own group and by s only, and none is an output */
+    for (int32_t i = 0; i < g->n; i++) {
+        const fuse_node *fi = &p->nodes[i];
+        if (fi->role == FR_DEAD) continue;
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            const fuse_node *fo = &p->nodes[g->nodes[i].in[k]];
+            bool of_gemm = (fo->role == FR_ROOT || fo->role == FR_EPILOGUE) && fo->group == gm;
+            if (of_gemm && i != sg->root && !((fi->role == FR_EPILOGUE || fi->role == FR_ROOT) && fi->group == gm))
+                return;
+        }
+    }
+    for (int32_t o = 0; o < g->noutputs; o++) {
+        const fuse_node *fo = &p->nodes[g->outputs[o].node];
+        if ((fo->role == FR_ROOT || fo->role == FR_EPILOGUE) && fo->group == gm) return;
+    }
+    L->merged[gs] = gm;
+    for (int32_t i = 0; i < g->n; i++)
+        if ((p->nodes[i].role == FR_ROOT || p->nodes[i].role == FR_EPILOGUE) && p->nodes[i].group == gm) unwritten[i] = 1;
+}
