@@ -665,9 +665,9 @@ static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
     }
     if (!k->launch.simt) {
         sbuf_puts(b, "; per thread: a chunk of units, lanes vectorised");
-        if (k->stash_variant)
+        if (k->stash_variant != KV_ALWAYS)
             sbuf_printf(b, "; runs when max(%s) rows of %d columns %s the stash budget", class_name(g, k),
-                        (int)k->variant_tile, k->stash_variant == 1 ? "fit" : "exceed");
+                        (int)k->variant_tile, k->stash_variant == KV_STASH_FITS ? "fit" : "exceed");
         sbuf_putc(b, '\n');
         return;
     }

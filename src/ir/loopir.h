@@ -217,6 +217,15 @@ typedef struct lgemm {
  * tile of a constant inner extent that is a multiple of it has no partial vector step. */
 #define LANES_GRANULE 32
 
+/* Which of a group's item kernels runs (UD_ITEMS on a CPU: lower/items.c, lower_items_cpu). */
+typedef enum {
+    KV_ALWAYS,        /* the group's only kernel */
+    KV_STASH_FITS,    /* a softmax's constant-tile kernel: runs when the longest item's stash
+                       * at variant_tile columns fits the runtime's cache budget */
+    KV_STASH_EXCEEDS, /* its twin of runtime tiles (which the runtime narrows for long items):
+                       * runs when it does not */
+} kernel_variant;
+
 typedef struct lkernel {
     rj_ctx *ctx;
     char name[32];
@@ -243,41 +252,42 @@ typedef struct lkernel {
     int unit_rank;      /* UD_ROWS / UD_DENSE: the dims every unit's work loops over, where a */
     rj_dim unit_dims[RJ_MAX_RANK]; /* run in which they hold no element launches nothing; or 0 */
     launch_shape launch;
-    /* size of the thread-scope local passed as PK_SCRATCH, per thread */
-    uint8_t scratch_type;
-    int32_t scratch_per_tile; /* scratch elements needed per element of the tile */
-    bool scratch_per_row;     /* plus one per element of the tile and row of the stash */
-    rj_dim stash_rows;        /* scratch_per_row: the stash's rows, a size of the graph (a padded
-                               * axis whose padding rows are stashed too: its length L, which
-                               * may exceed every item); 0: the longest item's length */
     bool has_nt;        /* some store is LF_NT */
-    bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
-    uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
-    int32_t fixed_tile; /* UD_ITEMS: the tile is this constant of the kernel's code, not the
-                         * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
-    int64_t lanes_max;  /* UD_ITEMS, UD_PIECES: at most this many lanes in any lanes loop (the
-                         * inner extent where it is a constant, or the fixed tile); 0: not known */
-    int32_t lanes_var;  /* UD_ITEMS: the variable holding the unit's extent of the tile (tn),
-                         * where lanes_multiple > 0 */
-    int64_t lanes_multiple; /* every value lanes_var takes is a multiple of this (of the
-                             * constant inner extent's greatest common divisor with
-                             * LANES_GRANULE, to whose multiples the runtime narrows tiles);
-                             * 0: not known */
-    bool lanes_whole;   /* lanes loops of a constant extent up to lanes_max are written out
-                         * step by step, with no loop (a constant tile's accumulators then
-                         * stay in registers across the row loops around them) */
-    uint8_t stash_variant; /* UD_ITEMS on a CPU: 0 always runs; 1 a softmax's constant-tile
-                            * kernel, run when the longest item's stash at variant_tile columns
-                            * fits the runtime's cache budget; 2 its twin of runtime tiles (which
-                            * the runtime narrows for long items), run when it does not */
-    int32_t variant_tile;
+    /* Item templates (UD_ITEMS, UD_PIECES: lower/items.c, items_simt.c, matmul_simt.c): the
+     * tiles of the inner extent, the per-thread scratch (the thread-scope local passed as
+     * PK_SCRATCH: its size per thread) and what the backends may assume of the lanes loops. */
+    struct {
+        uint8_t scratch_type;     /* the scratch's elements */
+        int32_t scratch_per_tile; /* scratch elements needed per element of the tile */
+        bool scratch_per_row;     /* plus one per element of the tile and row of the stash */
+        rj_dim stash_rows;        /* scratch_per_row: the stash's rows, a size of the graph (a padded
+                                   * axis whose padding rows are stashed too: its length L, which
+                                   * may exceed every item); 0: the longest item's length */
+        bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
+        uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
+        int32_t fixed_tile; /* UD_ITEMS: the tile is this constant of the kernel's code, not the
+                             * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
+        int64_t lanes_max;  /* UD_ITEMS, UD_PIECES: at most this many lanes in any lanes loop (the
+                             * inner extent where it is a constant, or the fixed tile); 0: not known */
+        int32_t lanes_var;  /* UD_ITEMS: the variable holding the unit's extent of the tile (tn),
+                             * where lanes_multiple > 0 */
+        int64_t lanes_multiple; /* every value lanes_var takes is a multiple of this (of the
+                                 * constant inner extent's greatest common divisor with
+                                 * LANES_GRANULE, to whose multiples the runtime narrows tiles);
+                                 * 0: not known */
+        bool lanes_whole;   /* lanes loops of a constant extent up to lanes_max are written out
+                             * step by step, with no loop (a constant tile's accumulators then
+                             * stay in registers across the row loops around them) */
+        uint8_t stash_variant; /* kernel_variant: which of a softmax's two kernels runs */
+        int32_t variant_tile;     /* KV_STASH_*: the constant tile the choice is made at */
+    };
     bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
                          * whose every item is one piece skips it */
     bool inner_only;    /* run only by another kernel's library call (a GEMM's prologue) */
     bool heavy;         /* keeps many values live (a product's loop around inlined producers):
                          * a SIMT target plans more registers per thread for it */
     bool streams;       /* streams its input through additions (a sum or mean over the ragged
-                         * dim of an input without exp and its kin, lower.c: items_reduction):
+                         * dim of an input without exp and its kin, lower/items.c: items_reduction):
                          * a CPU backend may give it narrower vectors than the widest (emit.c,
                          * emit_target.stream_bits) */
     lgemm gemm;         /* gemm.on: this kernel is the epilogue of a library GEMM (below) */

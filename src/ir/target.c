@@ -74,6 +74,8 @@ static void probe_cpu(void) {
         .shared_bytes = 0,
         .max_block = 1,
         .row_streams = row_streams(),
+        .tile_registers = vec >= 64 ? 8 : 4,
+        .row_registers = 2,
         .gemm_lib = true, /* where a BLAS loads (asked only when a program has a product) */
     };
 }

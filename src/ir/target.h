@@ -32,6 +32,11 @@ typedef struct target_desc {
     int32_t row_streams;     /* rows a column reduction (a sum over the ragged dim) reads per
                               * step, 1 or 8: on a CPU probed (row_streams in target.c); 8 on
                               * SIMT targets (eight independent loads in flight a thread) */
+    int32_t tile_registers;  /* CPU: vector registers of accumulators a softmax's constant column
+                              * tile takes (lower/items.c: state_tile): 8 of AVX-512's 32, else 4
+                              * of 16; 0 on SIMT targets */
+    int32_t row_registers;   /* CPU: a softmax over rows of at most this many vector registers
+                              * takes the whole row as its constant tile (2) */
     bool gemm_lib;           /* matrix products may call a library GEMM on chunks of rows (the
                               * CPU, where a BLAS loads: util/blas.c); else the JIT's own kernel */
 } target_desc;

@@ -171,13 +171,13 @@ static void cpu_code_free(rj_ctx *ctx, void *p) {
     mem_free(ctx, c, sizeof *c);
 }
 
-/* Kernels compiled late: a softmax's twin of runtime tiles (lkernel.stash_variant 2), which
+/* Kernels compiled late: a softmax's twin of runtime tiles (lkernel.stash_variant KV_STASH_EXCEEDS), which
  * only a run with an item too long for its constant-tile sibling's stash calls (launch.c,
  * launch_variant_runs): with the default budget, an item of over a thousand rows at 256
  * columns. Compiling it with the program cost 21 of W2's 49 ms on one compile thread, and
  * the same CPU time on any number, for code most programs never run; so the program's code
  * leaves it out, and the first run that needs it compiles it (cpu_late). */
-static bool compiled_late(const lkernel *k) { return k->stash_variant == 2; }
+static bool compiled_late(const lkernel *k) { return k->stash_variant == KV_STASH_EXCEEDS; }
 
 /* sel[i]: whether kernel i is compiled now (late false) or late (late true); NULL with *none
  * set when the program has no late kernel, or on NOMEM with *none clear. */

@@ -96,7 +96,7 @@ static int64_t stash_rows(rj_bind *b, const lkernel *k, int64_t maxlen) {
 }
 
 bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
-    if (!k->stash_variant) return true;
+    if (k->stash_variant == KV_ALWAYS) return true;
     int64_t bytes, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
     int64_t maxlen = stash_rows(b, k, class_maxlen(b, k->dom_class));
     bool fits = mul_i64(maxlen, (int64_t)k->variant_tile * es, &bytes) && (o->tile_bytes <= 0 || bytes <= o->tile_bytes);
@@ -106,7 +106,7 @@ bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
     if (fits && cls >= 0 && cls < b->nsym && k->variant_tile > 0 && !numel(b, k->dom_dims, k->dom_rank, &N) && N > 0 &&
         item_dominates(o, maxlen + 1, b->crows[cls] + b->cbatch[cls], (N + k->variant_tile - 1) / k->variant_tile, N))
         fits = false;
-    return fits == (k->stash_variant == 1);
+    return fits == (k->stash_variant == KV_STASH_FITS);
 }
 
 /* UD_ITEMS: the column tile. Starts with whole items (one unit per item), then narrows the

@@ -42,12 +42,11 @@ static int32_t loc_of(const items *it, int32_t slot) { return slot == it->s2 ? i
 /* Rows of an item summed plainly into a block partial before the partial is added, with
  * compensation, to the item's sum. */
 #define ROW_BLOCK 16
-/* Rows of a sum, max or min folded per step of the row loop where the target reads several
- * row streams at once (target_desc.row_streams > 1; a divisor of ROW_BLOCK; 8 measured best
- * on bench/'s W4 there: 4 and 16 read slower). Softmax's passes, which stash their rows and
- * take exp, are not unrolled (it bought nothing there and doubled compile time), nor are rows
- * whose value calls the maths library or is a large expression. */
-#define ROW_UNROLL 8
+/* A sum, max or min folds target_desc.row_streams rows per step of the row loop where the
+ * target reads several row streams at once (more than 1, a divisor of ROW_BLOCK; 8 measured
+ * best on bench/'s W4 there: 4 and 16 read slower). Softmax's passes, which stash their rows
+ * and take exp, are not unrolled (it bought nothing there and doubled compile time), nor are
+ * rows whose value calls the maths library or is a large expression. */
 #define SPEC_ROWS 16
 #define SPEC_BIG 1e30
 
@@ -121,9 +120,9 @@ static int32_t fold_term(lower *L, const fold *f, rj_dtype t, int32_t v) {
 static int64_t state_tile(const lower *L, const lkernel *k, int32_t N, bool softmax, rj_dtype acc) {
     if (!softmax || !k->tiled || L->err || k->ex[N].kind != LX_CONST) return 0;
     int64_t lanes = L->desc->vector_bytes / (int64_t)rj_dtype_size(acc), n = k->ex[N].i;
-    int64_t w = (L->desc->vector_bytes >= 64 ? 8 : 4) * lanes;
-    if (n <= 0 || lanes <= 0) return 0;
-    if (n <= 2 * lanes) return n;
+    int64_t w = L->desc->tile_registers * lanes;
+    if (n <= 0 || lanes <= 0 || w <= 0) return 0;
+    if (n <= L->desc->row_registers * lanes) return n;
     return n == 2 * w ? w : 0;
 }
 
@@ -166,7 +165,7 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top, bool allow
         k->scratch_per_tile = 0;
         /* the runtime narrows tiles wider than LANES_GRANULE for long items, to keep their
          * stash in cache: a twin of runtime tiles runs where this one's stash would not fit */
-        if (k->ex[N].i > LANES_GRANULE) k->stash_variant = 1, k->variant_tile = (int32_t)TC;
+        if (k->ex[N].i > LANES_GRANULE) k->stash_variant = KV_STASH_FITS, k->variant_tile = (int32_t)TC;
     }
     if (!L->err && k->ex[N].kind == LX_CONST && k->ex[N].i > 0) {
         /* tiles are N or multiples of LANES_GRANULE, so every tile's extent (a tile, or what is
@@ -272,28 +271,30 @@ static void fold_rows(lower *L, items *it, const fold *f, int32_t lo, int32_t hi
         hi = xmin(L, xadd(L, lo, xi(L, ROW_BLOCK)), hi);
         into = &bb;
     }
-    if (rows && L->desc->row_streams > 1 && f->stash == STASH_NONE && (f->op == RJ_OP_SUM || f->op == RJ_OP_MAX || f->op == RJ_OP_MIN) &&
-        expr_cheap(L, term)) {
-        /* ROW_UNROLL rows at a time, combined pairwise before they meet the accumulator: an
-         * eighth of the accumulator's loads and stores, and eight row streams in flight */
+    int nr = L->desc->row_streams; /* rows a step */
+    bool unroll = nr > 1 && nr <= ROW_BLOCK && ROW_BLOCK % nr == 0 && f->stash == STASH_NONE &&
+                  (f->op == RJ_OP_SUM || f->op == RJ_OP_MAX || f->op == RJ_OP_MIN);
+    if (rows && unroll && expr_cheap(L, term)) {
+        /* nr rows at a time, combined pairwise before they meet the accumulator: 1/nr of the
+         * accumulator's loads and stores, and nr row streams in flight */
         int32_t vq = newvar(L, "iq", RJ_I64), vr = newvar(L, "r", RJ_I64);
-        int32_t nq = xbin(L, LOP_IDIV, RJ_I64, xsub(L, hi, lo), xi(L, ROW_UNROLL));
+        int32_t nq = xbin(L, LOP_IDIV, RJ_I64, xsub(L, hi, lo), xi(L, nr));
         blk qb = NEWBLK, qt;
         int32_t fq = s_for(L, into, vq, xi(L, 0), nq, LM_SERIAL);
-        s_set(L, &qb, vr, xadd(L, lo, xmul(L, xvar(L, vq), xi(L, ROW_UNROLL))));
+        s_set(L, &qb, vr, xadd(L, lo, xmul(L, xvar(L, vq), xi(L, nr))));
         int32_t fqt = lanes_for(L, it, &qb, &qt);
-        int32_t terms[ROW_UNROLL];
-        for (int k = 0; k < ROW_UNROLL; k++) {
+        int32_t terms[ROW_BLOCK];
+        for (int k = 0; k < nr; k++) {
             at a = *rows;
             a.idx[1] = xadd(L, xvar(L, vr), xi(L, k));
             terms[k] = fold_term(L, f, t, red_input(L, rc, &a));
         }
-        for (int w = 1; w < ROW_UNROLL; w *= 2)
-            for (int k = 0; k + w < ROW_UNROLL; k += 2 * w) terms[k] = combine(L, f->op, t, terms[k], terms[k + w]);
+        for (int w = 1; w < nr; w *= 2)
+            for (int k = 0; k + w < nr; k += 2 * w) terms[k] = combine(L, f->op, t, terms[k], terms[k + w]);
         s_store_local(L, &qt, loc_of(it, slot), slot, combine(L, f->op, t, xlocal(L, loc_of(it, slot), slot), terms[0]));
         close_body(L, fqt, &qt);
         close_body(L, fq, &qb);
-        lo = xadd(L, lo, xmul(L, nq, xi(L, ROW_UNROLL)));
+        lo = xadd(L, lo, xmul(L, nq, xi(L, nr)));
     }
     blk ib = NEWBLK, tb;
     int32_t fi = s_for(L, into, rc->vi, lo, hi, LM_SERIAL);
@@ -545,7 +546,7 @@ static void items_kernel(lower *L, const fuse_group *gr, red_ctx *rc, bool allow
  * the runtime runs instead when the longest item's stash does not fit at that tile. */
 void lower_items_cpu(lower *L, const fuse_group *gr, red_ctx *rc) {
     items_kernel(L, gr, rc, true);
-    if (L->err || L->k->stash_variant != 1) return;
+    if (L->err || L->k->stash_variant != KV_STASH_FITS) return;
     if (L->k->has_nt) xparam(L, PK_NT, 0, "nt"); /* as pass_lower adds it to the last kernel */
     char name[48], what[sizeof L->k->what];
     snprintf(name, sizeof name, "%s_tiles", L->k->name);
@@ -555,7 +556,7 @@ void lower_items_cpu(lower *L, const fuse_group *gr, red_ctx *rc) {
     if (!open_kernel(L, name)) return;
     snprintf(L->k->what, sizeof L->k->what, "%s", what);
     L->k->heavy = heavy;
-    L->k->stash_variant = 2;
+    L->k->stash_variant = KV_STASH_EXCEEDS;
     L->k->variant_tile = vt;
     L->memo_n = 0;
     items_kernel(L, gr, rc, false);
