@@ -57,8 +57,8 @@ def dims_of(shape, sizes, B, item_len=None):
             out.append(B)
         elif d == "j1":
             out.append(item_len)
-        elif is_pad(d):
-            raise ValueError("inputs are never padded")
+        elif is_pad(d):  # a dense input over a pad length (gen.b_densepad)
+            out.append(sizes[d[1]] if isinstance(d[1], str) else d[1])
         else:
             out.append(sizes[d] if isinstance(d, str) else d)
     return out

@@ -9,8 +9,9 @@ valid; types are worked out by model.py, not by ragjit.
 
 Some builders make fixed shapes on purpose, because they are where bugs were found: pad ->
 softmax/reduction over the padded dim -> unpad (also of [B, j1, j1] blocks, with a
-max(keepdim) - p broadcast, with an explicit len= above the longest item), i64 literals above
-2^53, gelu's tanh form far into the negative range.
+max(keepdim) - p broadcast, with an explicit len= above the longest item), dense inputs over a
+pad length (a softmax over their dense dim, unpadded; pad(x, len=L) + m under a softmax), i64
+literals above 2^53, gelu's tanh form far into the negative range.
 
 The generator also knows the lengths of the data (gen is handed maxlen) so that an explicit
 pad len= is never shorter than the longest item; shrinking only makes items shorter.
@@ -28,7 +29,7 @@ REDUCE = ["sum", "mean", "max", "min", "prod"]
 OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked_fill", "cast"] + REDUCE +
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
-        "transpose", "padchain", "causal", "bigint", "pairinput"])
+        "transpose", "padchain", "densepad", "causal", "bigint", "pairinput"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 
@@ -322,6 +323,32 @@ class Gen:
         shape = ["B", "j1"] + (["j1"] if pair else []) + p.shape[3 if pair else 2:]
         return self.add("unpad", [q], q.dtype, shape, pair=pair)
 
+    def b_densepad(self, _op):
+        """A dense input over a pad length, m : [B, L, inner]: a kernel over its dense dims whose
+        result is unpadded (such an output was once never written), or m added to
+        pad(x, len=L) under a softmax over dim 1 (padding rows that differ row by row, which a
+        softmax keeps for all L rows: its scratch was once sized by the longest item)."""
+        r = self.rng
+        x = self.fjag()
+        if r.random() < 0.5:
+            L = self.maxlen + r.choice([0, 1, 3, 9])
+            dim, text = ("pad", L), str(L)
+        else:
+            self.sizes["L"] = ("above_max", r.choice([0, 2, 9]))
+            dim, text = ("pad", "L"), "L"
+        inner = x.shape[2]
+        m = self.input(x.dtype, ["B", dim, inner])
+        if r.random() < 0.5:
+            if r.random() < 0.6:
+                q = self.add(r.choice(["softmax", "log_softmax"]), [m], m.dtype, m.shape, dim=r.choice([1, 2]))
+            else:
+                red = r.choice(["max", "sum", "mean", "min"])
+                q = self.elementwise("sub", m, self.add(red, [m], m.dtype, ["B", 1, inner], dim=1, keepdim=True))
+            return self.add("unpad", [q], q.dtype, ["B", "j1", inner], pair=False)
+        p = self.add("pad", [x], x.dtype, ["B", dim, inner], value=r.choice([0.0, 0.5, -2.0]), len=text, pair=False)
+        h = self.elementwise("add", p, m)
+        return self.add(r.choice(["softmax", "log_softmax"]), [h], h.dtype, h.shape, dim=1)
+
     def b_unary_on(self, a):
         op = self.rng.choice(["relu", "exp", "tanh", "gelu", "sigmoid", "abs"])
         dt = to_float(a.dtype) if op in FLOAT_UNARY else a.dtype
@@ -484,7 +511,7 @@ class Gen:
         for _ in range(steps):
             op = self.choose_op()
             n = self.builder(op)(op)
-            if op in ("padchain", "causal", "bigint", "pairinput"):
+            if op in ("padchain", "densepad", "causal", "bigint", "pairinput"):
                 self.usage[op] = self.usage.get(op, 0) + 1
             if n is not None:
                 made.append(n)
