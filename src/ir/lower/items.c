@@ -98,22 +98,10 @@ static int32_t fold_term(lower *L, const fold *f, rj_dtype t, int32_t v) {
  * take column tiles of a constant width. Its lanes loops then have a constant extent, which
  * emit.c writes out step by step (lkernel.lanes_whole), and its accumulators (the maximum, the
  * sum and its compensation, the block partial) live in an array of their own of constant size,
- * apart from the stash: LLVM keeps them in registers across the row loops, where through the
- * runtime's scratch every row stored and reloaded each one, and tiles of a width read from a
- * variable cannot be written out. Measured on a Zen 4 (AVX-512, f32, items of 1..1024 rows,
- * paired runs against the runtime-tile kernel): rows of at most one vector register run
- * 1.3-1.5x faster (examples/masked_softmax.rj's 8 columns, 16 columns) and 256 columns in two
- * tiles of eight registers 1.07-1.11x (bench/'s W2; a hand-written loop ran 2x faster with its
- * 128-column tile a constant than read from a variable), while 512 columns in four tiles
- * measured 0.85. Whole rows of 32 to 128 columns measured 0.97-1.0 while every row's store went
- * through a call (emit.c, stream_for); with rows stored directly, rows of two registers at most
- * ran 1.14-1.25x faster from the caches and 1.03-1.13x from memory (19, 24 and 32 columns; f64
- * at 12 the same), and compiled in 16-21 ms rather than 27-37; 48 and 64 columns ran 1.1-1.45x
- * faster but compiled 10-15 ms slower, 96 and 128 gained 3-5%. log_softmax, which stashes
- * nothing, ran 1.9-2.3x faster from the caches with constant tiles at 8, 19 and 32 columns
- * (1.6-2.1x from memory, compiling in 12-15 ms rather than 22-28) and at 256 columns 1.6x
- * (1.06x from memory, compiling 8 ms slower for its twin). The tiles are those two shapes (0:
- * the runtime's tiles). The runtime narrows tiles wider than LANES_GRANULE for long items, to
+ * apart from the stash, which LLVM keeps in registers across the row loops. Two shapes paid
+ * (bench/NOTES.md, "Constant softmax tiles"): whole rows of at most row_registers vector
+ * registers, and N of two tiles of tile_registers registers each (target_desc); otherwise 0:
+ * the runtime's tiles. The runtime narrows tiles wider than LANES_GRANULE for long items, to
  * keep their stash in cache; a constant tile cannot be, so such a kernel gets a twin of runtime
  * tiles, and the runtime runs whichever the longest item's stash calls for (lower_items_cpu);
  * log_softmax, which has none, takes the same twin and the same rule. */
