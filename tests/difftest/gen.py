@@ -107,8 +107,8 @@ class Gen:
         if roll < 0.6 and a.kind == "jagged" and len(a.shape) == 3:
             shape = r.choice([[a.shape[2]], ["B", 1, a.shape[2]], ["B", "j1", 1]])
             return self.input(dt if dt != "bool" else "bool", shape)
-        if roll < 0.7 and a.kind == "dense" and a.shape:
-            return self.input(dt, a.shape[-1:])
+        if roll < 0.7 and a.kind == "dense" and a.shape and a.shape[-1] != ("pad", "max"):
+            return self.input(dt, a.shape[-1:])  # an input's dims are sizes, never max(j1)
         if dt in INTS:
             return lit(r.choice([1, 2, 3, -4, 7]))
         if dt == "bool":
