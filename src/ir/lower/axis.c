@@ -157,13 +157,13 @@ static void dense_axis(lower *L, red_ctx *rc) {
 void lower_dense_axis(lower *L, const fuse_group *gr) {
     red_ctx rc;
     axis_begin(L, gr, &rc);
-    dense_axis(L, &rc);
+    if (!L->err) dense_axis(L, &rc);
 }
 
 void lower_pair_columns(lower *L, const fuse_group *gr) {
     red_ctx rc;
     axis_begin(L, gr, &rc);
-    pair_columns(L, &rc);
+    if (!L->err) pair_columns(L, &rc);
 }
 
 /* A softmax in a library GEMM's epilogue (gemm_lib.c), over the product's last dim. */

@@ -553,5 +553,6 @@ void lower_items_cpu(lower *L, const fuse_group *gr, red_ctx *rc) {
 void lower_items_cpu_group(lower *L, const fuse_group *gr) {
     red_ctx rc;
     axis_begin(L, gr, &rc);
+    if (L->err) return; /* its axis unknown (out of memory): no class to address items by */
     lower_items_cpu(L, gr, &rc);
 }

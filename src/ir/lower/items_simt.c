@@ -518,5 +518,6 @@ void lower_items_simt(lower *L, const fuse_group *gr, red_ctx *rc) {
 void lower_items_simt_group(lower *L, const fuse_group *gr) {
     red_ctx rc;
     axis_begin(L, gr, &rc);
+    if (L->err) return; /* its axis unknown (out of memory): no class to address items by */
     lower_items_simt(L, gr, &rc);
 }
