@@ -1009,6 +1009,44 @@ void std_check_tails(rj_ctx *ctx, rj_target target) {
     rj_graph_free(g);
 }
 
+/* The identities of reductions over empty items (ir.h: op_identity, defined once): a sum is
+ * +0.0 (PyTorch's; not -0.0, the partial accumulators' start), a product 1, max -inf, min
+ * +inf, on a target and on the interpreter alike. */
+void std_check_identities(rj_ctx *ctx, rj_target target) {
+    static const rj_op ops[] = {RJ_OP_SUM, RJ_OP_PROD, RJ_OP_MAX, RJ_OP_MIN};
+    static const double want[] = {0.0, 1.0, -INFINITY, INFINITY};
+    enum { NOPS = sizeof ops / sizeof ops[0], B = 3, W = 5 };
+    static const int64_t off[B + 1] = {0, 0, 0, 0};
+    rj_graph *g = rj_graph_new(ctx);
+    rj_dim b = rj_graph_dense(g, "B"), j = rj_graph_ragged(g, "j1", b);
+    rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){b, j, W}), y[NOPS];
+    for (int k = 0; k < NOPS; k++) rj_graph_output(g, y[k] = rj_graph_reduce(g, ops[k], x, 1, false), NULL);
+    rj_target targets[2] = {target, RJ_TARGET_REFERENCE};
+    for (int t = 0; t < 2; t++) {
+        rj_program *p = rj_program_new(g, targets[t]);
+        if (!p) {
+            if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE) fail_msg("identities: %s", rj_ctx_error(ctx));
+            printf("skipped: %s\n", rj_ctx_error(ctx));
+            rj_graph_free(g);
+            skip();
+        }
+        rj_bind *bd = rj_bind_new(p);
+        float got[NOPS][B * W], none = 0;
+        assert_ok(ctx, rj_bind_offsets(bd, j, B, off, NULL));
+        assert_ok(ctx, rj_bind_input(bd, x, &none, 0));
+        for (int k = 0; k < NOPS; k++) assert_ok(ctx, rj_bind_output(bd, y[k], got[k], B * W));
+        assert_ok(ctx, rj_program_run(p, bd));
+        for (int k = 0; k < NOPS; k++)
+            for (int i = 0; i < B * W; i++)
+                if (got[k][i] != want[k] || !signbit(got[k][i]) != !signbit(want[k]))
+                    fail_msg("%s of an empty item on %s: %g, want %g", rj_op_name(ops[k]), target_name(targets[t]),
+                             (double)got[k][i], want[k]);
+        rj_bind_free(bd);
+        rj_program_free(p);
+    }
+    rj_graph_free(g);
+}
+
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts) {
     int graphs = 0;
     double t0 = now_ms(), t_compile = 0;

@@ -127,6 +127,9 @@ void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts);
 /* gelu (both forms), silu, sigmoid and tanh at extreme arguments on a target, against forms
  * without cancellation (skips the test where the target has no device). */
 void std_check_tails(rj_ctx *ctx, rj_target target);
+/* sum, prod, max and min over empty items: +0.0, 1, -inf, +inf on a target and the
+ * interpreter (skips the test where the target has no device). */
+void std_check_identities(rj_ctx *ctx, rj_target target);
 
 /* Index ops given indices out of range on `target`, packed and with holes: RJ_ERR_INDEX with
  * the interpreter's message (the op, the index tensor, the first bad position). Skips the

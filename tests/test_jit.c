@@ -291,6 +291,10 @@ static void test_activation_tails(void **state) {
     std_check_tails(((fixture *)*state)->ctx, RJ_TARGET_CPU);
 }
 
+static void test_empty_identities(void **state) {
+    std_check_identities(((fixture *)*state)->ctx, RJ_TARGET_CPU);
+}
+
 /* Sliced (FX_SLICED): a shard checks the chains that in_shard gives it. */
 static void test_fused_chains(void **state) {
     fixture *f = *state;
@@ -1382,7 +1386,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX_SLICED(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
-        FX_SLICED(test_fused_chains), FX_SLICED(test_random_chains), FX(test_activation_tails),
+        FX_SLICED(test_fused_chains), FX_SLICED(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
         FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),

@@ -120,6 +120,10 @@ static void test_activation_tails(void **state) {
     std_check_tails(((fixture *)*state)->ctx, RJ_TARGET_OPENCL);
 }
 
+static void test_empty_identities(void **state) {
+    std_check_identities(((fixture *)*state)->ctx, RJ_TARGET_OPENCL);
+}
+
 static void test_device_runs(void **state) {
     std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, STD_PACKED | STD_HOLES);
 }
@@ -602,7 +606,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs),
         FX(test_threads), FX(test_stats_and_probe), FX(test_device_memory), FX(test_alloc_failures), FX(test_index_errors),
-        FX(test_alloc_failures_device), FX(test_random_chains), FX(test_activation_tails),
+        FX(test_alloc_failures_device), FX(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
     };
     return run_group(tests, NULL, NULL, argc, argv);
 }

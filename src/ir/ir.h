@@ -157,6 +157,17 @@ bool node_is_column(const rj_graph *g, const node *n);
 
 /* ops.c */
 rj_dtype dtype_promote(rj_dtype a, rj_dtype b);
+/* The identity of a combining op in dtype t, defined once for every target and the
+ * interpreter: fn is RJ_OP_ADD, _MUL, _MAXIMUM or _MINIMUM (or the reductions SUM, MEAN,
+ * PROD, MAX, MIN). An empty sum is +0.0 (PyTorch's), a product 1, a max the lowest value
+ * (-inf, INT_MIN, false), a min the highest. With `partial`, the value that partial
+ * accumulators (a vector's lanes, a block's threads) start from before they are folded into
+ * a result: -0.0 for a float sum, which leaves every value as it is, -0.0 included. */
+typedef struct op_identity_value {
+    double f;  /* float types */
+    int64_t i; /* integers and bool */
+} op_identity_value;
+op_identity_value op_identity(int fn, rj_dtype t, bool partial);
 bool dtype_is_float(rj_dtype t);
 bool dtype_is_int(rj_dtype t); /* i32, i64 (not bool) */
 /* The dtype an elementwise node computes in (its operands are converted to it); for

@@ -7,6 +7,7 @@
  * type within a category, and literals ("weak" scalars) that only matter when they belong to a
  * higher category than every tensor operand.
  */
+#include <math.h>
 #include <string.h>
 
 #include "ir.h"
@@ -43,6 +44,17 @@ bool dtype_is_int(rj_dtype t) { return t == RJ_I32 || t == RJ_I64; }
 
 /* The enum is ordered bool < i32 < i64 < f32 < f64, and within the order every later type
  * can represent the category of every earlier one, so promotion of typed tensors is max. */
+op_identity_value op_identity(int fn, rj_dtype t, bool partial) {
+    bool lowest = fn == RJ_OP_MAXIMUM || fn == RJ_OP_MAX, highest = fn == RJ_OP_MINIMUM || fn == RJ_OP_MIN;
+    bool one = fn == RJ_OP_MUL || fn == RJ_OP_PROD;
+    op_identity_value v = {.f = one ? 1.0 : partial ? -0.0 : 0.0, .i = one};
+    if (lowest || highest) {
+        v.f = lowest ? -INFINITY : INFINITY;
+        v.i = t == RJ_BOOL ? highest : t == RJ_I32 ? (lowest ? INT32_MIN : INT32_MAX) : (lowest ? INT64_MIN : INT64_MAX);
+    }
+    return v;
+}
+
 rj_dtype dtype_promote(rj_dtype a, rj_dtype b) {
     return a > b ? a : b;
 }

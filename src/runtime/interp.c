@@ -404,21 +404,10 @@ static void eval_reduce(interp *in, const node *n, ival *v) {
     for (bool ok = idx_first(v, oi, -1); ok; ok = idx_next(v, oi, -1)) {
         reduce_src(n, oi, x->rank, xi);
         int64_t cnt = ext_at(x, xi, n->axis);
-        double fa;
+        op_identity_value id = op_identity(n->op, x->dtype, false);
+        double fa = id.f;
         long double sum = 0; /* sums in extended precision: the oracle must beat the JIT's */
-        int64_t ia;
-        switch (n->op) {
-        case RJ_OP_MAX:
-            fa = -INFINITY;
-            ia = x->dtype == RJ_I32 ? INT32_MIN : x->dtype == RJ_BOOL ? 0 : INT64_MIN;
-            break;
-        case RJ_OP_MIN:
-            fa = INFINITY;
-            ia = x->dtype == RJ_I32 ? INT32_MAX : x->dtype == RJ_BOOL ? 1 : INT64_MAX;
-            break;
-        case RJ_OP_PROD: fa = 1; ia = 1; break;
-        default: fa = 0; ia = 0; break;
-        }
+        int64_t ia = id.i;
         for (int64_t r = 0; r < cnt; r++) {
             xi[n->axis] = r;
             elem e = load(x->data, x->dtype, elem_at(x, xi, x->rank));

@@ -313,7 +313,7 @@ __kernel void k1(long p0_lo_all,
                 v8_part = 0.0f;
                 const long t0 = rj_mul_i64(v7_kb, 64L);
                 const float rj_r1 = v8_part;
-                v8_part = 0.0f;
+                v8_part = (-0.0f);
                 for (v5_k = t0 + rj_lane; v5_k < rj_min_i64(rj_add_i64(t0, 64L), rj_sub_i64(p4_j1_loff[rj_add_i64(v0_b, 1L)], p4_j1_loff[v0_b])); v5_k += 256) {
                     v8_part = (v8_part + exp((p6_t0[rj_add_i64(p5_j1_sq[v0_b], rj_add_i64(rj_mul_i64(v1_i, rj_sub_i64(p4_j1_loff[rj_add_i64(v0_b, 1L)], p4_j1_loff[v0_b])), v5_k))] - v3_acc)));
                 }

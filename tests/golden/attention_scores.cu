@@ -318,7 +318,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k1(long long p0_lo_all,
                 v8_part = 0.0f;
                 const long long t0 = rj_mul(v7_kb, 64LL);
                 const float rj_r1 = v8_part;
-                v8_part = 0.0f;
+                v8_part = (-0.0f);
                 for (v5_k = t0 + rj_lane; v5_k < rj_min(rj_add(t0, 64LL), rj_sub(p4_j1_loff[rj_add(v0_b, 1LL)], p4_j1_loff[v0_b])); v5_k += 32) {
                     v8_part = (v8_part + expf((p6_t0[rj_add(p5_j1_sq[v0_b], rj_add(rj_mul(v1_i, rj_sub(p4_j1_loff[rj_add(v0_b, 1LL)], p4_j1_loff[v0_b])), v5_k))] - v3_acc)));
                 }

@@ -133,9 +133,9 @@ __kernel void k0(long p0_lo_all,
             v3_acc = 0.0f;
             v4_acc2 = 0.0f;
             const float rj_r0 = v3_acc;
-            v3_acc = 0.0f;
+            v3_acc = (-0.0f);
             const float rj_r1 = v4_acc2;
-            v4_acc2 = 0.0f;
+            v4_acc2 = (-0.0f);
             for (v10_d2 = 0L + rj_lane; v10_d2 < 128L; v10_d2 += 256) {
                 v3_acc = (v3_acc + (p6_x[rj_add_i64(rj_mul_i64(rj_add_i64(p5_j1_off[v0_b], v1_i), 128L), v10_d2)] - v5_k));
                 const float t0 = (p6_x[rj_add_i64(rj_mul_i64(rj_add_i64(p5_j1_off[v0_b], v1_i), 128L), v10_d2)] - v5_k);
@@ -177,9 +177,9 @@ __kernel void k0(long p0_lo_all,
                         v3_acc = 0.0f;
                         v4_acc2 = 0.0f;
                         const float rj_r2 = v3_acc;
-                        v3_acc = 0.0f;
+                        v3_acc = (-0.0f);
                         const float rj_r3 = v4_acc2;
-                        v4_acc2 = 0.0f;
+                        v4_acc2 = (-0.0f);
                         for (v13_d2 = 0L + rj_lane; v13_d2 < 128L; v13_d2 += 256) {
                             v3_acc = (v3_acc + fma(p6_x[rj_add_i64(rj_mul_i64(rj_add_i64(p5_j1_off[v0_b], v1_i), 128L), v13_d2)], v6_s, (-v5_k)));
                             const float t1 = fma(p6_x[rj_add_i64(rj_mul_i64(rj_add_i64(p5_j1_off[v0_b], v1_i), 128L), v13_d2)], v6_s, (-v5_k));

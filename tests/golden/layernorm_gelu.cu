@@ -148,9 +148,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
             v3_acc = 0.0f;
             v4_acc2 = 0.0f;
             const float rj_r0 = v3_acc;
-            v3_acc = 0.0f;
+            v3_acc = (-0.0f);
             const float rj_r1 = v4_acc2;
-            v4_acc2 = 0.0f;
+            v4_acc2 = (-0.0f);
             for (v10_d2 = 0LL + rj_lane; v10_d2 < 128LL; v10_d2 += 32) {
                 v3_acc = (v3_acc + (p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v10_d2)] - v5_k));
                 const float t0 = (p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v10_d2)] - v5_k);
@@ -172,9 +172,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
                         v3_acc = 0.0f;
                         v4_acc2 = 0.0f;
                         const float rj_r2 = v3_acc;
-                        v3_acc = 0.0f;
+                        v3_acc = (-0.0f);
                         const float rj_r3 = v4_acc2;
-                        v4_acc2 = 0.0f;
+                        v4_acc2 = (-0.0f);
                         for (v13_d2 = 0LL + rj_lane; v13_d2 < 128LL; v13_d2 += 32) {
                             v3_acc = (v3_acc + fmaf(p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v13_d2)], v6_s, (-v5_k)));
                             const float t1 = fmaf(p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v13_d2)], v6_s, (-v5_k));

@@ -168,7 +168,7 @@ __kernel void k0(long p0_lo_all,
                 v8_part = 0.0f;
                 const long t0 = rj_mul_i64(v7_kb, 64L);
                 const float rj_r1 = v8_part;
-                v8_part = 0.0f;
+                v8_part = (-0.0f);
                 for (v5_k = t0 + rj_lane; v5_k < rj_min_i64(rj_add_i64(t0, 64L), p5_V); v5_k += 256) {
                     v8_part = (v8_part + exp((p7_logits[rj_add_i64(rj_mul_i64(rj_add_i64(p6_j1_off[v0_b], v1_i), p5_V), v5_k)] - v3_acc)));
                 }

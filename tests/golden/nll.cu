@@ -173,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
                 v8_part = 0.0f;
                 const long long t0 = rj_mul(v7_kb, 64LL);
                 const float rj_r1 = v8_part;
-                v8_part = 0.0f;
+                v8_part = (-0.0f);
                 for (v5_k = t0 + rj_lane; v5_k < rj_min(rj_add(t0, 64LL), p5_V); v5_k += 32) {
                     v8_part = (v8_part + expf((p7_logits[rj_add(rj_mul(rj_add(p6_j1_off[v0_b], v1_i), p5_V), v5_k)] - v3_acc)));
                 }

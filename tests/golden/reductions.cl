@@ -570,7 +570,7 @@ __kernel void k3(long p0_lo_all,
         for (v1_i = rj_max_i64(rj_sub_i64(p0_lo, v2_start), 0L); v1_i < rj_min_i64(rj_sub_i64(p1_hi, v2_start), rj_sub_i64(p4_j1_loff[rj_add_i64(v0_b, 1L)], v2_start)); v1_i++) {
             v3_acc = 0.0f;
             const float rj_r0 = v3_acc;
-            v3_acc = 0.0f;
+            v3_acc = (-0.0f);
             for (v5_k = 0L + rj_lane; v5_k < 32L; v5_k += 256) {
                 const float t0 = p6_x[rj_add_i64(rj_mul_i64(rj_add_i64(p5_j1_off[v0_b], v1_i), 32L), v5_k)];
                 v3_acc = (v3_acc + (t0 * t0));

@@ -585,7 +585,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) k3(long long p0_lo_all,
         for (v1_i = rj_max(rj_sub(p0_lo, v2_start), 0LL); v1_i < rj_min(rj_sub(p1_hi, v2_start), rj_sub(p4_j1_loff[rj_add(v0_b, 1LL)], v2_start)); v1_i++) {
             v3_acc = 0.0f;
             const float rj_r0 = v3_acc;
-            v3_acc = 0.0f;
+            v3_acc = (-0.0f);
             for (v5_k = 0LL + rj_lane; v5_k < 32LL; v5_k += 32) {
                 const float t0 = p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 32LL), v5_k)];
                 v3_acc = (v3_acc + (t0 * t0));

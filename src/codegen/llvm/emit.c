@@ -950,14 +950,8 @@ static LLVMValueRef vexpr(em *E, int32_t id) {
 /* The identity of a reduction's operation, in every lane. */
 static LLVMValueRef videntity(em *E, int fn, int t) {
     E->vw = E->vf;
-    LLVMValueRef v;
-    bool big = fn == RJ_OP_MINIMUM || fn == RJ_OP_MUL; /* 1 / true / +inf / the largest */
-    if (t == RJ_BOOL) v = iconst(E, t, big ? 1 : 0);
-    else if (isf(t)) v = fconst(E, t, fn == RJ_OP_ADD ? -0.0 : fn == RJ_OP_MUL ? 1.0 : big ? INFINITY : -INFINITY);
-    else if (fn == RJ_OP_ADD) v = iconst(E, t, 0);
-    else if (fn == RJ_OP_MUL) v = iconst(E, t, 1);
-    else if (t == RJ_I32) v = iconst(E, t, big ? INT32_MAX : INT32_MIN);
-    else v = iconst(E, t, big ? INT64_MAX : INT64_MIN);
+    op_identity_value id = op_identity(fn, (rj_dtype)t, true); /* the lanes' partials */
+    LLVMValueRef v = isf(t) ? fconst(E, t, id.f) : iconst(E, t, id.i);
     E->vw = 0;
     return v;
 }

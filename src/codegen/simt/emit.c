@@ -935,15 +935,9 @@ static void collect_reduces(cem *C, int32_t s, lane_red *r, int *n) {
 
 /* The identity of reduction fn in type t. */
 static void put_identity(cem *C, int t, int fn) {
-    bool low = fn == RJ_OP_MAXIMUM, high = fn == RJ_OP_MINIMUM;
-    if (t == RJ_BOOL) {
-        sbuf_puts(C->b, fn == RJ_OP_MUL || high ? "true" : "false");
-    } else if (isf(t)) {
-        put_float(C, t, low ? -INFINITY : high ? INFINITY : fn == RJ_OP_MUL ? 1 : 0);
-    } else {
-        int64_t lo = t == RJ_I32 ? INT32_MIN : INT64_MIN, hi = t == RJ_I32 ? INT32_MAX : INT64_MAX;
-        put_int(C, t, low ? lo : high ? hi : fn == RJ_OP_MUL ? 1 : 0);
-    }
+    op_identity_value id = op_identity(fn, (rj_dtype)t, true); /* the threads' partials */
+    if (isf(t)) put_float(C, t, id.f);
+    else put_int(C, t, id.i);
 }
 
 /* "v = fn(v, <text of other>)": the caller prints the other operand between the two calls. */

@@ -74,14 +74,7 @@ int32_t xconst_int(lower *L, rj_dtype t, int64_t v) {
 
 /* The smallest / largest value of t (identities of max / min). */
 int32_t xextreme(lower *L, rj_dtype t, bool lowest) {
-    lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
-    switch (t) {
-    case RJ_BOOL: e.i = !lowest; break;
-    case RJ_I32: e.i = lowest ? INT32_MIN : INT32_MAX; break;
-    case RJ_I64: e.i = lowest ? INT64_MIN : INT64_MAX; break;
-    default: e.f = lowest ? -INFINITY : INFINITY; break;
-    }
-    return X(L, e);
+    return identity(L, lowest ? RJ_OP_MAX : RJ_OP_MIN, t);
 }
 
 int32_t xparam(lower *L, param_kind kind, int32_t ref, const char *name) {

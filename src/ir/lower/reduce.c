@@ -68,12 +68,8 @@ int32_t combine(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v) {
 }
 
 int32_t identity(lower *L, rj_op op, rj_dtype t) {
-    switch (op) {
-    case RJ_OP_MAX: return xextreme(L, t, true);
-    case RJ_OP_MIN: return xextreme(L, t, false);
-    case RJ_OP_PROD: return xconst(L, t, 1);
-    default: return xconst(L, t, 0);
-    }
+    op_identity_value v = op_identity(op, t, false);
+    return dtype_is_float(t) ? xconst(L, t, v.f) : xconst_int(L, t, v.i);
 }
 
 /* `times` copies of v folded into acc in closed form (times >= 0, an i64 expression). */
