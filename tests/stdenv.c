@@ -956,6 +956,18 @@ static double run_graph(rj_ctx *ctx, env *e, const char *name, uint64_t seed, rj
     return tc;
 }
 
+/* g compiled for target; without its device, the test is skipped (and g freed). */
+static rj_program *program_or_skip(rj_ctx *ctx, rj_graph *g, rj_target target, const char *what) {
+    rj_program *p = rj_program_new(g, target);
+    if (!p) {
+        if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE) fail_msg("%s: %s", what, rj_ctx_error(ctx));
+        printf("skipped: %s\n", rj_ctx_error(ctx));
+        rj_graph_free(g);
+        skip();
+    }
+    return p;
+}
+
 /* Composite activations where their textbook forms cancel: 0.5x(1 + tanh(u)) and
  * 0.5x(1 + erf(t)) for large negative x, where a tanh or erf one ulp short of -1 (within the
  * OpenCL and CUDA bounds) times x is far from the true value (gelu_tanh(-6843.7) was -2e-4 on
@@ -982,13 +994,7 @@ void std_check_tails(rj_ctx *ctx, rj_target target) {
     rj_dim n = rj_graph_dense(g, "N");
     rj_node x = rj_graph_input(g, "x", RJ_F32, 1, &n), y[NOPS];
     for (int k = 0; k < NOPS; k++) rj_graph_output(g, y[k] = rj_graph_unary(g, ops[k], x), NULL);
-    rj_program *p = rj_program_new(g, target);
-    if (!p) {
-        if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE) fail_msg("tails: %s", rj_ctx_error(ctx));
-        printf("skipped: %s\n", rj_ctx_error(ctx));
-        rj_graph_free(g);
-        skip();
-    }
+    rj_program *p = program_or_skip(ctx, g, target, "tails");
     rj_bind *b = rj_bind_new(p);
     float got[NOPS][NX];
     assert_ok(ctx, rj_bind_size(b, n, NX));
@@ -1023,13 +1029,7 @@ void std_check_identities(rj_ctx *ctx, rj_target target) {
     for (int k = 0; k < NOPS; k++) rj_graph_output(g, y[k] = rj_graph_reduce(g, ops[k], x, 1, false), NULL);
     rj_target targets[2] = {target, RJ_TARGET_REFERENCE};
     for (int t = 0; t < 2; t++) {
-        rj_program *p = rj_program_new(g, targets[t]);
-        if (!p) {
-            if (rj_ctx_status(ctx) != RJ_ERR_NO_DEVICE) fail_msg("identities: %s", rj_ctx_error(ctx));
-            printf("skipped: %s\n", rj_ctx_error(ctx));
-            rj_graph_free(g);
-            skip();
-        }
+        rj_program *p = program_or_skip(ctx, g, targets[t], "identities");
         rj_bind *bd = rj_bind_new(p);
         float got[NOPS][B * W], none = 0;
         assert_ok(ctx, rj_bind_offsets(bd, j, B, off, NULL));
