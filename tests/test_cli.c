@@ -325,7 +325,7 @@ static void test_run_failures(void **state) {
 /* RAGJIT_LLVM_PASSES: the faster pipeline docs/guide.md offers (read from the guide, so the
  * text users copy is the one tested) gives correct results, and a bad pipeline is a compile
  * error that names the variable. */
-/* Lanes loops as vector code (emit.c) at inner widths around the vector width and its
+/* Lanes loops as vector code (llvm/vector.c) at inner widths around the vector width and its
  * halves, as a constant (straight-line steps, or a loop without a masked step where vf
  * divides it) and as a size bound at run time (a loop and a masked last step), against the
  * interpreter; and with LLVM's vectoriser instead (RAGJIT_LLVM_VECTOR=0), and with 256-bit

@@ -950,7 +950,7 @@ static void test_softmax_nonfinite_columns(void **state) {
 
 /* Softmax over the ragged dim takes its shift from the first and last 16 rows of an item and
  * runs the item again with the true maximum where a column's sum leaves the range it can
- * trust (lower.c, items_softmax). Columns that pass and columns that must run again, in long
+ * trust (lower/items.c, items_softmax). Columns that pass and columns that must run again, in long
  * and short items, against the reference: a row 100 above the rest in the middle of an item
  * (the retry), a first block of -inf, rows rising slowly and steeply, falling, large random
  * values, a NaN and a +inf in the middle of an item (the retry), a row in the middle of an
@@ -1038,10 +1038,10 @@ static void test_softmax_speculative_max(void **state) {
     free(xs);
 }
 
-/* Streaming rows (emit.c: stream_for): rows of a constant width, a multiple of the vector
+/* Streaming rows (llvm/stream.c): rows of a constant width, a multiple of the vector
  * width, stored directly, with non-temporal vector stores where a row starts on a vector's
  * alignment and plain stores elsewhere (an elementwise kernel's rows, softmax's constant
- * tiles, lower.c: state_tile); other rows staged where they are whole aligned lines or long,
+ * tiles, lower/items.c: state_tile); other rows staged where they are whole aligned lines or long,
  * and plain otherwise. With streaming forced on, each shape writes the same bits into
  * ragjit's own (aligned) output and into user buffers 4, 8 and 32 bytes past an alignment (a
  * vmovntps at an unaligned address would fault, a staged row's part lines are copied apart),

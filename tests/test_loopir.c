@@ -10,7 +10,7 @@
  * lowering does not produce yet (a block-scope local, barrier, a max reduce): it prints, it
  * JIT-compiles and computes the right values on the CPU, and it prints as CUDA C that NVRTC
  * compiles (skipped without NVRTC). The loop-IR checker rejects a reduce outside a lanes loop
- * and one that reads its own accumulator.
+ * and one that reads its own accumulator. Composite ops reach no backend (expand.c).
  */
 #include "harness.h"
 
@@ -186,7 +186,7 @@ static void test_print_softmax_ragged(void **state) {
     expect_in(t, "scratch: f32* local scratch");
     expect_in(t, "\n  local thread f32 scratch[(4 + max(j1)) * tile]\n");
     expect_in(t, "\n  for u in lo .. hi units {\n");
-    /* the speculative maximum (lower.c, items_softmax): a retry loop run once more only where
+    /* the speculative maximum (lower/items.c, items_softmax): a retry loop run once more only where
      * a column's sum is out of range, its max pass over the first 16 rows the first time */
     expect_in(t, "\n    for pass in 0 .. 2 serial nounroll {\n      if (retry != 0) {\n");
     expect_in(t, "\n        for t in 0 .. tn lanes {\n          scratch[((3 * tn) + t)] = -inf\n");
@@ -199,7 +199,7 @@ static void test_print_softmax_ragged(void **state) {
     expect_in(t, "scratch[%0] = maximum(scratch[%0], ");
     assert_null(strstr(t, "reduce"));
     rj_string_free(f->ctx, t);
-    /* 256 columns of f32 with AVX-512 (lower.c, state_tile): a kernel of two constant tiles of
+    /* 256 columns of f32 with AVX-512 (lower/items.c, state_tile): a kernel of two constant tiles of
      * 128 whose accumulators have an array of their own, and its twin of runtime tiles for
      * items too long for its stash (with AVX2, tiles of 32 columns would take 64) */
     if (target_desc_for(RJ_TARGET_CPU)->vector_bytes != 64) return;
@@ -301,6 +301,70 @@ static void test_simt_item_products_tiled(void **state) {
             tiled++;
         }
         assert_int_equal(tiled, 2);
+        compiled_free(&c);
+    }
+    rj_graph_free(g);
+}
+
+/* Composite ops reach no backend: after the pipeline (expand.c) the loop IR of every target
+ * holds no gelu, gelu_tanh, silu, sigmoid, rsqrt, sgn or relu, and no pow whose exponent is a
+ * literal pow_expand names; erfc stands in gelu's place, and a pow of another exponent stays. */
+static bool composite(const lkernel *k, int32_t id, void *ud) {
+    (void)ud;
+    const lx *e = &k->ex[id];
+    if (e->kind == LX_UNARY)
+        switch (e->fn) {
+        case RJ_OP_GELU: case RJ_OP_GELU_TANH: case RJ_OP_SILU: case RJ_OP_SIGMOID:
+        case RJ_OP_RSQRT: case RJ_OP_SGN: case RJ_OP_RELU: return true;
+        default: return false;
+        }
+    if (e->kind != LX_BINARY || e->fn != RJ_OP_POW || k->ex[e->b].kind != LX_CONST) return false;
+    return pow_expand(k->ex[e->b].f) != POWX_NONE;
+}
+
+static bool is_fn(const lkernel *k, int32_t id, void *ud) {
+    return (k->ex[id].kind == LX_UNARY || k->ex[id].kind == LX_BINARY) && k->ex[id].fn == *(const int *)ud;
+}
+
+/* Whether fn (NULL: composite) holds anywhere in the statements of the kernels of lp. */
+static bool lprog_has(const lprog *lp, lx_visit_fn fn, void *ud) {
+    for (int32_t i = 0; i < lp->nkernels; i++) {
+        const lkernel *k = &lp->kernels[i];
+        uint32_t *seen = calloc((size_t)k->nex + 1, sizeof *seen);
+        bool hit = false;
+        for (int32_t s = 0; s < k->nst && !hit; s++) {
+            int32_t ex[2];
+            int n = ls_exprs(&k->st[s], ex);
+            for (int j = 0; j < n && !hit; j++) hit = lx_visit(k, ex[j], fn, ud, seen, 1);
+        }
+        free(seen);
+        if (hit) return true;
+    }
+    return false;
+}
+
+static void test_expand_composites(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx,
+                                 "ragged j1 : B\n"
+                                 "input x : f32[B, j1, 16]\n"
+                                 "input d : f64[B, j1, 16]\n"
+                                 "input n : i32[B, j1, 16]\n"
+                                 "a = gelu(x) + gelu(x, approximate=\"tanh\") + silu(x) + sigmoid(x) + rsqrt(x)\n"
+                                 "b = sign(x) + relu(x) + pow(x, 2) + pow(x, 3) + pow(x, 0.5) + pow(x, -1) + pow(x, 1.0) + pow(x, 1.5)\n"
+                                 "c = gelu(d) * sign(d) + relu(d)\n"
+                                 "m = sign(n) + relu(n)\n"
+                                 "s = softmax(a + b, dim=1)\n"
+                                 "output a, b, c, m, s\n",
+                                 "test.rj");
+    assert_non_null(g);
+    for (rj_target t = RJ_TARGET_CPU; t <= RJ_TARGET_OPENCL; t++) {
+        compiled c;
+        assert_int_equal(pipeline_run(g, target_desc_for(t), &c), RJ_OK);
+        assert_false(lprog_has(&c.lp, composite, NULL));
+        int erfc = LOP_ERFC, pow = RJ_OP_POW;
+        assert_true(lprog_has(&c.lp, is_fn, &erfc));
+        assert_true(lprog_has(&c.lp, is_fn, &pow)); /* pow(x, 1.5) */
         compiled_free(&c);
     }
     rj_graph_free(g);
@@ -573,7 +637,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_target_descriptors),   FX(test_dump_two_threads), FX(test_print_softmax_ragged),
         FX(test_print_layer_norm),     FX(test_print_dense_axis), FX(test_print_simt_launch),
-        FX(test_simt_item_products_tiled),
+        FX(test_simt_item_products_tiled), FX(test_expand_composites),
         FX(test_hand_built_kernel),    FX(test_verify_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,8 @@
  * and its attributes, let infer_node decide dtype and shape (or reject the node with a
  * message), append it. An operand of RJ_NONE after an earlier failure fails quietly, keeping
  * the first message; RJ_NONE with no earlier failure is reported, since it means the caller
- * passed a node that never existed.
+ * passed a node that never existed. An input is built the same way (rj_graph_input), so this
+ * file, not graph.c, is where nodes meet inference: the graph's storage stays below it.
  */
 #include <math.h>
 #include <string.h>
@@ -56,6 +57,53 @@ rj_node rj_graph_scalar_int(rj_graph *g, int64_t v) {
     return scalar(g, WEAK_INT, (double)v, v);
 }
 rj_node rj_graph_scalar_bool(rj_graph *g, bool v) { return scalar(g, WEAK_BOOL, v, v); }
+
+/* An input: a leaf named in the graph's one namespace of inputs, outputs and symbols. */
+rj_node rj_graph_input(rj_graph *g, const char *name, rj_dtype dtype, int rank,
+                       const rj_dim *dims) {
+    if (!g) return RJ_NONE;
+    if (!graph_name_valid(name)) {
+        graph_fail(g, RJ_ERR_ARG, "input: '%s' is not a valid name", name ? name : "(NULL)");
+        return RJ_NONE;
+    }
+    const char *user = graph_name_user(g, name, RJ_NONE);
+    if (user) {
+        graph_fail(g, RJ_ERR_ARG, "input: the name '%s' is already used by %s", name, user);
+        return RJ_NONE;
+    }
+    if ((unsigned)dtype >= RJ_DTYPE_COUNT) {
+        graph_fail(g, RJ_ERR_ARG, "input %s: invalid dtype %d", name, (int)dtype);
+        return RJ_NONE;
+    }
+    if (rank < 0 || rank > RJ_MAX_RANK || (rank > 0 && !dims)) {
+        graph_fail(g, RJ_ERR_ARG, "input %s: rank %d is out of range 0..%d%s", name, rank,
+                   RJ_MAX_RANK, rank > 0 && !dims ? " or dims is NULL" : "");
+        return RJ_NONE;
+    }
+    node n = {.op = RJ_OP_INPUT, .dtype = dtype, .rank = (uint8_t)rank, .loc = g->cur_loc,
+              .in = {-1, -1, -1}};
+    for (int i = 0; i < rank; i++) {
+        if (!graph_is_valid_dim(g, dims[i])) {
+            graph_fail(g, RJ_ERR_ARG, "input %s: dim %d is not a constant or a symbol of this "
+                       "graph", name, i);
+            return RJ_NONE;
+        }
+        n.dims[i] = dims[i];
+    }
+    if (infer_node(g, &n) != RJ_OK) return RJ_NONE;
+    if (!mem_grow(g->ctx, (void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t)) ||
+        !(n.name = mem_strdup(g->ctx, name))) {
+        graph_keep_error(g, RJ_ERR_NOMEM);
+        return RJ_NONE;
+    }
+    int32_t id = graph_add_node(g, &n);
+    if (id < 0) {
+        mem_strfree(g->ctx, n.name);
+        return RJ_NONE;
+    }
+    g->inputs[g->ninputs++] = id;
+    return id;
+}
 
 rj_node rj_graph_unary(rj_graph *g, rj_op op, rj_node x) {
     if (!g || !op_is(g, op, "rj_graph_unary", KIND_UNARY, KIND_UNARY)) return RJ_NONE;

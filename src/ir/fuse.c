@@ -99,7 +99,7 @@ static rj_status mark_reads(const rj_graph *g, fuse_plan *p, int32_t from, int32
     return RJ_OK;
 }
 
-/* Lowering evaluates an inline node by recursing into its operands (lower.c, value()), and
+/* Lowering evaluates an inline node by recursing into its operands (lower/value.c: value), and
  * the backends walk the resulting expressions recursively too, so the longest chain of nodes
  * one kernel computes without writing them bounds the stack compilation needs. Chains longer
  * than FUSE_MAX_DEPTH are refused here, with a message, instead of overflowing the stack

@@ -7,9 +7,17 @@
  * (status and message) and later failures do not overwrite it, which lets callers build a
  * whole graph and check rj_graph_status once, and lets rj_program_new report the root cause.
  *
- * Inputs, outputs and symbols share one namespace (io_user, sym_user): `ragjit run` names a
+ * Failures are reported through util's error of the context (ctx_failv: the message the caller
+ * reads with rj_ctx_error); graph_fail only adds the stickiness, keeping the first message in
+ * the graph.
+ *
+ * Inputs, outputs and symbols share one namespace (graph_name_user): `ragjit run` names a
  * file after each in one directory, so two kinds with one name would read or overwrite each
  * other's data. The text format adds its values to the same namespace (parse.c).
+ *
+ * This file is the bottom of the IR and calls only util: the calls that add a node infer its
+ * type first, so they are the builder's (builder.c, rj_graph_input included), and whatever
+ * prints a node is print.c's (rj_node_type_str).
  */
 #include <stdio.h>
 #include <string.h>
@@ -57,8 +65,12 @@ rj_status graph_fail(rj_graph *g, rj_status s, const char *fmt, ...) {
     ctx_failv(g->ctx, s, fmt, ap);
     va_end(ap);
     g->status = s;
-    snprintf(g->first_err, sizeof g->first_err, "%s", rj_ctx_error(g->ctx));
+    snprintf(g->first_err, sizeof g->first_err, "%s", ctx_last_error(g->ctx));
     return s;
+}
+
+rj_status graph_keep_error(rj_graph *g, rj_status s) {
+    return graph_fail(g, s, "%s", ctx_last_error(g->ctx));
 }
 
 node *graph_node(const rj_graph *g, rj_node id) {
@@ -67,7 +79,7 @@ node *graph_node(const rj_graph *g, rj_node id) {
 
 int32_t graph_add_node(rj_graph *g, const node *n) {
     if (!mem_grow(g->ctx, (void **)&g->nodes, &g->cap, g->n + 1, sizeof(node))) {
-        graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
+        graph_keep_error(g, RJ_ERR_NOMEM);
         return -1;
     }
     g->nodes[g->n] = *n;
@@ -79,7 +91,7 @@ int32_t graph_add_sym(rj_graph *g, const char *name, int kind, int32_t parent) {
     char *nm = mem_strdup(g->ctx, name);
     if (!nm || !mem_grow(g->ctx, (void **)&g->syms, &g->capsym, g->nsym + 1, sizeof(sym))) {
         mem_strfree(g->ctx, nm);
-        graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
+        graph_keep_error(g, RJ_ERR_NOMEM);
         return -1;
     }
     g->syms[g->nsym] = (sym){.name = nm, .kind = (uint8_t)kind, .parent = parent, .uf = g->nsym};
@@ -136,7 +148,7 @@ bool node_is_column(const rj_graph *g, const node *n) {
     return j && j->kind == SYM_RAGGED && dim_equal(g, n->dims[0], sym_dim(j->parent));
 }
 
-static bool valid_name(const char *s) {
+bool graph_name_valid(const char *s) {
     if (!s || !*s) return false;
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
     for (const char *p = s; *p; p++)
@@ -164,9 +176,14 @@ static const char *sym_user(const rj_graph *g, const char *name) {
     return g->syms[s].kind == SYM_RAGGED ? "a ragged symbol" : "a dense size";
 }
 
+const char *graph_name_user(const rj_graph *g, const char *name, rj_node self) {
+    const char *user = io_user(g, name, self);
+    return user ? user : sym_user(g, name);
+}
+
 static rj_dim declare_sym(rj_graph *g, const char *what, const char *name, int kind,
                           int32_t parent) {
-    if (!valid_name(name)) {
+    if (!graph_name_valid(name)) {
         graph_fail(g, RJ_ERR_ARG, "%s: '%s' is not a valid name (letters, digits, _; not "
                    "starting with a digit)", what, name ? name : "(NULL)");
         return RJ_DIM_NONE;
@@ -247,52 +264,6 @@ rj_node rj_graph_find(const rj_graph *g, const char *name) {
     return RJ_NONE;
 }
 
-rj_node rj_graph_input(rj_graph *g, const char *name, rj_dtype dtype, int rank,
-                       const rj_dim *dims) {
-    if (!g) return RJ_NONE;
-    if (!valid_name(name)) {
-        graph_fail(g, RJ_ERR_ARG, "input: '%s' is not a valid name", name ? name : "(NULL)");
-        return RJ_NONE;
-    }
-    const char *user = io_user(g, name, RJ_NONE);
-    if (user || (user = sym_user(g, name))) {
-        graph_fail(g, RJ_ERR_ARG, "input: the name '%s' is already used by %s", name, user);
-        return RJ_NONE;
-    }
-    if ((unsigned)dtype >= RJ_DTYPE_COUNT) {
-        graph_fail(g, RJ_ERR_ARG, "input %s: invalid dtype %d", name, (int)dtype);
-        return RJ_NONE;
-    }
-    if (rank < 0 || rank > RJ_MAX_RANK || (rank > 0 && !dims)) {
-        graph_fail(g, RJ_ERR_ARG, "input %s: rank %d is out of range 0..%d%s", name, rank,
-                   RJ_MAX_RANK, rank > 0 && !dims ? " or dims is NULL" : "");
-        return RJ_NONE;
-    }
-    node n = {.op = RJ_OP_INPUT, .dtype = dtype, .rank = (uint8_t)rank, .loc = g->cur_loc,
-              .in = {-1, -1, -1}};
-    for (int i = 0; i < rank; i++) {
-        if (!graph_is_valid_dim(g, dims[i])) {
-            graph_fail(g, RJ_ERR_ARG, "input %s: dim %d is not a constant or a symbol of this "
-                       "graph", name, i);
-            return RJ_NONE;
-        }
-        n.dims[i] = dims[i];
-    }
-    if (infer_node(g, &n) != RJ_OK) return RJ_NONE;
-    if (!mem_grow(g->ctx, (void **)&g->inputs, &g->capinputs, g->ninputs + 1, sizeof(int32_t)) ||
-        !(n.name = mem_strdup(g->ctx, name))) {
-        graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
-        return RJ_NONE;
-    }
-    int32_t id = graph_add_node(g, &n);
-    if (id < 0) {
-        mem_strfree(g->ctx, n.name);
-        return RJ_NONE;
-    }
-    g->inputs[g->ninputs++] = id;
-    return id;
-}
-
 /* g->live for the outputs as they are now; false after an allocation failure. */
 static bool keep_live(rj_graph *g) {
     uint8_t *live = mem_realloc(g->ctx, g->live, (size_t)g->nlive, (size_t)(g->n ? g->n : 1));
@@ -318,36 +289,36 @@ rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
     if (!name) { /* the first free one of out0, out1, ... */
         for (int32_t k = g->noutputs;; k++) {
             snprintf(auto_name, sizeof auto_name, "out%d", (int)k);
-            if (!io_user(g, auto_name, n) && !sym_user(g, auto_name)) break;
+            if (!graph_name_user(g, auto_name, n)) break;
         }
         name = auto_name;
     }
-    if (!valid_name(name))
+    if (!graph_name_valid(name))
         return graph_fail(g, RJ_ERR_ARG, "output: '%s' is not a valid name", name);
     for (int32_t i = 0; i < g->noutputs; i++) {
         if (g->outputs[i].node == n)
             return graph_fail(g, RJ_ERR_ARG, "output %s: node is already output '%s'", name,
                               g->outputs[i].name);
     }
-    const char *user = io_user(g, name, n);
-    if (user || (user = sym_user(g, name)))
+    const char *user = graph_name_user(g, name, n);
+    if (user)
         return graph_fail(g, RJ_ERR_ARG, "output: the name '%s' is already used by %s", name,
                           user);
     char *nm = mem_strdup(g->ctx, name);
     if (!nm || !mem_grow(g->ctx, (void **)&g->outputs, &g->capoutputs, g->noutputs + 1,
                          sizeof(output))) {
         mem_strfree(g->ctx, nm);
-        return graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
+        return graph_keep_error(g, RJ_ERR_NOMEM);
     }
     g->outputs[g->noutputs++] = (output){.node = n, .name = nm};
-    return keep_live(g) ? RJ_OK : graph_fail(g, RJ_ERR_NOMEM, "%s", rj_ctx_error(g->ctx));
+    return keep_live(g) ? RJ_OK : graph_keep_error(g, RJ_ERR_NOMEM);
 }
 
 /* ---- introspection --------------------------------------------------------------------- */
 
 /* Index checks for the numbered accessors. They leave a message but never touch the graph's
  * sticky status: asking a wrong question about a graph does not make the graph wrong. */
-static bool index_ok(const rj_graph *g, const char *what, int i, int32_t n) {
+static bool index_in_range(const rj_graph *g, const char *what, int i, int32_t n) {
     if (!g) return false;
     if (i >= 0 && i < n) return true;
     ctx_fail(g->ctx, RJ_ERR_ARG, "%s: index %d is out of range (the graph has %d)", what, i,
@@ -360,11 +331,11 @@ int rj_graph_output_count(const rj_graph *g) { return g ? g->noutputs : 0; }
 int rj_graph_dim_count(const rj_graph *g) { return g ? g->nsym : 0; }
 
 rj_node rj_graph_input_at(const rj_graph *g, int i) {
-    return index_ok(g, "rj_graph_input_at", i, g ? g->ninputs : 0) ? g->inputs[i] : RJ_NONE;
+    return index_in_range(g, "rj_graph_input_at", i, g ? g->ninputs : 0) ? g->inputs[i] : RJ_NONE;
 }
 
 rj_dim rj_graph_input_index_bound(const rj_graph *g, int i) {
-    if (!index_ok(g, "rj_graph_input_index_bound", i, g ? g->ninputs : 0)) return RJ_DIM_NONE;
+    if (!index_in_range(g, "rj_graph_input_index_bound", i, g ? g->ninputs : 0)) return RJ_DIM_NONE;
     for (int32_t k = 0; k < g->n; k++) {
         const node *n = &g->nodes[k];
         if (op_table[n->op].kind != KIND_INDEX || n->nin != 2 || index_tensor(g, n) != g->inputs[i]) continue;
@@ -374,7 +345,7 @@ rj_dim rj_graph_input_index_bound(const rj_graph *g, int i) {
 }
 
 rj_node rj_graph_output_at(const rj_graph *g, int i) {
-    return index_ok(g, "rj_graph_output_at", i, g ? g->noutputs : 0) ? g->outputs[i].node
+    return index_in_range(g, "rj_graph_output_at", i, g ? g->noutputs : 0) ? g->outputs[i].node
                                                                       : RJ_NONE;
 }
 
@@ -391,22 +362,22 @@ static bool node_live(const rj_graph *g, int32_t i) {
 }
 
 bool rj_graph_input_used(const rj_graph *g, int i) {
-    return index_ok(g, "rj_graph_input_used", i, g ? g->ninputs : 0) && node_live(g, g->inputs[i]);
+    return index_in_range(g, "rj_graph_input_used", i, g ? g->ninputs : 0) && node_live(g, g->inputs[i]);
 }
 
 const char *rj_graph_input_name(const rj_graph *g, int i) {
-    return index_ok(g, "rj_graph_input_name", i, g ? g->ninputs : 0)
+    return index_in_range(g, "rj_graph_input_name", i, g ? g->ninputs : 0)
                ? g->nodes[g->inputs[i]].name
                : NULL;
 }
 
 const char *rj_graph_output_name(const rj_graph *g, int i) {
-    return index_ok(g, "rj_graph_output_name", i, g ? g->noutputs : 0) ? g->outputs[i].name
+    return index_in_range(g, "rj_graph_output_name", i, g ? g->noutputs : 0) ? g->outputs[i].name
                                                                         : NULL;
 }
 
 rj_dim rj_graph_dim_at(const rj_graph *g, int i) {
-    return index_ok(g, "rj_graph_dim_at", i, g ? g->nsym : 0) ? sym_dim(i) : RJ_DIM_NONE;
+    return index_in_range(g, "rj_graph_dim_at", i, g ? g->nsym : 0) ? sym_dim(i) : RJ_DIM_NONE;
 }
 
 rj_status rj_dim_get_info(const rj_graph *g, rj_dim d, rj_dim_info *info) {
@@ -449,19 +420,6 @@ int rj_node_shape(const rj_graph *g, rj_node n, rj_dim dims[RJ_MAX_RANK]) {
     if (!nd) return -1;
     if (dims) memcpy(dims, nd->dims, sizeof(rj_dim) * nd->rank);
     return nd->rank;
-}
-
-char *rj_node_type_str(const rj_graph *g, rj_node n) {
-    if (!g) return NULL;
-    const node *nd = graph_node(g, n);
-    if (!nd) {
-        ctx_fail(g->ctx, RJ_ERR_ARG, "rj_node_type_str: node %d does not exist", (int)n);
-        return NULL;
-    }
-    sbuf b;
-    sbuf_init(&b, g->ctx);
-    print_node_type(&b, g, nd);
-    return sbuf_finish(&b);
 }
 
 /* ---- clone and hash -------------------------------------------------------------------- */

@@ -134,7 +134,16 @@ int32_t graph_find_sym(const rj_graph *g, const char *name);
 int32_t sym_root(const rj_graph *g, int32_t s);
 const sym *graph_sym(const rj_graph *g, rj_dim d);      /* NULL for constants */
 bool graph_is_valid_dim(const rj_graph *g, rj_dim d);
+/* Records the failure as the context's error (util: ctx_failv) and, if it is the graph's
+ * first, as the graph's status and message; returns s. */
 rj_status graph_fail(rj_graph *g, rj_status s, const char *fmt, ...) RJ_PRINTF(3, 4);
+/* The same for the error a util call has just recorded (an allocation's). */
+rj_status graph_keep_error(rj_graph *g, rj_status s);
+/* Names of inputs, outputs and symbols: an identifier of fewer than 128 characters; the
+ * input or output other than node `self` ("an input", "an output"), or the symbol ("a ragged
+ * symbol", "a dense size"), that already has `name`, or NULL. */
+bool graph_name_valid(const char *name);
+const char *graph_name_user(const rj_graph *g, const char *name, rj_node self);
 /* Structural identity (ops, dtypes, constant dims, attributes; not names): graphs equal in
  * structure compile to the same code. With `names`, names must match too, as they do for
  * everything printed. */

@@ -263,8 +263,6 @@ static void bd_count(lx_binder *bd, int32_t id) {
     int n = lx_children(e, kids);
     int first = bd->lazy_guards && e->kind == LX_LOAD && e->b >= 0; /* skip the index */
     for (int i = first; i < n; i++) bd_count(bd, kids[i]);
-    int32_t twice = bd->repeated ? bd->repeated(bd->k, id) : -1;
-    if (twice >= 0) bd_count(bd, twice);
 }
 
 /* Names what is used more than once, operands first. The walk enters guarded indices too: a
@@ -406,6 +404,7 @@ static const char *fn_name(int fn) {
     case LOP_IREM: return "irem";
     case LOP_FMA: return "fma";
     case LOP_EXP_TERM: return "exp_term";
+    case LOP_ERFC: return "erfc";
     default: return rj_op_name((rj_op)fn);
     }
 }
@@ -645,15 +644,15 @@ static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
     switch (k->domain) {
     case UD_ROWS: sbuf_printf(b, "rows of %s", class_name(g, k)); break;
     case UD_ITEMS:
-        if (k->fixed_tile > 0)
-            sbuf_printf(b, "(item, %d-wide tile) pairs of %s over [", (int)k->fixed_tile, class_name(g, k));
+        if (k->tiling.fixed_tile > 0)
+            sbuf_printf(b, "(item, %d-wide tile) pairs of %s over [", (int)k->tiling.fixed_tile, class_name(g, k));
         else
-            sbuf_printf(b, "(item, %s) pairs of %s over [", k->tiled ? "tile" : "whole", class_name(g, k));
+            sbuf_printf(b, "(item, %s) pairs of %s over [", k->tiling.tiled ? "tile" : "whole", class_name(g, k));
         print_dims(b, g, k->dom_dims, k->dom_rank, ", ");
         sbuf_putc(b, ']');
         break;
     case UD_PIECES:
-        sbuf_printf(b, "(piece, %d-wide tile) pairs of %s over [", (int)k->fixed_tile, class_name(g, k));
+        sbuf_printf(b, "(piece, %d-wide tile) pairs of %s over [", (int)k->tiling.fixed_tile, class_name(g, k));
         print_dims(b, g, k->dom_dims, k->dom_rank, ", ");
         sbuf_putc(b, ']');
         break;
@@ -665,9 +664,9 @@ static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
     }
     if (!k->launch.simt) {
         sbuf_puts(b, "; per thread: a chunk of units, lanes vectorised");
-        if (k->stash_variant != KV_ALWAYS)
+        if (k->tiling.stash_variant != KV_ALWAYS)
             sbuf_printf(b, "; runs when max(%s) rows of %d columns %s the stash budget", class_name(g, k),
-                        (int)k->variant_tile, k->stash_variant == KV_STASH_FITS ? "fit" : "exceed");
+                        (int)k->tiling.variant_tile, k->tiling.stash_variant == KV_STASH_FITS ? "fit" : "exceed");
         sbuf_putc(b, '\n');
         return;
     }
@@ -686,19 +685,19 @@ static void print_local(sbuf *b, const rj_graph *g, const lkernel *k, const lloc
         sbuf_printf(b, "%lld]\n", (long long)l->elems);
         return;
     }
-    if (k->scratch_per_row) {
-        sbuf_puts(b, k->scratch_per_tile ? "(" : "");
-        if (k->scratch_per_tile) sbuf_printf(b, "%d + ", (int)k->scratch_per_tile);
-        if (k->stash_rows) print_dim(b, g, k->stash_rows);
+    if (k->tiling.scratch_per_row) {
+        sbuf_puts(b, k->tiling.scratch_per_tile ? "(" : "");
+        if (k->tiling.scratch_per_tile) sbuf_printf(b, "%d + ", (int)k->tiling.scratch_per_tile);
+        if (k->tiling.stash_rows) print_dim(b, g, k->tiling.stash_rows);
         else sbuf_printf(b, "max(%s)", class_name(g, k));
-        sbuf_puts(b, k->scratch_per_tile ? ")" : "");
+        sbuf_puts(b, k->tiling.scratch_per_tile ? ")" : "");
         sbuf_puts(b, " * ");
-    } else if (k->scratch_per_tile != 1) {
-        sbuf_printf(b, "%d * ", (int)k->scratch_per_tile);
+    } else if (k->tiling.scratch_per_tile != 1) {
+        sbuf_printf(b, "%d * ", (int)k->tiling.scratch_per_tile);
     }
-    else if (k->scratch_per_tile != 1) sbuf_printf(b, "%d * ", (int)k->scratch_per_tile);
-    if (k->fixed_tile > 0) sbuf_printf(b, "%d", (int)k->fixed_tile);
-    else if (k->tiled) sbuf_puts(b, "tile");
+    else if (k->tiling.scratch_per_tile != 1) sbuf_printf(b, "%d * ", (int)k->tiling.scratch_per_tile);
+    if (k->tiling.fixed_tile > 0) sbuf_printf(b, "%d", (int)k->tiling.fixed_tile);
+    else if (k->tiling.tiled) sbuf_puts(b, "tile");
     else print_dims(b, g, k->dom_dims, k->dom_rank, " * ");
     sbuf_puts(b, "]\n");
 }
@@ -831,12 +830,13 @@ static void fp_kernel(sbuf *b, const lkernel *k) {
     fp_int(b, k->domain), fp_int(b, k->dom_class), fp_int(b, k->dom_rank);
     for (int d = 0; d < RJ_MAX_RANK; d++) fp_int(b, d < k->dom_rank ? k->dom_dims[d] : 0);
     fp_int(b, k->launch.simt), fp_int(b, k->launch.block), fp_int(b, k->launch.group), fp_int(b, k->launch.cover);
-    fp_int(b, k->scratch_type), fp_int(b, k->scratch_per_tile), fp_int(b, k->scratch_per_row);
-    fp_int(b, k->stash_rows);
-    fp_int(b, k->has_nt), fp_int(b, k->tiled), fp_int(b, k->passes), fp_int(b, k->fixed_tile);
+    const lk_tiling *t = &k->tiling;
+    fp_int(b, t->scratch_type), fp_int(b, t->scratch_per_tile), fp_int(b, t->scratch_per_row);
+    fp_int(b, t->stash_rows);
+    fp_int(b, k->has_nt), fp_int(b, t->tiled), fp_int(b, t->passes), fp_int(b, t->fixed_tile);
     fp_int(b, k->split_only), fp_int(b, k->inner_only), fp_int(b, k->heavy), fp_int(b, k->streams);
-    fp_int(b, k->lanes_max), fp_int(b, k->lanes_var), fp_int(b, k->lanes_multiple), fp_int(b, k->lanes_whole);
-    fp_int(b, k->stash_variant), fp_int(b, k->variant_tile);
+    fp_int(b, t->lanes_max), fp_int(b, t->lanes_var), fp_int(b, t->lanes_multiple), fp_int(b, t->lanes_whole);
+    fp_int(b, t->stash_variant), fp_int(b, t->variant_tile);
     const lgemm *g = &k->gemm;
     fp_int(b, g->on);
     if (g->on) {

@@ -47,12 +47,13 @@
 #include "ir.h"
 #include "target.h"
 
-/* internal ops beyond the graph's op table: index arithmetic, the fused multiply-add, and
+/* internal ops beyond the graph's op table: index arithmetic, the fused multiply-add,
  * LOP_EXP_TERM, exp of softmax's terms x - m: exp within its bound for arguments up to 88;
  * above 88 or for NaN, any value above 1e30, an infinity or NaN (the sums of such terms are
- * checked, and the column is NaN or computed again: lower.c's items_softmax), so a backend
- * may leave out its handling of overflow and NaN */
-enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_EXP_TERM, LOP_COUNT };
+ * checked, and the column is NaN or computed again: lower/items.c), so a backend may leave out
+ * its handling of overflow and NaN; and LOP_ERFC, the complementary error function (gelu's
+ * expansion, expand.c) */
+enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_EXP_TERM, LOP_ERFC, LOP_COUNT };
 
 /* What a LOAD (its fn) or a STORE (its mem) addresses through `ref`. */
 enum {
@@ -94,7 +95,7 @@ enum {
     LF_ATOMIC_MIN = 4, /* STORE: buf[i] = min(buf[i], v) as one atomic operation, i64 only
                         * (the index checks: any thread may find a bad index) */
     LF_NOUNROLL = 8,   /* FOR (serial): not to be unrolled, its body being large and its
-                        * later iterations rare (softmax's retry, lower.c) */
+                        * later iterations rare (softmax's retry, lower/items.c) */
 };
 
 typedef struct ls {
@@ -226,6 +227,37 @@ typedef enum {
                        * runs when it does not */
 } kernel_variant;
 
+/* What the item templates (UD_ITEMS, UD_PIECES: lower/items.c, items_simt.c, matmul_simt.c)
+ * tell the runtime and the backends of a kernel (lkernel.tiling): the tiles of the inner
+ * extent, the per-thread scratch (the thread-scope local passed as PK_SCRATCH: its size per
+ * thread), which of a softmax's two kernels runs, and what the backends may assume of the
+ * lanes loops. Zero in every other kernel. */
+typedef struct lk_tiling {
+    uint8_t scratch_type;     /* the scratch's elements */
+    int32_t scratch_per_tile; /* scratch elements needed per element of the tile */
+    bool scratch_per_row;     /* plus one per element of the tile and row of the stash */
+    rj_dim stash_rows;        /* scratch_per_row: the stash's rows, a size of the graph (a padded
+                               * axis whose padding rows are stashed too: its length L, which
+                               * may exceed every item); 0: the longest item's length */
+    bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
+    uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
+    int32_t fixed_tile; /* UD_ITEMS: the tile is this constant of the kernel's code, not the
+                         * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
+    int64_t lanes_max;  /* UD_ITEMS, UD_PIECES: at most this many lanes in any lanes loop (the
+                         * inner extent where it is a constant, or the fixed tile); 0: not known */
+    int32_t lanes_var;  /* UD_ITEMS: the variable holding the unit's extent of the tile (tn),
+                         * where lanes_multiple > 0 */
+    int64_t lanes_multiple; /* every value lanes_var takes is a multiple of this (of the
+                             * constant inner extent's greatest common divisor with
+                             * LANES_GRANULE, to whose multiples the runtime narrows tiles);
+                             * 0: not known */
+    bool lanes_whole;   /* lanes loops of a constant extent up to lanes_max are written out
+                         * step by step, with no loop (a constant tile's accumulators then
+                         * stay in registers across the row loops around them) */
+    uint8_t stash_variant; /* kernel_variant: which of a softmax's two kernels runs */
+    int32_t variant_tile;     /* KV_STASH_*: the constant tile the choice is made at */
+} lk_tiling;
+
 typedef struct lkernel {
     rj_ctx *ctx;
     char name[32];
@@ -253,34 +285,7 @@ typedef struct lkernel {
     rj_dim unit_dims[RJ_MAX_RANK]; /* run in which they hold no element launches nothing; or 0 */
     launch_shape launch;
     bool has_nt;        /* some store is LF_NT */
-    /* Item templates (UD_ITEMS, UD_PIECES: lower/items.c, items_simt.c, matmul_simt.c): the
-     * tiles of the inner extent, the per-thread scratch (the thread-scope local passed as
-     * PK_SCRATCH: its size per thread) and what the backends may assume of the lanes loops. */
-    struct {
-        uint8_t scratch_type;     /* the scratch's elements */
-        int32_t scratch_per_tile; /* scratch elements needed per element of the tile */
-        bool scratch_per_row;     /* plus one per element of the tile and row of the stash */
-        rj_dim stash_rows;        /* scratch_per_row: the stash's rows, a size of the graph (a padded
-                                   * axis whose padding rows are stashed too: its length L, which
-                                   * may exceed every item); 0: the longest item's length */
-        bool tiled;         /* UD_ITEMS: the inner extent may be split into tiles */
-        uint8_t passes;     /* UD_ITEMS: passes over each item's rows (cache tiling pays above 1) */
-        int32_t fixed_tile; /* UD_ITEMS: the tile is this constant of the kernel's code, not the
-                             * runtime's choice (0: the runtime chooses, PK_TILE passes it) */
-        int64_t lanes_max;  /* UD_ITEMS, UD_PIECES: at most this many lanes in any lanes loop (the
-                             * inner extent where it is a constant, or the fixed tile); 0: not known */
-        int32_t lanes_var;  /* UD_ITEMS: the variable holding the unit's extent of the tile (tn),
-                             * where lanes_multiple > 0 */
-        int64_t lanes_multiple; /* every value lanes_var takes is a multiple of this (of the
-                                 * constant inner extent's greatest common divisor with
-                                 * LANES_GRANULE, to whose multiples the runtime narrows tiles);
-                                 * 0: not known */
-        bool lanes_whole;   /* lanes loops of a constant extent up to lanes_max are written out
-                             * step by step, with no loop (a constant tile's accumulators then
-                             * stay in registers across the row loops around them) */
-        uint8_t stash_variant; /* kernel_variant: which of a softmax's two kernels runs */
-        int32_t variant_tile;     /* KV_STASH_*: the constant tile the choice is made at */
-    };
+    lk_tiling tiling;   /* item templates: tiles, scratch, lanes, the variant (above) */
     bool split_only;    /* works only on items cut into several pieces (UD_PIECES): a run
                          * whose every item is one piece skips it */
     bool inner_only;    /* run only by another kernel's library call (a GEMM's prologue) */
@@ -288,8 +293,8 @@ typedef struct lkernel {
                          * a SIMT target plans more registers per thread for it */
     bool streams;       /* streams its input through additions (a sum or mean over the ragged
                          * dim of an input without exp and its kin, lower/items.c: items_reduction):
-                         * a CPU backend may give it narrower vectors than the widest (emit.c,
-                         * emit_target.stream_bits) */
+                         * a CPU backend may give it narrower vectors than the widest
+                         * (llvm/emit.c, emit_target.stream_bits) */
     lgemm gemm;         /* gemm.on: this kernel is the epilogue of a library GEMM (below) */
 } lkernel;
 /* Buffers: what a PK_BUF parameter points to. */
@@ -379,7 +384,6 @@ typedef struct lx_binder {
     bool lazy_guards;   /* a guarded load's index is evaluated only when its guard holds: uses
                          * there do not count, so nothing is hoisted out of the condition */
     bool (*bindable)(const lkernel *k, int32_t id);       /* beyond not being a leaf */
-    int32_t (*repeated)(const lkernel *k, int32_t id);    /* an operand printed twice, or -1 */
     void (*bind)(void *ud, int32_t id, int32_t name);     /* print the binding of id */
     void *ud;
     /* per expression, valid when stamp[id] == epoch (one epoch per statement) */
@@ -401,6 +405,10 @@ rj_status lprog_verify(const lprog *p);
 /* printing */
 void print_lprog(sbuf *b, const rj_graph *g, const lprog *p);
 void print_kernel_signature(sbuf *b, const lkernel *k);
+
+/* expand.c: composite ops (gelu, silu, sigmoid, rsqrt, sgn, relu, pow with a literal
+ * exponent) rewritten as primitives, so the backends spell only those */
+rj_status pass_expand(lprog *p);
 
 /* lower/lower.c: the fused graph as loop IR, shaped for the target `desc` describes */
 struct fuse_plan;

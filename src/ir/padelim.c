@@ -12,7 +12,7 @@
  * two dims ([B, L, L] -> [B, j, j]), an operand padded along one of them only ([B, 1, L]).
  *
  * What remains after this pass is padding that matters: pads feeding reductions or softmax
- * over the padded dim, and padded outputs. The lowering (lower.c) treats every pad as a
+ * over the padded dim, and padded outputs. The lowering (lower/) treats every pad as a
  * predicate on loads and adds the padding's contribution to reductions in closed form, so a
  * padded tensor is only ever written to memory when it is an output.
  */

@@ -1,10 +1,11 @@
 /*
  * passes.h — the compilation pipeline's passes and the fusion plan they produce.
  *
- *   verify → canonicalize → eliminate_pads → canonicalize → fuse → lower
+ *   verify → canonicalize → eliminate_pads → canonicalize → fuse → lower → expand
  *
  * Graph passes rewrite the graph (rewrite.h); fuse annotates it with a plan; lower turns the
- * plan into loop IR (loopir.h), the input of both backends.
+ * plan into loop IR (loopir.h); expand rewrites its composite ops as primitives (expand.c),
+ * and the result is the input of every backend.
  */
 #ifndef RJ_PASSES_H
 #define RJ_PASSES_H
@@ -32,7 +33,8 @@ typedef struct fuse_node {
 } fuse_node;
 
 /* FG_CHECK: the range check of an index op's indices (root: the index op), a kernel over the
- * index tensor's domain run where the op's producers have run (lower.c, checks.c). */
+ * index tensor's domain run where the op's producers have run (lower/checks.c,
+ * runtime/checks.c). */
 typedef enum { FG_ROOT, FG_MAP, FG_CHECK } fuse_group_kind;
 
 typedef struct fuse_group {

@@ -14,8 +14,8 @@ typedef struct compiled {
     lprog lp;        /* the loop IR */
 } compiled;
 
-/* Runs canonicalize, eliminate_pads, canonicalize, fuse, and lowering for `desc` on a copy of
- * `user`, a verified graph. */
+/* Runs canonicalize, eliminate_pads, canonicalize, fuse, lowering for `desc` and expand on a
+ * copy of `user`, a verified graph. */
 rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *c);
 void compiled_free(compiled *c);
 

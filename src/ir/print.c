@@ -1,9 +1,10 @@
 /*
  * print.c — graphs and types as text.
  *
- * Types print as they are written in the text format, f32[B, j1, 64]. A graph prints as a
- * program in the text format itself (declarations, one assignment per node, outputs), with
- * each node's type in a trailing comment, so a dump can be read, diffed, and parsed back.
+ * Types print as they are written in the text format, f32[B, j1, 64] (rj_node_type_str gives
+ * one to the user). A graph prints as a program in the text format itself (declarations, one
+ * assignment per node, outputs), with each node's type in a trailing comment, so a dump can
+ * be read, diffed, and parsed back.
  * Intermediate nodes are named v<id> (made unique among the graph's names); scalar literals
  * are printed inline where used. A whole graph is printed in linear time, through indexes of
  * its names (namer), however many statements it has.
@@ -46,6 +47,19 @@ void print_node_type(sbuf *b, const rj_graph *g, const node *n) {
         return;
     }
     print_type(b, g, n->dtype, n->rank, n->dims);
+}
+
+char *rj_node_type_str(const rj_graph *g, rj_node n) {
+    if (!g) return NULL;
+    const node *nd = graph_node(g, n);
+    if (!nd) {
+        ctx_fail(g->ctx, RJ_ERR_ARG, "rj_node_type_str: node %d does not exist", (int)n);
+        return NULL;
+    }
+    sbuf b;
+    sbuf_init(&b, g->ctx);
+    print_node_type(&b, g, nd);
+    return sbuf_finish(&b);
 }
 
 static const char *output_name(const rj_graph *g, int32_t id) {

@@ -36,11 +36,10 @@ static int64_t cache_bytes(int name, int64_t fallback) {
 }
 
 /* Rows a sum over the ragged dim reads per step. Eight rows folded pairwise before they meet
- * the accumulator cut its loads and stores to an eighth, which measured 1.3-1.5x faster than
- * one row a step (bench/'s W4) on the machine where it was tuned; on an AMD Zen 4 the same
- * eight interleaved row streams read at 0.6x the speed of one sequential stream (the
- * hardware prefetchers follow one stream, not eight 1 KiB apart: bench/'s W4 and a hand-written
- * intrinsics loop agree), so AMD processors read one row a step. RAGJIT_ROW_STREAMS=1|8
+ * the accumulator cut its loads and stores to an eighth, which paid on the machine where it
+ * was tuned; on an AMD Zen 4 eight interleaved row streams read slower than one sequential
+ * stream (the hardware prefetchers follow one stream, not eight 1 KiB apart), so AMD
+ * processors read one row a step (bench/NOTES.md, "Row streams"). RAGJIT_ROW_STREAMS=1|8
  * overrides the choice, for measuring it on other machines. */
 static int32_t row_streams(void) {
     const char *e = getenv("RAGJIT_ROW_STREAMS");

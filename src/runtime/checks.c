@@ -11,6 +11,11 @@
  * graph order) with a bad position fails the run with RJ_ERR_INDEX and the one message
  * formatted here, so every target names the same op, tensor, position and range, and the
  * index itself where the index tensor is an input (the host can read it back).
+ *
+ * The device check of offsets (offsets bound on the device with their facts, checked by a
+ * kernel before the run's kernels) is judged here as well, into the message a host check of
+ * the same offsets gives. Both verdicts read the run's view and its plan (the symbols of each
+ * check, resolved when the program was compiled) and nothing above them.
  */
 #include <stdio.h>
 
@@ -31,60 +36,100 @@ rj_status index_fault_fail(rj_ctx *ctx, const index_fault *f) {
     else
         snprintf(range, sizeof range, "out of range of item %lld's rows", (long long)f->at[0]);
     return ctx_fail(ctx, RJ_ERR_INDEX, "%s: the index at %s of %s is %s%s; it is the first index out of range there",
-                    rj_op_name(f->op), at, f->what, val, range);
+                    f->op, at, f->what, val, range);
 }
 
-/* The fault at packed logical position pos of check c's index tensor. */
-static rj_status fault_at(rj_bind *b, const lcheck *c, int64_t pos) {
-    const rj_graph *g = b->g;
-    index_fault f = {.op = (rj_op)c->op, .what = c->what, .rank = c->rank, .bound = -1};
+/* The fault at packed logical position pos of check ci's index tensor. */
+static rj_status fault_at(const run_view *v, int32_t ci, int64_t pos) {
+    const lcheck *c = &v->lp->checks[ci];
+    const plan_check *pc = &v->plan->check[ci];
+    index_fault f = {.op = pc->op, .what = c->what, .rank = c->rank, .bound = -1};
     int64_t ext[RJ_MAX_RANK], item = 0, row = 0, rest = pos, phys = pos;
-    const sym *s1 = c->rank > 1 ? graph_sym(g, c->dims[1]) : NULL;
-    bool jagged = s1 && s1->kind == SYM_RAGGED;
-    int first = jagged ? 2 : 0;
+    int first = pc->jagged ? 2 : 0;
     int64_t inner = 1;
-    for (int k = first; k < c->rank; k++) inner *= (ext[k] = bind_dim_value(b, c->dims[k]));
-    if (jagged) {
-        int32_t cls = sym_root(g, dim_sym(c->dims[1]));
-        const int64_t *loff = b->loff[cls];
+    for (int k = first; k < c->rank; k++) inner *= (ext[k] = run_dim(v, c->dims[k]));
+    if (pc->jagged) {
+        const int64_t *loff = v->cls[pc->cls].loff;
         if (!loff || inner <= 0) { /* trusted device offsets: the position is all there is */
             f.rank = 1;
             f.at[0] = pos;
-            return index_fault_fail(b->ctx, &f);
+            return index_fault_fail(v->ctx, &f);
         }
         row = pos / inner;
         rest = pos % inner;
-        item = item_at_or_before(loff, b->cbatch[cls], row);
+        item = item_at_or_before(loff, v->cls[pc->cls].batch, row);
         f.at[0] = item;
         f.at[1] = row - loff[item];
-        const rag_bind *rg = &b->rag[dim_sym(c->dims[1])];
+        const run_sym *rg = &v->sym[pc->rsym];
         phys = rg->off && !rg->dev ? (rg->off[item] + f.at[1]) * inner + rest : -1;
     } else {
-        for (int k = 0; k < c->rank; k++) ext[k] = bind_dim_value(b, c->dims[k]);
+        for (int k = 0; k < c->rank; k++) ext[k] = run_dim(v, c->dims[k]);
     }
     for (int k = c->rank - 1; k >= first; k--) {
         f.at[k] = ext[k] ? rest % ext[k] : 0;
         rest = ext[k] ? rest / ext[k] : 0;
     }
     item = f.at[0];
-    const in_bind *ib = c->input >= 0 ? &b->in[c->input] : NULL;
+    const run_in *ib = c->input >= 0 ? &v->in[c->input] : NULL;
     if (ib && !ib->dev && ib->data && phys >= 0 && phys < ib->numel) {
         f.has_value = true;
         f.value = c->dtype == RJ_I32 ? ((const int32_t *)ib->data)[phys] : ((const int64_t *)ib->data)[phys];
     }
-    const sym *sb = graph_sym(g, c->bound);
-    if (sb && sb->kind == SYM_RAGGED) {
-        int32_t cls = sym_root(g, dim_sym(c->bound));
+    if (pc->bound_ragged) {
+        const run_class *cl = &v->cls[pc->bound_cls];
         f.per_item = true;
-        if (b->loff[cls] && item >= 0 && item < b->cbatch[cls]) f.bound = b->loff[cls][item + 1] - b->loff[cls][item];
+        if (cl->loff && item >= 0 && item < cl->batch) f.bound = cl->loff[item + 1] - cl->loff[item];
     } else {
-        f.bound = bind_dim_value(b, c->bound);
+        f.bound = run_dim(v, c->bound);
     }
-    return index_fault_fail(b->ctx, &f);
+    return index_fault_fail(v->ctx, &f);
 }
 
-rj_status index_verdict(rj_bind *b, const lprog *lp, const int64_t *words) {
-    for (int32_t i = 0; i < lp->nchecks; i++)
-        if (words[i] != INT64_MAX) return fault_at(b, &lp->checks[i], words[i]);
+rj_status index_verdict(const run_view *v, const int64_t *words) {
+    for (int32_t i = 0; i < v->lp->nchecks; i++)
+        if (words[i] != INT64_MAX) return fault_at(v, i, words[i]);
     return RJ_OK;
+}
+
+rj_status offsets_verdict(const run_view *v, const uint32_t *words) {
+    if (words[0] == 0xffffffffu) return RJ_OK;
+    for (int32_t s = 0; s < v->plan->nsym; s++) {
+        uint32_t w = words[1 + s];
+        if (w == 0xffffffffu) continue;
+        const char *name = v->plan->sym[s].name;
+        long long item = (long long)(w / 8);
+        const run_sym *r = &v->sym[s];
+        switch (w % 8) {
+        case 1:
+            return ctx_fail(v->ctx, RJ_ERR_OFFSETS_START, "ragged symbol %s: the device offsets do not start at 0 "
+                            "(checked on the device)", name);
+        case 2:
+            return ctx_fail(v->ctx, RJ_ERR_OFFSETS_ORDER, "ragged symbol %s: the device offsets decrease at item %lld "
+                            "(offsets[%lld] < offsets[%lld]; checked on the device)", name, item, item + 1, item);
+        case 3:
+            return ctx_fail(v->ctx, RJ_ERR_OFFSETS_END, "ragged symbol %s: the device offsets end at another row than "
+                            "the %lld rows given by rj_bind_offsets_info "
+                            "(offsets[%lld]; checked on the device)", name,
+                            (long long)r->info_rows, item);
+        case 4:
+            return ctx_fail(v->ctx, RJ_ERR_SIZE, "ragged symbol %s: item %lld is longer than the longest item given by "
+                            "rj_bind_offsets_info "
+                            "(%lld; checked on the device)", name, item, (long long)r->info_maxlen);
+        default:
+            return ctx_fail(v->ctx, RJ_ERR_SAME, "ragged symbol %s: item %lld has another length than in the symbols "
+                            "declared same with it (checked on the device)", name, item);
+        }
+    }
+    return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "the device check of offsets failed without naming a symbol");
+}
+
+rj_status device_verdict(const run_view *v, device_check which, uint64_t addr, device_read_fn read, void *ud) {
+    size_t bytes = which == CHECK_OFFSETS ? ((size_t)v->plan->nsym + 1) * sizeof(uint32_t)
+                                          : (size_t)v->lp->nchecks * sizeof(int64_t);
+    void *w = mem_alloc(v->ctx, bytes ? bytes : 1);
+    if (!w) return RJ_ERR_NOMEM;
+    rj_status s = read(ud, w, addr, bytes);
+    if (!s) s = which == CHECK_OFFSETS ? offsets_verdict(v, w) : index_verdict(v, w);
+    mem_free(v->ctx, w, bytes ? bytes : 1);
+    return s;
 }

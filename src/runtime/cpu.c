@@ -12,9 +12,11 @@
  * runtime tiles is left out of that module and compiled (or loaded) by the first run that
  * calls it (compiled_late, cpu_late).
  *
- * Running. Kernels take only pointers and sizes, so a run only computes arguments, with the
+ * Running. Kernels take only pointers and sizes, so a run only computes arguments from the
+ * resolved view of the run (run_view: sizes, offsets, where inputs and outputs are), with the
  * shared launch planning (launch.c): temporaries and per-thread scratch in host memory that
- * the binding keeps across runs, unit ranges balanced by work, and parameter values. Threads
+ * the binding's run state keeps across runs, unit ranges balanced by work, and parameter
+ * values. Threads
  * come from OpenMP; small runs stay on the calling thread, where dispatch costs a few calls.
  * Outputs larger than the streaming threshold are written with non-temporal stores: they
  * skip the read-for-ownership of each line and do not evict the inputs from cache.
@@ -171,13 +173,13 @@ static void cpu_code_free(rj_ctx *ctx, void *p) {
     mem_free(ctx, c, sizeof *c);
 }
 
-/* Kernels compiled late: a softmax's twin of runtime tiles (lkernel.stash_variant KV_STASH_EXCEEDS), which
+/* Kernels compiled late: a softmax's twin of runtime tiles (lkernel.tiling.stash_variant KV_STASH_EXCEEDS), which
  * only a run with an item too long for its constant-tile sibling's stash calls (launch.c,
  * launch_variant_runs): with the default budget, an item of over a thousand rows at 256
  * columns. Compiling it with the program cost 21 of W2's 49 ms on one compile thread, and
  * the same CPU time on any number, for code most programs never run; so the program's code
  * leaves it out, and the first run that needs it compiles it (cpu_late). */
-static bool compiled_late(const lkernel *k) { return k->stash_variant == KV_STASH_EXCEEDS; }
+static bool compiled_late(const lkernel *k) { return k->tiling.stash_variant == KV_STASH_EXCEEDS; }
 
 /* sel[i]: whether kernel i is compiled now (late false) or late (late true); NULL with *none
  * set when the program has no late kernel, or on NOMEM with *none clear. */
@@ -355,7 +357,7 @@ typedef struct run {
     const cpu_code *code;
     const lkernel *k;
     int32_t ki;
-    rj_bind *b;
+    const run_view *v;
     const launch_plan *pl;
     const launch_mem *m;
     bool nt;
@@ -366,19 +368,19 @@ static void call_chunk(const run *r, int chunk, int worker) {
     if (lo >= hi) return;
     uint64_t vals[MAX_PARAMS];
     void *argv[MAX_PARAMS];
-    launch_args(r->b, r->k, r->pl, r->m, lo, hi, worker, r->nt, vals);
+    launch_args(r->v, r->k, r->pl, r->m, lo, hi, worker, r->nt, vals);
     for (int32_t a = 0; a < r->k->nparams; a++) argv[a] = &vals[a];
     ffi_call((ffi_cif *)&r->code->kern[r->ki].cif, FFI_FN(r->code->fns[r->ki]), NULL, argv);
 }
 
 /* The run's scratch, at least `bytes`: one block serves every kernel in turn, reserved against
  * the memory limit as it grows (*reserved: what this run reserved so far). NULL with *s set. */
-static void *run_scratch(rj_bind *b, int64_t bytes, int64_t *reserved, const char *what, rj_status *s) {
+static void *run_scratch(const run_view *v, int64_t bytes, int64_t *reserved, const char *what, rj_status *s) {
     if (bytes > *reserved) {
-        if ((*s = run_reserve(b, bytes - *reserved, what, -1))) return NULL;
+        if ((*s = run_reserve(v, bytes - *reserved, what, -1))) return NULL;
         *reserved = bytes;
     }
-    void *p = host_block_get(b->ctx, &b->mem->scratch, (size_t)bytes);
+    void *p = host_block_get(v->ctx, &v->mem->host->scratch, (size_t)bytes);
     if (!p) *s = RJ_ERR_NOMEM;
     return p;
 }
@@ -386,12 +388,12 @@ static void *run_scratch(rj_bind *b, int64_t bytes, int64_t *reserved, const cha
 /* ---- matrix products by the BLAS (lgemm, loopir.h) ------------------------------------------- */
 
 /* Kernel ki over rows [lo, hi) with the worker's chunk buffers in place of the shared ones. */
-static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, rj_bind *b, const launch_plan *pl,
+static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v, const launch_plan *pl,
                        const launch_mem *m, int64_t lo, int64_t hi, int worker, void *chunk_a, void *chunk_c) {
     const lkernel *k = &lp->kernels[ki];
     uint64_t vals[MAX_PARAMS];
     void *argv[MAX_PARAMS];
-    launch_args(b, k, pl, m, lo, hi, worker, false, vals);
+    launch_args(v, k, pl, m, lo, hi, worker, false, vals);
     for (int32_t a = 0; a < k->nparams; a++) {
         const lparam *pm = &k->params[a];
         if (pm->kind == PK_BUF && lp->bufs[pm->ref].kind == LB_CHUNK)
@@ -399,6 +401,11 @@ static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, rj_bin
         argv[a] = &vals[a];
     }
     ffi_call((ffi_cif *)&code->kern[ki].cif, FFI_FN(code->fns[ki]), NULL, argv);
+}
+
+/* Bytes per element of a product: dgemm's for f64, else sgemm's (gemm_full). */
+static size_t gemm_es(const lgemm *gm) {
+    return gm->dtype == RJ_F64 ? sizeof(double) : sizeof(float);
 }
 
 /* C (rows x N, row stride ldc) = A (rows x K, lda) @ W (K x N, or N x K transposed, ldb). */
@@ -420,32 +427,32 @@ static void gemm_call(const blas_fns *bl, const lgemm *gm, int64_t rows, int64_t
 
 /* The first physical row of item b in a buffer addressed by symbol `sym`'s offsets (-1: the
  * class's logical offsets). */
-static int64_t item_row(const rj_bind *b, int32_t rsym, int32_t cls, int64_t item) {
-    return rsym >= 0 ? b->rag[rsym].off[item] : b->loff[cls][item];
+static int64_t item_row(const run_view *v, int32_t rsym, int32_t cls, int64_t item) {
+    return rsym >= 0 ? v->sym[rsym].off[item] : v->cls[cls].loff[item];
 }
 
 /* Per-item products (GEMM_QK, GEMM_PV): rows [i0, i1) of item `it` into C. */
-static void gemm_item_chunk(const blas_fns *bl, const lgemm *gm, rj_bind *b, const launch_mem *m, int64_t it,
+static void gemm_item_chunk(const blas_fns *bl, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t it,
                             int64_t i0, int64_t i1, int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
     int32_t c = gm->a_cls;
-    int64_t len = b->loff[c][it + 1] - b->loff[c][it];
-    const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf] + (size_t)item_row(b, gm->b_sym, c, it) *
+    int64_t len = v->cls[c].loff[it + 1] - v->cls[c].loff[it];
+    const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf] + (size_t)item_row(v, gm->b_sym, c, it) *
                     (size_t)(gm->mode == GEMM_QK ? K : N) * es;
     if (gm->mode == GEMM_QK) { /* q rows @ kᵀ: len columns */
-        const char *q = (const char *)(uintptr_t)m->buf[gm->a_buf] + (size_t)(item_row(b, gm->a_sym, c, it) + i0) * (size_t)K * es;
+        const char *q = (const char *)(uintptr_t)m->buf[gm->a_buf] + (size_t)(item_row(v, gm->a_sym, c, it) + i0) * (size_t)K * es;
         gemm_full(bl, gm->dtype, true, i1 - i0, K, len, q, K, w, K, chunk_c, len);
         return;
     }
     const char *p = gm->prologue >= 0 ? chunk_a
                                       : (const char *)(uintptr_t)m->buf[gm->a_buf] +
-                                            (size_t)(b->sqoff[c][it] + i0 * len) * es; /* the item's block */
+                                            (size_t)(v->cls[c].sqoff[it] + i0 * len) * es; /* the item's block */
     gemm_full(bl, gm->dtype, false, i1 - i0, len, N, p, len, w, N, chunk_c, N);
 }
 
 /* C rows [lo, hi) of the product: x's rows from its buffer (split where items are not
  * adjacent in memory: a view with holes) or from the prologue's chunk A. */
-static void gemm_chunk(const blas_fns *bl, const lgemm *gm, rj_bind *b, const launch_mem *m, int64_t lo, int64_t hi,
-                       int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
+static void gemm_chunk(const blas_fns *bl, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t lo,
+                       int64_t hi, int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
     const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf];
     if (gm->prologue >= 0) {
         gemm_call(bl, gm, hi - lo, K, N, chunk_a, w, chunk_c);
@@ -456,11 +463,11 @@ static void gemm_chunk(const blas_fns *bl, const lgemm *gm, rj_bind *b, const la
         gemm_call(bl, gm, hi - lo, K, N, x + (size_t)lo * (size_t)K * es, w, chunk_c);
         return;
     }
-    const int64_t *loff = b->loff[gm->a_cls], *off = b->rag[gm->a_sym].off;
-    int64_t B = b->cbatch[gm->a_cls];
+    const int64_t *loff = v->cls[gm->a_cls].loff, *off = v->sym[gm->a_sym].off;
+    int64_t B = v->cls[gm->a_cls].batch;
     for (int64_t it = item_at_or_before(loff, B, lo); it < B && loff[it] < hi;) {
         /* a run of items whose rows follow each other in memory */
-        int64_t s0 = lo > loff[it] ? lo : loff[it], phys = item_row(b, gm->a_sym, gm->a_cls, it) + (s0 - loff[it]);
+        int64_t s0 = lo > loff[it] ? lo : loff[it], phys = item_row(v, gm->a_sym, gm->a_cls, it) + (s0 - loff[it]);
         int64_t end = it;
         while (end + 1 < B && loff[end + 1] < hi && off[end + 1] == off[end] + (loff[end + 1] - loff[end])) end++;
         int64_t s1 = loff[end + 1] < hi ? loff[end + 1] : hi;
@@ -501,15 +508,16 @@ static int64_t stash_bytes(const cpu_state *st, int workers) {
  * last-level cache's budget (stash_bytes for one worker), not L2: every chunk packs the item's
  * k (or v) again, and on a Zen 4 (1 MiB L2) whole 1024-row items ran bench's W8 and W9 3-7%
  * faster than 256-row chunks, while the softmax epilogue reads C from L3 at little cost. */
-static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t ki, rj_bind *b, const launch_opts *o,
-                                launch_mem *m, int64_t *scratch_reserved, const blas_fns *bl, const launch_plan *pl) {
+static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v,
+                                const launch_opts *o, launch_mem *m, int64_t *scratch_reserved, const blas_fns *bl,
+                                const launch_plan *pl) {
     const lkernel *k = &lp->kernels[ki];
     const lgemm *gm = &k->gemm;
-    rj_ctx *ctx = b->ctx;
+    rj_ctx *ctx = v->ctx;
     int32_t c = gm->a_cls;
-    int64_t B = b->cbatch[c], K = bind_dim_value(b, gm->K), N = bind_dim_value(b, gm->N), maxlen = 0, n = 0;
-    const int64_t *lo = b->loff[c];
-    size_t es = rj_dtype_size((rj_dtype)gm->dtype);
+    int64_t B = v->cls[c].batch, K = run_dim(v, gm->K), N = run_dim(v, gm->N), maxlen = 0, n = 0;
+    const int64_t *lo = v->cls[c].loff;
+    size_t es = gemm_es(gm);
     bool pro = gm->prologue >= 0;
     /* neither may depend on the thread count: chunk shapes change a BLAS's rounding */
     int64_t budget = stash_bytes(ctx->slot[SLOT_CPU].state, 1);
@@ -542,38 +550,38 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     int64_t c_bytes = (R * (gm->mode == GEMM_QK ? maxlen : N) * (int64_t)es + 63) / 64 * 64;
     int64_t per = a_bytes + c_bytes, bytes = per * workers;
     rj_status s = RJ_OK;
-    char *sc = run_scratch(b, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
+    char *sc = run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) goto out;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (workers > 1)
     for (int64_t q = 0; q < n; q++) {
         int wk = workers > 1 ? omp_get_thread_num() : 0;
         int64_t it = ch[3 * q], i0 = ch[3 * q + 1], i1 = ch[3 * q + 2];
         char *ca = sc + per * wk, *cc = ca + a_bytes;
-        if (pro) call_range(code, lp, gm->prologue, b, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
-        gemm_item_chunk(bl, gm, b, m, it, i0, i1, K, N, es, ca, cc);
-        call_range(code, lp, ki, b, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
+        if (pro) call_range(code, lp, gm->prologue, v, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
+        gemm_item_chunk(bl, gm, v, m, it, i0, i1, K, N, es, ca, cc);
+        call_range(code, lp, ki, v, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
     }
 out:
     mem_free(ctx, ch, sizeof(int64_t) * 3 * (size_t)n);
     return s;
 }
 
-static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, rj_bind *b, const launch_opts *o,
+static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v, const launch_opts *o,
                           launch_mem *m, int64_t *scratch_reserved) {
     const lkernel *k = &lp->kernels[ki];
     const lgemm *gm = &k->gemm;
-    rj_ctx *ctx = b->ctx;
+    rj_ctx *ctx = v->ctx;
     const blas_fns *bl = blas_get();
     if (!bl) return ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s: compiled for a BLAS that is gone", k->name);
     launch_plan pl;
-    rj_status s = launch_plan_kernel(b, k, o, &pl);
+    rj_status s = launch_plan_kernel(v, k, o, &pl);
     if (s || pl.units <= 0) return s;
-    if (gm->mode != GEMM_ROWS) return run_gemm_items(code, lp, ki, b, o, m, scratch_reserved, bl, &pl);
-    int64_t K = bind_dim_value(b, gm->K), N = bind_dim_value(b, gm->N), units = pl.units;
+    if (gm->mode != GEMM_ROWS) return run_gemm_items(code, lp, ki, v, o, m, scratch_reserved, bl, &pl);
+    int64_t K = run_dim(v, gm->K), N = run_dim(v, gm->N), units = pl.units;
     if (K > INT32_MAX || N > INT32_MAX)
         return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: a GEMM with K = %lld, N = %lld exceeds the BLAS's int "
                         "sizes", k->name, (long long)K, (long long)N);
-    size_t es = rj_dtype_size((rj_dtype)gm->dtype);
+    size_t es = gemm_es(gm);
     bool pro = gm->prologue >= 0;
     int64_t R = gemm_rows_per_chunk(N, K, es, pro, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes);
     int64_t nchunks = (units + R - 1) / R;
@@ -582,25 +590,25 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, rj_
     /* per worker: A (with a prologue) and C, each 64-byte aligned */
     int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)es + 63) / 64 * 64;
     int64_t per = a_bytes + c_bytes, bytes = per * workers;
-    char *sc = run_scratch(b, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
+    char *sc = run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) return s;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (workers > 1)
     for (int64_t c = 0; c < nchunks; c++) {
         int wk = workers > 1 ? omp_get_thread_num() : 0;
         int64_t lo = c * R, hi = lo + R < units ? lo + R : units;
         char *ca = sc + per * wk, *cc = ca + a_bytes;
-        if (pro) call_range(code, lp, gm->prologue, b, &pl, m, lo, hi, wk, ca, cc);
-        gemm_chunk(bl, gm, b, m, lo, hi, K, N, es, ca, cc);
-        call_range(code, lp, ki, b, &pl, m, lo, hi, wk, ca, cc);
+        if (pro) call_range(code, lp, gm->prologue, v, &pl, m, lo, hi, wk, ca, cc);
+        gemm_chunk(bl, gm, v, m, lo, hi, K, N, es, ca, cc);
+        call_range(code, lp, ki, v, &pl, m, lo, hi, wk, ca, cc);
     }
     return RJ_OK;
 }
 
 /* Host addresses of every buffer, offsets and logical offsets; temporaries grown as needed. */
-static rj_status host_addresses(rj_bind *b, const lprog *lp, host_mem *hm, launch_mem *m) {
-    rj_ctx *ctx = b->ctx;
+static rj_status host_addresses(const run_view *v, const lprog *lp, host_mem *hm, launch_mem *m) {
+    rj_ctx *ctx = v->ctx;
     rj_status s;
-    size_t n = (size_t)lp->nbufs + 3 * (size_t)b->nsym;
+    size_t n = (size_t)lp->nbufs + 3 * (size_t)v->plan->nsym;
     uint64_t *a = host_block_get(ctx, &hm->addrs, sizeof(uint64_t) * (n ? n : 1));
     if (!a) return RJ_ERR_NOMEM;
     if (lp->ntemps > hm->ntemp) {
@@ -617,51 +625,52 @@ static rj_status host_addresses(rj_bind *b, const lprog *lp, host_mem *hm, launc
         if (lb->kind == LB_CHUNK) {
             p = NULL; /* per worker: the GEMM's chunk loop passes its own (run_gemm) */
         } else if (lb->kind == LB_INPUT) {
-            p = (void *)b->in[lb->index].data;
+            p = (void *)v->in[lb->index].data;
         } else if (lb->kind == LB_OUTPUT) {
-            p = b->out[lb->index].data;
+            p = v->out[lb->index].data;
         } else {
             int64_t elems;
             size_t bytes;
-            s = launch_buf_elems(b, lb, &elems);
+            s = launch_buf_elems(v, i, &elems);
             if (s) return s;
-            if (!bytes_of(elems, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
+            if (!bytes_of(elems, (size_t)v->plan->buf[i].es, &bytes))
                 return ctx_fail(ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
-            if ((s = run_reserve(b, (int64_t)bytes, "temporary", lb->index))) return s;
+            if ((s = run_reserve(v, (int64_t)bytes, "temporary", lb->index))) return s;
             if (!(p = host_block_get(ctx, &hm->temp[lb->index], bytes))) return RJ_ERR_NOMEM;
         }
         a[i] = (uint64_t)(uintptr_t)p;
     }
-    uint64_t *off = a + lp->nbufs, *loff = off + b->nsym, *sq = loff + b->nsym;
-    for (int32_t y = 0; y < b->nsym; y++) {
-        off[y] = (uint64_t)(uintptr_t)b->rag[y].off;
-        loff[y] = (uint64_t)(uintptr_t)b->loff[y];
-        sq[y] = (uint64_t)(uintptr_t)(b->sqoff ? b->sqoff[y] : NULL);
+    uint64_t *off = a + lp->nbufs, *loff = off + v->plan->nsym, *sq = loff + v->plan->nsym;
+    for (int32_t y = 0; y < v->plan->nsym; y++) {
+        off[y] = (uint64_t)(uintptr_t)v->sym[y].off;
+        loff[y] = (uint64_t)(uintptr_t)v->cls[y].loff;
+        sq[y] = (uint64_t)(uintptr_t)v->cls[y].sqoff;
     }
     *m = (launch_mem){.buf = a, .off = off, .loff = loff, .sqoff = sq};
     return RJ_OK;
 }
 
 /* Streaming stores pay off when the kernel's outputs are larger than the threshold. */
-static bool streams(rj_bind *b, const lprog *lp, const lkernel *k) {
+static bool streams(const run_view *v, const lprog *lp, const lkernel *k) {
     if (!k->has_nt) return false;
     int64_t bytes = 0;
     for (int32_t a = 0; a < k->nparams; a++) {
         const lparam *pm = &k->params[a];
         if (pm->kind != PK_BUF || !pm->written) continue;
         const lbuf *lb = &lp->bufs[pm->ref];
-        if (lb->kind == LB_OUTPUT) bytes += b->out[lb->index].numel * (int64_t)rj_dtype_size((rj_dtype)lb->dtype);
+        if (lb->kind == LB_OUTPUT) bytes += v->out[lb->index].numel * v->plan->buf[pm->ref].es;
     }
-    return bytes > stream_threshold(b->ctx);
+    return bytes > stream_threshold(v->ctx);
 }
 
-static rj_status cpu_run(rj_program *p, rj_bind *b) {
-    rj_ctx *ctx = p->ctx;
-    const lprog *lp = &p->art->comp.lp;
-    const cpu_code *code = p->art->ce->code;
-    if (!b->mem && !(b->mem = mem_zalloc(ctx, sizeof(host_mem)))) return RJ_ERR_NOMEM;
+static rj_status cpu_run(const run_view *v) {
+    rj_ctx *ctx = v->ctx;
+    const lprog *lp = v->lp;
+    const cpu_code *code = v->code;
+    run_mem *rm = v->mem;
+    if (!rm->host && !(rm->host = mem_zalloc(ctx, sizeof(host_mem)))) return RJ_ERR_NOMEM;
     launch_mem m;
-    rj_status s = host_addresses(b, lp, b->mem, &m);
+    rj_status s = host_addresses(v, lp, rm->host, &m);
     int threads = ctx_threads(ctx);
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     launch_opts o = {.workers = threads < MAX_THREADS ? threads : MAX_THREADS,
@@ -672,22 +681,22 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
         const lkernel *k = &lp->kernels[ki];
         if (k->inner_only) continue; /* run by its GEMM's chunk loop */
         if (k->gemm.on) {
-            s = run_gemm(code, lp, ki, b, &o, &m, &scratch_reserved);
+            s = run_gemm(code, lp, ki, v, &o, &m, &scratch_reserved);
             continue;
         }
-        if (!launch_variant_runs(b, k, &o)) continue; /* its twin runs */
+        if (!launch_variant_runs(v, k, &o)) continue; /* its twin runs */
         launch_plan pl;
-        if ((s = launch_plan_kernel(b, k, &o, &pl)) || pl.units <= 0) continue;
+        if ((s = launch_plan_kernel(v, k, &o, &pl)) || pl.units <= 0) continue;
         if (compiled_late(k) && (s = cpu_late(ctx, lp, (cpu_code *)code, ki))) continue;
         if (pl.scratch_bytes) {
             int64_t bytes;
             if (!mul_i64(pl.scratch_bytes, pl.workers, &bytes))
                 return ctx_fail(ctx, RJ_ERR_OVERFLOW, "kernel %s: scratch size overflows", k->name);
-            void *sc = run_scratch(b, bytes, &scratch_reserved, "per-thread scratch", &s);
+            void *sc = run_scratch(v, bytes, &scratch_reserved, "per-thread scratch", &s);
             if (!sc) return s;
             m.scratch = (uint64_t)(uintptr_t)sc;
         }
-        run r = {.code = code, .k = k, .ki = ki, .b = b, .pl = &pl, .m = &m, .nt = streams(b, lp, k)};
+        run r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = &m, .nt = streams(v, lp, k)};
         if (pl.workers == 1) {
             for (int c = 0; c < pl.nchunks; c++) call_chunk(&r, c, 0);
         } else {
@@ -695,7 +704,7 @@ static rj_status cpu_run(rj_program *p, rj_bind *b) {
             for (int c = 0; c < pl.nchunks; c++) call_chunk(&r, c, omp_get_thread_num());
         }
     }
-    if (!s && lp->nchecks) s = index_verdict(b, lp, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
+    if (!s && lp->nchecks) s = index_verdict(v, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
     return s;
 }
 

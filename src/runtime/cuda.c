@@ -458,37 +458,36 @@ static const device_ops cuda_ops = {
     .threads = run_threads,
 };
 
-static rj_status cuda_run(rj_program *p, rj_bind *b) {
-    rj_ctx *ctx = p->ctx;
-    const cuda_code *cc = p->art->ce ? p->art->ce->code : NULL;
+static rj_status cuda_run(const run_view *v) {
+    rj_ctx *ctx = v->ctx;
+    const cuda_code *cc = v->code;
     if (!cc || !cc->mod) return ctx_fail(ctx, RJ_ERR_INTERNAL, "CUDA run: the program is not compiled");
     CUresult e = cu.CtxSetCurrent(cc->cuctx);
     if (e) return cu_fail(ctx, RJ_ERR_INTERNAL, "cuCtxSetCurrent", e, NULL);
-    run r = {.ctx = ctx, .cc = cc, .lp = &p->art->comp.lp, .stream = (CUstream)b->stream,
-             .ev = (CUevent *)b->dev_events};
+    run r = {.ctx = ctx, .cc = cc, .lp = v->lp, .stream = (CUstream)v->stream, .ev = (CUevent *)v->async->events};
     /* the binding's events, made at its first run; timing is best effort: without events a
      * run reports its host-clock kernel time and never returns early */
     for (int i = 0; i < 2; i++)
         if (!r.ev[i] && cu.EventCreate(&r.ev[i], 0)) r.ev[i] = NULL;
-    return device_run(b, r.lp, &cuda_ops, &r);
+    return device_run(v, &cuda_ops, &r);
 }
 
 static rj_status primary_current(rj_ctx *ctx, CUcontext *out);
 
 /* rj_bind_wait: the end event of the binding's last run. */
-static rj_status cuda_wait(rj_bind *b, double *kernel_ms) {
-    CUevent *ev = (CUevent *)b->dev_events;
-    rj_status s = primary_current(b->ctx, NULL);
+static rj_status cuda_wait(rj_ctx *ctx, run_async *a, double *kernel_ms) {
+    CUevent *ev = (CUevent *)a->events;
+    rj_status s = primary_current(ctx, NULL);
     if (s) return s;
     CUresult e = ev[1] ? cu.EventSynchronize(ev[1]) : cu.CtxSynchronize();
-    if (e) return cu_fail(b->ctx, RJ_ERR_INTERNAL, "cuEventSynchronize", e, "(a kernel of the run failed)");
+    if (e) return cu_fail(ctx, RJ_ERR_INTERNAL, "cuEventSynchronize", e, "(a kernel of the run failed)");
     float ms = 0;
     if (ev[0] && ev[1] && !cu.EventElapsedTime(&ms, ev[0], ev[1])) *kernel_ms = ms;
     return RJ_OK;
 }
 
-static void cuda_bind_release(rj_bind *b) {
-    CUevent *ev = (CUevent *)b->dev_events;
+static void cuda_async_release(run_async *a) {
+    CUevent *ev = (CUevent *)a->events;
     for (int i = 0; i < 2; i++)
         if (ev[i]) cu.EventDestroy(ev[i]), ev[i] = NULL;
 }
@@ -607,5 +606,5 @@ const backend backend_cuda = {
     .dev_check = cuda_dev_check,
     .handles = cuda_handles,
     .wait = cuda_wait,
-    .bind_release = cuda_bind_release,
+    .async_release = cuda_async_release,
 };

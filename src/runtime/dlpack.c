@@ -114,12 +114,12 @@ static rj_status dl_take(rj_bind *b, const DLTensor *t, const char *what, dl_vie
 
 rj_status rj_bind_dlpack(rj_bind *b, rj_node input, const void *values, const void *offsets) {
     if (!b) return RJ_ERR_ARG;
-    const rj_graph *g = b->g;
-    if (input < 0 || input >= g->n || g->nodes[input].op != RJ_OP_INPUT)
-        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_dlpack: node %d is not an input of the program", (int)input);
-    const node *n = &g->nodes[input];
-    int rp = dim_ragged_pos(g, n);
-    if (node_is_pair(g, n))
+    int at = plan_find(b->plan, b->ctx, false, input, "rj_bind_dlpack");
+    if (at < 0) return RJ_ERR_ARG;
+    const plan_io *n = &b->plan->in[at];
+    const plan_shape *sh = &n->sh;
+    int rp = sh->rpos;
+    if (sh->kind == SHAPE_PAIR)
         return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "rj_bind_dlpack: %s has two ragged dims: bind its blocks with "
                         "rj_bind_input", n->name);
     char what[160];
@@ -128,18 +128,18 @@ rj_status rj_bind_dlpack(rj_bind *b, rj_node input, const void *values, const vo
     rj_status s = dl_take(b, values, what, &v);
     if (s) return s;
     const DLTensor *t = values;
-    if (v.dtype != n->dtype)
+    if (v.dtype != (rj_dtype)sh->dtype)
         return ctx_fail(b->ctx, RJ_ERR_SHAPE, "rj_bind_dlpack: %s are %s but %s is %s", what, rj_dtype_name(v.dtype),
-                        n->name, rj_dtype_name(n->dtype));
-    int want_ndim = rp >= 0 ? n->rank - 1 : n->rank; /* jagged: [rows, inner...] */
+                        n->name, rj_dtype_name((rj_dtype)sh->dtype));
+    int want_ndim = rp >= 0 ? sh->rank - 1 : sh->rank; /* jagged: [rows, inner...] */
     if (t->ndim != want_ndim)
         return ctx_fail(b->ctx, RJ_ERR_SHAPE, "rj_bind_dlpack: %s have %d dims but %s needs %d%s", what, (int)t->ndim,
                         n->name, want_ndim, rp >= 0 ? " (rows, then the inner dims)" : "");
-    for (int d = rp >= 0 ? 2 : 0; d < n->rank; d++) {
+    for (int d = rp >= 0 ? 2 : 0; d < sh->rank; d++) {
         int64_t got = t->shape[rp >= 0 ? d - 1 : d];
-        if (n->dims[d] >= 0 && got != n->dims[d])
+        if (sh->dims[d] >= 0 && got != sh->dims[d])
             return ctx_fail(b->ctx, RJ_ERR_SHAPE, "rj_bind_dlpack: %s: dim %d is %lld but %s has %lld there", what,
-                            rp >= 0 ? d - 1 : d, (long long)got, n->name, (long long)n->dims[d]);
+                            rp >= 0 ? d - 1 : d, (long long)got, n->name, (long long)sh->dims[d]);
     }
     if (rp < 0 && offsets)
         return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_dlpack: %s is dense: no offsets", n->name);
@@ -154,7 +154,7 @@ rj_status rj_bind_dlpack(rj_bind *b, rj_node input, const void *values, const vo
         if (o.device != v.device)
             return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_dlpack: the values and the offsets of %s are in different "
                             "memories (one on the host, one on the device)", n->name);
-        rj_dim j = n->dims[rp];
+        rj_dim j = sh->dims[rp];
         s = o.device ? rj_bind_offsets_device(b, j, ot->shape[0] - 1, o.addr, 0)
                      : rj_bind_offsets(b, j, ot->shape[0] - 1, (const int64_t *)(uintptr_t)o.addr, NULL);
         if (s) return s;
@@ -205,24 +205,21 @@ rj_status rj_bind_export_dlpack(rj_bind *b, rj_node out, struct DLManagedTensor 
     if (!b) return RJ_ERR_ARG;
     if (values) *values = NULL;
     if (offsets) *offsets = NULL;
-    const rj_graph *g = b->g;
-    int i = -1;
-    for (int32_t k = 0; k < g->noutputs && i < 0; k++)
-        if (g->outputs[k].node == out) i = k;
-    if (i < 0) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_export_dlpack: node %d is not an output of the program",
-                               (int)out);
+    const run_plan *pl = b->plan;
+    int i = plan_find(pl, b->ctx, true, out, "rj_bind_export_dlpack");
+    if (i < 0) return RJ_ERR_ARG;
     if (!values) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_export_dlpack: values is NULL");
-    if (!b->prepared)
+    if (!b->run->prepared)
         return ctx_fail(b->ctx, RJ_ERR_UNBOUND, "rj_bind_export_dlpack: %s: the program has not run successfully "
-                        "with this binding", g->outputs[i].name);
-    out_bind *o = &b->out[i];
+                        "with this binding", pl->out[i].name);
+    run_out *o = &b->run->out[i];
     const rj_tensor_info *ti = &o->result.info;
     bool jagged = ti->ragged_dim >= 0;
     if (ti->ragged_dims == 2)
         return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "rj_bind_export_dlpack: %s has two ragged dims: not exported "
-                        "yet (read it with rj_bind_result)", g->outputs[i].name);
+                        "yet (read it with rj_bind_result)", pl->out[i].name);
     if (jagged && !offsets)
-        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_export_dlpack: %s is jagged: offsets is NULL", g->outputs[i].name);
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_export_dlpack: %s is jagged: offsets is NULL", pl->out[i].name);
     /* where the values are, and whether the consumer takes them over */
     DLDevice dev = {kDLCPU, 0};
     void *data = o->data;
@@ -238,12 +235,12 @@ rj_status rj_bind_export_dlpack(rj_bind *b, rj_node out, struct DLManagedTensor 
     } else {
         for (int d = 0; d < ti->rank; d++) shape[ndim++] = ti->shape[d];
     }
-    int32_t j = jagged ? dim_sym(g->nodes[out].dims[ti->ragged_dim]) : -1;
+    int32_t j = jagged ? pl->out[i].sh.rsym : -1;
     if (jagged && b->rag[j].len)
         return ctx_fail(b->ctx, RJ_ERR_UNSUPPORTED, "rj_bind_export_dlpack: %s is laid out as a view with holes "
-                        "(offsets and lengths): export needs packed offsets", g->outputs[i].name);
+                        "(offsets and lengths): export needs packed offsets", pl->out[i].name);
     if (jagged && b->rag[j].dev && !b->rag[j].doff)
-        return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "rj_bind_export_dlpack: %s has no offsets", g->outputs[i].name);
+        return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "rj_bind_export_dlpack: %s has no offsets", pl->out[i].name);
     DLManagedTensor *mv = export_new(b, data, dev, ti->dtype, ndim, shape), *mo = NULL;
     if (!mv) return RJ_ERR_NOMEM;
     if (jagged) {
@@ -262,7 +259,7 @@ rj_status rj_bind_export_dlpack(rj_bind *b, rj_node out, struct DLManagedTensor 
         e->dev = o->down;
         o->down = 0;
         o->down_bytes = 0;
-    } else if (!o->dev && !o->user && o->own) {
+    } else if (!o->dev && !b->out[i].user && o->own) {
         e->host = o->own;
         e->host_bytes = o->own_bytes;
         o->own = NULL;

@@ -12,6 +12,10 @@
  * Jagged values are stored packed: the rows of item b start at the prefix sum of the lengths
  * before it (per `same` class). Inputs with holes are packed on entry and outputs are
  * scattered into the caller's layout on exit.
+ *
+ * It is the one backend that reads the graph while it runs (run_view.g): evaluating it node by
+ * node is what it is for. The sizes, offsets, inputs and outputs of the run come from the
+ * resolved view, as every other backend's do.
  */
 #include <float.h>
 #include <math.h>
@@ -44,7 +48,7 @@ typedef struct ival {
 typedef struct interp {
     rj_ctx *ctx;
     const rj_graph *g;
-    rj_bind *b;
+    const run_view *v;      /* the resolved run */
     ival *vals;
     int64_t **lens, **poff; /* per symbol root, lengths and packed offsets */
     const int64_t **sq;     /* per symbol root, the blocks of pair tensors (prefix sums of len^2,
@@ -133,9 +137,11 @@ static elem unary(rj_op op, rj_dtype t, elem a) {
     case RJ_OP_ABS: r.f = fabs(x); break;
     case RJ_OP_SGN: r.f = (double)((x > 0) - (x < 0)); break;
     case RJ_OP_RELU: r.f = x < 0 ? 0.0 : x; break;
-    case RJ_OP_GELU: r.f = 0.5 * x * (1.0 + erf(x * M_SQRT1_2)); break;
+    /* gelu's two forms without the cancellation of 1 + erf(t) and 1 + tanh(u) in the negative
+     * tail (the same functions; expand.c spells them so for every target) */
+    case RJ_OP_GELU: r.f = 0.5 * x * erfc(-x * M_SQRT1_2); break;
     case RJ_OP_GELU_TANH:
-        r.f = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        r.f = x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
         break;
     case RJ_OP_SILU: r.f = x / (1.0 + exp(-x)); break;
     case RJ_OP_SIGMOID: r.f = 1.0 / (1.0 + exp(-x)); break;
@@ -282,7 +288,7 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
     v->rank = n->rank;
     v->rp = dim_ragged_pos(g, n);
     v->bd = node_is_column(g, n) ? 0 : v->rp - 1;
-    for (int k = 0; k < n->rank; k++) v->ext[k] = bind_dim_value(in->b, n->dims[k]);
+    for (int k = 0; k < n->rank; k++) v->ext[k] = run_dim(in->v, n->dims[k]);
     /* the extents that multiply to the element count: the batch dim is folded into the rows */
     int64_t fact[RJ_MAX_RANK], numel;
     int nf = 0;
@@ -291,7 +297,7 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
         if (k == v->bd || (pair && k == v->rp + 1)) continue;
         fact[nf] = v->ext[k];
         if (k == v->rp) {
-            int32_t r = sym_root(g, dim_sym(n->dims[k]));
+            int32_t r = in->v->plan->sym[dim_sym(n->dims[k])].root;
             v->lens = in->lens[r];
             v->poff = in->poff[r];
             v->sq = pair ? in->sq[r] : NULL;
@@ -311,20 +317,20 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
         return ctx_fail(in->ctx, RJ_ERR_OVERFLOW, "interp: node %d is too large",
                         (int)(n - g->nodes));
     v->bytes = v->bytes ? v->bytes : 1;
-    rj_status s = run_reserve(in->b, (int64_t)v->bytes, "the value of node", (int)(n - g->nodes));
+    rj_status s = run_reserve(in->v, (int64_t)v->bytes, "the value of node", (int)(n - g->nodes));
     if (s) return s;
     v->data = mem_zalloc(in->ctx, v->bytes);
     return v->data ? RJ_OK : RJ_ERR_NOMEM;
 }
 
 /* Copies an input into packed form (rows of a view with holes are gathered). */
-static void eval_input(interp *in, const node *n, ival *v, const in_bind *ib) {
+static void eval_input(interp *in, const node *n, ival *v, const run_in *ib) {
     size_t es = rj_dtype_size(n->dtype);
     if (v->rp < 0 || v->sq) { /* dense, or blocks: laid out as here */
         if (v->bytes && ib->numel) memcpy(v->data, ib->data, (size_t)ib->numel * es);
         return;
     }
-    const rag_bind *r = &in->b->rag[dim_sym(n->dims[v->rp])];
+    const run_sym *r = &in->v->sym[dim_sym(n->dims[v->rp])];
     int64_t B = v->ext[v->rp - 1];
     for (int64_t b = 0; b < B; b++) {
         int64_t l = row_len(r->off, r->len, b);
@@ -540,7 +546,7 @@ static rj_status check_indices(interp *in, const node *n) {
         sbuf w;
         sbuf_init(&w, in->ctx);
         print_operand_what(&w, in->g, src);
-        index_fault f = {.op = n->op, .what = w.s ? w.s : "the index", .rank = iv->rank,
+        index_fault f = {.op = op_table[n->op].name, .what = w.s ? w.s : "the index", .rank = iv->rank,
                          .has_value = in->g->nodes[src].op == RJ_OP_INPUT, /* as compiled targets */
                          .value = k, .bound = bound, .per_item = per_item};
         memcpy(f.at, idx, sizeof(int64_t) * (size_t)iv->rank);
@@ -680,7 +686,7 @@ static void eval_view(interp *in, const node *n, ival *v) {
 }
 
 /* Scatters a packed value into the output memory with its symbol's addressing. */
-static void write_output(interp *in, const ival *v, out_bind *o) {
+static void write_output(interp *in, const ival *v, const run_out *o) {
     size_t es = rj_dtype_size(v->dtype);
     const rj_tensor_info *ti = &o->result.info;
     if (v->rp < 0 || v->sq) { /* dense, or a pair's blocks: laid out as here */
@@ -700,32 +706,33 @@ static void write_output(interp *in, const ival *v, out_bind *o) {
 
 static rj_status setup_lengths(interp *in) {
     const rj_graph *g = in->g;
-    rj_bind *b = in->b;
+    const run_view *rv = in->v;
+    const run_plan *pl = rv->plan;
     size_t ns = (size_t)(g->nsym ? g->nsym : 1);
     if (!(in->lens = mem_zalloc(in->ctx, ns * sizeof(int64_t *))) ||
         !(in->poff = mem_zalloc(in->ctx, ns * sizeof(int64_t *))) || !(in->sq = mem_zalloc(in->ctx, ns * sizeof(int64_t *))))
         return RJ_ERR_NOMEM;
     in->batch_alloc = 0;
     for (int32_t s = 0; s < g->nsym; s++)
-        if (g->syms[s].kind == SYM_RAGGED && b->rag[s].set && b->rag[s].batch > in->batch_alloc)
-            in->batch_alloc = b->rag[s].batch;
+        if (pl->sym[s].kind == SYM_RAGGED && rv->sym[s].bound && rv->sym[s].batch > in->batch_alloc)
+            in->batch_alloc = rv->sym[s].batch;
     for (int32_t s = 0; s < g->nsym; s++) {
-        if (g->syms[s].kind != SYM_RAGGED || sym_root(g, s) != s) continue;
-        /* a class's lengths come from any bound member (bind_prepare checked that they agree):
+        if (pl->sym[s].kind != SYM_RAGGED || pl->sym[s].root != s) continue;
+        /* a class's lengths come from any bound member (run_resolve checked that they agree):
          * the root itself is bound to nothing when no tensor uses it */
-        const rag_bind *rb = NULL;
+        const run_sym *rb = NULL;
         for (int32_t m = s; m < g->nsym && !rb; m++)
-            if (b->rag[m].set && g->syms[m].kind == SYM_RAGGED && sym_root(g, m) == s)
-                rb = &b->rag[m];
+            if (rv->sym[m].bound && pl->sym[m].kind == SYM_RAGGED && pl->sym[m].root == s)
+                rb = &rv->sym[m];
         if (!rb) continue;
         size_t n = (size_t)in->batch_alloc + 1;
         if (!(in->lens[s] = mem_zalloc(in->ctx, n * sizeof(int64_t))) ||
             !(in->poff[s] = mem_alloc(in->ctx, n * sizeof(int64_t))))
             return RJ_ERR_NOMEM;
-        /* pair tensors' blocks: the binding's prefix sums of squared lengths, which it computes
-         * (and checks for overflow) only for the classes of such tensors: another class's
-         * squares may not fit (an item of 2^63 - 1 empty rows) */
-        in->sq[s] = b->pairs && b->paired[s] ? b->sqoff[s] : NULL;
+        /* pair tensors' blocks: the run's prefix sums of squared lengths, which it computes (and
+         * checks for overflow) only for the classes of such tensors: another class's squares
+         * may not fit (an item of 2^63 - 1 empty rows) */
+        in->sq[s] = pl->pairs && pl->sym[s].paired ? rv->cls[s].sqoff : NULL;
         in->poff[s][0] = 0;
         for (int64_t k = 0; k < rb->batch; k++) {
             in->lens[s][k] = row_len(rb->off, rb->len, k);
@@ -750,9 +757,9 @@ static void teardown(interp *in) {
     mem_free(in->ctx, in->poff, ns * sizeof(int64_t *));
 }
 
-rj_status interp_run(rj_program *p, rj_bind *b) {
-    interp in = {.ctx = p->ctx, .g = p->g, .b = b};
-    const rj_graph *g = p->g;
+rj_status interp_run(const run_view *rv) {
+    interp in = {.ctx = rv->ctx, .g = rv->g, .v = rv};
+    const rj_graph *g = rv->g;
     rj_status s = setup_lengths(&in);
     if (!s && !(in.vals = mem_zalloc(in.ctx, (size_t)(g->n ? g->n : 1) * sizeof(ival))))
         s = RJ_ERR_NOMEM;
@@ -779,7 +786,7 @@ rj_status interp_run(rj_program *p, rj_bind *b) {
                 store(v->data, v->dtype, 0, e);
             } else {
                 for (int32_t k = 0; k < g->ninputs; k++)
-                    if (g->inputs[k] == i) eval_input(&in, n, v, &b->in[k]);
+                    if (g->inputs[k] == i) eval_input(&in, n, v, &rv->in[k]);
             }
             break;
         case KIND_REDUCE: eval_reduce(&in, n, v); break;
@@ -794,7 +801,7 @@ rj_status interp_run(rj_program *p, rj_bind *b) {
     }
     if (live) mem_free(in.ctx, live, (size_t)(g->n ? g->n : 1));
     for (int32_t k = 0; !s && k < g->noutputs; k++)
-        write_output(&in, &in.vals[g->outputs[k].node], &b->out[k]);
+        write_output(&in, &in.vals[g->outputs[k].node], &rv->out[k]);
     teardown(&in);
     return s;
 }

@@ -16,66 +16,74 @@
  *
  * Scratch. Item kernels keep per-lane accumulators (and softmax the tile's rows of one item)
  * in per-worker scratch, sized here from the longest item.
+ *
+ * Everything here reads the resolved view of the run (runtime.h, run_view) and the program's
+ * plan: the sizes of symbols, the rows and offsets of classes, the shapes of buffers; nothing
+ * goes back to the graph. Device runs (device_run) keep their memory in the binding's run state
+ * and may return before their kernels finish; device_settle waits for such a run and judges its
+ * checks (checks.c), for rj_bind_wait and for the next run on the binding.
  */
 #include <string.h>
 
 #include "launch.h"
 
-static rj_status numel(rj_bind *b, const rj_dim *dims, int n, int64_t *out) {
+static rj_status numel(const run_view *v, const rj_dim *dims, int n, int64_t *out) {
     int64_t c = 1;
     for (int k = 0; k < n; k++)
-        if (!mul_i64(c, bind_dim_value(b, dims[k]), &c))
-            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "a size of this run overflows 64 bits");
+        if (!mul_i64(c, run_dim(v, dims[k]), &c))
+            return ctx_fail(v->ctx, RJ_ERR_OVERFLOW, "a size of this run overflows 64 bits");
     *out = c;
     return RJ_OK;
 }
 
-/* The class's logical offsets and batch (resolved by bind_prepare). For trusted device
- * offsets the host has no offsets: lo is NULL and only the batch and the class's rows
- * (b->crows) are known. */
-static rj_status class_rows(rj_bind *b, int32_t cls, const int64_t **lo, int64_t *B) {
-    if (cls < 0 || cls >= b->nsym || (!b->loff[cls] && !b->has_dev))
-        return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "launch: no offsets for ragged class %d", (int)cls);
-    *lo = b->loff[cls];
-    *B = b->cbatch[cls];
+/* The class's logical offsets and batch (resolved by run_resolve). For trusted device
+ * offsets the host has no offsets: lo is NULL and only the batch and the class's rows are
+ * known. */
+static rj_status class_rows(const run_view *v, int32_t cls, const int64_t **lo, int64_t *B) {
+    if (cls < 0 || cls >= v->plan->nsym || (!v->cls[cls].loff && !v->has_dev))
+        return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "launch: no offsets for ragged class %d", (int)cls);
+    *lo = v->cls[cls].loff;
+    *B = v->cls[cls].batch;
     return RJ_OK;
 }
 
 /* The longest item of a class, as validation found it or the caller gave it. */
-static int64_t class_maxlen(rj_bind *b, int32_t cls) {
+static int64_t class_maxlen(const run_view *v, int32_t cls) {
     int64_t m = 0;
-    for (int32_t s = 0; s < b->nsym; s++)
-        if (b->rag[s].set && b->g->syms[s].kind == SYM_RAGGED && sym_root(b->g, s) == cls && b->val[s] > m)
-            m = b->val[s];
+    for (int32_t s = 0; s < v->plan->nsym; s++)
+        if (v->sym[s].bound && v->plan->sym[s].kind == SYM_RAGGED && v->plan->sym[s].root == cls && v->sym[s].val > m)
+            m = v->sym[s].val;
     return m;
 }
 
-rj_status launch_buf_elems(rj_bind *b, const lbuf *lb, int64_t *n) {
-    if (lb->kind == LB_INPUT) return *n = b->in[lb->index].numel, RJ_OK;
-    if (lb->kind == LB_OUTPUT) return *n = b->out[lb->index].numel, RJ_OK;
-    const rj_graph *g = b->g;
-    const sym *s = lb->rank > 1 ? graph_sym(g, lb->dims[1]) : NULL;
-    if (!s || s->kind != SYM_RAGGED) return numel(b, lb->dims, lb->rank, n);
-    const sym *s2 = lb->rank > 2 ? graph_sym(g, lb->dims[2]) : NULL;
-    if (s2 && s2->kind == SYM_RAGGED) { /* blocks of len x len rows, then the inner dims */
-        int32_t c = sym_root(g, dim_sym(lb->dims[1]));
+/* Bytes per element of kernel k's scratch. */
+static int64_t scratch_es(const run_view *v, const lkernel *k) {
+    return v->plan->scratch_es[k - v->lp->kernels];
+}
+
+rj_status launch_buf_elems(const run_view *v, int32_t i, int64_t *n) {
+    const lbuf *lb = &v->lp->bufs[i];
+    const plan_shape *sh = &v->plan->buf[i];
+    if (lb->kind == LB_INPUT) return *n = v->in[lb->index].numel, RJ_OK;
+    if (lb->kind == LB_OUTPUT) return *n = v->out[lb->index].numel, RJ_OK;
+    if (sh->kind == SHAPE_DENSE) return numel(v, lb->dims, lb->rank, n);
+    int32_t c = sh->cls;
+    if (sh->kind == SHAPE_PAIR) { /* blocks of len x len rows, then the inner dims */
         int64_t inner;
-        rj_status st = numel(b, lb->dims + 3, lb->rank - 3, &inner);
+        rj_status st = numel(v, lb->dims + 3, lb->rank - 3, &inner);
         if (st) return st;
-        if (!b->sqoff[c] || !mul_i64(b->sqoff[c][b->cbatch[c]], inner, n))
-            return ctx_fail(b->ctx, b->sqoff[c] ? RJ_ERR_OVERFLOW : RJ_ERR_INTERNAL, "temporary %d: %s", lb->index,
-                            b->sqoff[c] ? "too large" : "no blocks for its two ragged dims");
+        if (!v->cls[c].sqoff || !mul_i64(v->cls[c].sqoff[v->cls[c].batch], inner, n))
+            return ctx_fail(v->ctx, v->cls[c].sqoff ? RJ_ERR_OVERFLOW : RJ_ERR_INTERNAL, "temporary %d: %s", lb->index,
+                            v->cls[c].sqoff ? "too large" : "no blocks for its two ragged dims");
         return RJ_OK;
     }
     const int64_t *lo = NULL;
     int64_t B = 0, inner;
     rj_status st;
-    if ((st = class_rows(b, sym_root(g, dim_sym(lb->dims[1])), &lo, &B)) ||
-        (st = numel(b, lb->dims + 2, lb->rank - 2, &inner)))
-        return st;
+    if ((st = class_rows(v, c, &lo, &B)) || (st = numel(v, lb->dims + 2, lb->rank - 2, &inner))) return st;
     (void)lo;
-    if (!mul_i64(b->crows[sym_root(g, dim_sym(lb->dims[1]))], inner, n))
-        return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
+    if (!mul_i64(v->cls[c].rows, inner, n))
+        return ctx_fail(v->ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
     return RJ_OK;
 }
 
@@ -90,41 +98,41 @@ static bool item_dominates(const launch_opts *o, int64_t maxw, int64_t total, in
 }
 
 /* The rows of an item's stash: the longest item's, or the padded axis's length where the
- * padding rows are stashed too (lkernel.stash_rows). */
-static int64_t stash_rows(rj_bind *b, const lkernel *k, int64_t maxlen) {
-    return k->stash_rows ? bind_dim_value(b, k->stash_rows) : maxlen;
+ * padding rows are stashed too (lkernel.tiling.stash_rows). */
+static int64_t stash_rows(const run_view *v, const lkernel *k, int64_t maxlen) {
+    return k->tiling.stash_rows ? run_dim(v, k->tiling.stash_rows) : maxlen;
 }
 
-bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o) {
-    if (k->stash_variant == KV_ALWAYS) return true;
-    int64_t bytes, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
-    int64_t maxlen = stash_rows(b, k, class_maxlen(b, k->dom_class));
-    bool fits = mul_i64(maxlen, (int64_t)k->variant_tile * es, &bytes) && (o->tile_bytes <= 0 || bytes <= o->tile_bytes);
+bool launch_variant_runs(const run_view *v, const lkernel *k, const launch_opts *o) {
+    if (k->tiling.stash_variant == KV_ALWAYS) return true;
+    int64_t bytes, es = scratch_es(v, k);
+    int64_t maxlen = stash_rows(v, k, class_maxlen(v, k->dom_class));
+    int64_t vt = k->tiling.variant_tile;
+    bool fits = mul_i64(maxlen, vt * es, &bytes) && (o->tile_bytes <= 0 || bytes <= o->tile_bytes);
     /* an item that dominates the run is shared among the workers by narrower tiles (item_tiles),
      * which the constant tiles cannot be: the twin takes such runs too */
     int64_t N, cls = k->dom_class;
-    if (fits && cls >= 0 && cls < b->nsym && k->variant_tile > 0 && !numel(b, k->dom_dims, k->dom_rank, &N) && N > 0 &&
-        item_dominates(o, maxlen + 1, b->crows[cls] + b->cbatch[cls], (N + k->variant_tile - 1) / k->variant_tile, N))
+    if (fits && cls >= 0 && cls < v->plan->nsym && vt > 0 && !numel(v, k->dom_dims, k->dom_rank, &N) && N > 0 &&
+        item_dominates(o, maxlen + 1, v->cls[cls].rows + v->cls[cls].batch, (N + vt - 1) / vt, N))
         fits = false;
-    return fits == (k->stash_variant == KV_STASH_FITS);
+    return fits == (k->tiling.stash_variant == KV_STASH_FITS);
 }
 
 /* UD_ITEMS: the column tile. Starts with whole items (one unit per item), then narrows the
  * tile to fit the cache (an item's rows, or the stash's, `stashw`, + 1), then to share a
  * dominating item among workers. */
 static void item_tiles(const lkernel *k, const launch_opts *o, int64_t N, int64_t maxw, int64_t stashw,
-                       int64_t total, launch_plan *pl) {
+                       int64_t total, int64_t es, launch_plan *pl) {
     pl->tile = N > 0 ? N : 1;
     pl->ntiles = 1;
-    if (!k->tiled) return;
-    if (k->fixed_tile > 0) { /* the kernel's own constant */
-        pl->tile = k->fixed_tile;
-        pl->ntiles = N > 0 ? (N + k->fixed_tile - 1) / k->fixed_tile : 1;
+    if (!k->tiling.tiled) return;
+    if (k->tiling.fixed_tile > 0) { /* the kernel's own constant */
+        pl->tile = k->tiling.fixed_tile;
+        pl->ntiles = N > 0 ? (N + k->tiling.fixed_tile - 1) / k->tiling.fixed_tile : 1;
         return;
     }
     const int64_t G = LANES_GRANULE; /* narrowed tiles are multiples of it (loopir.h) */
-    if (o->tile_bytes > 0 && k->passes > 1 && N > G) {
-        int64_t es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
+    if (o->tile_bytes > 0 && k->tiling.passes > 1 && N > G) {
         int64_t t = o->tile_bytes / ((stashw > 0 ? stashw : 1) * es);
         t = t / G * G;
         if (t < G) t = G;
@@ -160,63 +168,63 @@ static void split(const lkernel *k, const int64_t *lo, launch_plan *pl) {
     while (c <= nc) pl->chunk[c++] = pl->units;
 }
 
-rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o, launch_plan *pl) {
+rj_status launch_plan_kernel(const run_view *v, const lkernel *k, const launch_opts *o, launch_plan *pl) {
     memset(pl, 0, sizeof *pl);
     const int64_t *lo = NULL;
     int64_t B = 0, work = 0, maxlen = 0;
     rj_status s;
     switch (k->domain) {
     case UD_ROWS:
-        if ((s = class_rows(b, k->dom_class, &lo, &B))) return s;
-        pl->units = work = b->crows[k->dom_class];
+        if ((s = class_rows(v, k->dom_class, &lo, &B))) return s;
+        pl->units = work = v->cls[k->dom_class].rows;
         break;
     case UD_ITEMS: {
         int64_t N, total = 0, maxw = 0;
-        if ((s = class_rows(b, k->dom_class, &lo, &B)) || (s = numel(b, k->dom_dims, k->dom_rank, &N)))
+        if ((s = class_rows(v, k->dom_class, &lo, &B)) || (s = numel(v, k->dom_dims, k->dom_rank, &N)))
             return s;
         for (int64_t i = 0; lo && i < B; i++) {
             int64_t w = lo[i + 1] - lo[i] + 1;
             total += w;
             if (w > maxw) maxw = w;
         }
-        if (!lo) total = b->crows[k->dom_class] + B, maxw = class_maxlen(b, k->dom_class) + 1;
-        maxlen = stash_rows(b, k, maxw > 0 ? maxw - 1 : 0);
-        item_tiles(k, o, N, maxw, k->scratch_per_row ? maxlen + 1 : maxw, total, pl);
+        if (!lo) total = v->cls[k->dom_class].rows + B, maxw = class_maxlen(v, k->dom_class) + 1;
+        maxlen = stash_rows(v, k, maxw > 0 ? maxw - 1 : 0);
+        item_tiles(k, o, N, maxw, k->tiling.scratch_per_row ? maxlen + 1 : maxw, total, scratch_es(v, k), pl);
         pl->units = N > 0 ? B * pl->ntiles : 0; /* no columns: nothing to compute */
         if (!mul_i64(total, N > 0 ? N : 1, &work)) work = INT64_MAX;
         break;
     }
     case UD_PIECES: {
         int64_t N;
-        if ((s = class_rows(b, k->dom_class, &lo, &B)) || (s = numel(b, k->dom_dims, k->dom_rank, &N)))
+        if ((s = class_rows(v, k->dom_class, &lo, &B)) || (s = numel(v, k->dom_dims, k->dom_rank, &N)))
             return s;
-        if (!o->pieces || k->fixed_tile <= 0)
-            return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "launch: kernel %s has no pieces", k->name);
-        pl->tile = k->fixed_tile;
-        pl->ntiles = (N + k->fixed_tile - 1) / k->fixed_tile;
+        if (!o->pieces || k->tiling.fixed_tile <= 0)
+            return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "launch: kernel %s has no pieces", k->name);
+        pl->tile = k->tiling.fixed_tile;
+        pl->ntiles = (N + k->tiling.fixed_tile - 1) / k->tiling.fixed_tile;
         if (N <= 0 || !mul_i64(o->pieces[k->dom_class], pl->ntiles, &pl->units)) pl->units = 0;
-        if (!mul_i64(b->crows[k->dom_class], N > 0 ? N : 1, &work)) work = INT64_MAX;
+        if (!mul_i64(v->cls[k->dom_class].rows, N > 0 ? N : 1, &work)) work = INT64_MAX;
         break;
     }
     default:
-        if ((s = numel(b, k->dom_dims, k->dom_rank, &pl->units))) return s;
+        if ((s = numel(v, k->dom_dims, k->dom_rank, &pl->units))) return s;
         work = pl->units;
         break;
     }
     int64_t per_unit = 1;
-    if (k->unit_rank && (s = numel(b, k->unit_dims, k->unit_rank, &per_unit))) return s;
+    if (k->unit_rank && (s = numel(v, k->unit_dims, k->unit_rank, &per_unit))) return s;
     if (per_unit == 0) pl->units = work = 0; /* units of no element: nothing to run */
     int64_t w = o->workers > 0 ? o->workers : 1;
     if (work < o->small_work || pl->units < 2) w = 1;
     if (w > pl->units) w = pl->units > 0 ? pl->units : 1;
-    if (k->scratch_per_tile > 0 || (k->scratch_per_row && k->domain == UD_ITEMS)) {
-        int64_t per = k->scratch_per_tile, es = (int64_t)rj_dtype_size((rj_dtype)k->scratch_type);
-        if (k->scratch_per_row && k->domain == UD_ITEMS && !add_i64(per, maxlen, &per))
-            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "scratch size overflows");
+    if (k->tiling.scratch_per_tile > 0 || (k->tiling.scratch_per_row && k->domain == UD_ITEMS)) {
+        int64_t per = k->tiling.scratch_per_tile, es = scratch_es(v, k);
+        if (k->tiling.scratch_per_row && k->domain == UD_ITEMS && !add_i64(per, maxlen, &per))
+            return ctx_fail(v->ctx, RJ_ERR_OVERFLOW, "scratch size overflows");
         int64_t bytes;
         if (!mul_i64(per, pl->tile > 0 ? pl->tile : 1, &pl->scratch_elems) ||
             !mul_i64(pl->scratch_elems, es, &bytes) || !add_i64(bytes, 63, &bytes))
-            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "scratch size overflows");
+            return ctx_fail(v->ctx, RJ_ERR_OVERFLOW, "scratch size overflows");
         pl->scratch_bytes = bytes / 64 * 64;
         if (o->scratch_budget > 0 && pl->scratch_bytes > 0 && w > o->scratch_budget / pl->scratch_bytes) {
             w = o->scratch_budget / pl->scratch_bytes;
@@ -233,45 +241,48 @@ rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o,
     return RJ_OK;
 }
 
-void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const launch_mem *m,
+void launch_args(const run_view *v, const lkernel *k, const launch_plan *pl, const launch_mem *m,
                  int64_t lo, int64_t hi, int worker, bool nt, uint64_t *vals) {
     for (int32_t a = 0; a < k->nparams; a++) {
         const lparam *pm = &k->params[a];
-        uint64_t v = 0;
+        uint64_t x = 0;
         switch (pm->kind) {
-        case PK_BUF: v = m->buf[pm->ref]; break;
-        case PK_OFF: v = m->off[pm->ref]; break;
-        case PK_LOFF: v = m->loff[pm->ref]; break;
-        case PK_SIZE: v = (uint64_t)b->val[pm->ref]; break;
-        case PK_LO: v = (uint64_t)lo; break;
-        case PK_HI: v = (uint64_t)hi; break;
-        case PK_TILE: v = (uint64_t)pl->tile; break;
-        case PK_SCRATCH: v = m->scratch + (uint64_t)worker * (uint64_t)pl->scratch_bytes; break;
-        case PK_NT: v = nt; break;
-        case PK_PITEM: v = m->pitem ? m->pitem[pm->ref] : 0; break;
-        case PK_PSTART: v = m->pstart ? m->pstart[pm->ref] : 0; break;
-        case PK_PROWS: v = m->prows ? (uint64_t)m->prows[pm->ref] : 0; break;
-        case PK_ERR: v = m->err; break;
-        case PK_SQOFF: v = m->sqoff ? m->sqoff[pm->ref] : 0; break;
-        case PK_BLO: /* without host offsets: every item (SIMT kernels search within) */
-            v = b->loff[k->dom_class] ? (uint64_t)item_at_or_before(b->loff[k->dom_class], b->cbatch[k->dom_class], lo) : 0;
-            break;
-        case PK_BHI:
-            v = b->loff[k->dom_class] ? (uint64_t)item_at_or_after(b->loff[k->dom_class], b->cbatch[k->dom_class], hi)
-                                      : (uint64_t)b->cbatch[k->dom_class];
+        case PK_BUF: x = m->buf[pm->ref]; break;
+        case PK_OFF: x = m->off[pm->ref]; break;
+        case PK_LOFF: x = m->loff[pm->ref]; break;
+        case PK_SIZE: x = (uint64_t)v->sym[pm->ref].val; break;
+        case PK_LO: x = (uint64_t)lo; break;
+        case PK_HI: x = (uint64_t)hi; break;
+        case PK_TILE: x = (uint64_t)pl->tile; break;
+        case PK_SCRATCH: x = m->scratch + (uint64_t)worker * (uint64_t)pl->scratch_bytes; break;
+        case PK_NT: x = nt; break;
+        case PK_PITEM: x = m->pitem ? m->pitem[pm->ref] : 0; break;
+        case PK_PSTART: x = m->pstart ? m->pstart[pm->ref] : 0; break;
+        case PK_PROWS: x = m->prows ? (uint64_t)m->prows[pm->ref] : 0; break;
+        case PK_ERR: x = m->err; break;
+        case PK_SQOFF: x = m->sqoff ? m->sqoff[pm->ref] : 0; break;
+        case PK_BLO: { /* without host offsets: every item (SIMT kernels search within) */
+            const run_class *c = &v->cls[k->dom_class];
+            x = c->loff ? (uint64_t)item_at_or_before(c->loff, c->batch, lo) : 0;
             break;
         }
-        vals[a] = v;
+        case PK_BHI: {
+            const run_class *c = &v->cls[k->dom_class];
+            x = c->loff ? (uint64_t)item_at_or_after(c->loff, c->batch, hi) : (uint64_t)c->batch;
+            break;
+        }
+        }
+        vals[a] = x;
     }
 }
 
-rj_status launch_pieces_make(rj_bind *b, int32_t cls, int64_t blocks, launch_pieces *lp) {
+rj_status launch_pieces_make(const run_view *v, int32_t cls, int64_t blocks, launch_pieces *lp) {
     memset(lp, 0, sizeof *lp);
     const int64_t *lo = NULL;
     int64_t B = 0;
-    rj_status s = class_rows(b, cls, &lo, &B);
+    rj_status s = class_rows(v, cls, &lo, &B);
     if (s) return s;
-    int64_t total = b->crows[cls], rows = 64;
+    int64_t total = v->cls[cls].rows, rows = 64;
     if (B > 0) {
         int64_t mean2 = (total / B + 1) * 2;
         int64_t par = total / (blocks > 8 ? blocks / 8 : 1) + 1; /* eight column tiles a piece */
@@ -281,13 +292,13 @@ rj_status launch_pieces_make(rj_bind *b, int32_t cls, int64_t blocks, launch_pie
     lp->batch = B;
     if (!lo) { /* no item lengths on the host: as many pieces for every item as the longest
                 * needs, at most 64 (pieces past an item's end have no rows) */
-        int64_t maxlen = class_maxlen(b, cls), k = maxlen > rows ? (maxlen + rows - 1) / rows : 1;
+        int64_t maxlen = class_maxlen(v, cls), k = maxlen > rows ? (maxlen + rows - 1) / rows : 1;
         if (k > 64) k = 64, rows = (maxlen + 63) / 64;
         lp->rows = rows;
         lp->count = B * k;
-        if (!(lp->start = mem_alloc(b->ctx, sizeof(int64_t) * (size_t)(B + 1))) ||
-            !(lp->item = mem_alloc(b->ctx, sizeof(int64_t) * (size_t)(lp->count ? lp->count : 1)))) {
-            launch_pieces_free(b->ctx, lp);
+        if (!(lp->start = mem_alloc(v->ctx, sizeof(int64_t) * (size_t)(B + 1))) ||
+            !(lp->item = mem_alloc(v->ctx, sizeof(int64_t) * (size_t)(lp->count ? lp->count : 1)))) {
+            launch_pieces_free(v->ctx, lp);
             return RJ_ERR_NOMEM;
         }
         for (int64_t i = 0; i <= B; i++) lp->start[i] = i * k;
@@ -301,9 +312,9 @@ rj_status launch_pieces_make(rj_bind *b, int32_t cls, int64_t blocks, launch_pie
         count += len > rows ? (len + rows - 1) / rows : 1; /* <= total + B: no overflow */
     }
     lp->count = count;
-    if (!(lp->start = mem_alloc(b->ctx, sizeof(int64_t) * (size_t)(B + 1))) ||
-        !(lp->item = mem_alloc(b->ctx, sizeof(int64_t) * (size_t)(count ? count : 1)))) {
-        launch_pieces_free(b->ctx, lp);
+    if (!(lp->start = mem_alloc(v->ctx, sizeof(int64_t) * (size_t)(B + 1))) ||
+        !(lp->item = mem_alloc(v->ctx, sizeof(int64_t) * (size_t)(count ? count : 1)))) {
+        launch_pieces_free(v->ctx, lp);
         return RJ_ERR_NOMEM;
     }
     int64_t p = 0;
@@ -325,7 +336,7 @@ void launch_pieces_free(rj_ctx *ctx, launch_pieces *lp) {
 /* ---- host bindings run on a device --------------------------------------------------------- */
 
 typedef struct dev_run {
-    rj_bind *b;
+    const run_view *v;
     bool settled;          /* the binding's previous run has finished (or never was early) */
     const lprog *lp;
     const device_ops *ops;
@@ -343,24 +354,25 @@ typedef struct dev_run {
 /* Before memory of the previous run is overwritten: that run may have returned early, and
  * its failure (a device check of offsets) is this run's, as rj_bind_wait would have said. */
 static rj_status dev_settle(dev_run *r) {
-    if (r->settled || !r->b->pending) return RJ_OK;
+    if (r->settled || !r->v->async->pending) return RJ_OK;
     r->settled = true;
-    return rj_bind_wait(r->b);
+    bool checked;
+    return device_settle(r->v, &checked);
 }
 
 /* Device memory of slot `slot` (an index of the addr arrays; the last one is the scratch),
  * kept by the binding across runs and grown when a run needs more. */
 static rj_status dev_alloc(dev_run *r, size_t slot, uint64_t *d, int64_t bytes, const char *what) {
     *d = 0;
-    rj_status s = run_reserve(r->b, bytes, what, -1);
+    rj_status s = run_reserve(r->v, bytes, what, -1);
     if (s) return s;
-    dev_block *blk = &r->b->dmem[slot];
+    dev_block *blk = &r->v->mem->dmem[slot];
     if (!blk->addr || blk->bytes < (size_t)bytes) {
         if (blk->addr) {
             if ((s = dev_settle(r))) return s; /* not under the previous run's kernels */
             r->ops->release(r->ud, blk->addr);
         }
-        mem_free(r->b->ctx, blk->shadow, blk->shadow_bytes);
+        mem_free(r->v->ctx, blk->shadow, blk->shadow_bytes);
         *blk = (dev_block){0};
         if ((s = r->ops->alloc(r->ud, &blk->addr, bytes, what))) return s;
         blk->bytes = (size_t)bytes;
@@ -375,14 +387,14 @@ static rj_status dev_upload(dev_run *r, size_t slot, uint64_t *d, const void *sr
                             bool small) {
     rj_status s = dev_alloc(r, slot, d, bytes, what);
     if (s || bytes <= 0) return s;
-    dev_block *blk = &r->b->dmem[slot];
+    dev_block *blk = &r->v->mem->dmem[slot];
     if (small && blk->shadow && blk->shadow_bytes == (size_t)bytes && !memcmp(blk->shadow, src, (size_t)bytes))
         return RJ_OK;
     if ((s = dev_settle(r)) || (s = r->ops->write(r->ud, *d, src, (size_t)bytes, what))) return s;
     if (small) {
-        void *sh = mem_realloc(r->b->ctx, blk->shadow, blk->shadow_bytes, (size_t)bytes);
+        void *sh = mem_realloc(r->v->ctx, blk->shadow, blk->shadow_bytes, (size_t)bytes);
         if (!sh) { /* the device holds the new bytes: the old shadow must not match them */
-            mem_free(r->b->ctx, blk->shadow, blk->shadow_bytes);
+            mem_free(r->v->ctx, blk->shadow, blk->shadow_bytes);
             blk->shadow = NULL;
             blk->shadow_bytes = 0;
             return RJ_ERR_NOMEM;
@@ -397,10 +409,11 @@ static rj_status dev_upload(dev_run *r, size_t slot, uint64_t *d, const void *sr
 /* Device memory for every loop-IR buffer, and the offsets and logical offsets the kernels
  * read; inputs (and, with holes, outputs) copied in. */
 static rj_status dev_memory(dev_run *r) {
-    rj_bind *b = r->b;
+    const run_view *v = r->v;
     const lprog *lp = r->lp;
-    uint64_t *buf = r->addr, *off = buf + lp->nbufs, *loff = off + b->nsym;
-    uint64_t *pitem = loff + b->nsym, *pstart = pitem + b->nsym, *sqoff = pstart + b->nsym;
+    const int32_t nsym = v->plan->nsym;
+    uint64_t *buf = r->addr, *off = buf + lp->nbufs, *loff = off + nsym;
+    uint64_t *pitem = loff + nsym, *pstart = pitem + nsym, *sqoff = pstart + nsym;
     r->m = (launch_mem){.buf = buf, .off = off, .loff = loff, .pitem = pitem, .pstart = pstart, .prows = r->prows,
                         .sqoff = sqoff};
     /* the pieces of every class an item kernel splits (before the buffers: they size the
@@ -411,42 +424,43 @@ static rj_status dev_memory(dev_run *r) {
             int32_t sy = k->params[a].ref;
             if (k->params[a].kind != PK_PROWS && k->params[a].kind != PK_PSTART && k->params[a].kind != PK_PITEM)
                 continue;
-            if (sy < 0 || sy >= b->nsym)
-                return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: pieces of an unknown class", r->ops->what);
+            if (sy < 0 || sy >= nsym)
+                return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "%s: pieces of an unknown class", r->ops->what);
             if (r->npieces[sy] >= 0) continue;
             launch_pieces pc;
-            rj_status s = launch_pieces_make(b, sy, (r->ops->threads ? r->ops->threads(r->ud) : r->ops->max_threads) / 256, &pc);
-            size_t nb = (size_t)lp->nbufs, ns = (size_t)b->nsym;
+            rj_status s = launch_pieces_make(v, sy, (r->ops->threads ? r->ops->threads(r->ud) : r->ops->max_threads) / 256, &pc);
+            size_t nb = (size_t)lp->nbufs, ns = (size_t)nsym;
             if (!s) s = dev_upload(r, nb + 2 * ns + (size_t)sy, &pitem[sy], pc.item, (int64_t)sizeof(int64_t) * pc.count,
                                    "pieces' items", true);
             if (!s) s = dev_upload(r, nb + 3 * ns + (size_t)sy, &pstart[sy], pc.start,
                                    (int64_t)sizeof(int64_t) * (pc.batch + 1), "pieces' starts", true);
             r->npieces[sy] = pc.count;
             r->prows[sy] = pc.rows;
-            launch_pieces_free(b->ctx, &pc);
+            launch_pieces_free(v->ctx, &pc);
             if (s) return s;
         }
     }
     bool holes = false;
-    for (int32_t s = 0; s < b->nsym; s++) holes |= b->rag[s].set && b->rag[s].len;
+    for (int32_t s = 0; s < nsym; s++) holes |= v->sym[s].bound && v->sym[s].len;
     for (int32_t i = 0; i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];
         int64_t n;
         size_t bytes;
-        rj_status s = launch_buf_elems(b, lb, &n);
+        int64_t es = v->plan->buf[i].es;
+        rj_status s = launch_buf_elems(v, i, &n);
         if (s) return s;
-        if (!bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
-            return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
+        if (!bytes_of(n, (size_t)es, &bytes))
+            return ctx_fail(v->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
         if (lb->kind == LB_PIECES) { /* slots x inner extent per piece of the class */
-            if (lb->index < 0 || lb->index >= b->nsym || r->npieces[lb->index] < 0)
-                return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: buffer %d has no pieces", r->ops->what, (int)i);
-            if (!mul_i64(n, r->npieces[lb->index], &n) || !bytes_of(n, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
-                return ctx_fail(b->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
+            if (lb->index < 0 || lb->index >= nsym || r->npieces[lb->index] < 0)
+                return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "%s: buffer %d has no pieces", r->ops->what, (int)i);
+            if (!mul_i64(n, r->npieces[lb->index], &n) || !bytes_of(n, (size_t)es, &bytes))
+                return ctx_fail(v->ctx, RJ_ERR_OVERFLOW, "%s: buffer %d is too large", r->ops->what, (int)i);
             s = dev_alloc(r, (size_t)i, &buf[i], (int64_t)bytes, "partials of split items");
-        } else if (lb->kind == LB_INPUT && b->in[lb->index].dev) { /* the caller's: used in place */
-            buf[i] = b->in[lb->index].ddata;
-        } else if (lb->kind == LB_OUTPUT && b->out[lb->index].dev) {
-            out_bind *o = &b->out[lb->index];
+        } else if (lb->kind == LB_INPUT && v->in[lb->index].dev) { /* the caller's: used in place */
+            buf[i] = v->in[lb->index].ddata;
+        } else if (lb->kind == LB_OUTPUT && v->out[lb->index].dev) {
+            run_out *o = &v->out[lb->index];
             if (!o->duser && o->down_bytes < bytes) { /* the binding's, grown to fit */
                 if (o->down) r->ops->release(r->ud, o->down);
                 o->down = 0;
@@ -456,9 +470,9 @@ static rj_status dev_memory(dev_run *r) {
             }
             buf[i] = o->ddata = o->duser ? o->duser : o->down;
         } else if (lb->kind == LB_INPUT)
-            s = dev_upload(r, (size_t)i, &buf[i], b->in[lb->index].data, (int64_t)bytes, "an input", false);
+            s = dev_upload(r, (size_t)i, &buf[i], v->in[lb->index].data, (int64_t)bytes, "an input", false);
         else if (lb->kind == LB_OUTPUT && holes)
-            s = dev_upload(r, (size_t)i, &buf[i], b->out[lb->index].data, (int64_t)bytes, "an output", false);
+            s = dev_upload(r, (size_t)i, &buf[i], v->out[lb->index].data, (int64_t)bytes, "an output", false);
         else
             s = dev_alloc(r, (size_t)i, &buf[i], (int64_t)bytes, lb->kind == LB_OUTPUT ? "an output" : "a temporary");
         if (s) return s;
@@ -470,35 +484,35 @@ static rj_status dev_memory(dev_run *r) {
             int32_t sy = pm->ref;
             rj_status s = RJ_OK;
             if (pm->kind == PK_SQOFF && !sqoff[sy]) {
-                if (sy < 0 || sy >= b->nsym || !b->sqoff[sy])
-                    return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no blocks for %s", r->ops->what, pm->name);
-                s = dev_upload(r, (size_t)lp->nbufs + 4 * (size_t)b->nsym + (size_t)sy, &sqoff[sy], b->sqoff[sy],
-                               (int64_t)sizeof(int64_t) * (b->cbatch[sy] + 1), pm->name, true);
+                if (sy < 0 || sy >= nsym || !v->cls[sy].sqoff)
+                    return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "%s: no blocks for %s", r->ops->what, pm->name);
+                s = dev_upload(r, (size_t)lp->nbufs + 4 * (size_t)nsym + (size_t)sy, &sqoff[sy], v->cls[sy].sqoff,
+                               (int64_t)sizeof(int64_t) * (v->cls[sy].batch + 1), pm->name, true);
                 if (s) return s;
                 continue;
             }
             if (pm->kind == PK_OFF && !off[sy]) {
-                if (sy < 0 || sy >= b->nsym || !b->rag[sy].set)
-                    return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets bound for %s", r->ops->what, pm->name);
-                if (b->rag[sy].dev) { /* the caller's, used in place */
-                    off[sy] = b->rag[sy].doff;
+                if (sy < 0 || sy >= nsym || !v->sym[sy].bound)
+                    return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "%s: no offsets bound for %s", r->ops->what, pm->name);
+                if (v->sym[sy].dev) { /* the caller's, used in place */
+                    off[sy] = v->sym[sy].doff;
                     continue;
                 }
-                s = dev_upload(r, (size_t)lp->nbufs + (size_t)sy, &off[sy], b->rag[sy].off,
-                               (int64_t)sizeof(int64_t) * (b->rag[sy].batch + 1), pm->name, true);
+                s = dev_upload(r, (size_t)lp->nbufs + (size_t)sy, &off[sy], v->sym[sy].off,
+                               (int64_t)sizeof(int64_t) * (v->sym[sy].batch + 1), pm->name, true);
             } else if (pm->kind == PK_LOFF && !loff[sy]) {
-                if (sy < 0 || sy >= b->nsym || (!b->loff[sy] && !b->has_dev))
-                    return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no offsets for ragged class %d", r->ops->what, (int)sy);
-                if (!b->loff[sy]) { /* trusted device offsets: a packed member's are the logical ones */
-                    for (int32_t m = 0; m < b->nsym && !loff[sy]; m++)
-                        if (b->rag[m].set && b->rag[m].dev && !b->rag[m].dlen && sym_root(b->g, m) == sy)
-                            loff[sy] = b->rag[m].doff;
+                if (sy < 0 || sy >= nsym || (!v->cls[sy].loff && !v->has_dev))
+                    return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "%s: no offsets for ragged class %d", r->ops->what, (int)sy);
+                if (!v->cls[sy].loff) { /* trusted device offsets: a packed member's are the logical ones */
+                    for (int32_t m = 0; m < nsym && !loff[sy]; m++)
+                        if (v->sym[m].bound && v->sym[m].dev && !v->sym[m].dlen && v->plan->sym[m].root == sy)
+                            loff[sy] = v->sym[m].doff;
                     if (!loff[sy])
-                        return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no logical offsets for %s", r->ops->what, pm->name);
+                        return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "%s: no logical offsets for %s", r->ops->what, pm->name);
                     continue;
                 }
-                s = dev_upload(r, (size_t)lp->nbufs + (size_t)b->nsym + (size_t)sy, &loff[sy], b->loff[sy],
-                               (int64_t)sizeof(int64_t) * (b->cbatch[sy] + 1), pm->name, true);
+                s = dev_upload(r, (size_t)lp->nbufs + (size_t)nsym + (size_t)sy, &loff[sy], v->cls[sy].loff,
+                               (int64_t)sizeof(int64_t) * (v->cls[sy].batch + 1), pm->name, true);
             }
             if (s) return s;
         }
@@ -518,26 +532,26 @@ static rj_status dev_scratch(dev_run *r, int64_t bytes) {
 /* Device offsets given with their facts and not trusted are checked on the device before the
  * run's kernels (which do nothing if the check fails): the check's words start all ones. */
 static rj_status dev_check_offsets(dev_run *r, bool *check) {
-    rj_bind *b = r->b;
+    const run_view *v = r->v;
     *check = false;
-    for (int32_t s = 0; s < b->nsym; s++) *check |= b->rag[s].set && b->rag[s].dev && b->rag[s].devcheck;
+    for (int32_t s = 0; s < v->plan->nsym; s++) *check |= v->sym[s].bound && v->sym[s].dev && v->sym[s].devcheck;
     if (!*check) return RJ_OK;
     if (!r->ops->check)
-        return ctx_fail(b->ctx, RJ_ERR_INTERNAL, "%s: no device check of offsets", r->ops->what);
-    size_t n = (size_t)b->nsym + 1;
-    uint32_t *ones = mem_alloc(b->ctx, n * sizeof(uint32_t));
+        return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "%s: no device check of offsets", r->ops->what);
+    size_t n = (size_t)v->plan->nsym + 1;
+    uint32_t *ones = mem_alloc(v->ctx, n * sizeof(uint32_t));
     if (!ones) return RJ_ERR_NOMEM;
     memset(ones, 0xff, n * sizeof(uint32_t));
     rj_status s = dev_upload(r, r->naddr + 1, &r->m.err, ones, (int64_t)(n * sizeof(uint32_t)), "the offsets check", false);
-    mem_free(b->ctx, ones, n * sizeof(uint32_t));
-    for (int32_t sy = 0; !s && sy < b->nsym; sy++) {
-        const rag_bind *rg = &b->rag[sy];
-        if (!rg->set || !rg->dev || !rg->devcheck) continue;
+    mem_free(v->ctx, ones, n * sizeof(uint32_t));
+    for (int32_t sy = 0; !s && sy < v->plan->nsym; sy++) {
+        const run_sym *rg = &v->sym[sy];
+        if (!rg->bound || !rg->dev || !rg->devcheck) continue;
         uint64_t ref = 0; /* the first device member of its `same` class compares with none */
         for (int32_t m = 0; m < sy && !ref; m++)
-            if (b->rag[m].set && b->rag[m].dev && !b->rag[m].dlen && b->g->syms[m].kind == SYM_RAGGED &&
-                sym_root(b->g, m) == sym_root(b->g, sy))
-                ref = b->rag[m].doff;
+            if (v->sym[m].bound && v->sym[m].dev && !v->sym[m].dlen && v->plan->sym[m].kind == SYM_RAGGED &&
+                v->plan->sym[m].root == v->plan->sym[sy].root)
+                ref = v->sym[m].doff;
         s = r->ops->check(r->ud, rg->doff, ref, rg->batch, rg->info_rows, rg->info_maxlen, r->m.err, sy);
     }
     return s;
@@ -551,14 +565,14 @@ static rj_status dev_read_check(void *ud, void *dst, uint64_t addr, size_t bytes
 
 /* A unit range [0, units) split across groups of the kernel's launch shape (one thread, a
  * warp, a block), at most max_threads threads in all, in blocks of the target's size; the
- * generated code gives each group one contiguous slice (codegen/simt/emit.c), so any number
+ * generated code gives each group one contiguous slice (codegen/simt/kernel.c), so any number
  * of groups is correct. Scratch is per group, and the planner lowers the group count so that
  * a launch's scratch stays within the budget. */
 static rj_status dev_launch(dev_run *r, int32_t ki) {
     const lkernel *k = &r->lp->kernels[ki];
-    rj_ctx *ctx = r->b->ctx;
-    if (k->split_only && k->dom_class >= 0 && k->dom_class < r->b->nsym &&
-        r->npieces[k->dom_class] == r->b->cbatch[k->dom_class])
+    rj_ctx *ctx = r->v->ctx;
+    if (k->split_only && k->dom_class >= 0 && k->dom_class < r->v->plan->nsym &&
+        r->npieces[k->dom_class] == r->v->cls[k->dom_class].batch)
         return RJ_OK; /* every item is one piece: nothing to combine */
     int64_t block = r->ops->block(r->ud, ki);
     int64_t group = k->launch.simt && k->launch.group > 1 ? k->launch.group : 1;
@@ -569,13 +583,13 @@ static rj_status dev_launch(dev_run *r, int32_t ki) {
     const launch_opts o = {.workers = most > 0 ? (int)most : 1, .scratch_budget = r->ops->scratch_budget,
                            .pieces = r->npieces};
     launch_plan pl;
-    rj_status s = launch_plan_kernel(r->b, k, &o, &pl);
+    rj_status s = launch_plan_kernel(r->v, k, &o, &pl);
     if (s || pl.units <= 0) return s;
     int64_t threads = ((int64_t)pl.workers * group + block - 1) / block * block;
     if (pl.scratch_elems) {
         int64_t bytes;
         if (!mul_i64(pl.scratch_elems, threads / group, &bytes) ||
-            !mul_i64(bytes, (int64_t)rj_dtype_size((rj_dtype)k->scratch_type), &bytes))
+            !mul_i64(bytes, scratch_es(r->v, k), &bytes))
             return ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: scratch size overflows", r->ops->what);
         if ((s = dev_scratch(r, bytes))) return s;
         r->m.scratch = r->scratch;
@@ -584,7 +598,7 @@ static rj_status dev_launch(dev_run *r, int32_t ki) {
     uint64_t *vals = mem_zalloc(ctx, sizeof(uint64_t) * nslots * 2);
     if (!vals) return RJ_ERR_NOMEM;
     uint64_t *args = vals + nslots;
-    launch_args(r->b, k, &pl, &r->m, 0, pl.units, 0, false, vals);
+    launch_args(r->v, k, &pl, &r->m, 0, pl.units, 0, false, vals);
     size_t n = 0;
     for (int32_t a = 0; a < k->nparams; a++) {
         args[n++] = vals[a];
@@ -596,21 +610,25 @@ static rj_status dev_launch(dev_run *r, int32_t ki) {
     return s;
 }
 
-rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *ud) {
-    rj_ctx *ctx = b->ctx;
-    dev_run r = {.b = b, .lp = lp, .ops = ops, .ud = ud};
-    r.naddr = (size_t)lp->nbufs + 5 * (size_t)b->nsym;
-    size_t nsym = (size_t)(b->nsym ? b->nsym : 1);
+rj_status device_run(const run_view *v, const device_ops *ops, void *ud) {
+    rj_ctx *ctx = v->ctx;
+    const lprog *lp = v->lp;
+    run_mem *rm = v->mem;
+    run_async *as = v->async;
+    dev_run r = {.v = v, .lp = lp, .ops = ops, .ud = ud};
+    r.naddr = (size_t)lp->nbufs + 5 * (size_t)v->plan->nsym;
+    size_t nsym = (size_t)(v->plan->nsym ? v->plan->nsym : 1);
     rj_status s = RJ_OK;
-    if (!b->dmem) { /* the binding's device memory: a slot per address, the scratch, the check */
-        if ((b->dmem = mem_zalloc(ctx, sizeof(dev_block) * (r.naddr + 2)))) b->ndmem = r.naddr + 2;
+    if (!rm->dmem) { /* the binding's device memory: a slot per address, the scratch, the check */
+        if ((rm->dmem = mem_zalloc(ctx, sizeof(dev_block) * (r.naddr + 2)))) rm->ndmem = r.naddr + 2;
     }
-    if (!b->dmem || b->ndmem != r.naddr + 2 || !(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
+    if (!rm->dmem || rm->ndmem != r.naddr + 2 ||
+        !(r.addr = mem_zalloc(ctx, sizeof(uint64_t) * (r.naddr ? r.naddr : 1))) ||
         !(r.npieces = mem_alloc(ctx, sizeof(int64_t) * nsym)) || !(r.prows = mem_zalloc(ctx, sizeof(int64_t) * nsym)))
-        s = b->dmem && b->ndmem != r.naddr + 2 ? ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: the binding's device memory "
-                                                           "does not fit the program", ops->what)
-                                                : RJ_ERR_NOMEM;
-    for (int32_t i = 0; !s && i < b->nsym; i++) r.npieces[i] = -1;
+        s = rm->dmem && rm->ndmem != r.naddr + 2 ? ctx_fail(ctx, RJ_ERR_INTERNAL, "%s: the binding's device memory "
+                                                             "does not fit the program", ops->what)
+                                                  : RJ_ERR_NOMEM;
+    for (int32_t i = 0; !s && i < v->plan->nsym; i++) r.npieces[i] = -1;
     double t0 = clock_ms();
     if (!s) s = dev_memory(&r);
     bool check = false;
@@ -621,55 +639,57 @@ rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *u
      * its kernels are queued (rj_bind_wait) */
     bool early = ops->leave != NULL;
     for (int32_t i = 0; i < lp->nbufs; i++)
-        if (lp->bufs[i].kind == LB_OUTPUT && !b->out[lp->bufs[i].index].dev) early = false;
+        if (lp->bufs[i].kind == LB_OUTPUT && !v->out[lp->bufs[i].index].dev) early = false;
     double kms = -1;
     if (!s && early) {
-        if (!(s = ops->leave(ud))) b->pending = true;
+        if (!(s = ops->leave(ud))) as->pending = true;
     } else if (!s) {
         s = ops->finish(ud, &kms);
-        if (!s) b->pending = false; /* an earlier early run finished before this one */
-        if (!s && check) s = bind_device_verdict(b, CHECK_OFFSETS, r.m.err, dev_read_check, &r);
-        if (!s && lp->nchecks) s = bind_device_verdict(b, CHECK_INDICES, r.m.buf[lp->checks_buf], dev_read_check, &r);
+        if (!s) as->pending = false; /* an earlier early run finished before this one */
+        if (!s && check) s = device_verdict(v, CHECK_OFFSETS, r.m.err, dev_read_check, &r);
+        if (!s && lp->nchecks) s = device_verdict(v, CHECK_INDICES, r.m.buf[lp->checks_buf], dev_read_check, &r);
     }
-    b->err_addr = !s && b->pending && check ? r.m.err : 0;
-    b->checks_addr = !s && b->pending && lp->nchecks ? r.m.buf[lp->checks_buf] : 0;
+    as->err_addr = !s && as->pending && check ? r.m.err : 0;
+    as->checks_addr = !s && as->pending && lp->nchecks ? r.m.buf[lp->checks_buf] : 0;
     double t2 = clock_ms();
     for (int32_t i = 0; !s && i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];
-        if (lb->kind != LB_OUTPUT || b->out[lb->index].dev) continue;
-        const out_bind *ob = &b->out[lb->index];
+        if (lb->kind != LB_OUTPUT || v->out[lb->index].dev) continue;
+        const run_out *ob = &v->out[lb->index];
         size_t bytes;
-        if (!bytes_of(ob->numel, rj_dtype_size((rj_dtype)lb->dtype), &bytes))
+        if (!bytes_of(ob->numel, (size_t)v->plan->buf[i].es, &bytes))
             s = ctx_fail(ctx, RJ_ERR_OVERFLOW, "%s: output %d is too large", ops->what, lb->index);
         else if (bytes)
             s = ops->read(ud, ob->data, r.m.buf[i], bytes, "copying an output back");
     }
-    /* the device memory stays with the binding (dmem) for the next run */
-    b->stats.copy_ms = (t1 - t0) + (clock_ms() - t2);
-    b->stats.kernel_ms = b->pending ? -1 : kms >= 0 ? kms : t2 - t1;
-    b->stats.kernels = r.launches;
+    /* the device memory stays with the binding (run_mem.dmem) for the next run */
+    v->stats->copy_ms = (t1 - t0) + (clock_ms() - t2);
+    v->stats->kernel_ms = as->pending ? -1 : kms >= 0 ? kms : t2 - t1;
+    v->stats->kernels = r.launches;
     mem_free(ctx, r.addr, sizeof(uint64_t) * (r.naddr ? r.naddr : 1));
     mem_free(ctx, r.npieces, sizeof(int64_t) * nsym);
     mem_free(ctx, r.prows, sizeof(int64_t) * nsym);
     return s;
 }
 
-void *host_block_get(rj_ctx *ctx, host_block *blk, size_t bytes) {
-    size_t need = bytes + 64;
-    if (need > blk->bytes || !blk->p) {
-        void *n = mem_realloc(ctx, blk->p, blk->bytes, need);
-        if (!n) return NULL;
-        blk->p = n;
-        blk->bytes = need;
-    }
-    return (void *)(((uintptr_t)blk->p + 63) & ~(uintptr_t)63);
+/* After the wait: the binding's own device read, on its stream. */
+static rj_status settle_read(void *ud, void *dst, uint64_t addr, size_t bytes) {
+    const run_view *v = ud;
+    return v->be->dev_read(v->ctx, v->stream, dst, addr, bytes);
 }
 
-void host_mem_free(rj_ctx *ctx, host_mem *m) {
-    if (!m) return;
-    for (int32_t i = 0; i < m->ntemp; i++) mem_free(ctx, m->temp[i].p, m->temp[i].bytes);
-    mem_free(ctx, m->temp, sizeof(host_block) * (size_t)(m->ntemp ? m->ntemp : 1));
-    mem_free(ctx, m->scratch.p, m->scratch.bytes);
-    mem_free(ctx, m->addrs.p, m->addrs.bytes);
-    mem_free(ctx, m, sizeof *m);
+rj_status device_settle(const run_view *v, bool *checked) {
+    run_async *as = v->async;
+    *checked = false;
+    if (!as->pending) return RJ_OK;
+    double ms = -1;
+    rj_status s = v->be->wait(v->ctx, as, &ms);
+    as->pending = false;
+    if (!s) v->stats->kernel_ms = ms;
+    /* the run's device check of offsets (the kernels did nothing if it failed), its index checks */
+    if (!s && as->err_addr) s = device_verdict(v, CHECK_OFFSETS, as->err_addr, settle_read, (void *)v);
+    if (!s && as->checks_addr) s = device_verdict(v, CHECK_INDICES, as->checks_addr, settle_read, (void *)v);
+    *checked = as->err_addr || as->checks_addr;
+    as->err_addr = as->checks_addr = 0;
+    return s;
 }

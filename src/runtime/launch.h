@@ -12,9 +12,10 @@
 
 #include "runtime.h"
 
-/* Elements of loop-IR buffer lb in this run: inputs and outputs as bound, temporaries sized
- * from the run's sizes (a jagged temporary holds the logical rows of its class). */
-rj_status launch_buf_elems(rj_bind *b, const lbuf *lb, int64_t *n);
+/* Elements of loop-IR buffer i in this run: inputs and outputs as resolved, temporaries sized
+ * from the run's sizes by the plan's shape (a jagged temporary holds the logical rows of its
+ * class). */
+rj_status launch_buf_elems(const run_view *v, int32_t i, int64_t *n);
 
 #define LAUNCH_MAX_CHUNKS 1024
 
@@ -39,12 +40,12 @@ typedef struct launch_plan {
     int64_t scratch_bytes;   /* per worker, rounded up to 64 bytes (a cache line) */
 } launch_plan;
 
-rj_status launch_plan_kernel(rj_bind *b, const lkernel *k, const launch_opts *o, launch_plan *pl);
+rj_status launch_plan_kernel(const run_view *v, const lkernel *k, const launch_opts *o, launch_plan *pl);
 
 /* Whether kernel k takes part in this run: false for one of a softmax's two variants
- * (lkernel.stash_variant), the one whose stash of the longest item is on the wrong side of
+ * (lkernel.tiling.stash_variant), the one whose stash of the longest item is on the wrong side of
  * the budget o->tile_bytes. */
-bool launch_variant_runs(rj_bind *b, const lkernel *k, const launch_opts *o);
+bool launch_variant_runs(const run_view *v, const lkernel *k, const launch_opts *o);
 
 /* The pieces of a class's items for UD_PIECES kernels (loopir.h): every item cut into pieces
  * of at most `rows` rows, at least one an item. rows is chosen so that a typical item is one
@@ -57,7 +58,7 @@ typedef struct launch_pieces {
     int64_t *item, *start;
 } launch_pieces;
 
-rj_status launch_pieces_make(rj_bind *b, int32_t cls, int64_t blocks, launch_pieces *lp);
+rj_status launch_pieces_make(const run_view *v, int32_t cls, int64_t blocks, launch_pieces *lp);
 void launch_pieces_free(rj_ctx *ctx, launch_pieces *lp);
 
 /* Addresses of the run's memory as the kernels see it: host pointers on a CPU, device
@@ -74,15 +75,15 @@ typedef struct launch_mem {
 } launch_mem;
 
 /* One value per kernel parameter for units [lo, hi) run by `worker`. */
-void launch_args(rj_bind *b, const lkernel *k, const launch_plan *pl, const launch_mem *m,
+void launch_args(const run_view *v, const lkernel *k, const launch_plan *pl, const launch_mem *m,
                  int64_t lo, int64_t hi, int worker, bool nt, uint64_t *vals);
 
 /* ---- host bindings run on a device ----------------------------------------------------------
  * A GPU target given host memory copies in, launches, and copies out; what needs device memory,
  * what is copied each way, how scratch grows and how a kernel's threads and parameters are
  * laid out is the same for every such target, so device_run does it and the target supplies
- * the calls. Device memory lives for one run only: simple, and nothing leaks when a binding's
- * sizes change between runs. A device address is the target's handle as 64 bits (a CUDA
+ * the calls. Device memory is kept across runs in slots of the binding's run state
+ * (run_mem.dmem), grown when a run needs more. A device address is the target's handle as 64 bits (a CUDA
  * device pointer, an OpenCL cl_mem), 0 for none. */
 typedef struct device_ops {
     const char *what;          /* "CUDA run", "OpenCL run": the start of messages */
@@ -112,30 +113,17 @@ typedef struct device_ops {
     int64_t (*threads)(void *ud);
 } device_ops;
 
-/* Runs lp on prepared binding b through ops: device copies of inputs, offsets and logical
- * offsets, device outputs, temporaries and per-thread scratch, the kernels in order, the
- * outputs copied back into the binding's memory, and everything released, also on failure.
+/* Runs the view's loop IR through ops: device copies of inputs, offsets and logical
+ * offsets, device outputs, temporaries and per-thread scratch, the kernels in order, and the
+ * outputs copied back into host memory (or, all outputs on the device, a return as soon as the
+ * kernels are queued: v->async).
  * When some input is a view with holes, outputs are copied in as well: kernels write only the
  * rows inside items, and the rows in the holes must come back as they were (as the CPU leaves
  * them in the caller's memory). */
-rj_status device_run(rj_bind *b, const lprog *lp, const device_ops *ops, void *ud);
+rj_status device_run(const run_view *v, const device_ops *ops, void *ud);
 
-/* Host memory that a binding keeps across runs for temporaries and scratch (CPU runs): grown
- * as needed, freed with the binding. */
-typedef struct host_block {
-    void *p;
-    size_t bytes;
-} host_block;
-
-typedef struct host_mem {
-    host_block *temp;        /* per temporary */
-    int32_t ntemp;
-    host_block scratch;
-    host_block addrs;        /* the launch_mem arrays */
-} host_mem;
-
-/* At least `bytes` (plus 64 for alignment) in blk; the address, 64-byte aligned. */
-void *host_block_get(rj_ctx *ctx, host_block *blk, size_t bytes);
-void host_mem_free(rj_ctx *ctx, host_mem *m);
+/* Waits for a device run that returned early (v->async->pending) and judges its device checks
+ * (rj_bind_wait; a run first settles its binding's previous one). *checked: it had checks. */
+rj_status device_settle(const run_view *v, bool *checked);
 
 #endif

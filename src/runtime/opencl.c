@@ -808,20 +808,21 @@ static const device_ops opencl_ops = {
     .check = run_check,
 };
 
-static void opencl_bind_release(rj_bind *b);
+static void opencl_async_release(run_async *a);
 
-static rj_status opencl_run(rj_program *p, rj_bind *b) {
-    cl_code *c = p->art->ce ? p->art->ce->code : NULL;
-    if (!c || !c->prog) return ctx_fail(p->ctx, RJ_ERR_INTERNAL, "OpenCL run: the program is not compiled");
-    run r = {.ctx = p->ctx, .c = c, .lp = &p->art->comp.lp, .q = b->stream ? (cl_command_queue)b->stream : c->st->q};
-    if (!b->pending) opencl_bind_release(b); /* else kept: the run may have to wait on them */
-    rj_status s = device_run(b, r.lp, &opencl_ops, &r);
+static rj_status opencl_run(const run_view *v) {
+    cl_code *c = v->code;
+    if (!c || !c->prog) return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "OpenCL run: the program is not compiled");
+    run r = {.ctx = v->ctx, .c = c, .lp = v->lp, .q = v->stream ? (cl_command_queue)v->stream : c->st->q};
+    run_async *a = v->async;
+    if (!a->pending) opencl_async_release(a); /* else kept: the run may have to wait on them */
+    rj_status s = device_run(v, &opencl_ops, &r);
     if (s) cl.Finish(r.q); /* nothing of this run is left queued when it returns */
-    if (!s && b->pending) { /* returned early: rj_bind_wait waits on these */
-        opencl_bind_release(b);
-        b->dev_events[0] = r.first;
-        b->dev_events[1] = r.last ? r.last : r.first;
-        b->dev_queue = r.q;
+    if (!s && a->pending) { /* returned early: rj_bind_wait waits on these */
+        opencl_async_release(a);
+        a->events[0] = r.first;
+        a->events[1] = r.last ? r.last : r.first;
+        a->queue = r.q;
         return s;
     }
     if (r.first) cl.ReleaseEvent(r.first);
@@ -830,24 +831,24 @@ static rj_status opencl_run(rj_program *p, rj_bind *b) {
 }
 
 /* rj_bind_wait: the last kernel's event of the binding's last run, and its profiling span. */
-static rj_status opencl_wait(rj_bind *b, double *kernel_ms) {
-    cl_event first = b->dev_events[0], last = b->dev_events[1];
-    cl_int e = b->dev_queue ? cl.Finish((cl_command_queue)b->dev_queue) : 0;
-    if (e) return cl_fail(b->ctx, RJ_ERR_INTERNAL, "clFinish", e, "(a kernel of the run failed)");
+static rj_status opencl_wait(rj_ctx *ctx, run_async *a, double *kernel_ms) {
+    cl_event first = a->events[0], last = a->events[1];
+    cl_int e = a->queue ? cl.Finish((cl_command_queue)a->queue) : 0;
+    if (e) return cl_fail(ctx, RJ_ERR_INTERNAL, "clFinish", e, "(a kernel of the run failed)");
     double ms;
     if (span_ms(first, last, &ms)) *kernel_ms = ms;
-    opencl_bind_release(b);
+    opencl_async_release(a);
     return RJ_OK;
 }
 
 /* ---- device memory of bindings ------------------------------------------------------------- */
 
-static void opencl_bind_release(rj_bind *b) {
-    cl_event first = b->dev_events[0], last = b->dev_events[1];
+static void opencl_async_release(run_async *a) {
+    cl_event first = a->events[0], last = a->events[1];
     if (first) cl.ReleaseEvent(first);
     if (last && last != first) cl.ReleaseEvent(last);
-    b->dev_events[0] = b->dev_events[1] = NULL;
-    b->dev_queue = NULL;
+    a->events[0] = a->events[1] = NULL;
+    a->queue = NULL;
 }
 
 static rj_status opencl_dev_read(rj_ctx *ctx, void *stream, void *dst, uint64_t src, size_t bytes) {
@@ -926,5 +927,5 @@ const backend backend_opencl = {
     .dev_check = opencl_dev_check,
     .handles = opencl_handles,
     .wait = opencl_wait,
-    .bind_release = opencl_bind_release,
+    .async_release = opencl_async_release,
 };

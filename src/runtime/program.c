@@ -23,8 +23,12 @@
  *
  * A program reads the artifact's copy of the graph (node ids preserved), so callers may free
  * or keep extending theirs and bind by the ids they hold. Bindings hold a reference to the
- * artifact too, so programs and bindings may be freed in any order. rj_program_run validates the binding
- * (bind.c) and only then hands the resolved run to the backend.
+ * artifact too, so programs and bindings may be freed in any order.
+ *
+ * The plan. With the code, an artifact gets the plan of its runs (plan.c): the graph's
+ * symbols, inputs, outputs, pads, buffers and checks as flat arrays, made here once, under
+ * the lock, so that runs (run.c, resolve.c, launch.c) read it and never the graph. This file
+ * is the compile-time side of the runtime: nothing in it is called by a run.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -69,6 +73,7 @@ static void code_release(rj_ctx *ctx, cache *c, code_entry *ce) {
 
 static void artifact_free(rj_ctx *ctx, cache *c, artifact *a) {
     code_release(ctx, c, a->ce);
+    if (a->planned) plan_free(ctx, &a->plan);
     for (int i = 0; i < STAGE_COUNT; i++) rj_string_free(ctx, a->text[i]);
     compiled_free(&a->comp);
     rj_graph_free(a->key);
@@ -195,6 +200,15 @@ static rj_status artifact_compile(rj_ctx *ctx, artifact *a) {
     return RJ_OK;
 }
 
+/* The plan of the artifact's runs, once (with its code: a reference artifact has none, and
+ * launches no kernels). */
+static rj_status artifact_plan(rj_ctx *ctx, artifact *a) {
+    if (a->planned) return RJ_OK;
+    rj_status s = plan_make(ctx, a->key, a->ce ? &a->comp.lp : NULL, &a->plan);
+    a->planned = s == RJ_OK;
+    return s;
+}
+
 /* ---- stage texts ------------------------------------------------------------------------- */
 
 static int stage_find(const char *name) {
@@ -319,7 +333,7 @@ rj_program *rj_program_new(rj_graph *g, rj_target target) {
     p->target = target;
     p->be = be;
     ctx_lock(ctx); /* one compile of a graph, however many threads ask for it */
-    bool ok = (p->art = artifact_get(ctx, g, target)) && !artifact_compile(ctx, p->art);
+    bool ok = (p->art = artifact_get(ctx, g, target)) && !artifact_compile(ctx, p->art) && !artifact_plan(ctx, p->art);
     ctx_unlock(ctx);
     if (!ok) {
         rj_program_free(p);
@@ -366,42 +380,6 @@ void rj_program_free(rj_program *p) {
     if (!p) return;
     artifact_release(p->ctx, p->art);
     mem_free(p->ctx, p, sizeof *p);
-}
-
-/* A failed run's error, kept for rj_bind_result to repeat (a later call would replace it). */
-static rj_status run_failed(rj_bind *b, rj_status s) {
-    b->run_failed = true;
-    b->run_status = s;
-    snprintf(b->run_msg, sizeof b->run_msg, "%s", ctx_last_error(b->ctx));
-    return s;
-}
-
-rj_status rj_program_run(rj_program *p, rj_bind *b) {
-    if (!p || !b) return p ? ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: binding is NULL")
-                           : RJ_ERR_ARG;
-    if (b->prog_id != p->id)
-        return ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: the binding belongs to another "
-                        "program");
-    b->prepared = false;
-    double t0 = clock_ms();
-    rj_status s = bind_prepare(b);
-    if (s) return run_failed(b, s);
-    b->stats = (rj_run_stats){.kernel_ms = -1};
-    s = p->be->run(p, b);
-    b->prepared = s == RJ_OK;
-    if (s) return run_failed(b, s);
-    b->run_failed = false;
-    b->stats.run_ms = clock_ms() - t0;
-    if (b->stats.kernel_ms < 0 && !b->pending) b->stats.kernel_ms = b->stats.run_ms;
-    if (!b->stats.kernels && p->target != RJ_TARGET_REFERENCE) b->stats.kernels = p->art->comp.lp.nkernels;
-    return s;
-}
-
-rj_status rj_bind_stats(const rj_bind *b, rj_run_stats *stats) {
-    if (!b || !stats) return b ? ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_stats: stats is NULL") : RJ_ERR_ARG;
-    if (!b->prepared) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_stats: the binding has no successful run");
-    *stats = b->stats;
-    return RJ_OK;
 }
 
 /* The backend of a target a device call names, or NULL after reporting. */

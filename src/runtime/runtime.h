@@ -1,12 +1,23 @@
 /*
- * runtime.h — the run-time objects: context, tensors, programs, bindings, and the resolved
- * sizes of one run that every backend reads.
+ * runtime.h — the run-time objects: context, tensors, programs, bindings, the plan of a run
+ * and the resolved view of one run that every backend reads.
  *
- * A binding records what the caller bound (pointers, counts, sizes) and nothing is checked
+ * A program's plan (plan.c) is made once, when it is compiled: the graph's symbols, inputs,
+ * outputs, pads, loop-IR buffers and index checks as flat arrays, so that a run never goes
+ * back to the graph. A binding (bind.c) records what the caller bound and nothing is checked
  * until rj_program_run, because an embedding binds buffers once and refills them between
- * runs. bind_prepare then validates everything and resolves the run: the value of each dense
- * symbol, the batch size, the row count addressed by each ragged symbol, the memory of each
- * output. Backends get that resolved view (run_env) and never re-derive or re-check it.
+ * runs. run_resolve (resolve.c) then walks the plan, validates the bindings and resolves the
+ * run into a run_view: the value of each symbol, the batch size and row count of each ragged
+ * class, where each input is and where each output goes. Backends get that view and never
+ * re-derive or re-check it; the state of runs (memory kept across runs, a device run that
+ * returned early, the last error) lives in the binding's run_state (run.c).
+ *
+ * Calls point one way. At compile time program.c makes the plan (plan.c, the runtime's only
+ * reader of the graph for runs). At run time bind.c (the caller's records) calls run.c, which
+ * calls resolve.c and then a backend through its table (cpu.c, cuda.c, opencl.c, interp.c);
+ * the backends call launch.c (the planning every target shares), and launch.c calls checks.c
+ * (verdicts) and runmem.c (the memory limit, memory kept across runs), which call nothing
+ * above them.
  */
 #ifndef RJ_RUNTIME_H
 #define RJ_RUNTIME_H
@@ -49,29 +60,89 @@ static inline int64_t row_len(const int64_t *off, const int64_t *len, int64_t b)
 void ctx_ref(rj_ctx *ctx);
 void ctx_unref(rj_ctx *ctx);
 
-/* ---- bindings and runs ------------------------------------------------------------------ */
+/* ---- the plan of a run (plan.c) ------------------------------------------------------------
+ * Made once per artifact, when the program is compiled, from its graph and loop IR: what every
+ * run checks, resolves and places, as flat arrays that a run walks without going back to the
+ * graph. */
 
-/* Device memory a binding keeps across runs (GPU targets): every per-run buffer of a device
- * run (temporaries, uploads, tables, scratch) has a slot, grown as needed and freed with the
- * binding, so a run allocates and frees nothing once warm. shadow: what a small upload last
- * wrote (offsets, tables), so an unchanged one is not copied again. */
-typedef struct dev_block {
-    uint64_t addr;
-    size_t bytes;
-    void *shadow;
-    size_t shadow_bytes;
-} dev_block;
+typedef enum { SHAPE_DENSE, SHAPE_JAGGED, SHAPE_PAIR } shape_kind;
+
+/* A tensor's shape as a run sizes it. JAGGED: rows of the ragged symbol at rpos, the items
+ * being dim rpos - 1; PAIR ([B, j, j, ...]): blocks of len_b x len_b rows of class cls. */
+typedef struct plan_shape {
+    uint8_t kind;            /* shape_kind */
+    uint8_t dtype;
+    int8_t rank;
+    int8_t rpos;             /* the ragged dim, or -1 */
+    int32_t rsym;            /* the symbol at rpos, or -1 */
+    int32_t cls;             /* its `same` class root, or -1 */
+    int64_t es;              /* bytes per element */
+    rj_dim dims[RJ_MAX_RANK];
+} plan_shape;
+
+typedef struct plan_sym {
+    const char *name;        /* the graph's */
+    uint8_t kind;            /* SYM_DENSE, SYM_RAGGED, SYM_MAXLEN */
+    bool paired;             /* a class root that some [B, j, j] tensor has (its blocks'
+                                offsets are computed each run) */
+    int32_t parent;          /* RAGGED: its dim; MAXLEN: its ragged symbol; else -1 */
+    int32_t root;            /* RAGGED: its class root; else itself */
+} plan_sym;
+
+typedef struct plan_io {     /* a graph input or output */
+    const char *name;
+    rj_node node;
+    bool idle;               /* an input no output depends on: it may stay unbound */
+    plan_shape sh;
+} plan_io;
+
+/* pad(x, len=L) and unpad(p[B, L, ...], j) need L >= the longest item of j; unpad with
+ * keepdim of [B, L, L2] needs the shorter of L and L2 to be. */
+typedef struct plan_pad {
+    const char *op;
+    rj_dim len, len2;        /* len2: RJ_DIM_NONE unless keepdim unpad */
+    int32_t sym;             /* j */
+} plan_pad;
+
+/* An index op's range check (lprog.checks) with its symbols resolved for the verdict. */
+typedef struct plan_check {
+    const char *op;
+    bool jagged;             /* the index tensor's dim 1 is ragged: symbol rsym, class cls */
+    int32_t rsym, cls;
+    bool bound_ragged;       /* the indexed dim is ragged, of class bound_cls */
+    int32_t bound_cls;
+} plan_check;
+
+typedef struct run_plan {
+    int32_t nsym, ninputs, noutputs, npads, nbufs, nchecks, nkernels, nroots;
+    plan_sym *sym;
+    uint8_t *used;           /* per symbol: in the shape of a node some output depends on */
+    int32_t *roots;          /* the class roots of ragged symbols, ascending */
+    plan_io *in, *out;
+    plan_pad *pad;
+    plan_shape *buf;         /* per loop-IR buffer (compiled targets; temporaries are sized
+                                from it) */
+    plan_check *check;       /* per lprog.checks */
+    int64_t *scratch_es;     /* per kernel: bytes per element of its scratch */
+    bool pairs;              /* the graph has [B, j, j] tensors */
+} run_plan;
+
+/* The plan of g and lp (NULL for the reference target, which launches no kernels). */
+rj_status plan_make(rj_ctx *ctx, const rj_graph *g, const lprog *lp, run_plan *pl);
+void plan_free(rj_ctx *ctx, run_plan *pl);
+/* The index of graph input (output) node n, or -1 after failing `call` with RJ_ERR_ARG. */
+int plan_find(const run_plan *pl, rj_ctx *ctx, bool out, rj_node n, const char *call);
+
+/* ---- bindings (bind.c) ---------------------------------------------------------------------
+ * What the caller bound, recorded as given; nothing is read or checked before a run. */
 
 typedef struct rag_bind {
-    const int64_t *off, *len; /* len NULL: packed (host memory; for device offsets, the copy) */
+    const int64_t *off, *len; /* host offsets, lengths (NULL: packed) */
     int64_t batch;
     bool set;
     bool dev;                 /* offsets (and lengths) live on the device: doff, dlen */
     uint64_t doff, dlen;      /* dlen 0: packed */
     int64_t info_rows, info_maxlen; /* rj_bind_offsets_info (-1: not given) */
-    bool devcheck;            /* this run checks the device offsets on the device (launch.c) */
-    int64_t *hcopy;           /* device offsets read back: batch + 1 offsets, then lengths */
-    size_t hcopy_bytes;
 } rag_bind;
 
 typedef struct in_bind {
@@ -85,18 +156,8 @@ typedef struct in_bind {
 typedef struct out_bind {
     void *user;          /* caller memory, or NULL */
     int64_t cap;         /* its capacity in elements */
-    void *own;           /* memory ragjit allocated (kept across runs) */
-    size_t own_bytes;
-    void *data;          /* where this run writes (host outputs) */
-    int64_t numel;       /* elements this run writes (rows * inner for jagged) */
-    int64_t sized;       /* rj_bind_output_numel's answer */
-    rj_tensor result;
-    bool dev;            /* written to device memory: duser, or down that ragjit allocates */
+    bool dev;            /* written to device memory: duser, or memory ragjit allocates */
     uint64_t duser;      /* the caller's device memory (0: ragjit's) */
-    uint64_t down;       /* device memory ragjit allocated (kept across runs, freed with the
-                            binding by backend.dev_free) */
-    size_t down_bytes;
-    uint64_t ddata;      /* where this run writes (device outputs; set by the run) */
 } out_bind;
 
 struct rj_bind {
@@ -104,77 +165,161 @@ struct rj_bind {
     uint64_t prog_id;     /* the program's serial number (a binding serves one program) */
     struct artifact *art; /* the program's compiled graph: a reference, so a binding may
                              outlive its program */
-    const rj_graph *g;    /* the program's graph (the artifact's) */
-    int32_t nsym;
+    const run_plan *plan; /* the artifact's */
+    const struct backend *be; /* the program's backend (device memory of the binding) */
     int64_t *size;        /* user-bound dense sizes */
     uint8_t *size_set;
     rag_bind *rag;        /* per symbol (used for ragged symbols) */
     in_bind *in;          /* per graph input */
     out_bind *out;        /* per graph output */
-    /* resolved by bind_prepare for the current run */
-    int64_t *val;         /* per symbol: dense size, max(j) size, or the max row of a ragged */
-    int64_t *rows;        /* per symbol: rows addressed by a ragged symbol's offsets */
-    uint8_t *used;        /* per symbol: appears in the shape of a node some output depends on, or of a bound input */
-    uint8_t *idle;        /* per input: no output depends on it, so it may stay unbound */
-    const int64_t **loff; /* per class root: logical (packed) row offsets of the class, B+1 */
-    int64_t *cbatch;      /* per class root: its batch size */
-    int64_t *crows;       /* per class root: its logical rows (loff[cbatch], or the caller's
-                             count for trusted device offsets, whose loff is NULL) */
-    int64_t **loff_own;   /* per class root: loff computed for views with holes (reused) */
-    int64_t *loff_cap;    /* their capacities, in entries */
-    bool pairs;           /* the graph has [B, j, j] tensors (node_is_pair) */
-    uint8_t *paired;      /* per class root: some [B, j, j] tensor has this class (its blocks'
-                             offsets are computed each run) */
-    int64_t **sqoff;      /* pairs: per class root, the first row of item b's len_b x len_b
-                             block (B+1 entries: prefix sums of len_b^2), or NULL */
-    int64_t *sq_cap;      /* their capacities, in entries */
-    bool prepared;        /* the last run succeeded: results are valid */
-    struct host_mem *mem; /* temporaries and scratch of host runs, kept across runs */
-    int64_t run_bytes;    /* what this run has reserved (run_reserve) */
-    rj_run_stats stats;   /* of the last run (rj_bind_stats); backends fill kernel_ms (< 0:
-                             the run's time), copy_ms and kernels */
-    const struct backend *be; /* the program's backend (device memory of the binding) */
     void *stream;         /* the caller's CUstream / cl_command_queue, or NULL */
     bool has_dev;         /* something is bound as device memory */
     bool trusted;         /* rj_bind_trust_offsets: device offsets are neither read nor checked */
-    bool run_failed;      /* the last run failed: rj_bind_result repeats its error */
-    rj_status run_status; /* ... its status and message */
-    char run_msg[512];
-    bool sizing;          /* bind_prepare for rj_bind_output_numel: sizes only, no memory */
-    bool pending;         /* the last run returned before its kernels finished (rj_bind_wait) */
-    dev_block *dmem;      /* device memory kept across runs (launch.c) */
-    size_t ndmem;
-    void *dev_events[2];  /* the backend's timing events of the last asynchronous run */
-    void *dev_queue;      /* OpenCL: the queue of the last run that returned early */
-    uint64_t err_addr;    /* the device check's words of a run that returned early (or 0) */
-    uint64_t checks_addr; /* the index checks' words of a run that returned early (or 0) */
+    struct run_state *run; /* its runs (run.c) */
 };
 
-/* The device check's words (1 + nsym u32, launch.c) as the failure a host check would give:
- * the status, and a message naming the symbol and the first bad item. RJ_OK when all ones. */
-rj_status bind_offsets_verdict(rj_bind *b, const uint32_t *words);
+/* ---- the resolved view of a run ------------------------------------------------------------
+ * What resolve.c makes of the bindings for one run, and all that a backend reads of it. */
 
-/* checks.c: an index op's first index out of range, as every target reports it. */
-typedef struct index_fault {
-    rj_op op;
-    const char *what;              /* "input idx", or the index value's name */
-    int rank;
-    int64_t at[RJ_MAX_RANK];       /* its position in the index tensor */
-    bool has_value;
-    int64_t value;                 /* the index, when known */
-    int64_t bound;                 /* the indexed dim's size (< 0: unknown) */
-    bool per_item;                 /* the indexed dim is ragged: bound is item at[0]'s length */
-} index_fault;
-rj_status index_fault_fail(rj_ctx *ctx, const index_fault *f);
-/* The run's verdict from the words of its checks buffer (lprog.checks_buf): RJ_OK, or the
- * first index op's first bad index. */
-rj_status index_verdict(rj_bind *b, const lprog *lp, const int64_t *words);
+typedef struct run_sym {
+    int64_t val;              /* the extent of the dim: a dense size, a max(j) size, or a ragged
+                                 symbol's longest item */
+    int64_t rows;             /* ragged: the rows its offsets address */
+    int64_t batch;            /* ragged: its items */
+    const int64_t *off, *len; /* ragged: offsets and lengths on the host (len NULL: packed; off
+                                 NULL: device offsets the host never reads) */
+    uint64_t doff, dlen;      /* dev: the offsets (and lengths) on the device */
+    int64_t info_rows, info_maxlen; /* dev: rj_bind_offsets_info (-1: not given) */
+    bool bound, dev;
+    bool devcheck;            /* this run checks the device offsets on the device (launch.c) */
+} run_sym;
 
-/* A device run's checks, read back from device memory at addr by read(ud, ...) and judged: the
- * offsets check's words (bind_offsets_verdict) or the index checks' (index_verdict). */
-typedef enum { CHECK_OFFSETS, CHECK_INDICES } device_check;
-typedef rj_status (*device_read_fn)(void *ud, void *dst, uint64_t addr, size_t bytes);
-rj_status bind_device_verdict(rj_bind *b, device_check which, uint64_t addr, device_read_fn read, void *ud);
+typedef struct run_class {    /* per class root */
+    const int64_t *loff;      /* logical (packed) row offsets, B+1 (NULL: trusted device
+                                 offsets, of which only batch and rows are known) */
+    int64_t batch, rows;
+    const int64_t *sqoff;     /* pairs: the first row of item b's len_b x len_b block (B+1
+                                 entries: prefix sums of len_b^2), or NULL */
+} run_class;
+
+typedef struct run_in {
+    const void *data;         /* host memory, or NULL when dev */
+    uint64_t ddata;
+    int64_t numel;
+    bool set, dev;
+} run_in;
+
+typedef struct run_out {
+    void *data;               /* where this run writes (host outputs) */
+    uint64_t ddata;           /* where this run writes (device outputs; set by the run) */
+    int64_t numel;            /* elements this run writes (rows * inner for jagged) */
+    bool dev;
+    uint64_t duser;           /* the caller's device memory (0: ragjit's, down) */
+    uint64_t down;            /* device memory ragjit allocated (kept across runs, freed by
+                                 backend.dev_free) */
+    size_t down_bytes;
+    void *own;                /* host memory ragjit allocated (kept across runs) */
+    size_t own_bytes;
+    int64_t sized;            /* rj_bind_output_numel's answer */
+    rj_tensor result;
+} run_out;
+
+/* Device memory kept across runs (GPU targets): every per-run buffer of a device run
+ * (temporaries, uploads, tables, scratch) has a slot, grown as needed, so a run allocates and
+ * frees nothing once warm. shadow: what a small upload last wrote (offsets, tables), so an
+ * unchanged one is not copied again. */
+typedef struct dev_block {
+    uint64_t addr;
+    size_t bytes;
+    void *shadow;
+    size_t shadow_bytes;
+} dev_block;
+
+/* Host memory kept across runs for temporaries and scratch (CPU runs): grown as needed. */
+typedef struct host_block {
+    void *p;
+    size_t bytes;
+} host_block;
+
+typedef struct host_mem {
+    host_block *temp;         /* per temporary */
+    int32_t ntemp;
+    host_block scratch;
+    host_block addrs;         /* the launch_mem arrays */
+} host_mem;
+
+typedef struct run_mem {
+    host_mem *host;           /* host runs' (cpu.c), or NULL */
+    dev_block *dmem;          /* device runs' slots (launch.c) */
+    size_t ndmem;
+    int64_t reserved;         /* what this run has reserved (run_reserve) */
+} run_mem;
+
+/* A device run that returned before its kernels finished (rj_bind_wait). */
+typedef struct run_async {
+    bool pending;
+    void *events[2];          /* the backend's timing events of that run */
+    void *queue;              /* OpenCL: its queue */
+    uint64_t err_addr;        /* its device check's words of offsets (or 0) */
+    uint64_t checks_addr;     /* its index checks' words (or 0) */
+} run_async;
+
+typedef struct run_view {
+    rj_ctx *ctx;
+    const run_plan *plan;
+    const struct backend *be;
+    const lprog *lp;          /* the loop IR (compiled targets) */
+    void *code;               /* the backend's compiled code */
+    const rj_graph *g;        /* the graph: only the reference interpreter evaluates it */
+    void *stream;             /* the caller's stream / queue, or NULL */
+    bool has_dev;             /* something is bound as device memory */
+    const run_sym *sym;       /* per symbol */
+    const run_class *cls;     /* per symbol; meaningful at class roots */
+    const run_in *in;
+    run_out *out;
+    run_mem *mem;
+    run_async *async;
+    rj_run_stats *stats;      /* backends fill kernel_ms (< 0: the run's time), copy_ms, kernels */
+} run_view;
+
+/* The concrete extent of dim d in this run; for a ragged dim, the longest item. */
+static inline int64_t run_dim(const run_view *v, rj_dim d) {
+    return d >= 0 ? d : v->sym[dim_sym(d)].val;
+}
+
+/* The runs of a binding: the view and the memory behind it, kept across runs (run.c). */
+typedef struct run_symmem {   /* per symbol: memory resolution reuses */
+    int64_t *loff;            /* class roots: logical offsets of views with holes */
+    int64_t loff_cap;
+    int64_t *sqoff;           /* class roots: the blocks of pair tensors */
+    int64_t sq_cap;
+    int64_t *hcopy;           /* device offsets read back: batch + 1 offsets, then lengths */
+    size_t hcopy_bytes;
+} run_symmem;
+
+typedef struct run_state {
+    run_view v;
+    run_sym *sym;
+    run_class *cls;
+    run_in *in;
+    run_out *out;
+    run_symmem *own;
+    uint8_t *used;            /* per symbol: the plan's, and the symbols of bound idle inputs */
+    run_mem mem;
+    run_async async;
+    rj_run_stats stats;       /* of the last run (rj_bind_stats) */
+    bool prepared;            /* the last run succeeded: results are valid */
+    bool sizing;              /* resolving for rj_bind_output_numel: sizes only, no memory */
+    bool failed;              /* the last run failed: rj_bind_result repeats its error */
+    rj_status status;         /* ... its status and message */
+    char msg[512];
+} run_state;
+
+run_state *run_state_new(rj_ctx *ctx, struct artifact *art, const struct backend *be);
+void run_state_free(rj_ctx *ctx, run_state *rs);
+
+/* resolve.c: checks every binding and resolves the run into b->run's view. */
+rj_status run_resolve(rj_bind *b);
 
 /* Items of a class whose logical rows meet the range [lo, hi): the largest b with
  * loff[b] <= lo, and the smallest b with loff[b] >= hi (both in [0, B]). */
@@ -198,17 +343,42 @@ static inline int64_t item_at_or_after(const int64_t *loff, int64_t B, int64_t v
     return lo;
 }
 
+/* ---- checks (checks.c) and memory (runmem.c): below everything of a run ------------------- */
+
+/* An index op's first index out of range, as every target reports it. */
+typedef struct index_fault {
+    const char *op;                /* the index op's name */
+    const char *what;              /* "input idx", or the index value's name */
+    int rank;
+    int64_t at[RJ_MAX_RANK];       /* its position in the index tensor */
+    bool has_value;
+    int64_t value;                 /* the index, when known */
+    int64_t bound;                 /* the indexed dim's size (< 0: unknown) */
+    bool per_item;                 /* the indexed dim is ragged: bound is item at[0]'s length */
+} index_fault;
+rj_status index_fault_fail(rj_ctx *ctx, const index_fault *f);
+/* The run's verdict from the words of its checks buffer (lprog.checks_buf): RJ_OK, or the
+ * first index op's first bad index. */
+rj_status index_verdict(const run_view *v, const int64_t *words);
+/* The device check's words (1 + nsym u32, launch.c) as the failure a host check would give:
+ * the status, and a message naming the symbol and the first bad item. RJ_OK when all ones. */
+rj_status offsets_verdict(const run_view *v, const uint32_t *words);
+
+/* A device run's checks, read back from device memory at addr by read(ud, ...) and judged. */
+typedef enum { CHECK_OFFSETS, CHECK_INDICES } device_check;
+typedef rj_status (*device_read_fn)(void *ud, void *dst, uint64_t addr, size_t bytes);
+rj_status device_verdict(const run_view *v, device_check which, uint64_t addr, device_read_fn read, void *ud);
+
 /* Counts `bytes` that this run is about to allocate for `what` (followed by `index` when it
  * is >= 0: "temporary 3") against the context's memory limit (rj_ctx_set_memory_limit);
  * RJ_ERR_SIZE, naming it, when they do not fit. Every run-time allocation whose size the data
  * decides goes through here first; the name is formatted only on failure, off the dispatch
  * path. */
-rj_status run_reserve(rj_bind *b, int64_t bytes, const char *what, int index);
-
-/* Checks every binding and resolves the sizes of this run (see the file comment). */
-rj_status bind_prepare(rj_bind *b);
-/* The concrete extent of dim d in this run; for a ragged dim, the longest row. */
-int64_t bind_dim_value(const rj_bind *b, rj_dim d);
+rj_status run_reserve(const run_view *v, int64_t bytes, const char *what, int index);
+/* At least `bytes` (plus 64 for alignment) in blk; the address, 64-byte aligned. */
+void *host_block_get(rj_ctx *ctx, host_block *blk, size_t bytes);
+/* Frees what rm holds (device slots through be->dev_free). */
+void run_mem_free(rj_ctx *ctx, const struct backend *be, run_mem *rm);
 
 /* ---- programs ----------------------------------------------------------------------------- */
 
@@ -261,6 +431,8 @@ typedef struct artifact {
     compiled comp;
     code_entry *ce;          /* NULL until compiled */
     char *text[STAGE_COUNT]; /* kept stage texts (NULL until asked for) */
+    bool planned;            /* plan is made (with the code: runs read nothing else) */
+    run_plan plan;
 } artifact;
 
 /* A target: plain hooks over loop IR and resolved runs, driven by program.c. The backends
@@ -278,8 +450,8 @@ typedef struct backend {
      * the same work), from the loop IR and, when the artifact was compiled, its code; no
      * device is needed. */
     rj_status (*dump)(rj_ctx *ctx, const lprog *lp, const void *code, int st, char **text);
-    /* Runs a compiled program on a prepared binding. */
-    rj_status (*run)(rj_program *p, rj_bind *b);
+    /* Runs the compiled program on a resolved run. */
+    rj_status (*run)(const run_view *v);
     /* rj_device_copy_bandwidth: ms for one device-to-device copy of `bytes` (NULL: none). */
     rj_status (*copy_probe)(rj_ctx *ctx, int64_t bytes, double *ms);
     /* Device memory of bindings (NULL on targets without a device): reads device memory into
@@ -291,10 +463,10 @@ typedef struct backend {
     rj_status (*dev_check)(rj_ctx *ctx, uint64_t addr, size_t bytes, bool device, const char *what);
     /* rj_device_handles: the device's context and ragjit's queue (NULL: none). */
     rj_status (*handles)(rj_ctx *ctx, void **context, void **queue);
-    /* rj_bind_wait: waits for the binding's last run and fills its kernel time (NULL: runs
-     * never return early); releases the binding's events (rj_bind_free). */
-    rj_status (*wait)(rj_bind *b, double *kernel_ms);
-    void (*bind_release)(rj_bind *b);
+    /* rj_bind_wait: waits for the run that returned early and fills its kernel time (NULL:
+     * runs never return early); releases a binding's events (rj_bind_free). */
+    rj_status (*wait)(rj_ctx *ctx, run_async *a, double *kernel_ms);
+    void (*async_release)(run_async *a);
 } backend;
 
 struct rj_program {
@@ -329,8 +501,8 @@ extern const backend backend_opencl;
 void artifact_retain(rj_ctx *ctx, artifact *a);
 void artifact_release(rj_ctx *ctx, artifact *a);
 
-/* interp.c: evaluates the program's graph on a prepared binding. */
-rj_status interp_run(rj_program *p, rj_bind *b);
+/* interp.c: evaluates the program's graph on a resolved run. */
+rj_status interp_run(const run_view *v);
 
 /* cpu.c: settings and counters of the CPU backend (tests use them). Outputs larger than
  * `bytes` are written with streaming stores (0: the default threshold). */

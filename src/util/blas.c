@@ -4,7 +4,7 @@
  * A well-kept BLAS (OpenBLAS, chosen by measurement on Debian 12: 160 GFLOP/s single-threaded
  * sgemm at K=256, N=1024 on this project's machines against BLIS's 115) beats anything a
  * generic JIT kernel does for the core of a GEMM, so the CPU target calls it and fuses what
- * surrounds it (loop IR, lower.c). It is loaded with dlopen, like NVRTC: ragjit builds and runs
+ * surrounds it (loop IR, lower/gemm_lib.c). It is loaded with dlopen, like NVRTC: ragjit builds and runs
  * where no BLAS is installed, and matrix products then use the JIT's own kernel. The library
  * is asked to run single-threaded: ragjit gives each of its worker threads its own chunk of
  * rows, so that the product of a chunk and the fused work after it share the cache.

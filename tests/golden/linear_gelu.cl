@@ -34,12 +34,6 @@ RJ_DEV int rj_neg_i32(int a) { return (int)(0u - (uint)a); }
 RJ_DEV long rj_neg_i64(long a) { return (long)(0ul - (ulong)a); }
 RJ_DEV int rj_abs_i32(int a) { return a < 0 ? rj_neg_i32(a) : a; }
 RJ_DEV long rj_abs_i64(long a) { return a < 0 ? rj_neg_i64(a) : a; }
-RJ_DEV int rj_sgn_i32(int x) { return (x > 0) - (x < 0); }
-RJ_DEV long rj_sgn_i64(long x) { return (long)((x > 0) - (x < 0)); }
-RJ_DEV float rj_sgn_f32(float x) { return (float)(x > 0.0f) - (float)(x < 0.0f); }
-RJ_DEV int rj_relu_i32(int x) { return x > 0 ? x : 0; }
-RJ_DEV long rj_relu_i64(long x) { return x > 0 ? x : 0; }
-RJ_DEV float rj_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }
 // integer pow: wraps; a negative exponent gives 1 for base 1, +-1 for base -1, else 0
 RJ_DEV int rj_ipow_i32(int b, int e) {
     if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
@@ -62,13 +56,6 @@ RJ_DEV long rj_to_i64_f32(float x) {
     if (x <= -9223372036854775808.0f) return -9223372036854775807L - 1;
     return x >= 9223372036854775808.0f ? 9223372036854775807L : (long)x;
 }
-RJ_DEV float rj_sigmoid_f32(float x) { return 1.0f / (1.0f + exp(-x)); }
-RJ_DEV float rj_silu_f32(float x) { return x * rj_sigmoid_f32(x); }
-RJ_DEV float rj_gelu_f32(float x) { return (0.5f * x) * erfc(x * -0.707106781186547524f); }
-RJ_DEV float rj_gelu_tanh_f32(float x) {
-    return x * rj_sigmoid_f32(1.5957691216057308f * (x + 0.044715f * ((x * x) * x)));
-}
-RJ_DEV float rj_rsqrt_f32(float x) { return 1.0f / sqrt(x); }
 // items of a thread's row range: largest b in [lo, hi] with off[b] <= v, smallest with off[b] >= v
 RJ_DEV long rj_upper_item(const __global long *off, long lo, long hi, long v) {
     while (lo < hi) { long mid = lo + (hi - lo + 1) / 2; if (off[mid] <= v) lo = mid; else hi = mid - 1; }
@@ -122,7 +109,8 @@ __kernel void k0(long p0_lo_all,
                     v4_acc = fma(p6_x[rj_add_i64(rj_mul_i64(rj_add_i64(p5_j1_off[v0_b], v1_i), 64L), v5_k)], p7_w1[rj_add_i64(rj_mul_i64(v3_d2, 64L), v5_k)], v4_acc);
                 }
                 v6_r = v4_acc;
-                p9_t0[rj_add_i64(rj_mul_i64(rj_add_i64(p4_j1_loff[v0_b], v1_i), 256L), v3_d2)] = rj_gelu_f32((v6_r + p8_b1[v3_d2]));
+                const float t0 = (v6_r + p8_b1[v3_d2]);
+                p9_t0[rj_add_i64(rj_mul_i64(rj_add_i64(p4_j1_loff[v0_b], v1_i), 256L), v3_d2)] = ((0.5f * t0) * erfc((t0 * (-0.70710677f))));
             }
         }
     }

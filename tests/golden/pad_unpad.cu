@@ -32,14 +32,6 @@ RJ_DEV int rj_neg(int a) { return (int)(0u - (unsigned)a); }
 RJ_DEV long long rj_neg(long long a) { return (long long)(0ull - (unsigned long long)a); }
 RJ_DEV int rj_abs(int a) { return a < 0 ? rj_neg(a) : a; }
 RJ_DEV long long rj_abs(long long a) { return a < 0 ? rj_neg(a) : a; }
-RJ_DEV int rj_sgn(int x) { return (x > 0) - (x < 0); }
-RJ_DEV long long rj_sgn(long long x) { return (long long)((x > 0) - (x < 0)); }
-RJ_DEV float rj_sgn(float x) { return (float)(x > 0.0f) - (float)(x < 0.0f); }
-RJ_DEV double rj_sgn(double x) { return (double)(x > 0.0) - (double)(x < 0.0); }
-RJ_DEV int rj_relu(int x) { return x > 0 ? x : 0; }
-RJ_DEV long long rj_relu(long long x) { return x > 0 ? x : 0; }
-RJ_DEV float rj_relu(float x) { return x < 0.0f ? 0.0f : x; }
-RJ_DEV double rj_relu(double x) { return x < 0.0 ? 0.0 : x; }
 // integer pow: wraps; a negative exponent gives 1 for base 1, +-1 for base -1, else 0
 RJ_DEV int rj_ipow(int b, int e) {
     if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
@@ -70,20 +62,6 @@ RJ_DEV long long rj_to_i64(double x) {
     if (x <= -9223372036854775808.0) return -9223372036854775807LL - 1;
     return x >= 9223372036854775808.0 ? 9223372036854775807LL : (long long)x;
 }
-RJ_DEV float rj_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-RJ_DEV double rj_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-RJ_DEV float rj_silu(float x) { return x * rj_sigmoid(x); }
-RJ_DEV double rj_silu(double x) { return x * rj_sigmoid(x); }
-RJ_DEV float rj_gelu(float x) { return (0.5f * x) * erfcf(x * -0.707106781186547524f); }
-RJ_DEV double rj_gelu(double x) { return (0.5 * x) * erfc(x * -0.707106781186547524); }
-RJ_DEV float rj_gelu_tanh(float x) {
-    return x * rj_sigmoid(1.5957691216057308f * (x + 0.044715f * ((x * x) * x)));
-}
-RJ_DEV double rj_gelu_tanh(double x) {
-    return x * rj_sigmoid(1.5957691216057308 * (x + 0.044715 * ((x * x) * x)));
-}
-RJ_DEV float rj_rsqrt(float x) { return 1.0f / sqrtf(x); }
-RJ_DEV double rj_rsqrt(double x) { return 1.0 / sqrt(x); }
 // items of a thread's row range: largest b in [lo, hi] with off[b] <= v, smallest with off[b] >= v
 RJ_DEV long long rj_upper_item(const long long *off, long long lo, long long hi, long long v) {
     while (lo < hi) { long long mid = lo + (hi - lo + 1) / 2; if (off[mid] <= v) lo = mid; else hi = mid - 1; }
@@ -307,7 +285,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) k1(long long p0_lo_all,
         for (v1_i = rj_max(rj_sub(p0_lo, v2_start), 0LL); v1_i < rj_min(rj_sub(p1_hi, v2_start), rj_sub(p4_j1_loff[rj_add(v0_b, 1LL)], v2_start)); v1_i++) {
             for (v3_d2 = 0LL + rj_lane; v3_d2 < 16LL; v3_d2 += 16) {
                 const long long t0 = rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 16LL), v3_d2);
-                p7_y[t0] = rj_relu(((p6_x[t0] * 2.0f) - 1.0f));
+                const float t1 = ((p6_x[t0] * 2.0f) - 1.0f);
+                p7_y[t0] = ((t1 < 0.0f) ? 0.0f : t1);
             }
         }
     }

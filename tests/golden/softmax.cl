@@ -34,12 +34,6 @@ RJ_DEV int rj_neg_i32(int a) { return (int)(0u - (uint)a); }
 RJ_DEV long rj_neg_i64(long a) { return (long)(0ul - (ulong)a); }
 RJ_DEV int rj_abs_i32(int a) { return a < 0 ? rj_neg_i32(a) : a; }
 RJ_DEV long rj_abs_i64(long a) { return a < 0 ? rj_neg_i64(a) : a; }
-RJ_DEV int rj_sgn_i32(int x) { return (x > 0) - (x < 0); }
-RJ_DEV long rj_sgn_i64(long x) { return (long)((x > 0) - (x < 0)); }
-RJ_DEV float rj_sgn_f32(float x) { return (float)(x > 0.0f) - (float)(x < 0.0f); }
-RJ_DEV int rj_relu_i32(int x) { return x > 0 ? x : 0; }
-RJ_DEV long rj_relu_i64(long x) { return x > 0 ? x : 0; }
-RJ_DEV float rj_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }
 // integer pow: wraps; a negative exponent gives 1 for base 1, +-1 for base -1, else 0
 RJ_DEV int rj_ipow_i32(int b, int e) {
     if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
@@ -62,13 +56,6 @@ RJ_DEV long rj_to_i64_f32(float x) {
     if (x <= -9223372036854775808.0f) return -9223372036854775807L - 1;
     return x >= 9223372036854775808.0f ? 9223372036854775807L : (long)x;
 }
-RJ_DEV float rj_sigmoid_f32(float x) { return 1.0f / (1.0f + exp(-x)); }
-RJ_DEV float rj_silu_f32(float x) { return x * rj_sigmoid_f32(x); }
-RJ_DEV float rj_gelu_f32(float x) { return (0.5f * x) * erfc(x * -0.707106781186547524f); }
-RJ_DEV float rj_gelu_tanh_f32(float x) {
-    return x * rj_sigmoid_f32(1.5957691216057308f * (x + 0.044715f * ((x * x) * x)));
-}
-RJ_DEV float rj_rsqrt_f32(float x) { return 1.0f / sqrt(x); }
 // items of a thread's row range: largest b in [lo, hi] with off[b] <= v, smallest with off[b] >= v
 RJ_DEV long rj_upper_item(const __global long *off, long lo, long hi, long v) {
     while (lo < hi) { long mid = lo + (hi - lo + 1) / 2; if (off[mid] <= v) lo = mid; else hi = mid - 1; }
@@ -151,7 +138,8 @@ __kernel void k0(long p0_lo_all,
             v17_c = 0.0f;
             for (v14_q = 0L; v14_q < ((v12_t < v3_tn) ? rj_max_i64((rj_add_i64(rj_sub_i64(v9_rn, v13_r), 7L) / 8L), 0L) : 0L); v14_q++) {
                 v10_i = rj_add_i64(v8_r0, rj_add_i64(v13_r, rj_mul_i64(v14_q, 8L)));
-                v18_x = rj_relu_f32(((p7_x[rj_add_i64(rj_mul_i64(rj_add_i64(p6_j1_off[v1_b], v10_i), 64L), rj_add_i64(v2_f0, v12_t))] * 2.0f) + 0.5f));
+                const float t0 = ((p7_x[rj_add_i64(rj_mul_i64(rj_add_i64(p6_j1_off[v1_b], v10_i), 64L), rj_add_i64(v2_f0, v12_t))] * 2.0f) + 0.5f);
+                v18_x = ((t0 < 0.0f) ? 0.0f : t0);
                 v19_scale = ((v18_x > v15_mx) ? exp((rj_min_f32(v18_x, v15_mx) - rj_max_f32(v18_x, v15_mx))) : 1.0f);
                 v16_s = (v16_s * v19_scale);
                 v17_c = (v17_c * v19_scale);
@@ -171,14 +159,14 @@ __kernel void k0(long p0_lo_all,
             v16_s = l0_part[rj_add_i64(256L, v12_t)];
             v17_c = l0_part[rj_add_i64(512L, v12_t)];
             for (v13_r = 1L; v13_r < 8L; v13_r++) {
-                const float t0 = l0_part[rj_add_i64(rj_mul_i64(v13_r, 32L), v12_t)];
-                v22_scale = ((t0 > v15_mx) ? exp((rj_min_f32(t0, v15_mx) - rj_max_f32(t0, v15_mx))) : 1.0f);
+                const float t1 = l0_part[rj_add_i64(rj_mul_i64(v13_r, 32L), v12_t)];
+                v22_scale = ((t1 > v15_mx) ? exp((rj_min_f32(t1, v15_mx) - rj_max_f32(t1, v15_mx))) : 1.0f);
                 v16_s = (v16_s * v22_scale);
                 v17_c = (v17_c * v22_scale);
-                const long t1 = rj_add_i64(rj_mul_i64(v13_r, 32L), v12_t);
-                const float t2 = l0_part[t1];
-                const float t3 = (l0_part[rj_add_i64(256L, t1)] - l0_part[rj_add_i64(512L, t1)]);
-                v23_kterm = (((t2 == as_float(0xff800000u)) ? 0.0f : ((t2 > v15_mx) ? t3 : (t3 * exp((rj_min_f32(t2, v15_mx) - rj_max_f32(t2, v15_mx)))))) - v17_c);
+                const long t2 = rj_add_i64(rj_mul_i64(v13_r, 32L), v12_t);
+                const float t3 = l0_part[t2];
+                const float t4 = (l0_part[rj_add_i64(256L, t2)] - l0_part[rj_add_i64(512L, t2)]);
+                v23_kterm = (((t3 == as_float(0xff800000u)) ? 0.0f : ((t3 > v15_mx) ? t4 : (t4 * exp((rj_min_f32(t3, v15_mx) - rj_max_f32(t3, v15_mx)))))) - v17_c);
                 v24_ksum = (v16_s + v23_kterm);
                 v17_c = (((v24_ksum - v24_ksum) == 0.0f) ? ((v24_ksum - v16_s) - v23_kterm) : v17_c);
                 v16_s = v24_ksum;
@@ -202,7 +190,8 @@ __kernel void k0(long p0_lo_all,
                 v26_k = l0_part[rj_add_i64(256L, v12_t)];
                 for (v14_q = 0L; v14_q < ((v12_t < v3_tn) ? rj_max_i64((rj_add_i64(rj_sub_i64(v9_rn, v13_r), 7L) / 8L), 0L) : 0L); v14_q++) {
                     v10_i = rj_add_i64(v8_r0, rj_add_i64(v13_r, rj_mul_i64(v14_q, 8L)));
-                    v27_r = (exp((rj_relu_f32(((p7_x[rj_add_i64(rj_mul_i64(rj_add_i64(p6_j1_off[v1_b], v10_i), 64L), rj_add_i64(v2_f0, v12_t))] * 2.0f) + 0.5f)) - v25_m)) * v26_k);
+                    const float t5 = ((p7_x[rj_add_i64(rj_mul_i64(rj_add_i64(p6_j1_off[v1_b], v10_i), 64L), rj_add_i64(v2_f0, v12_t))] * 2.0f) + 0.5f);
+                    v27_r = (exp((((t5 < 0.0f) ? 0.0f : t5) - v25_m)) * v26_k);
                     p9_s[rj_add_i64(rj_mul_i64(rj_add_i64(p6_j1_off[v1_b], v10_i), 64L), rj_add_i64(v2_f0, v12_t))] = v27_r;
                 }
             }
@@ -340,7 +329,8 @@ __kernel void k0_rows(long p0_lo_all,
                 v19_k = ((v12_t < v3_tn) ? p6_pieces[rj_add_i64(rj_mul_i64(rj_add_i64(rj_mul_i64(v5_p0, 3L), 1L), 64L), rj_add_i64(v2_f0, v12_t))] : 0.0f);
                 for (v14_q = 0L; v14_q < ((v12_t < v3_tn) ? rj_max_i64((rj_add_i64(rj_sub_i64(v9_rn, v13_r), 7L) / 8L), 0L) : 0L); v14_q++) {
                     v10_i = rj_add_i64(v8_r0, rj_add_i64(v13_r, rj_mul_i64(v14_q, 8L)));
-                    v20_r = (exp((rj_relu_f32(((p8_x[rj_add_i64(rj_mul_i64(rj_add_i64(p7_j1_off[v1_b], v10_i), 64L), rj_add_i64(v2_f0, v12_t))] * 2.0f) + 0.5f)) - v18_m)) * v19_k);
+                    const float t0 = ((p8_x[rj_add_i64(rj_mul_i64(rj_add_i64(p7_j1_off[v1_b], v10_i), 64L), rj_add_i64(v2_f0, v12_t))] * 2.0f) + 0.5f);
+                    v20_r = (exp((((t0 < 0.0f) ? 0.0f : t0) - v18_m)) * v19_k);
                     p9_s[rj_add_i64(rj_mul_i64(rj_add_i64(p7_j1_off[v1_b], v10_i), 64L), rj_add_i64(v2_f0, v12_t))] = v20_r;
                 }
             }

@@ -32,14 +32,6 @@ RJ_DEV int rj_neg(int a) { return (int)(0u - (unsigned)a); }
 RJ_DEV long long rj_neg(long long a) { return (long long)(0ull - (unsigned long long)a); }
 RJ_DEV int rj_abs(int a) { return a < 0 ? rj_neg(a) : a; }
 RJ_DEV long long rj_abs(long long a) { return a < 0 ? rj_neg(a) : a; }
-RJ_DEV int rj_sgn(int x) { return (x > 0) - (x < 0); }
-RJ_DEV long long rj_sgn(long long x) { return (long long)((x > 0) - (x < 0)); }
-RJ_DEV float rj_sgn(float x) { return (float)(x > 0.0f) - (float)(x < 0.0f); }
-RJ_DEV double rj_sgn(double x) { return (double)(x > 0.0) - (double)(x < 0.0); }
-RJ_DEV int rj_relu(int x) { return x > 0 ? x : 0; }
-RJ_DEV long long rj_relu(long long x) { return x > 0 ? x : 0; }
-RJ_DEV float rj_relu(float x) { return x < 0.0f ? 0.0f : x; }
-RJ_DEV double rj_relu(double x) { return x < 0.0 ? 0.0 : x; }
 // integer pow: wraps; a negative exponent gives 1 for base 1, +-1 for base -1, else 0
 RJ_DEV int rj_ipow(int b, int e) {
     if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
@@ -70,20 +62,6 @@ RJ_DEV long long rj_to_i64(double x) {
     if (x <= -9223372036854775808.0) return -9223372036854775807LL - 1;
     return x >= 9223372036854775808.0 ? 9223372036854775807LL : (long long)x;
 }
-RJ_DEV float rj_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-RJ_DEV double rj_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-RJ_DEV float rj_silu(float x) { return x * rj_sigmoid(x); }
-RJ_DEV double rj_silu(double x) { return x * rj_sigmoid(x); }
-RJ_DEV float rj_gelu(float x) { return (0.5f * x) * erfcf(x * -0.707106781186547524f); }
-RJ_DEV double rj_gelu(double x) { return (0.5 * x) * erfc(x * -0.707106781186547524); }
-RJ_DEV float rj_gelu_tanh(float x) {
-    return x * rj_sigmoid(1.5957691216057308f * (x + 0.044715f * ((x * x) * x)));
-}
-RJ_DEV double rj_gelu_tanh(double x) {
-    return x * rj_sigmoid(1.5957691216057308 * (x + 0.044715 * ((x * x) * x)));
-}
-RJ_DEV float rj_rsqrt(float x) { return 1.0f / sqrtf(x); }
-RJ_DEV double rj_rsqrt(double x) { return 1.0 / sqrt(x); }
 // items of a thread's row range: largest b in [lo, hi] with off[b] <= v, smallest with off[b] >= v
 RJ_DEV long long rj_upper_item(const long long *off, long long lo, long long hi, long long v) {
     while (lo < hi) { long long mid = lo + (hi - lo + 1) / 2; if (off[mid] <= v) lo = mid; else hi = mid - 1; }
@@ -166,7 +144,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
             v17_c = 0.0f;
             for (v14_q = 0LL; v14_q < ((v12_t < v3_tn) ? rj_max((rj_add(rj_sub(v9_rn, v13_r), 7LL) / 8LL), 0LL) : 0LL); v14_q++) {
                 v10_i = rj_add(v8_r0, rj_add(v13_r, rj_mul(v14_q, 8LL)));
-                v18_x = rj_relu(((p7_x[rj_add(rj_mul(rj_add(p6_j1_off[v1_b], v10_i), 64LL), rj_add(v2_f0, v12_t))] * 2.0f) + 0.5f));
+                const float t0 = ((p7_x[rj_add(rj_mul(rj_add(p6_j1_off[v1_b], v10_i), 64LL), rj_add(v2_f0, v12_t))] * 2.0f) + 0.5f);
+                v18_x = ((t0 < 0.0f) ? 0.0f : t0);
                 v19_scale = ((v18_x > v15_mx) ? expf((rj_min(v18_x, v15_mx) - rj_max(v18_x, v15_mx))) : 1.0f);
                 v16_s = (v16_s * v19_scale);
                 v17_c = (v17_c * v19_scale);
@@ -186,14 +165,14 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
             v16_s = l0_part[rj_add(256LL, v12_t)];
             v17_c = l0_part[rj_add(512LL, v12_t)];
             for (v13_r = 1LL; v13_r < 8LL; v13_r++) {
-                const float t0 = l0_part[rj_add(rj_mul(v13_r, 32LL), v12_t)];
-                v22_scale = ((t0 > v15_mx) ? expf((rj_min(t0, v15_mx) - rj_max(t0, v15_mx))) : 1.0f);
+                const float t1 = l0_part[rj_add(rj_mul(v13_r, 32LL), v12_t)];
+                v22_scale = ((t1 > v15_mx) ? expf((rj_min(t1, v15_mx) - rj_max(t1, v15_mx))) : 1.0f);
                 v16_s = (v16_s * v22_scale);
                 v17_c = (v17_c * v22_scale);
-                const long long t1 = rj_add(rj_mul(v13_r, 32LL), v12_t);
-                const float t2 = l0_part[t1];
-                const float t3 = (l0_part[rj_add(256LL, t1)] - l0_part[rj_add(512LL, t1)]);
-                v23_kterm = (((t2 == __int_as_float((int)0xff800000u)) ? 0.0f : ((t2 > v15_mx) ? t3 : (t3 * expf((rj_min(t2, v15_mx) - rj_max(t2, v15_mx)))))) - v17_c);
+                const long long t2 = rj_add(rj_mul(v13_r, 32LL), v12_t);
+                const float t3 = l0_part[t2];
+                const float t4 = (l0_part[rj_add(256LL, t2)] - l0_part[rj_add(512LL, t2)]);
+                v23_kterm = (((t3 == __int_as_float((int)0xff800000u)) ? 0.0f : ((t3 > v15_mx) ? t4 : (t4 * expf((rj_min(t3, v15_mx) - rj_max(t3, v15_mx)))))) - v17_c);
                 v24_ksum = (v16_s + v23_kterm);
                 v17_c = (((v24_ksum - v24_ksum) == 0.0f) ? ((v24_ksum - v16_s) - v23_kterm) : v17_c);
                 v16_s = v24_ksum;
@@ -217,7 +196,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
                 v26_k = l0_part[rj_add(256LL, v12_t)];
                 for (v14_q = 0LL; v14_q < ((v12_t < v3_tn) ? rj_max((rj_add(rj_sub(v9_rn, v13_r), 7LL) / 8LL), 0LL) : 0LL); v14_q++) {
                     v10_i = rj_add(v8_r0, rj_add(v13_r, rj_mul(v14_q, 8LL)));
-                    v27_r = (expf((rj_relu(((p7_x[rj_add(rj_mul(rj_add(p6_j1_off[v1_b], v10_i), 64LL), rj_add(v2_f0, v12_t))] * 2.0f) + 0.5f)) - v25_m)) * v26_k);
+                    const float t5 = ((p7_x[rj_add(rj_mul(rj_add(p6_j1_off[v1_b], v10_i), 64LL), rj_add(v2_f0, v12_t))] * 2.0f) + 0.5f);
+                    v27_r = (expf((((t5 < 0.0f) ? 0.0f : t5) - v25_m)) * v26_k);
                     p9_s[rj_add(rj_mul(rj_add(p6_j1_off[v1_b], v10_i), 64LL), rj_add(v2_f0, v12_t))] = v27_r;
                 }
             }
@@ -355,7 +335,8 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0_rows(long long p0_lo_all
                 v19_k = ((v12_t < v3_tn) ? p6_pieces[rj_add(rj_mul(rj_add(rj_mul(v5_p0, 3LL), 1LL), 64LL), rj_add(v2_f0, v12_t))] : 0.0f);
                 for (v14_q = 0LL; v14_q < ((v12_t < v3_tn) ? rj_max((rj_add(rj_sub(v9_rn, v13_r), 7LL) / 8LL), 0LL) : 0LL); v14_q++) {
                     v10_i = rj_add(v8_r0, rj_add(v13_r, rj_mul(v14_q, 8LL)));
-                    v20_r = (expf((rj_relu(((p8_x[rj_add(rj_mul(rj_add(p7_j1_off[v1_b], v10_i), 64LL), rj_add(v2_f0, v12_t))] * 2.0f) + 0.5f)) - v18_m)) * v19_k);
+                    const float t0 = ((p8_x[rj_add(rj_mul(rj_add(p7_j1_off[v1_b], v10_i), 64LL), rj_add(v2_f0, v12_t))] * 2.0f) + 0.5f);
+                    v20_r = (expf((((t0 < 0.0f) ? 0.0f : t0) - v18_m)) * v19_k);
                     p9_s[rj_add(rj_mul(rj_add(p7_j1_off[v1_b], v10_i), 64LL), rj_add(v2_f0, v12_t))] = v20_r;
                 }
             }

@@ -27,13 +27,14 @@
  *
  * Optimisation runs LLVM's new pass manager with a TargetMachine for the host CPU, and one of
  * four pipelines per module (pipeline_tier): a short one for kernels over rows without
- * branches in their vector loops (LIGHT_PASSES); for other kernels whose lanes loops emit.c
+ * branches in their vector loops (LIGHT_PASSES); for other kernels whose lanes loops vector.c
  * wrote as vector code, one without the loop vectoriser and unroller (VECTOR_PASSES); and
  * where some lanes loop is left to the vectoriser, as before, a middle one for softmax over
  * the ragged dim (MEDIUM_PASSES) and "default<O3>" for the rest. O3 runs ~100 passes most of
  * which find nothing in ragjit's already simple loops; a shorter pipeline becomes a kernel
  * shape's default only once every bench workload and example runs as fast with it
- * (bench/pipeline_check.py, in pairs of runs in one process: `ragjit bench --ab`).
+ * (bench/pipeline_check.py, in pairs of runs in one process: `ragjit bench --ab`;
+ * bench/NOTES.md, "LLVM pipelines").
  * RAGJIT_LLVM_PASSES replaces them all, RAGJIT_LLVM_LIGHT limits the shorter ones and
  * RAGJIT_LLVM_VECTOR=0 leaves every lanes loop to the vectoriser, RAGJIT_LLVM_STREAM_VECTOR
  * sets the width of sums over the ragged dim (stream_bits) (all read when the
@@ -90,7 +91,7 @@ struct llvm_jit {
                    * user's pipeline) none */
     bool perf_map; /* RAGJIT_PERF_MAP=1: kernels listed in /tmp/perf-<pid>.map (perf_map_add) */
     char *light_passes; /* LIGHT_PASSES, or RAGJIT_LLVM_LIGHT_PASSES (for measuring others) */
-    int vector_bits;    /* lanes loops emitted as vectors of this width (emit.c), 0 with
+    int vector_bits;    /* lanes loops emitted as vectors of this width (vector.c), 0 with
                          * RAGJIT_LLVM_VECTOR=0: left to LLVM's loop vectoriser */
     int stream_bits;    /* the width for kernels that stream their input through additions */
 };
@@ -287,10 +288,9 @@ static void *resolve_symbol(const char *name, void *ud) {
 /* A short pipeline for simple kernels (simple_kernel): inlining of the maths functions,
  * scalar clean-up (early CSE over memory SSA, so a value computed for two outputs is computed
  * once), loops rotated before loop-invariant code motion (a log of the row's sum leaves the
- * vector loop) and the loop vectoriser. It compiles those kernels in 60-70% of O3's time
- * (W1 24 -> 16 ms, W5 29 -> 18 ms) with the same run times (bench/pipeline_check.py, and
- * alternating runs of each program it touches); kernels with guarded loads or branches in
- * their vector loops (padding) need O3's unswitching and ran up to 5x slower with it. */
+ * vector loop) and the loop vectoriser. It compiles those kernels in 60-70% of O3's time with
+ * the same run times; kernels with guarded loads or branches in their vector loops (padding)
+ * need O3's unswitching (bench/NOTES.md, "LLVM pipelines"). */
 #define LIGHT_PASSES                                                                          \
     "always-inline,function(sroa,early-cse<memssa>,instcombine,simplifycfg,loop-simplify,lcssa,"  \
     "loop-rotate,loop-mssa(licm),gvn,indvars,loop-vectorize,instcombine,simplifycfg)"
@@ -298,12 +298,8 @@ static void *resolve_symbol(const char *name, void *ud) {
 /* A middle pipeline for softmax and log_softmax over the ragged dim (multi-pass item kernels):
  * the light one plus non-trivial unswitching (the passes' branches on the pass and the retry),
  * loop idioms and deletion, and unrolling after vectorisation. It compiles them in about 75%
- * of O3's time (bench/'s W2 60 ms against 85, examples/softmax.rj 55 against 72, in one
- * process) with the same run times and identical results: `ragjit bench --ab
- * RAGJIT_LLVM_LIGHT=rows` (both pipelines in one process, runs alternating in pairs) gave
- * 0.98-1.01 on W2, softmax.rj, masked_softmax.rj, nll.rj and attention_scores.rj in rounds of
- * 100-200 pairs, where identical code measured 0.98-1.01. Reductions over the ragged dim keep
- * O3: with this pipeline embedding_bag.rj ran 1-6% and reductions.rj 1-3% slower. */
+ * of O3's time with the same run times and identical results; reductions over the ragged dim
+ * ran slower with it and keep O3 (bench/NOTES.md, "LLVM pipelines"). */
 #define MEDIUM_PASSES                                                                                   \
     "always-inline,function(sroa,early-cse<memssa>,instcombine,simplifycfg,loop-mssa(loop-rotate,licm," \
     "simple-loop-unswitch<nontrivial>),simplifycfg,instcombine,loop(loop-idiom,indvars,loop-deletion)," \
@@ -311,7 +307,7 @@ static void *resolve_symbol(const char *name, void *ud) {
     "globaldce"
 
 /* Which pipeline a kernel needs; a module gets the longest of its kernels'. */
-/* The pipeline for kernels whose lanes loops are all vector code already (emit.c): no loop
+/* The pipeline for kernels whose lanes loops are all vector code already (vector.c): no loop
  * vectoriser, no unroller, no induction-variable rewriting; what is left to do is promoting
  * the variables to registers, folding, hoisting what the loops do not change (row starts,
  * bounds), unswitching the loops on invariant branches (pads, softmax's passes) and removing
@@ -322,8 +318,9 @@ static void *resolve_symbol(const char *name, void *ud) {
 
 enum { TIER_LIGHT, TIER_VECTOR, TIER_MEDIUM, TIER_FULL };
 
-/* The widest vectors the kernels use: 512 bits with AVX-512 (the functions prefer them, see
- * emit.c), 256 with AVX, else 128 (SSE2 and NEON, the baselines of x86-64 and AArch64). */
+/* The widest vectors the kernels use: 512 bits with AVX-512 (the functions prefer them:
+ * emit.c, kernel), 256 with AVX, else 128 (SSE2 and NEON, the baselines of x86-64 and
+ * AArch64). */
 static int host_vector_bits(const char *triple, const char *features) {
     if (strstr(features, "+avx512f")) return 512;
     if (strstr(features, "+avx,") || strstr(features, "+avx2")) return 256;
@@ -332,10 +329,9 @@ static int host_vector_bits(const char *triple, const char *features) {
 
 /* The vector width of kernels that stream their input through additions (lkernel.streams).
  * A Zen 4 splits each 512-bit operation in two 256-bit halves, so arithmetic gains nothing
- * from 512 bits, and one thread streaming from memory with 512-bit loads reads 7-14% slower
- * than with 256-bit ones (a sum over the ragged dim written both ways in C, paired with the
- * read probe, 150 runs: 0.86-0.93 against 0.98-1.01). Only such sums take it: kernels doing
- * more per element are faster in 512 bits when their data is in the caches.
+ * from 512 bits, and one thread streaming from memory reads slower with 512-bit loads than
+ * with 256-bit ones. Only such sums take it: kernels doing more per element are faster in 512
+ * bits when their data is in the caches (bench/NOTES.md, "Narrower vectors for sums").
  * RAGJIT_LLVM_STREAM_VECTOR=256|512 overrides the choice, for measuring it on other CPUs. */
 static int stream_bits(const char *cpu, int vector_bits) {
     const char *e = getenv("RAGJIT_LLVM_STREAM_VECTOR");
@@ -423,7 +419,7 @@ static bool simple_kernel(const lkernel *k) {
 
 static int kernel_tier(const lkernel *k) {
     if (simple_kernel(k)) return TIER_LIGHT;
-    return k->domain == UD_ITEMS && k->passes > 1 && !k->gemm.on ? TIER_MEDIUM : TIER_FULL;
+    return k->domain == UD_ITEMS && k->tiling.passes > 1 && !k->gemm.on ? TIER_MEDIUM : TIER_FULL;
 }
 
 /* The pipeline for kernels [first, first + count) of p, of which lanes_left lanes loops were

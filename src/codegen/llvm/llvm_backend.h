@@ -1,7 +1,7 @@
 /*
- * llvm_backend.h — the CPU backend's internal interface: loop IR to LLVM IR (emit.c), the
- * vectorisable math functions (mathlib.c), tree-shaped horizontal reductions
- * (reduce_tree.c), the routines generated code calls (rt.c), and the JIT (jit.c).
+ * llvm_backend.h — the CPU backend's internal interface: loop IR to LLVM IR (emit.c, with the
+ * pieces emit.h lists), the vectorisable math functions (mathlib.c), tree-shaped horizontal
+ * reductions (reduce_tree.c), the routines generated code calls (rt.c), and the JIT (jit.c).
  */
 #ifndef RJ_LLVM_BACKEND_H
 #define RJ_LLVM_BACKEND_H
@@ -11,7 +11,7 @@
 
 #include "../../ir/loopir.h"
 
-/* ---- mathlib.c: f32 exp/log/tanh/erf as branch-free inline IR, so loops calling them
+/* ---- mathlib.c: f32 exp/log/tanh/erfc as branch-free inline IR, so loops calling them
  * vectorise; f64 and rarer functions go to libm. */
 #define ML_VEC_WIDTHS 7 /* ml_call_vec: 1 to 64 lanes */
 typedef struct mathlib {
@@ -30,12 +30,12 @@ typedef struct mathlib {
 
 /* ML_EXPF_TERM: exp of softmax's terms x - m, which need no handling of overflow or NaN
  * (LOP_EXP_TERM in loopir.h), see mathlib.c */
-typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFF, ML_EXPF_TERM, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
+typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFCF, ML_EXPF_TERM, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
                ML_COUNT } ml_func;
 
 /* Calls function f on args (declaring or building it in the module on first use). */
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n);
-/* Calls the w-lane vector variant of f (ML_EXPF .. ML_EXPF_TERM: exp, log, tanh, erf, exp's
+/* Calls the w-lane vector variant of f (ML_EXPF .. ML_EXPF_TERM: exp, log, tanh, erfc, exp's
  * softmax term) on the vector x of w floats; NULL for any other f or a w not a power of two
  * up to 64. */
 LLVMValueRef ml_call_vec(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef x, unsigned w);
@@ -71,10 +71,10 @@ enum { RT_MAX_SYMBOLS = 64 };
  * to them: *n entries, at most RT_MAX_SYMBOLS. */
 const rt_symbol *rt_symbols(int *n);
 
-/* ---- emit.c ---- */
+/* ---- emit.c (its pieces share emit.h) ---- */
 typedef struct emit_target {
     const char *triple, *layout, *cpu, *features;
-    int vector_bits; /* lanes loops as vectors of this many bits (emit.c); 0: LLVM's vectoriser */
+    int vector_bits; /* lanes loops as vectors of this many bits (vector.c); 0: LLVM's vectoriser */
     int stream_bits; /* the same for a kernel that streams its input through additions
                       * (lkernel.streams); 0: vector_bits */
 } emit_target;

@@ -3,10 +3,10 @@
  *
  * LLVM will not vectorise a loop that calls expf from libm (it has no vector library to map
  * the call to), and a softmax or gelu loop that runs scalar calls is an order of magnitude
- * off the memory wall. So exp, log, tanh and erf for f32 are generated here as small
+ * off the memory wall. So exp, log, tanh and erfc for f32 are generated here as small
  * branch-free functions marked alwaysinline: after inlining they are plain arithmetic, selects
  * and bit casts, which the loop vectoriser handles like any other code. The same builders
- * take vectors: ml_call_vec gives the vector loops emit.c writes itself a variant of any
+ * take vectors: ml_call_vec gives the vector loops vector.c writes itself a variant of any
  * width with the scalar function's arithmetic on every lane.
  *
  * Algorithms (coefficients fitted for this project by weighted least squares; max error
@@ -19,9 +19,9 @@
  *         the smallest normal float flushed to 0                          (<= 1.08 ulp)
  *   log   x = 2^e m, m in [sqrt(1/2), sqrt(2)), log(1+f) = f - f^2/2 + f^3 Q(f) (<= 1.37 ulp)
  *   tanh  |x| < 0.625: x + x^3 T(x^2); else 1 - 2 / (e^{2|x|} + 1) with the sign   (<= 1.34 ulp)
- *   erf   |x| < 1: x E(x^2); else 1 - e^{-x^2} F(1/x) / x, clamped at |x| = 4
- *         (gelu through it: <= 2.28 ulp; sigmoid 1 / (1 + e^-x): <= 2.49 ulp; with AVX-512
- *         bench/mathulp measured tanh 1.37, gelu 2.28, sigmoid 2.48)
+ *   erfc  |x| < 1: 1 - x E(x^2); else e^{-x^2} G(1/x) / x (2 minus that below -1), G fitted
+ *         to relative error up to |x| = 10.1, where erfc leaves the floats (gelu through it;
+ *         sigmoid 1 / (1 + e^-x): <= 2.49 ulp; bench/mathulp gives the current numbers)
  * Special values: NaN propagates; exp(+-inf) = inf / 0 (and without AVX-512 exp(x < -87.34)
  * = 0: no subnormal results); log(0) = -inf, log(x < 0) = NaN. Softmax's terms use a variant
  * of exp that skips the checks their sums make (rj.expf.term, see build_exp).
@@ -162,8 +162,8 @@ static LLVMValueRef exp_reduce(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x, LL
 
 /* term: softmax's terms exp(x - m) (LOP_EXP_TERM). With m the column's maximum the argument
  * is not positive, except where m is not finite (a NaN or an infinity in the column), and
- * there softmax's result is NaN whatever the terms are (items_finish_sum in lower.c makes it
- * so). With a speculative m (the maximum of a first block of rows, lower.c's items_softmax)
+ * there softmax's result is NaN whatever the terms are (items_finish_sum in lower/items.c
+ * makes it so). With a speculative m (the maximum of a first block of rows, items_softmax)
  * it can be positive, and the sum of the terms is checked: any term above 1e30, an infinity
  * or a NaN makes the column run again with the true maximum. So the argument is clamped to
  * at most 88 (one vminps; NaN becomes 88, whose e^88 = 1.65e38 fails the check as NaN
@@ -388,23 +388,35 @@ static void build_tanh(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     LLVMBuildRet(b, y);
 }
 
-static void build_erf(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
+/* erfc(x) = 1 - erf(x), without the cancellation of 1 - erf(x) where erf is near 1: gelu's
+ * tail, x erfc(-x / sqrt 2) / 2 for large negative x, is a tiny number that 1 + erf(t) would
+ * round to a multiple of 2^-24. For |x| < 1, 1 - x E(x^2) (no cancellation: erfc > 0.15);
+ * beyond, the tail itself, T(x) = e^{-x^2} G(1/x) / x for x >= 1 and 2 - T(-x) for x <= -1,
+ * G fitted to relative error on [1, 10.1] (above 10.1 erfc is below half the smallest
+ * subnormal float). e^{-x^2} takes the rounding error of x^2 into account, exp(-p)(1 - e) with
+ * e = x^2 - p from a fused multiply-add (where the target has none, fmuladd rounds and e is
+ * 0: the error of x^2 rounded, up to 5e-6 relative at x = 10). */
+static void build_erfc(mathlib *ml, LLVMBuilderRef b, LLVMValueRef x) {
     static const double S[] = {7.853856368456036e-05, -0.0008010191959328949, 0.005188327748328447,
                                -0.026853810995817184, 0.1128358542919159, -0.3761262595653534,
                                1.1283791065216064};
-    static const double F[] = {0.05451003462076187, -0.3122681677341461, 0.7588513493537903,
-                               -0.978168249130249, 0.6184650659561157, 0.0180951077491045,
-                               -0.29910677671432495, 0.0032315903808921576, 0.5639736652374268};
+    static const double G[] = {-0.02399711310863495, 0.20015166699886322, -0.6957228779792786,
+                               1.3325657844543457, -1.5145986080169678, 0.9428027868270874,
+                               -0.10842801630496979, -0.268466055393219, -0.0009406572207808495,
+                               0.5642167329788208};
     LLVMValueRef a = ml_intrinsic(ml, b, "llvm.fabs", &x, 1);
-    LLVMValueRef z = LLVMBuildFMul(b, x, x, "");
-    LLVMValueRef small = LLVMBuildFMul(b, x, horner(ml, b, z, S, 7), "");
-    LLVMValueRef ac = ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){a, kf(ml, x, 4.0)}, 2);
+    LLVMValueRef small = LLVMBuildFSub(b, kf(ml, x, 1.0),
+                                       LLVMBuildFMul(b, x, horner(ml, b, LLVMBuildFMul(b, x, x, ""), S, 7), ""), "");
+    LLVMValueRef ac = ml_intrinsic(ml, b, "llvm.minnum", (LLVMValueRef[]){a, kf(ml, x, 10.1)}, 2);
+    ac = ml_intrinsic(ml, b, "llvm.maxnum", (LLVMValueRef[]){ac, kf(ml, x, 1.0)}, 2);
     LLVMValueRef u = LLVMBuildFDiv(b, kf(ml, x, 1.0), ac, "");
-    LLVMValueRef q = horner(ml, b, u, F, 9);
-    LLVMValueRef nz = LLVMBuildFNeg(b, LLVMBuildFMul(b, ac, ac, ""), "");
-    LLVMValueRef erfc = LLVMBuildFMul(b, LLVMBuildFMul(b, call_exp(ml, b, nz), q, ""), u, "");
-    LLVMValueRef big = ml_intrinsic(ml, b, "llvm.copysign", (LLVMValueRef[]){
-        LLVMBuildFSub(b, kf(ml, x, 1.0), erfc, ""), x}, 2);
+    LLVMValueRef p = LLVMBuildFMul(b, ac, ac, "");
+    LLVMValueRef e = fma_(ml, b, ac, ac, LLVMBuildFNeg(b, p, ""));
+    LLVMValueRef ex = LLVMBuildFMul(b, call_exp(ml, b, LLVMBuildFNeg(b, p, "")),
+                                    LLVMBuildFSub(b, kf(ml, x, 1.0), e, ""), "");
+    LLVMValueRef tail = LLVMBuildFMul(b, LLVMBuildFMul(b, ex, horner(ml, b, u, G, 10), ""), u, "");
+    LLVMValueRef big = sel(b, fcmp(b, LLVMRealOLT, x, kf(ml, x, 0.0)),
+                           LLVMBuildFSub(b, kf(ml, x, 2.0), tail, ""), tail);
     LLVMValueRef y = sel(b, fcmp(b, LLVMRealOLT, a, kf(ml, x, 1.0)), small, big);
     y = sel(b, fcmp(b, LLVMRealUNO, x, x), x, y);
     LLVMBuildRet(b, y);
@@ -447,11 +459,11 @@ static void build_f32(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef x) 
     case ML_EXPF_TERM: build_exp(ml, b, x, true); break;
     case ML_LOGF: build_log(ml, b, x); break;
     case ML_TANHF: build_tanh(ml, b, x); break;
-    default: build_erf(ml, b, x); break;
+    default: build_erfc(ml, b, x); break;
     }
 }
 
-static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erff", "rj.expf.term",
+static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erfcf", "rj.expf.term",
                                             "rj.ipow.i32", "rj.ipow.i64", "rj.ntcopy.4", "rj.ntcopy.8"};
 
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n) {
@@ -496,7 +508,7 @@ LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *arg
     return call;
 }
 
-/* A vector variant of exp, log, tanh or erf: w lanes, the same arithmetic as the scalar
+/* A vector variant of exp, log, tanh or erfc: w lanes, the same arithmetic as the scalar
  * function on every lane (alwaysinline, like it). With AVX-512 exp's own vector variants
  * (build_exp_family) serve the widths they exist for. */
 LLVMValueRef ml_call_vec(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef x, unsigned w) {

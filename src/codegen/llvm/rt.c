@@ -2,20 +2,20 @@
  * rt.c — routines that JIT-compiled CPU code calls instead of carrying its own copy.
  *
  * A kernel whose loop writes an output once, in a run that streams, stages its stores in an L1
- * buffer and flushes each chunk with rj.ntcopy.4 / rj.ntcopy.8 (emit.c, staged_for): streaming
- * (non-temporal) stores for whole cache lines (given nt = 0, the routines copy plainly; emit.c
- * calls them only with nt set, and loops of a constant extent that is a multiple of the vector
- * width store directly instead: emit.c, stream_for). The flush used to be generated as IR into
- * every module; optimising and code-generating it cost about 3 ms of each
- * such kernel's compile (more than the kernel's own loop: W1 compiled in 12 ms, 5.5 of them in
- * code generation, 2.5 of those for the copy). Here it is compiled once, with the library.
+ * buffer and flushes each chunk with rj.ntcopy.4 / rj.ntcopy.8 (stream.c, em_stage_close):
+ * streaming (non-temporal) stores for whole cache lines (given nt = 0, the routines copy
+ * plainly; stream.c calls them only with nt set, and loops of a constant extent that is a
+ * multiple of the vector width store directly instead: stream.c, em_stream_test). The flush
+ * used to be generated as IR into every module, where optimising and code-generating it took
+ * more of a kernel's compile than the kernel's own loop (bench/NOTES.md, "Streaming copies").
+ * Here it is compiled once, with the library.
  *
  * The linkers resolve the two names to these functions (jit.c: elfload.c's resolver, and
  * absolute symbols in ORC's dylib), so object code from the persistent cache links to the
  * running library's copy: no address is ever baked into generated code. Which variant a name
- * resolves to is chosen once per process from the CPU's features: one 64-byte store per cache line where
- * AVX-512 exists (measured 3-9% faster than 32-byte stores on bench/ W1, W5 and W6), two
- * 32-byte stores with AVX, four 16-byte SSE2 stores otherwise; other architectures copy.
+ * resolves to is chosen once per process from the CPU's features: one 64-byte store per cache
+ * line where AVX-512 exists (faster than 32-byte stores: bench/NOTES.md, "Streaming copies"),
+ * two 32-byte stores with AVX, four 16-byte SSE2 stores otherwise; other architectures copy.
  * The kernel's exit fences the streaming stores (sfence), so these routines do not.
  *
  * The table also resolves the C library's functions generated code may call (libm's f64
@@ -37,7 +37,7 @@
 #define LIBC_FUNCTIONS                                                                               \
     LIBC(exp), LIBC(exp2), LIBC(expm1), LIBC(log), LIBC(log2), LIBC(log10), LIBC(log1p), LIBC(pow),    \
         LIBC(sqrt), LIBC(cbrt), LIBC(sin), LIBC(cos), LIBC(tan), LIBC(asin), LIBC(acos), LIBC(atan),   \
-        LIBC(atan2), LIBC(sinh), LIBC(cosh), LIBC(tanh), LIBC(erf), LIBC(fmod), LIBC(floor),           \
+        LIBC(atan2), LIBC(sinh), LIBC(cosh), LIBC(tanh), LIBC(erf), LIBC(erfc), LIBC(fmod), LIBC(floor), \
         LIBC(ceil), LIBC(trunc), LIBC(round), LIBC(rint), LIBC(nearbyint), LIBC(fmin), LIBC(fmax),     \
         LIBC(expf), LIBC(exp2f), LIBC(logf), LIBC(log2f), LIBC(log10f), LIBC(powf), LIBC(sinf),        \
         LIBC(cosf), LIBC(tanhf), LIBC(fmodf), LIBC(floorf), LIBC(ceilf), LIBC(truncf), LIBC(roundf),   \

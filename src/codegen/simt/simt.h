@@ -1,6 +1,7 @@
 /*
- * simt.h — SIMT code generation: loop IR to CUDA C or OpenCL C 1.2 (emit.c, one printer with two
- * spellings), and CUDA C to PTX and machine code with NVRTC loaded by dlopen (nvrtc.c).
+ * simt.h — SIMT code generation: loop IR to CUDA C or OpenCL C 1.2 (emit.c and the pieces emit.h
+ * lists: one printer with two spellings), and CUDA C to PTX and machine code with NVRTC loaded
+ * by dlopen (nvrtc.c).
  * Building, loading and launching the code is the runtime's business (runtime/cuda.c,
  * runtime/opencl.c).
  */

@@ -122,23 +122,6 @@ static void pair_columns(lower *L, red_ctx *rc) {
     L->k->body = top.first;
 }
 
-/* The axis of a group's reduction or softmax, and its kernel's description: how every axis
- * template starts. */
-void axis_begin(lower *L, const fuse_group *gr, red_ctx *rc) {
-    const rj_graph *g = L->g;
-    const node *root = &g->nodes[gr->root];
-    *rc = (red_ctx){.ai = axis_of(L, root)};
-    const node *x = rc->ai.x;
-    rc->acc_t = root->dtype;
-    L->k->heavy = node_is_pair(g, x); /* block addressing on top of the math: more registers */
-    sbuf w;
-    sbuf_init(&w, L->ctx);
-    sbuf_printf(&w, "%s over dim %d of ", op_table[root->op].name, rc->ai.axis);
-    print_node_type(&w, g, x);
-    if (rc->ai.items) sbuf_puts(&w, rc->ai.padded ? " (padded dim: padding in closed form)" : " (ragged dim)");
-    set_what(L, &w);
-}
-
 static void dense_axis(lower *L, red_ctx *rc) {
     const node *root = rc->ai.root, *x = rc->ai.x;
     blk top = NEWBLK;
@@ -164,18 +147,4 @@ void lower_pair_columns(lower *L, const fuse_group *gr) {
     red_ctx rc;
     axis_begin(L, gr, &rc);
     if (!L->err) pair_columns(L, &rc);
-}
-
-/* A softmax in a library GEMM's epilogue (gemm_lib.c), over the product's last dim. */
-void lower_axis(lower *L, const fuse_group *gr) {
-    red_ctx rc;
-    axis_begin(L, gr, &rc);
-    if (rc.ai.items) {
-        if (L->desc->simt) lower_items_simt(L, gr, &rc);
-        else lower_items_cpu(L, gr, &rc);
-    } else if (rc.ai.axis == 1 && node_is_pair(L->g, rc.ai.x)) {
-        pair_columns(L, &rc);
-    } else {
-        dense_axis(L, &rc);
-    }
 }

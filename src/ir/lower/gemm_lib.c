@@ -18,39 +18,10 @@ typedef struct gemm_ctx {
     rj_dim cols;   /* a row of the chunk buffer */
 } gemm_ctx;
 
-/* The logical row of the product at a (its leading dims, all but the last), from the chunk's
- * first row: for a jagged product the packed row of its class. */
-static int32_t chunk_row(lower *L, const node *r, const at *a) {
-    int32_t row;
-    if (dim_ragged_pos(L->g, r) == 1) {
-        row = xadd(L, xloff(L, root_of(L->g, r->dims[1]), a->idx[0]), a->idx[1]);
-    } else {
-        row = a->idx[0];
-        for (int k = 1; k < r->rank - 1; k++) row = xadd(L, xmul(L, row, xsize(L, r->dims[k])), a->idx[k]);
-    }
-    return xsub(L, row, xparam(L, PK_LO, 0, "lo"));
-}
-
-/* A row of a chunk buffer: a constant or dense width, or an item's length (a row of blocks). */
-static int32_t chunk_width(lower *L, rj_dim cols, const at *a) {
-    const sym *s = graph_sym(L->g, cols);
-    return s && s->kind == SYM_RAGGED ? xlen(L, root_of(L->g, cols), a->idx[0]) : xsize(L, cols);
-}
-
-/* The product at a, from the GEMM's chunk C (a softmax computed in the GEMM's epilogue). */
-int32_t chunk_index(lower *L, const at *a) {
-    const node *r = &L->g->nodes[L->chunk_root];
-    return xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, L->chunk_cols, a)), a->idx[r->rank - 1]);
-}
-
-int32_t chunk_value(lower *L, const at *a) {
-    return xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), L->g->nodes[L->chunk_root].dtype, -1);
-}
-
 static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
     const gemm_ctx *c = ud;
     const node *r = &L->g->nodes[c->gr->root];
-    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, c->cols, a)), a->idx[r->rank - 1]);
+    int32_t idx = chunk_at(L, r, c->cols, a);
     int32_t v = xload(L, buf_param(L, c->buf), idx, r->dtype, -1);
     store_group(L, b, c->gr->root, v, a, ROWS_ANY, LF_NT);
 }
@@ -58,7 +29,7 @@ static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
 static void gemm_prologue_body(lower *L, blk *b, at *a, void *ud) {
     const gemm_ctx *c = ud;
     const node *r = &L->g->nodes[c->gr->root];
-    int32_t idx = xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, c->cols, a)), a->idx[r->rank - 1]);
+    int32_t idx = chunk_at(L, r, c->cols, a);
     s_store(L, b, buf_param(L, c->buf), idx, xcast(L, r->dtype, value_fresh(L, c->src, a)), 0);
 }
 
@@ -146,7 +117,7 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
     if (sm >= 0) { /* the softmax after the product, row by row from C: the product stays in cache */
         L->chunk_root = gr->root, L->chunk_buf = gm.chunk_c, L->chunk_cols = gm.N;
         L->group = sm, L->group2 = gi;
-        lower_axis(L, &L->plan->groups[sm]);
+        L->lower_in_kernel(L, &L->plan->groups[sm]);
         L->group = gi, L->group2 = -1, L->chunk_root = -1;
     } else {
         gemm_ctx c = {.gr = gr, .buf = gm.chunk_c, .cols = gm.N};

@@ -43,8 +43,8 @@ static int32_t loc_of(const items *it, int32_t slot) { return slot == it->s2 ? i
  * compensation, to the item's sum. */
 #define ROW_BLOCK 16
 /* A sum, max or min folds target_desc.row_streams rows per step of the row loop where the
- * target reads several row streams at once (more than 1, a divisor of ROW_BLOCK; 8 measured
- * best on bench/'s W4 there: 4 and 16 read slower). Softmax's passes, which stash their rows
+ * target reads several row streams at once (more than 1, a divisor of ROW_BLOCK; 8 read best:
+ * bench/NOTES.md, "Row streams"). Softmax's passes, which stash their rows
  * and take exp, are not unrolled (it bought nothing there and doubled compile time), nor are
  * rows whose value calls the maths library or is a large expression. */
 #define SPEC_ROWS 16
@@ -96,17 +96,18 @@ static int32_t fold_term(lower *L, const fold *f, rj_dtype t, int32_t v) {
 
 /* Softmax (and log_softmax) over the ragged dim on a CPU, over a constant inner extent N, may
  * take column tiles of a constant width. Its lanes loops then have a constant extent, which
- * emit.c writes out step by step (lkernel.lanes_whole), and its accumulators (the maximum, the
- * sum and its compensation, the block partial) live in an array of their own of constant size,
- * apart from the stash, which LLVM keeps in registers across the row loops. Two shapes paid
- * (bench/NOTES.md, "Constant softmax tiles"): whole rows of at most row_registers vector
- * registers, and N of two tiles of tile_registers registers each (target_desc); otherwise 0:
- * the runtime's tiles. The runtime narrows tiles wider than LANES_GRANULE for long items, to
- * keep their stash in cache; a constant tile cannot be, so such a kernel gets a twin of runtime
- * tiles, and the runtime runs whichever the longest item's stash calls for (lower_items_cpu);
- * log_softmax, which has none, takes the same twin and the same rule. */
+ * the LLVM backend writes out step by step (lkernel.tiling.lanes_whole: llvm/vector.c), and
+ * its accumulators (the maximum, the sum and its compensation, the block partial) live in an
+ * array of their own of constant size, apart from the stash, which LLVM keeps in registers
+ * across the row loops. Two shapes paid (bench/NOTES.md, "Constant softmax tiles"): whole
+ * rows of at most row_registers vector registers, and N of two tiles of tile_registers
+ * registers each (target_desc); otherwise 0: the runtime's tiles. The runtime narrows tiles
+ * wider than LANES_GRANULE for long items, to keep their stash in cache; a constant tile
+ * cannot be, so such a kernel gets a twin of runtime tiles, and the runtime runs whichever the
+ * longest item's stash calls for (lower_items_cpu); log_softmax, which has none, takes the
+ * same twin and the same rule. */
 static int64_t state_tile(const lower *L, const lkernel *k, int32_t N, bool softmax, rj_dtype acc) {
-    if (!softmax || !k->tiled || L->err || k->ex[N].kind != LX_CONST) return 0;
+    if (!softmax || !k->tiling.tiled || L->err || k->ex[N].kind != LX_CONST) return 0;
     int64_t lanes = L->desc->vector_bytes / (int64_t)rj_dtype_size(acc), n = k->ex[N].i;
     int64_t w = L->desc->tile_registers * lanes;
     if (n <= 0 || lanes <= 0 || w <= 0) return 0;
@@ -126,19 +127,19 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top, bool allow
     k->dom_class = cls;
     k->dom_rank = x->rank - 2;
     memcpy(k->dom_dims, x->dims + 2, sizeof(rj_dim) * (size_t)k->dom_rank);
-    k->tiled = x->rank == 3;
-    k->scratch_type = (uint8_t)rc->acc_t;
+    k->tiling.tiled = x->rank == 3;
+    k->tiling.scratch_type = (uint8_t)rc->acc_t;
     bool sums = softmax || root->op == RJ_OP_SUM || root->op == RJ_OP_MEAN;
     it->compensate = sums && dtype_is_float(rc->acc_t);
     /* softmax: max, sum, its compensation and block partial, then the stash; sums: the sum,
      * its compensation and block partial; other reductions: the accumulator */
-    k->scratch_per_tile = softmax ? 4 : it->compensate ? 3 : 1;
-    k->passes = softmax ? 3 : 1;
+    k->tiling.scratch_per_tile = softmax ? 4 : it->compensate ? 3 : 1;
+    k->tiling.passes = softmax ? 3 : 1;
     /* softmax keeps the tile's rows of one item in scratch (sized by the runtime to stay in
      * cache): the sum pass stashes exp(x - m) (the max pass stashes a costly input first, see
      * items_softmax), the write pass rescales it by 1/s. The input is read from memory once,
      * exp runs once per element, and the output is written once, streaming. */
-    k->scratch_per_row = root->op == RJ_OP_SOFTMAX;
+    k->tiling.scratch_per_row = root->op == RJ_OP_SOFTMAX;
     int32_t vu = newvar(L, "u", RJ_I64);
     int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi"); /* in this order */
     int32_t fu = s_for(L, top, vu, lo, hi, LM_UNITS);
@@ -147,13 +148,13 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top, bool allow
     int32_t N = xi(L, 1);
     for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
     int64_t TC = allow_state ? state_tile(L, k, N, softmax, rc->acc_t) : 0;
-    int32_t T = TC > 0 ? xi(L, TC) : k->tiled ? xparam(L, PK_TILE, 0, "tile") : N;
+    int32_t T = TC > 0 ? xi(L, TC) : k->tiling.tiled ? xparam(L, PK_TILE, 0, "tile") : N;
     if (TC > 0) {
-        k->fixed_tile = (int32_t)TC;
-        k->scratch_per_tile = 0;
+        k->tiling.fixed_tile = (int32_t)TC;
+        k->tiling.scratch_per_tile = 0;
         /* the runtime narrows tiles wider than LANES_GRANULE for long items, to keep their
          * stash in cache: a twin of runtime tiles runs where this one's stash would not fit */
-        if (k->ex[N].i > LANES_GRANULE) k->stash_variant = KV_STASH_FITS, k->variant_tile = (int32_t)TC;
+        if (k->ex[N].i > LANES_GRANULE) k->tiling.stash_variant = KV_STASH_FITS, k->tiling.variant_tile = (int32_t)TC;
     }
     if (!L->err && k->ex[N].kind == LX_CONST && k->ex[N].i > 0) {
         /* tiles are N or multiples of LANES_GRANULE, so every tile's extent (a tile, or what is
@@ -163,11 +164,11 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top, bool allow
             int64_t r = a % g;
             a = g, g = r;
         }
-        k->lanes_max = TC > 0 ? TC : k->ex[N].i;
-        k->lanes_multiple = a;
-        k->lanes_whole = TC > 0;
+        k->tiling.lanes_max = TC > 0 ? TC : k->ex[N].i;
+        k->tiling.lanes_multiple = a;
+        k->tiling.lanes_whole = TC > 0;
     }
-    int32_t nt = k->tiled ? xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xsub(L, T, xi(L, 1))), T) : xi(L, 1);
+    int32_t nt = k->tiling.tiled ? xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xsub(L, T, xi(L, 1))), T) : xi(L, 1);
     int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
     int32_t vlen = newvar(L, "len", RJ_I64);
     int32_t u = xvar(L, vu);
@@ -179,7 +180,7 @@ static int32_t items_open(lower *L, red_ctx *rc, items *it, blk *top, bool allow
         rc->ntile = T;
     } else {
         s_set(L, &it->ub, vnt, xmin(L, T, xsub(L, N, f0)));
-        k->lanes_var = vnt;
+        k->tiling.lanes_var = vnt;
         rc->ntile = xvar(L, vnt);
     }
     s_set(L, &it->ub, vlen, xlen(L, cls, b));
@@ -322,7 +323,7 @@ static void items_fold_padding(lower *L, items *it, const fold *f) {
     int32_t v = red_input(L, rc, &it->pad);
     if (expr_uses_var(L, v, rc->vi)) {
         /* row by row, into the stash where there is one: it then holds L rows, not len_b */
-        if (L->k->scratch_per_row) L->k->stash_rows = rc->ai.L;
+        if (L->k->tiling.scratch_per_row) L->k->tiling.stash_rows = rc->ai.L;
         fold_rows(L, it, f, it->len, xadd(L, it->len, it->cnt), v, &it->pad);
         return;
     }
@@ -408,12 +409,9 @@ static void items_reduction(lower *L, items *it) {
     red_ctx *rc = it->rc;
     rj_op op = (rj_op)rc->ai.root->op;
     fold f = {.op = op, .slot = it->s0, .shift = -1, .stash = STASH_NONE, .compensated = it->compensate};
-    /* a sum of a cheap input streams it (lkernel.streams): on a Zen 4 such a kernel ran
-     * 1.04-1.09x faster in 256-bit vectors than in 512-bit ones at D = 64, 256 and 1024, and
-     * 1.00-1.05x when its data fit the caches; the other kernels tried (an elementwise chain,
-     * a pad, a maximum over the ragged dim, a row norm, x - mean) ran up to 1.07x faster from
-     * memory but up to 1.3x slower from the caches, and an input with exp keeps the widest
-     * vectors for vscalefps */
+    /* a sum of a cheap input streams it (lkernel.streams), which a Zen 4 does faster in
+     * 256-bit vectors; the other kernels tried lost from the caches, and an input with exp
+     * keeps the widest vectors for vscalefps (bench/NOTES.md, "Narrower vectors for sums") */
     if ((op == RJ_OP_SUM || op == RJ_OP_MEAN) && expr_cheap(L, red_input(L, rc, &it->rows))) L->k->streams = true;
     items_init(L, it, it->s0, identity(L, op, rc->acc_t));
     if (f.compensated) items_init_sum(L, it);
@@ -438,10 +436,9 @@ static int32_t sum_trusted(lower *L, items *it) {
 /* Softmax stashes its terms exp(x - m) so that the write pass does not take exp again. Where
  * the input is cheap (loads and a few operations), the max pass only reads it and the sum
  * pass reads it again, from cache, and stashes the term: the max pass streams like a plain
- * reduction, and the stash is written once rather than twice. On a Zen 4 (AVX-512, 2 threads)
- * bench's W2 took 13.3-15.5 ms where stashing the input in the max pass took 15.2-19.0 ms
- * (alternating runs); the max pass alone, stash stores and all, was a third of the kernel.
- * A costly input (one that calls exp or log) is still computed once, in the max pass.
+ * reduction, and the stash is written once rather than twice, which made bench's W2 faster
+ * (bench/NOTES.md, "Softmax's stash and speculative maximum"). A costly input (one that
+ * calls exp or log) is still computed once, in the max pass.
  *
  * With a cheap input the maximum is also speculative: m is first the maximum of the item's
  * first and last SPEC_ROWS rows only, and the sum pass, which then reads the rows from memory,
@@ -457,11 +454,10 @@ static int32_t sum_trusted(lower *L, items *it) {
  * keep their first shift and so compute their first results again, bit for bit: a column's
  * value never depends on which columns share its tile, which depends on the thread count.
  * On ordinary data the separate max pass over the whole item, a third of the kernel's time
- * that streamed from memory without computing, becomes a pass over 32 rows: W2 on a Zen 4
- * ran 7% faster on 2 threads (11 of 12 alternating pairs) and 5% on one. The last block is
- * there for data whose first rows are masked (-1e9): with the first block alone every unit
- * ran twice, 1.3x the time of the exact maximum; now it is as fast as ordinary data. Data
- * whose middle lies far above both ends pays for a second sum pass.
+ * that streamed from memory without computing, becomes a pass over 32 rows (W2 5-7% faster:
+ * bench/NOTES.md, same heading). The last block is there for data whose first rows are
+ * masked (-1e9): with the first block alone every unit ran twice; now it is as fast as
+ * ordinary data. Data whose middle lies far above both ends pays for a second sum pass.
  * log_softmax keeps the exact maximum: its result x - m - log(sum) would subtract two values
  * as large as the distance between the blocks' maximum and the true one, losing absolute
  * accuracy. */
@@ -532,20 +528,20 @@ static void items_kernel(lower *L, const fuse_group *gr, red_ctx *rc, bool allow
 
 /* A group's kernel, and where its tile is a constant (state_tile) the twin of runtime tiles
  * the runtime runs instead when the longest item's stash does not fit at that tile. */
-void lower_items_cpu(lower *L, const fuse_group *gr, red_ctx *rc) {
+static void lower_items_cpu(lower *L, const fuse_group *gr, red_ctx *rc) {
     items_kernel(L, gr, rc, true);
-    if (L->err || L->k->stash_variant != KV_STASH_FITS) return;
+    if (L->err || L->k->tiling.stash_variant != KV_STASH_FITS) return;
     if (L->k->has_nt) xparam(L, PK_NT, 0, "nt"); /* as pass_lower adds it to the last kernel */
     char name[48], what[sizeof L->k->what];
     snprintf(name, sizeof name, "%s_tiles", L->k->name);
     snprintf(what, sizeof what, "%s", L->k->what);
-    int32_t vt = L->k->variant_tile;
+    int32_t vt = L->k->tiling.variant_tile;
     bool heavy = L->k->heavy;
     if (!open_kernel(L, name)) return;
     snprintf(L->k->what, sizeof L->k->what, "%s", what);
     L->k->heavy = heavy;
-    L->k->stash_variant = KV_STASH_EXCEEDS;
-    L->k->variant_tile = vt;
+    L->k->tiling.stash_variant = KV_STASH_EXCEEDS;
+    L->k->tiling.variant_tile = vt;
     L->memo_n = 0;
     items_kernel(L, gr, rc, false);
 }

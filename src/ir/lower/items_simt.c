@@ -86,10 +86,10 @@ static void simt_items_open(lower *L, red_ctx *rc, simt_items *s, blk *top, int3
     k->dom_class = cls;
     k->dom_rank = x->rank - 2;
     memcpy(k->dom_dims, x->dims + 2, sizeof(rj_dim) * (size_t)k->dom_rank);
-    k->scratch_type = (uint8_t)rc->acc_t;
-    k->passes = s->softmax && s->phase == PH_FOLD ? 2 : 1;
-    k->tiled = true;
-    k->fixed_tile = s->TS;
+    k->tiling.scratch_type = (uint8_t)rc->acc_t;
+    k->tiling.passes = s->softmax && s->phase == PH_FOLD ? 2 : 1;
+    k->tiling.tiled = true;
+    k->tiling.fixed_tile = s->TS;
     k->launch.group = s->BS;
     int32_t vu = newvar(L, "u", RJ_I64);
     int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi");
@@ -99,7 +99,7 @@ static void simt_items_open(lower *L, red_ctx *rc, simt_items *s, blk *top, int3
     for (int d = 2; d < x->rank; d++) N = xmul(L, N, xsize(L, x->dims[d]));
     s->N = N;
     int32_t T = xi(L, s->TS);
-    L->k->lanes_max = !L->err && L->k->ex[N].kind == LX_CONST && L->k->ex[N].i < s->TS ? L->k->ex[N].i : s->TS;
+    L->k->tiling.lanes_max = !L->err && L->k->ex[N].kind == LX_CONST && L->k->ex[N].i < s->TS ? L->k->ex[N].i : s->TS;
     int32_t nt = xbin(L, LOP_IDIV, RJ_I64, xadd(L, N, xi(L, s->TS - 1)), T);
     int32_t vb = newvar(L, "b", RJ_I64), vf0 = newvar(L, "f0", RJ_I64), vnt = newvar(L, "tn", RJ_I64);
     int32_t vlen = newvar(L, "len", RJ_I64), vp0 = newvar(L, "p0", RJ_I64), vnp = newvar(L, "np", RJ_I64);
@@ -495,7 +495,7 @@ static int32_t add_pieces_buf(lower *L, red_ctx *rc) {
     return p->nbufs++;
 }
 
-void lower_items_simt(lower *L, const fuse_group *gr, red_ctx *rc) {
+static void lower_items_simt(lower *L, const fuse_group *gr, red_ctx *rc) {
     int32_t pbuf = add_pieces_buf(L, rc);
     if (L->err) return;
     char base[32], what[96];

@@ -3,9 +3,11 @@
  *
  * Expressions are hash-consed (lk_expr) and i64 index arithmetic is folded as it is built
  * (constants, x + 0, x * 1, idiv(u, m) * m + irem(u, m) = u), so the dumps stay readable and
- * equal indices are one expression. Statements are appended to blocks (blk) and linked as
- * they are closed. Sizes, offsets and addresses turn a buffer's dims into parameters and
- * loads; a buffer's parameter is added to a kernel the first time the kernel uses it.
+ * equal indices are one expression; the identities of reductions are constants among them.
+ * Statements are appended to blocks (blk) and linked as they are closed. Sizes, offsets and
+ * addresses turn a buffer's dims into parameters and loads (a library GEMM's chunk buffers
+ * included); a buffer's parameter is added to a kernel the first time the kernel uses it.
+ * This is the bottom of lowering: it calls the loop IR, the graph and util, nothing above.
  */
 #include <math.h>
 #include <stdio.h>
@@ -70,6 +72,12 @@ int32_t xconst_int(lower *L, rj_dtype t, int64_t v) {
     else if (t == RJ_BOOL) e.i = v != 0;
     else e.i = t == RJ_I32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)v : v;
     return X(L, e);
+}
+
+/* The identity of reduction op in t (ops.c: op_identity), as a constant. */
+int32_t identity(lower *L, rj_op op, rj_dtype t) {
+    op_identity_value v = op_identity(op, t, false);
+    return dtype_is_float(t) ? xconst(L, t, v.f) : xconst_int(L, t, v.i);
 }
 
 /* The smallest / largest value of t (identities of max / min). */
@@ -346,6 +354,41 @@ int32_t buf_param(lower *L, int32_t bi) {
     int32_t p = lk_param(L->k, PK_BUF, bi, (rj_dtype)lb->dtype, name);
     if (p < 0) L->err = RJ_ERR_NOMEM;
     return p < 0 ? 0 : p;
+}
+
+/* The logical row of the product at a (its leading dims, all but the last), from the chunk's
+ * first row: for a jagged product the packed row of its class. */
+static int32_t chunk_row(lower *L, const node *r, const at *a) {
+    int32_t row;
+    if (dim_ragged_pos(L->g, r) == 1) {
+        row = xadd(L, xloff(L, root_of(L->g, r->dims[1]), a->idx[0]), a->idx[1]);
+    } else {
+        row = a->idx[0];
+        for (int k = 1; k < r->rank - 1; k++) row = xadd(L, xmul(L, row, xsize(L, r->dims[k])), a->idx[k]);
+    }
+    return xsub(L, row, xparam(L, PK_LO, 0, "lo"));
+}
+
+/* A row of a chunk buffer: a constant or dense width, or an item's length (a row of blocks). */
+static int32_t chunk_width(lower *L, rj_dim cols, const at *a) {
+    const sym *s = graph_sym(L->g, cols);
+    return s && s->kind == SYM_RAGGED ? xlen(L, root_of(L->g, cols), a->idx[0]) : xsize(L, cols);
+}
+
+/* Element a of product r in a library GEMM's chunk buffer (LB_CHUNK, gemm_lib.c) of `cols`
+ * columns a row: where the epilogue reads C, the prologue writes x's rows into A, and a
+ * softmax computed in the epilogue (axis.c, value.c) reads the product and keeps its terms. */
+int32_t chunk_at(lower *L, const node *r, rj_dim cols, const at *a) {
+    return xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, cols, a)), a->idx[r->rank - 1]);
+}
+
+/* The product at a, from the GEMM's chunk C (a softmax computed in the GEMM's epilogue). */
+int32_t chunk_index(lower *L, const at *a) {
+    return chunk_at(L, &L->g->nodes[L->chunk_root], L->chunk_cols, a);
+}
+
+int32_t chunk_value(lower *L, const at *a) {
+    return xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), L->g->nodes[L->chunk_root].dtype, -1);
 }
 
 int32_t class_param(lower *L, param_kind kind, int32_t cls, const char *what) {

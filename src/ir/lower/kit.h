@@ -9,8 +9,14 @@
  * allocation failure sets L->err; from then on every builder returns a placeholder and the
  * template runs to its end, and pass_lower returns the error.
  *
- * The declarations below are grouped by the file that defines them. Templates' own entry
- * points are declared at the end, for the table.
+ * Calls point down only. kit.c, the builders (over the loop IR and the graph), is the bottom;
+ * value.c, nest.c and reduce.c, the pieces templates share, stand on it (reduce.c on value.c
+ * too); the templates, one file per family, stand on those and never call each other; the
+ * table (lower.c) is the top. A template whose kernel computes another group as well (a
+ * softmax in a library GEMM's epilogue) asks the table for it (L->lower_in_kernel).
+ *
+ * The declarations below are grouped by the file that defines them, from the bottom up.
+ * Templates' own entry points are declared at the end, for the table.
  */
 #ifndef RJ_LOWER_KIT_H
 #define RJ_LOWER_KIT_H
@@ -51,6 +57,10 @@ typedef struct lower {
     int32_t memo_cap, memo_n;
     int lanes;          /* lanes loops around the statements being built */
     const char *tmpl;   /* the template lowering the group (lower.c), named on its kernels */
+    /* The table's lowering of another group into the kernel being built (lower.c), for a
+     * template whose kernel computes that group too (a softmax in a GEMM's epilogue): the
+     * template that serves the group is the table's choice, never a call between templates. */
+    void (*lower_in_kernel)(struct lower *L, const fuse_group *gr);
     int32_t check_slot; /* the next index check's word in the checks buffer */
 } lower;
 
@@ -164,6 +174,10 @@ int32_t class_load(lower *L, param_kind kind, int32_t cls, const char *what, int
 int32_t add_buf(lower *L, lbuf_kind kind, int32_t index, int32_t node_id, const node *layout);
 launch_shape launch_for(const target_desc *d);
 void group_for(lower *L, lkernel *k);
+int32_t identity(lower *L, rj_op op, rj_dtype t);
+int32_t chunk_at(lower *L, const node *r, rj_dim cols, const at *a);
+int32_t chunk_index(lower *L, const at *a);
+int32_t chunk_value(lower *L, const at *a);
 
 /* ---- value.c: values at an index and the stores of a group ---- */
 int32_t operand(lower *L, const node *n, int k, const at *a, rj_dtype t);
@@ -190,14 +204,14 @@ int leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int upto, in
 axis_info axis_of(lower *L, const node *root);
 int combine_fn(rj_op op);
 int32_t combine(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v);
-int32_t identity(lower *L, rj_op op, rj_dtype t);
 int32_t combine_n(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v, int32_t times);
 int32_t red_input(lower *L, red_ctx *rc, const at *a);
 void kahan_add(lower *L, blk *b, rj_dtype t, place acc_at, place c_at, int32_t term);
 at item_element(lower *L, const node *x, int32_t cls, int32_t b, int32_t i, int32_t flat, at *pad);
 bool rows_padded_out(lower *L, const fuse_group *gr);
+void axis_begin(lower *L, const fuse_group *gr, red_ctx *rc);
 
-/* ---- the templates: what the table (lower.c) calls, and what they lend each other ---- */
+/* ---- the templates: what the table (lower.c) calls, and nothing else ---- */
 
 /* checks.c: the range checks of index ops, and the kernel that clears their words */
 void lower_check(lower *L, const fuse_group *gr);
@@ -210,8 +224,6 @@ void lower_norm(lower *L, const fuse_group *gr);
 bool gemm_lib_applies(lower *L, const fuse_group *gr);
 void lower_matmul_lib(lower *L, const fuse_group *gr);
 void merge_softmax(lower *L, int32_t gs, uint8_t *unwritten);
-int32_t chunk_index(lower *L, const at *a);
-int32_t chunk_value(lower *L, const at *a);
 /* matmul_simt.c */
 bool item_matmul_tiled_applies(lower *L, const fuse_group *gr);
 void lower_item_matmul_tiled(lower *L, const fuse_group *gr);
@@ -221,13 +233,9 @@ void lower_item_matmul_threads(lower *L, const fuse_group *gr);
 void lower_matmul(lower *L, const fuse_group *gr);
 /* items.c and items_simt.c: over the ragged or padded dim */
 void lower_items_cpu_group(lower *L, const fuse_group *gr);
-void lower_items_cpu(lower *L, const fuse_group *gr, red_ctx *rc);
 void lower_items_simt_group(lower *L, const fuse_group *gr);
-void lower_items_simt(lower *L, const fuse_group *gr, red_ctx *rc);
 /* axis.c */
-void axis_begin(lower *L, const fuse_group *gr, red_ctx *rc);
 void lower_pair_columns(lower *L, const fuse_group *gr);
 void lower_dense_axis(lower *L, const fuse_group *gr);
-void lower_axis(lower *L, const fuse_group *gr);
 
 #endif

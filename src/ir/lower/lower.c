@@ -15,7 +15,8 @@
  * Before the groups, lowering lays out the buffers (inputs, outputs as the user's graph
  * declares them, then one temporary per materialised node) and the kernel that clears the
  * index checks; a softmax that a library GEMM's epilogue computes (merge_softmax) has no
- * kernel of its own.
+ * kernel of its own: the GEMM's template has the table lower it into the epilogue
+ * (lower_in_kernel), so no template calls another.
  */
 #include <stdio.h>
 #include <string.h>
@@ -126,6 +127,14 @@ static const lower_template *template_for(lower *L, const fuse_group *gr) {
     return NULL;
 }
 
+/* Group gr lowered into the kernel being built, by the template that serves it: for a
+ * template whose kernel computes gr too (L->lower_in_kernel). The kernel keeps its name and
+ * its template's. */
+static void lower_in_kernel(lower *L, const fuse_group *gr) {
+    const lower_template *t = template_for(L, gr);
+    if (t) t->lower(L, gr);
+}
+
 /* Lays out the buffers: inputs, outputs (as the user's graph declares them), and the
  * temporaries of materialised nodes; decides which softmaxes a GEMM's epilogue computes. */
 static void lower_buffers(lower *L) {
@@ -185,7 +194,8 @@ rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const fuse_plan *p
     if (!desc) return ctx_fail(ctx, RJ_ERR_INTERNAL, "lower: no target descriptor");
     out->ctx = ctx;
     lower L = {.ctx = ctx, .g = g, .orig = orig, .plan = plan, .desc = desc, .prog = out,
-               .subst_node = -1, .group2 = -1, .chunk_root = -1, .chunk_buf = -1};
+               .subst_node = -1, .group2 = -1, .chunk_root = -1, .chunk_buf = -1,
+               .lower_in_kernel = lower_in_kernel};
     size_t nb = (size_t)(g->n ? g->n : 1);
     if (!(L.bufof = mem_alloc(ctx, nb * sizeof(int32_t)))) return RJ_ERR_NOMEM;
     for (int32_t i = 0; i < g->n; i++) L.bufof[i] = -1;

@@ -145,8 +145,8 @@ static bool mm_open(lower *L, const fuse_group *gr, mm_ctx *c) {
     k->domain = UD_PIECES;
     k->dom_class = c->cls;
     k->dom_rank = 0;
-    k->tiled = true;
-    k->fixed_tile = 1;
+    k->tiling.tiled = true;
+    k->tiling.fixed_tile = 1;
     k->launch.group = c->BS;
     c->as = L->err ? -1 : lk_local(k, "atile", LL_BLOCK, c->t);
     c->bs = L->err || c->as < 0 ? -1 : lk_local(k, "btile", LL_BLOCK, c->t);

@@ -44,9 +44,9 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
         /* layer_norm: ((x s - k) - m1) rstd, not (x - (k + m1)) rstd: x - k is exact wherever
          * x is within a factor of 2 of k, and m1 keeps the mean's digits below k's ulp, which
          * a mean rounded to f32 loses (data around 1e4 with a spread of 1: a shift of 1e-3 in
-         * every result). The subtraction costs W5 about 2% with its rows in the caches (an fma
-         * of (x s - k), rstd and -m1 rstd would save it, but its -m1 rstd waits for rstd, and
-         * measured slower). rms_norm: x (s rstd) */
+         * every result). The subtraction costs a little; an fma of (x s - k), rstd and -m1
+         * rstd would save it, but its -m1 rstd waits for rstd (bench/NOTES.md, "Row norms").
+         * rms_norm: x (s rstd) */
         int32_t y = layer ? xbin(L, RJ_OP_MUL, t, xbin(L, RJ_OP_SUB, t, c, xvar(L, np->mean)), xvar(L, np->rstd))
                           : xbin(L, RJ_OP_MUL, t, v, xvar(L, np->rstd));
         int k = 1;
@@ -146,11 +146,9 @@ static void norm_stats(lower *L, blk *b, at *a, norm_pass *np) {
  *   precision, but beside the row's big ones they do not change its statistics. A row with
  *   an infinity or a NaN ends with the sums it had (what the interpreter makes of it).
  * An ordinary row pays a compare and a branch, and its write pass a subtraction (the mean's
- * digits, above): W5 with its rows in the caches, one thread, alternating processes, ran at
- * 0.955 of its speed before (with the first pass inside the pass loop too, 0.89). The second
- * statistics loop makes the kernel's code 1.7 times as long, and its compile 3-4 ms longer
- * (W5 8-9 ms -> 12; scalar loops there compiled no faster): paid once per graph (the disk
- * cache keeps the code), where the row's speed is paid at every run. */
+ * digits, above): a few percent of W5 from the caches. The second statistics loop makes the
+ * kernel's code longer and its compile a few ms longer: paid once per graph (the disk cache
+ * keeps the code), where the row's speed is paid at every run (bench/NOTES.md, "Row norms"). */
 static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     norm_ctx *nc = ud;
     const node *root = nc->root, *x = nc->x;

@@ -2,8 +2,9 @@
  * lower/reduce.c — what the reduction templates share.
  *
  * The axis a reduction or softmax runs over (a dense dim, the ragged dim, or a padded dim
- * whose padding is added in closed form), the combining steps and identities of reductions,
- * compensated (Kahan) addition, and the index of an element of an item's tile.
+ * whose padding is added in closed form) and how every template of one starts (axis_begin),
+ * the combining steps of reductions (their identities are the kit's constants), compensated
+ * (Kahan) addition, and the index of an element of an item's tile.
  */
 #include <string.h>
 
@@ -52,6 +53,23 @@ axis_info axis_of(lower *L, const node *root) {
     return ai;
 }
 
+/* The axis of a group's reduction or softmax, and its kernel's description: how every axis
+ * template starts. */
+void axis_begin(lower *L, const fuse_group *gr, red_ctx *rc) {
+    const rj_graph *g = L->g;
+    const node *root = &g->nodes[gr->root];
+    *rc = (red_ctx){.ai = axis_of(L, root)};
+    const node *x = rc->ai.x;
+    rc->acc_t = root->dtype;
+    L->k->heavy = node_is_pair(g, x); /* block addressing on top of the math: more registers */
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_printf(&w, "%s over dim %d of ", op_table[root->op].name, rc->ai.axis);
+    print_node_type(&w, g, x);
+    if (rc->ai.items) sbuf_puts(&w, rc->ai.padded ? " (padded dim: padding in closed form)" : " (ragged dim)");
+    set_what(L, &w);
+}
+
 /* The binary op that folds one element into the accumulator of reduction op. */
 int combine_fn(rj_op op) {
     switch (op) {
@@ -65,11 +83,6 @@ int combine_fn(rj_op op) {
 /* The combining step of a reduction in type t. */
 int32_t combine(lower *L, rj_op op, rj_dtype t, int32_t acc, int32_t v) {
     return xbin(L, combine_fn(op), t, acc, v);
-}
-
-int32_t identity(lower *L, rj_op op, rj_dtype t) {
-    op_identity_value v = op_identity(op, t, false);
-    return dtype_is_float(t) ? xconst(L, t, v.f) : xconst_int(L, t, v.i);
 }
 
 /* `times` copies of v folded into acc in closed form (times >= 0, an i64 expression). */

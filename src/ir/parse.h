@@ -1,0 +1,154 @@
+/*
+ * parse.h — what the pieces of the text-format parser share; private to them.
+ *
+ * The parser is one recursive descent over one `parser` state, split by layer: parse_lex.c
+ * turns the source into tokens and reports errors at them (with did-you-mean suggestions),
+ * parse_expr.c is the expression grammar, parse_call.c the table of the functions a call can
+ * name, and parse.c the statements, the names they declare, their warnings and the entry
+ * point rj_graph_parse. A `value` is what an expression yields before it is known to be
+ * a tensor operand: a node, or a size, a list, a tuple, a string or None, which only some
+ * arguments accept.
+ */
+#ifndef RJ_PARSE_H
+#define RJ_PARSE_H
+
+#include "ir.h"
+
+typedef enum {
+    T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
+    T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_ASSIGN,
+    T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE,
+    T_DOT, T_TILDE, T_AMP, T_PIPE, T_AT,
+} tok_kind;
+
+typedef struct token {
+    tok_kind kind;
+    const char *start; /* in the source */
+    int len;
+    int line, col;
+    int64_t ival;
+    double fval;
+} token;
+
+typedef struct var {
+    char name[128];
+    rj_node node;
+    token decl;        /* where the name was first given (an input's declaration) */
+} var;
+
+typedef struct parser {
+    rj_ctx *ctx;
+    rj_graph *g;
+    const char *src, *file, *p;
+    int line;
+    const char *line_start;
+    int depth;          /* open parentheses and brackets: newlines are ignored inside */
+    int nest;           /* open levels of expression nesting (see nest_in) */
+    token tok;          /* current token */
+    bool failed;
+    var *vars;
+    int32_t nvars, capvars;
+    strmap var_index;   /* name -> index in vars: lookups stay O(1) in long programs */
+    sbuf warn;          /* warnings, one a line (rj_graph_warnings) */
+    token rag_at[64];   /* where the first 64 ragged symbols were declared, by symbol id */
+    int32_t rag_sym[64];
+    int nrag;
+} parser;
+
+typedef struct value {
+    rj_node node;      /* RJ_NONE for the non-node values below */
+    bool is_none;      /* None */
+    bool is_string;    /* a string literal: str and slen, its text in the source */
+    const char *str;
+    int slen;
+    bool is_list;      /* [d, d, ...] */
+    bool is_size;      /* a size by name (D, j1) or x.size(k): a list of one symbolic dim */
+    bool is_tuple;     /* (a, b, ...): integers in dims (negative ones too), sizes where tuple_syms has a bit */
+    uint32_t tuple_syms;
+    rj_dim dims[RJ_MAX_RANK];
+    int ndims;
+    token at;          /* where the value starts */
+} value;
+
+static inline value node_value(rj_node n, token at) {
+    return (value){.node = n, .at = at};
+}
+
+/* A call's arguments as written, before they are bound to the function's parameters. */
+typedef struct call_form call_form; /* a row of the function table (parse_call.c) */
+typedef struct args {
+    const call_form *form; /* the function called, NULL if there is none of its name */
+    rj_op op;              /* the op it builds (RJ_OP_COUNT for the text format's own functions) */
+    bool method;           /* x.name(...): x is pos[0] */
+    value pos[8];
+    int npos;
+    char key[8][32];
+    value kw[8];
+    int nkw;
+} args;
+
+/* ---- parse_lex.c: tokens, errors, suggestions ---------------------------------------------- */
+
+static inline bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static inline bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+static inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+void lex_next(parser *P);
+/* The current token if of kind k, then the next one; else reports "expected <what>". */
+bool lex_expect(parser *P, tok_kind k, const char *what);
+/* The current token's name into out (n bytes), then the next token; else reports. */
+bool lex_ident(parser *P, char *out, size_t n, const char *what);
+void tok_text(const token *t, char *out, size_t n);
+
+/* The error at token t: "file:line:col: msg", the line, a caret. Only the first is kept. */
+void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...) RJ_PRINTF(4, 5);
+/* A builder call failed: re-report its message at the token that made the call. */
+void fail_builder(parser *P, const token *t);
+
+/* The known name closest to `word` so far, if close enough to be what was meant. */
+typedef struct suggest {
+    const char *word;
+    const char *best;
+    int dist;
+} suggest;
+
+int edit_distance(const char *a, const char *b);
+void suggest_try(suggest *s, const char *cand);
+void suggestion(const suggest *s, char *out, size_t n); /* " (did you mean 'x'?)" or "" */
+
+/* ---- parse_names.c: the namespace, dims and dtypes, values as nodes --------------------------- */
+
+/* "file:line:col: warning: ..." as a line of the graph's warnings. */
+void warn_at(parser *P, const token *t, const char *fmt, ...) RJ_PRINTF(3, 4);
+var *find_var(parser *P, const char *name);
+void set_var(parser *P, const token *t, const char *name, rj_node n);
+/* What already uses `name` ("an input", "a ragged symbol"...), or NULL. */
+const char *name_user(parser *P, const char *name);
+/* name is free for a new input, value (reassign: a value may be assigned again) or symbol;
+ * false after reporting at t. */
+bool new_name(parser *P, const token *t, const char *name, bool reassign);
+rj_dim parse_dim(parser *P);
+bool parse_dtype_name(const char *s, rj_dtype *out);
+rj_node as_node(parser *P, const value *v);       /* a value used as a tensor operand */
+rj_node built(parser *P, rj_node n, const token *t); /* n, reporting at t if the builder failed */
+const node *scalar_of(parser *P, const value *v); /* a scalar literal given for an attribute */
+
+/* ---- parse_expr.c: expressions ------------------------------------------------------------- */
+
+value parse_expr(parser *P);
+
+/* ---- parse_call.c: the functions ----------------------------------------------------------- */
+
+enum { SLOT_NONE, SLOT_DIMS, SLOT_SIZE };
+/* The function called `name`, and in *op the op it builds; NULL if there is none. */
+const call_form *call_find(const char *name, rj_op *op);
+/* How the argument about to be read (keyword `key`, or "" for positional number a->npos) is
+ * written: SLOT_DIMS, a list of dims ([1, 2]); SLOT_SIZE, a size by name (pad's len). */
+int call_slot(const args *a, const char *key);
+/* The call of a->form (or the error for a name that is none) at fn, with arguments a. */
+value call_apply(parser *P, const token *fn, const char *name, args *a);
+/* x.T and x.mT (batched), and x.shape[k]: the functions t and size without a call. */
+value transpose_last(parser *P, const token *at, const char *what, const value *self, bool batched);
+value size_value(parser *P, const token *at, const char *what, const value *self, const value *dimv);
+
+#endif

@@ -1,0 +1,605 @@
+/*
+ * parse_call.c — the functions a call in the text format can name, as one table.
+ *
+ * Every op of the op table (RJ_OP_TABLE) is callable by its name there, which this file never
+ * repeats: a row matches an op, or every op of a kind, and gives the parameters in PyTorch's
+ * names and order and the handler that builds the node. Ops whose arguments differ from the
+ * rest of their kind (pow's exponent, gelu's approximate) have rows of their own, checked
+ * before the kind's. The text format's own names are rows too: PyTorch's spellings that are
+ * aliases of ops (sign, view, amax, amin) and functions built of other ops (linear, squeeze,
+ * unsqueeze, t, size). Arguments are bound to the row's parameters as Python binds them, so
+ * every function gets the same messages for a missing, unknown or repeated argument, and an
+ * unknown function's message lists the rows.
+ *
+ * Attributes are checked here, where the text still says what the user wrote: an integer
+ * argument (a dim, a length, a size) must be an integer literal in range, since a float or a
+ * wrapped value would silently mean another dim, and a negative constant would be taken for a
+ * symbol's id (rj_dim).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parse.h"
+
+/* ---- attributes ----------------------------------------------------------------------------- */
+
+/* The literal value of a scalar node, for attributes given as numbers. */
+static bool literal(parser *P, const value *v, double *out) {
+    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
+    if (!n || n->op != RJ_OP_SCALAR) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "expected a number");
+        return false;
+    }
+    *out = n->weak == WEAK_FLOAT ? n->fval : (double)n->ival;
+    return true;
+}
+
+/* An integer literal that a double cannot hold (|v| > 2^53, not a multiple of its spacing):
+ * attributes taken as doubles (pad's value) would round it. */
+static bool inexact_int(parser *P, const value *v) {
+    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
+    if (!n || n->op != RJ_OP_SCALAR || n->weak != WEAK_INT) return false;
+    double d = (double)n->ival;
+    return d >= 9223372036854775808.0 || (int64_t)d != n->ival;
+}
+
+/* An integer argument: an integer literal (not a float, not a bool: PyTorch refuses both for
+ * dims and sizes) within lo..hi. Messages name the function, the argument and the value. */
+static bool int_arg(parser *P, const char *fname, const char *arg, const value *v, int64_t lo,
+                    int64_t hi, int64_t *out) {
+    const node *n = scalar_of(P, v);
+    if (!n || n->weak != WEAK_INT) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be an integer", fname, arg);
+        return false;
+    }
+    if (n->ival < lo || n->ival > hi) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s=%lld is %s", fname, arg, (long long)n->ival,
+                n->ival < 0 && lo == 0 ? "negative" : "out of range");
+        return false;
+    }
+    *out = n->ival;
+    return true;
+}
+
+static bool bool_arg(parser *P, const char *fname, const char *arg, const value *v, bool *out) {
+    const node *n = scalar_of(P, v);
+    if (!n || n->weak != WEAK_BOOL) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be True or False", fname, arg);
+        return false;
+    }
+    *out = n->ival != 0;
+    return true;
+}
+
+static bool is_none(const value *v) { return v && v->is_none; }
+
+static bool str_is(const value *v, const char *s) {
+    return v->is_string && v->slen == (int)strlen(s) && !strncmp(v->str, s, (size_t)v->slen);
+}
+
+/* normalized_shape: a dim, or a list of dims, matching the input's trailing dims. */
+static bool norm_shape(parser *P, const char *fname, const value *v, rj_node x, int *ndims) {
+    rj_dim want[RJ_MAX_RANK];
+    int n = 0;
+    if (v->is_list || v->is_tuple) { /* [D], (64,), (D,) */
+        n = v->ndims;
+        memcpy(want, v->dims, sizeof(rj_dim) * (size_t)n);
+        for (int i = 0; v->is_tuple && i < n; i++)
+            if (!(v->tuple_syms >> i & 1) && want[i] < 0) { /* a negative size would read as a symbol's id */
+                fail_at(P, &v->at, RJ_ERR_PARSE, "%s: normalized_shape holds a negative size", fname);
+                return false;
+            }
+    } else {
+        const node *s = scalar_of(P, v);
+        if (!s || s->weak != WEAK_INT) {
+            fail_at(P, &v->at, RJ_ERR_PARSE, "normalized_shape must be a size or a list of sizes");
+            return false;
+        }
+        /* a constant size: a negative number would read as a symbol's id */
+        if (s->ival < 0) {
+            fail_at(P, &v->at, RJ_ERR_PARSE, "%s: normalized_shape=%lld is negative", fname,
+                    (long long)s->ival);
+            return false;
+        }
+        want[n++] = s->ival;
+    }
+    rj_dim dims[RJ_MAX_RANK];
+    int r = rj_node_shape(P->g, x, dims);
+    if (n < 1 || n > r) {
+        fail_at(P, &v->at, RJ_ERR_SHAPE, "normalized_shape has %d dims but the input has rank %d", n, r);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (!dim_equal(P->g, want[i], dims[r - n + i])) {
+            fail_at(P, &v->at, RJ_ERR_SHAPE, "normalized_shape does not match the input's last %d dims", n);
+            return false;
+        }
+    *ndims = n;
+    return true;
+}
+
+/* Binds arguments to parameter names (as Python does): names[i] receives positional i or
+ * the keyword names[i]; a parameter may be optional. Returns false after reporting. */
+static bool bind_args(parser *P, const token *fn, const char *fname, args *a,
+                      const char *const *names, int nparams, int nrequired, value **out) {
+    for (int i = 0; i < nparams; i++) out[i] = NULL;
+    if (a->npos > nparams) {
+        fail_at(P, &a->pos[nparams].at, RJ_ERR_PARSE, "%s takes at most %d arguments", fname, nparams);
+        return false;
+    }
+    for (int i = 0; i < a->npos; i++) out[i] = &a->pos[i];
+    for (int k = 0; k < a->nkw; k++) {
+        int i = 0;
+        while (i < nparams && strcmp(names[i], a->key[k])) i++;
+        if (i == nparams) {
+            suggest s = {.word = a->key[k]};
+            char list[160] = "", hint[96];
+            for (int j = 0; j < nparams; j++) {
+                suggest_try(&s, names[j]);
+                size_t l = strlen(list);
+                snprintf(list + l, sizeof list - l, "%s%s", j ? ", " : "", names[j]);
+            }
+            suggestion(&s, hint, sizeof hint);
+            fail_at(P, &a->kw[k].at, RJ_ERR_PARSE, "%s has no argument '%s'%s; it takes %s", fname, a->key[k], hint,
+                    list);
+            return false;
+        }
+        if (out[i]) {
+            fail_at(P, &a->kw[k].at, RJ_ERR_PARSE, "%s: argument '%s' given twice", fname, names[i]);
+            return false;
+        }
+        out[i] = &a->kw[k];
+    }
+    for (int i = 0; i < nrequired; i++)
+        if (!out[i]) {
+            fail_at(P, fn, RJ_ERR_PARSE, "%s: missing argument '%s'", fname, names[i]);
+            return false;
+        }
+    return true;
+}
+
+/* ---- shapes: x.T, x.size(k), reductions over several dims ------------------------------------ */
+
+/* PyTorch's x.t() and x.T (2-D: the transpose; fewer dims: x itself) and x.mT (the last two
+ * dims of any tensor). PyTorch's .T of more dims reverses them all, which ragjit's views cannot
+ * do; that is an error that names what to write. */
+value transpose_last(parser *P, const token *at, const char *what, const value *self, bool batched) {
+    value r = node_value(RJ_NONE, self->at);
+    rj_node x = as_node(P, self);
+    if (P->failed) return r;
+    rj_dim dims[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, dims);
+    if (batched ? rank < 2 : rank > 2) {
+        fail_at(P, at, RJ_ERR_SHAPE, batched ? "%s: the tensor has %d dim(s); .mT transposes the last two of at least 2"
+                : "%s: the tensor has %d dims; PyTorch's .T and t() are the transpose of a 2-D tensor (.T of more "
+                  "dims reverses them all): write .mT or transpose(-2, -1) for the last two", what, rank);
+        return r;
+    }
+    r.node = rank < 2 ? x : built(P, rj_graph_transpose(P->g, x, rank - 2, rank - 1), at);
+    return r;
+}
+
+/* x.size(k) and x.shape[k]: a constant dim is an integer literal, usable in arithmetic; a
+ * named one is that size by name, as if the user had written it (D, j1). */
+value size_value(parser *P, const token *at, const char *what, const value *self, const value *dimv) {
+    value r = node_value(RJ_NONE, self->at);
+    int64_t k;
+    rj_node x = as_node(P, self);
+    if (P->failed || !int_arg(P, what, "dim", dimv, INT_MIN, INT_MAX, &k)) return r;
+    rj_dim dims[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, dims);
+    if (k < -rank || k >= rank) {
+        fail_at(P, &dimv->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", what,
+                (long long)k, rank);
+        return r;
+    }
+    rj_dim d = dims[k < 0 ? k + rank : k];
+    if (d >= 0) {
+        r.node = built(P, rj_graph_scalar_int(P->g, d), at);
+    } else {
+        r.is_list = r.is_size = true;
+        r.ndims = 1;
+        r.dims[0] = d;
+    }
+    return r;
+}
+
+/* sum(x, dim=(1, 2), keepdim): PyTorch's reduction over several dims, as one reduction per
+ * dim from the last to the first, so that with keepdim=False the dims still to reduce keep
+ * their numbers. Nesting is exact for sum, max, min and prod, and for mean too: every row of
+ * the outer dim holds the same number of elements along the inner ones. v: input, dim, keepdim. */
+static value reduce_dims(parser *P, const token *fn, const char *name, rj_op op, value **v) {
+    value r = node_value(RJ_NONE, *fn);
+    const value *t = v[1];
+    bool keep = false;
+    if (v[2] && !bool_arg(P, name, "keepdim", v[2], &keep)) return r;
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return r;
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, shape), dims[RJ_MAX_RANK], n = 0;
+    if (t->ndims == 0) {
+        fail_at(P, &t->at, RJ_ERR_PARSE, "%s: dim=() names no dim (name the dims to reduce)", name);
+        return r;
+    }
+    for (int i = 0; i < t->ndims; i++) {
+        int64_t d = t->dims[i];
+        if (t->tuple_syms >> i & 1) {
+            fail_at(P, &t->at, RJ_ERR_PARSE, "%s: the dims must be integers", name);
+            return r;
+        }
+        if (d < -rank || d >= rank) {
+            fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", name,
+                    (long long)d, rank);
+            return r;
+        }
+        int k = (int)(d < 0 ? d + rank : d), at = n;
+        while (at > 0 && dims[at - 1] < k) at--; /* kept in decreasing order */
+        if (at > 0 && dims[at - 1] == k) {
+            fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, k);
+            return r;
+        }
+        memmove(dims + at + 1, dims + at, sizeof(int) * (size_t)(n - at));
+        dims[at] = k;
+        n++;
+    }
+    for (int i = 0; i < n && !P->failed; i++) x = built(P, rj_graph_reduce(P->g, op, x, dims[i], keep), fn);
+    r.node = x;
+    return r;
+}
+
+/* ---- handlers: the arguments bound (v, in the row's order) to a node ------------------------- */
+
+typedef struct call_site {
+    const token *fn;   /* the function's name in the source */
+    const char *name;  /* as written (an alias's: sign, view, amax), for messages */
+    rj_op op;          /* the op called, RJ_OP_COUNT for the text format's own functions */
+    const args *a;
+} call_site;
+
+typedef value (*call_build)(parser *P, const call_site *c, value **v);
+
+/* A handler's result: the node n made at the call, reported there if the builder failed. */
+static value made(parser *P, const call_site *c, rj_node n) {
+    return node_value(built(P, n, c->fn), *c->fn);
+}
+
+/* A handler's result after an error has been reported. */
+static value nothing(const call_site *c) {
+    return node_value(RJ_NONE, *c->fn);
+}
+
+static value build_unary(parser *P, const call_site *c, value **v) {
+    return made(P, c, rj_graph_unary(P->g, c->op, as_node(P, v[0])));
+}
+
+/* gelu(input, approximate="none"): "tanh" is the op gelu_tanh */
+static value build_gelu(parser *P, const call_site *c, value **v) {
+    rj_op op = c->op;
+    if (v[1] && !str_is(v[1], "tanh") && !str_is(v[1], "none")) {
+        fail_at(P, &v[1]->at, RJ_ERR_PARSE, "gelu: approximate must be \"none\" or \"tanh\"");
+        return nothing(c);
+    }
+    if (v[1] && str_is(v[1], "tanh")) op = RJ_OP_GELU_TANH;
+    return made(P, c, rj_graph_unary(P->g, op, as_node(P, v[0])));
+}
+
+static value build_binary(parser *P, const call_site *c, value **v) {
+    return made(P, c, rj_graph_binary(P->g, c->op, as_node(P, v[0]), as_node(P, v[1])));
+}
+
+static value build_where(parser *P, const call_site *c, value **v) {
+    return made(P, c, rj_graph_where(P->g, as_node(P, v[0]), as_node(P, v[1]), as_node(P, v[2])));
+}
+
+static value build_masked_fill(parser *P, const call_site *c, value **v) {
+    double val;
+    if (!literal(P, v[2], &val)) return nothing(c);
+    if (inexact_int(P, v[2])) /* as where(mask, value, x), the literal kept exact */
+        return made(P, c, rj_graph_where(P->g, as_node(P, v[1]), as_node(P, v[2]), as_node(P, v[0])));
+    return made(P, c, rj_graph_masked_fill(P->g, as_node(P, v[0]), as_node(P, v[1]), val));
+}
+
+static value build_cast(parser *P, const call_site *c, value **v) {
+    rj_dtype dt;
+    char dname[16] = "";
+    if (v[1]->is_string && v[1]->slen < (int)sizeof dname)
+        memcpy(dname, v[1]->str, (size_t)v[1]->slen);
+    if (!v[1]->is_string || !parse_dtype_name(dname, &dt)) {
+        fail_at(P, &v[1]->at, RJ_ERR_PARSE, "cast: dtype must be one of \"f32\", \"f64\", "
+                "\"i32\", \"i64\", \"bool\"");
+        return nothing(c);
+    }
+    return made(P, c, rj_graph_cast(P->g, as_node(P, v[0]), dt));
+}
+
+static value build_reduce(parser *P, const call_site *c, value **v) {
+    int64_t dim;
+    bool keep = false;
+    if (v[1]->is_tuple) return reduce_dims(P, c->fn, c->name, c->op, v);
+    if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim) ||
+        (v[2] && !bool_arg(P, c->name, "keepdim", v[2], &keep)))
+        return nothing(c);
+    return made(P, c, rj_graph_reduce(P->g, c->op, as_node(P, v[0]), (int)dim, keep));
+}
+
+static value build_softmax(parser *P, const call_site *c, value **v) {
+    int64_t dim;
+    if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim)) return nothing(c);
+    return made(P, c, c->op == RJ_OP_SOFTMAX ? rj_graph_softmax(P->g, as_node(P, v[0]), (int)dim)
+                                             : rj_graph_log_softmax(P->g, as_node(P, v[0]), (int)dim));
+}
+
+/* layer_norm(input, normalized_shape, weight, bias, eps), rms_norm(..., weight, eps) */
+static value build_norm(parser *P, const call_site *c, value **v) {
+    bool layer = c->op == RJ_OP_LAYER_NORM;
+    rj_node x = as_node(P, v[0]), w = RJ_NONE, b = RJ_NONE;
+    int nd;
+    double eps = -1;
+    if (P->failed || !norm_shape(P, c->name, v[1], x, &nd)) return nothing(c);
+    if (v[2] && !is_none(v[2])) w = as_node(P, v[2]);
+    if (layer && v[3] && !is_none(v[3])) b = as_node(P, v[3]);
+    value *ev = v[layer ? 4 : 3];
+    if (ev && !is_none(ev) && !literal(P, ev, &eps)) return nothing(c);
+    if (ev && !is_none(ev) && eps < 0) {
+        fail_at(P, &ev->at, RJ_ERR_PARSE, "%s: eps must not be negative", c->name);
+        return nothing(c);
+    }
+    return made(P, c, layer ? rj_graph_layer_norm(P->g, x, nd, w, b, eps) : rj_graph_rms_norm(P->g, x, nd, w, eps));
+}
+
+static value build_pad(parser *P, const call_site *c, value **v) {
+    double val = 0;
+    rj_dim len = RJ_DIM_NONE;
+    if (v[1] && !literal(P, v[1], &val)) return nothing(c);
+    if (v[1] && inexact_int(P, v[1])) {
+        fail_at(P, &v[1]->at, RJ_ERR_ARG, "pad: the value is an integer beyond 2^53, which pad "
+                "would round (it takes a double); pad with 0 and write the value with where()");
+        return nothing(c);
+    }
+    if (v[2] && !is_none(v[2])) {
+        int64_t n;
+        if (v[2]->is_list && v[2]->ndims == 1) len = v[2]->dims[0];
+        else if (!int_arg(P, c->name, "len", v[2], 0, INT64_MAX, &n)) return nothing(c);
+        else len = n; /* a constant: never negative, which would name a symbol */
+    }
+    return made(P, c, rj_graph_pad(P->g, as_node(P, v[0]), val, len));
+}
+
+static value build_unpad(parser *P, const call_site *c, value **v) {
+    bool blocks = v[1]->is_list && v[1]->ndims == 2 && v[1]->dims[0] == v[1]->dims[1];
+    if (!v[1]->is_list || (v[1]->ndims != 1 && !blocks)) {
+        fail_at(P, &v[1]->at, RJ_ERR_PARSE, "unpad: the second argument must be a ragged symbol (j1), or [j1, j1] "
+                "for dims 1 and 2");
+        return nothing(c);
+    }
+    return made(P, c, blocks ? rj_graph_unpad_blocks(P->g, as_node(P, v[0]), v[1]->dims[0])
+                             : rj_graph_unpad(P->g, as_node(P, v[0]), v[1]->dims[0]));
+}
+
+/* embedding(table, idx) as the C API has it; F.embedding(input=idx, weight=table) by keyword,
+ * or its positional order (indices first) when only the first is integer */
+static value build_embedding(parser *P, const call_site *c, value **v) {
+    rj_node t = as_node(P, v[0]), i = as_node(P, v[1]);
+    if (P->failed) return nothing(c);
+    if (c->a->npos == 2 && dtype_is_int(rj_node_dtype(P->g, t)) && !dtype_is_int(rj_node_dtype(P->g, i))) {
+        rj_node k = t;
+        t = i, i = k;
+    }
+    return made(P, c, rj_graph_embedding(P->g, t, i));
+}
+
+/* gather(input, dim, index), index_select(input, dim, index), take_along_dim(input, indices, dim) */
+static value build_index(parser *P, const call_site *c, value **v) {
+    bool take = c->op == RJ_OP_TAKE_ALONG_DIM;
+    int64_t dim;
+    if (!int_arg(P, c->name, "dim", v[take ? 2 : 1], INT_MIN, INT_MAX, &dim)) return nothing(c);
+    rj_node x = as_node(P, v[0]), i = as_node(P, v[take ? 1 : 2]);
+    if (P->failed) return nothing(c);
+    return made(P, c, c->op == RJ_OP_GATHER ? rj_graph_gather(P->g, x, (int)dim, i)
+                      : take                ? rj_graph_take_along_dim(P->g, x, i, (int)dim)
+                                            : rj_graph_index_select(P->g, x, (int)dim, i));
+}
+
+static value build_positions(parser *P, const call_site *c, value **v) {
+    if (!v[0]->is_list || v[0]->ndims != 1) {
+        fail_at(P, &v[0]->at, RJ_ERR_PARSE, "positions: the argument must be a ragged symbol (positions(j1))");
+        return nothing(c);
+    }
+    return made(P, c, rj_graph_positions(P->g, v[0]->dims[0]));
+}
+
+static value build_reshape(parser *P, const call_site *c, value **v) {
+    if (!v[1]->is_list) {
+        fail_at(P, &v[1]->at, RJ_ERR_PARSE, "%s: shape must be a list of sizes ([B, j1, 8, 8]; -1 for one "
+                "inferred size)", c->name);
+        return nothing(c);
+    }
+    return made(P, c, rj_graph_reshape(P->g, as_node(P, v[0]), v[1]->ndims, v[1]->dims));
+}
+
+static value build_transpose(parser *P, const call_site *c, value **v) {
+    int64_t d0, d1;
+    if (!int_arg(P, c->name, "dim0", v[1], INT_MIN, INT_MAX, &d0) ||
+        !int_arg(P, c->name, "dim1", v[2], INT_MIN, INT_MAX, &d1))
+        return nothing(c);
+    return made(P, c, rj_graph_transpose(P->g, as_node(P, v[0]), (int)d0, (int)d1));
+}
+
+static value build_matmul(parser *P, const call_site *c, value **v) {
+    return made(P, c, rj_graph_matmul(P->g, as_node(P, v[0]), as_node(P, v[1])));
+}
+
+/* unsqueeze(x, dim), squeeze(x, dim=None): views made by rj_graph_reshape. */
+static value build_squeeze(parser *P, const call_site *c, value **v) {
+    int64_t dim = 0;
+    if (v[1] && !is_none(v[1]) && !int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim)) return nothing(c);
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    if (c->name[0] == 'u') return made(P, c, rj_graph_unsqueeze(P->g, x, (int)dim));
+    if (v[1] && !is_none(v[1])) return made(P, c, rj_graph_squeeze(P->g, x, (int)dim));
+    /* every dim of size 1 */
+    rj_dim dims[RJ_MAX_RANK], keep[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, dims), n = 0;
+    for (int k = 0; k < rank; k++)
+        if (dims[k] != 1) keep[n++] = dims[k];
+    return n == rank ? node_value(x, *c->fn) : made(P, c, rj_graph_reshape(P->g, x, n, keep));
+}
+
+/* linear(input, weight, bias=None), PyTorch's F.linear: weight [N, K]. */
+static value build_linear(parser *P, const call_site *c, value **v) {
+    rj_node x = as_node(P, v[0]), w = as_node(P, v[1]), b = v[2] && !is_none(v[2]) ? as_node(P, v[2]) : RJ_NONE;
+    if (P->failed) return nothing(c);
+    return made(P, c, rj_graph_linear(P->g, x, w, b));
+}
+
+static value build_t(parser *P, const call_site *c, value **v) {
+    return transpose_last(P, c->fn, "t", v[0], false);
+}
+
+static value build_size(parser *P, const call_site *c, value **v) {
+    if (!v[1] || is_none(v[1])) {
+        fail_at(P, c->fn, RJ_ERR_PARSE, "size: name one dim, x.size(k) or x.shape[k] (ragjit has no tuples of sizes)");
+        return nothing(c);
+    }
+    return size_value(P, c->fn, "size", v[0], v[1]);
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+typedef enum {
+    FORM_NAME,  /* a function of the text format's own, by name */
+    FORM_ALIAS, /* another name of the op `of`, called as that op is */
+    FORM_OP,    /* the op `of`, by its name in the op table */
+    FORM_KIND,  /* every op of kind `of` without a row of its own */
+} form_key;
+
+enum { MAX_PARAMS = 5 };
+
+struct call_form {
+    form_key key;
+    const char *name;               /* FORM_NAME, FORM_ALIAS */
+    int of;                         /* an rj_op, or an op_kind */
+    const char *params[MAX_PARAMS]; /* PyTorch's names, in its order; NULL after the last */
+    int required;                   /* the first `required` params must be given */
+    int slot, slot_at;              /* params[slot_at] is read as SLOT_DIMS or SLOT_SIZE (arg_value) */
+    call_build build;               /* NULL in an op's row: the op is not callable by name */
+};
+
+#define ROW(key, name, of, build, required, slot, slot_at, ...) \
+    {key, name, of, {__VA_ARGS__}, required, slot, slot_at, build}
+#define ROW_NAME(name, build, required, ...) ROW(FORM_NAME, name, -1, build, required, SLOT_NONE, 0, __VA_ARGS__)
+#define ROW_ALIAS(name, op) ROW(FORM_ALIAS, name, RJ_OP_##op, NULL, 0, SLOT_NONE, 0, NULL)
+#define ROW_OP(op, build, required, ...) ROW(FORM_OP, NULL, RJ_OP_##op, build, required, SLOT_NONE, 0, __VA_ARGS__)
+#define ROW_KIND(kind, build, required, ...) \
+    ROW(FORM_KIND, NULL, KIND_##kind, build, required, SLOT_NONE, 0, __VA_ARGS__)
+
+static const call_form forms[] = {
+    /* the text format's own names, which the unknown-function message lists in this order
+     * after the ops */
+    ROW_ALIAS("sign", SGN),
+    ROW_ALIAS("view", RESHAPE),
+    ROW_NAME("unsqueeze", build_squeeze, 2, "input", "dim"),
+    ROW_NAME("squeeze", build_squeeze, 1, "input", "dim"),
+    ROW_NAME("linear", build_linear, 2, "input", "weight", "bias"),
+    ROW_NAME("t", build_t, 1, "input"),
+    ROW_NAME("size", build_size, 1, "input", "dim"),
+    ROW_ALIAS("amax", MAX), /* PyTorch's names of the reductions to values */
+    ROW_ALIAS("amin", MIN),
+    /* ops whose arguments differ from the rest of their kind's */
+    ROW_OP(GELU, build_gelu, 1, "input", "approximate"),
+    ROW_OP(GELU_TANH, NULL, 0, NULL), /* gelu(x, approximate="tanh") */
+    ROW_OP(POW, build_binary, 2, "input", "exponent"),
+    ROW_OP(WHERE, build_where, 3, "condition", "input", "other"),
+    ROW_OP(MASKED_FILL, build_masked_fill, 3, "input", "mask", "value"),
+    ROW_OP(CAST, build_cast, 2, "input", "dtype"),
+    ROW_OP(LAYER_NORM, build_norm, 2, "input", "normalized_shape", "weight", "bias", "eps"),
+    ROW_OP(RMS_NORM, build_norm, 2, "input", "normalized_shape", "weight", "eps"),
+    ROW(FORM_OP, NULL, RJ_OP_PAD, build_pad, 1, SLOT_SIZE, 2, "input", "value", "len"),
+    ROW_OP(UNPAD, build_unpad, 2, "input", "ragged"),
+    ROW_OP(EMBEDDING, build_embedding, 2, "weight", "input"),
+    ROW_OP(GATHER, build_index, 3, "input", "dim", "index"),
+    ROW_OP(INDEX_SELECT, build_index, 3, "input", "dim", "index"),
+    ROW_OP(TAKE_ALONG_DIM, build_index, 3, "input", "indices", "dim"),
+    ROW_OP(POSITIONS, build_positions, 1, "ragged"),
+    ROW_OP(RESHAPE, build_reshape, 2, "input", "shape"),
+    ROW_OP(TRANSPOSE, build_transpose, 3, "input", "dim0", "dim1"),
+    ROW_OP(MATMUL, build_matmul, 2, "input", "other"),
+    /* every other op of these kinds (inputs and scalars, KIND_LEAF, are no calls) */
+    ROW_KIND(UNARY, build_unary, 1, "input"),
+    ROW_KIND(BINARY, build_binary, 2, "input", "other"),
+    ROW_KIND(COMPARE, build_binary, 2, "input", "other"),
+    ROW(FORM_KIND, NULL, KIND_REDUCE, build_reduce, 2, SLOT_DIMS, 1, "input", "dim", "keepdim"),
+    ROW_KIND(SOFTMAX, build_softmax, 2, "input", "dim"),
+};
+
+#undef ROW
+#undef ROW_NAME
+#undef ROW_ALIAS
+#undef ROW_OP
+#undef ROW_KIND
+
+/* The row that calls op, or NULL if the op is not callable by name. */
+static const call_form *op_form(rj_op op) {
+    for (size_t i = 0; i < RJ_ARRAY_LEN(forms); i++)
+        if (forms[i].key == FORM_OP && forms[i].of == (int)op) return forms[i].build ? &forms[i] : NULL;
+    for (size_t i = 0; i < RJ_ARRAY_LEN(forms); i++)
+        if (forms[i].key == FORM_KIND && forms[i].of == (int)op_table[op].kind) return &forms[i];
+    return NULL;
+}
+
+const call_form *call_find(const char *name, rj_op *op) {
+    *op = RJ_OP_COUNT;
+    for (size_t i = 0; i < RJ_ARRAY_LEN(forms); i++) {
+        const call_form *f = &forms[i];
+        if ((f->key != FORM_NAME && f->key != FORM_ALIAS) || strcmp(f->name, name)) continue;
+        if (f->key == FORM_NAME) return f;
+        *op = (rj_op)f->of;
+        return op_form(*op);
+    }
+    *op = rj_op_from_name(name);
+    return *op == RJ_OP_COUNT ? NULL : op_form(*op);
+}
+
+int call_slot(const args *a, const char *key) {
+    const call_form *f = a->form;
+    if (!f || f->slot == SLOT_NONE) return SLOT_NONE;
+    bool here = !strcmp(key, f->params[f->slot_at]) || (!key[0] && a->npos == f->slot_at);
+    return here ? f->slot : SLOT_NONE;
+}
+
+/* A name for the list of functions in the unknown-function message, and a candidate for its
+ * suggestion. */
+static void offer(suggest *s, char *list, size_t n, const char *name) {
+    suggest_try(s, name);
+    size_t l = strlen(list);
+    snprintf(list + l, n - l, "%s%s", l ? " " : "", name);
+}
+
+static value unknown_function(parser *P, const token *fn, const char *name, const args *a) {
+    suggest s = {.word = name};
+    char list[1024] = "";
+    for (int o = 0; o < RJ_OP_COUNT; o++)
+        if (op_form((rj_op)o)) offer(&s, list, sizeof list, rj_op_name((rj_op)o));
+    for (size_t i = 0; i < RJ_ARRAY_LEN(forms); i++)
+        if (forms[i].key == FORM_NAME || forms[i].key == FORM_ALIAS) offer(&s, list, sizeof list, forms[i].name);
+    char hint[96];
+    suggestion(&s, hint, sizeof hint);
+    if (s.best) fail_at(P, fn, RJ_ERR_PARSE, "unknown %s '%s'%s", a->method ? "method" : "function", name, hint);
+    else if (a->method) /* the list of functions says little about methods */
+        fail_at(P, fn, RJ_ERR_PARSE, "unknown method '%s': x.%s(...) would be %s(x, ...), and there is no function "
+                "%s (docs/guide.md lists them)", name, name, name, name);
+    else fail_at(P, fn, RJ_ERR_PARSE, "unknown function '%s'; the functions are: %s", name, list);
+    return node_value(RJ_NONE, *fn);
+}
+
+value call_apply(parser *P, const token *fn, const char *name, args *a) {
+    const call_form *f = a->form;
+    if (!f) return unknown_function(P, fn, name, a);
+    value *v[MAX_PARAMS];
+    int nparams = 0;
+    while (nparams < MAX_PARAMS && f->params[nparams]) nparams++;
+    if (!bind_args(P, fn, name, a, f->params, nparams, f->required, v)) return node_value(RJ_NONE, *fn);
+    call_site c = {.fn = fn, .name = name, .op = a->op, .a = a};
+    return f->build(P, &c, v);
+}

@@ -1,0 +1,519 @@
+/*
+ * parse_expr.c — the text format's expressions: operators, literals, names, and the syntax of
+ * calls and their arguments.
+ *
+ * Expressions are Python's, with Python's precedence (comparisons < | < & < + - < * / @ <
+ * unary - ~ < calls and methods). Number literals are Python numbers for dtype promotion (2 is
+ * an int, 2.0 and inf are floats), True/False are bools, and calls take positional and keyword
+ * arguments with PyTorch's names, as functions (softmax(x, dim=1)), as PyTorch's module
+ * functions (torch.softmax, F.gelu) or as methods of their first argument (x.softmax(1)).
+ * Infix operators map to the ops add, sub, mul, div, matmul, the comparisons and the logical
+ * ops. What a call's name means is parse_call.c's table; this file reads what is written.
+ *
+ * The builder runs as the expression is read, so a shape error is reported at the operator or
+ * call that caused it. Each parse function carries its grammar rule in a comment.
+ *
+ * The parser recurses only through expressions (parentheses, call arguments, unary minus),
+ * and every such cycle opens a level with nest_in, which stops at PARSE_MAX_NEST levels: a
+ * program is data an embedding may not have written, and 1,500 nested parentheses must be a
+ * parse error at the offending one, not a stack overflow. A call's arguments live on the heap
+ * rather than in the recursing frames, which keeps the stack of the deepest expression allowed
+ * under about 1 MiB.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parse.h"
+
+/* Python's own parser stops at 200 nested parentheses; real programs nest a handful. */
+enum { PARSE_MAX_NEST = 256 };
+
+static value parse_postfix(parser *P);
+static value parse_primary(parser *P);
+
+/* Opens one level of expression nesting at t (a parenthesis, a call, a unary minus); false
+ * after reporting when that is one level too many. Every recursive cycle of the grammar opens
+ * a level, so this bounds the parser's recursion. */
+static bool nest_in(parser *P, const token *t) {
+    if (P->failed) return false;
+    if (P->nest == PARSE_MAX_NEST) {
+        fail_at(P, t, RJ_ERR_PARSE, "expression nested too deeply (more than %d levels of "
+                "parentheses, calls and unary minus)", PARSE_MAX_NEST);
+        return false;
+    }
+    P->nest++;
+    return true;
+}
+
+/* ---- arguments ------------------------------------------------------------------------------ */
+
+/* The rest of a tuple or of a list of dims, after its opening bracket and `first` elements
+ * already in v: { "," expr } [ "," ] close. Each element is an integer literal (a dim, which
+ * may be negative) or a size. */
+static void tuple_rest(parser *P, value *v, tok_kind close, const char *closing) {
+    v->is_tuple = true;
+    while (!P->failed && P->tok.kind != close) {
+        if (v->ndims > 0 && !lex_expect(P, T_COMMA, close == T_RPAREN ? "',' or ')'" : "',' or ']'")) return;
+        if (P->tok.kind == close) break; /* (1,) */
+        if (v->ndims == RJ_MAX_RANK) {
+            fail_at(P, &P->tok, RJ_ERR_PARSE, "tuple too long (at most %d elements)", RJ_MAX_RANK);
+            return;
+        }
+        value e = parse_expr(P);
+        if (P->failed) return;
+        const node *n = scalar_of(P, &e);
+        if (e.is_size) {
+            v->tuple_syms |= 1u << v->ndims;
+            v->dims[v->ndims++] = e.dims[0];
+        } else if (n && n->weak == WEAK_INT) {
+            v->dims[v->ndims++] = n->ival;
+        } else {
+            fail_at(P, &e.at, RJ_ERR_PARSE, "a tuple holds integers (dims) or sizes");
+            return;
+        }
+    }
+    lex_expect(P, close, closing);
+}
+
+/* list_dim = dim | postfix   (a size taken from a tensor: [B, j1, x.size(2) * 2] is not
+ * allowed, [B, j1, x.size(2)] and [B, -1, x.shape[-1]] are) */
+static rj_dim list_dim(parser *P) {
+    const char *q = P->p;
+    while (*q == ' ' || *q == '\t') q++;
+    if (P->tok.kind != T_IDENT || *q != '.') return parse_dim(P);
+    value v = parse_postfix(P);
+    if (P->failed) return RJ_DIM_NONE;
+    if (v.is_size) return v.dims[0];
+    const node *n = scalar_of(P, &v);
+    if (n && n->weak == WEAK_INT && n->ival >= 0) return n->ival;
+    fail_at(P, &v.at, RJ_ERR_PARSE, "expected a size in the list (a number, a size name, x.size(k) or x.shape[k])");
+    return RJ_DIM_NONE;
+}
+
+/* list = "[" [ ( list_dim | "-" "1" ) { "," ( list_dim | "-" "1" ) } ] "]" */
+static value list_value(parser *P) {
+    value v = {.node = RJ_NONE, .is_list = true, .at = P->tok};
+    lex_next(P);
+    while (!P->failed && P->tok.kind != T_RBRACK) {
+        if (v.ndims == RJ_MAX_RANK) {
+            fail_at(P, &P->tok, RJ_ERR_PARSE, "list too long");
+            return v;
+        }
+        if (P->tok.kind == T_MINUS) { /* -1: reshape's inferred size */
+            token m = P->tok;
+            lex_next(P);
+            if (P->tok.kind != T_INT || P->tok.ival != 1) {
+                fail_at(P, &m, RJ_ERR_PARSE, "a dim must not be negative (-1 is reshape's inferred size)");
+                return v;
+            }
+            lex_next(P);
+            v.dims[v.ndims++] = RJ_DIM_NONE;
+        } else {
+            v.dims[v.ndims++] = list_dim(P);
+        }
+        if (P->tok.kind != T_RBRACK && !lex_expect(P, T_COMMA, "',' or ']'")) return v;
+    }
+    lex_expect(P, T_RBRACK, "']'");
+    return v;
+}
+
+/* An argument's value: expr | list | STRING, or as the function's table row has that argument
+ * written: a size by name (pad's len), or a list of dims (sum(x, dim=[1, 2]), which may be
+ * negative, rather than sizes). */
+static value arg_value(parser *P, int slot) {
+    if (slot == SLOT_SIZE && P->tok.kind == T_IDENT) {
+        char nm[128];
+        snprintf(nm, sizeof nm, "%.*s", P->tok.len < 127 ? P->tok.len : 127, P->tok.start);
+        if (!find_var(P, nm) && strcmp(nm, "None")) { /* a size name, declared on use */
+            value v = {.node = RJ_NONE, .is_list = true, .ndims = 1, .at = P->tok};
+            v.dims[0] = parse_dim(P);
+            return v;
+        }
+    }
+    if (slot == SLOT_DIMS && P->tok.kind == T_LBRACK) {
+        value v = {.node = RJ_NONE, .at = P->tok};
+        lex_next(P);
+        tuple_rest(P, &v, T_RBRACK, "']'");
+        return v;
+    }
+    if (P->tok.kind == T_LBRACK) return list_value(P);
+    if (P->tok.kind == T_STRING) {
+        value v = {.node = RJ_NONE, .is_string = true, .str = P->tok.start + 1, .slen = P->tok.len - 2,
+                   .at = P->tok};
+        lex_next(P);
+        return v;
+    }
+    return parse_expr(P);
+}
+
+/* arg = [ IDENT "=" ] value */
+static void parse_arg(parser *P, args *a) {
+    token start = P->tok;
+    char key[32] = "";
+    if (start.kind == T_IDENT) {
+        /* look ahead for "name =" (but not "name ==") */
+        const char *q = P->p;
+        while (*q == ' ' || *q == '\t') q++;
+        if (q[0] == '=' && q[1] != '=') {
+            lex_ident(P, key, sizeof key, "an argument name");
+            lex_next(P); /* '=' */
+        }
+    }
+    value v = arg_value(P, call_slot(a, key));
+    if (P->failed) return;
+    if (key[0]) {
+        if (a->nkw == 8) {
+            fail_at(P, &start, RJ_ERR_PARSE, "too many arguments");
+            return;
+        }
+        for (int i = 0; i < a->nkw; i++)
+            if (!strcmp(a->key[i], key)) {
+                fail_at(P, &start, RJ_ERR_PARSE, "argument '%s' given twice", key);
+                return;
+            }
+        snprintf(a->key[a->nkw], sizeof a->key[0], "%s", key);
+        v.at = start; /* messages about a keyword argument point at its name */
+        a->kw[a->nkw++] = v;
+    } else {
+        if (a->nkw) {
+            fail_at(P, &start, RJ_ERR_PARSE, "positional argument after keyword arguments");
+            return;
+        }
+        if (a->npos == 8) {
+            fail_at(P, &start, RJ_ERR_PARSE, "too many arguments");
+            return;
+        }
+        a->pos[a->npos++] = v;
+    }
+}
+
+/* "(" [ arg { "," arg } ] ")" after a function's name at t: the call, with `self` (a method
+ * call's receiver) as the first positional argument when not NULL. */
+static value call_args(parser *P, const token *t, const char *name, const value *self) {
+    value r = node_value(RJ_NONE, *t);
+    if (!nest_in(P, t)) return r;
+    lex_next(P); /* '(' */
+    args *a = mem_alloc(P->ctx, sizeof *a);
+    if (!a) {
+        fail_at(P, t, RJ_ERR_NOMEM, "out of memory");
+        return r;
+    }
+    *a = (args){.method = self != NULL};
+    a->form = call_find(name, &a->op);
+    if (self) a->pos[a->npos++] = *self;
+    while (!P->failed && P->tok.kind != T_RPAREN) {
+        parse_arg(P, a);
+        if (P->tok.kind != T_RPAREN && !lex_expect(P, T_COMMA, "',' or ')'")) break;
+    }
+    P->nest--;
+    if (!P->failed && lex_expect(P, T_RPAREN, "')'")) r = call_apply(P, t, name, a);
+    mem_free(P->ctx, a, sizeof *a);
+    return r;
+}
+
+/* ---- primaries ------------------------------------------------------------------------------ */
+
+/* PyTorch's module prefixes: "torch", "F" (torch.nn.functional as F), "torch.nn.functional"
+ * and "nn.functional", with the intermediate "torch.nn" and "nn". 2: a module, 1: a prefix of
+ * one only, 0: neither. */
+static int module_kind(const char *path) {
+    static const char *const mods[] = {"torch", "F", "torch.nn.functional", "nn.functional"};
+    for (size_t i = 0; i < RJ_ARRAY_LEN(mods); i++)
+        if (!strcmp(path, mods[i])) return 2;
+    return !strcmp(path, "torch.nn") || !strcmp(path, "nn");
+}
+
+/* module_path = MODULE { "." IDENT } "." IDENT, with `name` the first word and the current
+ * token the '.' after it: ported code keeps torch.softmax, F.gelu and
+ * torch.nn.functional.layer_norm, which name ragjit's functions of the same names. On a
+ * module, leaves the function's name in `name` and its token in *t and returns 1; returns 0
+ * (consuming nothing) when name is no module, -1 after reporting. */
+static int module_path(parser *P, char *name, size_t n, token *t) {
+    char path[160];
+    snprintf(path, sizeof path, "%s", name);
+    if (!module_kind(path)) return 0;
+    while (!P->failed && P->tok.kind == T_DOT) {
+        lex_next(P);
+        token w = P->tok;
+        char word[128], longer[300];
+        int room = (int)sizeof path - 1;
+        if (!lex_ident(P, word, sizeof word, "a function's name")) return -1;
+        snprintf(longer, sizeof longer, "%s.%s", path, word);
+        if (P->tok.kind == T_DOT && module_kind(longer)) {
+            snprintf(path, sizeof path, "%.*s", room, longer);
+            continue;
+        }
+        if (module_kind(path) != 2) {
+            fail_at(P, &w, RJ_ERR_PARSE, "'%s' is not a module ragjit knows: write %s(...), or F.%s(...), "
+                    "torch.%s(...), torch.nn.functional.%s(...)", longer, word, word, word, word);
+            return -1;
+        }
+        snprintf(name, n, "%s", word);
+        *t = w;
+        return 1;
+    }
+    if (!P->failed) fail_at(P, t, RJ_ERR_PARSE, "'%s' is a module: write %s.name(...)", path, path);
+    return -1;
+}
+
+/* postfix = primary { "." IDENT "(" [ arg { "," arg } ] ")" }: PyTorch's method syntax, any
+ * op as a method of its first argument (x.sum(dim=1), x.softmax(1), m.masked_fill(...)) */
+static value parse_postfix(parser *P) {
+    value r = parse_primary(P);
+    while (!P->failed && P->tok.kind == T_DOT) {
+        lex_next(P);
+        token m = P->tok;
+        char name[128];
+        if (!lex_ident(P, name, sizeof name, "a method name after '.'")) return r;
+        value self = r;
+        if (P->tok.kind != T_LPAREN) {
+            if (!strcmp(name, "T") || !strcmp(name, "mT")) {
+                r = transpose_last(P, &m, name[0] == 'm' ? ".mT" : ".T", &self, name[0] == 'm');
+                continue;
+            }
+            if (!strcmp(name, "shape") && P->tok.kind == T_LBRACK) { /* x.shape[k] */
+                lex_next(P);
+                value k = parse_expr(P);
+                if (!lex_expect(P, T_RBRACK, "']' after x.shape[k]")) return r;
+                r = size_value(P, &m, "shape", &self, &k);
+                continue;
+            }
+            if (!strcmp(name, "shape"))
+                fail_at(P, &m, RJ_ERR_PARSE, "'.shape' is a tuple of sizes, which ragjit does not have: write "
+                        "x.shape[k] or x.size(k) for dim k");
+            else
+                fail_at(P, &m, RJ_ERR_PARSE, "'.%s' is not a call: write %s(...) (ragjit's attributes are .T, .mT "
+                        "and .shape[k]; the rest are methods)", name, name);
+            return r;
+        }
+        r = call_args(P, &m, name, &self);
+        r.at = self.at;
+    }
+    return r;
+}
+
+/* paren = "(" expr ")" | "(" ")" | "(" expr "," tuple_rest   (a tuple of dims, as PyTorch's
+ * dim=(1, 2)) */
+static value parse_paren(parser *P, const token *t) {
+    value r = node_value(RJ_NONE, *t);
+    if (!nest_in(P, t)) return r;
+    lex_next(P);
+    if (P->tok.kind == T_RPAREN) { /* () */
+        r.is_tuple = true;
+    } else {
+        r = parse_expr(P);
+        if (!P->failed && P->tok.kind == T_COMMA) { /* (1, 2) */
+            value first = r;
+            r = node_value(RJ_NONE, *t);
+            const node *n = scalar_of(P, &first);
+            if (first.is_size) r.tuple_syms = 1, r.dims[r.ndims++] = first.dims[0];
+            else if (n && n->weak == WEAK_INT) r.dims[r.ndims++] = n->ival;
+            else fail_at(P, &first.at, RJ_ERR_PARSE, "a tuple holds integers (dims) or sizes");
+            tuple_rest(P, &r, T_RPAREN, "')'");
+            P->nest--;
+            return r;
+        }
+    }
+    P->nest--;
+    lex_expect(P, T_RPAREN, "')'");
+    return r;
+}
+
+/* Equal but for the case of ASCII letters (true, TRUE and True). */
+static bool same_letters(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a, y = *b >= 'A' && *b <= 'Z' ? (char)(*b - 'A' + 'a') : *b;
+        if (x != y) return false;
+    }
+    return !*a && !*b;
+}
+
+/* A name not called, at t: a literal's keyword, a variable, or a size; else the error for an
+ * undefined name, with the closest defined one. */
+static value name_value(parser *P, const token *t, const char *name) {
+    value r = node_value(RJ_NONE, *t);
+    if (!strcmp(name, "True") || !strcmp(name, "False")) {
+        r.node = built(P, rj_graph_scalar_bool(P->g, name[0] == 'T'), t);
+        return r;
+    }
+    if (!strcmp(name, "inf") || !strcmp(name, "nan")) {
+        r.node = built(P, rj_graph_scalar(P->g, name[0] == 'i' ? INFINITY : NAN), t);
+        return r;
+    }
+    if (!strcmp(name, "None")) {
+        r.is_none = true;
+        return r;
+    }
+    var *v = find_var(P, name);
+    if (v) {
+        r.node = v->node;
+        return r;
+    }
+    /* a symbol (unpad's argument, pad's len, a normalized_shape entry) */
+    rj_dim d = rj_graph_find_dim(P->g, name);
+    if (d != RJ_DIM_NONE) {
+        r.is_list = r.is_size = true;
+        r.ndims = 1;
+        r.dims[0] = d;
+        return r;
+    }
+    suggest s = {.word = name};
+    /* Python's keywords first: keepdim=true is JSON's or C's spelling of True */
+    static const char *const keywords[] = {"True", "False", "None", "inf", "nan"};
+    for (size_t i = 0; i < RJ_ARRAY_LEN(keywords) && !s.best; i++)
+        if (same_letters(name, keywords[i])) s.best = keywords[i];
+    for (int32_t i = 0; i < P->nvars; i++) suggest_try(&s, P->vars[i].name);
+    for (int32_t i = 0; i < P->g->nsym; i++) suggest_try(&s, P->g->syms[i].name);
+    char hint[160];
+    suggestion(&s, hint, sizeof hint);
+    fail_at(P, t, RJ_ERR_PARSE, "undefined name '%s'%s", name, hint);
+    return r;
+}
+
+/* primary = NUMBER | "True" | "False" | "inf" | "nan" | IDENT | IDENT "(" [ arg { "," arg } ] ")"
+ *         | module_path "(" [ arg { "," arg } ] ")" | paren */
+static value parse_primary(parser *P) {
+    token t = P->tok;
+    value r = node_value(RJ_NONE, t);
+    if (P->failed) return r;
+    switch (t.kind) {
+    case T_INT:
+        lex_next(P);
+        r.node = built(P, rj_graph_scalar_int(P->g, t.ival), &t);
+        return r;
+    case T_FLOAT:
+        lex_next(P);
+        r.node = built(P, rj_graph_scalar(P->g, t.fval), &t);
+        return r;
+    case T_LPAREN:
+        return parse_paren(P, &t);
+    case T_IDENT: break;
+    default: {
+        char got[80];
+        tok_text(&t, got, sizeof got);
+        fail_at(P, &t, RJ_ERR_PARSE, "expected an expression, found %s", got);
+        return r;
+    }
+    }
+    char name[128];
+    lex_ident(P, name, sizeof name, "a name");
+    if (P->failed) return r;
+    if (P->tok.kind == T_DOT && !find_var(P, name)) {
+        int m = module_path(P, name, sizeof name, &t);
+        if (m < 0) return r;
+        if (m > 0 && P->tok.kind != T_LPAREN) {
+            fail_at(P, &t, RJ_ERR_PARSE, "'%s' is a function: call it (%s(...))", name, name);
+            return r;
+        }
+    }
+    if (P->tok.kind == T_LPAREN) return call_args(P, &t, name, NULL);
+    return name_value(P, &t, name);
+}
+
+/* ---- operators ------------------------------------------------------------------------------ */
+
+/* unary = "-" unary | "~" unary | postfix */
+static value parse_unary(parser *P) {
+    token t = P->tok;
+    if (t.kind == T_TILDE) { /* logical_not, as on a PyTorch bool tensor */
+        lex_next(P);
+        value r = node_value(RJ_NONE, t);
+        if (!nest_in(P, &t)) return r;
+        value x = parse_unary(P);
+        P->nest--;
+        r.node = built(P, rj_graph_unary(P->g, RJ_OP_LOGICAL_NOT, as_node(P, &x)), &t);
+        return r;
+    }
+    if (t.kind == T_MINUS) {
+        lex_next(P);
+        /* a negative number literal stays a literal */
+        if (P->tok.kind == T_INT || P->tok.kind == T_FLOAT) {
+            token n = P->tok;
+            lex_next(P);
+            value r = node_value(RJ_NONE, t);
+            r.node = n.kind == T_INT ? rj_graph_scalar_int(P->g, -n.ival) : rj_graph_scalar(P->g, -n.fval);
+            built(P, r.node, &t);
+            return r;
+        }
+        value r = node_value(RJ_NONE, t);
+        if (!nest_in(P, &t)) return r;
+        value x = parse_unary(P);
+        P->nest--;
+        const node *lit = x.is_string || x.is_none ? NULL : scalar_of(P, &x);
+        if (lit && lit->weak != WEAK_BOOL) { /* -inf, -(2.5): literals */
+            r.node = lit->weak == WEAK_INT ? rj_graph_scalar_int(P->g, -lit->ival) : rj_graph_scalar(P->g, -lit->fval);
+            built(P, r.node, &t);
+            return r;
+        }
+        r.node = built(P, rj_graph_unary(P->g, RJ_OP_NEG, as_node(P, &x)), &t);
+        return r;
+    }
+    return parse_postfix(P);
+}
+
+/* One left-associative level of binary operators: operand { op operand }. */
+static value parse_level(parser *P, value (*operand)(parser *), tok_kind k1, rj_op op1, tok_kind k2, rj_op op2) {
+    value a = operand(P);
+    while (!P->failed && (P->tok.kind == k1 || P->tok.kind == k2)) {
+        token op = P->tok;
+        lex_next(P);
+        value b = operand(P);
+        rj_node n = rj_graph_binary(P->g, op.kind == k1 ? op1 : op2, as_node(P, &a), as_node(P, &b));
+        token at = a.at;
+        a = node_value(built(P, n, &op), at);
+    }
+    return a;
+}
+
+/* term = unary { ("*" | "/" | "@") unary } (Python's precedence: @ with * and /) */
+static value parse_term(parser *P) {
+    value a = parse_unary(P);
+    while (!P->failed && (P->tok.kind == T_STAR || P->tok.kind == T_SLASH || P->tok.kind == T_AT)) {
+        token op = P->tok;
+        lex_next(P);
+        value b = parse_unary(P);
+        rj_node x = as_node(P, &a), y = as_node(P, &b);
+        rj_node n = op.kind == T_AT ? rj_graph_matmul(P->g, x, y)
+                                    : rj_graph_binary(P->g, op.kind == T_STAR ? RJ_OP_MUL : RJ_OP_DIV, x, y);
+        token at = a.at;
+        a = node_value(built(P, n, &op), at);
+    }
+    return a;
+}
+
+/* additive = term { ("+" | "-") term } */
+static value parse_additive(parser *P) {
+    return parse_level(P, parse_term, T_PLUS, RJ_OP_ADD, T_MINUS, RJ_OP_SUB);
+}
+
+/* and_expr = additive { "&" additive }   (Python's precedence: & binds tighter than |, both
+ * looser than + and tighter than comparisons, so masks need parentheses as in PyTorch) */
+static value parse_and(parser *P) {
+    return parse_level(P, parse_additive, T_AMP, RJ_OP_LOGICAL_AND, T_AMP, RJ_OP_LOGICAL_AND);
+}
+
+/* or_expr = and_expr { "|" and_expr } */
+static value parse_or(parser *P) {
+    return parse_level(P, parse_and, T_PIPE, RJ_OP_LOGICAL_OR, T_PIPE, RJ_OP_LOGICAL_OR);
+}
+
+/* expr = or_expr [ ("<" | "<=" | ">" | ">=" | "==" | "!=") or_expr ] */
+value parse_expr(parser *P) {
+    value a = parse_or(P);
+    static const struct {
+        tok_kind k;
+        rj_op op;
+    } cmp[] = {{T_LT, RJ_OP_LT}, {T_LE, RJ_OP_LE}, {T_GT, RJ_OP_GT}, {T_GE, RJ_OP_GE},
+               {T_EQ, RJ_OP_EQ}, {T_NE, RJ_OP_NE}};
+    for (size_t i = 0; !P->failed && i < sizeof cmp / sizeof cmp[0]; i++) {
+        if (P->tok.kind != cmp[i].k) continue;
+        token op = P->tok;
+        lex_next(P);
+        value b = parse_or(P);
+        token at = a.at;
+        a = node_value(built(P, rj_graph_binary(P->g, cmp[i].op, as_node(P, &a), as_node(P, &b)), &op), at);
+        break;
+    }
+    return a;
+}
