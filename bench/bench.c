@@ -172,13 +172,15 @@ static double time_jit(rj_ctx *ctx, wl *w, int reps);
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
                          float *, int);
 
-/* The BLAS ragjit loads (util/blas.c's order), for the same-run comparisons; NULL if none. */
+/* The BLAS ragjit loads (rj_blas_info: "... (soname)"), for the same-run comparisons; NULL
+ * if none serves. */
 static sgemm_fn load_sgemm(void **handle) {
-    static const char *const libs[] = {"libopenblas.so.0", "libblis.so.4", "libblas.so.3"};
-    void *h = NULL;
-    const char *env = getenv("RAGJIT_BLAS");
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && !h && !(env && !strcmp(env, "off")); i++)
-        h = dlopen(env && *env ? env : libs[i], RTLD_NOW | RTLD_LOCAL);
+    const char *info = rj_blas_info(), *l = strrchr(info, '('), *r = l ? strchr(l, ')') : NULL;
+    *handle = NULL;
+    if (!strncmp(info, "none", 4) || !l || !r) return NULL;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(r - l - 1), l + 1);
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     void *sym = h ? dlsym(h, "cblas_sgemm") : NULL;
     *handle = h;
     if (!sym) return NULL;
@@ -898,8 +900,8 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < s.D; i++) s.w[i] = 1.0f + (float)i / (float)s.D, s.bias[i] = 0.25f;
     double N = (double)s.rows * (double)s.D;
     printf("ragjit bench: B=%lld, lengths 1..%lld (total %lld rows), D=%lld, f32, %d threads, "
-           "median of %d%s\n\n", (long long)s.B, (long long)maxlen, (long long)s.rows,
-           (long long)s.D, s.threads, s.reps, quick ? " (QUICK: numbers are meaningless)" : "");
+           "median of %d%s\nBLAS: %s\n\n", (long long)s.B, (long long)maxlen, (long long)s.rows,
+           (long long)s.D, s.threads, s.reps, quick ? " (QUICK: numbers are meaningless)" : "", rj_blas_info());
 
     probes pr = {.n = s.rows * s.D, .threads = s.threads};
     pr.a = falloc(pr.n), pr.b = falloc(pr.n), pr.c = falloc(pr.n);

@@ -99,6 +99,35 @@ static void test_help_examples(void **state) {
     expect_ok(run("ragjit --version"));
 }
 
+/* --version names the BLAS in use (util/blas.c): the library RAGJIT_BLAS names, "none" with the
+ * reason when it is off or does not load, the reference BLAS as such (where Debian's is
+ * installed), and an optimised library when the search finds one (OpenBLAS where the README's
+ * install step put it). */
+static void expect_blas(result *r, const char *needle) {
+    expect_ok(r);
+    const char *line = strstr(r->out, "\nBLAS: ");
+    if (!line || !strstr(line, needle)) fail_msg("no \"BLAS: ...%s\" line: %s", needle, r->out);
+}
+
+static void test_version_blas(void **state) {
+    (void)state;
+    expect_blas(run("ragjit --version"), "");
+    setenv("RAGJIT_BLAS", "off", 1);
+    expect_blas(run("ragjit --version"), "none: ragjit's own product (RAGJIT_BLAS=off)");
+    setenv("RAGJIT_BLAS", "/nonexistent/libblas.so", 1);
+    expect_blas(run("ragjit --version"), "does not load as a CBLAS");
+    static const char reference[] = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
+    if (access(reference, R_OK) == 0) {
+        setenv("RAGJIT_BLAS", reference, 1);
+        expect_blas(run("ragjit --version"), "the reference BLAS, slow");
+    } else {
+        printf("no reference BLAS at %s: its identification not checked\n", reference);
+    }
+    unsetenv("RAGJIT_BLAS");
+    if (access("/usr/lib/x86_64-linux-gnu/libopenblas.so.0", R_OK) == 0)
+        expect_blas(run("ragjit --version"), "OpenBLAS");
+}
+
 /* ---- examples ------------------------------------------------------------------------------ */
 
 static void test_examples_check(void **state) {
@@ -805,7 +834,7 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_help_examples),   cmocka_unit_test(test_examples_check),
+        cmocka_unit_test(test_help_examples),   cmocka_unit_test(test_version_blas), cmocka_unit_test(test_examples_check),
         cmocka_unit_test(test_run_check_roundtrip), cmocka_unit_test(test_emit_stages),
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),

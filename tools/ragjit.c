@@ -1463,7 +1463,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("ragjit %d.%d.%d\n", RJ_VERSION_MAJOR, RJ_VERSION_MINOR, RJ_VERSION_PATCH);
+        printf("ragjit %d.%d.%d\nBLAS: %s\n", RJ_VERSION_MAJOR, RJ_VERSION_MINOR, RJ_VERSION_PATCH, rj_blas_info());
         return 0;
     }
     static const struct {

@@ -73,6 +73,8 @@ rj_status rj_ctx_status(const rj_ctx *ctx) {
     return ctx ? ctx_last_status(ctx) : RJ_ERR_ARG;
 }
 
+const char *rj_blas_info(void) { return blas_info(); }
+
 rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads) {
     if (!ctx) return RJ_ERR_ARG;
     if (threads < 0 || threads > 4096)

@@ -4,53 +4,111 @@
  * A well-kept BLAS (OpenBLAS, chosen by measurement on Debian 12: 160 GFLOP/s single-threaded
  * sgemm at K=256, N=1024 on this project's machines against BLIS's 115) beats anything a
  * generic JIT kernel does for the core of a GEMM, so the CPU target calls it and fuses what
- * surrounds it (loop IR, lower/gemm_lib.c). It is loaded with dlopen, like NVRTC: ragjit builds and runs
- * where no BLAS is installed, and matrix products then use the JIT's own kernel. The library
- * is asked to run single-threaded: ragjit gives each of its worker threads its own chunk of
- * rows, so that the product of a chunk and the fused work after it share the cache.
+ * surrounds it (loop IR, lower/gemm_lib.c). It is loaded with dlopen, like NVRTC: ragjit builds
+ * and runs where no BLAS is installed, and matrix products then use the JIT's own kernel. The
+ * library is asked to run single-threaded: ragjit gives each of its worker threads its own
+ * chunk of rows, so that the product of a chunk and the fused work after it share the cache.
  *
- * RAGJIT_BLAS selects the library: a path or soname, or "off" for none (what tests of the
- * fallback use). It is read once per process, as the library is loaded once.
+ * Chosen on purpose, never whatever the loader finds first: optimised libraries are tried
+ * first (OpenBLAS, MKL, BLIS, FlexiBLAS), then Debian's libblas.so.3, which is an alternative
+ * that may be OpenBLAS or the netlib reference. A loaded library is identified by what it
+ * exports (openblas_get_config, MKL_Get_Version_String, bli_info_get_version_str,
+ * flexiblas_current_backend); one that is none of these is the reference BLAS, 27 times slower
+ * than OpenBLAS and slower than ragjit's own product, so a search that finds only it leaves it
+ * unused. rj_blas_info says which library serves, or why none does (`ragjit --version` and
+ * bench print it).
+ *
+ * RAGJIT_BLAS selects the library: a path or soname (used even if it is the reference BLAS:
+ * the user asked for it), or "off" for none (what tests of the fallback use). It is read once
+ * per process, as the library is loaded once.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
 
 static blas_fns blas;
+static char blas_desc[256];
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
-static bool try_load(const char *name) {
+/* What the library at h is, from what it exports: "OpenBLAS 0.3.21 ...", or "" for none of
+ * the optimised libraries ragjit knows (the reference BLAS, or an unknown one). */
+static void identify(void *h, char *out, size_t n) {
+    char *(*openblas)(void) = NULL;
+    const char *(*bli)(void) = NULL;
+    void (*mkl)(char *, int) = NULL;
+    size_t (*flexi)(char *, size_t) = NULL;
+    out[0] = 0;
+    if (dl_sym(h, "openblas_get_config", &openblas)) {
+        snprintf(out, n, "%s", openblas());
+        if (strncmp(out, "OpenBLAS", 8)) snprintf(out, n, "OpenBLAS");
+    } else if (dl_sym(h, "MKL_Get_Version_String", &mkl)) {
+        mkl(out, (int)n);
+        out[n - 1] = 0;
+    } else if (dl_sym(h, "bli_info_get_version_str", &bli)) {
+        snprintf(out, n, "BLIS %s", bli());
+    } else if (dl_sym(h, "flexiblas_current_backend", &flexi)) {
+        char be[96] = "";
+        flexi(be, sizeof be);
+        snprintf(out, n, "FlexiBLAS (backend %s)", be);
+    }
+}
+
+/* Loads `name`; with `any`, whatever it is, else only an optimised library. */
+static bool try_load(const char *name, bool any, bool *reference) {
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h) return false;
     blas_fns f = {.name = name};
-    if (!dl_sym(h, "cblas_sgemm", &f.sgemm) || !dl_sym(h, "cblas_dgemm", &f.dgemm)) {
+    char what[160];
+    identify(h, what, sizeof what);
+    if (!dl_sym(h, "cblas_sgemm", &f.sgemm) || !dl_sym(h, "cblas_dgemm", &f.dgemm) || (!what[0] && !any)) {
+        if (f.sgemm && !what[0]) *reference = true;
         dlclose(h);
         return false;
     }
     void (*threads)(int) = NULL;
-    if (dl_sym(h, "openblas_set_num_threads", &threads) || dl_sym(h, "goto_set_num_threads", &threads))
+    if (dl_sym(h, "openblas_set_num_threads", &threads) || dl_sym(h, "goto_set_num_threads", &threads) ||
+        dl_sym(h, "MKL_Set_Num_Threads", &threads))
         threads(1);
     void (*bli)(long) = NULL;
     if (dl_sym(h, "bli_thread_set_num_threads", &bli)) bli(1);
+    snprintf(blas_desc, sizeof blas_desc, "%s (%s)", what[0] ? what : "the reference BLAS, slow", name);
     blas = f; /* the handle stays open for the process */
     return true;
 }
 
 static void load(void) {
     const char *env = getenv("RAGJIT_BLAS");
-    if (env && !strcmp(env, "off")) return;
-    if (env && *env) {
-        try_load(env);
+    bool reference = false;
+    if (env && !strcmp(env, "off")) {
+        snprintf(blas_desc, sizeof blas_desc, "none: ragjit's own product (RAGJIT_BLAS=off)");
         return;
     }
-    static const char *const names[] = {"libopenblas.so.0", "libblis.so.4", "libblas.so.3"};
-    for (size_t i = 0; i < RJ_ARRAY_LEN(names) && !blas.sgemm; i++) try_load(names[i]);
+    if (env && *env) {
+        if (!try_load(env, true, &reference))
+            snprintf(blas_desc, sizeof blas_desc, "none: RAGJIT_BLAS=%s does not load as a CBLAS; ragjit's own "
+                     "product", env);
+        return;
+    }
+    static const char *const names[] = {"libopenblas.so.0", "libmkl_rt.so.2", "libmkl_rt.so", "libblis.so.4",
+                                        "libblis.so.3", "libflexiblas.so.3", "libblas.so.3"};
+    for (size_t i = 0; i < RJ_ARRAY_LEN(names) && !blas.sgemm; i++) try_load(names[i], false, &reference);
+    if (!blas.sgemm)
+        snprintf(blas_desc, sizeof blas_desc, reference
+                 ? "none: only the reference BLAS was found, which is slower than ragjit's own product "
+                   "(install OpenBLAS: libopenblas0-pthread)"
+                 : "none found: ragjit's own product (install OpenBLAS: libopenblas0-pthread)");
 }
 
 const blas_fns *blas_get(void) {
     pthread_once(&blas_once, load);
     return blas.sgemm ? &blas : NULL;
+}
+
+const char *blas_info(void) {
+    pthread_once(&blas_once, load);
+    return blas_desc;
 }

@@ -144,6 +144,8 @@ typedef struct blas_fns {
 } blas_fns;
 enum { BLAS_ROW_MAJOR = 101, BLAS_NO_TRANS = 111, BLAS_TRANS = 112 };
 const blas_fns *blas_get(void);
+/* Which library serves ("OpenBLAS 0.3.21 ... (libopenblas.so.0)"), or why none does. */
+const char *blas_info(void);
 
 /* Growable text. */
 typedef struct sbuf {
