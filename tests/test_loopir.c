@@ -370,6 +370,33 @@ static void test_expand_composites(void **state) {
     rj_graph_free(g);
 }
 
+/* An index tensor is checked once a run per bound, however many index ops use it: two
+ * embeddings of the same ids in tables of the same rows share one check; a table of another
+ * row count, or other ids, gets its own. */
+static void test_checks_once(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx,
+                                 "ragged j1 : B\n"
+                                 "input ids : i64[B, j1]\n"
+                                 "input other : i64[B, j1]\n"
+                                 "input t1 : f32[V, 8]\n"
+                                 "input t2 : f32[V, 8]\n"
+                                 "input t3 : f32[W, 8]\n"
+                                 "a = embedding(t1, ids).sum(dim=1) + embedding(t2, ids).sum(dim=1)\n"
+                                 "b = embedding(t1, ids).mean(dim=1) + embedding(t3, ids).sum(dim=1)\n"
+                                 "c = embedding(t1, other).sum(dim=1)\n"
+                                 "output a, b, c\n",
+                                 "test.rj");
+    assert_non_null(g);
+    for (rj_target t = RJ_TARGET_CPU; t <= RJ_TARGET_OPENCL; t++) {
+        compiled c;
+        assert_int_equal(pipeline_run(g, target_desc_for(t), &c), RJ_OK);
+        assert_int_equal(c.lp.nchecks, 3); /* ids < V, ids < W, other < V */
+        compiled_free(&c);
+    }
+    rj_graph_free(g);
+}
+
 /* ---- a kernel built by hand ------------------------------------------------------------------ */
 
 #define ROW 8
@@ -637,7 +664,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_target_descriptors),   FX(test_dump_two_threads), FX(test_print_softmax_ragged),
         FX(test_print_layer_norm),     FX(test_print_dense_axis), FX(test_print_simt_launch),
-        FX(test_simt_item_products_tiled), FX(test_expand_composites),
+        FX(test_simt_item_products_tiled), FX(test_expand_composites), FX(test_checks_once),
         FX(test_hand_built_kernel),    FX(test_verify_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

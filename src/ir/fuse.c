@@ -133,6 +133,18 @@ static rj_status check_depth(const rj_graph *g, const fuse_plan *p, int32_t *dep
     return s;
 }
 
+/* Whether an earlier index op's check covers index op n's: the same index tensor and bound
+ * (a model indexing with one tensor at every layer checks it once a run). */
+static bool checked(const rj_graph *g, const fuse_plan *p, const node *n) {
+    for (int32_t gi = 0; gi < p->ngroups; gi++) {
+        const node *o = &g->nodes[p->groups[gi].root];
+        if (p->groups[gi].kind == FG_CHECK && index_tensor(g, o) == index_tensor(g, n) &&
+            index_bound_dim(g, o) == index_bound_dim(g, n))
+            return true;
+    }
+    return false;
+}
+
 rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     rj_ctx *ctx = g->ctx;
     memset(p, 0, sizeof *p);
@@ -185,7 +197,8 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
             continue;
         }
         f->role = FR_INLINE;
-        if (op_table[n->op].kind == KIND_INDEX && n->nin == 2 && new_group(p, FG_CHECK, i) < 0) goto out;
+        if (op_table[n->op].kind == KIND_INDEX && n->nin == 2 && !checked(g, p, n) && new_group(p, FG_CHECK, i) < 0)
+            goto out;
         int32_t r = maxroot[i];
         if (r >= 0 && fits_epilogue(g, n, &g->nodes[r])) {
             /* every path to r must run through r's epilogue: an inline node in between has

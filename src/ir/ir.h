@@ -194,6 +194,12 @@ static inline int32_t index_tensor(const rj_graph *g, const node *n) {
     return id;
 }
 
+/* The size index op n's indices must stay below: the indexed dim of its source (embedding:
+ * the table's rows). Two index ops with the same index_tensor and bound check the same thing. */
+static inline rj_dim index_bound_dim(const rj_graph *g, const node *n) {
+    return g->nodes[n->in[0]].dims[n->op == RJ_OP_EMBEDDING ? 0 : n->axis];
+}
+
 /* infer.c: fills dtype/rank/dims of n from its operands and attributes, or fails with a
  * message naming the op and the shapes. */
 rj_status infer_node(rj_graph *g, node *n);

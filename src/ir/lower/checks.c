@@ -1,7 +1,8 @@
 /*
  * lower/checks.c — the range checks of index ops.
  *
- * Per index op a kernel over its index tensor's domain: where an index is out of range, the
+ * Per index tensor and bound a kernel over the tensor's domain (fuse.c makes one check of the
+ * index ops that share both, the first in graph order naming them in messages): where an index is out of range, the
  * smallest packed logical position (C order over items' rows, then the inner dims) goes into
  * the op's word of the checks buffer by an atomic minimum, so the first bad index is found
  * whatever the threads' schedule. The program's first kernel sets every word to INT64_MAX.
@@ -53,7 +54,7 @@ void lower_check(lower *L, const fuse_group *gr) {
     lc->dtype = (uint8_t)d->dtype;
     lc->rank = d->rank;
     memcpy(lc->dims, d->dims, sizeof(rj_dim) * (size_t)d->rank);
-    lc->bound = L->g->nodes[n->in[0]].dims[n->op == RJ_OP_EMBEDDING ? 0 : n->axis];
+    lc->bound = index_bound_dim(L->g, n);
     lc->input = -1;
     int32_t src = index_tensor(L->g, n);
     for (int32_t i = 0; i < L->g->ninputs; i++)
