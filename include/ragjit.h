@@ -683,6 +683,9 @@ typedef struct rj_run_stats {
     double kernel_ms;  /* the kernels, first start to last end */
     double copy_ms;    /* host <-> device copies (and device allocations), host clock */
     int kernels;       /* kernel launches */
+    int64_t temp_bytes; /* memory of the run's temporaries: on the CPU one arena in which
+                         * temporaries whose kernels do not overlap share bytes (planned by
+                         * liveness); 0 on other targets */
 } rj_run_stats;
 RJ_API rj_status rj_bind_stats(const rj_bind *b, rj_run_stats *stats);
 

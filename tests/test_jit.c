@@ -1262,6 +1262,50 @@ static void test_run_stats(void **state) {
     rj_graph_free(e.g);
 }
 
+/* Temporaries share memory by liveness: in a chain of four softmaxes each kernel reads the
+ * temporary the one before wrote and writes the next, so the first and the third are never
+ * alive together and share bytes: the run holds two temporaries, not three (rj_run_stats
+ * .temp_bytes); the result still matches the reference on every length pattern. */
+static void test_temp_planning(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx,
+                                 "ragged j1 : B\n"
+                                 "input x : f32[B, j1, 16]\n"
+                                 "a = softmax(x, dim=1)\n"
+                                 "b = softmax(a * 2.0, dim=1)\n"
+                                 "c = softmax(b * 3.0, dim=1)\n"
+                                 "d = softmax(c * 4.0, dim=1)\n"
+                                 "output d\n", "chain.rj");
+    assert_non_null(g);
+    rj_program *p = rj_program_new(g, RJ_TARGET_CPU), *ref = rj_program_new(g, RJ_TARGET_REFERENCE);
+    assert_non_null(p);
+    assert_non_null(ref);
+    rj_dim J = rj_graph_find_dim(g, "j1");
+    rj_node x = rj_graph_find(g, "x"), d = rj_graph_find(g, "d");
+    int64_t off[5] = {0, 5, 5, 12, 75};
+    float *xs = malloc(sizeof(float) * 75 * 16), *y = malloc(sizeof(float) * 75 * 16),
+          *yr = malloc(sizeof(float) * 75 * 16);
+    for (int i = 0; i < 75 * 16; i++) xs[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+    rj_program *progs[2] = {p, ref};
+    float *outs[2] = {y, yr};
+    for (int k = 0; k < 2; k++) {
+        rj_bind *b = rj_bind_new(progs[k]);
+        assert_ok(f->ctx, rj_bind_offsets(b, J, 4, off, NULL));
+        assert_ok(f->ctx, rj_bind_input(b, x, xs, 75 * 16));
+        assert_ok(f->ctx, rj_bind_output(b, d, outs[k], 75 * 16));
+        assert_ok(f->ctx, rj_program_run(progs[k], b));
+        rj_run_stats st;
+        assert_ok(f->ctx, rj_bind_stats(b, &st));
+        if (k == 0) assert_int_equal(st.temp_bytes, 2 * 75 * 16 * 4); /* 4800 bytes each, 64-byte multiples */
+        rj_bind_free(b);
+    }
+    for (int i = 0; i < 75 * 16; i++) assert_true(fabsf(y[i] - yr[i]) <= 1e-5f);
+    free(xs), free(y), free(yr);
+    rj_program_free(p);
+    rj_program_free(ref);
+    rj_graph_free(g);
+}
+
 /* DLPack on host memory: a jagged input as values + offsets tensors, a dense one as one tensor;
  * outputs exported without a copy (ragjit's memory handed over, freed by the deleter, which
  * may run after rj_ctx_free); what DLPack can say that ragjit cannot take is refused. */
@@ -1388,7 +1432,7 @@ int main(int argc, char **argv) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX_SLICED(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX_SLICED(test_fused_chains), FX_SLICED(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

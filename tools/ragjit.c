@@ -1407,12 +1407,13 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
     if (!r) r = run_once(ctx, p, b);
     if (!r && o->ab) r = bench_ab(ctx, o, &d, p, b, cms);
     int nk = 0;
+    int64_t temp = 0;
     for (int i = 0; !r && !o->ab && i < o->reps; i++) {
         double t0 = now_ms();
         r = run_once(ctx, p, b);
         t[i] = now_ms() - t0;
         rj_run_stats st;
-        if (!r && rj_bind_stats(b, &st) == RJ_OK) tk[i] = st.kernel_ms, tc[i] = st.copy_ms, nk = st.kernels;
+        if (!r && rj_bind_stats(b, &st) == RJ_OK) tk[i] = st.kernel_ms, tc[i] = st.copy_ms, nk = st.kernels, temp = st.temp_bytes;
     }
     if (!r && !o->ab) {
         qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
@@ -1437,6 +1438,7 @@ static int cmd_bench(rj_ctx *ctx, rj_graph *g, const opts *o) {
         }
         printf("  %-16s %12.1f MB          %8.2f GB/s\n", "total", (in_bytes + out_bytes) / 1e6,
                (in_bytes + out_bytes) / (med * 1e-3) / 1e9);
+        if (o->target == RJ_TARGET_CPU) printf("  %-16s %12.3f MB held (planned by liveness)\n", "temporaries", (double)temp / 1e6);
         if (o->target == RJ_TARGET_CUDA || o->target == RJ_TARGET_OPENCL) {
             double kmed = tk[o->reps / 2], kgbs = (in_bytes + out_bytes) / (kmed * 1e-3) / 1e9, probe = 0;
             printf("  %-16s %12.3f ms median (device timers, %d launches)   %8.2f GB/s\n", "kernels", kmed, nk, kgbs);

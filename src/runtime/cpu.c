@@ -604,42 +604,94 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, con
     return RJ_OK;
 }
 
-/* Host addresses of every buffer, offsets and logical offsets; temporaries grown as needed. */
+static bool is_temp(const lbuf *lb) {
+    return lb->kind != LB_CHUNK && lb->kind != LB_INPUT && lb->kind != LB_OUTPUT;
+}
+
+/* Offsets of the temporaries in one arena, planned by liveness (run_plan.live): largest first,
+ * each at the lowest offset where no temporary placed before it and alive in a kernel of its
+ * span lies (first fit over the spans that meet; temporaries of one kernel never share, nor
+ * does one that a kernel writes with one a later kernel still reads). size[i]: a temporary's
+ * bytes (64-byte multiples), -1 for other buffers. work: room for 4 nbufs. Returns the arena's
+ * bytes, and the offsets in off. */
+static int64_t place_temps(const run_plan *pl, const int64_t *size, int64_t *off, int64_t *work) {
+    int64_t *order = work, *conf = work + pl->nbufs, total = 0;
+    int32_t n = 0;
+    for (int32_t i = 0; i < pl->nbufs; i++)
+        if (size[i] >= 0) order[n++] = i;
+    for (int32_t i = 1; i < n; i++) /* by size, largest first; ties in buffer order */
+        for (int32_t j = i; j > 0 && size[order[j]] > size[order[j - 1]]; j--) {
+            int64_t t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    for (int32_t i = 0; i < n; i++) {
+        int64_t t = order[i], at = 0;
+        const int32_t *lt = &pl->live[2 * t];
+        int32_t nc = 0;
+        for (int32_t j = 0; j < i; j++) { /* placed before t and alive with it, by start */
+            const int32_t *lu = &pl->live[2 * order[j]];
+            if (lt[0] >= 0 && lu[0] >= 0 && (lt[1] < lu[0] || lu[1] < lt[0])) continue;
+            int32_t y = nc++;
+            for (; y > 0 && conf[2 * (y - 1)] > off[order[j]]; y--)
+                conf[2 * y] = conf[2 * (y - 1)], conf[2 * y + 1] = conf[2 * (y - 1) + 1];
+            conf[2 * y] = off[order[j]], conf[2 * y + 1] = off[order[j]] + size[order[j]];
+        }
+        for (int32_t x = 0; x < nc && conf[2 * x] < at + size[t]; x++)
+            if (conf[2 * x + 1] > at) at = conf[2 * x + 1];
+        off[t] = at;
+        if (at + size[t] > total) total = at + size[t];
+    }
+    return total;
+}
+
+/* The temporaries' addresses in a: sizes from the run's dims, placed in the binding's arena
+ * (kept and grown across runs), counted against the memory limit as one block. */
+static rj_status host_temps(const run_view *v, const lprog *lp, host_mem *hm, uint64_t *a) {
+    rj_ctx *ctx = v->ctx;
+    size_t per = sizeof(int64_t) * 6;
+    if (lp->nbufs > hm->nplace) {
+        int64_t *pl = mem_realloc(ctx, hm->place, per * (size_t)(hm->nplace ? hm->nplace : 1), per * (size_t)lp->nbufs);
+        if (!pl) return RJ_ERR_NOMEM;
+        hm->place = pl;
+        hm->nplace = lp->nbufs;
+    }
+    int64_t *size = hm->place, *off = size + lp->nbufs;
+    for (int32_t i = 0; i < lp->nbufs; i++) {
+        size[i] = -1;
+        if (!is_temp(&lp->bufs[i])) continue;
+        int64_t elems;
+        size_t bytes;
+        rj_status s = launch_buf_elems(v, i, &elems);
+        if (s) return s;
+        if (!bytes_of(elems, (size_t)v->plan->buf[i].es, &bytes) || bytes > (size_t)INT64_MAX / 2)
+            return ctx_fail(ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lp->bufs[i].index);
+        size[i] = ((int64_t)bytes + 63) / 64 * 64;
+    }
+    int64_t total = place_temps(v->plan, size, off, off + lp->nbufs);
+    rj_status s = run_reserve(v, total, "the temporaries", -1);
+    if (s) return s;
+    char *arena = host_block_get(ctx, &hm->arena, (size_t)(total ? total : 64));
+    if (!arena) return RJ_ERR_NOMEM;
+    for (int32_t i = 0; i < lp->nbufs; i++)
+        if (size[i] >= 0) a[i] = (uint64_t)(uintptr_t)(arena + off[i]);
+    hm->temp_bytes = total;
+    return RJ_OK;
+}
+
+/* Host addresses of every buffer, offsets and logical offsets. */
 static rj_status host_addresses(const run_view *v, const lprog *lp, host_mem *hm, launch_mem *m) {
     rj_ctx *ctx = v->ctx;
-    rj_status s;
     size_t n = (size_t)lp->nbufs + 3 * (size_t)v->plan->nsym;
     uint64_t *a = host_block_get(ctx, &hm->addrs, sizeof(uint64_t) * (n ? n : 1));
     if (!a) return RJ_ERR_NOMEM;
-    if (lp->ntemps > hm->ntemp) {
-        host_block *t = mem_realloc(ctx, hm->temp, sizeof(host_block) * (size_t)(hm->ntemp ? hm->ntemp : 1),
-                                    sizeof(host_block) * (size_t)lp->ntemps);
-        if (!t) return RJ_ERR_NOMEM;
-        memset(t + hm->ntemp, 0, sizeof(host_block) * (size_t)(lp->ntemps - hm->ntemp));
-        hm->temp = t;
-        hm->ntemp = lp->ntemps;
-    }
     for (int32_t i = 0; i < lp->nbufs; i++) {
         const lbuf *lb = &lp->bufs[i];
-        void *p;
-        if (lb->kind == LB_CHUNK) {
-            p = NULL; /* per worker: the GEMM's chunk loop passes its own (run_gemm) */
-        } else if (lb->kind == LB_INPUT) {
-            p = (void *)v->in[lb->index].data;
-        } else if (lb->kind == LB_OUTPUT) {
-            p = v->out[lb->index].data;
-        } else {
-            int64_t elems;
-            size_t bytes;
-            s = launch_buf_elems(v, i, &elems);
-            if (s) return s;
-            if (!bytes_of(elems, (size_t)v->plan->buf[i].es, &bytes))
-                return ctx_fail(ctx, RJ_ERR_OVERFLOW, "temporary %d is too large", lb->index);
-            if ((s = run_reserve(v, (int64_t)bytes, "temporary", lb->index))) return s;
-            if (!(p = host_block_get(ctx, &hm->temp[lb->index], bytes))) return RJ_ERR_NOMEM;
-        }
-        a[i] = (uint64_t)(uintptr_t)p;
+        a[i] = lb->kind == LB_INPUT ? (uint64_t)(uintptr_t)v->in[lb->index].data
+             : lb->kind == LB_OUTPUT ? (uint64_t)(uintptr_t)v->out[lb->index].data
+             : 0; /* chunks: per worker, from the GEMM's chunk loop (run_gemm); temporaries below */
     }
+    rj_status s = host_temps(v, lp, hm, a);
+    if (s) return s;
     uint64_t *off = a + lp->nbufs, *loff = off + v->plan->nsym, *sq = loff + v->plan->nsym;
     for (int32_t y = 0; y < v->plan->nsym; y++) {
         off[y] = (uint64_t)(uintptr_t)v->sym[y].off;
@@ -671,6 +723,7 @@ static rj_status cpu_run(const run_view *v) {
     if (!rm->host && !(rm->host = mem_zalloc(ctx, sizeof(host_mem)))) return RJ_ERR_NOMEM;
     launch_mem m;
     rj_status s = host_addresses(v, lp, rm->host, &m);
+    v->stats->temp_bytes = rm->host->temp_bytes;
     int threads = ctx_threads(ctx);
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     launch_opts o = {.workers = threads < MAX_THREADS ? threads : MAX_THREADS,

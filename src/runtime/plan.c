@@ -92,6 +92,32 @@ static rj_status plan_pads(rj_ctx *ctx, const rj_graph *g, run_plan *pl) {
     return RJ_OK;
 }
 
+static void use(run_plan *pl, int32_t buf, int32_t k) {
+    if (buf < 0) return;
+    int32_t *l = &pl->live[2 * buf];
+    if (l[0] < 0 || k < l[0]) l[0] = k;
+    if (k > l[1]) l[1] = k;
+}
+
+/* Each buffer's span of kernels (run_plan.live): where kernels name it as a parameter, where a
+ * GEMM kernel's library call reads it, a prologue (inner_only) at its GEMM kernel. */
+static void plan_live(const lprog *lp, run_plan *pl) {
+    for (int32_t i = 0; i < pl->nbufs; i++) pl->live[2 * i] = pl->live[2 * i + 1] = -1;
+    for (int32_t k = 0; k < lp->nkernels; k++) {
+        const lkernel *kn = &lp->kernels[k];
+        int32_t at = k;
+        for (int32_t j = 0; kn->inner_only && j < lp->nkernels; j++)
+            if (lp->kernels[j].gemm.on && lp->kernels[j].gemm.prologue == k) at = j;
+        for (int32_t a = 0; a < kn->nparams; a++)
+            if (kn->params[a].kind == PK_BUF) use(pl, kn->params[a].ref, at);
+        if (kn->gemm.on) {
+            use(pl, kn->gemm.a_buf, k);
+            use(pl, kn->gemm.w_buf, k);
+        }
+    }
+    if (lp->checks_buf >= 0) use(pl, lp->checks_buf, lp->nkernels);
+}
+
 /* Loop-IR buffers, kernels' scratch and index checks (compiled targets). */
 static rj_status plan_loops(rj_ctx *ctx, const rj_graph *g, const lprog *lp, run_plan *pl) {
     pl->nbufs = lp ? lp->nbufs : 0;
@@ -102,6 +128,8 @@ static rj_status plan_loops(rj_ctx *ctx, const rj_graph *g, const lprog *lp, run
         !(pl->check = mem_zalloc(ctx, (size_t)(pl->nchecks ? pl->nchecks : 1) * sizeof(plan_check))))
         return RJ_ERR_NOMEM;
     for (int32_t i = 0; i < pl->nbufs; i++) pl->buf[i] = buf_shape(g, &lp->bufs[i]);
+    if (!(pl->live = mem_alloc(ctx, sizeof(int32_t) * 2 * (size_t)(pl->nbufs ? pl->nbufs : 1)))) return RJ_ERR_NOMEM;
+    if (lp) plan_live(lp, pl);
     for (int32_t k = 0; k < pl->nkernels; k++)
         pl->scratch_es[k] = (int64_t)rj_dtype_size((rj_dtype)lp->kernels[k].tiling.scratch_type);
     for (int32_t i = 0; i < pl->nchecks; i++) {
@@ -164,5 +192,6 @@ void plan_free(rj_ctx *ctx, run_plan *pl) {
     mem_free(ctx, pl->buf, (size_t)(pl->nbufs ? pl->nbufs : 1) * sizeof(plan_shape));
     mem_free(ctx, pl->scratch_es, (size_t)(pl->nkernels ? pl->nkernels : 1) * sizeof(int64_t));
     mem_free(ctx, pl->check, (size_t)(pl->nchecks ? pl->nchecks : 1) * sizeof(plan_check));
+    mem_free(ctx, pl->live, sizeof(int32_t) * 2 * (size_t)(pl->nbufs ? pl->nbufs : 1));
     memset(pl, 0, sizeof *pl);
 }

@@ -41,8 +41,8 @@ void *host_block_get(rj_ctx *ctx, host_block *blk, size_t bytes) {
 
 static void host_mem_free(rj_ctx *ctx, host_mem *m) {
     if (!m) return;
-    for (int32_t i = 0; i < m->ntemp; i++) mem_free(ctx, m->temp[i].p, m->temp[i].bytes);
-    mem_free(ctx, m->temp, sizeof(host_block) * (size_t)(m->ntemp ? m->ntemp : 1));
+    mem_free(ctx, m->arena.p, m->arena.bytes);
+    mem_free(ctx, m->place, sizeof(int64_t) * 6 * (size_t)(m->nplace ? m->nplace : 1));
     mem_free(ctx, m->scratch.p, m->scratch.bytes);
     mem_free(ctx, m->addrs.p, m->addrs.bytes);
     mem_free(ctx, m, sizeof *m);

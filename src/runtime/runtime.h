@@ -124,6 +124,10 @@ typedef struct run_plan {
                                 from it) */
     plan_check *check;       /* per lprog.checks */
     int64_t *scratch_es;     /* per kernel: bytes per element of its scratch */
+    int32_t *live;           /* per buffer, 2 entries: the first and the last kernel that use
+                                it (a GEMM's prologue counts as its GEMM kernel; the checks'
+                                words are read after the last kernel: nkernels); -1: none.
+                                Temporaries whose spans do not meet share memory (cpu.c) */
     bool pairs;              /* the graph has [B, j, j] tensors */
 } run_plan;
 
@@ -242,8 +246,11 @@ typedef struct host_block {
 } host_block;
 
 typedef struct host_mem {
-    host_block *temp;         /* per temporary */
-    int32_t ntemp;
+    host_block arena;         /* the temporaries, placed by liveness (cpu.c: place_temps) */
+    int64_t *place;           /* 6 per buffer: a temporary's bytes and offset, and room for
+                                 placing them (cpu.c: place_temps) */
+    int32_t nplace;
+    int64_t temp_bytes;       /* the arena's bytes in the last run */
     host_block scratch;
     host_block addrs;         /* the launch_mem arrays */
 } host_mem;
