@@ -4,12 +4,13 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _lib
-from ._errors import DtypeError, Error, ShapeError, SizeError, UnboundError, error_for
+from ._errors import (ArgumentError, DtypeError, Error, ShapeError, SizeError, UnboundError,
+                      UnsupportedError, error_for)
 from ._lib import LIB
 
 __all__ = ["Context", "Jagged", "Program", "compile", "default_context"]
@@ -281,7 +282,7 @@ class Program:
     def __init__(self, context: Context, source: str, target: str = "cpu",
                  filename: str = "<string>") -> None:
         if target not in _TARGETS:
-            raise ValueError("ragjit: unknown target %r (one of %s)" % (target, ", ".join(_TARGETS)))
+            raise ArgumentError("ragjit: unknown target %r (one of %s)" % (target, ", ".join(_TARGETS)))
         self.context = context
         self.target = target
         self.source = source
@@ -352,8 +353,8 @@ class Program:
         names = {p.name for p in self.inputs}
         for key in inputs:
             if key not in names and not any(n == key for _, n, _ in self._dims.values()):
-                raise UnboundError("ragjit: %r is neither an input nor a size of the program "
-                                   "(inputs: %s)" % (key, ", ".join(sorted(names))), 2)
+                raise ArgumentError("ragjit: %r is neither an input nor a size of the program "
+                                    "(inputs: %s)" % (key, ", ".join(sorted(names))))
         b = LIB.rj_bind_new(self._prog)
         if not b:
             raise ctx._error()
@@ -411,12 +412,12 @@ class Program:
             if x.dtype != port.dtype:
                 raise DtypeError("ragjit: input %s : %s is given %s values (convert them, e.g. "
                                  "x.astype(np.%s))" % (port.name, port.type_str, x.dtype, port.dtype),
-                                 5)
+                                 )
             return _contiguous(x)
         arr = np.asarray(x)
         if arr.size and not np.can_cast(arr.dtype, port.dtype, "same_kind"):
             raise DtypeError("ragjit: input %s : %s cannot take %s values"
-                             % (port.name, port.type_str, arr.dtype), 5)
+                             % (port.name, port.type_str, arr.dtype))
         return np.ascontiguousarray(arr, dtype=port.dtype)
 
     def _bind_input(self, b: int, port: _Port, x: Any, keep: List[Any],
@@ -435,8 +436,8 @@ class Program:
             raise ShapeError("ragjit: input %s : %s is jagged: give a ragjit.Jagged(values, offsets)"
                              % (port.name, port.type_str))
         if rdims != [1] or len(port.dims) < 2:
-            raise ShapeError("ragjit: input %s : %s: only inputs T[B, j, ...] (one ragged dim, "
-                             "dim 1) are bound from Python yet" % (port.name, port.type_str), 6)
+            raise UnsupportedError("ragjit: input %s : %s: only inputs T[B, j, ...] (one ragged "
+                                   "dim, dim 1) are bound from Python yet" % (port.name, port.type_str))
         sym = port.dims[1]
         vals = self._convert(port, x.values)
         self._check_dims(port, port.dims[2:], vals.shape[1:], sizes, "values (rows, inner...)")
@@ -452,7 +453,7 @@ class Program:
                                            None if lengths is None else _ptr(lengths)))
         elif prev[0] is not x and not _same_layout(prev[0], x):
             raise ShapeError("ragjit: inputs %s and %s are both over %s but have different "
-                             "offsets or lengths" % (prev[1], port.name, self._dims[sym][1]), 4)
+                             "offsets or lengths" % (prev[1], port.name, self._dims[sym][1]))
         keep.append(vals)
         ctx._check(LIB.rj_bind_input(b, port.node, _ptr(vals), vals.size))
 
@@ -498,7 +499,9 @@ def _same_layout(a: Jagged, b: Jagged) -> bool:
         return False
     if (a.lengths is None) != (b.lengths is None):
         return False
-    return a.lengths is None or np.array_equal(a.lengths, b.lengths)
+    return a.lengths is None or b.lengths is None or np.array_equal(a.lengths, b.lengths)
 
 
-Inputs = Mapping[str, Any]
+
+for _cls in (Context, Jagged, Program):
+    _cls.__module__ = "ragjit"

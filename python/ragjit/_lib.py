@@ -146,7 +146,7 @@ def load() -> ctypes.CDLL:
 LIB = load()
 
 
-def take_string(ctx: int, ptr: Optional[int]) -> Optional[str]:
+def take_string(ctx: Optional[int], ptr: Optional[int]) -> Optional[str]:
     """A string ragjit allocated, decoded and freed (None for NULL)."""
     if not ptr:
         return None
