@@ -156,7 +156,7 @@ class Jagged:
     __slots__ = ("values", "offsets", "lengths", "ragged_dims")
 
     def __init__(self, values: Any, offsets: Any, lengths: Any = None, ragged_dims: int = 1) -> None:
-        self.values: np.ndarray = values if isinstance(values, np.ndarray) else np.asarray(values)
+        self.values: np.ndarray = _as_numpy(values, "Jagged values")
         self.offsets: np.ndarray = _index_array(offsets, "offsets")
         self.lengths: Optional[np.ndarray] = None if lengths is None else _index_array(lengths, "lengths")
         self.ragged_dims = ragged_dims
@@ -222,8 +222,23 @@ class Jagged:
             "" if self.lengths is None else ", lengths=%s" % self.lengths.tolist())
 
 
+def _as_numpy(x: Any, what: str) -> np.ndarray:
+    """x as a NumPy array without a copy where it can be had: an ndarray as it is, an object of
+    the DLPack protocol (a CPU PyTorch tensor, ...) through np.from_dlpack, else np.asarray."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, RuntimeError, TypeError, ValueError) as e:
+            raise UnsupportedError("ragjit: %s: NumPy cannot read it through DLPack (%s); only "
+                                   "host memory of the dtypes bool, int32, int64, float32 and "
+                                   "float64 is taken" % (what, e)) from e
+    return np.asarray(x)
+
+
 def _index_array(a: Any, what: str) -> np.ndarray:
-    arr = np.asarray(a)
+    arr = _as_numpy(a, what)
     if arr.dtype == np.int64 and arr.flags.c_contiguous and arr.dtype.isnative:
         return arr
     if arr.dtype.kind not in "iu" and arr.size:
@@ -263,10 +278,12 @@ class Program:
     """A compiled ragjit program. Call it with its inputs as keyword arguments:
 
     - a dense input: a NumPy array of the input's dtype and shape (Python lists and scalars
-      are converted);
+      are converted; an object of the DLPack protocol in host memory, such as a CPU PyTorch
+      tensor, is read through ``np.from_dlpack``, without a copy);
     - a jagged input ``T[B, j, inner...]``: a :class:`Jagged` whose values have shape
-      ``(rows, inner...)``; every input over the same ragged symbol must have equal offsets
-      (and lengths);
+      ``(rows, inner...)``, or a nested jagged tensor in host memory (``values()``,
+      ``offsets()``, ``lengths()``: PyTorch's ``torch.jagged`` layout), read without a copy;
+      every input over the same ragged symbol must have equal offsets (and lengths);
     - a named dense size that no input determines (a pad length ``L``): an ``int``.
 
     Inputs of the program's dtype, C-contiguous, are read in place (zero-copy); other layouts
@@ -408,6 +425,8 @@ class Program:
                 self._note_size(sizes, want, got, "input %s" % port.name)
 
     def _convert(self, port: _Port, x: Any) -> np.ndarray:
+        if hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
+            x = _as_numpy(x, "input %s" % port.name)
         if isinstance(x, np.ndarray):
             if x.dtype != port.dtype:
                 raise DtypeError("ragjit: input %s : %s is given %s values (convert them, e.g. "
@@ -432,6 +451,8 @@ class Program:
             keep.append(arr)
             ctx._check(LIB.rj_bind_input(b, port.node, _ptr(arr), arr.size))
             return
+        if not isinstance(x, Jagged) and _is_nested(x):
+            x = _from_nested(x, port)
         if not isinstance(x, Jagged):
             raise ShapeError("ragjit: input %s : %s is jagged: give a ragjit.Jagged(values, offsets)"
                              % (port.name, port.type_str))
@@ -492,6 +513,25 @@ class Program:
         ins = ", ".join("%s : %s" % (p.name, p.type_str) for p in self.inputs)
         outs = ", ".join("%s : %s" % (p.name, p.type_str) for p in self.outputs)
         return "<ragjit.Program %s (%s) -> (%s)>" % (self.target, ins, outs)
+
+
+def _is_nested(x: Any) -> bool:
+    """Whether x looks like a nested jagged tensor: values() and offsets() methods, is_nested."""
+    return bool(getattr(x, "is_nested", False)) and callable(getattr(x, "values", None)) \
+        and callable(getattr(x, "offsets", None))
+
+
+def _from_nested(x: Any, port: _Port) -> Jagged:
+    """A Jagged over the memory of a nested jagged tensor (PyTorch's torch.jagged layout:
+    values(), offsets(), lengths()), without a copy where the memory is host memory."""
+    if getattr(x, "_ragged_idx", 1) != 1:
+        raise UnsupportedError("ragjit: input %s : %s: a nested tensor whose ragged dim is not "
+                               "dim 1 (transposed) is not taken" % (port.name, port.type_str))
+    lengths_fn = getattr(x, "lengths", None)
+    lengths = lengths_fn() if callable(lengths_fn) else None
+    what = "input %s" % port.name
+    return Jagged(_as_numpy(x.values(), what), _as_numpy(x.offsets(), what),
+                  None if lengths is None else _as_numpy(lengths, what))
 
 
 def _same_layout(a: Jagged, b: Jagged) -> bool:

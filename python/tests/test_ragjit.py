@@ -374,3 +374,72 @@ def test_program_introspection(ctx):
     assert "ragjit.Program cpu" in repr(prog)
     x = ragjit.Jagged(np.ones((2, 8), np.float32), [0, 2])
     np.testing.assert_array_equal(prog(x=x).values, 2 * np.ones((2, 8)))  # unused needs no data
+
+
+class DLPackOnly:
+    """An array known only through the DLPack protocol, as a CPU PyTorch tensor offers it."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+class FakeNested:
+    """The surface of a PyTorch nested jagged tensor that ragjit reads."""
+
+    is_nested = True
+
+    def __init__(self, values, offsets, lengths=None, ragged_idx=1):
+        self._v, self._o, self._l, self._ragged_idx = values, offsets, lengths, ragged_idx
+
+    def values(self):
+        return DLPackOnly(self._v)
+
+    def offsets(self):
+        return DLPackOnly(self._o)
+
+    def lengths(self):
+        return None if self._l is None else DLPackOnly(self._l)
+
+
+def test_dlpack_and_nested_inputs(ctx, rng, monkeypatch):
+    """Objects of the DLPack protocol (CPU PyTorch tensors) and nested jagged tensors are read
+    in place through np.from_dlpack."""
+    prog = ctx.compile("ragged j1 : B\ninput x : f32[B, j1, 4]\ninput w : f32[4]\n"
+                       "y = softmax(x * w, dim=1)\ns = y.sum(dim=1)\noutput y, s\n")
+    bound = {}
+    real_in = _core.LIB.rj_bind_input
+
+    def bind_input(b, node, data, numel):
+        bound[node] = data
+        return real_in(b, node, data, numel)
+
+    monkeypatch.setattr(_core.LIB, "rj_bind_input", bind_input)
+    x = jagged(rng, LENS, (4,))
+    w = rng.standard_normal(4).astype(np.float32)
+    want_y, want_s = prog(x=x, w=w)
+    y, s = prog(x=FakeNested(x.values, x.offsets), w=DLPackOnly(w))
+    nodes = {p.name: p.node for p in prog.inputs}
+    assert bound[nodes["x"]] == x.values.ctypes.data and bound[nodes["w"]] == w.ctypes.data
+    np.testing.assert_array_equal(y.values, want_y.values)
+    np.testing.assert_array_equal(y.offsets, x.offsets)
+    np.testing.assert_array_equal(s, want_s)
+    # a view with holes (torch.nested.narrow) keeps its lengths
+    lengths = np.array([2, 0, 3, 1, 4], np.int64)
+    y2, s2 = prog(x=FakeNested(x.values, x.offsets, lengths), w=w)
+    np.testing.assert_array_equal(y2.lengths, lengths)
+    for b, n in enumerate(lengths):
+        if n:
+            item = x.values[x.offsets[b]:x.offsets[b] + n].astype(np.float64)
+            close(y2.unbind()[b], softmax64(item * w, 0), 1e-5)
+    close(s2[lengths > 0], np.ones((4, 4)), 1e-5)  # each softmax column sums to 1
+    assert (s2[1] == 0).all()
+    with pytest.raises(ragjit.UnsupportedError):
+        prog(x=FakeNested(x.values, x.offsets, ragged_idx=2), w=w)
+    with pytest.raises(ragjit.DtypeError):
+        prog(x=x, w=DLPackOnly(w.astype(np.float64)))
