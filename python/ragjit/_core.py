@@ -36,6 +36,10 @@ class Context:
         self._ptr: Optional[int] = LIB.rj_ctx_new(None, None)
         if not self._ptr:
             raise error_for(1, "ragjit: cannot create a context (out of memory)")
+        # [rj_ctx pointer, programs alive, context finalized]: shared with the programs, so the
+        # context is freed after the last of them even when the garbage collector finalizes a
+        # cycle holding both in any order (all finalizers of a cycle run before any is cleared)
+        self._life: List[Any] = [self._ptr, 0, False]
         self._threads = 0
         self._memory_limit = 0
         self._cache_dir: Optional[str] = None
@@ -97,9 +101,22 @@ class Context:
         return Program(self, source, target, filename)
 
     def __del__(self) -> None:
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr and LIB is not None:
-            LIB.rj_ctx_free(ptr)
+        life = getattr(self, "_life", None)
+        if life is not None:
+            life[2] = True
+            _free_context_if_done(life)
+
+
+_life_lock = threading.Lock()
+
+
+def _free_context_if_done(life: List[Any]) -> None:
+    with _life_lock:
+        if not (life[2] and life[1] == 0 and life[0]):
+            return
+        ptr, life[0] = life[0], None
+    if LIB is not None:
+        LIB.rj_ctx_free(ptr)
 
 
 _default_lock = threading.Lock()
@@ -305,6 +322,9 @@ class Program:
         self.source = source
         self._graph: Optional[int] = None
         self._prog: Optional[int] = None
+        self._life: Optional[List[Any]] = context._life
+        with _life_lock:
+            context._life[1] += 1
         ctx = context._ptr
         g = LIB.rj_graph_parse(ctx, source.encode("utf-8"), filename.encode("utf-8"))
         if not g:
@@ -500,7 +520,8 @@ class Program:
         return Jagged(values, offsets, lengths, ragged_dims=nd)
 
     def __del__(self) -> None:
-        if LIB is None:
+        life = getattr(self, "_life", None)
+        if life is None or LIB is None:
             return
         p, self._prog = getattr(self, "_prog", None), None
         if p:
@@ -508,6 +529,10 @@ class Program:
         g, self._graph = getattr(self, "_graph", None), None
         if g:
             LIB.rj_graph_free(g)
+        self._life = None
+        with _life_lock:
+            life[1] -= 1
+        _free_context_if_done(life)
 
     def __repr__(self) -> str:
         ins = ", ".join("%s : %s" % (p.name, p.type_str) for p in self.inputs)

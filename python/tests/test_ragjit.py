@@ -443,3 +443,19 @@ def test_dlpack_and_nested_inputs(ctx, rng, monkeypatch):
         prog(x=FakeNested(x.values, x.offsets, ragged_idx=2), w=w)
     with pytest.raises(ragjit.DtypeError):
         prog(x=x, w=DLPackOnly(w.astype(np.float64)))
+
+
+def test_context_and_programs_freed_in_any_order():
+    """A cycle holding a context and its programs is finalized in any order by the garbage
+    collector: the context is freed after its last program (a crash at exit before)."""
+    import gc
+    for _ in range(3):
+        c = ragjit.Context(cache_dir="off")
+        progs = [c.compile("input x : f32[N]\ny = x * %d.0\noutput y\n" % i) for i in range(3)]
+        cycle = {"ctx": c, "progs": progs}
+        cycle["self"] = cycle
+        c.cycle = cycle  # Context has a __dict__: the cycle runs through it
+        del c, progs, cycle
+        gc.collect()
+    np.testing.assert_array_equal(ragjit.compile("input x : f32[N]\ny = x + 1.0\noutput y\n")(
+        x=np.zeros(2, np.float32)), [1, 1])
