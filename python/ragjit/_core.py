@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -207,8 +208,14 @@ class Jagged:
         return self.batch
 
     def item_lengths(self) -> np.ndarray:
-        """Each item's number of rows (``lengths``, or the differences of ``offsets``)."""
-        return self.lengths if self.lengths is not None else np.diff(self.offsets)
+        """Each item's length ``len_b``: ``lengths``, or the differences of ``offsets`` (their
+        square roots when ``ragged_dims`` is 2: item ``b`` then has ``len_b * len_b`` rows)."""
+        if self.lengths is not None:
+            return self.lengths
+        d = np.diff(self.offsets)
+        if self.ragged_dims == 2:
+            return np.array([math.isqrt(int(n)) for n in d], dtype=np.int64)
+        return d
 
     def unbind(self) -> List[np.ndarray]:
         """The items as views into ``values``: item ``b`` of shape ``(len_b, inner...)`` (of
@@ -224,13 +231,14 @@ class Jagged:
         return out
 
     def to_padded(self, value: float = 0.0, length: Optional[int] = None) -> np.ndarray:
-        """A new dense ``(B, L, inner...)`` array, ``value`` beyond each item (L: ``length``
-        or the longest item)."""
+        """A new dense ``(B, L, inner...)`` array (``(B, L, L, inner...)`` when
+        ``ragged_dims`` is 2), ``value`` beyond each item (L: ``length`` or the longest item)."""
         items = self.unbind()
         L = max([len(i) for i in items], default=0) if length is None else int(length)
-        out = np.full((self.batch, L) + self.values.shape[1:], value, dtype=self.values.dtype)
+        lead = (L,) * self.ragged_dims
+        out = np.full((self.batch,) + lead + self.values.shape[1:], value, dtype=self.values.dtype)
         for b, it in enumerate(items):
-            out[b, :len(it)] = it
+            out[(b,) + (slice(0, len(it)),) * self.ragged_dims] = it
         return out
 
     def __repr__(self) -> str:

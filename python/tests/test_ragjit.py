@@ -459,3 +459,22 @@ def test_context_and_programs_freed_in_any_order():
         gc.collect()
     np.testing.assert_array_equal(ragjit.compile("input x : f32[N]\ny = x + 1.0\noutput y\n")(
         x=np.zeros(2, np.float32)), [1, 1])
+
+
+def test_two_ragged_dims(ctx, rng):
+    """matmul(q, k^T) per item: an output [B, j1, j1], each item a len x len block."""
+    prog = ctx.compile("ragged j1 : B\ninput q : f32[B, j1, 4]\ninput k : f32[B, j1, 4]\n"
+                       "s = matmul(q, transpose(k, 1, 2))\np = softmax(s, dim=2)\noutput s, p\n")
+    q, k = jagged(rng, LENS, (4,)), jagged(rng, LENS, (4,))
+    k.offsets = q.offsets
+    s, p = prog(q=q, k=k)
+    assert s.ragged_dims == 2 and s.values.shape == (sum(n * n for n in LENS),)
+    assert s.item_lengths().tolist() == LENS
+    for a, pa, qi, ki in zip(s.unbind(), p.unbind(), q.unbind(), k.unbind()):
+        want = qi.astype(np.float64) @ ki.astype(np.float64).T
+        close(a, want, 1e-5)
+        if len(qi):
+            close(pa, softmax64(want, 1), 1e-5)
+    padded = s.to_padded()
+    assert padded.shape == (len(LENS), max(LENS), max(LENS))
+    close(padded[4, :7, :7], s.unbind()[4].astype(np.float64), 0)
