@@ -478,3 +478,19 @@ def test_two_ragged_dims(ctx, rng):
     padded = s.to_padded()
     assert padded.shape == (len(LENS), max(LENS), max(LENS))
     close(padded[4, :7, :7], s.unbind()[4].astype(np.float64), 0)
+
+
+def test_opencl_target(ctx, rng):
+    """The OpenCL target (PoCL on the CPU, as ./build.sh installs it) through the same calls;
+    skipped where there is no OpenCL device."""
+    src = "ragged j1 : B\ninput x : f32[B, j1, 8]\ny = softmax(x, dim=1)\nm = x.sum(dim=1)\noutput y, m\n"
+    try:
+        prog = ctx.compile(src, target="opencl")
+    except ragjit.NoDeviceError as e:
+        assert e.status == 19 and str(e)
+        pytest.skip("no OpenCL device: %s" % e)
+    x = jagged(rng, LENS, (8,))
+    y, m = prog(x=x)
+    ref_y, ref_m = ctx.compile(src, target="reference")(x=x)
+    close(y.values, ref_y.values.astype(np.float64), 1e-5)
+    close(m, ref_m.astype(np.float64), 1e-5)
