@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # build.sh — the project's commands (see README.md):
 #   ./build.sh demo   install what is missing, build, run the demo
-#   ./build.sh test   install what is missing, build, run the whole test suite in four stages:
+#   ./build.sh test   install what is missing, build, run the whole test suite in five stages:
 #                     the normal build (warnings as errors), an AddressSanitizer + UBSan build,
-#                     the concurrency test under ThreadSanitizer, and each libFuzzer harness for
-#                     a short smoke run. Every stage runs even when an earlier one failed; a
+#                     the concurrency test under ThreadSanitizer, each libFuzzer harness for
+#                     a short smoke run, and the Python package (pip install . in a venv, pytest). Every stage runs even when an earlier one failed; a
 #                     summary of the stages (pass/fail, time) ends the output, its last line
 #                     "stages: N passed, N failed"; the exit status is non-zero if any failed.
 #   ./build.sh fuzz [SECONDS] [parse|npy|api|elf ...]
@@ -24,8 +24,10 @@ cd "$(dirname "$0")"
 # dpkg-dev: its dpkg-architecture is how meson learns Debian's libdir, lib/x86_64-linux-gnu;
 # without it meson 1.0 falls back to lib64, and `meson install` puts the library in
 # /usr/local/lib64, where neither the loader nor pkg-config look (meson issue 7270)
+# python3-venv: the Python package's stage makes a venv, where pip brings meson-python, meson,
+# NumPy and pytest from PyPI
 PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev libdlpack-dev python3 python3-numpy
-          ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev libopenblas0-pthread dpkg-dev)
+          python3-venv ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev libopenblas0-pthread dpkg-dev)
 FUZZERS=(parse npy api elf)
 
 install_missing() {
@@ -132,6 +134,24 @@ test_fuzz_smoke() {
   [ "$failed" -eq 0 ]
 }
 
+# The Python package (python/, pyproject.toml), as a user installs it: a fresh venv of Debian's
+# python3 in build-venv/, `pip install .` of the checkout (meson-python and meson come from PyPI
+# through pip's build isolation, NumPy as the package's dependency; libragjit is built again,
+# release, into the package), then pytest (from PyPI) on python/tests/ against what was
+# installed, run from outside the checkout. pytest's exit 5 (no test ran) fails the stage.
+test_python() {
+  local py=/usr/bin/python3 venv=build-venv rc=0
+  [ -x "$py" ] || py=python3
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check pytest
+  "$venv/bin/pip" install -q --disable-pip-version-check .
+  local tests=$PWD/python/tests
+  (cd "$venv" && RAGJIT_CACHE_DIR=off bin/python -m pytest -p no:cacheprovider -rs "$tests") || rc=$?
+  if [ "$rc" -eq 5 ]; then echo "python: pytest ran no test" >&2; return 1; fi
+  return "$rc"
+}
+
 # stage NAME FUNCTION: runs one stage whatever became of the earlier ones, and records whether
 # it passed and how long it took (summary prints them). The function runs in a subshell with
 # set -e: outside any `||`, where bash would ignore set -e in it.
@@ -186,6 +206,7 @@ case "$cmd" in
     stage "ASan+UBSan build + tests" test_asan
     stage "TSan concurrency test" test_tsan
     stage "fuzz smoke (20 s each)" test_fuzz_smoke
+    stage "Python package + pytest" test_python
     summary
     ;;
   fuzz)

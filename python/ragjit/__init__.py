@@ -1,0 +1,31 @@
+"""ragjit: a JIT compiler for ragged (jagged) tensor expressions, from Python.
+
+    import numpy as np, ragjit
+    prog = ragjit.compile('''
+        ragged j1 : B
+        input x : f32[B, j1, 8]
+        y = softmax(x, dim=1)
+        output y
+    ''')
+    x = ragjit.Jagged(np.random.rand(10, 8).astype(np.float32), offsets=[0, 3, 3, 10])
+    y = prog(x=x)          # a ragjit.Jagged over the same offsets
+
+See :func:`compile`, :class:`Program`, :class:`Jagged`, :class:`Context` and the exceptions
+(:class:`Error` and one subclass per ragjit status). The C library is loaded through ctypes
+(``ragjit._lib`` says where it is looked for)."""
+from ._core import Context, Jagged, Program, compile, default_context
+from ._errors import (ArgumentError, BatchError, CompileError, DtypeError, Error, FileError,
+                      GraphError, IndexRangeError, InternalError, NoDeviceError, NoMemoryError,
+                      OffsetsEndError, OffsetsOrderError, OffsetsStartError, PadLengthError,
+                      ParseError, SameError, ShapeError, SizeError, SizeOverflowError,
+                      UnboundError, UnsupportedError)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "compile", "Program", "Jagged", "Context", "default_context",
+    "Error", "NoMemoryError", "ArgumentError", "GraphError", "ShapeError", "DtypeError",
+    "UnsupportedError", "UnboundError", "SizeError", "BatchError", "OffsetsStartError",
+    "OffsetsOrderError", "OffsetsEndError", "SameError", "SizeOverflowError", "PadLengthError",
+    "ParseError", "FileError", "CompileError", "NoDeviceError", "InternalError", "IndexRangeError",
+]
