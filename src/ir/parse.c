@@ -8,6 +8,7 @@
  *     same j1 j2                    declares two ragged symbols equal
  *     input x : f32[B, j1, 64]      an input with its type (dense size names are declared on use)
  *     h = relu(x * w + 0.5)         an assignment: any expression
+ *     q, k, v = h.split(64, dim=2)  the tensors of a split or chunk, one name each
  *     output h, s                   the outputs, by variable name
  *
  * One statement a line. The parser builds the graph as it goes, so an error the builder finds

@@ -7,7 +7,7 @@
  * rest of their kind (pow's exponent, gelu's approximate) have rows of their own, checked
  * before the kind's. The text format's own names are rows too: PyTorch's spellings that are
  * aliases of ops (sign, view, amax, amin) and functions built of other ops (linear, squeeze,
- * unsqueeze, t, size). Arguments are bound to the row's parameters as Python binds them, so
+ * unsqueeze, t, size, and split and chunk, whose value is several narrows). Arguments are bound to the row's parameters as Python binds them, so
  * every function gets the same messages for a missing, unknown or repeated argument, and an
  * unknown function's message lists the rows.
  *

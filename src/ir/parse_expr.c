@@ -6,7 +6,8 @@
  * unary - ~ < calls and methods). Number literals are Python numbers for dtype promotion (2 is
  * an int, 2.0 and inf are floats), True/False are bools, and calls take positional and keyword
  * arguments with PyTorch's names, as functions (softmax(x, dim=1)), as PyTorch's module
- * functions (torch.softmax, F.gelu) or as methods of their first argument (x.softmax(1)).
+ * functions (torch.softmax, F.gelu) or as methods of their first argument (x.softmax(1)), and
+ * Python's subscripts (x[..., 0:64], read here, made narrows in parse_call.c).
  * Infix operators map to the ops add, sub, mul, div, matmul, the comparisons and the logical
  * ops. What a call's name means is parse_call.c's table; this file reads what is written.
  *
