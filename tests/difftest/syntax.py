@@ -94,7 +94,7 @@ def narrow_expr(x, at, s):
         if -(-size // chunks) == length:
             return f"torch.chunk({x}, {chunks}, dim={k})[{start // length}]"
     if form >= 2:
-        lo = str(start - size) if s % 4 == 2 and start else str(start)
+        lo = str(start - size) if s % 4 == 2 and 0 < start < size else str(start)  # -0 is 0, not the end
         stop = start + length
         hi = "" if stop == size and s % 3 == 0 else str(stop + 1000 if stop == size and s % 3 == 1 else stop)
         sl = f"{lo}:{hi}"
@@ -104,5 +104,5 @@ def narrow_expr(x, at, s):
             items = [":"] * k + [sl] + ([] if s % 4 == 0 else [":"] * (n - 1 - k))
         return f"{x}[" + ", ".join(items) + "]"
     d = k - n if s % 4 == 1 else k
-    st = start - size if s % 4 == 3 and start else start
+    st = start - size if s % 4 == 3 and 0 < start < size else start
     return call("torch.narrow" if s % 4 == 0 else "narrow", [x, str(d), str(st), str(length)], s)
