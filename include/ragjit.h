@@ -226,6 +226,7 @@ RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid
     X(INDEX_SELECT, "index_select", INDEX, ATTR)         \
     X(POSITIONS, "positions", INDEX, ATTR)               \
     X(RESHAPE, "reshape", VIEW, ATTR)                    \
+    X(NARROW, "narrow", VIEW, ATTR)                      \
     X(MATMUL, "matmul", MATMUL, FLOAT)                   \
     X(TRANSPOSE, "transpose", VIEW, ATTR)
 
@@ -360,6 +361,13 @@ RJ_API rj_node rj_graph_positions(rj_graph *g, rj_dim ragged);
 RJ_API rj_node rj_graph_reshape(rj_graph *g, rj_node x, int rank, const rj_dim *dims);
 RJ_API rj_node rj_graph_unsqueeze(rj_graph *g, rj_node x, int dim);
 RJ_API rj_node rj_graph_squeeze(rj_graph *g, rj_node x, int dim);
+/* narrow(x, dim, start, length), PyTorch's torch.narrow: x with dim cut to the elements
+ * start .. start+length-1, a view (read through, never copied). dim (may be negative) is a
+ * dense dim of constant size: any dim of a dense tensor, a dim after the ragged one of a jagged
+ * tensor ([B, j1, D]: dim 2 or -1); slicing the batch dim or a ragged dim is not supported. A
+ * negative start counts from the end; 0 <= length and start + length <= the size. PyTorch's
+ * split and chunk are narrows (the text format spells them so). */
+RJ_API rj_node rj_graph_narrow(rj_graph *g, rj_node x, int dim, int64_t start, int64_t length);
 
 /* Matrix products. matmul(x, w): x [..., M, K] (a jagged [B, j1, K] included) times a dense
  * 2-D w [K, N]: [..., N], one GEMM over all of x's rows (for a jagged x, its packed rows). Both

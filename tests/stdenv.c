@@ -602,6 +602,39 @@ static void g_pairs(env *e) {
     out(e, rj_graph_matmul(g, rj_graph_softmax(g, s1, 2), k1));
 }
 
+/* ---- narrow: views of a dense dim, read through by whatever consumes them ------------------ */
+
+static rj_node nw(env *e, rj_node x, int dim, int64_t start, int64_t len) {
+    return rj_graph_narrow(e->g, x, dim, start, len);
+}
+static void c_narrow_reduce_softmax(env *e) {
+    rj_graph *g = e->g;
+    out(e, rj_graph_reduce(g, RJ_OP_SUM, nw(e, e->x, 2, 3, 11), 2, false));          /* over the cut dim */
+    out(e, rj_graph_reduce(g, RJ_OP_MAX, nw(e, affine(e), -1, -5, 5), 1, false));    /* over the rows */
+    out(e, rj_graph_softmax(g, nw(e, e->x, 2, 1, 16), 2));
+    out(e, rj_graph_softmax(g, bin(e, RJ_OP_MUL, nw(e, e->y, 2, 0, 7), S(e, 2)), 1));
+    out(e, rj_graph_log_softmax(g, nw(e, rj_graph_pad(g, e->x, 0.5, e->L), 2, 2, 9), 1));
+    out(e, bin(e, RJ_OP_MUL, nw(e, rj_graph_softmax(g, e->x, 1), 2, 5, 7), S(e, 3))); /* of a kernel's output */
+}
+static void c_narrow_linear(env *e) {
+    rj_graph *g = e->g;
+    out(e, rj_graph_linear(g, nw(e, e->x, 2, 4, 12), nw(e, e->tab, 1, 0, 12), RJ_NONE));
+    rj_node wt = rj_graph_reshape(g, e->tab, 2, (rj_dim[]){D, V});
+    out(e, rj_graph_matmul(g, e->y, nw(e, wt, 1, 2, 4)));                                 /* W[:, 2:6] */
+    out(e, un(e, RJ_OP_RELU, rj_graph_linear(g, un(e, RJ_OP_TANH, nw(e, e->x, 2, 0, 12)), nw(e, nw(e, e->tab, 0, 1, 5), 1, 7, 12), RJ_NONE)));
+}
+static void c_narrow_norm_split(env *e) {
+    rj_graph *g = e->g;
+    rj_node h = affine(e);
+    out(e, rj_graph_layer_norm(g, nw(e, h, 2, 0, 8), 1, RJ_NONE, RJ_NONE, 1e-5));
+    out(e, rj_graph_rms_norm(g, nw(e, h, 2, 8, 11), 1, RJ_NONE, 1e-6));
+    /* a split's pieces recombined: q * k + v over the three pieces of 6, 6, 7 */
+    out(e, bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL, nw(e, e->x, 2, 0, 6), nw(e, e->x, 2, 6, 6)), nw(e, e->y, 2, 12, 6)));
+    out(e, bin(e, RJ_OP_ADD, nw(e, e->pb, 1, 3, 4), nw(e, nw(e, e->p3, 2, 2, 10), 2, 6, 4))); /* per item, nested */
+    out(e, rj_graph_squeeze(g, nw(e, e->x, -1, 18, 1), -1));                               /* x[..., -1] */
+    out(e, nw(e, e->x, 2, 19, 0));                                                          /* empty */
+}
+
 static void g_index(env *e) {
     rj_graph *g = e->g;
     out(e, rj_graph_positions(g, e->J));
@@ -668,6 +701,9 @@ const std_chain std_chains[] = {
     {"unpad(softmax(pad(sb),1), [j1,j1])", c_pair_pad_softmax_unpad},
     {"unpad(max(pad(sb),1,keepdim)-pad(sb), [j1,j1])", c_pair_max_center},
     {"ix + 9007199254740993", c_i64_literal},
+    {"sum/max/softmax/log_softmax of narrow(x, 2, ...)", c_narrow_reduce_softmax},
+    {"linear(narrow(x), narrow(tab)), x @ wt[:, 2:6]", c_narrow_linear},
+    {"layer_norm/rms_norm of narrows, split pieces", c_narrow_norm_split},
 };
 const int std_nchains = (int)(sizeof std_chains / sizeof std_chains[0]);
 

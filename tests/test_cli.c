@@ -647,6 +647,33 @@ static void test_from_pytorch(void **state) {
     expect_ok(run("ragjit run %s --data %s --out %s/unused-out2", prog, data, tmpdir));
 }
 
+/* A product by a slice of a weight (W.narrow(0, s, n), W[:, a:b]) stays one BLAS call reading
+ * the weight in place (with its row stride), where the BLAS computes the whole weight's product,
+ * and agrees with the interpreter on the CPU. */
+static void test_sliced_weight(void **state) {
+    (void)state;
+    char prog[600], whole[600];
+    snprintf(prog, sizeof prog, "%s/sliced.rj", tmpdir);
+    snprintf(whole, sizeof whole, "%s/whole.rj", tmpdir);
+    write_file(whole, "ragged j1 : B\ninput x : f32[B, j1, 40]\ninput W : f32[64, 40]\ny = linear(x, W)\n"
+                      "output y\n");
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 40]\ninput W : f32[64, 40]\ninput W2 : f32[40, 48]\n"
+                     "q, k = W.split(32)\ny = linear(x, k).relu()\nz = x @ W2[:, 8:24] + 1.0\n"
+                     "u = linear(x[..., 4:20], W[10:22, 4:20])\noutput y, z, u\n");
+    result *r = run("ragjit emit %s --stage loops", whole);
+    expect_ok(r);
+    bool lib = strstr(r->out, "template: gemm_lib") != NULL;
+    r = run("ragjit emit %s --stage loops", prog);
+    expect_ok(r);
+    static const char *const says[] = {"(buffer 1 from element 1280, rows 40 apart)", "from element 8, rows 48 apart",
+                                       "from element 404, rows 40 apart"};
+    for (size_t i = 0; lib && i < sizeof says / sizeof says[0]; i++)
+        if (!strstr(r->out, says[i])) fail_msg("the sliced weights' products do not say \"%s\":\n%s", says[i], r->out);
+    if (!lib) printf("no BLAS here: the sliced weights' products are ragjit's own kernels\n");
+    expect_ok(run("ragjit check %s --random B=5,maxlen=33,seed=4", prog));
+    expect_ok(run("ragjit check %s --random B=5,maxlen=33,seed=4 --threads 2", prog));
+}
+
 /* ---- hostile programs and files --------------------------------------------------------------- */
 
 /* Programs and data an embedding did not write: each is refused with status 2 and a message
@@ -839,7 +866,7 @@ int main(void) {
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
         cmocka_unit_test(test_vector_widths), cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
-        cmocka_unit_test(test_data_lengths), cmocka_unit_test(test_from_pytorch),
+        cmocka_unit_test(test_data_lengths), cmocka_unit_test(test_from_pytorch), cmocka_unit_test(test_sliced_weight),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -722,6 +722,51 @@ static void test_constant_sizes(void **state) {
     rj_graph_free(e.g);
 }
 
+/* narrow: a dense dim of constant size only, with PyTorch's bounds; each refusal names why. */
+static void test_narrow(void **state) {
+    env e = make_env(state);
+    assert_type(&e, rj_graph_narrow(e.g, e.x, 2, 16, 32), "f32[B, j1, 32]");
+    assert_type(&e, rj_graph_narrow(e.g, e.x, -1, -8, 8), "f32[B, j1, 8]"); /* from the end */
+    assert_type(&e, rj_graph_narrow(e.g, e.x, 2, 64, 0), "f32[B, j1, 0]");
+    assert_type(&e, rj_graph_narrow(e.g, e.w, 0, 0, 64), "f32[64]");
+    rj_node W = rj_graph_input(e.g, "W", RJ_F32, 2, (rj_dim[]){128, 64});
+    assert_type(&e, rj_graph_linear(e.g, e.x, rj_graph_narrow(e.g, W, 0, 64, 64), RJ_NONE), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_narrow(e.g, rj_graph_pad(e.g, e.x, 0, 16), 1, 4, 8), "f32[B, 8, 64]"); /* dense */
+    rj_graph_free(e.g);
+    static const struct {
+        int dim;
+        int64_t start, len;
+        rj_status s;
+        const char *msg;
+    } bad[] = {
+        {1, 0, 1, RJ_ERR_UNSUPPORTED, "narrow: dim 1 of f32[B, j1, 64] is the ragged dim j1: slicing a ragged dim is "
+         "not supported"},
+        {0, 0, 1, RJ_ERR_UNSUPPORTED, "narrow: dim 0 of f32[B, j1, 64] is the batch dim: slicing the batch dim of a "
+         "jagged tensor is not supported"},
+        {3, 0, 1, RJ_ERR_SHAPE, "narrow: dim 3 is out of range for f32[B, j1, 64] (3 dims)"},
+        {-4, 0, 1, RJ_ERR_SHAPE, "narrow: dim -4 is out of range for f32[B, j1, 64] (3 dims)"},
+        {2, 0, -1, RJ_ERR_ARG, "narrow: length -1 is negative"},
+        {2, 60, 5, RJ_ERR_ARG, "narrow: start 60 + length 5 exceeds the size 64 of dim 2 of f32[B, j1, 64]"},
+        {2, -4, 5, RJ_ERR_ARG, "narrow: start 60 + length 5 exceeds the size 64 of dim 2 of f32[B, j1, 64]"},
+        {2, 65, 0, RJ_ERR_ARG, "narrow: start 65 is out of range for dim 2 of f32[B, j1, 64] (from -64 to 64)"},
+        {2, -65, 0, RJ_ERR_ARG, "narrow: start -65 is out of range for dim 2 of f32[B, j1, 64] (from -64 to 64)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = make_env(state);
+        assert_fails(&e, rj_graph_narrow(e.g, e.x, bad[i].dim, bad[i].start, bad[i].len), bad[i].s, bad[i].msg);
+    }
+    e = make_env(state);
+    rj_node xd = rj_graph_input(e.g, "xd", RJ_F32, 3, (rj_dim[]){e.B, e.J, e.D});
+    assert_fails(&e, rj_graph_narrow(e.g, xd, 2, 0, 1), RJ_ERR_UNSUPPORTED,
+                 "narrow: dim 2 of f32[B, j1, D] has the size D, known only at run time: narrow needs a dim of "
+                 "constant size");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_narrow(e.g, rj_graph_scalar(e.g, 1), 0, 0, 1), RJ_ERR_SHAPE,
+                 "narrow: cannot narrow a literal");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_narrow(e.g, 1000, 0, 0, 1), RJ_ERR_GRAPH, "narrow: operand 1 is not a node");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
@@ -730,7 +775,7 @@ int main(void) {
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
         FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_deep_chains),
-        FX(test_no_inputs), FX(test_one_namespace), FX(test_constant_sizes),
+        FX(test_no_inputs), FX(test_one_namespace), FX(test_constant_sizes), FX(test_narrow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

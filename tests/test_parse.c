@@ -389,6 +389,135 @@ static void test_index_syntax(void **state) {
     }
 }
 
+/* The dump of a graph with its fresh names (v12) unnumbered and runs of spaces as one: two
+ * spellings that make a different number of literal nodes number their values differently. */
+static char *dump_unnumbered(rj_ctx *ctx, const char *src) {
+    rj_graph *g = rj_graph_parse(ctx, src, "same.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(ctx));
+    char *d = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+    assert_non_null(d);
+    rj_graph_free(g);
+    char *w = d, prev = ' '; /* the source's character before r (w writes over it) */
+    for (const char *r = d; *r; r++) {
+        char c = *r;
+        if (c == ' ' && prev == ' ') continue; /* the column of the type comments moves too */
+        *w++ = c;
+        if (c == 'v' && !(isalnum((unsigned char)prev) || prev == '_') && isdigit((unsigned char)r[1]))
+            while (isdigit((unsigned char)r[1])) r++;
+        prev = *r;
+    }
+    *w = 0;
+    return d;
+}
+
+/* Slices: narrow, x[a:b] with Python's clamping, split and chunk with PyTorch's sizes, tuple
+ * assignment; each way of asking for what narrow cannot do is an error naming it. */
+static void test_slice_syntax(void **state) {
+    fixture *f = *state;
+    static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 64]\ninput W : f32[96, 48]\n";
+    static const char slices[] =
+        "a = x[..., 8:24] + x[:, :, -16:] + x[:, :, :16] + x[..., 48:][:, :, ::1]\n"
+        "b = x[..., 0:1000] + x[..., -1000:1000] + x[:, :, :] + x[..., 0:]\n"
+        "c = x[..., 3] + x[:, :, -1]\n"
+        "d = linear(x[..., :48], W[16:64, :]) + W[1, :48] + x[..., 10:10].sum(-1, keepdim=True)\n"
+        "q, k, v = x.split(24, dim=2)\n"
+        "c1, c2, c3 = torch.chunk(x, 3, dim=-1)\n"
+        "s1, s2 = x.split([16, 48], -1)\n"
+        "e0, e = x.split(32, dim=-1)\n"
+        "output a, b, c, d, q, k, v, c1, c3, s2, e\n";
+    static const char narrows[] =
+        "a = narrow(x, 2, 8, 16) + x.narrow(2, 48, 16) + torch.narrow(x, -1, 0, 16) + x.narrow(-1, -16, 16)\n"
+        "b = x + x + x + x\n"
+        "c = x.narrow(2, 3, 1).squeeze(2) + x.narrow(2, 63, 1).squeeze(-1)\n"
+        "d = linear(x.narrow(2, 0, 48), W.narrow(0, 16, 48)) + W.narrow(0, 1, 1).squeeze(0) + "
+        "x.narrow(2, 10, 0).sum(-1, keepdim=True)\n"
+        "q = x.narrow(2, 0, 24)\nk = x.narrow(2, 24, 24)\nv = x.narrow(2, 48, 16)\n"
+        "c1 = x.narrow(2, 0, 22)\nc2 = x.narrow(2, 22, 22)\nc3 = x.narrow(2, 44, 20)\n"
+        "s1 = x.narrow(2, 0, 16)\ns2 = x.narrow(2, 16, 48)\n"
+        "e0 = x.narrow(2, 0, 32)\ne = x.narrow(2, 32, 32)\n"
+        "output a, b, c, d, q, k, v, c1, c3, s2, e\n";
+    char src[2048], *dump[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(src, sizeof src, "%s%s", head, k ? narrows : slices);
+        dump[k] = dump_unnumbered(f->ctx, src);
+    }
+    if (strcmp(dump[0], dump[1])) {
+        size_t at = 0;
+        while (dump[0][at] == dump[1][at]) at++;
+        while (at > 0 && dump[0][at - 1] != '\n') at--;
+        fail_msg("slices and narrows differ from:\n%.300s\n---\n%.300s", dump[0] + at, dump[1] + at);
+    }
+    rj_string_free(f->ctx, dump[1]);
+    snprintf(src, sizeof src, "%s%s", head, slices);
+    rj_graph *g = rj_graph_parse(f->ctx, src, "t.rj");
+    char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+    rj_graph_free(g);
+    g = rj_graph_parse(f->ctx, text, "dump.rj"); /* the dump parses back */
+    if (!g) fail_msg("the dump does not parse: %s\n%s", rj_ctx_error(f->ctx), text);
+    assert_type(f->ctx, g, "c", "f32[B, j1]");
+    assert_type(f->ctx, g, "c3", "f32[B, j1, 20]");
+    assert_type(f->ctx, g, "d", "f32[B, j1, 48]");
+    rj_graph_free(g);
+    rj_string_free(f->ctx, text);
+    rj_string_free(f->ctx, dump[0]);
+    /* chunk's sizes are ceil(size / chunks) each: 4 chunks of 6 give 2, 2, 2 (three pieces) */
+    g = rj_graph_parse(f->ctx, "input y : f32[6]\na, b, c = y.chunk(4)\nd, e = y.split(5)\nf = y.chunk(2)[-1]\n"
+                         "output a, c, e, f\n", "t.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+    assert_type(f->ctx, g, "c", "f32[2]");
+    assert_type(f->ctx, g, "e", "f32[1]");
+    assert_type(f->ctx, g, "f", "f32[3]");
+    rj_graph_free(g);
+    static const struct {
+        const char *line, *msg;
+        rj_status s;
+    } bad[] = {
+        {"y = x[:, 1:]", "t.rj:4:10: narrow: dim 1 of f32[B, j1, 64] is the ragged dim j1: slicing a ragged dim is not "
+         "supported", RJ_ERR_UNSUPPORTED},
+        {"y = x[0]", "t.rj:4:7: narrow: dim 0 of f32[B, j1, 64] is the batch dim: slicing the batch dim of a jagged "
+         "tensor is not supported", RJ_ERR_UNSUPPORTED},
+        {"y = x.narrow(1, 0, 2)", "t.rj:4:7: narrow: dim 1 of f32[B, j1, 64] is the ragged dim j1", RJ_ERR_UNSUPPORTED},
+        {"y = xd.narrow(2, 0, 2)", "t.rj:4:8: narrow: dim 2 of f32[B, j1, D] has the size D, known only at run time",
+         RJ_ERR_UNSUPPORTED},
+        {"y = xd[..., :4]", "t.rj:4:13: narrow: dim 2 of f32[B, j1, D] has the size D", RJ_ERR_UNSUPPORTED},
+        {"y = x.narrow(3, 0, 2)", "t.rj:4:7: narrow: dim 3 is out of range for f32[B, j1, 64] (3 dims)", RJ_ERR_SHAPE},
+        {"y = x.narrow(2, 0, -1)", "t.rj:4:7: narrow: length -1 is negative", RJ_ERR_ARG},
+        {"y = x.narrow(2, 60, 8)", "t.rj:4:7: narrow: start 60 + length 8 exceeds the size 64", RJ_ERR_ARG},
+        {"y = x.narrow(2, -65, 1)", "t.rj:4:7: narrow: start -65 is out of range for dim 2", RJ_ERR_ARG},
+        {"y = x.narrow(2, 1.5, 1)", "t.rj:4:17: narrow: start must be an integer", RJ_ERR_PARSE},
+        {"y = x[..., ::2]", "t.rj:4:12: slice step 2 is not supported (only step 1: x[..., a:b])", RJ_ERR_UNSUPPORTED},
+        {"y = x[..., 64]", "t.rj:4:12: index 64 is out of range for dim 2 of size 64", RJ_ERR_SHAPE},
+        {"y = x[..., ..., 1]", "t.rj:4:12: a subscript can have only one '...'", RJ_ERR_PARSE},
+        {"y = x[:, :, :, :]", "t.rj:4:6: too many indices for a tensor of 3 dims: 4 were given", RJ_ERR_SHAPE},
+        {"y = x[..., None]", "t.rj:4:12: x[..., None] (a new dim) is not supported: write x.unsqueeze(dim)", RJ_ERR_PARSE},
+        {"y = x[..., 1.5]", "t.rj:4:12: a subscript holds integer literals", RJ_ERR_PARSE},
+        {"y = x[..., 1:2", "t.rj:5:1: expected ',' or ']', found 'output'", RJ_ERR_PARSE},
+        {"y, z = x.split(24, dim=2)", "t.rj:4:1: 2 names on the left of '=', but the right gives 3 tensors",
+         RJ_ERR_PARSE},
+        {"y, z, w = x", "t.rj:4:1: 3 names on the left of '=', but the right gives one tensor, not 3", RJ_ERR_PARSE},
+        {"y = x.split(32, dim=-1)", "t.rj:4:5: the 2 tensors of a split or chunk are not one tensor", RJ_ERR_PARSE},
+        {"y = x.split(32, dim=-1)[2]", "t.rj:4:25: index 2 is out of range for the 2 tensors of a split or chunk",
+         RJ_ERR_SHAPE},
+        {"y = x.split(32, dim=-1)[0:1]", "t.rj:4:24: the tensors of a split or chunk take one integer index",
+         RJ_ERR_PARSE},
+        {"y, z = x.split(32, dim=1)", "t.rj:4:20: narrow: dim 1 of f32[B, j1, 64] is the ragged dim j1",
+         RJ_ERR_UNSUPPORTED},
+        {"y, z = x.split([10, 20], dim=2)", "t.rj:4:16: split: the sizes add up to 30, but dim 2 has size 64",
+         RJ_ERR_SHAPE},
+        {"y, z = x.split(0, dim=2)", "t.rj:4:16: split: split_size can only be 0 if the dim's size is 0", RJ_ERR_ARG},
+        {"y, z = x.split(-1, dim=2)", "t.rj:4:16: split: split_size=-1 is negative", RJ_ERR_PARSE},
+        {"y, z = x.chunk(0, dim=2)", "t.rj:4:16: chunk: chunks=0 is out of range", RJ_ERR_PARSE},
+        {"y, z = x.chunk([1, 2], dim=2)", "t.rj:4:16: chunk: chunks must be an integer", RJ_ERR_PARSE},
+        {"y, z = x.split(32, dim=5)", "t.rj:4:20: split: dim 5 is out of range for a tensor of 3 dims", RJ_ERR_SHAPE},
+        {"y, = x", "t.rj:4:4: expected a name after ','", RJ_ERR_PARSE},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(src, sizeof src, "ragged j1 : B\ninput x : f32[B, j1, 64]\ninput xd : f32[B, j1, D]\n%s\noutput y\n",
+                 bad[i].line);
+        expect_error_start(f->ctx, src, bad[i].line, bad[i].s, bad[i].msg);
+    }
+}
+
 /* Matrix products and two ragged dims: every shape rule is an error naming what is wrong. */
 static void test_matmul_errors(void **state) {
     fixture *f = *state;
@@ -495,7 +624,7 @@ static void test_syntax_errors(void **state) {
                  "log sqrt rsqrt sin cos logical_not add sub mul div pow maximum minimum eq ne lt le gt ge "
                  "logical_and logical_or where masked_fill cast sum mean max min prod softmax log_softmax "
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
-                 "matmul transpose sign view unsqueeze squeeze linear t size amax amin", 5);
+                 "narrow matmul transpose sign view unsqueeze squeeze linear t size split chunk amax amin", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
@@ -821,7 +950,7 @@ static void test_null_args(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_matmul_errors), FX(test_warnings),
+        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_slice_syntax), FX(test_matmul_errors), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),

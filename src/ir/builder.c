@@ -349,6 +349,18 @@ rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias) {
     return rj_graph_binary(g, RJ_OP_ADD, y, bias);
 }
 
+rj_node rj_graph_narrow(rj_graph *g, rj_node x, int dim, int64_t start, int64_t length) {
+    if (!g || !operands_ok(g, "narrow", &x, 1)) return RJ_NONE;
+    if (length < 0 || length > ((int64_t)1 << 53))
+        return graph_fail(g, RJ_ERR_ARG, "narrow: length %lld is %s", (long long)length,
+                          length < 0 ? "negative" : "out of range"), RJ_NONE;
+    node n = make(RJ_OP_NARROW, 1, x, -1, -1);
+    n.axis = dim;
+    n.ival = start;
+    n.fval = (double)length; /* the length until infer_narrow makes it the dim's size */
+    return build(g, &n);
+}
+
 rj_node rj_graph_transpose(rj_graph *g, rj_node x, int dim0, int dim1) {
     if (!g || !operands_ok(g, "transpose", &x, 1)) return RJ_NONE;
     node n = make(RJ_OP_TRANSPOSE, 1, x, -1, -1);

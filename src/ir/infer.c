@@ -610,8 +610,52 @@ static rj_status infer_transpose(rj_graph *g, node *n) {
                       type_text(g, x).s);
 }
 
+/* narrow: dim `axis` cut to `fval` (the length) elements from `ival` (the start), normalised
+ * here to a non-negative dim and start. Only a dense dim of constant size: the batch dim and a
+ * ragged dim would change the offsets, and a size bound at run time leaves the bounds
+ * unchecked until the run. */
+static rj_status infer_narrow(rj_graph *g, node *n) {
+    const node *x = in(g, n, 0);
+    int r = x->rank, d = n->axis;
+    if (x->weak) return graph_fail(g, RJ_ERR_SHAPE, "narrow: cannot narrow a literal");
+    if (d < -r || d >= r)
+        return graph_fail(g, RJ_ERR_SHAPE, "narrow: dim %d is out of range for %s (%d dims)", d, type_text(g, x).s, r);
+    if (d < 0) d += r;
+    const sym *sy = graph_sym(g, x->dims[d]);
+    int rp = dim_ragged_pos(g, x);
+    if (sy && sy->kind == SYM_RAGGED)
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "narrow: dim %d of %s is the ragged dim %s: slicing a ragged dim is "
+                          "not supported", d, type_text(g, x).s, sy->name);
+    if (rp >= 0 && d == 0)
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "narrow: dim 0 of %s is the batch dim: slicing the batch dim of a "
+                          "jagged tensor is not supported", type_text(g, x).s);
+    if (sy) {
+        char a[160];
+        dim_text(g, x->dims[d], a, sizeof a);
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "narrow: dim %d of %s has the size %s, known only at run time: narrow "
+                          "needs a dim of constant size", d, type_text(g, x).s, a);
+    }
+    int64_t size = x->dims[d], start = n->ival, len = (int64_t)n->fval;
+    if (len < 0) return graph_fail(g, RJ_ERR_ARG, "narrow: length %lld is negative", (long long)len);
+    if (start < -size || start > size)
+        return graph_fail(g, RJ_ERR_ARG, "narrow: start %lld is out of range for dim %d of %s (from %lld to %lld)",
+                          (long long)start, d, type_text(g, x).s, (long long)-size, (long long)size);
+    if (start < 0) start += size;
+    if (len > size - start)
+        return graph_fail(g, RJ_ERR_ARG, "narrow: start %lld + length %lld exceeds the size %lld of dim %d of %s",
+                          (long long)start, (long long)len, (long long)size, d, type_text(g, x).s);
+    n->axis = d;
+    n->ival = start;
+    n->dtype = x->dtype;
+    n->rank = x->rank;
+    memcpy(n->dims, x->dims, sizeof(rj_dim) * (size_t)r);
+    n->dims[d] = len;
+    return RJ_OK;
+}
+
 static rj_status infer_view(rj_graph *g, node *n, const char *op) {
     if (n->op == RJ_OP_TRANSPOSE) return infer_transpose(g, n);
+    if (n->op == RJ_OP_NARROW) return infer_narrow(g, n);
     const node *x = in(g, n, 0);
     n->dtype = x->dtype;
     if (x->weak) return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot reshape a literal", op);

@@ -78,11 +78,13 @@ typedef struct node {
     uint8_t weak;     /* SCALAR: literal category */
     uint8_t keepdim;  /* REDUCE; UNPAD: 1 to unpad dims 1 and 2 ([B, L, L] -> [B, j, j]) */
     int32_t in[3];
-    int32_t axis;     /* REDUCE/SOFTMAX/GATHER/TAKE_ALONG_DIM/INDEX_SELECT: dim (normalised);
+    int32_t axis;     /* REDUCE/SOFTMAX/GATHER/TAKE_ALONG_DIM/INDEX_SELECT/NARROW: dim (normalised);
                        * NORM: ndims; TRANSPOSE: the first dim swapped (the second in ival) */
-    double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps */
+    double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps; NARROW: the length as
+                       * built (then also dims[axis]) */
     int64_t ival;     /* SCALAR (int/bool); POSITIONS: its ragged symbol (an rj_dim); MATMUL:
-                       * 1 if w is given as [N, K] (linear's weight), else 0 */
+                       * 1 if w is given as [N, K] (linear's weight), else 0; NARROW: the start
+                       * (normalised: >= 0) */
     char *name;       /* INPUT name; for other nodes the variable name from the text format */
     int32_t loc;      /* source position for text-format errors, or -1 */
     int32_t from;     /* 1 + the id of the user's node this one computes, 0 if none: kept by

@@ -737,7 +737,11 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
         if (k->tmpl[0]) sbuf_printf(b, "// template: %s\n", k->tmpl);
         if (k->gemm.on) {
             const lgemm *gm = &k->gemm;
-            if (gm->mode == GEMM_ROWS)
+            if (gm->mode == GEMM_ROWS && gm->w_ld)
+                sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d from element %lld, rows "
+                            "%lld apart) by the BLAS's %cgemm, ", (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf,
+                            (long long)gm->w_off, (long long)gm->w_ld, gm->dtype == RJ_F64 ? 'd' : 's');
+            else if (gm->mode == GEMM_ROWS)
                 sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d) by the BLAS's %cgemm, ",
                             (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
             else if (gm->mode == GEMM_QK)
@@ -843,6 +847,7 @@ static void fp_kernel(sbuf *b, const lkernel *k) {
         fp_int(b, g->mode), fp_int(b, g->b_sym), fp_int(b, g->dtype), fp_int(b, g->w_nk);
         fp_int(b, g->prologue), fp_int(b, g->a_buf), fp_int(b, g->a_sym), fp_int(b, g->a_cls);
         fp_int(b, g->w_buf), fp_int(b, g->chunk_a), fp_int(b, g->chunk_c), fp_int(b, g->K), fp_int(b, g->N);
+        fp_int(b, g->w_off), fp_int(b, g->w_ld);
     }
 }
 

@@ -210,6 +210,9 @@ typedef struct lgemm {
                           * rows are contiguous in logical order (dense, or a temporary) */
     int32_t a_cls;       /* the ragged class of the product's rows, or -1: dense rows */
     int32_t w_buf;       /* w's buffer, dense */
+    int64_t w_off, w_ld; /* ROWS: w read from element w_off of w_buf with rows w_ld apart (w a
+                          * slice of a weight: W.narrow(0, s, n), W[:, a:b]); w_ld 0: w is the
+                          * whole buffer, rows K ([N, K]) or N apart */
     int32_t chunk_a, chunk_c; /* the chunk buffers (LB_CHUNK), chunk_a -1 without prologue */
     rj_dim K, N;
 } lgemm;

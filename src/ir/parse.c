@@ -8,6 +8,7 @@
  *     same j1 j2                    declares two ragged symbols equal
  *     input x : f32[B, j1, 64]      an input with its type (dense size names are declared on use)
  *     h = relu(x * w + 0.5)         an assignment: any expression
+ *     q, k, v = h.split(64, dim=2)  the tensors of a split or chunk, one name each
  *     output h, s                   the outputs, by variable name
  *
  * One statement a line. The parser builds the graph as it goes, so an error the builder finds
@@ -148,29 +149,65 @@ static void parse_output(parser *P) {
     } while (P->tok.kind == T_COMMA && (lex_next(P), !P->failed));
 }
 
-/* assignment = IDENT "=" expr */
+/* The variable `name` (declared at t) for node n; the name also labels the node in dumps. */
+static void assign(parser *P, const token *t, const char *name, rj_node n) {
+    node *nd = graph_node(P->g, n);
+    if (nd && !nd->name && nd->op != RJ_OP_SCALAR && !(nd->name = mem_strdup(P->ctx, name))) {
+        fail_at(P, t, RJ_ERR_NOMEM, "out of memory");
+        return;
+    }
+    set_var(P, t, name, n);
+}
+
+enum { MAX_TARGETS = 64 };
+
+/* assignment = IDENT { "," IDENT } "=" expr   (several names take apart the tensors of a split
+ * or chunk, as Python unpacks a tuple: q, k, v = qkv.split(384, dim=2)) */
 static void parse_assignment(parser *P) {
-    token t = P->tok;
+    token names[MAX_TARGETS];
+    int n = 0;
     char name[128];
-    if (!lex_ident(P, name, sizeof name, "a statement (ragged, same, input, output or an assignment)")) return;
+    do {
+        if (n > 0) lex_next(P); /* ',' */
+        if (n == MAX_TARGETS) {
+            fail_at(P, &P->tok, RJ_ERR_PARSE, "too many names on the left of '=' (at most %d)", MAX_TARGETS);
+            return;
+        }
+        names[n] = P->tok;
+        if (!lex_ident(P, name, sizeof name, n ? "a name after ','" :
+                       "a statement (ragged, same, input, output or an assignment)"))
+            return;
+        n++;
+    } while (P->tok.kind == T_COMMA);
     if (P->tok.kind != T_ASSIGN) {
         char got[80];
         tok_text(&P->tok, got, sizeof got);
         fail_at(P, &P->tok, RJ_ERR_PARSE, "expected '=' after '%s', found %s", name, got);
         return;
     }
-    if (!new_name(P, &t, name, true)) return;
+    for (int i = 0; i < n; i++) {
+        char ni[128];
+        snprintf(ni, sizeof ni, "%.*s", names[i].len < 127 ? names[i].len : 127, names[i].start);
+        if (!new_name(P, &names[i], ni, true)) return;
+    }
     lex_next(P);
     value v = parse_expr(P);
-    rj_node n = as_node(P, &v);
     if (P->failed) return;
-    /* the variable name labels the node in dumps */
-    node *nd = graph_node(P->g, n);
-    if (nd && !nd->name && nd->op != RJ_OP_SCALAR && !(nd->name = mem_strdup(P->ctx, name))) {
-        fail_at(P, &t, RJ_ERR_NOMEM, "out of memory");
+    if (n == 1) {
+        rj_node x = as_node(P, &v);
+        if (!P->failed) assign(P, &names[0], name, x);
         return;
     }
-    set_var(P, &t, name, n);
+    if (!v.is_pieces || v.npieces != n) {
+        fail_at(P, &names[0], RJ_ERR_PARSE, "%d names on the left of '=', but the right gives %s%d%s", n,
+                v.is_pieces ? "" : "one tensor, not ", v.is_pieces ? (int)v.npieces : n,
+                v.is_pieces ? " tensors" : " (a split or chunk gives several)");
+        return;
+    }
+    for (int i = 0; i < n && !P->failed; i++) {
+        snprintf(name, sizeof name, "%.*s", names[i].len < 127 ? names[i].len : 127, names[i].start);
+        assign(P, &names[i], name, P->pieces[v.piece0 + i]);
+    }
 }
 
 /* statement = ragged_stmt | same_stmt | input_stmt | output_stmt | assignment */
@@ -269,6 +306,7 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
     }
     sbuf_free(&P.warn);
     mem_free(ctx, P.vars, sizeof(var) * (size_t)P.capvars);
+    mem_free(ctx, P.pieces, sizeof(rj_node) * (size_t)P.cappieces);
     strmap_free(&P.var_index);
     P.g->cur_loc = -1;
     if (P.failed) {

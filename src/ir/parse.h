@@ -53,6 +53,8 @@ typedef struct parser {
     token rag_at[64];   /* where the first 64 ragged symbols were declared, by symbol id */
     int32_t rag_sym[64];
     int nrag;
+    rj_node *pieces;    /* the tensors of every split and chunk so far (value.piece0) */
+    int32_t npieces, cappieces;
 } parser;
 
 typedef struct value {
@@ -67,6 +69,8 @@ typedef struct value {
     uint32_t tuple_syms;
     rj_dim dims[RJ_MAX_RANK];
     int ndims;
+    bool is_pieces;    /* the tensors of a split or chunk: parser.pieces[piece0 .. piece0+npieces-1] */
+    int32_t piece0, npieces;
     token at;          /* where the value starts */
 } value;
 
@@ -150,5 +154,21 @@ value call_apply(parser *P, const token *fn, const char *name, args *a);
 /* x.T and x.mT (batched), and x.shape[k]: the functions t and size without a call. */
 value transpose_last(parser *P, const token *at, const char *what, const value *self, bool batched);
 value size_value(parser *P, const token *at, const char *what, const value *self, const value *dimv);
+
+/* x[...]: a subscript as written, each item a slice start:stop:step (any part left out), an
+ * integer index, or "...". */
+enum { SUB_SLICE, SUB_INDEX, SUB_ELLIPSIS };
+typedef struct sub_item {
+    uint8_t kind;
+    bool has[3];   /* SLICE: start, stop, step given */
+    int64_t v[3];  /* SLICE: their values; INDEX: v[0] */
+    token at;
+} sub_item;
+typedef struct subscript {
+    int n;
+    sub_item item[RJ_MAX_RANK + 1];
+} subscript;
+/* self[s] at t: a tensor sliced (narrows, a squeeze per integer index) or a split's piece. */
+value subscript_value(parser *P, const token *t, const value *self, const subscript *s);
 
 #endif

@@ -6,7 +6,8 @@
  * unary - ~ < calls and methods). Number literals are Python numbers for dtype promotion (2 is
  * an int, 2.0 and inf are floats), True/False are bools, and calls take positional and keyword
  * arguments with PyTorch's names, as functions (softmax(x, dim=1)), as PyTorch's module
- * functions (torch.softmax, F.gelu) or as methods of their first argument (x.softmax(1)).
+ * functions (torch.softmax, F.gelu) or as methods of their first argument (x.softmax(1)), and
+ * Python's subscripts (x[..., 0:64], read here, made narrows in parse_call.c).
  * Infix operators map to the ops add, sub, mul, div, matmul, the comparisons and the logical
  * ops. What a call's name means is parse_call.c's table; this file reads what is written.
  *
@@ -257,11 +258,91 @@ static int module_path(parser *P, char *name, size_t n, token *t) {
     return -1;
 }
 
-/* postfix = primary { "." IDENT "(" [ arg { "," arg } ] ")" }: PyTorch's method syntax, any
- * op as a method of its first argument (x.sum(dim=1), x.softmax(1), m.masked_fill(...)) */
+/* An integer in a subscript (a bound, a step, an index) into *out; false after reporting. */
+static bool sub_int(parser *P, int64_t *out) {
+    value e = parse_expr(P);
+    if (P->failed) return false;
+    const node *n = e.is_size ? NULL : scalar_of(P, &e);
+    if (!n || n->weak != WEAK_INT) {
+        fail_at(P, &e.at, RJ_ERR_PARSE, "a subscript holds integer literals (x[..., 0:64], x[:, :, -1]), '...' and ':'");
+        return false;
+    }
+    *out = n->ival;
+    return true;
+}
+
+static bool sub_end(const parser *P) {
+    return P->tok.kind == T_COMMA || P->tok.kind == T_RBRACK || P->tok.kind == T_COLON;
+}
+
+/* subscript = "[" sub_item { "," sub_item } [ "," ] "]"
+ * sub_item  = "..." | [ expr ] ":" [ expr ] [ ":" [ expr ] ] | expr   (Python's slices) */
+static bool parse_subscript(parser *P, subscript *s) {
+    lex_next(P); /* '[' */
+    s->n = 0;
+    while (!P->failed && P->tok.kind != T_RBRACK) {
+        if (s->n > 0 && (!lex_expect(P, T_COMMA, "',' or ']'") || P->tok.kind == T_RBRACK)) break;
+        if (s->n == RJ_MAX_RANK + 1) {
+            fail_at(P, &P->tok, RJ_ERR_PARSE, "too many items in a subscript (at most %d)", RJ_MAX_RANK + 1);
+            return false;
+        }
+        sub_item *it = &s->item[s->n++];
+        *it = (sub_item){.kind = SUB_SLICE, .at = P->tok};
+        if (P->tok.kind == T_DOT) { /* "..." */
+            for (int k = 0; k < 3 && !P->failed; k++) lex_expect(P, T_DOT, "'...'");
+            it->kind = SUB_ELLIPSIS;
+            continue;
+        }
+        if (P->tok.kind == T_IDENT && P->tok.len == 4 && !strncmp(P->tok.start, "None", 4)) {
+            fail_at(P, &P->tok, RJ_ERR_PARSE, "x[..., None] (a new dim) is not supported: write x.unsqueeze(dim)");
+            return false;
+        }
+        if (P->tok.kind != T_COLON) {
+            if (!sub_int(P, &it->v[0])) return false;
+            it->has[0] = true;
+            if (P->tok.kind != T_COLON) {
+                it->kind = SUB_INDEX;
+                continue;
+            }
+        }
+        lex_next(P); /* the first ':' */
+        if (!sub_end(P)) {
+            if (!sub_int(P, &it->v[1])) return false;
+            it->has[1] = true;
+        }
+        if (P->tok.kind == T_COLON) {
+            lex_next(P);
+            if (!sub_end(P)) {
+                if (!sub_int(P, &it->v[2])) return false;
+                it->has[2] = true;
+            }
+        }
+    }
+    return lex_expect(P, T_RBRACK, "']'");
+}
+
+/* postfix = primary { "." IDENT "(" [ arg { "," arg } ] ")" | subscript }: PyTorch's method
+ * syntax, any op as a method of its first argument (x.sum(dim=1), x.softmax(1),
+ * m.masked_fill(...)), and Python's slicing (x[..., 0:64], a split's x.split(64)[0]) */
 static value parse_postfix(parser *P) {
     value r = parse_primary(P);
-    while (!P->failed && P->tok.kind == T_DOT) {
+    while (!P->failed && (P->tok.kind == T_DOT || P->tok.kind == T_LBRACK)) {
+        if (P->tok.kind == T_LBRACK) {
+            token lb = P->tok;
+            value self = r;
+            if (!nest_in(P, &lb)) return r;
+            subscript *sub = mem_alloc(P->ctx, sizeof *sub);
+            if (!sub) {
+                fail_at(P, &lb, RJ_ERR_NOMEM, "out of memory");
+                return r;
+            }
+            bool ok = parse_subscript(P, sub);
+            P->nest--;
+            if (ok) r = subscript_value(P, &lb, &self, sub);
+            mem_free(P->ctx, sub, sizeof *sub);
+            r.at = self.at;
+            continue;
+        }
         lex_next(P);
         token m = P->tok;
         char name[128];

@@ -151,6 +151,11 @@ rj_node as_node(parser *P, const value *v) {
                     "(f32[B, j1, 64]), and mean(...) divides by a count", sy ? sy->name : "?");
         return RJ_NONE;
     }
+    if (v->is_pieces) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "the %d tensors of a split or chunk are not one tensor: assign them to as "
+                "many names (a, b = x.split(...)) or take one (x.split(...)[0])", (int)v->npieces);
+        return RJ_NONE;
+    }
     if (v->is_string || v->is_list || v->is_none || v->is_tuple) {
         fail_at(P, &v->at, RJ_ERR_PARSE, "%s is not a tensor",
                 v->is_none ? "None" : v->is_string ? "a string" : v->is_tuple ? "a tuple" : "a list");

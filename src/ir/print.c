@@ -189,6 +189,10 @@ static void print_index_call(sbuf *b, const rj_graph *g, const namer *nm, const 
         print_ref(b, g, nm, n->in[0]);
         sbuf_printf(b, ", %d, %d", n->axis, (int)n->ival);
         break;
+    case RJ_OP_NARROW:
+        print_ref(b, g, nm, n->in[0]);
+        sbuf_printf(b, ", %d, %lld, %lld", n->axis, (long long)n->ival, (long long)n->dims[n->axis]);
+        break;
     case RJ_OP_RESHAPE:
         print_ref(b, g, nm, n->in[0]);
         sbuf_puts(b, ", [");

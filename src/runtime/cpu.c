@@ -422,7 +422,8 @@ static void gemm_full(const blas_fns *bl, uint8_t dtype, bool tw, int64_t rows, 
 
 static void gemm_call(const blas_fns *bl, const lgemm *gm, int64_t rows, int64_t K, int64_t N, const void *a,
                       const void *w, void *c) {
-    gemm_full(bl, gm->dtype, gm->w_nk, rows, K, N, a, K, w, gm->w_nk ? K : N, c, N);
+    w = (const char *)w + (size_t)gm->w_off * gemm_es(gm); /* a slice of a weight: its first element */
+    gemm_full(bl, gm->dtype, gm->w_nk, rows, K, N, a, K, w, gm->w_ld ? gm->w_ld : gm->w_nk ? K : N, c, N);
 }
 
 /* The first physical row of item b in a buffer addressed by symbol `sym`'s offsets (-1: the

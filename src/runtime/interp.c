@@ -643,7 +643,7 @@ static void eval_matmul(interp *in, const node *n, ival *v) {
 }
 
 /* reshape: the dims after the kept ones (batch and ragged) re-laid out in C order; transpose
- * of a dense tensor: two dims swapped. */
+ * of a dense tensor: two dims swapped; narrow: one dim read from its start on. */
 static void eval_view(interp *in, const node *n, ival *v) {
     const ival *x = &in->vals[n->in[0]];
     if (n->op == RJ_OP_TRANSPOSE) {
@@ -652,6 +652,15 @@ static void eval_view(interp *in, const node *n, ival *v) {
             memcpy(xi, idx, sizeof xi);
             xi[n->axis] = idx[n->ival];
             xi[n->ival] = idx[n->axis];
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), load(x->data, x->dtype, elem_at(x, xi, x->rank)));
+        }
+        return;
+    }
+    if (n->op == RJ_OP_NARROW) {
+        int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
+        for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+            memcpy(xi, idx, sizeof xi);
+            xi[n->axis] += n->ival;
             store(v->data, v->dtype, elem_at(v, idx, n->rank), load(x->data, x->dtype, elem_at(x, xi, x->rank)));
         }
         return;

@@ -183,6 +183,11 @@ def ev_view(n, vals, env):
         if v.itemised:
             return ref.map_val(v, lambda x: np.squeeze(x, d - 1), kind_=kind(n.shape))
         return Val("dense", n.dtype, np.squeeze(v.data, d))
+    if op == "narrow":  # a dense dim: of every item (its axis k - 1) or of the array
+        k, a, b = n.attrs["dim"], n.attrs["start"], n.attrs["start"] + n.attrs["length"]
+        if v.itemised:
+            return ref.map_val(v, lambda x: np.take(x, np.arange(a, b), axis=k - 1))
+        return Val("dense", n.dtype, np.take(v.data, np.arange(a, b), axis=k))
     d0, d1 = n.attrs["d0"], n.attrs["d1"]  # transpose
     if v.kind == "jagged":
         return Val("jT", n.dtype, v.data)
@@ -200,7 +205,7 @@ for _ops, _f in [
         (("softmax", "log_softmax"), ev_softmax), (("layer_norm", "rms_norm"), ev_norm),
         (("pad",), ev_pad), (("unpad",), ev_unpad), (("matmul", "linear"), ev_matmul),
         (("embedding", "gather", "take_along_dim", "index_select", "positions"), ev_index),
-        (("reshape", "view", "unsqueeze", "squeeze", "transpose"), ev_view)]:
+        (("reshape", "view", "unsqueeze", "squeeze", "transpose", "narrow"), ev_view)]:
     for _o in _ops:
         FAMILY[_o] = _f
 
@@ -220,7 +225,8 @@ def flatten(v, n, env):
     if not v.itemised:
         return np.asarray(v.data)
     inner = [env.dim(d) for d in n.shape[3 if v.kind == "pair" else 2:]]
-    rows = [x.reshape([-1] + inner) for x in v.data]
+    # the rows of an item: the product of its dims before `inner` (not -1: it fails on 0 columns)
+    rows = [x.reshape([int(np.prod(x.shape[:x.ndim - len(inner)]))] + inner) for x in v.data]
     return np.concatenate(rows) if rows else np.zeros([0] + inner, dtype=parts_dtype(n, env))
 
 

@@ -29,7 +29,7 @@ REDUCE = ["sum", "mean", "max", "min", "prod"]
 OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked_fill", "cast"] + REDUCE +
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
-        "transpose", "padchain", "densepad", "causal", "bigint", "pairinput"])
+        "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 
@@ -488,6 +488,40 @@ class Gen:
         s = list(a.shape)
         s[0], s[1] = s[1], s[0]
         return self.add("transpose", [a], a.dtype, s, d0=0, d1=1)
+
+    def b_narrow(self, _op):
+        """narrow over a dense dim of constant size (the dims after j1 of a jagged tensor, any dim
+        of a dense one without B), spelt as syntax.py draws it: narrow(), x[..., a:b] with
+        Python's clamping, split(...)[i], chunk(...)[i]. A quarter of the time a narrowed weight
+        goes into a linear (W.narrow(0, s, n))."""
+        r = self.rng
+        if r.random() < 0.25:
+            a = self.fjag()
+            if type(a.shape[2]) is int:
+                K, N = a.shape[2], r.choice([1, 3, 5])
+                W = self.input(a.dtype, [N + r.choice([0, 1, 4]), K])
+                wn = self.narrow_of(W, 0, N)
+                return self.add("linear", [a, wn], a.dtype, ["B", "j1", N])
+
+        def cuttable(n):
+            return [k for k, d in enumerate(n.shape) if type(d) is int and d >= 1 and (n.kind == "dense" or k >= 2)]
+
+        a = self.pick(lambda n: n.kind in ("jagged", "dense") and cuttable(n) and "j1" not in n.shape[2:])
+        if a is None:
+            a = self.input(r.choice(["f32", "f32", "f64", "i32"]), ["B", "j1", r.choice([3, 5, 8, 16])])
+        k = r.choice(cuttable(a))
+        return self.narrow_of(a, k, None)
+
+    def narrow_of(self, a, k, length):
+        """a narrowed in dim k to `length` elements (None: a random length, 0 included)."""
+        r, size = self.rng, a.shape[k]
+        if length is None:
+            length = r.choice([r.randint(0, size), r.randint(1, size), max(1, size // 2)])
+        start = r.randint(0, size - length)
+        shape = list(a.shape)
+        shape[k] = length
+        return self.add("narrow", [a], a.dtype, shape, dim=k, rank=len(a.shape), start=start, length=length,
+                        size=size)
 
     # ---- programs ---------------------------------------------------------------------------------
 

@@ -76,4 +76,33 @@ def expr(n):
         return call(op, a + [str(at["dim"])], s)
     if op == "transpose":
         return call(op, a + [str(at["d0"]), str(at["d1"])], s)
+    if op == "narrow":
+        return narrow_expr(a[0], at, s)
     return call(op, a, s)
+
+
+def narrow_expr(x, at, s):
+    """narrow(x, dim, start, length) in one of its spellings: the call (negative dim and start
+    too, torch.narrow), Python slicing (negative and out-of-range bounds, which Python clamps,
+    '...' or ':'s before it), and a piece of a split or chunk when the cut is one."""
+    k, n, start, length, size = at["dim"], at["rank"], at["start"], at["length"], at["size"]
+    form = s % 6
+    if form == 5 and length and start % length == 0:
+        return f"{x}.split({length}, dim={k - n})[{start // length}]"
+    if form == 4 and length and start % length == 0:
+        chunks = -(-size // length)  # chunk's pieces are ceil(size / chunks) long
+        if -(-size // chunks) == length:
+            return f"torch.chunk({x}, {chunks}, dim={k})[{start // length}]"
+    if form >= 2:
+        lo = str(start - size) if s % 4 == 2 and 0 < start < size else str(start)  # -0 is 0, not the end
+        stop = start + length
+        hi = "" if stop == size and s % 3 == 0 else str(stop + 1000 if stop == size and s % 3 == 1 else stop)
+        sl = f"{lo}:{hi}"
+        if s % 2 and k == n - 1:
+            items = ["...", sl]
+        else:
+            items = [":"] * k + [sl] + ([] if s % 4 == 0 else [":"] * (n - 1 - k))
+        return f"{x}[" + ", ".join(items) + "]"
+    d = k - n if s % 4 == 1 else k
+    st = start - size if s % 4 == 3 and 0 < start < size else start
+    return call("torch.narrow" if s % 4 == 0 else "narrow", [x, str(d), str(st), str(length)], s)

@@ -52,6 +52,32 @@ static bool in_buffer(lower *L, int32_t id) {
     return elsewhere && L->bufof[id] >= 0;
 }
 
+/* A dense 2-D w read through narrows of a tensor of constant dims (a weight sliced:
+ * W.narrow(0, s, n), W[:, a:b]): the node whose buffer the BLAS reads in place, with the
+ * offset of the slice's first element in *off and the tensor's row stride in *ld. Otherwise w
+ * itself, *ld = 0. */
+static int32_t w_source(const rj_graph *g, int32_t w, int64_t *off, int64_t *ld) {
+    int64_t start[2] = {0, 0};
+    int32_t id = w;
+    *off = *ld = 0;
+    while (g->nodes[id].op == RJ_OP_NARROW && g->nodes[id].rank == 2) {
+        start[g->nodes[id].axis] += g->nodes[id].ival;
+        id = g->nodes[id].in[0];
+    }
+    const node *b = &g->nodes[id];
+    if (id == w || b->dims[0] < 0 || b->dims[1] < 0) return w;
+    *off = start[0] * b->dims[1] + start[1];
+    *ld = b->dims[1];
+    return id;
+}
+
+/* The tensor whose rows multiply (k, v or w; w seen through narrows, w_source). */
+static int32_t rows_source(const rj_graph *g, const node *r, bool qk, int64_t *off, int64_t *ld) {
+    *off = *ld = 0;
+    if (qk) return g->nodes[r->in[1]].in[0];
+    return g->nodes[r->in[1]].rank == 2 ? w_source(g, r->in[1], off, ld) : r->in[1];
+}
+
 /* Does the CPU's BLAS compute this GEMM group? Judged from the fusion plan, so that lowering
  * and the merge of a softmax into the GEMM's epilogue (before the buffers exist) agree: x and
  * w come from memory (an input, or a value another kernel writes: it will have a buffer). */
@@ -67,7 +93,8 @@ static bool gemm_lib_group(const lower *L, int32_t gi) {
     const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
     int rp = dim_ragged_pos(g, r);
     bool qk = is_jagged_t(g, w);
-    int32_t wsrc = qk ? w->in[0] : r->in[1];
+    int64_t off, ld;
+    int32_t wsrc = rows_source(g, r, qk, &off, &ld);
     if (!L->desc->gemm_lib || is_jagged_t(g, x) || x->dtype != r->dtype ||
         g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
         return false;
@@ -90,13 +117,14 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
     const node *r = &g->nodes[gr->root], *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
     int rp = dim_ragged_pos(g, r);
     bool qk = is_jagged_t(g, w), pv = node_is_pair(g, x), item = qk || pv;
-    int32_t wsrc = qk ? w->in[0] : r->in[1]; /* the tensor whose rows multiply: k, v or w */
+    int64_t w_off, w_ld;
+    int32_t wsrc = rows_source(g, r, qk, &w_off, &w_ld); /* the tensor whose rows multiply: k, v or w */
     int32_t gi = (int32_t)(gr - L->plan->groups), sm = -1;
     int32_t epi = (int32_t)(L->k - L->prog->kernels);
     lgemm gm = {.on = true, .mode = qk ? GEMM_QK : pv ? GEMM_PV : GEMM_ROWS, .dtype = (uint8_t)r->dtype,
                 .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1, .a_sym = -1, .b_sym = -1,
                 .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[wsrc], .chunk_a = -1,
-                .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1]};
+                .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1], .w_off = w_off, .w_ld = w_ld};
     if (item) gm.b_sym = rows_sym(L, gm.w_buf);
     if (in_buffer(L, r->in[0])) {
         gm.a_buf = L->bufof[r->in[0]];

@@ -124,7 +124,8 @@ static int32_t index_value(lower *L, int32_t id, const at *a) {
 
 /* reshape: the kept dims (batch and ragged) read through; the rest is renumbered. Where only
  * dims of size 1 come and go (unsqueeze, squeeze) the others map one to one; otherwise through
- * the flat index of the re-laid-out dims. */
+ * the flat index of the re-laid-out dims. transpose swaps two indices, narrow adds its start
+ * to one. */
 static int32_t view_value(lower *L, int32_t id, const at *a) {
     const rj_graph *g = L->g;
     const node *n = &g->nodes[id], *x = &g->nodes[n->in[0]];
@@ -132,6 +133,12 @@ static int32_t view_value(lower *L, int32_t id, const at *a) {
         at xa = *a;
         xa.idx[n->axis] = a->idx[n->ival];
         xa.idx[n->ival] = a->idx[n->axis];
+        if (n->axis <= 1) xa.inclass = xa.outclass = -1; /* they describe idx[1] */
+        return value(L, n->in[0], &xa);
+    }
+    if (n->op == RJ_OP_NARROW) { /* x at the position shifted by start in dim axis */
+        at xa = *a;
+        if (n->ival) xa.idx[n->axis] = xadd(L, a->idx[n->axis], xi(L, n->ival));
         if (n->axis <= 1) xa.inclass = xa.outclass = -1; /* they describe idx[1] */
         return value(L, n->in[0], &xa);
     }
