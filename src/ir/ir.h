@@ -197,6 +197,9 @@ static inline int32_t index_tensor(const rj_graph *g, const node *n) {
 /* infer.c: fills dtype/rank/dims of n from its operands and attributes, or fails with a
  * message naming the op and the shapes. */
 rj_status infer_node(rj_graph *g, node *n);
+/* cat's operands a and b (numbered ia and ib in the user's list, from 1) agree along every
+ * dim but *axis, which is normalised; fails with a message naming the mismatch. */
+rj_status cat_check(rj_graph *g, const node *a, const node *b, int ia, int ib, int *axis);
 
 /* print.c */
 void print_dim(sbuf *b, const rj_graph *g, rj_dim d);

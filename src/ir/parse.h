@@ -18,7 +18,7 @@ typedef enum {
     T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
     T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_ASSIGN,
     T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE,
-    T_DOT, T_TILDE, T_AMP, T_PIPE, T_AT,
+    T_DOT, T_TILDE, T_AMP, T_PIPE, T_AT, T_POW,
 } tok_kind;
 
 typedef struct token {
@@ -64,6 +64,7 @@ typedef struct value {
     bool is_list;      /* [d, d, ...] */
     bool is_size;      /* a size by name (D, j1) or x.size(k): a list of one symbolic dim */
     bool is_tuple;     /* (a, b, ...): integers in dims (negative ones too), sizes where tuple_syms has a bit */
+    bool is_tensors;   /* [x, y, ...] where a list of tensors is read (cat's): their nodes in dims */
     uint32_t tuple_syms;
     rj_dim dims[RJ_MAX_RANK];
     int ndims;
@@ -139,11 +140,13 @@ value parse_expr(parser *P);
 
 /* ---- parse_call.c: the functions ----------------------------------------------------------- */
 
-enum { SLOT_NONE, SLOT_DIMS, SLOT_SIZE };
+enum { SLOT_NONE, SLOT_DIMS, SLOT_SIZE, SLOT_TENSORS, SLOT_DIMS_VAR };
 /* The function called `name`, and in *op the op it builds; NULL if there is none. */
 const call_form *call_find(const char *name, rj_op *op);
 /* How the argument about to be read (keyword `key`, or "" for positional number a->npos) is
- * written: SLOT_DIMS, a list of dims ([1, 2]); SLOT_SIZE, a size by name (pad's len). */
+ * written: SLOT_DIMS, a list of dims ([1, 2]); SLOT_SIZE, a size by name (pad's len);
+ * SLOT_TENSORS, a list of tensors (cat's [x, y]); SLOT_DIMS_VAR, a list of dims or the rest of the
+ * positional arguments as one (x.permute(0, 1, 3, 2)). */
 int call_slot(const args *a, const char *key);
 /* The call of a->form (or the error for a name that is none) at fn, with arguments a. */
 value call_apply(parser *P, const token *fn, const char *name, args *a);

@@ -426,6 +426,139 @@ static value build_transpose(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_transpose(P->g, as_node(P, v[0]), (int)d0, (int)d1));
 }
 
+/* A list or tuple of integer dims (v from SLOT_DIMS / SLOT_DIMS_VAR) into out; false after
+ * reporting. */
+static bool int_dims(parser *P, const char *fname, const char *arg, const value *v, int *out, int *n) {
+    if (!v->is_tuple && !v->is_list) {
+        const node *s = scalar_of(P, v);
+        if (s && s->weak == WEAK_INT && s->ival >= INT_MIN && s->ival <= INT_MAX) { /* one dim */
+            out[0] = (int)s->ival;
+            *n = 1;
+            return true;
+        }
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be a list of integer dims", fname, arg);
+        return false;
+    }
+    for (int i = 0; i < v->ndims; i++)
+        if ((v->tuple_syms >> i & 1) || v->dims[i] == RJ_DIM_NONE || v->dims[i] < INT_MIN || v->dims[i] > INT_MAX ||
+            (v->is_list && !v->is_tuple)) {
+            fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be integers", fname, arg);
+            return false;
+        }
+    for (int i = 0; i < v->ndims; i++) out[i] = (int)v->dims[i];
+    *n = v->ndims;
+    return true;
+}
+
+/* permute(input, dims): x.permute(0, 1, 3, 2), x.permute([0, 1, 3, 2]), torch.permute(x, (0, 1, 3, 2)) */
+static value build_permute(parser *P, const call_site *c, value **v) {
+    int perm[RJ_MAX_RANK], n;
+    if (!int_dims(P, c->name, "dims", v[1], perm, &n)) return nothing(c);
+    return made(P, c, rj_graph_permute(P->g, as_node(P, v[0]), n, perm));
+}
+
+/* flatten(input, start_dim=0, end_dim=-1) and unflatten(input, dim, sizes): reshapes of the
+ * dims named, so a jagged tensor's batch and ragged dims stay as they are (reshape says so). */
+static value build_flatten(parser *P, const call_site *c, value **v) {
+    int64_t a = 0, b = -1;
+    if ((v[1] && !int_arg(P, c->name, "start_dim", v[1], INT_MIN, INT_MAX, &a)) ||
+        (v[2] && !int_arg(P, c->name, "end_dim", v[2], INT_MIN, INT_MAX, &b)))
+        return nothing(c);
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_dim dims[RJ_MAX_RANK], to[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, dims);
+    if (rank == 0) return made(P, c, rj_graph_reshape(P->g, x, 1, (rj_dim[]){1}));
+    if (a < 0) a += rank;
+    if (b < 0) b += rank;
+    if (a < 0 || a >= rank || b < 0 || b >= rank || a > b) {
+        fail_at(P, c->fn, RJ_ERR_SHAPE, "%s: dims %lld..%lld are out of range for a tensor of %d dims (start_dim "
+                "must not follow end_dim)", c->name, (long long)a, (long long)b, rank);
+        return nothing(c);
+    }
+    int rp = dim_ragged_pos(P->g, graph_node(P->g, x));
+    if (rp >= 0 && a <= rp && a < b) {
+        fail_at(P, c->fn, RJ_ERR_UNSUPPORTED, "%s: dims %lld..%lld include the %s dim %d: a jagged tensor keeps its "
+                "batch and ragged dims in place (flatten(%d) joins the dims after them)", c->name, (long long)a,
+                (long long)b, a < rp ? "batch" : "ragged", (int)a, rp + 1);
+        return nothing(c);
+    }
+    /* the flattened size: a constant, or the one size bound at run time among dims of 1 */
+    rj_dim m = 1;
+    int64_t prod = 1;
+    int named = 0;
+    for (int64_t k = a; k <= b; k++) {
+        if (dims[k] < 0) named++, m = dims[k];
+        else if (dims[k] && prod > INT64_MAX / dims[k]) prod = INT64_MAX;
+        else prod *= dims[k];
+    }
+    if (named > 1 || (named == 1 && prod != 1)) {
+        fail_at(P, c->fn, RJ_ERR_UNSUPPORTED, "%s: dims %lld..%lld hold a size bound at run time beside other sizes: "
+                "this version cannot name their product", c->name, (long long)a, (long long)b);
+        return nothing(c);
+    }
+    int n = 0;
+    for (int k = 0; k < a; k++) to[n++] = dims[k];
+    to[n++] = named ? m : prod;
+    for (int k = (int)b + 1; k < rank; k++) to[n++] = dims[k];
+    return made(P, c, rj_graph_reshape(P->g, x, n, to));
+}
+
+static value build_unflatten(parser *P, const call_site *c, value **v) {
+    int64_t d;
+    if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &d)) return nothing(c);
+    const value *sz = v[2];
+    if (!sz->is_list && !sz->is_tuple) {
+        fail_at(P, &sz->at, RJ_ERR_PARSE, "%s: sizes must be a list or tuple of sizes ((12, 32); -1 for one "
+                "inferred size)", c->name);
+        return nothing(c);
+    }
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_dim dims[RJ_MAX_RANK], to[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, dims);
+    if (d < -rank || d >= rank) {
+        fail_at(P, &v[1]->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", c->name,
+                (long long)d, rank);
+        return nothing(c);
+    }
+    if (d < 0) d += rank;
+    if (sz->ndims < 1 || rank - 1 + sz->ndims > RJ_MAX_RANK) {
+        fail_at(P, &sz->at, RJ_ERR_SHAPE, "%s: sizes must hold 1 to %d sizes here", c->name, RJ_MAX_RANK - rank + 1);
+        return nothing(c);
+    }
+    int n = 0;
+    for (int k = 0; k < d; k++) to[n++] = dims[k];
+    for (int i = 0; i < sz->ndims; i++) {
+        rj_dim s = sz->dims[i];
+        if (sz->is_tuple && !(sz->tuple_syms >> i & 1) && s < 0) {
+            if (s != -1) {
+                fail_at(P, &sz->at, RJ_ERR_PARSE, "%s: a size must not be negative (-1 is the inferred size)", c->name);
+                return nothing(c);
+            }
+            s = RJ_DIM_NONE;
+        }
+        to[n++] = s;
+    }
+    for (int k = (int)d + 1; k < rank; k++) to[n++] = dims[k];
+    return made(P, c, rj_graph_reshape(P->g, x, n, to));
+}
+
+/* cat(tensors, dim=0), stack(tensors, dim=0): a list of tensors, joined by the builder. */
+static value build_cat(parser *P, const call_site *c, value **v) {
+    int64_t dim = 0;
+    if (!v[0]->is_tensors) {
+        fail_at(P, &v[0]->at, RJ_ERR_PARSE, "%s: tensors must be a list of tensors (%s([a, b], dim=-1))", c->name,
+                c->name);
+        return nothing(c);
+    }
+    if (v[1] && !int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim)) return nothing(c);
+    rj_node xs[RJ_MAX_RANK];
+    for (int i = 0; i < v[0]->ndims; i++) xs[i] = (rj_node)v[0]->dims[i];
+    return made(P, c, c->name[0] == 's' ? rj_graph_stack(P->g, xs, v[0]->ndims, (int)dim)
+                                        : rj_graph_cat(P->g, xs, v[0]->ndims, (int)dim));
+}
+
 static value build_matmul(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_matmul(P->g, as_node(P, v[0]), as_node(P, v[1])));
 }
@@ -506,6 +639,10 @@ static const call_form forms[] = {
     ROW_NAME("size", build_size, 1, "input", "dim"),
     ROW_ALIAS("amax", MAX), /* PyTorch's names of the reductions to values */
     ROW_ALIAS("amin", MIN),
+    ROW(FORM_NAME, "permute", -1, build_permute, 2, SLOT_DIMS_VAR, 1, "input", "dims"),
+    ROW_NAME("flatten", build_flatten, 1, "input", "start_dim", "end_dim"),
+    ROW_NAME("unflatten", build_unflatten, 3, "input", "dim", "sizes"),
+    ROW(FORM_NAME, "stack", -1, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
     /* ops whose arguments differ from the rest of their kind's */
     ROW_OP(GELU, build_gelu, 1, "input", "approximate"),
     ROW_OP(GELU_TANH, NULL, 0, NULL), /* gelu(x, approximate="tanh") */
@@ -525,6 +662,7 @@ static const call_form forms[] = {
     ROW_OP(RESHAPE, build_reshape, 2, "input", "shape"),
     ROW_OP(TRANSPOSE, build_transpose, 3, "input", "dim0", "dim1"),
     ROW_OP(MATMUL, build_matmul, 2, "input", "other"),
+    ROW(FORM_OP, NULL, RJ_OP_CAT, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
     /* every other op of these kinds (inputs and scalars, KIND_LEAF, are no calls) */
     ROW_KIND(UNARY, build_unary, 1, "input"),
     ROW_KIND(BINARY, build_binary, 2, "input", "other"),
@@ -599,6 +737,19 @@ value call_apply(parser *P, const token *fn, const char *name, args *a) {
     value *v[MAX_PARAMS];
     int nparams = 0;
     while (nparams < MAX_PARAMS && f->params[nparams]) nparams++;
+    if (f->slot == SLOT_DIMS_VAR && a->npos > f->slot_at + 1) { /* x.permute(0, 1, 3, 2): one tuple */
+        value t = {.node = RJ_NONE, .is_tuple = true, .at = a->pos[f->slot_at].at};
+        for (int i = f->slot_at; i < a->npos; i++) {
+            const node *s = scalar_of(P, &a->pos[i]);
+            if (!s || s->weak != WEAK_INT) {
+                fail_at(P, &a->pos[i].at, RJ_ERR_PARSE, "%s: %s must be integers", name, f->params[f->slot_at]);
+                return node_value(RJ_NONE, *fn);
+            }
+            t.dims[t.ndims++] = s->ival;
+        }
+        a->pos[f->slot_at] = t;
+        a->npos = f->slot_at + 1;
+    }
     if (!bind_args(P, fn, name, a, f->params, nparams, f->required, v)) return node_value(RJ_NONE, *fn);
     call_site c = {.fn = fn, .name = name, .op = a->op, .a = a};
     return f->build(P, &c, v);

@@ -185,6 +185,13 @@ static void print_index_call(sbuf *b, const rj_graph *g, const namer *nm, const 
         sbuf_printf(b, ", %d, ", n->axis);
         print_ref(b, g, nm, n->in[1]);
         break;
+    case RJ_OP_CAT: /* a chain of binary cats prints as one: cat([a, b, c], dim=2) */
+        sbuf_puts(b, "[");
+        print_ref(b, g, nm, n->in[0]);
+        sbuf_puts(b, ", ");
+        print_ref(b, g, nm, n->in[1]);
+        sbuf_printf(b, "], dim=%d", n->axis);
+        break;
     case RJ_OP_TRANSPOSE:
         print_ref(b, g, nm, n->in[0]);
         sbuf_printf(b, ", %d, %d", n->axis, (int)n->ival);

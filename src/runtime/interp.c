@@ -646,6 +646,19 @@ static void eval_matmul(interp *in, const node *n, ival *v) {
  * of a dense tensor: two dims swapped. */
 static void eval_view(interp *in, const node *n, ival *v) {
     const ival *x = &in->vals[n->in[0]];
+    if (n->op == RJ_OP_CAT) { /* along a dense dim: the first operand's elements, then the second's */
+        const ival *y = &in->vals[n->in[1]];
+        int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK], n1 = x->ext[n->axis];
+        for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+            memcpy(xi, idx, sizeof xi);
+            bool first = idx[n->axis] < n1; /* x and y may be one value: cat([t, t]) */
+            const ival *src = first ? x : y;
+            if (!first) xi[n->axis] -= n1;
+            elem e = load(src->data, src->dtype, elem_at(src, xi, n->rank));
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), conv(e, src->dtype, v->dtype));
+        }
+        return;
+    }
     if (n->op == RJ_OP_TRANSPOSE) {
         int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
         for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {

@@ -29,7 +29,8 @@ REDUCE = ["sum", "mean", "max", "min", "prod"]
 OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked_fill", "cast"] + REDUCE +
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
-        "transpose", "padchain", "densepad", "causal", "bigint", "pairinput"])
+        "transpose", "padchain", "densepad", "causal", "bigint", "pairinput", "cat", "stack", "permute", "flatten",
+        "unflatten"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 
@@ -488,6 +489,92 @@ class Gen:
         s = list(a.shape)
         s[0], s[1] = s[1], s[0]
         return self.add("transpose", [a], a.dtype, s, d0=0, d1=1)
+
+    # ---- concatenation ----------------------------------------------------------------------------
+
+    def joinable(self, n):
+        """A value cat may take: jagged [B, j1, ...] or dense (no j1 inside), of rank >= 1."""
+        return n.kind in ("jagged", "dense") and len(n.shape) >= 1 and not (n.kind == "dense" and "j1" in n.shape)
+
+    def cat_operand(self, a, d, size, dt):
+        """A value of a's shape but `size` in dim d: from the pool, or a new input (whose dims
+        are sizes: a shape with a pad length can only be joined to values already made)."""
+        shape = list(a.shape)
+        shape[d] = size
+        b = self.pick(lambda n: n.shape == shape and self.joinable(n))
+        if b is not None and self.rng.random() < 0.6:
+            return b
+        if any(is_pad(x) for x in shape):
+            return b or a
+        return self.input(dt, shape)
+
+    def b_cat(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: self.joinable(n) and any(
+            isinstance(n.shape[k], int) for k in range(2 if n.kind == "jagged" else 0, len(n.shape))))
+        if a is None or r.random() < 0.2:
+            a = self.input(r.choice(["f32", "f32", "f64", "i32", "bool"]), ["B", "j1", r.choice([1, 3, 4])])
+        first = 2 if a.kind == "jagged" else 0
+        dims = [k for k in range(first, len(a.shape)) if isinstance(a.shape[k], int)]
+        d = dims[-1] if r.random() < 0.6 else r.choice(dims)
+        args = [a]
+        for _ in range(r.choice([1, 1, 2])):
+            dt = a.dtype if r.random() < 0.6 else r.choice(["bool", "i32", "i64", "f32", "f64"])
+            args.append(self.cat_operand(a, d, r.choice([1, 2, 3, a.shape[d]]), dt))
+        shape = list(a.shape)
+        shape[d] = sum(x.shape[d] for x in args)
+        dim = d - len(shape) if r.random() < 0.5 else d
+        return self.add("cat", args, promote([x.dtype for x in args]), shape, dim=dim)
+
+    def b_stack(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: self.joinable(n) and len(n.shape) < 6) or self.fjag()
+        first = 2 if a.kind == "jagged" else 0
+        d = r.randint(first, len(a.shape))
+        args = [a] + [self.cat_operand(a, first, a.shape[first], a.dtype) if len(a.shape) > first else a
+                      for _ in range(r.choice([1, 2]))]
+        args = [x if x.shape == a.shape else a for x in args]
+        shape = list(a.shape[:d]) + [len(args)] + list(a.shape[d:])
+        dim = d - len(shape) if r.random() < 0.5 else d
+        return self.add("stack", args, promote([x.dtype for x in args]), shape, dim=dim)
+
+    # ---- permute, flatten, unflatten ----------------------------------------------------------------
+
+    def b_permute(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: (n.kind == "jagged" and len(n.shape) >= 4) or (
+            n.kind == "dense" and len(n.shape) >= 2 and "j1" not in n.shape))
+        if a is None:
+            a = self.b_unflatten("unflatten")
+        first = 2 if a.kind == "jagged" else 0
+        rest = list(range(first, len(a.shape)))
+        r.shuffle(rest)
+        perm = list(range(first)) + rest
+        perm_text = [p - len(a.shape) if r.random() < 0.3 else p for p in perm]
+        return self.add("permute", [a], a.dtype, [a.shape[p] for p in perm], perm=perm_text)
+
+    def b_flatten(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: n.kind == "jagged" and len(n.shape) >= 4 and all(isinstance(d, int) for d in n.shape[2:]))
+        a = a or self.b_unflatten("unflatten")
+        end = r.randint(3, len(a.shape) - 1)
+        size = 1
+        for d in a.shape[2:end + 1]:
+            size *= d
+        shape = a.shape[:2] + [size] + a.shape[end + 1:]
+        return self.add("flatten", [a], a.dtype, shape, start=2, end=end if r.random() < 0.5 else end - len(a.shape))
+
+    def b_unflatten(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: n.kind == "jagged" and len(n.shape) == 3 and n.shape[2] in (4, 6, 8, 16))
+        if a is None:
+            a = self.input("f32", ["B", "j1", r.choice([4, 6, 8])])
+        D = a.shape[2]
+        sizes = [2, D // 2]
+        text = list(sizes)
+        if r.random() < 0.3:
+            text[r.randrange(2)] = -1
+        return self.add("unflatten", [a], a.dtype, ["B", "j1"] + sizes, dim=r.choice([2, -1]), sizes=text)
 
     # ---- programs ---------------------------------------------------------------------------------
 

@@ -128,6 +128,15 @@ static int32_t index_value(lower *L, int32_t id, const at *a) {
 static int32_t view_value(lower *L, int32_t id, const at *a) {
     const rj_graph *g = L->g;
     const node *n = &g->nodes[id], *x = &g->nodes[n->in[0]];
+    if (n->op == RJ_OP_CAT) { /* d < n1 ? x[d] : y[d - n1], each side's loads under its half */
+        int32_t n1 = xi(L, x->dims[n->axis]), first = xcmp(L, RJ_OP_LT, a->idx[n->axis], n1);
+        at xa = *a, ya = *a;
+        ya.idx[n->axis] = xbin(L, RJ_OP_SUB, RJ_I64, a->idx[n->axis], n1);
+        xa.guard = a->guard >= 0 ? xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, a->guard, first) : first;
+        int32_t second = xun(L, RJ_OP_LOGICAL_NOT, RJ_BOOL, first);
+        ya.guard = a->guard >= 0 ? xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, a->guard, second) : second;
+        return xsel(L, first, xcast(L, n->dtype, value(L, n->in[0], &xa)), xcast(L, n->dtype, value(L, n->in[1], &ya)));
+    }
     if (n->op == RJ_OP_TRANSPOSE) { /* x at the position with dims axis < ival swapped */
         at xa = *a;
         xa.idx[n->axis] = a->idx[n->ival];
