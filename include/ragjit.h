@@ -222,7 +222,9 @@ RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid
     X(RESHAPE, "reshape", VIEW, ATTR)                    \
     X(MATMUL, "matmul", MATMUL, FLOAT)                   \
     X(TRANSPOSE, "transpose", VIEW, ATTR)                \
-    X(CAT, "cat", VIEW, SAME)
+    X(CAT, "cat", VIEW, SAME)                            \
+    X(ARANGE, "arange", INDEX, ATTR)                     \
+    X(FULL, "full", INDEX, ATTR)
 
 typedef enum rj_op {
 #define RJ_X_(e, name, kind, rule) RJ_OP_##e,
@@ -346,6 +348,12 @@ RJ_API rj_node rj_graph_take_along_dim(rj_graph *g, rj_node x, rj_node index, in
 RJ_API rj_node rj_graph_index_select(rj_graph *g, rj_node x, int dim, rj_node index);
 /* positions(j): i64[B, j], each row's index inside its item (0, 1, ..., len_b - 1). */
 RJ_API rj_node rj_graph_positions(rj_graph *g, rj_dim ragged);
+/* Constants computed from the index, with no input buffer (PyTorch's arange, full, zeros,
+ * ones): arange(n, dtype) is [n] holding 0, 1, ..., n - 1; full(rank, dims, value, dtype) a
+ * tensor of dims (constants and dense size symbols: no ragged dim) all `value` (converted to
+ * dtype as a cast converts). They are typed tensors: full(..., F32) * an f64 tensor is f64. */
+RJ_API rj_node rj_graph_arange(rj_graph *g, rj_dim n, rj_dtype dtype);
+RJ_API rj_node rj_graph_full(rj_graph *g, int rank, const rj_dim *dims, double value, rj_dtype dtype);
 /* reshape(x, rank, dims): x viewed with other dims after the batch and ragged dims (for a
  * jagged x, dims[0..1] must be x's own: [B, j1, 8, 8] from [B, j1, 64]); the dims must hold
  * as many elements, provably (equal products of constants and the same size symbols). One

@@ -645,6 +645,19 @@ static void c_permute(env *e) {
     out(e, rj_graph_reshape(g, p, 3, (rj_dim[]){e->B, e->J, 3 * D}));
 }
 
+/* constants computed from the index, broadcast into jagged and dense values and under a
+ * softmax and a reduction */
+static void c_constants(env *e) {
+    rj_graph *g = e->g;
+    rj_node ar = rj_graph_arange(g, D, e->ft);                                   /* [D] */
+    out(e, rj_graph_softmax(g, bin(e, RJ_OP_MUL, e->x, ar), 1));
+    out(e, bin(e, RJ_OP_ADD, e->pb, rj_graph_arange(g, D, RJ_I64)));             /* promoted */
+    rj_node f = rj_graph_full(g, 2, (rj_dim[]){e->B, D}, 0.75, e->ft);           /* [B, D] */
+    out(e, bin(e, RJ_OP_ADD, rj_graph_reduce(g, RJ_OP_SUM, e->x, 1, false), f));
+    out(e, rj_graph_full(g, 3, (rj_dim[]){2, e->L, 3}, -2, RJ_I32));             /* an output itself */
+    out(e, rj_graph_where(g, e->m, e->x, rj_graph_full(g, 1, (rj_dim[]){D}, 1.5, e->ft)));
+}
+
 const std_chain std_chains[] = {
     {"softmax(x @ yᵀ * 0.25, 2) @ relu(y)", c_attention},
     {"causal: softmax(where(i >= j, x @ yᵀ, -inf), 2) @ y", c_causal_attention},
@@ -699,6 +712,7 @@ const std_chain std_chains[] = {
     {"ix + 9007199254740993", c_i64_literal},
     {"cat: softmax, linear, layer_norm, dense, padded, int, stack", c_cat},
     {"permute(stack(x, exp(y), x), 0, 1, 3, 2): softmax, max, flatten", c_permute},
+    {"arange, full: softmax(x * arange(D)), pb + arange, sum + full, where", c_constants},
 };
 const int std_nchains = (int)(sizeof std_chains / sizeof std_chains[0]);
 

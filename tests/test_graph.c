@@ -552,6 +552,25 @@ static void test_cat_builder(void **state) {
                  "cat: operand 1 has the run-time size D in the cat dim 0");
 }
 
+/* arange and full: dense shapes, the dtype given, no ragged dim. */
+static void test_constants_builder(void **state) {
+    env e = make_env(state);
+    assert_type(&e, rj_graph_arange(e.g, 5, RJ_I64), "i64[5]");
+    assert_type(&e, rj_graph_arange(e.g, e.D, RJ_F32), "f32[D]");
+    assert_type(&e, rj_graph_full(e.g, 2, (rj_dim[]){e.B, 3}, 1.5, RJ_F64), "f64[B, 3]");
+    assert_type(&e, rj_graph_full(e.g, 0, NULL, 1, RJ_BOOL), "bool[]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_MUL, e.x, rj_graph_full(e.g, 1, (rj_dim[]){64}, 2, RJ_F64)),
+                "f64[B, j1, 64]");
+    assert_int_equal(rj_graph_arange(NULL, 5, RJ_I64), RJ_NONE);
+    assert_fails(&e, rj_graph_full(e.g, 2, (rj_dim[]){e.B, e.J}, 0, RJ_F32), RJ_ERR_SHAPE,
+                 "full: dim 1 is the ragged symbol j1: constants have dense shapes");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_arange(e.g, 4, (rj_dtype)9), RJ_ERR_ARG, "arange: invalid dtype 9");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_full(e.g, 1, (rj_dim[]){RJ_DIM_NONE}, 0, RJ_F32), RJ_ERR_ARG,
+                 "full: dim 0 of the shape is RJ_DIM_NONE");
+}
+
 static void test_op_table(void **state) {
     (void)state;
     for (int i = 0; i < RJ_OP_COUNT; i++) {
@@ -757,7 +776,7 @@ int main(void) {
         FX(test_reductions), FX(test_norms), FX(test_pad_unpad), FX(test_input_errors),
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
-        FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_cat_builder), FX(test_deep_chains),
+        FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_cat_builder), FX(test_constants_builder), FX(test_deep_chains),
         FX(test_no_inputs), FX(test_one_namespace), FX(test_constant_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -495,7 +495,7 @@ static void test_syntax_errors(void **state) {
                  "log sqrt rsqrt sin cos logical_not add sub mul div pow maximum minimum eq ne lt le gt ge "
                  "logical_and logical_or where masked_fill cast sum mean max min prod softmax log_softmax "
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
-                 "matmul transpose cat sign view unsqueeze squeeze linear t size amax amin permute flatten unflatten stack", 5);
+                 "matmul transpose cat arange full sign view unsqueeze squeeze linear t size amax amin permute flatten unflatten zeros ones stack", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
@@ -580,6 +580,9 @@ static void test_print_roundtrip(void **state) {
         "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput d : f64[3, 2]\n"
         "c = cat([x, relu(x), x], dim=-1)\ns = stack((x, x), 3)\ne = torch.cat([d, d], 0) ** 2\n"
         "p = -x ** 2 ** 0.5\noutput c, s, e, p\n",
+        "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput w : f32[D]\na = x + arange(4) * full([4], 0.5, dtype=\"f64\")\n"
+        "b = zeros(3, D) + ones([D], dtype=\"i32\") + full((3, 1), True)\nc = torch.arange(D, dtype=\"f32\") * w\n"
+        "output a, b, c\n",
     };
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         rj_graph *g = rj_graph_parse(f->ctx, progs[i], "a.rj");
@@ -941,13 +944,41 @@ static void test_permute_flatten(void **state) {
     expect_stmt_errors(c, head, bad, sizeof bad / sizeof bad[0]);
 }
 
+/* arange, full, zeros, ones: dense constants with PyTorch's default dtypes. */
+static void test_constants(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput d : f64[3, D]\n";
+    static const char *const types[][2] = {
+        {"a", "i64[4]"}, {"b", "f64[4]"}, {"e", "f32[3, D]"}, {"g", "f32[D]"}, {"h", "i64[2, 2]"},
+        {"i", "bool[1]"}, {"k", "f32[2]"}, {"l", "i32[2, 3]"}, {"m", "f32[B, j1, 4]"}, {"n", "f64[3, D]"},
+        {"o", "f32[]"}};
+    expect_types(c, head, "a = arange(4)\nb = torch.arange(end=4, dtype=\"f64\")\ne = zeros(3, D)\n"
+                 "g = ones([D])\nh = full((2, 2), 7)\ni = full([1], False)\nk = full([2], 1.5)\n"
+                 "l = torch.zeros((2, 3), dtype=\"i32\")\nm = x + arange(4)\nn = d * ones(D)\no = zeros([])\n"
+                 "output a, b, e, g, h, i, k, l, m, n, o\n", types, sizeof types / sizeof types[0]);
+    static const stmt_error bad[] = {
+        {"y = full([B, j1], 0.0)", "full: dim 1 is the ragged symbol j1: constants have dense shapes", RJ_ERR_SHAPE},
+        {"y = arange(j1)", "arange: dim 0 is the ragged symbol j1", RJ_ERR_SHAPE},
+        {"y = arange(-1)", "arange: the size must be a list of sizes, or a size", RJ_ERR_PARSE},
+        {"y = arange(2.5)", "arange: the size must be a list of sizes, or a size", RJ_ERR_PARSE},
+        {"y = arange([2, 3])", "arange: end must be one size", RJ_ERR_PARSE},
+        {"y = zeros(2, dtype=\"f16\")", "zeros: dtype must be one of", RJ_ERR_PARSE},
+        {"y = zeros([2, -1])", "zeros: a size must not be negative", RJ_ERR_PARSE},
+        {"y = full([2], x)", "full: fill_value must be a number or True/False", RJ_ERR_PARSE},
+        {"y = ones(2, 3.0)", "ones: size must be integers", RJ_ERR_PARSE},
+        {"y = x + arange(3)", "add: f32[B, j1, 4] and i64[3] differ in dim 2", RJ_ERR_SHAPE},
+    };
+    expect_stmt_errors(c, head, bad, sizeof bad / sizeof bad[0]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_matmul_errors), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),
-        FX(test_cat_stack_pow), FX(test_permute_flatten),
+        FX(test_cat_stack_pow), FX(test_permute_flatten), FX(test_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,11 +255,44 @@ rj_node rj_graph_index_select(rj_graph *g, rj_node x, int dim, rj_node index) {
     return index_op(g, RJ_OP_INDEX_SELECT, x, index, dim);
 }
 
+/* arange and full: the shape is the node's; the value kept as a double and, for integer and
+ * bool dtypes, converted once here as a cast converts. */
+static rj_node constant_node(rj_graph *g, rj_op op, int rank, const rj_dim *dims, double value,
+                                rj_dtype dtype) {
+    if (!g) return RJ_NONE;
+    const char *name = op == RJ_OP_ARANGE ? "arange" : "full";
+    if (rank < 0 || rank > RJ_MAX_RANK || (rank && !dims)) {
+        graph_fail(g, RJ_ERR_ARG, "%s: rank %d is not 0..%d (or dims is NULL)", name, rank, RJ_MAX_RANK);
+        return RJ_NONE;
+    }
+    for (int k = 0; k < rank; k++)
+        if (dims[k] == RJ_DIM_NONE) {
+            graph_fail(g, RJ_ERR_ARG, "%s: dim %d of the shape is RJ_DIM_NONE", name, k);
+            return RJ_NONE;
+        }
+    node n = make(op, 0, -1, -1, -1);
+    n.rank = (uint8_t)rank;
+    if (rank) memcpy(n.dims, dims, sizeof(rj_dim) * (size_t)rank);
+    n.axis = (int32_t)dtype;
+    n.fval = value;
+    n.ival = dtype == RJ_BOOL ? value != 0 : (unsigned)dtype < RJ_DTYPE_COUNT && dtype_is_int(dtype) ? cast_float_to_int(value, dtype) : 0;
+    if (op == RJ_OP_FULL && dtype_is_float(dtype)) n.fval = dtype == RJ_F32 ? (double)(float)value : value;
+    return build(g, &n);
+}
+
 rj_node rj_graph_positions(rj_graph *g, rj_dim ragged) {
     if (!g) return RJ_NONE;
     node n = make(RJ_OP_POSITIONS, 0, -1, -1, -1);
     n.ival = ragged;
     return build(g, &n);
+}
+
+rj_node rj_graph_arange(rj_graph *g, rj_dim n, rj_dtype dtype) {
+    return constant_node(g, RJ_OP_ARANGE, 1, &n, 0, dtype);
+}
+
+rj_node rj_graph_full(rj_graph *g, int rank, const rj_dim *dims, double value, rj_dtype dtype) {
+    return constant_node(g, RJ_OP_FULL, rank, dims, value, dtype);
 }
 
 rj_node rj_graph_reshape(rj_graph *g, rj_node x, int rank, const rj_dim *dims) {

@@ -417,7 +417,27 @@ static rj_status index_axis(rj_graph *g, node *n, const node *x, const char *op)
     return RJ_OK;
 }
 
+/* arange, full: a dense shape given with the node (constants and dense sizes), dtype in axis. */
+static rj_status infer_constant(rj_graph *g, node *n, const char *op) {
+    if ((unsigned)n->axis >= RJ_DTYPE_COUNT)
+        return graph_fail(g, RJ_ERR_ARG, "%s: invalid dtype %d", op, n->axis);
+    n->dtype = (rj_dtype)n->axis;
+    if (n->op == RJ_OP_ARANGE && n->rank != 1)
+        return graph_fail(g, RJ_ERR_INTERNAL, "arange: rank %d", n->rank);
+    for (int k = 0; k < n->rank; k++) {
+        if (!graph_is_valid_dim(g, n->dims[k]))
+            return graph_fail(g, RJ_ERR_ARG, "%s: dim %d of the shape is invalid", op, k);
+        const sym *s = graph_sym(g, n->dims[k]);
+        if (s && s->kind != SYM_DENSE)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: dim %d is %s %s: constants have dense shapes (sizes and "
+                              "dense size names)", op, k, s->kind == SYM_RAGGED ? "the ragged symbol" : "the length",
+                              s->name);
+    }
+    return RJ_OK;
+}
+
 static rj_status infer_index(rj_graph *g, node *n, const char *op) {
+    if (n->op == RJ_OP_ARANGE || n->op == RJ_OP_FULL) return infer_constant(g, n, op);
     if (n->op == RJ_OP_POSITIONS) {
         const sym *j = graph_sym(g, (rj_dim)n->ival);
         if (!j || j->kind != SYM_RAGGED)

@@ -81,7 +81,8 @@ typedef struct node {
     int32_t axis;     /* REDUCE/SOFTMAX/GATHER/TAKE_ALONG_DIM/INDEX_SELECT: dim (normalised);
                        * NORM: ndims; TRANSPOSE: the first dim swapped (the second in ival) */
     double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps */
-    int64_t ival;     /* SCALAR (int/bool); POSITIONS: its ragged symbol (an rj_dim); MATMUL:
+    int64_t ival;     /* SCALAR (int/bool), FULL's value as an integer (fval as a float); ARANGE and
+                       * FULL keep their dtype in axis; POSITIONS: its ragged symbol (an rj_dim); MATMUL:
                        * 1 if w is given as [N, K] (linear's weight), else 0 */
     char *name;       /* INPUT name; for other nodes the variable name from the text format */
     int32_t loc;      /* source position for text-format errors, or -1 */
@@ -192,6 +193,11 @@ static inline int32_t index_tensor(const rj_graph *g, const node *n) {
            g->nodes[g->nodes[id].in[0]].rank > 0 && g->nodes[id].dims[0] == g->nodes[g->nodes[id].in[0]].dims[0])
         id = g->nodes[id].in[0];
     return id;
+}
+
+/* Index ops with no operand, computed from the index alone: positions, arange, full. */
+static inline bool op_is_generator(rj_op op) {
+    return op == RJ_OP_POSITIONS || op == RJ_OP_ARANGE || op == RJ_OP_FULL;
 }
 
 /* infer.c: fills dtype/rank/dims of n from its operands and attributes, or fails with a

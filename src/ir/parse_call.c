@@ -544,6 +544,80 @@ static value build_unflatten(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_reshape(P->g, x, n, to));
 }
 
+/* The dtype= of a constant (a string), or `dflt` when not given. */
+static bool dtype_arg(parser *P, const call_site *c, const value *v, rj_dtype dflt, rj_dtype *out) {
+    char dname[16] = "";
+    *out = dflt;
+    if (!v || is_none(v)) return true;
+    if (v->is_string && v->slen < (int)sizeof dname) memcpy(dname, v->str, (size_t)v->slen);
+    if (!v->is_string || !parse_dtype_name(dname, out)) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: dtype must be one of \"f32\", \"f64\", \"i32\", \"i64\", \"bool\"",
+                c->name);
+        return false;
+    }
+    return true;
+}
+
+/* A constant's shape: a list or tuple of sizes ([2, D], (2, 3)), or one size (3, D). */
+static bool shape_arg(parser *P, const call_site *c, const value *v, rj_dim *dims, int *n) {
+    if (v->is_list || v->is_tuple) {
+        for (int i = 0; i < v->ndims; i++)
+            if (v->dims[i] == RJ_DIM_NONE || (v->is_tuple && !(v->tuple_syms >> i & 1) && v->dims[i] < 0)) {
+                fail_at(P, &v->at, RJ_ERR_PARSE, "%s: a size must not be negative", c->name);
+                return false;
+            }
+        memcpy(dims, v->dims, sizeof(rj_dim) * (size_t)v->ndims);
+        *n = v->ndims;
+        return true;
+    }
+    const node *s = scalar_of(P, v);
+    if (!s || s->weak != WEAK_INT || s->ival < 0) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: the size must be a list of sizes, or a size (a number or a size name)",
+                c->name);
+        return false;
+    }
+    dims[0] = s->ival;
+    *n = 1;
+    return true;
+}
+
+/* arange(end, dtype="i64"), PyTorch's default dtype for integer ends */
+static value build_arange(parser *P, const call_site *c, value **v) {
+    rj_dim d[RJ_MAX_RANK];
+    int n;
+    rj_dtype dt;
+    if (!shape_arg(P, c, v[0], d, &n) || !dtype_arg(P, c, v[1], RJ_I64, &dt)) return nothing(c);
+    if (n != 1) {
+        fail_at(P, &v[0]->at, RJ_ERR_PARSE, "arange: end must be one size (a number or a size name)");
+        return nothing(c);
+    }
+    return made(P, c, rj_graph_arange(P->g, d[0], dt));
+}
+
+/* full(size, fill_value, dtype=None): the dtype of the value's kind by default (PyTorch's:
+ * f32 for a float, i64 for an int, bool); zeros(size, dtype="f32") and ones(...) are full of 0
+ * and 1, their size a list, a tuple or the sizes one by one (zeros(2, D)). */
+static value build_full(parser *P, const call_site *c, value **v) {
+    rj_dim d[RJ_MAX_RANK];
+    int n;
+    rj_dtype dt;
+    double val = c->name[0] == 'o';
+    rj_dtype dflt = RJ_F32;
+    const value *dv = v[1];
+    if (c->op == RJ_OP_FULL) {
+        const node *s = scalar_of(P, v[1]);
+        if (!s || (s->op != RJ_OP_SCALAR)) {
+            fail_at(P, &v[1]->at, RJ_ERR_PARSE, "full: fill_value must be a number or True/False");
+            return nothing(c);
+        }
+        val = s->weak == WEAK_FLOAT ? s->fval : (double)s->ival;
+        dflt = s->weak == WEAK_FLOAT ? RJ_F32 : s->weak == WEAK_INT ? RJ_I64 : RJ_BOOL;
+        dv = v[2];
+    }
+    if (!shape_arg(P, c, v[0], d, &n) || !dtype_arg(P, c, dv, dflt, &dt)) return nothing(c);
+    return made(P, c, rj_graph_full(P->g, n, d, val, dt));
+}
+
 /* cat(tensors, dim=0), stack(tensors, dim=0): a list of tensors, joined by the builder. */
 static value build_cat(parser *P, const call_site *c, value **v) {
     int64_t dim = 0;
@@ -642,6 +716,8 @@ static const call_form forms[] = {
     ROW(FORM_NAME, "permute", -1, build_permute, 2, SLOT_DIMS_VAR, 1, "input", "dims"),
     ROW_NAME("flatten", build_flatten, 1, "input", "start_dim", "end_dim"),
     ROW_NAME("unflatten", build_unflatten, 3, "input", "dim", "sizes"),
+    ROW(FORM_NAME, "zeros", -1, build_full, 1, SLOT_DIMS_VAR, 0, "size", "dtype"),
+    ROW(FORM_NAME, "ones", -1, build_full, 1, SLOT_DIMS_VAR, 0, "size", "dtype"),
     ROW(FORM_NAME, "stack", -1, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
     /* ops whose arguments differ from the rest of their kind's */
     ROW_OP(GELU, build_gelu, 1, "input", "approximate"),
@@ -663,6 +739,8 @@ static const call_form forms[] = {
     ROW_OP(TRANSPOSE, build_transpose, 3, "input", "dim0", "dim1"),
     ROW_OP(MATMUL, build_matmul, 2, "input", "other"),
     ROW(FORM_OP, NULL, RJ_OP_CAT, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
+    ROW(FORM_OP, NULL, RJ_OP_ARANGE, build_arange, 1, SLOT_SIZE, 0, "end", "dtype"),
+    ROW(FORM_OP, NULL, RJ_OP_FULL, build_full, 2, SLOT_SIZE, 0, "size", "fill_value", "dtype"),
     /* every other op of these kinds (inputs and scalars, KIND_LEAF, are no calls) */
     ROW_KIND(UNARY, build_unary, 1, "input"),
     ROW_KIND(BINARY, build_binary, 2, "input", "other"),
@@ -740,6 +818,11 @@ value call_apply(parser *P, const token *fn, const char *name, args *a) {
     if (f->slot == SLOT_DIMS_VAR && a->npos > f->slot_at + 1) { /* x.permute(0, 1, 3, 2): one tuple */
         value t = {.node = RJ_NONE, .is_tuple = true, .at = a->pos[f->slot_at].at};
         for (int i = f->slot_at; i < a->npos; i++) {
+            if (a->pos[i].is_size) { /* zeros(B, D): sizes by name */
+                t.tuple_syms |= 1u << t.ndims;
+                t.dims[t.ndims++] = a->pos[i].dims[0];
+                continue;
+            }
             const node *s = scalar_of(P, &a->pos[i]);
             if (!s || s->weak != WEAK_INT) {
                 fail_at(P, &a->pos[i].at, RJ_ERR_PARSE, "%s: %s must be integers", name, f->params[f->slot_at]);

@@ -558,7 +558,7 @@ static rj_status check_indices(interp *in, const node *n) {
 }
 
 static rj_status eval_index(interp *in, const node *n, ival *v) {
-    if (n->op != RJ_OP_POSITIONS) {
+    if (!op_is_generator(n->op)) {
         rj_status s = check_indices(in, n);
         if (s) return s;
     }
@@ -568,6 +568,10 @@ static rj_status eval_index(interp *in, const node *n, ival *v) {
         elem e;
         if (n->op == RJ_OP_POSITIONS) {
             e.i = idx[1];
+        } else if (n->op == RJ_OP_ARANGE) {
+            e = conv((elem){.i = idx[0]}, RJ_I64, v->dtype);
+        } else if (n->op == RJ_OP_FULL) {
+            e = dtype_is_float(v->dtype) ? (elem){.f = n->fval} : (elem){.i = n->ival};
         } else if (n->op == RJ_OP_EMBEDDING) {
             int s = iv->rank;
             int64_t row = load(iv->data, iv->dtype, elem_at(iv, idx, s)).i;

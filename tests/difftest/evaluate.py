@@ -217,6 +217,18 @@ def ev_shape(n, vals, env):
     return Val("dense", n.dtype, v.data.reshape([env.dim(d) for d in n.shape]))
 
 
+def ev_const(n, vals, env):
+    """arange, full, zeros, ones: dense values of the node's shape and dtype."""
+    shape = [env.dim(d) for d in n.shape]
+    if n.op == "arange":
+        a = np.arange(shape[0], dtype=np.int64)
+        return map_conv(Val("dense", "i64", a), n.dtype, env.ft) if n.dtype != "i64" else Val("dense", "i64", a)
+    v = n.attrs.get("value", 0 if n.op == "zeros" else 1)
+    src = "f64" if isinstance(v, float) else "bool" if isinstance(v, bool) else "i64"
+    a = np.full(shape, v, dtype=np.float64 if src == "f64" else bool if src == "bool" else np.int64)
+    return map_conv(Val("dense", src, a), n.dtype, env.ft) if n.dtype != src else Val("dense", src, a)
+
+
 FAMILY = {}
 for _ops, _f in [
         (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",
@@ -227,7 +239,7 @@ for _ops, _f in [
         (("pad",), ev_pad), (("unpad",), ev_unpad), (("matmul", "linear"), ev_matmul),
         (("embedding", "gather", "take_along_dim", "index_select", "positions"), ev_index),
         (("reshape", "view", "unsqueeze", "squeeze", "transpose"), ev_view), (("cat", "stack"), ev_cat),
-        (("permute", "flatten", "unflatten"), ev_shape)]:
+        (("permute", "flatten", "unflatten"), ev_shape), (("arange", "full", "zeros", "ones"), ev_const)]:
     for _o in _ops:
         FAMILY[_o] = _f
 

@@ -30,7 +30,7 @@ OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
         "transpose", "padchain", "densepad", "causal", "bigint", "pairinput", "cat", "stack", "permute", "flatten",
-        "unflatten"])
+        "unflatten", "arange", "full"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 
@@ -575,6 +575,34 @@ class Gen:
         if r.random() < 0.3:
             text[r.randrange(2)] = -1
         return self.add("unflatten", [a], a.dtype, ["B", "j1"] + sizes, dim=r.choice([2, -1]), sizes=text)
+
+    # ---- constants --------------------------------------------------------------------------------
+
+    def b_arange(self, _op):
+        """arange(n) combined with a value whose last dim is n (broadcast as PyTorch's)."""
+        r = self.rng
+        a = self.pick(lambda n: n.kind in ("jagged", "dense") and len(n.shape) >= 1 and isinstance(n.shape[-1], int)
+                      and n.dtype != "bool" and (n.kind == "jagged" or "j1" not in n.shape)) or self.input(
+            "f32", ["B", "j1", r.choice([1, 3, 5])])
+        dt = r.choice([None, "f32", "f64", "i32", "i64"])
+        c = self.add("arange", [], dt or "i64", [a.shape[-1]], as_dtype=dt)
+        op = r.choice(["add", "mul", "sub"])
+        return self.add(op, [a, c], promote([a.dtype, c.dtype]), a.shape)
+
+    def b_full(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: n.kind in ("jagged", "dense") and len(n.shape) >= 1 and not any(
+            is_pad(d) for d in n.shape) and n.shape[-1] != "j1" and (n.kind == "jagged" or "j1" not in n.shape)) or self.fjag()
+        shape = [a.shape[-1]] if a.kind == "jagged" or r.random() < 0.5 else list(a.shape)
+        which = r.choice(["full", "zeros", "ones"])
+        value = {"zeros": 0, "ones": 1}.get(which, r.choice([2.5, -1.5, 3, True, 0.25]))
+        dflt = "f32" if which != "full" or isinstance(value, float) else "bool" if isinstance(value, bool) else "i64"
+        dt = r.choice([None, None, "f32", "f64", "i32", "i64", "bool"])
+        c = self.add(which, [], dt or dflt, shape, value=value, as_dtype=dt)
+        if c.dtype == "bool" or a.dtype == "bool":
+            return c
+        op = r.choice(["add", "mul", "maximum"])
+        return self.add(op, [a, c], promote([a.dtype, c.dtype]), broadcast(a.shape, shape))
 
     # ---- programs ---------------------------------------------------------------------------------
 

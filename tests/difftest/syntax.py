@@ -76,6 +76,16 @@ def expr(n):
         return call(op, a + [str(at["dim"])], s)
     if op == "transpose":
         return call(op, a + [str(at["d0"]), str(at["d1"])], s)
+    if op in ("arange", "full", "zeros", "ones"):
+        kw = [("dtype", f'"{at["as_dtype"]}"')] if at.get("as_dtype") else []
+        shape = "[" + ", ".join(dim_text(d) for d in n.shape) + "]"
+        if op == "arange":
+            return call("torch.arange" if s % 2 else "arange", [dim_text(n.shape[0])], 0, kw)
+        if op == "full":
+            return call("torch.full" if s % 2 else "full", [shape, lit_text(at["value"])], 0, kw)
+        if s % 3 == 0 and n.shape:
+            return call(op, [dim_text(d) for d in n.shape], 0, kw)
+        return call(op, [shape if s % 2 else "(" + ", ".join(dim_text(d) for d in n.shape) + ",)"], 0, kw)
     if op == "permute":
         dims = [str(d) for d in at["perm"]]
         if s % 3 == 0:

@@ -91,6 +91,9 @@ static int32_t index_value(lower *L, int32_t id, const at *a) {
     const rj_graph *g = L->g;
     const node *n = &g->nodes[id];
     if (n->op == RJ_OP_POSITIONS) return a->idx[1];
+    if (n->op == RJ_OP_ARANGE) return xcast(L, n->dtype, a->idx[0]);
+    if (n->op == RJ_OP_FULL)
+        return dtype_is_float(n->dtype) ? xconst(L, n->dtype, n->fval) : xconst_int(L, n->dtype, n->ival);
     const node *x = &g->nodes[n->in[0]], *ix = &g->nodes[n->in[1]];
     at ia = {.rank = ix->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
     if (n->op == RJ_OP_EMBEDDING) { /* the index has the output's leading dims */
