@@ -618,6 +618,28 @@ static void test_from_pytorch(void **state) {
     expect_ok(run("ragjit run %s --data %s --out %s/unused-out2", prog, data, tmpdir));
 }
 
+/* Code ported from PyTorch that joins and re-lays out features: ragjit check agrees on the CPU
+ * and OpenCL (when there is a device), and a cat of mismatched operands exits 2 naming them. */
+static void test_cat_views(void **state) {
+    (void)state;
+    char prog[600];
+    snprintf(prog, sizeof prog, "%s/catviews.rj", tmpdir);
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 384]\ninput h : f32[B, j1, 32]\ninput w : f32[16, 416]\n"
+                     "q = x.unflatten(2, (12, 32)).permute(0, 1, 3, 2)\ns = torch.softmax(q, dim=1).flatten(2)\n"
+                     "c = torch.cat([x, h], dim=-1)\ny = F.linear(c, w) ** 2 + torch.arange(16)\n"
+                     "z = torch.stack([h, h * 2.0], dim=2).sum(1) - torch.full((2, 32), 0.5)\noutput s, y, z\n");
+    expect_ok(run("ragjit check %s --random B=5,maxlen=9,seed=3", prog));
+    result *r = run("ragjit check %s --random B=5,maxlen=9,seed=3 --target opencl", prog);
+    if (r->status == 1) expect_fail(r, 1, "no OpenCL device");
+    else expect_ok(r);
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 384]\ninput h : f32[B, 1, 32]\n"
+                     "c = torch.cat([x, h], dim=-1)\noutput c\n");
+    r = run("ragjit check %s --random B=2", prog);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "catviews.rj:4:11: cat: operand 2 f32[B, 1, 32] is dense where operand 1 "
+                                   "f32[B, j1, 384] is jagged"));
+}
+
 /* ---- hostile programs and files --------------------------------------------------------------- */
 
 /* Programs and data an embedding did not write: each is refused with status 2 and a message
@@ -810,7 +832,7 @@ int main(void) {
         cmocka_unit_test(test_usage_errors),    cmocka_unit_test(test_run_failures),
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
         cmocka_unit_test(test_vector_widths), cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
-        cmocka_unit_test(test_data_lengths), cmocka_unit_test(test_from_pytorch),
+        cmocka_unit_test(test_data_lengths), cmocka_unit_test(test_from_pytorch), cmocka_unit_test(test_cat_views),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
