@@ -228,7 +228,10 @@ RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid
     X(RESHAPE, "reshape", VIEW, ATTR)                    \
     X(NARROW, "narrow", VIEW, ATTR)                      \
     X(MATMUL, "matmul", MATMUL, FLOAT)                   \
-    X(TRANSPOSE, "transpose", VIEW, ATTR)
+    X(TRANSPOSE, "transpose", VIEW, ATTR)                \
+    X(CAT, "cat", VIEW, SAME)                            \
+    X(ARANGE, "arange", INDEX, ATTR)                     \
+    X(FULL, "full", INDEX, ATTR)
 
 typedef enum rj_op {
 #define RJ_X_(e, name, kind, rule) RJ_OP_##e,
@@ -352,6 +355,12 @@ RJ_API rj_node rj_graph_take_along_dim(rj_graph *g, rj_node x, rj_node index, in
 RJ_API rj_node rj_graph_index_select(rj_graph *g, rj_node x, int dim, rj_node index);
 /* positions(j): i64[B, j], each row's index inside its item (0, 1, ..., len_b - 1). */
 RJ_API rj_node rj_graph_positions(rj_graph *g, rj_dim ragged);
+/* Constants computed from the index, with no input buffer (PyTorch's arange, full, zeros,
+ * ones): arange(n, dtype) is [n] holding 0, 1, ..., n - 1; full(rank, dims, value, dtype) a
+ * tensor of dims (constants and dense size symbols: no ragged dim) all `value` (converted to
+ * dtype as a cast converts). They are typed tensors: full(..., F32) * an f64 tensor is f64. */
+RJ_API rj_node rj_graph_arange(rj_graph *g, rj_dim n, rj_dtype dtype);
+RJ_API rj_node rj_graph_full(rj_graph *g, int rank, const rj_dim *dims, double value, rj_dtype dtype);
 /* reshape(x, rank, dims): x viewed with other dims after the batch and ragged dims (for a
  * jagged x, dims[0..1] must be x's own: [B, j1, 8, 8] from [B, j1, 64]); the dims must hold
  * as many elements, provably (equal products of constants and the same size symbols). One
@@ -387,9 +396,27 @@ RJ_API rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w);
  * rj_bind_input: sum_b len_b^2 rows of the inner dims, item after item) and an output (rj_tensor_info: each
  * item's block of len_b x len_b rows of the inner dims, in C order, item b's block starting at
  * offsets[b] rows, ragged_dims = 2). transpose(x, d0, d1) swaps two dims of a dense tensor;
- * of a jagged [B, j1, D] (dims 1 and 2) it is only an operand of matmul. */
+ * of a jagged [B, j1, D] (dims 1 and 2) it is only an operand of matmul; two dense dims of a
+ * jagged tensor (dims 2 and 3 of [B, j1, H, D]) swap as a dense tensor's do. */
 RJ_API rj_node rj_graph_transpose(rj_graph *g, rj_node x, int dim0, int dim1);
 RJ_API rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias);
+
+/* cat(xs, n, dim): PyTorch's torch.cat of n >= 1 tensors along a dense dim (dim may be
+ * negative): all jagged with the same ragged symbol ([B, j1, D_i]) or all dense, of one rank,
+ * equal in every other dim; the cat dim must be a constant size in each (the result's is their
+ * sum). Not along the batch or the ragged dim. The dtype is the promotion of the operands' (as
+ * PyTorch's); a literal is refused. Errors name the operands by their place in xs from 1 ("cat:
+ * operand 2 has 64 in dim 1 where operand 1 has 32"). No copy is made where a consumer fuses:
+ * element d of the cat dim reads xs[0] at d, or the next operand at d minus the sizes before
+ * it. stack(xs, n, dim) is unsqueeze(x, dim) of each, then cat along dim; dim counts in the
+ * result (-1: a new last dim) and must come after a jagged tensor's ragged dim. */
+/* permute(x, rank, perm): PyTorch's x.permute(perm), dim perm[k] of x at k (negative dims
+ * count from the last), as a chain of transposes. A jagged tensor keeps its batch and ragged
+ * dims in place (perm[0] = 0, perm[1] = 1) and permutes its dense dims freely
+ * ([B, j1, H, D] -> [B, j1, D, H]); a dense tensor takes any permutation. */
+RJ_API rj_node rj_graph_permute(rj_graph *g, rj_node x, int rank, const int *perm);
+RJ_API rj_node rj_graph_cat(rj_graph *g, const rj_node *xs, int n, int dim);
+RJ_API rj_node rj_graph_stack(rj_graph *g, const rj_node *xs, int n, int dim);
 
 /* Parses a program in ragjit's text format (docs/guide.md) into a new graph:
  *     ragged j1 : B

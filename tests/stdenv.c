@@ -649,6 +649,48 @@ static void g_index(env *e) {
     out(e, rj_graph_reshape(g, e->p3, 2, (rj_dim[]){e->B, D}));
 }
 
+/* cat along dense dims, read through by its consumers: a softmax over the ragged dim, a
+ * linear whose weight is a cat too, a layer_norm, dense, padded and integer operands, and
+ * stack */
+static void c_cat(env *e) {
+    rj_graph *g = e->g;
+    rj_node h = rj_graph_cat(g, (rj_node[]){e->x, un(e, RJ_OP_RELU, e->y), affine(e)}, 3, -1); /* [B, j1, 3D] */
+    out(e, rj_graph_softmax(g, h, 1));
+    rj_node w3 = rj_graph_cat(g, (rj_node[]){e->tab, e->tab, bin(e, RJ_OP_MUL, e->tab, S(e, 0.5))}, 3, 1); /* [V, 3D] */
+    out(e, un(e, RJ_OP_GELU, rj_graph_linear(g, h, w3, RJ_NONE)));
+    out(e, rj_graph_layer_norm(g, rj_graph_cat(g, (rj_node[]){e->x, rj_graph_cast(g, e->xi, e->ft)}, 2, 2), 1,
+                               RJ_NONE, RJ_NONE, -1));
+    out(e, bin(e, RJ_OP_MUL, rj_graph_cat(g, (rj_node[]){e->pb, e->pb}, 2, 1), S(e, 2))); /* dense [B, 2D] */
+    rj_node pq = rj_graph_cat(g, (rj_node[]){rj_graph_pad(g, e->x, 0.5, e->L), rj_graph_pad(g, e->y, 0, e->L)}, 2, -1);
+    out(e, rj_graph_reduce(g, RJ_OP_SUM, pq, 1, false));
+    out(e, rj_graph_stack(g, (rj_node[]){e->x, e->y}, 2, -1)); /* [B, j1, D, 2] */
+    out(e, rj_graph_cat(g, (rj_node[]){rj_graph_cast(g, e->xi, RJ_I64), rj_graph_unsqueeze(g, e->ix, -1)}, 2, 2));
+}
+
+/* dense dims of a jagged tensor permuted (a view read through), under a softmax over the
+ * ragged dim and a reduction, and flattened back */
+static void c_permute(env *e) {
+    rj_graph *g = e->g;
+    rj_node s = rj_graph_stack(g, (rj_node[]){e->x, un(e, RJ_OP_EXP, e->y), e->x}, 3, -1); /* [B, j1, D, 3] */
+    rj_node p = rj_graph_permute(g, s, 4, (int[]){0, 1, 3, 2});                           /* [B, j1, 3, D] */
+    out(e, rj_graph_softmax(g, bin(e, RJ_OP_MUL, p, e->w), 1));
+    out(e, rj_graph_reduce(g, RJ_OP_MAX, p, 2, false));
+    out(e, rj_graph_reshape(g, p, 3, (rj_dim[]){e->B, e->J, 3 * D}));
+}
+
+/* constants computed from the index, broadcast into jagged and dense values and under a
+ * softmax and a reduction */
+static void c_constants(env *e) {
+    rj_graph *g = e->g;
+    rj_node ar = rj_graph_arange(g, D, e->ft);                                   /* [D] */
+    out(e, rj_graph_softmax(g, bin(e, RJ_OP_MUL, e->x, ar), 1));
+    out(e, bin(e, RJ_OP_ADD, e->pb, rj_graph_arange(g, D, RJ_I64)));             /* promoted */
+    rj_node f = rj_graph_full(g, 2, (rj_dim[]){e->B, D}, 0.75, e->ft);           /* [B, D] */
+    out(e, bin(e, RJ_OP_ADD, rj_graph_reduce(g, RJ_OP_SUM, e->x, 1, false), f));
+    out(e, rj_graph_full(g, 3, (rj_dim[]){2, e->L, 3}, -2, RJ_I32));             /* an output itself */
+    out(e, rj_graph_where(g, e->m, e->x, rj_graph_full(g, 1, (rj_dim[]){D}, 1.5, e->ft)));
+}
+
 const std_chain std_chains[] = {
     {"softmax(x @ yᵀ * 0.25, 2) @ relu(y)", c_attention},
     {"causal: softmax(where(i >= j, x @ yᵀ, -inf), 2) @ y", c_causal_attention},
@@ -704,6 +746,9 @@ const std_chain std_chains[] = {
     {"sum/max/softmax/log_softmax of narrow(x, 2, ...)", c_narrow_reduce_softmax},
     {"linear(narrow(x), narrow(tab)), x @ wt[:, 2:6]", c_narrow_linear},
     {"layer_norm/rms_norm of narrows, split pieces", c_narrow_norm_split},
+    {"cat: softmax, linear, layer_norm, dense, padded, int, stack", c_cat},
+    {"permute(stack(x, exp(y), x), 0, 1, 3, 2): softmax, max, flatten", c_permute},
+    {"arange, full: softmax(x * arange(D)), pb + arange, sum + full, where", c_constants},
 };
 const int std_nchains = (int)(sizeof std_chains / sizeof std_chains[0]);
 

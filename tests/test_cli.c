@@ -74,6 +74,12 @@ static void expect_ok(result *r) {
     if (r->status != 0) fail_msg("exit %d; stderr: %s", r->status, r->err);
 }
 
+/* An OpenCL run: it succeeds, or there is no OpenCL device here. */
+static void expect_ok_or_no_device(result *r) {
+    if (r->status == 1) expect_fail(r, 1, "no OpenCL device");
+    else expect_ok(r);
+}
+
 /* ---- help --------------------------------------------------------------------------------- */
 
 static void test_help_examples(void **state) {
@@ -611,8 +617,7 @@ static void test_from_pytorch(void **state) {
         if (!files_equal(a, b)) fail_msg("%s: output ids is not input ids", targets[t]);
     }
     r = run("ragjit check %s --data %s --target opencl", prog, data);
-    if (r->status == 1) expect_fail(r, 1, "no OpenCL device");
-    else expect_ok(r);
+    expect_ok_or_no_device(r);
     /* the mask meets x from the last dim: exit 2, and the fix in the message */
     write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, D]\ninput mask : bool[B, j1]\n"
                      "y = x.masked_fill(~mask, 0.0)\noutput y\n");
@@ -672,6 +677,26 @@ static void test_sliced_weight(void **state) {
     if (!lib) printf("no BLAS here: the sliced weights' products are ragjit's own kernels\n");
     expect_ok(run("ragjit check %s --random B=5,maxlen=33,seed=4", prog));
     expect_ok(run("ragjit check %s --random B=5,maxlen=33,seed=4 --threads 2", prog));
+}
+
+/* Code ported from PyTorch that joins and re-lays out features: ragjit check agrees on the CPU
+ * and OpenCL (when there is a device), and a cat of mismatched operands exits 2 naming them. */
+static void test_cat_views(void **state) {
+    (void)state;
+    char prog[600];
+    snprintf(prog, sizeof prog, "%s/catviews.rj", tmpdir);
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 384]\ninput h : f32[B, j1, 32]\ninput w : f32[16, 416]\n"
+                     "q = x.unflatten(2, (12, 32)).permute(0, 1, 3, 2)\ns = torch.softmax(q, dim=1).flatten(2)\n"
+                     "c = torch.cat([x, h], dim=-1)\ny = F.linear(c, w) ** 2 + torch.arange(16)\n"
+                     "z = torch.stack([h, h * 2.0], dim=2).sum(1) - torch.full((2, 32), 0.5)\noutput s, y, z\n");
+    expect_ok(run("ragjit check %s --random B=5,maxlen=9,seed=3", prog));
+    expect_ok_or_no_device(run("ragjit check %s --random B=5,maxlen=9,seed=3 --target opencl", prog));
+    write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 384]\ninput h : f32[B, 1, 32]\n"
+                     "c = torch.cat([x, h], dim=-1)\noutput c\n");
+    result *r = run("ragjit check %s --random B=2", prog);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "catviews.rj:4:11: cat: operand 2 f32[B, 1, 32] is dense where operand 1 "
+                                   "f32[B, j1, 384] is jagged"));
 }
 
 /* ---- hostile programs and files --------------------------------------------------------------- */
@@ -867,6 +892,7 @@ int main(void) {
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
         cmocka_unit_test(test_vector_widths), cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
         cmocka_unit_test(test_data_lengths), cmocka_unit_test(test_from_pytorch), cmocka_unit_test(test_sliced_weight),
+        cmocka_unit_test(test_cat_views),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

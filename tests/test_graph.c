@@ -524,6 +524,53 @@ static void test_introspection_allocates_nothing(void **state) {
     rj_graph_free(e.g);
 }
 
+/* cat and stack by the builder: types, promotion, the chain of binary cats, and the
+ * operand numbering of its messages. */
+static void test_cat_builder(void **state) {
+    env e = make_env(state);
+    rj_node h = rj_graph_input(e.g, "h", RJ_F64, 3, (rj_dim[]){e.B, e.J, 32});
+    rj_node c = rj_graph_cat(e.g, (rj_node[]){e.x, h, e.z}, 3, -1);
+    assert_type(&e, c, "f64[B, j1, 160]");
+    assert_int_equal(rj_graph_cat(e.g, (rj_node[]){e.x}, 1, 2), e.x); /* one tensor: itself */
+    assert_type(&e, rj_graph_stack(e.g, (rj_node[]){e.x, e.z}, 2, 2), "f32[B, j1, 2, 64]");
+    assert_type(&e, rj_graph_stack(e.g, (rj_node[]){e.w, e.w, e.w}, 3, 0), "f32[3, 64]");
+    assert_int_equal(rj_graph_cat(NULL, (rj_node[]){e.x}, 1, 2), RJ_NONE);
+    assert_fails(&e, rj_graph_cat(e.g, (rj_node[]){e.x, e.z, e.y}, 3, 2), RJ_ERR_SHAPE,
+                 "cat: operand 3 has ragged j2 in dim 1 where operand 1 has ragged j1");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_cat(e.g, (rj_node[]){e.x, RJ_NONE}, 2, 2), RJ_ERR_GRAPH,
+                 "cat: operand 2 is RJ_NONE (no node)");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_cat(e.g, NULL, 0, 0), RJ_ERR_ARG, "cat: expected a non-empty list of tensors");
+    e = make_env(state);
+    rj_node d = rj_graph_input(e.g, "d", RJ_F32, 2, (rj_dim[]){e.D, 64});
+    assert_fails(&e, rj_graph_cat(e.g, (rj_node[]){d, e.w}, 2, 0), RJ_ERR_SHAPE,
+                 "cat: operand 2 has 1 dims where operand 1 has 2");
+    e = make_env(state);
+    d = rj_graph_input(e.g, "d", RJ_F32, 2, (rj_dim[]){e.D, 64});
+    assert_fails(&e, rj_graph_cat(e.g, (rj_node[]){d, d}, 2, 0), RJ_ERR_UNSUPPORTED,
+                 "cat: operand 1 has the run-time size D in the cat dim 0");
+}
+
+/* arange and full: dense shapes, the dtype given, no ragged dim. */
+static void test_constants_builder(void **state) {
+    env e = make_env(state);
+    assert_type(&e, rj_graph_arange(e.g, 5, RJ_I64), "i64[5]");
+    assert_type(&e, rj_graph_arange(e.g, e.D, RJ_F32), "f32[D]");
+    assert_type(&e, rj_graph_full(e.g, 2, (rj_dim[]){e.B, 3}, 1.5, RJ_F64), "f64[B, 3]");
+    assert_type(&e, rj_graph_full(e.g, 0, NULL, 1, RJ_BOOL), "bool[]");
+    assert_type(&e, rj_graph_binary(e.g, RJ_OP_MUL, e.x, rj_graph_full(e.g, 1, (rj_dim[]){64}, 2, RJ_F64)),
+                "f64[B, j1, 64]");
+    assert_int_equal(rj_graph_arange(NULL, 5, RJ_I64), RJ_NONE);
+    assert_fails(&e, rj_graph_full(e.g, 2, (rj_dim[]){e.B, e.J}, 0, RJ_F32), RJ_ERR_SHAPE,
+                 "full: dim 1 is the ragged symbol j1: constants have dense shapes");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_arange(e.g, 4, (rj_dtype)9), RJ_ERR_ARG, "arange: invalid dtype 9");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_full(e.g, 1, (rj_dim[]){RJ_DIM_NONE}, 0, RJ_F32), RJ_ERR_ARG,
+                 "full: dim 0 of the shape is RJ_DIM_NONE");
+}
+
 static void test_op_table(void **state) {
     (void)state;
     for (int i = 0; i < RJ_OP_COUNT; i++) {
@@ -774,7 +821,7 @@ int main(void) {
         FX(test_reductions), FX(test_norms), FX(test_pad_unpad), FX(test_input_errors),
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
-        FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_deep_chains),
+        FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_cat_builder), FX(test_constants_builder), FX(test_deep_chains),
         FX(test_no_inputs), FX(test_one_namespace), FX(test_constant_sizes), FX(test_narrow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

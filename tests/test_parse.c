@@ -624,7 +624,8 @@ static void test_syntax_errors(void **state) {
                  "log sqrt rsqrt sin cos logical_not add sub mul div pow maximum minimum eq ne lt le gt ge "
                  "logical_and logical_or where masked_fill cast sum mean max min prod softmax log_softmax "
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
-                 "narrow matmul transpose sign view unsqueeze squeeze linear t size split chunk amax amin", 5);
+                 "narrow matmul transpose cat arange full sign view unsqueeze squeeze linear t size split chunk amax amin "
+                 "permute flatten unflatten zeros ones stack", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
@@ -706,6 +707,12 @@ static void test_print_roundtrip(void **state) {
         "s = sum(pad(x, value=-2.5, len=L), dim=1, keepdim=True)\noutput y, z, n, c, s\n",
         "ragged j1 : B\nragged j2 : B\nsame j1 j2\ninput x : f32[B, j1, 4]\ninput y : f32[B, j2, 4]\n"
         "out = x + y\nalias = x\noutput out, alias\n",
+        "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput d : f64[3, 2]\n"
+        "c = cat([x, relu(x), x], dim=-1)\ns = stack((x, x), 3)\ne = torch.cat([d, d], 0) ** 2\n"
+        "p = -x ** 2 ** 0.5\noutput c, s, e, p\n",
+        "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput w : f32[D]\na = x + arange(4) * full([4], 0.5, dtype=\"f64\")\n"
+        "b = zeros(3, D) + ones([D], dtype=\"i32\") + full((3, 1), True)\nc = torch.arange(D, dtype=\"f32\") * w\n"
+        "output a, b, c\n",
     };
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         rj_graph *g = rj_graph_parse(f->ctx, progs[i], "a.rj");
@@ -948,12 +955,160 @@ static void test_null_args(void **state) {
     assert_error_contains(f->ctx, "<input>:1:1: the program has no outputs");
 }
 
+/* A statement after head that fails with status s and a message starting with msg (after
+ * "t.rj:L:C: "). */
+typedef struct stmt_error {
+    const char *stmt, *msg;
+    rj_status s;
+} stmt_error;
+
+static void expect_stmt_errors(rj_ctx *c, const char *head, const stmt_error *bad, size_t n) {
+    char src[1024];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(src, sizeof src, "%s%s\noutput y\n", head, bad[i].stmt);
+        rj_graph *e = rj_graph_parse(c, src, "t.rj");
+        if (e) {
+            rj_graph_free(e);
+            fail_msg("no error for %s", bad[i].stmt);
+        }
+        const char *msg = strstr(rj_ctx_error(c), ": ");
+        if (rj_ctx_status(c) != bad[i].s || !msg || strncmp(msg + 2, bad[i].msg, strlen(bad[i].msg)))
+            fail_msg("%s: got %s: %s\nexpected %s: %s", bad[i].stmt, rj_status_str(rj_ctx_status(c)),
+                     rj_ctx_error(c), rj_status_str(bad[i].s), bad[i].msg);
+    }
+}
+
+/* head + body parses, and each name has its type (want: name, type pairs). */
+static void expect_types(rj_ctx *c, const char *head, const char *body, const char *const (*want)[2], size_t n) {
+    char src[1024];
+    snprintf(src, sizeof src, "%s%s", head, body);
+    rj_graph *g = rj_graph_parse(c, src, "types.rj");
+    if (!g) fail_msg("%s", rj_ctx_error(c));
+    for (size_t i = 0; i < n; i++) assert_type(c, g, want[i][0], want[i][1]);
+    rj_graph_free(g);
+}
+
+/* cat and stack (lists of tensors), and Python's ** with its precedence. */
+static void test_cat_stack_pow(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] =
+        "ragged j1 : B\nragged j2 : B\ninput x : f32[B, j1, 32]\ninput h : f64[B, j1, 64]\n"
+        "input z : f32[B, j2, 32]\ninput d : f32[4, 32]\ninput e : i32[4, 8]\ninput n : f32[4, D]\n";
+    static const char *const types[][2] = {{"a", "f64[B, j1, 128]"}, {"b", "f32[4, 40]"}, {"c", "f32[8, 32]"},
+                                           {"s", "f32[B, j1, 32, 2]"}, {"t", "f32[3, 4, 32]"}, {"u", "f32[B, j1, 32]"}};
+    expect_types(c, head, "a = cat([x, h, x], dim=-1)\nb = torch.cat((d, e), 1)\nc = cat([d, d])\n"
+                 "s = stack([x, x], dim=-1)\nt = torch.stack([d, d, d])\nu = cat(tensors=[x], dim=2)\n"
+                 "p = -x ** 2\nq = x ** -1\nr = -2 ** 2 + x\noutput a, b, c, s, t, u, p, q, r\n", types,
+                 sizeof types / sizeof types[0]);
+    /* -x ** 2 is -(x ** 2); x ** y ** z is x ** (y ** z); -2 ** 2 is -(2 ** 2) */
+    char *dump = same_graph(c, head, "y = -x ** 2 ** 3\noutput y\n", "y = neg(pow(x, pow(2, 3)))\noutput y\n");
+    rj_string_free(c, dump);
+    dump = same_graph(c, head, "y = x * -2 ** 2\noutput y\n", "y = x * neg(pow(2, 2))\noutput y\n");
+    rj_string_free(c, dump);
+    dump = same_graph(c, head, "y = (x + 1) ** x.abs()\noutput y\n", "y = pow(add(x, 1), abs(x))\noutput y\n");
+    rj_string_free(c, dump);
+    static const stmt_error bad[] = {
+        {"y = cat([x, z], dim=2)", "cat: operand 2 has ragged j2 in dim 1 where operand 1 has ragged j1", RJ_ERR_SHAPE},
+        {"y = cat([d, x], dim=1)", "cat: operand 2 f32[B, j1, 32] is jagged where operand 1 f32[4, 32] is dense",
+         RJ_ERR_SHAPE},
+        {"y = cat([d, e, torch.cat([d, d])], dim=1)", "cat: operand 3 has 8 in dim 0 where operand 1 has 4",
+         RJ_ERR_SHAPE},
+        {"y = cat([x, x.unsqueeze(-1)], dim=2)", "cat: operand 2 has 4 dims where operand 1 has 3", RJ_ERR_SHAPE},
+        {"y = cat([x, x], dim=1)", "cat: dim 1 of f32[B, j1, 32] is its ragged dim", RJ_ERR_UNSUPPORTED},
+        {"y = cat([x, x], dim=0)", "cat: dim 0 of f32[B, j1, 32] is its batch dim", RJ_ERR_UNSUPPORTED},
+        {"y = cat([x, x], dim=3)", "cat: dim 3 is out of range for f32[B, j1, 32] (rank 3)", RJ_ERR_SHAPE},
+        {"y = cat([d, n], dim=1)", "cat: operand 2 has the run-time size D in the cat dim 1", RJ_ERR_UNSUPPORTED},
+        {"y = cat([d, 2.0])", "cat: operand 2 is a literal", RJ_ERR_SHAPE},
+        {"y = cat([])", "cat: expected a non-empty list of tensors", RJ_ERR_ARG},
+        {"y = cat(x, dim=2)", "cat: tensors must be a list of tensors", RJ_ERR_PARSE},
+        {"y = cat([x, x, x, x, x, x, x, x, x], dim=2)", "at most 8 tensors in one list", RJ_ERR_PARSE},
+        {"y = stack([x, x], dim=1)", "stack: dim 1: a jagged tensor stacks along a new dim after its ragged dim 1",
+         RJ_ERR_UNSUPPORTED},
+        {"y = stack([d, d], dim=3)", "stack: dim 3 is out of range for 2-dim tensors", RJ_ERR_SHAPE},
+        {"y = cat([d, d], dim=1.0)", "cat: dim must be an integer", RJ_ERR_PARSE},
+        {"y = x ** ", "expected an expression", RJ_ERR_PARSE},
+    };
+    expect_stmt_errors(c, head, bad, sizeof bad / sizeof bad[0]);
+}
+
+/* permute, flatten, unflatten: views over dense dims (a jagged tensor's batch and ragged dims
+ * stay in place). */
+static void test_permute_flatten(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] =
+        "ragged j1 : B\ninput x : f32[B, j1, 384]\ninput q : f32[B, j1, 4, 8]\ninput d : f32[2, 3, 4]\n"
+        "input n : f32[B, j1, H, D]\n";
+    static const char *const types[][2] = {
+        {"a", "f32[B, j1, 12, 32]"}, {"b", "f32[B, j1, 384]"}, {"c", "f32[B, j1, 8, 4]"}, {"e", "f32[4, 2, 3]"},
+        {"g", "f32[4, 2, 3]"}, {"h", "f32[24]"}, {"i", "f32[B, j1, 3, 32, 4]"}, {"k", "f32[B, j1, 8, 4]"},
+        {"l", "f32[2, 12]"}, {"m", "f32[B, j1, D, H]"}, {"o", "f32[B, j1, H, D]"}};
+    expect_types(c, head, "a = x.unflatten(2, (12, 32))\nb = a.flatten(2)\nc = q.permute(0, 1, 3, 2)\n"
+                 "e = torch.permute(d, (2, 0, 1))\ng = d.permute([-1, -3, -2])\nh = d.flatten()\n"
+                 "i = unflatten(x, -1, [3, -1, 4])\nk = q.transpose(2, 3)\nl = flatten(d, 1)\n"
+                 "m = n.permute(0, 1, 3, 2)\no = n.flatten(2, 2)\noutput a, b, c, e, g, h, i, k, l, m, o\n", types,
+                 sizeof types / sizeof types[0]);
+    char *dump = same_graph(c, head, "y = q.permute(0, 1, 3, 2)\noutput y\n", "y = transpose(q, 2, 3)\noutput y\n");
+    rj_string_free(c, dump);
+    static const stmt_error bad[] = {
+        {"y = q.permute(0, 2, 1, 3)", "permute: dim 1 of the jagged tensor must stay in place", RJ_ERR_UNSUPPORTED},
+        {"y = q.permute(1, 0, 2, 3)", "permute: dim 0 of the jagged tensor must stay in place", RJ_ERR_UNSUPPORTED},
+        {"y = q.permute(0, 1, 2)", "permute: 3 dims given for a tensor of 4 dims", RJ_ERR_SHAPE},
+        {"y = q.permute(0, 1, 2, 2)", "permute: dim 2 appears twice", RJ_ERR_SHAPE},
+        {"y = q.permute(0, 1, 2, 4)", "permute: dim 4 is out of range", RJ_ERR_SHAPE},
+        {"y = q.permute(0, 1, 2.0, 3)", "permute: dims must be integers", RJ_ERR_PARSE},
+        {"y = q.transpose(1, 3)", "transpose: dims 1 and 3 of f32[B, j1, 4, 8]: a jagged tensor transposes only",
+         RJ_ERR_UNSUPPORTED},
+        {"y = q.flatten(1)", "flatten: dims 1..3 include the ragged dim 1: a jagged tensor keeps its batch and ragged "
+         "dims in place (flatten(2) joins the dims after them)", RJ_ERR_UNSUPPORTED},
+        {"y = q.flatten()", "flatten: dims 0..3 include the batch dim 0", RJ_ERR_UNSUPPORTED},
+        {"y = q.flatten(3, 2)", "flatten: dims 3..2 are out of range", RJ_ERR_SHAPE},
+        {"y = n.flatten(2)", "flatten: dims 2..3 hold a size bound at run time beside other sizes", RJ_ERR_UNSUPPORTED},
+        {"y = x.unflatten(2, (12, 30))", "reshape: f32[B, j1, 384] to f32[B, j1, 12, 30]: the element counts differ",
+         RJ_ERR_SHAPE},
+        {"y = x.unflatten(2, 12)", "unflatten: sizes must be a list or tuple of sizes", RJ_ERR_PARSE},
+        {"y = x.unflatten(2, (12, -2))", "unflatten: a size must not be negative", RJ_ERR_PARSE},
+        {"y = x.unflatten(3, (12, 32))", "unflatten: dim 3 is out of range for a tensor of 3 dims", RJ_ERR_SHAPE},
+    };
+    expect_stmt_errors(c, head, bad, sizeof bad / sizeof bad[0]);
+}
+
+/* arange, full, zeros, ones: dense constants with PyTorch's default dtypes. */
+static void test_constants(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 4]\ninput d : f64[3, D]\n";
+    static const char *const types[][2] = {
+        {"a", "i64[4]"}, {"b", "f64[4]"}, {"e", "f32[3, D]"}, {"g", "f32[D]"}, {"h", "i64[2, 2]"},
+        {"i", "bool[1]"}, {"k", "f32[2]"}, {"l", "i32[2, 3]"}, {"m", "f32[B, j1, 4]"}, {"n", "f64[3, D]"},
+        {"o", "f32[]"}};
+    expect_types(c, head, "a = arange(4)\nb = torch.arange(end=4, dtype=\"f64\")\ne = zeros(3, D)\n"
+                 "g = ones([D])\nh = full((2, 2), 7)\ni = full([1], False)\nk = full([2], 1.5)\n"
+                 "l = torch.zeros((2, 3), dtype=\"i32\")\nm = x + arange(4)\nn = d * ones(D)\no = zeros([])\n"
+                 "output a, b, e, g, h, i, k, l, m, n, o\n", types, sizeof types / sizeof types[0]);
+    static const stmt_error bad[] = {
+        {"y = full([B, j1], 0.0)", "full: dim 1 is the ragged symbol j1: constants have dense shapes", RJ_ERR_SHAPE},
+        {"y = arange(j1)", "arange: dim 0 is the ragged symbol j1", RJ_ERR_SHAPE},
+        {"y = arange(-1)", "arange: the size must be a list of sizes, or a size", RJ_ERR_PARSE},
+        {"y = arange(2.5)", "arange: the size must be a list of sizes, or a size", RJ_ERR_PARSE},
+        {"y = arange([2, 3])", "arange: end must be one size", RJ_ERR_PARSE},
+        {"y = zeros(2, dtype=\"f16\")", "zeros: dtype must be one of", RJ_ERR_PARSE},
+        {"y = zeros([2, -1])", "zeros: a size must not be negative", RJ_ERR_PARSE},
+        {"y = full([2], x)", "full: fill_value must be a number or True/False", RJ_ERR_PARSE},
+        {"y = ones(2, 3.0)", "ones: size must be integers", RJ_ERR_PARSE},
+        {"y = x + arange(3)", "add: f32[B, j1, 4] and i64[3] differ in dim 2", RJ_ERR_SHAPE},
+    };
+    expect_stmt_errors(c, head, bad, sizeof bad / sizeof bad[0]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_slice_syntax), FX(test_matmul_errors), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),
+        FX(test_cat_stack_pow), FX(test_permute_flatten), FX(test_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,11 +255,44 @@ rj_node rj_graph_index_select(rj_graph *g, rj_node x, int dim, rj_node index) {
     return index_op(g, RJ_OP_INDEX_SELECT, x, index, dim);
 }
 
+/* arange and full: the shape is the node's; the value kept as a double and, for integer and
+ * bool dtypes, converted once here as a cast converts. */
+static rj_node constant_node(rj_graph *g, rj_op op, int rank, const rj_dim *dims, double value,
+                                rj_dtype dtype) {
+    if (!g) return RJ_NONE;
+    const char *name = op == RJ_OP_ARANGE ? "arange" : "full";
+    if (rank < 0 || rank > RJ_MAX_RANK || (rank && !dims)) {
+        graph_fail(g, RJ_ERR_ARG, "%s: rank %d is not 0..%d (or dims is NULL)", name, rank, RJ_MAX_RANK);
+        return RJ_NONE;
+    }
+    for (int k = 0; k < rank; k++)
+        if (dims[k] == RJ_DIM_NONE) {
+            graph_fail(g, RJ_ERR_ARG, "%s: dim %d of the shape is RJ_DIM_NONE", name, k);
+            return RJ_NONE;
+        }
+    node n = make(op, 0, -1, -1, -1);
+    n.rank = (uint8_t)rank;
+    if (rank) memcpy(n.dims, dims, sizeof(rj_dim) * (size_t)rank);
+    n.axis = (int32_t)dtype;
+    n.fval = value;
+    n.ival = dtype == RJ_BOOL ? value != 0 : (unsigned)dtype < RJ_DTYPE_COUNT && dtype_is_int(dtype) ? cast_float_to_int(value, dtype) : 0;
+    if (op == RJ_OP_FULL && dtype_is_float(dtype)) n.fval = dtype == RJ_F32 ? (double)(float)value : value;
+    return build(g, &n);
+}
+
 rj_node rj_graph_positions(rj_graph *g, rj_dim ragged) {
     if (!g) return RJ_NONE;
     node n = make(RJ_OP_POSITIONS, 0, -1, -1, -1);
     n.ival = ragged;
     return build(g, &n);
+}
+
+rj_node rj_graph_arange(rj_graph *g, rj_dim n, rj_dtype dtype) {
+    return constant_node(g, RJ_OP_ARANGE, 1, &n, 0, dtype);
+}
+
+rj_node rj_graph_full(rj_graph *g, int rank, const rj_dim *dims, double value, rj_dtype dtype) {
+    return constant_node(g, RJ_OP_FULL, rank, dims, value, dtype);
 }
 
 rj_node rj_graph_reshape(rj_graph *g, rj_node x, int rank, const rj_dim *dims) {
@@ -367,4 +400,110 @@ rj_node rj_graph_transpose(rj_graph *g, rj_node x, int dim0, int dim1) {
     n.axis = dim0;
     n.ival = dim1;
     return build(g, &n);
+}
+
+/* permute(x, perm): a chain of transposes that puts dim perm[k] of x at k. A jagged tensor
+ * keeps its batch and ragged dims in place (its dense dims permute freely). */
+rj_node rj_graph_permute(rj_graph *g, rj_node x, int rank, const int *perm) {
+    if (!g || !operands_ok(g, "permute", &x, 1)) return RJ_NONE;
+    const node *xn = &g->nodes[x];
+    int r = xn->rank, p[RJ_MAX_RANK];
+    bool seen[RJ_MAX_RANK] = {false};
+    if (rank != r || (rank && !perm)) {
+        graph_fail(g, RJ_ERR_SHAPE, "permute: %d dims given for a tensor of %d dims", rank, r);
+        return RJ_NONE;
+    }
+    for (int k = 0; k < r; k++) {
+        p[k] = perm[k] < 0 ? perm[k] + r : perm[k];
+        if (p[k] < 0 || p[k] >= r || seen[p[k]]) {
+            graph_fail(g, RJ_ERR_SHAPE, "permute: dim %d %s", perm[k],
+                       p[k] < 0 || p[k] >= r ? "is out of range" : "appears twice (perm must name every dim once)");
+            return RJ_NONE;
+        }
+        seen[p[k]] = true;
+    }
+    int rp = dim_ragged_pos(g, xn);
+    for (int k = 0; k <= rp; k++)
+        if (p[k] != k) {
+            graph_fail(g, RJ_ERR_UNSUPPORTED, "permute: dim %d of the jagged tensor must stay in place (a jagged "
+                       "tensor permutes only the dims after its ragged dim %d)", k, rp);
+            return RJ_NONE;
+        }
+    /* cur[k]: which dim of x is at k now; swap the wanted one into place, left to right */
+    int cur[RJ_MAX_RANK];
+    for (int k = 0; k < r; k++) cur[k] = k;
+    rj_node y = x;
+    for (int k = 0; k < r && y != RJ_NONE; k++) {
+        int at = k;
+        while (cur[at] != p[k]) at++;
+        if (at == k) continue;
+        y = rj_graph_transpose(g, y, k, at);
+        int t = cur[k];
+        cur[k] = cur[at], cur[at] = t;
+    }
+    return y;
+}
+
+/* ---- concatenation -------------------------------------------------------------------------
+ * A node has at most three operands, so cat of n tensors is a chain of binary cats, each
+ * joining the next operand to what came before. Every operand is checked against the first
+ * here, where the user's numbering is known, so a message names the operands as given. */
+
+rj_node rj_graph_cat(rj_graph *g, const rj_node *xs, int n, int dim) {
+    if (!g) return RJ_NONE;
+    if (n < 1 || !xs) {
+        graph_fail(g, RJ_ERR_ARG, "cat: expected a non-empty list of tensors");
+        return RJ_NONE;
+    }
+    if (!operands_ok(g, "cat", xs, n)) return RJ_NONE;
+    int axis = dim;
+    for (int i = 1; i < n; i++) {
+        axis = dim;
+        if (cat_check(g, &g->nodes[xs[0]], &g->nodes[xs[i]], 1, i + 1, &axis)) return RJ_NONE;
+    }
+    if (n == 1) {
+        node t = g->nodes[xs[0]];
+        if (t.weak || t.rank == 0) {
+            graph_fail(g, RJ_ERR_SHAPE, "cat: operand 1 is %s: cat joins tensors of at least one dim",
+                       t.weak ? "a literal" : "a 0-dim tensor");
+            return RJ_NONE;
+        }
+        if (cat_check(g, &t, &t, 1, 1, &axis)) return RJ_NONE;
+        return xs[0];
+    }
+    rj_node r = xs[0];
+    for (int i = 1; i < n && r != RJ_NONE; i++) {
+        node c = make(RJ_OP_CAT, 2, r, xs[i], -1);
+        c.axis = axis;
+        r = build(g, &c);
+    }
+    return r;
+}
+
+rj_node rj_graph_stack(rj_graph *g, const rj_node *xs, int n, int dim) {
+    if (!g) return RJ_NONE;
+    if (n < 1 || !xs || n > 64) {
+        graph_fail(g, RJ_ERR_ARG, "stack: expected a list of 1 to 64 tensors");
+        return RJ_NONE;
+    }
+    if (!operands_ok(g, "stack", xs, n)) return RJ_NONE;
+    rj_node u[64];
+    int r = g->nodes[xs[0]].rank;
+    if (dim < -(r + 1) || dim > r) {
+        graph_fail(g, RJ_ERR_SHAPE, "stack: dim %d is out of range for %d-dim tensors (a new dim goes at -%d..%d)",
+                   dim, r, r + 1, r);
+        return RJ_NONE;
+    }
+    if (dim < 0) dim += r + 1;
+    int rp = dim_ragged_pos(g, &g->nodes[xs[0]]);
+    if (rp >= 0 && dim <= rp) {
+        graph_fail(g, RJ_ERR_UNSUPPORTED, "stack: dim %d: a jagged tensor stacks along a new dim after its "
+                   "ragged dim %d", dim, rp);
+        return RJ_NONE;
+    }
+    for (int i = 0; i < n; i++) {
+        u[i] = rj_graph_unsqueeze(g, xs[i], dim);
+        if (u[i] == RJ_NONE) return RJ_NONE;
+    }
+    return rj_graph_cat(g, u, n, dim);
 }

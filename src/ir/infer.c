@@ -417,7 +417,27 @@ static rj_status index_axis(rj_graph *g, node *n, const node *x, const char *op)
     return RJ_OK;
 }
 
+/* arange, full: a dense shape given with the node (constants and dense sizes), dtype in axis. */
+static rj_status infer_constant(rj_graph *g, node *n, const char *op) {
+    if ((unsigned)n->axis >= RJ_DTYPE_COUNT)
+        return graph_fail(g, RJ_ERR_ARG, "%s: invalid dtype %d", op, n->axis);
+    n->dtype = (rj_dtype)n->axis;
+    if (n->op == RJ_OP_ARANGE && n->rank != 1)
+        return graph_fail(g, RJ_ERR_INTERNAL, "arange: rank %d", n->rank);
+    for (int k = 0; k < n->rank; k++) {
+        if (!graph_is_valid_dim(g, n->dims[k]))
+            return graph_fail(g, RJ_ERR_ARG, "%s: dim %d of the shape is invalid", op, k);
+        const sym *s = graph_sym(g, n->dims[k]);
+        if (s && s->kind != SYM_DENSE)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: dim %d is %s %s: constants have dense shapes (sizes and "
+                              "dense size names)", op, k, s->kind == SYM_RAGGED ? "the ragged symbol" : "the length",
+                              s->name);
+    }
+    return RJ_OK;
+}
+
 static rj_status infer_index(rj_graph *g, node *n, const char *op) {
+    if (n->op == RJ_OP_ARANGE || n->op == RJ_OP_FULL) return infer_constant(g, n, op);
     if (n->op == RJ_OP_POSITIONS) {
         const sym *j = graph_sym(g, (rj_dim)n->ival);
         if (!j || j->kind != SYM_RAGGED)
@@ -605,9 +625,65 @@ static rj_status infer_transpose(rj_graph *g, node *n) {
     if (rp < 0 || a == b) return RJ_OK;
     if (is_jagged3(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, D, j1]: for matmul */
     if (node_is_pair(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, j1, j1] blocks transposed */
+    if (rp == 1 && !node_is_pair(g, x) && a >= 2) return RJ_OK; /* two dense dims: [B, j1, D, H] */
     return graph_fail(g, RJ_ERR_UNSUPPORTED, "transpose: dims %d and %d of %s: a jagged tensor transposes only "
-                      "dims 1 and 2 of [B, j1, D] (an operand of matmul) and of [B, j1, j1] (its blocks)", a, b,
-                      type_text(g, x).s);
+                      "dims 1 and 2 of [B, j1, D] (an operand of matmul) and of [B, j1, j1] (its blocks), and its "
+                      "dense dims after the ragged dim", a, b, type_text(g, x).s);
+}
+
+/* cat: b joins a (operands ia and ib of the user's list, numbered from 1) along dim *axis
+ * (normalised here). They must agree in layout, rank and every other dim, and have a constant
+ * size in the cat dim: the result's size there is the sum, which a symbol cannot carry. */
+rj_status cat_check(rj_graph *g, const node *a, const node *b, int ia, int ib, int *axis) {
+    const node *o[2] = {a, b};
+    int at[2] = {ia, ib};
+    for (int i = 0; i < 2; i++)
+        if (o[i]->weak || o[i]->rank == 0)
+            return graph_fail(g, RJ_ERR_SHAPE, "cat: operand %d is %s: cat joins tensors of at least one dim", at[i],
+                              o[i]->weak ? "a literal" : "a 0-dim tensor");
+    int r = a->rank;
+    if (*axis < -r || *axis >= r)
+        return graph_fail(g, RJ_ERR_SHAPE, "cat: dim %d is out of range for %s (rank %d)", *axis, type_text(g, a).s, r);
+    if (*axis < 0) *axis += r;
+    int d = *axis, ra = dim_ragged_pos(g, a), rb = dim_ragged_pos(g, b);
+    if ((ra >= 0) != (rb >= 0))
+        return graph_fail(g, RJ_ERR_SHAPE, "cat: operand %d %s is %s where operand %d %s is %s", ib, type_text(g, b).s,
+                          rb >= 0 ? "jagged" : "dense", ia, type_text(g, a).s, ra >= 0 ? "jagged" : "dense");
+    if (b->rank != r)
+        return graph_fail(g, RJ_ERR_SHAPE, "cat: operand %d has %d dims where operand %d has %d", ib, b->rank, ia, r);
+    if (ra >= 0 && d <= ra)
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "cat: dim %d of %s is its %s dim: this version concatenates jagged "
+                          "tensors along dense dims after the ragged one", d, type_text(g, a).s,
+                          d == ra ? "ragged" : "batch");
+    for (int k = 0; k < r; k++) {
+        if (k == d || dim_equal(g, a->dims[k], b->dims[k])) continue;
+        char x[160], y[160];
+        dim_text(g, b->dims[k], x, sizeof x);
+        dim_text(g, a->dims[k], y, sizeof y);
+        return graph_fail(g, RJ_ERR_SHAPE, "cat: operand %d has %s in dim %d where operand %d has %s (operands "
+                          "agree in every dim but the cat dim %d)", ib, x, k, ia, y, d);
+    }
+    for (int i = 0; i < 2; i++)
+        if (o[i]->dims[d] < 0) {
+            char x[160];
+            dim_text(g, o[i]->dims[d], x, sizeof x);
+            return graph_fail(g, RJ_ERR_UNSUPPORTED, "cat: operand %d has the run-time size %s in the cat dim %d: "
+                              "this version concatenates along dims of constant size", at[i], x, d);
+        }
+    return RJ_OK;
+}
+
+static rj_status infer_cat(rj_graph *g, node *n) {
+    const node *a = in(g, n, 0), *b = in(g, n, 1);
+    int axis = n->axis;
+    rj_status s = cat_check(g, a, b, 1, 2, &axis);
+    if (s) return s;
+    n->axis = axis;
+    n->dtype = dtype_promote(a->dtype, b->dtype);
+    n->rank = a->rank;
+    memcpy(n->dims, a->dims, sizeof(rj_dim) * a->rank);
+    n->dims[axis] = a->dims[axis] + b->dims[axis];
+    return check_ragged_layout(g, "cat", n);
 }
 
 /* narrow: dim `axis` cut to `fval` (the length) elements from `ival` (the start), normalised
@@ -656,6 +732,7 @@ static rj_status infer_narrow(rj_graph *g, node *n) {
 static rj_status infer_view(rj_graph *g, node *n, const char *op) {
     if (n->op == RJ_OP_TRANSPOSE) return infer_transpose(g, n);
     if (n->op == RJ_OP_NARROW) return infer_narrow(g, n);
+    if (n->op == RJ_OP_CAT) return infer_cat(g, n);
     const node *x = in(g, n, 0);
     n->dtype = x->dtype;
     if (x->weak) return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot reshape a literal", op);

@@ -82,7 +82,8 @@ typedef struct node {
                        * NORM: ndims; TRANSPOSE: the first dim swapped (the second in ival) */
     double fval;      /* SCALAR (float), PAD/MASKED_FILL value, NORM eps; NARROW: the length as
                        * built (then also dims[axis]) */
-    int64_t ival;     /* SCALAR (int/bool); POSITIONS: its ragged symbol (an rj_dim); MATMUL:
+    int64_t ival;     /* SCALAR (int/bool), FULL's value as an integer (fval as a float); ARANGE and
+                       * FULL keep their dtype in axis; POSITIONS: its ragged symbol (an rj_dim); MATMUL:
                        * 1 if w is given as [N, K] (linear's weight), else 0; NARROW: the start
                        * (normalised: >= 0) */
     char *name;       /* INPUT name; for other nodes the variable name from the text format */
@@ -202,9 +203,17 @@ static inline rj_dim index_bound_dim(const rj_graph *g, const node *n) {
     return g->nodes[n->in[0]].dims[n->op == RJ_OP_EMBEDDING ? 0 : n->axis];
 }
 
+/* Index ops with no operand, computed from the index alone: positions, arange, full. */
+static inline bool op_is_generator(rj_op op) {
+    return op == RJ_OP_POSITIONS || op == RJ_OP_ARANGE || op == RJ_OP_FULL;
+}
+
 /* infer.c: fills dtype/rank/dims of n from its operands and attributes, or fails with a
  * message naming the op and the shapes. */
 rj_status infer_node(rj_graph *g, node *n);
+/* cat's operands a and b (numbered ia and ib in the user's list, from 1) agree along every
+ * dim but *axis, which is normalised; fails with a message naming the mismatch. */
+rj_status cat_check(rj_graph *g, const node *a, const node *b, int ia, int ib, int *axis);
 
 /* print.c */
 void print_dim(sbuf *b, const rj_graph *g, rj_dim d);

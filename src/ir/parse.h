@@ -18,7 +18,7 @@ typedef enum {
     T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
     T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_ASSIGN,
     T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE,
-    T_DOT, T_TILDE, T_AMP, T_PIPE, T_AT,
+    T_DOT, T_TILDE, T_AMP, T_PIPE, T_AT, T_POW,
 } tok_kind;
 
 typedef struct token {
@@ -66,6 +66,7 @@ typedef struct value {
     bool is_list;      /* [d, d, ...] */
     bool is_size;      /* a size by name (D, j1) or x.size(k): a list of one symbolic dim */
     bool is_tuple;     /* (a, b, ...): integers in dims (negative ones too), sizes where tuple_syms has a bit */
+    bool is_tensors;   /* [x, y, ...] where a list of tensors is read (cat's): their nodes in dims */
     uint32_t tuple_syms;
     rj_dim dims[RJ_MAX_RANK];
     int ndims;
@@ -137,17 +138,48 @@ rj_node as_node(parser *P, const value *v);       /* a value used as a tensor op
 rj_node built(parser *P, rj_node n, const token *t); /* n, reporting at t if the builder failed */
 const node *scalar_of(parser *P, const value *v); /* a scalar literal given for an attribute */
 
+/* The call a handler of the function table builds: where, under which name, which op. */
+typedef struct call_site {
+    const token *fn;   /* the function's name in the source */
+    const char *name;  /* as written (an alias's: sign, view, amax), for messages */
+    rj_op op;          /* the op called, RJ_OP_COUNT for the text format's own functions */
+    const args *a;
+} call_site;
+
+typedef value (*call_build)(parser *P, const call_site *c, value **v);
+
+/* A handler's arguments and results (parse_names.c): an integer literal within lo..hi (the
+ * messages name the function and the argument); None; the node n made at the call (reported
+ * there if the builder failed); nothing, after an error was reported. */
+bool int_arg(parser *P, const char *fname, const char *arg, const value *v, int64_t lo, int64_t hi, int64_t *out);
+bool is_none(const value *v);
+value made(parser *P, const call_site *c, rj_node n);
+value nothing(const call_site *c);
+
+/* ---- parse_views.c: views and constants (handlers of parse_call.c's table) ------------------- */
+
+value build_narrow(parser *P, const call_site *c, value **v);
+value build_split(parser *P, const call_site *c, value **v);
+value build_permute(parser *P, const call_site *c, value **v);
+value build_flatten(parser *P, const call_site *c, value **v);
+value build_unflatten(parser *P, const call_site *c, value **v);
+value build_arange(parser *P, const call_site *c, value **v);
+value build_full(parser *P, const call_site *c, value **v);
+value build_cat(parser *P, const call_site *c, value **v);
+
 /* ---- parse_expr.c: expressions ------------------------------------------------------------- */
 
 value parse_expr(parser *P);
 
 /* ---- parse_call.c: the functions ----------------------------------------------------------- */
 
-enum { SLOT_NONE, SLOT_DIMS, SLOT_SIZE };
+enum { SLOT_NONE, SLOT_DIMS, SLOT_SIZE, SLOT_TENSORS, SLOT_DIMS_VAR };
 /* The function called `name`, and in *op the op it builds; NULL if there is none. */
 const call_form *call_find(const char *name, rj_op *op);
 /* How the argument about to be read (keyword `key`, or "" for positional number a->npos) is
- * written: SLOT_DIMS, a list of dims ([1, 2]); SLOT_SIZE, a size by name (pad's len). */
+ * written: SLOT_DIMS, a list of dims ([1, 2]); SLOT_SIZE, a size by name (pad's len);
+ * SLOT_TENSORS, a list of tensors (cat's [x, y]); SLOT_DIMS_VAR, a list of dims or the rest of the
+ * positional arguments as one (x.permute(0, 1, 3, 2)). */
 int call_slot(const args *a, const char *key);
 /* The call of a->form (or the error for a name that is none) at fn, with arguments a. */
 value call_apply(parser *P, const token *fn, const char *name, args *a);

@@ -44,24 +44,6 @@ static bool inexact_int(parser *P, const value *v) {
     return d >= 9223372036854775808.0 || (int64_t)d != n->ival;
 }
 
-/* An integer argument: an integer literal (not a float, not a bool: PyTorch refuses both for
- * dims and sizes) within lo..hi. Messages name the function, the argument and the value. */
-static bool int_arg(parser *P, const char *fname, const char *arg, const value *v, int64_t lo,
-                    int64_t hi, int64_t *out) {
-    const node *n = scalar_of(P, v);
-    if (!n || n->weak != WEAK_INT) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be an integer", fname, arg);
-        return false;
-    }
-    if (n->ival < lo || n->ival > hi) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s=%lld is %s", fname, arg, (long long)n->ival,
-                n->ival < 0 && lo == 0 ? "negative" : "out of range");
-        return false;
-    }
-    *out = n->ival;
-    return true;
-}
-
 static bool bool_arg(parser *P, const char *fname, const char *arg, const value *v, bool *out) {
     const node *n = scalar_of(P, v);
     if (!n || n->weak != WEAK_BOOL) {
@@ -71,8 +53,6 @@ static bool bool_arg(parser *P, const char *fname, const char *arg, const value 
     *out = n->ival != 0;
     return true;
 }
-
-static bool is_none(const value *v) { return v && v->is_none; }
 
 static bool str_is(const value *v, const char *s) {
     return v->is_string && v->slen == (int)strlen(s) && !strncmp(v->str, s, (size_t)v->slen);
@@ -250,25 +230,6 @@ static value reduce_dims(parser *P, const token *fn, const char *name, rj_op op,
 
 /* ---- handlers: the arguments bound (v, in the row's order) to a node ------------------------- */
 
-typedef struct call_site {
-    const token *fn;   /* the function's name in the source */
-    const char *name;  /* as written (an alias's: sign, view, amax), for messages */
-    rj_op op;          /* the op called, RJ_OP_COUNT for the text format's own functions */
-    const args *a;
-} call_site;
-
-typedef value (*call_build)(parser *P, const call_site *c, value **v);
-
-/* A handler's result: the node n made at the call, reported there if the builder failed. */
-static value made(parser *P, const call_site *c, rj_node n) {
-    return node_value(built(P, n, c->fn), *c->fn);
-}
-
-/* A handler's result after an error has been reported. */
-static value nothing(const call_site *c) {
-    return node_value(RJ_NONE, *c->fn);
-}
-
 static value build_unary(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_unary(P->g, c->op, as_node(P, v[0])));
 }
@@ -426,173 +387,6 @@ static value build_transpose(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_transpose(P->g, as_node(P, v[0]), (int)d0, (int)d1));
 }
 
-/* ---- slices: narrow, split, chunk, x[a:b] ----------------------------------------------------- */
-
-/* Dim `dim` (negative: from the end) of x, a dim that narrow can cut, into *k and its constant
- * size into *size; false after reporting. For the batch dim, a ragged dim or a size known only at
- * run time the builder's narrow says which it is. */
-static bool slice_dim(parser *P, const token *at, const char *fname, rj_node x, int64_t dim, int *k, int64_t *size) {
-    rj_dim dims[RJ_MAX_RANK];
-    int rank = rj_node_shape(P->g, x, dims);
-    if (dim < -rank || dim >= rank) {
-        fail_at(P, at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", fname, (long long)dim, rank);
-        return false;
-    }
-    *k = (int)(dim < 0 ? dim + rank : dim);
-    *size = dims[*k];
-    if (*size >= 0) return true;
-    built(P, rj_graph_narrow(P->g, x, *k, 0, 0), at); /* fails, naming the kind of dim */
-    return false;
-}
-
-static value build_narrow(parser *P, const call_site *c, value **v) {
-    int64_t dim, start, len;
-    if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim) ||
-        !int_arg(P, c->name, "start", v[2], INT64_MIN, INT64_MAX, &start) ||
-        !int_arg(P, c->name, "length", v[3], INT64_MIN, INT64_MAX, &len))
-        return nothing(c);
-    return made(P, c, rj_graph_narrow(P->g, as_node(P, v[0]), (int)dim, start, len));
-}
-
-enum { MAX_PIECES = 65536 };
-
-/* split(tensor, split_size_or_sections, dim=0) and chunk(input, chunks, dim=0): narrows of one
- * dim, as many as PyTorch makes and of its sizes: pieces of split_size (the last shorter when
- * it does not divide the size), of the sizes listed (adding up to the size), or ceil(size /
- * chunks) each (so possibly fewer than chunks). The value is the list of pieces, which a
- * tuple assignment (q, k, v = ...) or an index ([0]) takes apart. */
-static value build_split(parser *P, const call_site *c, value **v) {
-    bool chunk = c->name[0] == 'c';
-    const value *sec = v[1]->is_list || v[1]->is_tuple ? v[1] : NULL;
-    int64_t dim = 0, n = 0, size, step = 0, count;
-    int k;
-    if (v[2] && !int_arg(P, c->name, "dim", v[2], INT_MIN, INT_MAX, &dim)) return nothing(c);
-    if (sec && chunk) {
-        fail_at(P, &sec->at, RJ_ERR_PARSE, "chunk: chunks must be an integer (split takes a list of sizes)");
-        return nothing(c);
-    }
-    if (!sec && !int_arg(P, c->name, chunk ? "chunks" : "split_size", v[1], chunk ? 1 : 0, INT64_MAX, &n))
-        return nothing(c);
-    rj_node x = as_node(P, v[0]);
-    if (P->failed || !slice_dim(P, v[2] ? &v[2]->at : c->fn, c->name, x, dim, &k, &size)) return nothing(c);
-    if (sec) {
-        int64_t sum = 0;
-        for (int i = 0; i < sec->ndims; i++) {
-            if ((sec->is_tuple && (sec->tuple_syms >> i & 1)) || sec->is_size || sec->dims[i] < 0) {
-                fail_at(P, &sec->at, RJ_ERR_PARSE, "split: the sizes must be non-negative integers");
-                return nothing(c);
-            }
-            sum += sec->dims[i];
-        }
-        if (sum != size) {
-            fail_at(P, &sec->at, RJ_ERR_SHAPE, "split: the sizes add up to %lld, but dim %d has size %lld (they must "
-                    "add up to it exactly)", (long long)sum, k, (long long)size);
-            return nothing(c);
-        }
-        count = sec->ndims;
-    } else if (chunk) {
-        step = size / n + (size % n != 0);
-        count = step ? (size + step - 1) / step : n;
-    } else {
-        if (n == 0 && size != 0) {
-            fail_at(P, &v[1]->at, RJ_ERR_ARG, "split: split_size can only be 0 if the dim's size is 0 (dim %d has "
-                    "size %lld)", k, (long long)size);
-            return nothing(c);
-        }
-        step = n;
-        count = n && size ? size / n + (size % n != 0) : 1;
-    }
-    if (count > MAX_PIECES) {
-        fail_at(P, c->fn, RJ_ERR_UNSUPPORTED, "%s: %lld pieces, more than %d", c->name, (long long)count, MAX_PIECES);
-        return nothing(c);
-    }
-    if (!mem_grow(P->ctx, (void **)&P->pieces, &P->cappieces, P->npieces + (int32_t)count, sizeof(rj_node))) {
-        fail_at(P, c->fn, RJ_ERR_NOMEM, "out of memory");
-        return nothing(c);
-    }
-    value r = {.node = RJ_NONE, .is_pieces = true, .piece0 = P->npieces, .npieces = (int32_t)count, .at = *c->fn};
-    for (int64_t i = 0, at = 0; i < count && !P->failed; i++) {
-        int64_t len = sec ? sec->dims[i] : step < size - at ? step : size - at;
-        P->pieces[P->npieces++] = built(P, rj_graph_narrow(P->g, x, k, at, len), c->fn);
-        at += len;
-    }
-    return r;
-}
-
-/* Python's clamping of a slice bound (step 1) into 0..size. */
-static int64_t slice_bound(int64_t b, int64_t size) {
-    if (b < 0) b = b < -size ? 0 : b + size;
-    return b > size ? size : b;
-}
-
-value subscript_value(parser *P, const token *t, const value *self, const subscript *s) {
-    value r = node_value(RJ_NONE, self->at);
-    if (self->is_pieces) { /* x.split(64)[1] */
-        int64_t i = s->item[0].v[0], n = self->npieces;
-        if (s->n != 1 || s->item[0].kind != SUB_INDEX) {
-            fail_at(P, t, RJ_ERR_PARSE, "the tensors of a split or chunk take one integer index ([0], [-1])");
-        } else if (i < -n || i >= n) {
-            fail_at(P, &s->item[0].at, RJ_ERR_SHAPE, "index %lld is out of range for the %lld tensors of a split or "
-                    "chunk", (long long)i, (long long)n);
-        } else {
-            r.node = P->pieces[self->piece0 + (i < 0 ? i + n : i)];
-        }
-        return r;
-    }
-    rj_node x = as_node(P, self);
-    if (P->failed) return r;
-    rj_dim dims[RJ_MAX_RANK];
-    int rank = rj_node_shape(P->g, x, dims), ell = -1, m = 0;
-    for (int i = 0; i < s->n; i++) {
-        if (s->item[i].kind != SUB_ELLIPSIS) {
-            m++;
-        } else if (ell >= 0) {
-            fail_at(P, &s->item[i].at, RJ_ERR_PARSE, "a subscript can have only one '...'");
-            return r;
-        } else {
-            ell = i;
-        }
-    }
-    if (m > rank) {
-        fail_at(P, t, RJ_ERR_SHAPE, "too many indices for a tensor of %d dims: %d were given", rank, m);
-        return r;
-    }
-    bool drop[RJ_MAX_RANK] = {false};
-    for (int i = 0; i < s->n && !P->failed; i++) {
-        const sub_item *it = &s->item[i];
-        int d = ell < 0 || i < ell ? i : rank - (s->n - i), k;
-        int64_t size, start, len;
-        if (it->kind == SUB_ELLIPSIS) continue;
-        if (it->kind == SUB_SLICE) {
-            if (it->has[2] && it->v[2] != 1) {
-                fail_at(P, &it->at, RJ_ERR_UNSUPPORTED, "slice step %lld is not supported (only step 1: x[..., a:b])",
-                        (long long)it->v[2]);
-                return r;
-            }
-            if ((!it->has[0] || it->v[0] == 0) && !it->has[1]) continue; /* ':' and '0:': all of it */
-        }
-        if (!slice_dim(P, &it->at, it->kind == SUB_SLICE ? "slice" : "index", x, d, &k, &size)) return r;
-        if (it->kind == SUB_INDEX) {
-            if (it->v[0] < -size || it->v[0] >= size) {
-                fail_at(P, &it->at, RJ_ERR_SHAPE, "index %lld is out of range for dim %d of size %lld",
-                        (long long)it->v[0], d, (long long)size);
-                return r;
-            }
-            start = it->v[0] < 0 ? it->v[0] + size : it->v[0], len = 1, drop[d] = true;
-        } else {
-            int64_t stop = it->has[1] ? slice_bound(it->v[1], size) : size;
-            start = it->has[0] ? slice_bound(it->v[0], size) : 0;
-            len = stop > start ? stop - start : 0;
-            if (start == 0 && len == size) continue;
-        }
-        x = built(P, rj_graph_narrow(P->g, x, d, start, len), &it->at);
-    }
-    for (int d = rank - 1; d >= 0 && !P->failed; d--)
-        if (drop[d]) x = built(P, rj_graph_squeeze(P->g, x, d), t);
-    if (!P->failed) r.node = x;
-    return r;
-}
-
 static value build_matmul(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_matmul(P->g, as_node(P, v[0]), as_node(P, v[1])));
 }
@@ -675,6 +469,12 @@ static const call_form forms[] = {
     ROW_NAME("chunk", build_split, 2, "input", "chunks", "dim"),
     ROW_ALIAS("amax", MAX), /* PyTorch's names of the reductions to values */
     ROW_ALIAS("amin", MIN),
+    ROW(FORM_NAME, "permute", -1, build_permute, 2, SLOT_DIMS_VAR, 1, "input", "dims"),
+    ROW_NAME("flatten", build_flatten, 1, "input", "start_dim", "end_dim"),
+    ROW_NAME("unflatten", build_unflatten, 3, "input", "dim", "sizes"),
+    ROW(FORM_NAME, "zeros", -1, build_full, 1, SLOT_DIMS_VAR, 0, "size", "dtype"),
+    ROW(FORM_NAME, "ones", -1, build_full, 1, SLOT_DIMS_VAR, 0, "size", "dtype"),
+    ROW(FORM_NAME, "stack", -1, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
     /* ops whose arguments differ from the rest of their kind's */
     ROW_OP(GELU, build_gelu, 1, "input", "approximate"),
     ROW_OP(GELU_TANH, NULL, 0, NULL), /* gelu(x, approximate="tanh") */
@@ -695,6 +495,9 @@ static const call_form forms[] = {
     ROW_OP(TRANSPOSE, build_transpose, 3, "input", "dim0", "dim1"),
     ROW_OP(NARROW, build_narrow, 4, "input", "dim", "start", "length"),
     ROW_OP(MATMUL, build_matmul, 2, "input", "other"),
+    ROW(FORM_OP, NULL, RJ_OP_CAT, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
+    ROW(FORM_OP, NULL, RJ_OP_ARANGE, build_arange, 1, SLOT_SIZE, 0, "end", "dtype"),
+    ROW(FORM_OP, NULL, RJ_OP_FULL, build_full, 2, SLOT_SIZE, 0, "size", "fill_value", "dtype"),
     /* every other op of these kinds (inputs and scalars, KIND_LEAF, are no calls) */
     ROW_KIND(UNARY, build_unary, 1, "input"),
     ROW_KIND(BINARY, build_binary, 2, "input", "other"),
@@ -769,6 +572,24 @@ value call_apply(parser *P, const token *fn, const char *name, args *a) {
     value *v[MAX_PARAMS];
     int nparams = 0;
     while (nparams < MAX_PARAMS && f->params[nparams]) nparams++;
+    if (f->slot == SLOT_DIMS_VAR && a->npos > f->slot_at + 1) { /* x.permute(0, 1, 3, 2): one tuple */
+        value t = {.node = RJ_NONE, .is_tuple = true, .at = a->pos[f->slot_at].at};
+        for (int i = f->slot_at; i < a->npos; i++) {
+            if (a->pos[i].is_size) { /* zeros(B, D): sizes by name */
+                t.tuple_syms |= 1u << t.ndims;
+                t.dims[t.ndims++] = a->pos[i].dims[0];
+                continue;
+            }
+            const node *s = scalar_of(P, &a->pos[i]);
+            if (!s || s->weak != WEAK_INT) {
+                fail_at(P, &a->pos[i].at, RJ_ERR_PARSE, "%s: %s must be integers", name, f->params[f->slot_at]);
+                return node_value(RJ_NONE, *fn);
+            }
+            t.dims[t.ndims++] = s->ival;
+        }
+        a->pos[f->slot_at] = t;
+        a->npos = f->slot_at + 1;
+    }
     if (!bind_args(P, fn, name, a, f->params, nparams, f->required, v)) return node_value(RJ_NONE, *fn);
     call_site c = {.fn = fn, .name = name, .op = a->op, .a = a};
     return f->build(P, &c, v);

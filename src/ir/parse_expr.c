@@ -3,7 +3,7 @@
  * calls and their arguments.
  *
  * Expressions are Python's, with Python's precedence (comparisons < | < & < + - < * / @ <
- * unary - ~ < calls and methods). Number literals are Python numbers for dtype promotion (2 is
+ * unary - ~ < ** < calls and methods). Number literals are Python numbers for dtype promotion (2 is
  * an int, 2.0 and inf are floats), True/False are bools, and calls take positional and keyword
  * arguments with PyTorch's names, as functions (softmax(x, dim=1)), as PyTorch's module
  * functions (torch.softmax, F.gelu) or as methods of their first argument (x.softmax(1)), and
@@ -119,6 +119,27 @@ static value list_value(parser *P) {
     return v;
 }
 
+/* tensors = ( "[" | "(" ) expr { "," expr } [ "," ] ( "]" | ")" ): cat's and stack's list */
+static value tensor_list(parser *P) {
+    value v = {.node = RJ_NONE, .is_tensors = true, .at = P->tok};
+    tok_kind close = P->tok.kind == T_LBRACK ? T_RBRACK : T_RPAREN;
+    const char *closing = close == T_RBRACK ? "',' or ']'" : "',' or ')'";
+    lex_next(P);
+    while (!P->failed && P->tok.kind != close) {
+        if (v.ndims == RJ_MAX_RANK) {
+            fail_at(P, &P->tok, RJ_ERR_PARSE, "at most %d tensors in one list (join the results again)", RJ_MAX_RANK);
+            return v;
+        }
+        value x = parse_expr(P);
+        rj_node n = as_node(P, &x);
+        if (P->failed) return v;
+        v.dims[v.ndims++] = n;
+        if (P->tok.kind != close && !lex_expect(P, T_COMMA, closing)) return v;
+    }
+    lex_expect(P, close, close == T_RBRACK ? "']'" : "')'");
+    return v;
+}
+
 /* An argument's value: expr | list | STRING, or as the function's table row has that argument
  * written: a size by name (pad's len), or a list of dims (sum(x, dim=[1, 2]), which may be
  * negative, rather than sizes). */
@@ -132,7 +153,9 @@ static value arg_value(parser *P, int slot) {
             return v;
         }
     }
-    if (slot == SLOT_DIMS && P->tok.kind == T_LBRACK) {
+    if (slot == SLOT_TENSORS && (P->tok.kind == T_LBRACK || P->tok.kind == T_LPAREN))
+        return tensor_list(P);
+    if ((slot == SLOT_DIMS || slot == SLOT_DIMS_VAR) && P->tok.kind == T_LBRACK) {
         value v = {.node = RJ_NONE, .at = P->tok};
         lex_next(P);
         tuple_rest(P, &v, T_RBRACK, "']'");
@@ -494,7 +517,32 @@ static value parse_primary(parser *P) {
 
 /* ---- operators ------------------------------------------------------------------------------ */
 
-/* unary = "-" unary | "~" unary | postfix */
+static value parse_unary(parser *P);
+
+/* power = postfix [ "**" unary ]   (Python's: binds tighter than a unary minus on its left,
+ * -x ** 2 is -(x ** 2), and right-associative, a ** b ** c is a ** (b ** c); the exponent may
+ * be negated, x ** -1) */
+static value parse_power(parser *P) {
+    value a = parse_postfix(P);
+    if (P->failed || P->tok.kind != T_POW) return a;
+    token op = P->tok;
+    lex_next(P);
+    if (!nest_in(P, &op)) return a;
+    value b = parse_unary(P);
+    P->nest--;
+    rj_node n = rj_graph_binary(P->g, RJ_OP_POW, as_node(P, &a), as_node(P, &b));
+    token at = a.at;
+    return node_value(built(P, n, &op), at);
+}
+
+/* Whether "**" follows the current token (a number after a minus: -2 ** 2 is -(2 ** 2)). */
+static bool pow_follows(const parser *P) {
+    const char *q = P->p;
+    while (*q == ' ' || *q == '\t') q++;
+    return q[0] == '*' && q[1] == '*';
+}
+
+/* unary = "-" unary | "~" unary | power */
 static value parse_unary(parser *P) {
     token t = P->tok;
     if (t.kind == T_TILDE) { /* logical_not, as on a PyTorch bool tensor */
@@ -509,7 +557,7 @@ static value parse_unary(parser *P) {
     if (t.kind == T_MINUS) {
         lex_next(P);
         /* a negative number literal stays a literal */
-        if (P->tok.kind == T_INT || P->tok.kind == T_FLOAT) {
+        if ((P->tok.kind == T_INT || P->tok.kind == T_FLOAT) && !pow_follows(P)) {
             token n = P->tok;
             lex_next(P);
             value r = node_value(RJ_NONE, t);
@@ -530,7 +578,7 @@ static value parse_unary(parser *P) {
         r.node = built(P, rj_graph_unary(P->g, RJ_OP_NEG, as_node(P, &x)), &t);
         return r;
     }
-    return parse_postfix(P);
+    return parse_power(P);
 }
 
 /* One left-associative level of binary operators: operand { op operand }. */

@@ -174,3 +174,35 @@ const node *scalar_of(parser *P, const value *v) {
     return n && n->op == RJ_OP_SCALAR ? n : NULL;
 }
 
+/* ---- arguments and results of the function table's handlers (parse_call.c, parse_views.c) --- */
+
+/* An integer argument: an integer literal (not a float, not a bool: PyTorch refuses both for
+ * dims and sizes) within lo..hi. Messages name the function, the argument and the value. */
+bool int_arg(parser *P, const char *fname, const char *arg, const value *v, int64_t lo,
+             int64_t hi, int64_t *out) {
+    const node *n = scalar_of(P, v);
+    if (!n || n->weak != WEAK_INT) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be an integer", fname, arg);
+        return false;
+    }
+    if (n->ival < lo || n->ival > hi) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s=%lld is %s", fname, arg, (long long)n->ival,
+                n->ival < 0 && lo == 0 ? "negative" : "out of range");
+        return false;
+    }
+    *out = n->ival;
+    return true;
+}
+
+bool is_none(const value *v) { return v && v->is_none; }
+
+
+/* A handler's result: the node n made at the call, reported there if the builder failed. */
+value made(parser *P, const call_site *c, rj_node n) {
+    return node_value(built(P, n, c->fn), *c->fn);
+}
+
+/* A handler's result after an error has been reported. */
+value nothing(const call_site *c) {
+    return node_value(RJ_NONE, *c->fn);
+}

@@ -179,11 +179,35 @@ static void print_index_call(sbuf *b, const rj_graph *g, const namer *nm, const 
     sbuf_printf(b, "%s(", op_table[n->op].name);
     switch (n->op) {
     case RJ_OP_POSITIONS: print_dim(b, g, (rj_dim)n->ival); break;
+    case RJ_OP_ARANGE:
+        print_dim(b, g, n->dims[0]);
+        sbuf_printf(b, ", dtype=\"%s\"", rj_dtype_name(n->dtype));
+        break;
+    case RJ_OP_FULL: {
+        sbuf_putc(b, '[');
+        for (int k = 0; k < n->rank; k++) {
+            if (k) sbuf_puts(b, ", ");
+            print_dim(b, g, n->dims[k]);
+        }
+        char num[40];
+        if (dtype_is_float(n->dtype)) fmt_double(num, sizeof num, n->fval);
+        else snprintf(num, sizeof num, "%lld", (long long)n->ival);
+        sbuf_printf(b, "], %s, dtype=\"%s\"", n->dtype == RJ_BOOL ? (n->ival ? "True" : "False") : num,
+                    rj_dtype_name(n->dtype));
+        break;
+    }
     case RJ_OP_GATHER:
     case RJ_OP_INDEX_SELECT:
         print_ref(b, g, nm, n->in[0]);
         sbuf_printf(b, ", %d, ", n->axis);
         print_ref(b, g, nm, n->in[1]);
+        break;
+    case RJ_OP_CAT: /* a chain of binary cats prints as one: cat([a, b, c], dim=2) */
+        sbuf_puts(b, "[");
+        print_ref(b, g, nm, n->in[0]);
+        sbuf_puts(b, ", ");
+        print_ref(b, g, nm, n->in[1]);
+        sbuf_printf(b, "], dim=%d", n->axis);
         break;
     case RJ_OP_TRANSPOSE:
         print_ref(b, g, nm, n->in[0]);

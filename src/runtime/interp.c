@@ -558,7 +558,7 @@ static rj_status check_indices(interp *in, const node *n) {
 }
 
 static rj_status eval_index(interp *in, const node *n, ival *v) {
-    if (n->op != RJ_OP_POSITIONS) {
+    if (!op_is_generator(n->op)) {
         rj_status s = check_indices(in, n);
         if (s) return s;
     }
@@ -568,6 +568,10 @@ static rj_status eval_index(interp *in, const node *n, ival *v) {
         elem e;
         if (n->op == RJ_OP_POSITIONS) {
             e.i = idx[1];
+        } else if (n->op == RJ_OP_ARANGE) {
+            e = conv((elem){.i = idx[0]}, RJ_I64, v->dtype);
+        } else if (n->op == RJ_OP_FULL) {
+            e = dtype_is_float(v->dtype) ? (elem){.f = n->fval} : (elem){.i = n->ival};
         } else if (n->op == RJ_OP_EMBEDDING) {
             int s = iv->rank;
             int64_t row = load(iv->data, iv->dtype, elem_at(iv, idx, s)).i;
@@ -646,6 +650,19 @@ static void eval_matmul(interp *in, const node *n, ival *v) {
  * of a dense tensor: two dims swapped; narrow: one dim read from its start on. */
 static void eval_view(interp *in, const node *n, ival *v) {
     const ival *x = &in->vals[n->in[0]];
+    if (n->op == RJ_OP_CAT) { /* along a dense dim: the first operand's elements, then the second's */
+        const ival *y = &in->vals[n->in[1]];
+        int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK], n1 = x->ext[n->axis];
+        for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+            memcpy(xi, idx, sizeof xi);
+            bool first = idx[n->axis] < n1; /* x and y may be one value: cat([t, t]) */
+            const ival *src = first ? x : y;
+            if (!first) xi[n->axis] -= n1;
+            elem e = load(src->data, src->dtype, elem_at(src, xi, n->rank));
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), conv(e, src->dtype, v->dtype));
+        }
+        return;
+    }
     if (n->op == RJ_OP_TRANSPOSE) {
         int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
         for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {

@@ -196,6 +196,44 @@ def ev_view(n, vals, env):
     return Val("dense", n.dtype, np.swapaxes(v.data, d0, d1))
 
 
+def ev_cat(n, vals, env):
+    """cat along a dense dim (stack: each operand given a new dim there first), every operand
+    converted to the promoted dtype."""
+    rank = len(n.shape)
+    d = axis(rank, n.attrs["dim"])
+    parts = [map_conv(v, n.dtype, env.ft) if v.dtype != n.dtype else v for v in vals]
+    join = (lambda xs, ax: np.stack(xs, axis=ax)) if n.op == "stack" else (
+        lambda xs, ax: np.concatenate(xs, axis=ax))
+    if parts[0].itemised:
+        return Val(kind(n.shape), n.dtype, [join([p.data[b] for p in parts], d - 1) for b in range(env.B)])
+    return Val("dense", n.dtype, join([p.data for p in parts], d))
+
+
+def ev_shape(n, vals, env):
+    """permute: the dims moved; flatten, unflatten: the same elements in C order, re-shaped."""
+    v = vals[0]
+    if n.op == "permute":
+        perm = [axis(len(n.shape), p) for p in n.attrs["perm"]]
+        if v.itemised:
+            return ref.map_val(v, lambda x: np.transpose(x, [p - 1 for p in perm[1:]]))
+        return Val("dense", n.dtype, np.transpose(v.data, perm))
+    if v.itemised:
+        return ref.map_val(v, lambda x: x.reshape([x.shape[0]] + [env.dim(d) for d in n.shape[2:]]))
+    return Val("dense", n.dtype, v.data.reshape([env.dim(d) for d in n.shape]))
+
+
+def ev_const(n, vals, env):
+    """arange, full, zeros, ones: dense values of the node's shape and dtype."""
+    shape = [env.dim(d) for d in n.shape]
+    if n.op == "arange":
+        a = np.arange(shape[0], dtype=np.int64)
+        return map_conv(Val("dense", "i64", a), n.dtype, env.ft) if n.dtype != "i64" else Val("dense", "i64", a)
+    v = n.attrs.get("value", 0 if n.op == "zeros" else 1)
+    src = "f64" if isinstance(v, float) else "bool" if isinstance(v, bool) else "i64"
+    a = np.full(shape, v, dtype=np.float64 if src == "f64" else bool if src == "bool" else np.int64)
+    return map_conv(Val("dense", src, a), n.dtype, env.ft) if n.dtype != src else Val("dense", src, a)
+
+
 FAMILY = {}
 for _ops, _f in [
         (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",
@@ -205,7 +243,8 @@ for _ops, _f in [
         (("softmax", "log_softmax"), ev_softmax), (("layer_norm", "rms_norm"), ev_norm),
         (("pad",), ev_pad), (("unpad",), ev_unpad), (("matmul", "linear"), ev_matmul),
         (("embedding", "gather", "take_along_dim", "index_select", "positions"), ev_index),
-        (("reshape", "view", "unsqueeze", "squeeze", "transpose", "narrow"), ev_view)]:
+        (("reshape", "view", "unsqueeze", "squeeze", "transpose", "narrow"), ev_view), (("cat", "stack"), ev_cat),
+        (("permute", "flatten", "unflatten"), ev_shape), (("arange", "full", "zeros", "ones"), ev_const)]:
     for _o in _ops:
         FAMILY[_o] = _f
 

@@ -29,7 +29,8 @@ REDUCE = ["sum", "mean", "max", "min", "prod"]
 OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked_fill", "cast"] + REDUCE +
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
-        "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput"])
+        "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput", "cat", "stack", "permute", "flatten",
+        "unflatten", "arange", "full"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 
@@ -522,6 +523,120 @@ class Gen:
         shape[k] = length
         return self.add("narrow", [a], a.dtype, shape, dim=k, rank=len(a.shape), start=start, length=length,
                         size=size)
+
+    # ---- concatenation ----------------------------------------------------------------------------
+
+    def joinable(self, n):
+        """A value cat may take: jagged [B, j1, ...] or dense (no j1 inside), of rank >= 1."""
+        return n.kind in ("jagged", "dense") and len(n.shape) >= 1 and not (n.kind == "dense" and "j1" in n.shape)
+
+    def cat_operand(self, a, d, size, dt):
+        """A value of a's shape but `size` in dim d: from the pool, or a new input (whose dims
+        are sizes: a shape with a pad length can only be joined to values already made)."""
+        shape = list(a.shape)
+        shape[d] = size
+        b = self.pick(lambda n: n.shape == shape and self.joinable(n))
+        if b is not None and self.rng.random() < 0.6:
+            return b
+        if any(is_pad(x) for x in shape):
+            return b or a
+        return self.input(dt, shape)
+
+    def b_cat(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: self.joinable(n) and any(
+            isinstance(n.shape[k], int) for k in range(2 if n.kind == "jagged" else 0, len(n.shape))))
+        if a is None or r.random() < 0.2:
+            a = self.input(r.choice(["f32", "f32", "f64", "i32", "bool"]), ["B", "j1", r.choice([1, 3, 4])])
+        first = 2 if a.kind == "jagged" else 0
+        dims = [k for k in range(first, len(a.shape)) if isinstance(a.shape[k], int)]
+        d = dims[-1] if r.random() < 0.6 else r.choice(dims)
+        args = [a]
+        for _ in range(r.choice([1, 1, 2])):
+            dt = a.dtype if r.random() < 0.6 else r.choice(["bool", "i32", "i64", "f32", "f64"])
+            args.append(self.cat_operand(a, d, r.choice([1, 2, 3, a.shape[d]]), dt))
+        shape = list(a.shape)
+        shape[d] = sum(x.shape[d] for x in args)
+        dim = d - len(shape) if r.random() < 0.5 else d
+        return self.add("cat", args, promote([x.dtype for x in args]), shape, dim=dim)
+
+    def b_stack(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: self.joinable(n) and len(n.shape) < 6) or self.fjag()
+        first = 2 if a.kind == "jagged" else 0
+        d = r.randint(first, len(a.shape))
+        args = [a] + [self.cat_operand(a, first, a.shape[first], a.dtype) if len(a.shape) > first else a
+                      for _ in range(r.choice([1, 2]))]
+        args = [x if x.shape == a.shape else a for x in args]
+        shape = list(a.shape[:d]) + [len(args)] + list(a.shape[d:])
+        dim = d - len(shape) if r.random() < 0.5 else d
+        return self.add("stack", args, promote([x.dtype for x in args]), shape, dim=dim)
+
+    # ---- permute, flatten, unflatten ----------------------------------------------------------------
+
+    def b_permute(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: (n.kind == "jagged" and len(n.shape) >= 4) or (
+            n.kind == "dense" and len(n.shape) >= 2 and "j1" not in n.shape))
+        if a is None:
+            a = self.b_unflatten("unflatten")
+        first = 2 if a.kind == "jagged" else 0
+        rest = list(range(first, len(a.shape)))
+        r.shuffle(rest)
+        perm = list(range(first)) + rest
+        perm_text = [p - len(a.shape) if r.random() < 0.3 else p for p in perm]
+        return self.add("permute", [a], a.dtype, [a.shape[p] for p in perm], perm=perm_text)
+
+    def b_flatten(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: n.kind == "jagged" and len(n.shape) >= 4 and all(isinstance(d, int) for d in n.shape[2:]))
+        a = a or self.b_unflatten("unflatten")
+        end = r.randint(3, len(a.shape) - 1)
+        size = 1
+        for d in a.shape[2:end + 1]:
+            size *= d
+        shape = a.shape[:2] + [size] + a.shape[end + 1:]
+        return self.add("flatten", [a], a.dtype, shape, start=2, end=end if r.random() < 0.5 else end - len(a.shape))
+
+    def b_unflatten(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: n.kind == "jagged" and len(n.shape) == 3 and n.shape[2] in (4, 6, 8, 16))
+        if a is None:
+            a = self.input("f32", ["B", "j1", r.choice([4, 6, 8])])
+        D = a.shape[2]
+        sizes = [2, D // 2]
+        text = list(sizes)
+        if r.random() < 0.3:
+            text[r.randrange(2)] = -1
+        return self.add("unflatten", [a], a.dtype, ["B", "j1"] + sizes, dim=r.choice([2, -1]), sizes=text)
+
+    # ---- constants --------------------------------------------------------------------------------
+
+    def b_arange(self, _op):
+        """arange(n) combined with a value whose last dim is n (broadcast as PyTorch's)."""
+        r = self.rng
+        a = self.pick(lambda n: n.kind in ("jagged", "dense") and len(n.shape) >= 1 and isinstance(n.shape[-1], int)
+                      and n.dtype != "bool" and (n.kind == "jagged" or "j1" not in n.shape)) or self.input(
+            "f32", ["B", "j1", r.choice([1, 3, 5])])
+        dt = r.choice([None, "f32", "f64", "i32", "i64"])
+        c = self.add("arange", [], dt or "i64", [a.shape[-1]], as_dtype=dt)
+        op = r.choice(["add", "mul", "sub"])
+        return self.add(op, [a, c], promote([a.dtype, c.dtype]), a.shape)
+
+    def b_full(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: n.kind in ("jagged", "dense") and len(n.shape) >= 1 and not any(
+            is_pad(d) for d in n.shape) and n.shape[-1] != "j1" and (n.kind == "jagged" or "j1" not in n.shape)) or self.fjag()
+        shape = [a.shape[-1]] if a.kind == "jagged" or r.random() < 0.5 else list(a.shape)
+        which = r.choice(["full", "zeros", "ones"])
+        value = {"zeros": 0, "ones": 1}.get(which, r.choice([2.5, -1.5, 3, True, 0.25]))
+        dflt = "f32" if which != "full" or isinstance(value, float) else "bool" if isinstance(value, bool) else "i64"
+        dt = r.choice([None, None, "f32", "f64", "i32", "i64", "bool"])
+        c = self.add(which, [], dt or dflt, shape, value=value, as_dtype=dt)
+        if c.dtype == "bool" or a.dtype == "bool":
+            return c
+        op = r.choice(["add", "mul", "maximum"])
+        return self.add(op, [a, c], promote([a.dtype, c.dtype]), broadcast(a.shape, shape))
 
     # ---- programs ---------------------------------------------------------------------------------
 

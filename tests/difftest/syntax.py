@@ -78,6 +78,29 @@ def expr(n):
         return call(op, a + [str(at["d0"]), str(at["d1"])], s)
     if op == "narrow":
         return narrow_expr(a[0], at, s)
+    if op in ("arange", "full", "zeros", "ones"):
+        kw = [("dtype", f'"{at["as_dtype"]}"')] if at.get("as_dtype") else []
+        shape = "[" + ", ".join(dim_text(d) for d in n.shape) + "]"
+        if op == "arange":
+            return call("torch.arange" if s % 2 else "arange", [dim_text(n.shape[0])], 0, kw)
+        if op == "full":
+            return call("torch.full" if s % 2 else "full", [shape, lit_text(at["value"])], 0, kw)
+        if s % 3 == 0 and n.shape:
+            return call(op, [dim_text(d) for d in n.shape], 0, kw)
+        return call(op, [shape if s % 2 else "(" + ", ".join(dim_text(d) for d in n.shape) + ",)"], 0, kw)
+    if op == "permute":
+        dims = [str(d) for d in at["perm"]]
+        if s % 3 == 0:
+            return f"{a[0]}.permute({', '.join(dims)})"
+        return f"torch.permute({a[0]}, ({', '.join(dims)},))" if s % 3 == 1 else call(op, [a[0], "[" + ", ".join(dims) + "]"], s)
+    if op == "flatten":
+        return call(op, a, s, [("start_dim", at["start"]), ("end_dim", at["end"])])
+    if op == "unflatten":
+        sz = "(" + ", ".join(str(d) for d in at["sizes"]) + ")" if s % 2 else "[" + ", ".join(str(d) for d in at["sizes"]) + "]"
+        return call(op, [a[0], str(at["dim"]), sz], s)
+    if op in ("cat", "stack"):
+        lst = "[" + ", ".join(a) + "]" if s % 2 else "(" + ", ".join(a) + ")"
+        return f"torch.{op}({lst}, {at['dim']})" if s % 4 >= 2 else f"{op}({lst}, dim={at['dim']})"
     return call(op, a, s)
 
 

@@ -91,6 +91,9 @@ static int32_t index_value(lower *L, int32_t id, const at *a) {
     const rj_graph *g = L->g;
     const node *n = &g->nodes[id];
     if (n->op == RJ_OP_POSITIONS) return a->idx[1];
+    if (n->op == RJ_OP_ARANGE) return xcast(L, n->dtype, a->idx[0]);
+    if (n->op == RJ_OP_FULL)
+        return dtype_is_float(n->dtype) ? xconst(L, n->dtype, n->fval) : xconst_int(L, n->dtype, n->ival);
     const node *x = &g->nodes[n->in[0]], *ix = &g->nodes[n->in[1]];
     at ia = {.rank = ix->rank, .inclass = -1, .outclass = -1, .guard = a->guard};
     if (n->op == RJ_OP_EMBEDDING) { /* the index has the output's leading dims */
@@ -129,6 +132,15 @@ static int32_t index_value(lower *L, int32_t id, const at *a) {
 static int32_t view_value(lower *L, int32_t id, const at *a) {
     const rj_graph *g = L->g;
     const node *n = &g->nodes[id], *x = &g->nodes[n->in[0]];
+    if (n->op == RJ_OP_CAT) { /* d < n1 ? x[d] : y[d - n1], each side's loads under its half */
+        int32_t n1 = xi(L, x->dims[n->axis]), first = xcmp(L, RJ_OP_LT, a->idx[n->axis], n1);
+        at xa = *a, ya = *a;
+        ya.idx[n->axis] = xbin(L, RJ_OP_SUB, RJ_I64, a->idx[n->axis], n1);
+        xa.guard = a->guard >= 0 ? xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, a->guard, first) : first;
+        int32_t second = xun(L, RJ_OP_LOGICAL_NOT, RJ_BOOL, first);
+        ya.guard = a->guard >= 0 ? xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, a->guard, second) : second;
+        return xsel(L, first, xcast(L, n->dtype, value(L, n->in[0], &xa)), xcast(L, n->dtype, value(L, n->in[1], &ya)));
+    }
     if (n->op == RJ_OP_TRANSPOSE) { /* x at the position with dims axis < ival swapped */
         at xa = *a;
         xa.idx[n->axis] = a->idx[n->ival];
