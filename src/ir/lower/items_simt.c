@@ -176,6 +176,19 @@ static int32_t simt_row_loop(lower *L, simt_items *s, blk *into, blk *body, int3
     return f;
 }
 
+/* The end of an online softmax step or merge: (s, c) rescaled to the new maximum where the
+ * value x (above m: big) raises it (by ex = e^(m - x)), term added, m raised to x. */
+static void online_fold(lower *L, blk *b, rj_dtype t, int32_t vm, int32_t vs, int32_t vc, int32_t big, int32_t ex,
+                        int32_t term, int32_t x) {
+    int32_t m = xvar(L, vm);
+    int32_t vsc = newvar(L, "scale", t);
+    s_set(L, b, vsc, xsel(L, big, ex, xconst(L, t, 1)));
+    s_set(L, b, vs, xbin(L, RJ_OP_MUL, t, xvar(L, vs), xvar(L, vsc)));
+    s_set(L, b, vc, xbin(L, RJ_OP_MUL, t, xvar(L, vc), xvar(L, vsc)));
+    kahan_add(L, b, t, (place){-1, vs}, (place){-1, vc}, term);
+    s_set(L, b, vm, xbin(L, RJ_OP_MAXIMUM, t, m, x));
+}
+
 /* The online softmax step: (m, s, c) folded with `times` copies (an expression of the type,
  * or -1 for one) of x; times > 0 is the caller's guard. */
 static void online_step(lower *L, blk *b, rj_dtype t, int32_t vm, int32_t vs, int32_t vc, int32_t x,
@@ -188,12 +201,7 @@ static void online_step(lower *L, blk *b, rj_dtype t, int32_t vm, int32_t vs, in
     int32_t neginf = xcmp(L, RJ_OP_EQ, x, xextreme(L, t, true));
     int32_t term = xsel(L, big, one, xsel(L, neginf, xconst(L, t, 0), ex));
     if (times >= 0) term = xbin(L, RJ_OP_MUL, t, term, times);
-    int32_t vsc = newvar(L, "scale", t);
-    s_set(L, b, vsc, xsel(L, big, ex, xconst(L, t, 1)));
-    s_set(L, b, vs, xbin(L, RJ_OP_MUL, t, xvar(L, vs), xvar(L, vsc)));
-    s_set(L, b, vc, xbin(L, RJ_OP_MUL, t, xvar(L, vc), xvar(L, vsc)));
-    kahan_add(L, b, t, (place){-1, vs}, (place){-1, vc}, term);
-    s_set(L, b, vm, xbin(L, RJ_OP_MAXIMUM, t, m, x));
+    online_fold(L, b, t, vm, vs, vc, big, ex, term, x);
 }
 
 /* Merges a partial (m2, sum2) of the online softmax into (m, s, c). */
@@ -205,12 +213,7 @@ static void online_merge(lower *L, blk *b, rj_dtype t, int32_t vm, int32_t vs, i
                                          xbin(L, RJ_OP_MAXIMUM, t, m2, m)));
     int32_t neginf = xcmp(L, RJ_OP_EQ, m2, xextreme(L, t, true));
     int32_t term = xsel(L, neginf, xconst(L, t, 0), xsel(L, big, sum2, xbin(L, RJ_OP_MUL, t, sum2, ex)));
-    int32_t vsc = newvar(L, "scale", t);
-    s_set(L, b, vsc, xsel(L, big, ex, xconst(L, t, 1)));
-    s_set(L, b, vs, xbin(L, RJ_OP_MUL, t, xvar(L, vs), xvar(L, vsc)));
-    s_set(L, b, vc, xbin(L, RJ_OP_MUL, t, xvar(L, vc), xvar(L, vsc)));
-    kahan_add(L, b, t, (place){-1, vs}, (place){-1, vc}, term);
-    s_set(L, b, vm, xbin(L, RJ_OP_MAXIMUM, t, m, m2));
+    online_fold(L, b, t, vm, vs, vc, big, ex, term, m2);
 }
 
 /* Folds element v into the lane's accumulators a (and c) or (m, s, c). */
