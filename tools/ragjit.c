@@ -1081,10 +1081,13 @@ static int write_result(rj_ctx *ctx, const rj_graph *g, rj_node n, const char *n
     shape[0] = t->rows;
     for (int k = 2; k < t->rank; k++) shape[k - 1] = t->shape[k];
     if (write_npy(ctx, dir, name, t->dtype, t->rank - 1, shape, t->values)) return EXIT_USAGE;
+    /* its ragged symbol: an output per head ([B, H, j, D]) comes back as stored, [B, j, H, D] */
     rj_dim dims[RJ_MAX_RANK];
-    rj_node_shape(g, n, dims);
+    int r = rj_node_shape(g, n, dims), k = 1;
+    rj_dim_info di;
+    while (k < r - 1 && !(rj_dim_get_info(g, dims[k], &di) == RJ_OK && di.kind == RJ_DIM_RAGGED)) k++;
     int64_t nb = t->shape[0] + 1;
-    return write_npy(ctx, dir, rj_dim_name(g, dims[t->ragged_dim]), RJ_I64, 1, &nb, t->offsets) ? EXIT_USAGE : 0;
+    return write_npy(ctx, dir, rj_dim_name(g, dims[k]), RJ_I64, 1, &nb, t->offsets) ? EXIT_USAGE : 0;
 }
 
 static int write_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const char *dir) {

@@ -148,6 +148,54 @@ bool node_is_column(const rj_graph *g, const node *n) {
     return j && j->kind == SYM_RAGGED && dim_equal(g, n->dims[0], sym_dim(j->parent));
 }
 
+/* A head view: rank >= 4, the batch dim, one dense head dim, then the ragged dim(s) of the
+ * batch: [B, H, j, D], [B, H, D, j] (a key transposed) or the pair [B, H, j, j]. Stored as
+ * PyTorch stores a transposed jagged tensor: its canonical order (node_phys_order). */
+bool node_is_headed(const rj_graph *g, const node *n) {
+    if (n->rank < 4 || dim_is_sym(n->dims[1]) || n->dims[1] == 1) return false;
+    int first = -1, count = 0;
+    for (int k = 1; k < n->rank; k++) {
+        const sym *s = graph_sym(g, n->dims[k]);
+        if (!s || s->kind != SYM_RAGGED) continue;
+        if (first < 0) first = k;
+        if (!dim_equal(g, n->dims[0], sym_dim(s->parent))) return false;
+        count++;
+    }
+    if (first < 2) return false;
+    if (count == 1) return first == 2 || (first == 3 && n->rank == 4);
+    return count == 2 && first == 2 && n->rank == 4 && dim_equal(g, n->dims[2], n->dims[3]);
+}
+
+int node_phys_order(const rj_graph *g, const node *n, int *order) {
+    int m = 0;
+    bool headed = node_is_headed(g, n);
+    for (int k = 0; k < n->rank; k++) order[k] = k;
+    if (!headed) return n->rank;
+    order[m++] = 0;
+    for (int k = 1; k < n->rank; k++) {
+        const sym *s = graph_sym(g, n->dims[k]);
+        if (s && s->kind == SYM_RAGGED) order[m++] = k;
+    }
+    for (int k = 1; k < n->rank; k++) {
+        const sym *s = graph_sym(g, n->dims[k]);
+        if (!s || s->kind != SYM_RAGGED) order[m++] = k;
+    }
+    return m;
+}
+
+void node_phys_dims(const rj_graph *g, const node *n, rj_dim *dims) {
+    int order[RJ_MAX_RANK];
+    node_phys_order(g, n, order);
+    for (int k = 0; k < n->rank; k++) dims[k] = n->dims[order[k]];
+}
+
+bool node_stores_pair(const rj_graph *g, const node *n) {
+    if (!node_is_headed(g, n)) return node_is_pair(g, n);
+    node t = *n;
+    node_phys_dims(g, n, t.dims);
+    return node_is_pair(g, &t);
+}
+
 bool graph_name_valid(const char *s) {
     if (!s || !*s) return false;
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
@@ -281,7 +329,7 @@ rj_status rj_graph_output(rj_graph *g, rj_node n, const char *name) {
     if (!nd) return graph_fail(g, RJ_ERR_GRAPH, "output: node %d does not exist", (int)n);
     if (nd->op == RJ_OP_SCALAR)
         return graph_fail(g, RJ_ERR_ARG, "output: a scalar literal cannot be an output");
-    if (dim_ragged_pos(g, nd) > 1)
+    if (dim_ragged_pos(g, nd) > 1 && !node_is_headed(g, nd))
         return graph_fail(g, RJ_ERR_UNSUPPORTED, "output: a jagged tensor with its ragged dim at position %d (a "
                           "transpose, or a row of columns [B, 1, j]) cannot be an output in this version",
                           dim_ragged_pos(g, nd));

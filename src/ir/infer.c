@@ -123,6 +123,7 @@ static rj_status broadcast(rj_graph *g, const char *op, const node *a, const nod
 /* A shape is supported when each ragged dim follows its parent; today also: at most one
  * ragged dim, at position 1. */
 static rj_status check_ragged_layout(rj_graph *g, const char *what, const node *n) {
+    if (node_is_headed(g, n)) return RJ_OK; /* [B, H, j, D], [B, H, D, j], [B, H, j, j] */
     int count = 0;
     for (int k = 0; k < n->rank; k++) {
         const sym *s = graph_sym(g, n->dims[k]);
@@ -540,6 +541,47 @@ static bool item_matmul(rj_graph *g, node *n, const node *x, const node *w, rj_s
     return true;
 }
 
+/* Per-(item, head) products. As the user writes them (heads as PyTorch's jagged layout has
+ * them): q kᵀ [B, H, j, E] @ [B, H, E, j] -> [B, H, j, j] and p v [B, H, j, j] @ [B, H, j, D]
+ * -> [B, H, j, D]. As the heads pass rewrites them (keepdim = 1; operands and result in
+ * canonical order): [B, j, H, E] by the transpose (ival = 1) of [B, j, H, E] -> [B, j, j, H],
+ * and [B, j, j, H] @ [B, j, H, D] -> [B, j, H, D]. false: not one of those shapes. */
+static bool head_matmul(rj_graph *g, node *n, const node *x, const node *w, rj_status *st) {
+    bool phys = n->keepdim, pair = phys ? node_is_pair(g, x) : node_is_headed(g, x) && dim_ragged_pos(g, x) == 2 &&
+                                   graph_sym(g, x->dims[3]) && graph_sym(g, x->dims[3])->kind == SYM_RAGGED;
+    if (!phys && (!node_is_headed(g, x) || !node_is_headed(g, w))) return false;
+    if (phys && (x->rank != 4 || w->rank != 4)) return false;
+    /* names: H heads, c the contracted dim, i the rows, o the result's columns */
+    rj_dim b0 = x->dims[0], b1 = w->dims[0], h0, h1, c0, c1, i0, o1;
+    if (phys) {
+        h0 = x->dims[pair ? 3 : 2], h1 = w->dims[2], i0 = x->dims[1];
+        c0 = pair ? x->dims[2] : x->dims[3], c1 = pair ? w->dims[1] : w->dims[3], o1 = pair ? w->dims[3] : w->dims[1];
+    } else {
+        h0 = x->dims[1], h1 = w->dims[1], i0 = x->dims[2], c0 = x->dims[3], c1 = w->dims[2], o1 = w->dims[3];
+    }
+    const sym *sc = graph_sym(g, c0), *so = graph_sym(g, o1);
+    bool c_ragged = sc && sc->kind == SYM_RAGGED, o_ragged = so && so->kind == SYM_RAGGED;
+    bool ok = dim_equal(g, b0, b1) && dim_equal(g, h0, h1) && dim_equal(g, c0, c1) && c_ragged == pair &&
+              (pair ? !o_ragged : o_ragged && dim_equal(g, i0, o1)) && n->ival == (phys && !pair);
+    if (!ok) {
+        *st = graph_fail(g, RJ_ERR_SHAPE, "matmul: %s times %s: per item and head, the batch dims, the head dims "
+                         "and the contracted dims must agree (q @ k.transpose(-2, -1) with q, k [B, H, j, E]; p @ v "
+                         "with p [B, H, j, j], v [B, H, j, D]; both ragged dims of one class)",
+                         type_text(g, x).s, type_text(g, w).s);
+        return true;
+    }
+    n->dtype = dtype_promote(x->dtype, w->dtype);
+    n->rank = 4;
+    n->dims[0] = b0;
+    if (phys) {
+        n->dims[1] = i0, n->dims[2] = pair ? w->dims[2] : o1, n->dims[3] = pair ? w->dims[3] : h0;
+    } else {
+        n->dims[1] = h0, n->dims[2] = i0, n->dims[3] = o1;
+    }
+    *st = check_ragged_layout(g, "matmul", n);
+    return true;
+}
+
 /* matmul(x, w): x [..., M, K] with a dense last dim, w a dense [K, N] ([N, K] for linear). */
 static rj_status infer_matmul(rj_graph *g, node *n, const char *op) {
     const node *x = in(g, n, 0), *w = in(g, n, 1);
@@ -548,6 +590,7 @@ static rj_status infer_matmul(rj_graph *g, node *n, const char *op) {
     if (!x->weak && !w->weak && (!dtype_is_float(x->dtype) || !dtype_is_float(w->dtype)))
         return graph_fail(g, RJ_ERR_DTYPE, "%s: %s and %s: expected float tensors (cast them first)", fn,
                           type_text(g, x).s, type_text(g, w).s);
+    if ((n->keepdim || (!n->ival && x->rank == 4 && w->rank == 4)) && head_matmul(g, n, x, w, &ist)) return ist;
     if (!n->ival && item_matmul(g, n, x, w, &ist)) return ist;
     if (x->weak || w->weak || x->rank < 2)
         return graph_fail(g, RJ_ERR_SHAPE, "%s: the input %s must have at least 2 dims", fn,
@@ -626,9 +669,15 @@ static rj_status infer_transpose(rj_graph *g, node *n) {
     if (is_jagged3(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, D, j1]: for matmul */
     if (node_is_pair(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, j1, j1] blocks transposed */
     if (rp == 1 && !node_is_pair(g, x) && a >= 2) return RJ_OK; /* two dense dims: [B, j1, D, H] */
+    /* heads: [B, j1, H, D] <-> [B, H, j1, D] <-> [B, H, D, j1], and a pair's blocks [B, H, j1, j1] */
+    bool plain = rp == 1 && !node_is_pair(g, x) && r >= 4;
+    if ((plain || node_is_headed(g, x)) &&
+        (node_is_headed(g, n) || (dim_ragged_pos(g, n) == 1 && !node_is_pair(g, n))))
+        return RJ_OK;
     return graph_fail(g, RJ_ERR_UNSUPPORTED, "transpose: dims %d and %d of %s: a jagged tensor transposes only "
-                      "dims 1 and 2 of [B, j1, D] (an operand of matmul) and of [B, j1, j1] (its blocks), and its "
-                      "dense dims after the ragged dim", a, b, type_text(g, x).s);
+                      "dims 1 and 2 of [B, j1, D] (an operand of matmul) and of [B, j1, j1] (its blocks), its "
+                      "dense dims after the ragged dim, and heads ([B, j1, H, D] to [B, H, j1, D], then [B, H, D, j1])",
+                      a, b, type_text(g, x).s);
 }
 
 /* cat: b joins a (operands ia and ib of the user's list, numbered from 1) along dim *axis
@@ -809,6 +858,17 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
             if (o->op == RJ_OP_TRANSPOSE && n->op == RJ_OP_MATMUL && !n->ival) continue;
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s (a jagged tensor as a row of columns) only takes "
                               "elementwise ops (broadcast against [B, j1, j1]) and squeeze(1) in this version", op, type_text(g, o).s);
+        }
+        if (node_is_headed(g, o)) {
+            bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
+                      k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL ||
+                      n->op == RJ_OP_TRANSPOSE || n->op == RJ_OP_NARROW || n->op == RJ_OP_RESHAPE;
+            if (!ok)
+                return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a jagged tensor per head: this version applies "
+                                  "elementwise ops, reductions, softmax, norms, matmul, narrow, reshape of the dims "
+                                  "after the ragged one and transpose to it (transpose(1, 2) first for the rest)",
+                                  op, type_text(g, o).s);
+            continue;
         }
         if (dim_ragged_pos(g, o) > 1 && !(n->op == RJ_OP_MATMUL && !n->ival))
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a transposed jagged tensor: this version only "

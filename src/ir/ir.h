@@ -167,6 +167,19 @@ bool node_is_pair(const rj_graph *g, const node *n);
  * of elementwise ops with [B, j, j] (a causal mask: positions(j1).unsqueeze(1)). */
 bool node_is_column(const rj_graph *g, const node *n);
 
+/* [B, H, j, D], [B, H, D, j], [B, H, j, j]: a jagged tensor seen per head (x.view(B, j, H, D)
+ * .transpose(1, 2) and what is computed from it). Its values are stored in canonical order:
+ * the batch dim, its ragged dims, then its other dims in order, as PyTorch stores the values of
+ * a transposed jagged tensor ([B, H, j, D] as rows of [H, D]); the heads pass (heads.c)
+ * rewrites such nodes into that order before the other passes. node_phys_order fills order[p]
+ * with the dim stored at position p (the identity for other tensors); node_phys_dims the dims
+ * in that order. */
+bool node_is_headed(const rj_graph *g, const node *n);
+int node_phys_order(const rj_graph *g, const node *n, int *order);
+void node_phys_dims(const rj_graph *g, const node *n, rj_dim *dims);
+/* Stored as len_b x len_b blocks per item: a pair, or a pair per head. */
+bool node_stores_pair(const rj_graph *g, const node *n);
+
 /* ops.c */
 rj_dtype dtype_promote(rj_dtype a, rj_dtype b);
 /* The identity of a combining op in dtype t, defined once for every target and the

@@ -371,6 +371,20 @@ static value build_positions(parser *P, const call_site *c, value **v) {
 }
 
 static value build_reshape(parser *P, const call_site *c, value **v) {
+    if (v[1]->is_tuple) { /* x.view(B, j1, 4, 16), x.reshape((B, -1)): the sizes one by one */
+        value t = *v[1];
+        t.is_tuple = false, t.is_list = true;
+        for (int i = 0; i < t.ndims; i++) {
+            if (v[1]->tuple_syms >> i & 1) continue;
+            if (t.dims[i] < -1) {
+                fail_at(P, &v[1]->at, RJ_ERR_PARSE, "%s: size %lld is negative (-1 is the inferred size)", c->name,
+                        (long long)t.dims[i]);
+                return nothing(c);
+            }
+            if (t.dims[i] == -1) t.dims[i] = RJ_DIM_NONE;
+        }
+        return made(P, c, rj_graph_reshape(P->g, as_node(P, v[0]), t.ndims, t.dims));
+    }
     if (!v[1]->is_list) {
         fail_at(P, &v[1]->at, RJ_ERR_PARSE, "%s: shape must be a list of sizes ([B, j1, 8, 8]; -1 for one "
                 "inferred size)", c->name);
@@ -491,7 +505,7 @@ static const call_form forms[] = {
     ROW_OP(INDEX_SELECT, build_index, 3, "input", "dim", "index"),
     ROW_OP(TAKE_ALONG_DIM, build_index, 3, "input", "indices", "dim"),
     ROW_OP(POSITIONS, build_positions, 1, "ragged"),
-    ROW_OP(RESHAPE, build_reshape, 2, "input", "shape"),
+    ROW(FORM_OP, NULL, RJ_OP_RESHAPE, build_reshape, 2, SLOT_DIMS_VAR, 1, "input", "shape"),
     ROW_OP(TRANSPOSE, build_transpose, 3, "input", "dim0", "dim1"),
     ROW_OP(NARROW, build_narrow, 4, "input", "dim", "start", "length"),
     ROW_OP(MATMUL, build_matmul, 2, "input", "other"),

@@ -1,7 +1,7 @@
 /*
  * passes.h — the compilation pipeline's passes and the fusion plan they produce.
  *
- *   verify → canonicalize → eliminate_pads → canonicalize → fuse → lower → expand
+ *   verify → heads → canonicalize → eliminate_pads → canonicalize → fuse → lower → expand
  *
  * Graph passes rewrite the graph (rewrite.h); fuse annotates it with a plan; lower turns the
  * plan into loop IR (loopir.h); expand rewrites its composite ops as primitives (expand.c),
@@ -12,6 +12,7 @@
 
 #include "ir.h"
 
+rj_status pass_heads(rj_graph *g);
 rj_status pass_canonicalize(rj_graph *g);
 rj_status pass_eliminate_pads(rj_graph *g);
 

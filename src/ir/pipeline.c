@@ -26,6 +26,7 @@ rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *
     if (!(c->opt = graph_clone(ctx, user))) return RJ_ERR_NOMEM;
     rj_status s;
     if ((s = VERIFY(c->opt)) ||
+        (s = pass_heads(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_eliminate_pads(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||

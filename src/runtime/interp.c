@@ -275,6 +275,8 @@ static int64_t elem_at(const ival *v, const int64_t *idx, int R) {
         off = v->poff[idx[shift + v->bd]] + idx[shift + v->rp];
         k = v->rp + 1;
     }
+    /* per head ([B, H, j, D]): the rows' other dims in order, the heads among them (node_phys_order) */
+    for (int h = v->bd + 1; v->rp >= 0 && h < v->rp; h++) off = off * v->ext[h] + (v->ext[h] == 1 ? 0 : idx[shift + h]);
     for (; k < v->rank; k++) off = off * v->ext[k] + (v->ext[k] == 1 ? 0 : idx[shift + k]);
     return off;
 }
@@ -287,12 +289,12 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
     v->dtype = n->dtype;
     v->rank = n->rank;
     v->rp = dim_ragged_pos(g, n);
-    v->bd = node_is_column(g, n) ? 0 : v->rp - 1;
+    v->bd = node_is_column(g, n) || node_is_headed(g, n) ? 0 : v->rp - 1;
     for (int k = 0; k < n->rank; k++) v->ext[k] = run_dim(in->v, n->dims[k]);
     /* the extents that multiply to the element count: the batch dim is folded into the rows */
     int64_t fact[RJ_MAX_RANK], numel;
     int nf = 0;
-    bool pair = node_is_pair(g, n);
+    bool pair = node_stores_pair(g, n);
     for (int k = 0; k < n->rank; k++) {
         if (k == v->bd || (pair && k == v->rp + 1)) continue;
         fact[nf] = v->ext[k];
@@ -312,7 +314,8 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
                         (int)(n - g->nodes));
     v->numel = numel;
     v->inner = 1;
-    for (int k = v->rp + (pair ? 2 : 1); v->rp >= 0 && k < v->rank; k++) v->inner *= v->ext[k];
+    for (int k = v->bd + 1; v->rp >= 0 && k < v->rank; k++)
+        if (k != v->rp && !(pair && k == v->rp + 1)) v->inner *= v->ext[k];
     if (!bytes_of(numel, rj_dtype_size(n->dtype), &v->bytes))
         return ctx_fail(in->ctx, RJ_ERR_OVERFLOW, "interp: node %d is too large",
                         (int)(n - g->nodes));
@@ -331,7 +334,7 @@ static void eval_input(interp *in, const node *n, ival *v, const run_in *ib) {
         return;
     }
     const run_sym *r = &in->v->sym[dim_sym(n->dims[v->rp])];
-    int64_t B = v->ext[v->rp - 1];
+    int64_t B = v->ext[v->bd];
     for (int64_t b = 0; b < B; b++) {
         int64_t l = row_len(r->off, r->len, b);
         if (l)
@@ -594,7 +597,7 @@ static rj_status eval_index(interp *in, const node *n, ival *v) {
  * D = 1 it is also a row of columns [B, 1, j], which elementwise ops read as any column: such
  * a node is evaluated too (eval_view), so both readers find what they read. */
 static bool jagged_t(const interp *in, const node *n) {
-    return n->op == RJ_OP_TRANSPOSE && dim_ragged_pos(in->g, n) == 2;
+    return n->op == RJ_OP_TRANSPOSE && n->rank == 3 && dim_ragged_pos(in->g, n) == 2;
 }
 
 /* Per-item products (ragjit.h): q kᵀ into blocks, p v, and xᵀ y summed over each item's rows. */
@@ -621,9 +624,31 @@ static void eval_item_matmul(interp *in, const node *n, ival *v) {
     }
 }
 
+/* Per (item, head): [B, H, j, E] @ [B, H, E, j] and [B, H, j, j] @ [B, H, j, D], each (b, h) a
+ * plain product whose contracted extent may be the item's length. */
+static void eval_head_matmul(interp *in, const node *n, ival *v) {
+    const ival *x = &in->vals[n->in[0]], *w = &in->vals[n->in[1]];
+    int64_t idx[RJ_MAX_RANK], a[RJ_MAX_RANK], c[RJ_MAX_RANK];
+    for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+        memcpy(a, idx, sizeof a);
+        memcpy(c, idx, sizeof c);
+        int64_t cnt = ext_at(x, idx, 3);
+        long double acc = 0;
+        for (int64_t t = 0; t < cnt; t++) {
+            a[3] = t, c[2] = t;
+            acc += (long double)load(x->data, x->dtype, elem_at(x, a, 4)).f * load(w->data, w->dtype, elem_at(w, c, 4)).f;
+        }
+        store(v->data, v->dtype, elem_at(v, idx, n->rank), fin((elem){.f = (double)acc}, v->dtype));
+    }
+}
+
 /* matmul: every row of x (all dims but the last) times w, summed in double. */
 static void eval_matmul(interp *in, const node *n, ival *v) {
     const rj_graph *g = in->g;
+    if (node_is_headed(g, &g->nodes[n->in[0]]) && node_is_headed(g, &g->nodes[n->in[1]])) {
+        eval_head_matmul(in, n, v);
+        return;
+    }
     if (g->nodes[n->in[1]].rank == 3 || jagged_t(in, &g->nodes[n->in[0]])) {
         eval_item_matmul(in, n, v);
         return;
@@ -719,7 +744,7 @@ static void write_output(interp *in, const ival *v, const run_out *o) {
         if (o->numel) memcpy(o->data, v->data, (size_t)o->numel * es);
         return;
     }
-    int64_t B = v->ext[v->rp - 1];
+    int64_t B = v->ext[v->bd];
     for (int64_t b = 0; b < B; b++) {
         int64_t l = v->lens[b];
         if (l)

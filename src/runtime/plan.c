@@ -28,8 +28,11 @@ static plan_shape shape_of(const rj_graph *g, rj_dtype dtype, int rank, const rj
     return sh;
 }
 
+/* As stored: a tensor per head ([B, H, j, D]) in its canonical order (ir.h, node_phys_dims). */
 static plan_shape node_shape(const rj_graph *g, const node *n) {
-    return shape_of(g, n->dtype, n->rank, n->dims, node_is_pair(g, n), dim_ragged_pos(g, n));
+    node t = *n;
+    node_phys_dims(g, n, t.dims);
+    return shape_of(g, n->dtype, n->rank, t.dims, node_is_pair(g, &t), dim_ragged_pos(g, &t));
 }
 
 /* A loop-IR buffer's layout: a ragged dim 1 addresses the rows of its class, a ragged dim 2
@@ -60,8 +63,8 @@ static rj_status plan_syms(rj_ctx *ctx, const rj_graph *g, run_plan *pl) {
         if (sy->kind == SYM_RAGGED && pl->sym[s].root == s) pl->roots[pl->nroots++] = s;
     }
     for (int32_t i = 0; i < g->n; i++)
-        if (node_is_pair(g, &g->nodes[i])) {
-            pl->sym[sym_root(g, dim_sym(g->nodes[i].dims[1]))].paired = true;
+        if (node_stores_pair(g, &g->nodes[i])) {
+            pl->sym[sym_root(g, dim_sym(g->nodes[i].dims[dim_ragged_pos(g, &g->nodes[i])]))].paired = true;
             pl->pairs = true;
         }
     /* only the symbols of nodes some output depends on need bindings; an input no output

@@ -230,6 +230,7 @@ void lower_item_matmul_tiled(lower *L, const fuse_group *gr);
 /* matmul.c */
 void lower_item_matmul_cpu(lower *L, const fuse_group *gr);
 void lower_item_matmul_threads(lower *L, const fuse_group *gr);
+void lower_head_matmul(lower *L, const fuse_group *gr);
 void lower_matmul(lower *L, const fuse_group *gr);
 /* items.c and items_simt.c: over the ragged or padded dim */
 void lower_items_cpu_group(lower *L, const fuse_group *gr);

@@ -61,6 +61,11 @@ static bool is_product(lower *L, const fuse_group *gr) {
     return is_root(L, gr, KIND_MATMUL) && !is_item_product(L, gr);
 }
 
+/* A product per (item, head): the heads pass's stored form (keepdim = 1). */
+static bool is_head_product(lower *L, const fuse_group *gr) {
+    return is_root(L, gr, KIND_MATMUL) && L->g->nodes[gr->root].keepdim;
+}
+
 static bool is_gemm_lib(lower *L, const fuse_group *gr) {
     return is_root(L, gr, KIND_MATMUL) && gemm_lib_applies(L, gr);
 }
@@ -100,6 +105,7 @@ static const lower_template templates[] = {
     {"checks",                 "checks", TT_ALL,  is_check,              lower_check},
     {"map",                    "map",    TT_ALL,  is_map,                lower_map},
     {"norm_rows",              "norm",   TT_ALL,  is_norm,               lower_norm},
+    {"head_matmul",            "matmul", TT_ALL,  is_head_product,       lower_head_matmul},
     {"gemm_lib",               "matmul", TT_CPU,  is_gemm_lib,           lower_matmul_lib},
     {"item_matmul_tiled_simt", "matmul", TT_SIMT, is_item_product_tiled, lower_item_matmul_tiled},
     {"item_matmul_cpu",        "matmul", TT_CPU,  is_item_product,       lower_item_matmul_cpu},
@@ -143,7 +149,9 @@ static void lower_buffers(lower *L) {
     for (int32_t i = 0; i < g->ninputs; i++)
         add_buf(L, LB_INPUT, i, g->inputs[i], &g->nodes[g->inputs[i]]);
     for (int32_t i = 0; i < g->noutputs; i++) {
-        const node *layout = &orig->nodes[orig->outputs[i].node];
+        node layout_n = orig->nodes[orig->outputs[i].node]; /* as stored (heads: canonical order) */
+        node_phys_dims(orig, &orig->nodes[orig->outputs[i].node], layout_n.dims);
+        const node *layout = &layout_n;
         int32_t id = g->outputs[i].node;
         if (plan->nodes[id].role == FR_INPUT && L->bufof[id] >= 0) {
             /* an input returned as an output is copied by a map kernel */
