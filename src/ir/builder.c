@@ -403,7 +403,7 @@ rj_node rj_graph_transpose(rj_graph *g, rj_node x, int dim0, int dim1) {
 }
 
 /* permute(x, perm): a chain of transposes that puts dim perm[k] of x at k. A jagged tensor
- * keeps its batch and ragged dims in place (its dense dims permute freely). */
+ * keeps its batch dim in place, and its ragged dim too but for heads (4 dims or more). */
 rj_node rj_graph_permute(rj_graph *g, rj_node x, int rank, const int *perm) {
     if (!g || !operands_ok(g, "permute", &x, 1)) return RJ_NONE;
     const node *xn = &g->nodes[x];
@@ -422,8 +422,10 @@ rj_node rj_graph_permute(rj_graph *g, rj_node x, int rank, const int *perm) {
         }
         seen[p[k]] = true;
     }
-    int rp = dim_ragged_pos(g, xn);
-    for (int k = 0; k <= rp; k++)
+    /* heads: a jagged tensor of 4 dims or more may move its ragged dim among the others
+     * (x.view(B, j, H, D).permute(0, 2, 1, 3)); the transposes say which layouts this version takes */
+    int rp = dim_ragged_pos(g, xn), keep = r >= 4 ? (rp >= 0 ? 0 : -1) : rp;
+    for (int k = 0; k <= keep; k++)
         if (p[k] != k) {
             graph_fail(g, RJ_ERR_UNSUPPORTED, "permute: dim %d of the jagged tensor must stay in place (a jagged "
                        "tensor permutes only the dims after its ragged dim %d)", k, rp);

@@ -111,6 +111,17 @@ static int32_t align_operand(heads *h, const node *n, int32_t o, const int *orde
     return x < 0 ? x : permute(h, x, order, R, n->from);
 }
 
+/* n's dims and want differ only in where their 1s are. */
+static bool same_but_ones(const node *n, const rj_dim *want) {
+    int i = 0, k = 0;
+    for (;;) {
+        while (i < n->rank && n->dims[i] == 1) i++;
+        while (k < n->rank && want[k] == 1) k++;
+        if (i == n->rank || k == n->rank) return i == n->rank && k == n->rank;
+        if (n->dims[i++] != want[k++]) return false;
+    }
+}
+
 /* The node replacing old node i, in stored order. */
 static int32_t rebuild(heads *h, int32_t i) {
     const rj_graph *g = h->g;
@@ -169,6 +180,9 @@ static int32_t rebuild(heads *h, int32_t i) {
     rj_dim want[RJ_MAX_RANK];
     node_phys_dims(g, o, want);
     const node *nn = &h->rw.out->nodes[id];
+    if (nn->rank == o->rank && memcmp(nn->dims, want, sizeof(rj_dim) * o->rank) && same_but_ones(nn, want))
+        return reshape_to(h, id, o->rank, want, o->from); /* a kept dim in its place: [B, j, 1, H] -> [B, j, H, 1] */
+    nn = &h->rw.out->nodes[id];
     if (nn->rank != o->rank || memcmp(nn->dims, want, sizeof(rj_dim) * o->rank)) {
         ctx_fail(g->ctx, RJ_ERR_UNSUPPORTED, "%s: this version cannot compute it on a jagged tensor per head in "
                  "this form (transpose(1, 2) back to [B, j, H, D] first)", op_table[o->op].name);

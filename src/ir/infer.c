@@ -131,13 +131,15 @@ static rj_status check_ragged_layout(rj_graph *g, const char *what, const node *
         count++;
         if (k == 2 && count == 2 && node_is_pair(g, n)) continue; /* [B, j1, j1]: both vary over B */
         if (k == 2 && count == 1 && node_is_column(g, n)) continue; /* [B, 1, j1]: a row of columns */
-        if (k == 0 || !dim_equal(g, n->dims[k - 1], sym_dim(s->parent)))
+        bool after_batch = k > 1 && dim_equal(g, n->dims[0], sym_dim(s->parent)); /* [B, H, j]: the next check */
+        if (k == 0 || (!after_batch && !dim_equal(g, n->dims[k - 1], sym_dim(s->parent))))
             return graph_fail(g, RJ_ERR_SHAPE, "%s: %s: ragged %s must directly follow its "
                               "parent dim %s", what, type_text(g, n).s, s->name,
                               g->syms[s->parent].name);
         if (k != 1)
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s: a ragged dim at position %d is "
-                              "not supported yet (only dim 1, after the batch dim)", what,
+                              "not supported yet (only dim 1, after the batch dim, and heads: [B, H, j, D] and "
+                              "[B, H, j, j])", what,
                               type_text(g, n).s, k);
     }
     if (count > 1 && !(count == 2 && node_is_pair(g, n)))
@@ -259,7 +261,7 @@ static rj_status normalise_axis(rj_graph *g, node *n, const node *x, const char 
                           n->axis, type_text(g, x).s, r);
     if (n->axis < 0) n->axis += r;
     int rp = dim_ragged_pos(g, x);
-    if (rp > 0 && n->axis < rp)
+    if (rp > 0 && n->axis < (node_is_headed(g, x) ? 1 : rp)) /* per head: dim 1 holds the heads */
         return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot reduce over the batch dim %d of the "
                           "jagged tensor %s", op, n->axis, type_text(g, x).s);
     return RJ_OK;
@@ -288,7 +290,7 @@ static rj_status infer_reduce(rj_graph *g, node *n, const char *op) {
         }
     }
     n->rank = (uint8_t)r;
-    return RJ_OK;
+    return check_ragged_layout(g, op, n);
 }
 
 static rj_status infer_softmax(rj_graph *g, node *n, const char *op) {
@@ -670,8 +672,8 @@ static rj_status infer_transpose(rj_graph *g, node *n) {
     if (node_is_pair(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, j1, j1] blocks transposed */
     if (rp == 1 && !node_is_pair(g, x) && a >= 2) return RJ_OK; /* two dense dims: [B, j1, D, H] */
     /* heads: [B, j1, H, D] <-> [B, H, j1, D] <-> [B, H, D, j1], and a pair's blocks [B, H, j1, j1] */
-    bool plain = rp == 1 && !node_is_pair(g, x) && r >= 4;
-    if ((plain || node_is_headed(g, x)) &&
+    bool plain = rp == 1 && !node_is_pair(g, x) && r >= 4 && a >= 1;
+    if ((plain || (node_is_headed(g, x) && a >= 1)) &&
         (node_is_headed(g, n) || (dim_ragged_pos(g, n) == 1 && !node_is_pair(g, n))))
         return RJ_OK;
     return graph_fail(g, RJ_ERR_UNSUPPORTED, "transpose: dims %d and %d of %s: a jagged tensor transposes only "
@@ -859,17 +861,7 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s (a jagged tensor as a row of columns) only takes "
                               "elementwise ops (broadcast against [B, j1, j1]) and squeeze(1) in this version", op, type_text(g, o).s);
         }
-        if (node_is_headed(g, o)) {
-            bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
-                      k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL ||
-                      n->op == RJ_OP_TRANSPOSE || n->op == RJ_OP_NARROW || n->op == RJ_OP_RESHAPE;
-            if (!ok)
-                return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a jagged tensor per head: this version applies "
-                                  "elementwise ops, reductions, softmax, norms, matmul, narrow, reshape of the dims "
-                                  "after the ragged one and transpose to it (transpose(1, 2) first for the rest)",
-                                  op, type_text(g, o).s);
-            continue;
-        }
+        if (node_is_headed(g, o)) continue; /* check_headed_operands */
         if (dim_ragged_pos(g, o) > 1 && !(n->op == RJ_OP_MATMUL && !n->ival))
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a transposed jagged tensor: this version only "
                               "multiplies it (matmul)", op, type_text(g, o).s);
@@ -886,9 +878,28 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
     return RJ_OK;
 }
 
+/* What this version computes on tensors per head ([B, H, j, D]); checked before the op's own
+ * rules, whose messages assume the ragged dim at 1. */
+static rj_status check_headed_operands(rj_graph *g, const node *n, const char *op) {
+    op_kind k = op_table[n->op].kind;
+    bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
+              k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL ||
+              n->op == RJ_OP_TRANSPOSE || n->op == RJ_OP_NARROW || n->op == RJ_OP_RESHAPE;
+    for (int i = 0; i < n->nin && !ok; i++) {
+        const node *o = in(g, n, i);
+        if (node_is_headed(g, o))
+            return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s is a jagged tensor per head: this version applies "
+                              "elementwise ops, reductions, softmax, norms, matmul, narrow, reshape of the dims "
+                              "after the ragged one and transpose to it (transpose(1, 2) first for the rest)",
+                              op, type_text(g, o).s);
+    }
+    return RJ_OK;
+}
+
 rj_status infer_node(rj_graph *g, node *n) {
     const char *op = op_table[n->op].name;
-    rj_status s = infer_kind(g, n, op);
+    rj_status s = check_headed_operands(g, n, op);
+    if (!s) s = infer_kind(g, n, op);
     if (!s) s = check_special_operands(g, n, op);
     return s ? s : check_const_numel(g, n, op);
 }

@@ -505,7 +505,7 @@ static const call_form forms[] = {
     ROW_OP(INDEX_SELECT, build_index, 3, "input", "dim", "index"),
     ROW_OP(TAKE_ALONG_DIM, build_index, 3, "input", "indices", "dim"),
     ROW_OP(POSITIONS, build_positions, 1, "ragged"),
-    ROW(FORM_OP, NULL, RJ_OP_RESHAPE, build_reshape, 2, SLOT_DIMS_VAR, 1, "input", "shape"),
+    ROW_OP(RESHAPE, build_reshape, 2, "input", "shape"),
     ROW_OP(TRANSPOSE, build_transpose, 3, "input", "dim0", "dim1"),
     ROW_OP(NARROW, build_narrow, 4, "input", "dim", "start", "length"),
     ROW_OP(MATMUL, build_matmul, 2, "input", "other"),
@@ -586,9 +586,11 @@ value call_apply(parser *P, const token *fn, const char *name, args *a) {
     value *v[MAX_PARAMS];
     int nparams = 0;
     while (nparams < MAX_PARAMS && f->params[nparams]) nparams++;
-    if (f->slot == SLOT_DIMS_VAR && a->npos > f->slot_at + 1) { /* x.permute(0, 1, 3, 2): one tuple */
-        value t = {.node = RJ_NONE, .is_tuple = true, .at = a->pos[f->slot_at].at};
-        for (int i = f->slot_at; i < a->npos; i++) {
+    /* x.permute(0, 1, 3, 2), x.view(B, j1, 4, 16): one tuple */
+    int var_at = f->slot == SLOT_DIMS_VAR ? f->slot_at : a->op == RJ_OP_RESHAPE ? 1 : -1;
+    if (var_at >= 0 && a->npos > var_at + 1) {
+        value t = {.node = RJ_NONE, .is_tuple = true, .at = a->pos[var_at].at};
+        for (int i = var_at; i < a->npos; i++) {
             if (a->pos[i].is_size) { /* zeros(B, D): sizes by name */
                 t.tuple_syms |= 1u << t.ndims;
                 t.dims[t.ndims++] = a->pos[i].dims[0];
@@ -596,13 +598,13 @@ value call_apply(parser *P, const token *fn, const char *name, args *a) {
             }
             const node *s = scalar_of(P, &a->pos[i]);
             if (!s || s->weak != WEAK_INT) {
-                fail_at(P, &a->pos[i].at, RJ_ERR_PARSE, "%s: %s must be integers", name, f->params[f->slot_at]);
+                fail_at(P, &a->pos[i].at, RJ_ERR_PARSE, "%s: %s must be integers", name, f->params[var_at]);
                 return node_value(RJ_NONE, *fn);
             }
             t.dims[t.ndims++] = s->ival;
         }
-        a->pos[f->slot_at] = t;
-        a->npos = f->slot_at + 1;
+        a->pos[var_at] = t;
+        a->npos = var_at + 1;
     }
     if (!bind_args(P, fn, name, a, f->params, nparams, f->required, v)) return node_value(RJ_NONE, *fn);
     call_site c = {.fn = fn, .name = name, .op = a->op, .a = a};
