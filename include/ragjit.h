@@ -411,12 +411,25 @@ RJ_API rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node b
  * it. stack(xs, n, dim) is unsqueeze(x, dim) of each, then cat along dim; dim counts in the
  * result (-1: a new last dim) and must come after a jagged tensor's ragged dim. */
 /* permute(x, rank, perm): PyTorch's x.permute(perm), dim perm[k] of x at k (negative dims
- * count from the last), as a chain of transposes. A jagged tensor keeps its batch and ragged
- * dims in place (perm[0] = 0, perm[1] = 1) and permutes its dense dims freely
- * ([B, j1, H, D] -> [B, j1, D, H]); a dense tensor takes any permutation. */
+ * count from the last), as a chain of transposes. A jagged tensor keeps its batch dim in place;
+ * of 3 dims also its ragged dim; of 4 or more its ragged dim may move among the dense ones as
+ * heads do ([B, j1, H, D] -> [B, H, j1, D] by (0, 2, 1, 3), a free view: the guide's "Heads");
+ * a dense tensor takes any permutation. */
 RJ_API rj_node rj_graph_permute(rj_graph *g, rj_node x, int rank, const int *perm);
 RJ_API rj_node rj_graph_cat(rj_graph *g, const rj_node *xs, int n, int dim);
 RJ_API rj_node rj_graph_stack(rj_graph *g, const rj_node *xs, int n, int dim);
+
+/* Functions: fn is a graph of the same context used as a function (a layer built once): its
+ * inputs are the parameters, in order, its outputs the results, in order. The call copies
+ * fn's nodes into g with each parameter replaced by args[k] and writes the nodes of fn's
+ * outputs, in g, to results (nresults = rj_graph_output_count(fn)). Each argument must have
+ * its parameter's dtype and rank; fn's symbols are bound by the arguments' dims (B, j1 of the
+ * parameters are whatever the arguments have there, consistently; a dense size no parameter
+ * binds is g's of that name, declared if g has none). Every node is re-inferred in g, so a
+ * call is its body written out; kernels identical in every call compile once. fn stays
+ * untouched and can be called again. Returns RJ_OK or the failure (also g's error). */
+RJ_API rj_status rj_graph_call(rj_graph *g, const rj_graph *fn, const rj_node *args, int nargs, rj_node *results,
+                               int nresults);
 
 /* Parses a program in ragjit's text format (docs/guide.md) into a new graph:
  *     ragged j1 : B

@@ -552,6 +552,64 @@ static void test_cat_builder(void **state) {
                  "cat: operand 1 has the run-time size D in the cat dim 0");
 }
 
+/* rj_graph_call: a layer built once as a graph of its own, called twice; its symbols bound
+ * by the arguments (its N and r : M are the caller's B and j1 or j2), a size only its reshape
+ * names declared in the caller; what a call refuses. */
+static void test_call(void **state) {
+    env e = make_env(state);
+    rj_graph *fn = rj_graph_new(e.ctx);
+    rj_dim N = rj_graph_dense(fn, "N"), r = rj_graph_ragged(fn, "r", N), K = rj_graph_dense(fn, "K");
+    rj_node px = rj_graph_input(fn, "px", RJ_F32, 3, (rj_dim[]){N, r, 64});
+    rj_node pw = rj_graph_input(fn, "pw", RJ_F32, 1, (rj_dim[]){64});
+    rj_node h = rj_graph_binary(fn, RJ_OP_ADD, rj_graph_unary(fn, RJ_OP_RELU, rj_graph_binary(fn, RJ_OP_MUL, px, pw)), px);
+    rj_node v = rj_graph_reshape(fn, h, 4, (rj_dim[]){N, r, 8, RJ_DIM_NONE});
+    assert_int_equal(rj_graph_output(fn, h, "h"), RJ_OK);
+    assert_int_equal(rj_graph_output(fn, rj_graph_softmax(fn, v, 1), "s"), RJ_OK);
+    assert_int_equal(rj_graph_output(fn, rj_graph_full(fn, 1, (rj_dim[]){K}, 2.0, RJ_F32), "k"), RJ_OK);
+    rj_node out[3], out2[3];
+    assert_int_equal(rj_graph_call(e.g, fn, (rj_node[]){e.x, e.w}, 2, out, 3), RJ_OK);
+    assert_type(&e, out[0], "f32[B, j1, 64]");
+    assert_type(&e, out[1], "f32[B, j1, 8, 8]");
+    assert_type(&e, out[2], "f32[K]");
+    assert_int_equal(rj_graph_call(e.g, fn, (rj_node[]){e.y, e.w}, 2, out2, 3), RJ_OK);
+    assert_type(&e, out2[0], "f32[B, j2, 64]");
+    assert_int_not_equal(rj_graph_find_dim(e.g, "K"), RJ_DIM_NONE);
+    /* refused: counts, dtypes, ranks, a symbol bound twice, a ragged dim where a dense one is */
+    rj_node d = rj_graph_input(e.g, "d", RJ_F64, 1, (rj_dim[]){64});
+    assert_int_equal(rj_graph_call(e.g, fn, (rj_node[]){e.x}, 1, out, 3), RJ_ERR_ARG);
+    assert_error_contains(e.ctx, "call: the function takes 2 arguments, 1 given");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    d = rj_graph_input(e.g, "d", RJ_F64, 1, (rj_dim[]){64});
+    assert_int_equal(rj_graph_call(e.g, fn, (rj_node[]){e.x, d}, 2, out, 3), RJ_ERR_DTYPE);
+    assert_error_contains(e.ctx, "call: argument 2 has dtype f64 where the function's parameter pw has dtype f32");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_call(e.g, fn, (rj_node[]){e.w, e.w}, 2, out, 3), RJ_ERR_SHAPE);
+    assert_error_contains(e.ctx, "call: argument 1 has rank");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    rj_graph *fn2 = rj_graph_new(e.ctx);
+    rj_dim N2 = rj_graph_dense(fn2, "N"), r2 = rj_graph_ragged(fn2, "r", N2);
+    rj_node a = rj_graph_input(fn2, "a", RJ_F32, 3, (rj_dim[]){N2, r2, 64});
+    rj_node b = rj_graph_input(fn2, "b", RJ_F32, 3, (rj_dim[]){N2, r2, 64});
+    assert_int_equal(rj_graph_output(fn2, rj_graph_binary(fn2, RJ_OP_ADD, a, b), "s"), RJ_OK);
+    assert_int_equal(rj_graph_call(e.g, fn2, (rj_node[]){e.x, e.y}, 2, out, 1), RJ_ERR_SHAPE);
+    assert_error_contains(e.ctx, "call: argument 2, dim 1: the function's r is bound to two different dims");
+    rj_graph_free(e.g);
+    e = make_env(state);
+    rj_node dd = rj_graph_input(e.g, "dd", RJ_F32, 3, (rj_dim[]){e.B, 5, 64});
+    assert_int_equal(rj_graph_call(e.g, fn2, (rj_node[]){dd, dd}, 2, out, 1), RJ_ERR_SHAPE);
+    assert_error_contains(e.ctx, "the function's parameter has the ragged r there");
+    assert_int_equal(rj_graph_call(e.g, e.g, NULL, 0, NULL, 0), RJ_ERR_GRAPH); /* e.g failed: sticky */
+    rj_graph_free(e.g);
+    e = make_env(state);
+    assert_int_equal(rj_graph_call(e.g, e.g, NULL, 0, NULL, 0), RJ_ERR_ARG);
+    rj_graph_free(e.g);
+    rj_graph_free(fn);
+    rj_graph_free(fn2);
+}
+
 /* arange and full: dense shapes, the dtype given, no ragged dim. */
 static void test_constants_builder(void **state) {
     env e = make_env(state);
@@ -821,7 +879,7 @@ int main(void) {
         FX(test_reductions), FX(test_norms), FX(test_pad_unpad), FX(test_input_errors),
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),
         FX(test_names_and_symbols), FX(test_introspection_errors),
-        FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_cat_builder), FX(test_constants_builder), FX(test_deep_chains),
+        FX(test_introspection_allocates_nothing), FX(test_op_table), FX(test_cat_builder), FX(test_call), FX(test_constants_builder), FX(test_deep_chains),
         FX(test_no_inputs), FX(test_one_namespace), FX(test_constant_sizes), FX(test_narrow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

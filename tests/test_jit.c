@@ -1306,6 +1306,54 @@ static void test_temp_planning(void **state) {
     rj_graph_free(g);
 }
 
+/* A function called three times: its kernels are compiled once and run three times
+ * (cpu_shared_kernel_count), the result the reference's. */
+static void test_function_kernels_shared(void **state) {
+    fixture *f = *state;
+    rj_graph *g = rj_graph_parse(f->ctx,
+                                 "ragged j1 : B\n"
+                                 "input x : f32[B, j1, 16]\n"
+                                 "input w : f32[16]\n"
+                                 "input w2 : f32[16]\n"
+                                 "def block(h, w):\n"
+                                 "    s = softmax(relu(h * w) + h, dim=1)\n"
+                                 "    return layer_norm(s * 4.0 + h, 16)\n"
+                                 "y = block(block(block(x, w), w2), w)\n"
+                                 "output y\n", "fn.rj");
+    assert_non_null(g);
+    uint64_t s0 = cpu_shared_kernel_count(f->ctx);
+    rj_program *p = rj_program_new(g, RJ_TARGET_CPU), *ref = rj_program_new(g, RJ_TARGET_REFERENCE);
+    assert_non_null(p);
+    assert_non_null(ref);
+    uint64_t shared = cpu_shared_kernel_count(f->ctx) - s0;
+    if (shared < 2) fail_msg("%d kernels shared, expected at least 2 (one per repeated call)", (int)shared);
+    rj_dim J = rj_graph_find_dim(g, "j1");
+    rj_node x = rj_graph_find(g, "x"), w = rj_graph_find(g, "w"), w2 = rj_graph_find(g, "w2"), y = rj_graph_find(g, "y");
+    int64_t off[5] = {0, 5, 5, 12, 75};
+    float ws[16], ws2[16], *xs = malloc(sizeof(float) * 75 * 16), *out = malloc(sizeof(float) * 75 * 16),
+                  *outr = malloc(sizeof(float) * 75 * 16);
+    for (int i = 0; i < 16; i++) ws[i] = (float)(i % 5) / 4.0f - 0.3f, ws2[i] = 0.5f - ws[i];
+    for (int i = 0; i < 75 * 16; i++) xs[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+    rj_program *progs[2] = {p, ref};
+    float *outs[2] = {out, outr};
+    for (int k = 0; k < 2; k++) {
+        rj_bind *b = rj_bind_new(progs[k]);
+        assert_ok(f->ctx, rj_bind_offsets(b, J, 4, off, NULL));
+        assert_ok(f->ctx, rj_bind_input(b, x, xs, 75 * 16));
+        assert_ok(f->ctx, rj_bind_input(b, w, ws, 16));
+        assert_ok(f->ctx, rj_bind_input(b, w2, ws2, 16));
+        assert_ok(f->ctx, rj_bind_output(b, y, outs[k], 75 * 16));
+        assert_ok(f->ctx, rj_program_run(progs[k], b));
+        rj_bind_free(b);
+    }
+    for (int i = 0; i < 75 * 16; i++)
+        if (!(fabsf(out[i] - outr[i]) <= 2e-5f)) fail_msg("element %d: %g, reference %g", i, out[i], outr[i]);
+    free(xs), free(out), free(outr);
+    rj_program_free(p);
+    rj_program_free(ref);
+    rj_graph_free(g);
+}
+
 /* DLPack on host memory: a jagged input as values + offsets tensors, a dense one as one tensor;
  * outputs exported without a copy (ragjit's memory handed over, freed by the deleter, which
  * may run after rj_ctx_free); what DLPack can say that ragjit cannot take is refused. */
@@ -1432,7 +1480,7 @@ int main(int argc, char **argv) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX_SLICED(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX_SLICED(test_fused_chains), FX_SLICED(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_function_kernels_shared), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

@@ -441,6 +441,46 @@ static void test_heads_syntax(void **state) {
     }
 }
 
+/* Functions: a body run at each call gives the graph its written-out form gives; its locals
+ * stay local; errors inside it name the call. */
+static void test_def_syntax(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 8]\ninput w : f32[8, 8]\n";
+    same_nodes(c, head,
+               "def block(x, w, scale):\n    h = relu(x @ w)  # local\n\n    return h * scale + x, h\n"
+               "y, h1 = block(x, w, 2.0)\nz, h2 = block(y, w=w, scale=0.5)\noutput z, h1\n",
+               "h1 = relu(x @ w)\ny = h1 * 2.0 + x\nh2 = relu(y @ w)\nz = h2 * 0.5 + y\noutput z, h1\n");
+    char src[1024];
+    static const struct {
+        const char *text;
+        rj_status s;
+        const char *msg;
+    } cases[] = {
+        {"def f(a):\n    b = a @ a\n    return b\ny = f(x)\n", RJ_ERR_UNSUPPORTED,
+         "t.rj:5:11: matmul: f32[B, j1, 8] times f32[B, j1, 8]"},
+        {"def f(a):\n    b = relu(a)\ny = f(x)\n", RJ_ERR_PARSE,
+         "t.rj:4:1: def f: the body (the indented lines below) must end with a return"},
+        {"def relu(a):\n    return a\ny = relu(x)\n", RJ_ERR_PARSE, "t.rj:4:5: 'relu' is one of ragjit's functions"},
+        {"def f(a):\n    return a\ny = f(x, x)\n", RJ_ERR_PARSE, "t.rj:6:10: f takes 1 arguments, 2 given"},
+        {"def f(a):\n    return a\ny = f(b=x)\n", RJ_ERR_PARSE, "t.rj:6:7: f has no parameter 'b'"},
+        {"def f(a, b):\n    return a\ny = f(x)\n", RJ_ERR_PARSE, "t.rj:6:5: f: missing argument 'b'"},
+        {"def f(a):\n    input z : f32[3]\n    return a\ny = f(x)\n", RJ_ERR_PARSE,
+         "t.rj:5:5: a function's body holds assignments and its return: 'input' belongs outside it (in f, called at "
+         "line 7)"},
+        {"def f(a):\n    return f(a)\ny = f(x)\n", RJ_ERR_PARSE, "t.rj:5:12: f: calls nest more than 32 deep"},
+        {"def f(a):\n    t = a * 2.0\n    return t\ny = f(x) + t\n", RJ_ERR_PARSE, "t.rj:7:12: undefined name 't'"},
+        {"def f(a, a):\n    return a\ny = f(x, x)\n", RJ_ERR_PARSE, "t.rj:4:10: parameter 'a' appears twice"},
+        {"def f(a):\n    return a\ndef f(a):\n    return a\ny = f(x)\n", RJ_ERR_PARSE,
+         "t.rj:6:5: function 'f' is defined already"},
+        {"def f(a): return a\ny = f(x)\n", RJ_ERR_PARSE, "t.rj:4:11: the body of a function goes on the lines below"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(src, sizeof src, "%s%soutput y\n", head, cases[i].text);
+        expect_error_start(c, src, cases[i].text, cases[i].s, cases[i].msg);
+    }
+}
+
 static void test_slice_syntax(void **state) {
     fixture *f = *state;
     static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 64]\ninput W : f32[96, 48]\n";
@@ -664,10 +704,10 @@ static void test_syntax_errors(void **state) {
                  "t.rj:2:10: undefined name 'valeus' (did you mean 'values'?)", 10);
     expect_error(c, "ragged j1 : B\ninptu x : f32[B, j1, 4]\n", RJ_ERR_PARSE,
                  "t.rj:2:1: unknown statement 'inptu' (did you mean 'input'?): a statement is ragged, same, "
-                 "input, output, or an assignment (name = expression)", 1);
+                 "input, output, def, or an assignment (name = expression)", 1);
     expect_error(c, "ragged j1 : B\nragegd j2 : B\n", RJ_ERR_PARSE,
                  "t.rj:2:1: unknown statement 'ragegd' (did you mean 'ragged'?): a statement is ragged, same, "
-                 "input, output, or an assignment (name = expression)", 1);
+                 "input, output, def, or an assignment (name = expression)", 1);
     expect_error(c, "input x : f32[3]\ny = x + z\noutput y\n", RJ_ERR_PARSE, "t.rj:2:9: undefined name 'z'", 9);
     expect_error(c, "input x : f32[3]\ny = relu(x\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:3:1: expected ',' or ')', found 'output'", 1);
@@ -1133,7 +1173,7 @@ static void test_constants(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_slice_syntax), FX(test_heads_syntax), FX(test_matmul_errors), FX(test_warnings),
+        FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_slice_syntax), FX(test_heads_syntax), FX(test_def_syntax), FX(test_matmul_errors), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),

@@ -796,13 +796,17 @@ static void fp_str(sbuf *b, const char *s, size_t cap) {
     sbuf_put(b, s, n);
 }
 
-static void fp_kernel(sbuf *b, const lkernel *k) {
-    fp_str(b, k->name, sizeof k->name);
+/* code: only what the kernel's machine code depends on (not its name, nor which buffers and
+ * symbols its parameters are bound to at launch: lprog_code_dups) */
+static void fp_kernel(sbuf *b, const lkernel *k, bool code) {
+    if (!code) fp_str(b, k->name, sizeof k->name);
     fp_str(b, k->tmpl, sizeof k->tmpl);
     fp_int(b, k->nparams);
     for (int32_t i = 0; i < k->nparams; i++) {
         const lparam *q = &k->params[i];
-        fp_int(b, q->kind), fp_int(b, q->dtype), fp_int(b, q->written), fp_int(b, q->ref);
+        fp_int(b, q->kind), fp_int(b, q->dtype), fp_int(b, q->written);
+        if (code) continue;
+        fp_int(b, q->ref);
         fp_str(b, q->name, sizeof q->name);
     }
     fp_int(b, k->nex);
@@ -853,7 +857,7 @@ static void fp_kernel(sbuf *b, const lkernel *k) {
 
 void lprog_fingerprint(const lprog *p, sbuf *b) {
     fp_int(b, p->nkernels);
-    for (int32_t i = 0; i < p->nkernels; i++) fp_kernel(b, &p->kernels[i]);
+    for (int32_t i = 0; i < p->nkernels; i++) fp_kernel(b, &p->kernels[i], false);
     fp_int(b, p->nbufs);
     for (int32_t i = 0; i < p->nbufs; i++) {
         const lbuf *u = &p->bufs[i];
@@ -869,4 +873,38 @@ void lprog_fingerprint(const lprog *p, sbuf *b) {
         fp_str(b, c->what, sizeof c->what);
     }
     fp_int(b, p->checks_buf);
+}
+
+/* Kernels whose code is the same (a function's body in each call, any repeat): dup[i] is the
+ * first kernel with kernel i's code, or -1 (its own). The code key leaves out the names and
+ * what the parameters are bound to, which only the launch reads; a kernel that a GEMM's
+ * library call drives keeps its own (its buffers are part of the call). */
+rj_status lprog_code_dups(const lprog *p, int32_t *dup) {
+    rj_ctx *ctx = p->ctx;
+    size_t n = (size_t)(p->nkernels ? p->nkernels : 1);
+    sbuf *keys = mem_zalloc(ctx, n * sizeof(sbuf));
+    uint64_t *h = mem_alloc(ctx, n * sizeof(uint64_t));
+    rj_status st = keys && h ? RJ_OK : RJ_ERR_NOMEM;
+    for (int32_t i = 0; !st && i < p->nkernels; i++) {
+        const lkernel *k = &p->kernels[i];
+        dup[i] = -1;
+        if (k->gemm.on || k->inner_only) continue;
+        sbuf_init(&keys[i], ctx);
+        fp_kernel(&keys[i], k, true);
+        if (keys[i].failed) {
+            st = RJ_ERR_NOMEM;
+            break;
+        }
+        h[i] = 0xcbf29ce484222325ull;
+        for (size_t c = 0; c < keys[i].len; c++) h[i] = (h[i] ^ (unsigned char)keys[i].s[c]) * 0x100000001b3ull;
+        for (int32_t j = 0; j < i && dup[i] < 0; j++)
+            if (keys[j].s && dup[j] < 0 && h[j] == h[i] && keys[j].len == keys[i].len &&
+                !memcmp(keys[j].s, keys[i].s, keys[i].len))
+                dup[i] = j;
+    }
+    for (int32_t i = 0; keys && i < p->nkernels; i++)
+        if (keys[i].s) sbuf_free(&keys[i]);
+    mem_free(ctx, keys, n * sizeof(sbuf));
+    mem_free(ctx, h, n * sizeof(uint64_t));
+    return st;
 }

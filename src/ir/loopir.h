@@ -351,6 +351,8 @@ typedef struct lprog {
 /* Every field of p that a backend or the runtime reads, appended to b as bytes (the key of
  * the persistent kernel cache: equal fingerprints compile to equal code). */
 void lprog_fingerprint(const lprog *p, sbuf *b);
+/* dup[i] (p->nkernels entries): the first kernel whose machine code kernel i's is, or -1. */
+rj_status lprog_code_dups(const lprog *p, int32_t *dup);
 
 /* building */
 lkernel *lprog_add_kernel(lprog *p, const char *name);

@@ -152,7 +152,8 @@ static void parse_output(parser *P) {
 /* The variable `name` (declared at t) for node n; the name also labels the node in dumps. */
 static void assign(parser *P, const token *t, const char *name, rj_node n) {
     node *nd = graph_node(P->g, n);
-    if (nd && !nd->name && nd->op != RJ_OP_SCALAR && !(nd->name = mem_strdup(P->ctx, name))) {
+    /* a function's locals label nothing: every call would give its nodes the same names */
+    if (nd && !P->calls && !nd->name && nd->op != RJ_OP_SCALAR && !(nd->name = mem_strdup(P->ctx, name))) {
         fail_at(P, t, RJ_ERR_NOMEM, "out of memory");
         return;
     }
@@ -214,12 +215,22 @@ static void parse_assignment(parser *P) {
 static void parse_statement(parser *P) {
     token t = P->tok;
     P->g->cur_loc = t.line;
-    if (tok_is(&t, "ragged") || tok_is(&t, "same") || tok_is(&t, "input") || tok_is(&t, "output")) {
+    if (tok_is(&t, "ragged") || tok_is(&t, "same") || tok_is(&t, "input") || tok_is(&t, "output") ||
+        tok_is(&t, "def")) {
         /* a keyword unless used as a variable name in an assignment ("input = x") */
         const char *q = P->p;
         while (*q == ' ' || *q == '\t') q++;
         if (!(q[0] == '=' && q[1] != '=')) {
+            if (P->calls) {
+                fail_at(P, &t, RJ_ERR_PARSE, "a function's body holds assignments and its return: '%.*s' belongs "
+                        "outside it", t.len, t.start);
+                return;
+            }
             lex_next(P);
+            if (tok_is(&t, "def")) {
+                parse_def(P, &t);
+                return;
+            }
             if (tok_is(&t, "ragged")) parse_ragged(P);
             else if (tok_is(&t, "same")) parse_same(P);
             else if (tok_is(&t, "input")) parse_input(P);
@@ -234,12 +245,12 @@ static void parse_statement(parser *P) {
             char word[64];
             snprintf(word, sizeof word, "%.*s", t.len < 63 ? t.len : 63, t.start);
             suggest s = {.word = word};
-            static const char *const keywords[] = {"ragged", "same", "input", "output"};
+            static const char *const keywords[] = {"ragged", "same", "input", "output", "def"};
             for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++) suggest_try(&s, keywords[i]);
             char hint[96];
             suggestion(&s, hint, sizeof hint);
-            fail_at(P, &t, RJ_ERR_PARSE, "unknown statement '%s'%s: a statement is ragged, same, input, output, or "
-                    "an assignment (name = expression)", word, hint);
+            fail_at(P, &t, RJ_ERR_PARSE, "unknown statement '%s'%s: a statement is ragged, same, input, output, "
+                    "def, or an assignment (name = expression)", word, hint);
             return;
         }
     }
@@ -279,7 +290,7 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
         return NULL;
     }
     parser P = {.ctx = ctx, .src = source, .p = source, .line = 1, .line_start = source,
-                .file = filename ? filename : "<input>"};
+                .file = filename ? filename : "<input>", .run_def = def_run, .statement = parse_statement};
     strmap_init(&P.var_index, ctx);
     sbuf_init(&P.warn, ctx);
     if (!(P.g = rj_graph_new(ctx))) return NULL;
@@ -307,6 +318,7 @@ rj_graph *rj_graph_parse(rj_ctx *ctx, const char *source, const char *filename) 
     sbuf_free(&P.warn);
     mem_free(ctx, P.vars, sizeof(var) * (size_t)P.capvars);
     mem_free(ctx, P.pieces, sizeof(rj_node) * (size_t)P.cappieces);
+    defs_free(&P);
     strmap_free(&P.var_index);
     P.g->cur_loc = -1;
     if (P.failed) {

@@ -36,6 +36,9 @@ typedef struct var {
     token decl;        /* where the name was first given (an input's declaration) */
 } var;
 
+struct value;
+struct args;
+
 typedef struct parser {
     rj_ctx *ctx;
     rj_graph *g;
@@ -55,6 +58,16 @@ typedef struct parser {
     int nrag;
     rj_node *pieces;    /* the tensors of every split and chunk so far (value.piece0) */
     int32_t npieces, cappieces;
+    struct pdef *defs;  /* the functions defined so far (parse_def.c) */
+    int32_t ndefs, capdefs;
+    int calls;          /* function bodies being run now (a call inside a body: 1 + its caller's) */
+    const char *in_def; /* the innermost of them, and the line of its call (for messages) */
+    int in_def_line;
+    /* Hooks set by rj_graph_parse, so that the layers of the parser call each other without a
+     * circle of files: a call runs a function's body (parse_def.c), whose lines are statements
+     * (parse.c). */
+    struct value (*run_def)(struct parser *P, const token *fn, const char *name, struct args *a, bool *found);
+    void (*statement)(struct parser *P);
 } parser;
 
 typedef struct value {
@@ -81,14 +94,15 @@ static inline value node_value(rj_node n, token at) {
 
 /* A call's arguments as written, before they are bound to the function's parameters. */
 typedef struct call_form call_form; /* a row of the function table (parse_call.c) */
+enum { MAX_ARGS = 32 };           /* positional and keyword arguments of a call, each */
 typedef struct args {
     const call_form *form; /* the function called, NULL if there is none of its name */
     rj_op op;              /* the op it builds (RJ_OP_COUNT for the text format's own functions) */
     bool method;           /* x.name(...): x is pos[0] */
-    value pos[8];
+    value pos[MAX_ARGS];
     int npos;
-    char key[8][32];
-    value kw[8];
+    char key[MAX_ARGS][32];
+    value kw[MAX_ARGS];
     int nkw;
 } args;
 
@@ -166,6 +180,15 @@ value build_unflatten(parser *P, const call_site *c, value **v);
 value build_arange(parser *P, const call_site *c, value **v);
 value build_full(parser *P, const call_site *c, value **v);
 value build_cat(parser *P, const call_site *c, value **v);
+
+/* ---- parse_def.c: functions -------------------------------------------------------------- */
+
+/* def_stmt (parse.c saw "def"); a call of a function defined so far (P->run_def): *found
+ * false if there is none of that name (the caller reports it), else its result (a node, or
+ * pieces for a return of several values); the definitions' memory. */
+void parse_def(parser *P, const token *kw);
+value def_run(parser *P, const token *fn, const char *name, args *a, bool *found);
+void defs_free(parser *P);
 
 /* ---- parse_expr.c: expressions ------------------------------------------------------------- */
 

@@ -582,7 +582,11 @@ static value unknown_function(parser *P, const token *fn, const char *name, cons
 
 value call_apply(parser *P, const token *fn, const char *name, args *a) {
     const call_form *f = a->form;
-    if (!f) return unknown_function(P, fn, name, a);
+    if (!f) { /* a function of the program's own (def), else unknown */
+        bool found = false;
+        value r = P->run_def ? P->run_def(P, fn, name, a, &found) : node_value(RJ_NONE, *fn);
+        return found ? r : unknown_function(P, fn, name, a);
+    }
     value *v[MAX_PARAMS];
     int nparams = 0;
     while (nparams < MAX_PARAMS && f->params[nparams]) nparams++;

@@ -187,7 +187,7 @@ static void parse_arg(parser *P, args *a) {
     value v = arg_value(P, call_slot(a, key));
     if (P->failed) return;
     if (key[0]) {
-        if (a->nkw == 8) {
+        if (a->nkw == MAX_ARGS) {
             fail_at(P, &start, RJ_ERR_PARSE, "too many arguments");
             return;
         }
@@ -204,7 +204,7 @@ static void parse_arg(parser *P, args *a) {
             fail_at(P, &start, RJ_ERR_PARSE, "positional argument after keyword arguments");
             return;
         }
-        if (a->npos == 8) {
+        if (a->npos == MAX_ARGS) {
             fail_at(P, &start, RJ_ERR_PARSE, "too many arguments");
             return;
         }

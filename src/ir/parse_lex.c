@@ -39,6 +39,10 @@ void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (P->calls && P->in_def) { /* an error in a function's body: which call ran it */
+        size_t l = strlen(msg);
+        snprintf(msg + l, sizeof msg - l, " (in %s, called at line %d)", P->in_def, P->in_def_line);
+    }
     /* the source line containing t; of a long line, a window that keeps the caret in view */
     const char *ls = t->start;
     while (ls > P->src && ls[-1] != '\n') ls--;

@@ -36,6 +36,7 @@ typedef struct cpu_code cpu_code;
 typedef struct cpu_state {
     struct llvm_jit *jit;
     uint64_t compiles;     /* modules JIT-compiled (tests check cache hits with it) */
+    uint64_t shared;       /* kernels that ran another kernel's code, compiled once (lprog_code_dups) */
     uint64_t disk_hits;    /* modules loaded from the persistent cache instead */
     uint64_t late_compiles, late_disk_hits; /* the same for kernels compiled late (atomic) */
     cpu_code *live;        /* compiled code alive now, by key */
@@ -133,6 +134,11 @@ uint64_t cpu_compile_count(const rj_ctx *ctx) {
     return st ? st->compiles : 0;
 }
 
+uint64_t cpu_shared_kernel_count(const rj_ctx *ctx) {
+    const cpu_state *st = ctx->slot[SLOT_CPU].state;
+    return st ? st->shared : 0;
+}
+
 void cpu_late_counts(const rj_ctx *ctx, uint64_t *compiles, uint64_t *disk_hits) {
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     *compiles = st ? __atomic_load_n(&st->late_compiles, __ATOMIC_RELAXED) : 0;
@@ -190,6 +196,25 @@ static bool *late_selection(rj_ctx *ctx, const lprog *lp, bool late, bool *none)
     bool *sel = n ? mem_alloc(ctx, sizeof(bool) * (size_t)lp->nkernels) : NULL;
     for (int32_t i = 0; sel && i < lp->nkernels; i++) sel[i] = compiled_late(&lp->kernels[i]) == late;
     return sel;
+}
+
+/* Kernels whose code another kernel's is (lprog_code_dups: a function's body in each call)
+ * are left out of the module: only the first is compiled. A late kernel keeps its own (the
+ * late module compiles all of them). *sel (NULL: all) becomes the selection without them. */
+static rj_status select_unique(rj_ctx *ctx, const lprog *lp, int32_t *dup, bool **sel) {
+    bool any = false;
+    for (int32_t i = 0; i < lp->nkernels; i++) {
+        if (dup[i] >= 0 && (compiled_late(&lp->kernels[i]) || compiled_late(&lp->kernels[dup[i]]))) dup[i] = -1;
+        any |= dup[i] >= 0;
+    }
+    if (!any) return RJ_OK;
+    if (!*sel) {
+        if (!(*sel = mem_alloc(ctx, sizeof(bool) * (size_t)lp->nkernels))) return RJ_ERR_NOMEM;
+        for (int32_t i = 0; i < lp->nkernels; i++) (*sel)[i] = true;
+    }
+    for (int32_t i = 0; i < lp->nkernels; i++)
+        if (dup[i] >= 0) (*sel)[i] = false;
+    return RJ_OK;
 }
 
 static rj_status prepare_ffi(rj_ctx *ctx, const lprog *lp, cpu_code *c) {
@@ -279,9 +304,15 @@ static rj_status cpu_compile(rj_ctx *ctx, const lprog *lp, void **out) {
     bool none = true;
     bool *sel = s ? NULL : late_selection(ctx, lp, false, &none); /* all but the late kernels */
     if (!s && !sel && !none) s = RJ_ERR_NOMEM;
+    int32_t *dup = s ? NULL : mem_alloc(ctx, sizeof(int32_t) * nk);
+    if (!s && (!dup || (s = lprog_code_dups(lp, dup)) || (s = select_unique(ctx, lp, dup, &sel))))
+        s = s ? s : RJ_ERR_NOMEM;
     bool hit = false;
     if (!s) s = module_get(ctx, j, lp, c, &c->key, sel, &c->mc, &hit);
+    for (int32_t i = 0; !s && i < lp->nkernels; i++) /* a repeat runs its first's code */
+        if (dup[i] >= 0) c->fns[i] = c->fns[dup[i]], st->shared++;
     if (sel) mem_free(ctx, sel, sizeof(bool) * (size_t)lp->nkernels);
+    if (dup) mem_free(ctx, dup, sizeof(int32_t) * nk);
     if (!s) s = prepare_ffi(ctx, lp, c);
     if (s) {
         c->next = NULL;

@@ -515,6 +515,7 @@ rj_status interp_run(const run_view *v);
  * `bytes` are written with streaming stores (0: the default threshold). */
 rj_status cpu_set_stream_bytes(rj_ctx *ctx, int64_t bytes);
 uint64_t cpu_compile_count(const rj_ctx *ctx);
+uint64_t cpu_shared_kernel_count(const rj_ctx *ctx); /* kernels that run another one's code */
 uint64_t cpu_disk_hit_count(const rj_ctx *ctx); /* modules loaded from the persistent cache */
 /* The same for kernels compiled on first need (cpu.c, compiled_late). */
 void cpu_late_counts(const rj_ctx *ctx, uint64_t *compiles, uint64_t *disk_hits);
