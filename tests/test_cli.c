@@ -652,7 +652,7 @@ static void test_from_pytorch(void **state) {
     expect_ok(run("ragjit run %s --data %s --out %s/unused-out2", prog, data, tmpdir));
 }
 
-/* A product by a slice of a weight (W.narrow(0, s, n), W[:, a:b]) stays one BLAS call reading
+/* A product by a slice of a weight (W.narrow(0, s, n), W[:, a:b], a layer's S[i] of stacked weights) stays one BLAS call reading
  * the weight in place (with its row stride), where the BLAS computes the whole weight's product,
  * and agrees with the interpreter on the CPU. */
 static void test_sliced_weight(void **state) {
@@ -663,15 +663,18 @@ static void test_sliced_weight(void **state) {
     write_file(whole, "ragged j1 : B\ninput x : f32[B, j1, 40]\ninput W : f32[64, 40]\ny = linear(x, W)\n"
                       "output y\n");
     write_file(prog, "ragged j1 : B\ninput x : f32[B, j1, 40]\ninput W : f32[64, 40]\ninput W2 : f32[40, 48]\n"
+                     "input S : f32[3, 24, 40]\n"
                      "q, k = W.split(32)\ny = linear(x, k).relu()\nz = x @ W2[:, 8:24] + 1.0\n"
-                     "u = linear(x[..., 4:20], W[10:22, 4:20])\noutput y, z, u\n");
+                     "u = linear(x[..., 4:20], W[10:22, 4:20])\nv = linear(x, S[2])\nv2 = linear(x, S[1, 4:12])\n"
+                     "output y, z, u, v, v2\n");
     result *r = run("ragjit emit %s --stage loops", whole);
     expect_ok(r);
     bool lib = strstr(r->out, "template: gemm_lib") != NULL;
     r = run("ragjit emit %s --stage loops", prog);
     expect_ok(r);
     static const char *const says[] = {"(buffer 1 from element 1280, rows 40 apart)", "from element 8, rows 48 apart",
-                                       "from element 404, rows 40 apart"};
+                                       "from element 404, rows 40 apart", "from element 1920, rows 40 apart",
+                                       "from element 1120, rows 40 apart"};
     for (size_t i = 0; lib && i < sizeof says / sizeof says[0]; i++)
         if (!strstr(r->out, says[i])) fail_msg("the sliced weights' products do not say \"%s\":\n%s", says[i], r->out);
     if (!lib) printf("no BLAS here: the sliced weights' products are ragjit's own kernels\n");

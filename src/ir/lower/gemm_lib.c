@@ -9,6 +9,8 @@
  */
 #include <stdio.h>
 
+#include <string.h>
+
 #include "kit.h"
 
 typedef struct gemm_ctx {
@@ -53,21 +55,35 @@ static bool in_buffer(lower *L, int32_t id) {
 }
 
 /* A dense 2-D w read through narrows of a tensor of constant dims (a weight sliced:
- * W.narrow(0, s, n), W[:, a:b]): the node whose buffer the BLAS reads in place, with the
- * offset of the slice's first element in *off and the tensor's row stride in *ld. Otherwise w
- * itself, *ld = 0. */
+ * W.narrow(0, s, n), W[:, a:b], and a layer's slice W[i] of stacked weights [L, N, K], which
+ * is a narrow then a reshape that drops the leading 1): the node whose buffer the BLAS reads
+ * in place, with the offset of the slice's first element in *off and the tensor's row stride
+ * in *ld. Otherwise w itself, *ld = 0. */
 static int32_t w_source(const rj_graph *g, int32_t w, int64_t *off, int64_t *ld) {
-    int64_t start[2] = {0, 0};
+    int64_t start[RJ_MAX_RANK] = {0}; /* by dim from the last: dropping leading 1s keeps them */
     int32_t id = w;
     *off = *ld = 0;
-    while (g->nodes[id].op == RJ_OP_NARROW && g->nodes[id].rank == 2) {
-        start[g->nodes[id].axis] += g->nodes[id].ival;
-        id = g->nodes[id].in[0];
+    for (;;) {
+        const node *n = &g->nodes[id], *x = n->nin ? &g->nodes[n->in[0]] : NULL;
+        if (n->op == RJ_OP_NARROW) {
+            start[n->rank - 1 - n->axis] += n->ival;
+        } else if (!(n->op == RJ_OP_RESHAPE && x->rank == n->rank + 1 && x->dims[0] == 1 &&
+                     !memcmp(x->dims + 1, n->dims, sizeof(rj_dim) * n->rank))) {
+            break;
+        }
+        id = n->in[0];
     }
     const node *b = &g->nodes[id];
-    if (id == w || b->dims[0] < 0 || b->dims[1] < 0) return w;
-    *off = start[0] * b->dims[1] + start[1];
-    *ld = b->dims[1];
+    if (id == w || b->rank < 2) return w;
+    int64_t stride = 1, o = 0;
+    for (int k = 0; k < b->rank; k++) { /* k from the last dim */
+        rj_dim d = b->dims[b->rank - 1 - k];
+        if (d < 0) return w;
+        o += start[k] * stride;
+        stride *= d;
+    }
+    *off = o;
+    *ld = b->dims[b->rank - 1];
     return id;
 }
 
