@@ -579,6 +579,40 @@ static rj_status infer_matmul(rj_graph *g, node *n, const char *op) {
     return check_ragged_layout(g, fn, n);
 }
 
+/* attention(scores, v): softmax(scores, dim=-1) @ v per item (and head). scores [B, j, j] or
+ * [B, j, j, H] (two ragged dims of one class); v [B, j, Dv] or [B, j, Hkv, Dv] of that class,
+ * Hkv dividing H (grouped-query attention). The result is [B, j, Dv] or [B, j, H, Dv]. */
+static rj_status infer_attention(rj_graph *g, node *n, const char *op) {
+    const node *s = in(g, n, 0), *v = in(g, n, 1);
+    if (s->weak || v->weak || !dtype_is_float(s->dtype) || !dtype_is_float(v->dtype))
+        return graph_fail(g, RJ_ERR_DTYPE, "%s: the scores %s and the values %s: expected float tensors", op,
+                          s->weak ? "(a literal)" : type_text(g, s).s, v->weak ? "(a literal)" : type_text(g, v).s);
+    if (!node_is_pair(g, s) || (s->rank != 3 && s->rank != 4))
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s must have two ragged dims of one class, [B, j1, j1] "
+                          "(or [B, j1, j1, H] with heads)", op, type_text(g, s).s);
+    bool heads = s->rank == 4;
+    if (v->rank != s->rank || dim_ragged_pos(g, v) != 1 || node_is_pair(g, v) || !dim_equal(g, v->dims[0], s->dims[0]) ||
+        !dim_equal(g, v->dims[1], s->dims[2]))
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: the values %s must be jagged %s with the scores' batch dim and "
+                          "ragged class (the scores are %s)", op, type_text(g, v).s,
+                          heads ? "[B, j1, Hkv, Dv]" : "[B, j1, Dv]", type_text(g, s).s);
+    if (heads) {
+        rj_dim h = s->dims[3], hk = v->dims[2];
+        bool ok = dim_equal(g, h, hk) || (h >= 0 && hk > 0 && h % hk == 0);
+        if (!ok)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s have heads that the values %s do not divide "
+                              "(query head h reads value head h / (H / Hkv))", op, type_text(g, s).s,
+                              type_text(g, v).s);
+    }
+    n->dtype = dtype_promote(s->dtype, v->dtype);
+    n->rank = s->rank;
+    n->dims[0] = s->dims[0];
+    n->dims[1] = s->dims[1];
+    if (heads) n->dims[2] = s->dims[3];
+    n->dims[n->rank - 1] = v->dims[v->rank - 1];
+    return check_ragged_layout(g, op, n);
+}
+
 /* A dense shape's element count as a constant and a sorted list of symbol classes. */
 typedef struct count {
     int64_t c;
@@ -817,7 +851,7 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
         bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
                   (n->op == RJ_OP_TRANSPOSE && n->axis == 1 && n->ival == 2) ||
                   ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 1) || (n->op == RJ_OP_MATMUL && i == 0) ||
-                  n->op == RJ_OP_PAD;
+                  n->op == RJ_OP_PAD || (n->op == RJ_OP_ATTENTION && i == 0);
         if (!ok)
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s has two ragged dims: this version applies elementwise "
                               "ops, softmax, log_softmax and reductions over dims 1 and later, pad, and matmul by a jagged "
@@ -859,6 +893,7 @@ static rj_status infer_kind(rj_graph *g, node *n, const char *op) {
     case KIND_INDEX: return infer_index(g, n, op);
     case KIND_VIEW: return infer_view(g, n, op);
     case KIND_MATMUL: return infer_matmul(g, n, op);
+    case KIND_ATTENTION: return infer_attention(g, n, op);
     }
     return graph_fail(g, RJ_ERR_INTERNAL, "infer: unknown op %d", (int)n->op);
 }

@@ -646,6 +646,47 @@ static void eval_matmul(interp *in, const node *n, ival *v) {
     }
 }
 
+/* attention(F, v): per row (b, i) (and head h), softmax over the item's columns j of F, then
+ * those weights times v's rows, as softmax and the product p v compute them (in double); the
+ * safe form gives a row of -inf scores 0 instead of NaN. Query head h reads value head
+ * h / (H / Hkv). */
+static void eval_attention(interp *in, const node *n, ival *v) {
+    const ival *f = &in->vals[n->in[0]], *x = &in->vals[n->in[1]];
+    bool heads = n->rank == 4;
+    int64_t group = heads ? f->ext[3] / x->ext[2] : 1, dv = v->ext[n->rank - 1];
+    int64_t idx[RJ_MAX_RANK], fi[RJ_MAX_RANK] = {0}, xi[RJ_MAX_RANK] = {0};
+    for (bool ok = idx_first(v, idx, n->rank - 1); ok; ok = idx_next(v, idx, n->rank - 1)) {
+        int64_t b = idx[0], len = f->lens[b];
+        fi[0] = xi[0] = b;
+        fi[1] = idx[1];
+        if (heads) fi[3] = idx[2], xi[2] = idx[2] / group;
+        double m = -INFINITY;
+        long double sum = 0;
+        for (int64_t j = 0; j < len; j++) {
+            fi[2] = j;
+            double e = conv(load(f->data, f->dtype, elem_at(f, fi, f->rank)), f->dtype, RJ_F64).f;
+            m = isnan(e) || isnan(m) ? NAN : fmax(m, e);
+        }
+        for (int64_t j = 0; j < len; j++) {
+            fi[2] = j;
+            sum += exp(conv(load(f->data, f->dtype, elem_at(f, fi, f->rank)), f->dtype, RJ_F64).f - m);
+        }
+        for (int64_t d = 0; d < dv; d++) {
+            long double acc = 0;
+            for (int64_t j = 0; j < len && !(n->ival && m == -INFINITY); j++) {
+                fi[2] = j;
+                xi[1] = j;
+                xi[x->rank - 1] = d;
+                double e = conv(load(f->data, f->dtype, elem_at(f, fi, f->rank)), f->dtype, RJ_F64).f;
+                acc += (long double)(exp(e - m) / (double)sum) * conv(load(x->data, x->dtype, elem_at(x, xi, x->rank)), x->dtype, RJ_F64).f;
+            }
+            idx[n->rank - 1] = d;
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), fin((elem){.f = (double)acc}, v->dtype));
+        }
+        idx[n->rank - 1] = 0;
+    }
+}
+
 /* reshape: the dims after the kept ones (batch and ragged) re-laid out in C order; transpose
  * of a dense tensor: two dims swapped; narrow: one dim read from its start on. */
 static void eval_view(interp *in, const node *n, ival *v) {
@@ -822,6 +863,7 @@ rj_status interp_run(const run_view *rv) {
         case KIND_INDEX: s = eval_index(&in, n, v); break;
         case KIND_VIEW: eval_view(&in, n, v); break;
         case KIND_MATMUL: eval_matmul(&in, n, v); break;
+        case KIND_ATTENTION: eval_attention(&in, n, v); break;
         default: eval_elementwise(&in, n, v); break;
         }
     }

@@ -234,6 +234,8 @@ void lower_matmul(lower *L, const fuse_group *gr);
 /* items.c and items_simt.c: over the ragged or padded dim */
 void lower_items_cpu_group(lower *L, const fuse_group *gr);
 void lower_items_simt_group(lower *L, const fuse_group *gr);
+/* attention.c: softmax(F, dim=-1) @ v, one online-softmax pass per query row */
+void lower_attention(lower *L, const fuse_group *gr);
 /* axis.c */
 void lower_pair_columns(lower *L, const fuse_group *gr);
 void lower_dense_axis(lower *L, const fuse_group *gr);

@@ -1,0 +1,66 @@
+/*
+ * sdpa.c — scaled_dot_product_attention, PyTorch's F.scaled_dot_product_attention, built of
+ * the graph's own ops.
+ *
+ * It is the attention pattern by name: the scores q @ kᵀ, times the scale, masked (a bool mask
+ * through where(mask, s, -inf), a float mask added, is_causal as positions compared), then
+ * attention(s, v, safe=true). Nothing else reads the scores, so fusion computes the product
+ * inside the attention's kernel (attention.c) and one online-softmax kernel serves this and the
+ * pattern the compiler finds alike. The safe flag is PyTorch's current semantics: a row whose
+ * keys are all masked gives 0 (at::_safe_softmax), where softmax written out gives NaN.
+ *
+ * Only the public builder calls are used, so every shape and dtype error is the one those ops
+ * give, and the messages of this file are about what is SDPA's own: is_causal with a mask, the
+ * mask's dtype, a default scale that needs a constant head dim.
+ */
+#include <math.h>
+
+#include "ir.h"
+
+static rj_node fail(rj_graph *g, rj_status s, const char *msg, const node *n) {
+    sbuf b;
+    sbuf_init(&b, g->ctx);
+    if (n) print_node_type(&b, g, n);
+    graph_fail(g, s, "scaled_dot_product_attention: %s%s", msg, b.s ? b.s : "");
+    sbuf_free(&b);
+    return RJ_NONE;
+}
+
+rj_node rj_graph_sdpa(rj_graph *g, rj_node q, rj_node k, rj_node v, rj_node attn_mask, bool is_causal,
+                      double scale, bool enable_gqa) {
+    if (!g) return RJ_NONE;
+    RJ_UNUSED(enable_gqa); /* without a head dim every query head is its own kv head */
+    const node *qn = graph_node(g, q), *kn = graph_node(g, k), *vn = graph_node(g, v);
+    const node *mn = attn_mask == RJ_NONE ? NULL : graph_node(g, attn_mask);
+    if (!qn || !kn || !vn || (attn_mask != RJ_NONE && !mn)) {
+        if (g->status != RJ_OK) return RJ_NONE;
+        return fail(g, RJ_ERR_GRAPH, "an operand is not a node of this graph", NULL);
+    }
+    if (is_causal && mn)
+        return fail(g, RJ_ERR_ARG, "Explicit attn_mask should not be set when is_causal=True (PyTorch's rule)", NULL);
+    if (qn->rank != 3 || dim_ragged_pos(g, qn) != 1 || node_is_pair(g, qn))
+        return fail(g, RJ_ERR_UNSUPPORTED, "this version takes jagged query, key and value [B, j1, E]; the query is ",
+                    qn);
+    if (mn && mn->dtype != RJ_BOOL && !dtype_is_float(mn->dtype))
+        return fail(g, RJ_ERR_DTYPE, "attn_mask must be bool (True: takes part) or float (added to the scores), "
+                    "not ", mn);
+    rj_dim e = qn->dims[2];
+    if (isnan(scale)) {
+        if (e <= 0)
+            return fail(g, RJ_ERR_ARG, "scale=None is 1/sqrt(E), which needs a constant head dim E: pass scale "
+                        "for the query ", qn);
+        scale = 1.0 / sqrt((double)e);
+    }
+    rj_node s = rj_graph_matmul(g, q, rj_graph_transpose(g, k, 1, 2));
+    s = rj_graph_binary(g, RJ_OP_MUL, s, rj_graph_scalar(g, scale));
+    if (is_causal) { /* query i sees keys j <= i (top-left) */
+        rj_node pos = rj_graph_positions(g, qn->dims[1]);
+        rj_node keep = rj_graph_binary(g, RJ_OP_GE, rj_graph_unsqueeze(g, pos, 2), rj_graph_unsqueeze(g, pos, 1));
+        s = rj_graph_where(g, keep, s, rj_graph_scalar(g, -INFINITY));
+    } else if (mn && mn->dtype == RJ_BOOL) {
+        s = rj_graph_where(g, attn_mask, s, rj_graph_scalar(g, -INFINITY));
+    } else if (mn) {
+        s = rj_graph_binary(g, RJ_OP_ADD, s, attn_mask);
+    }
+    return rj_graph_attention(g, s, v, true);
+}
