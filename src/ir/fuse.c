@@ -146,6 +146,21 @@ static bool checked(const rj_graph *g, const fuse_plan *p, const node *n) {
     return false;
 }
 
+/* The products attention kernels compute inline, as the elementwise work on them (in[i] = 1),
+ * and what is computed from them (in[i] = 2: never an epilogue of another root). */
+static void mark_products(const rj_graph *g, const uint8_t *live, uint8_t *in) {
+    memset(in, 0, (size_t)(g->n ? g->n : 1));
+    for (int32_t i = 0; i < g->n; i++) {
+        int32_t pr = live[i] && g->nodes[i].op == RJ_OP_ATTENTION ? attention_product(g, i, live) : -1;
+        if (pr >= 0) in[pr] = 1;
+    }
+    for (int32_t i = 0; i < g->n; i++) {
+        const node *n = &g->nodes[i];
+        for (int k = 0; k < n->nin && !in[i] && !is_root_kind(op_table[n->op].kind); k++)
+            if (in[n->in[k]]) in[i] = 2;
+    }
+}
+
 rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     rj_ctx *ctx = g->ctx;
     memset(p, 0, sizeof *p);
@@ -165,12 +180,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     for (int32_t i = g->n - 1; i >= 0; i--)
         if (live[i])
             for (int k = 0; k < g->nodes[i].nin; k++) live[g->nodes[i].in[k]] = 1;
-    /* the products attention kernels compute inline (seen: 1), as the elementwise work on them */
-    memset(seen, 0, nb);
-    for (int32_t i = 0; i < g->n; i++) {
-        int32_t pr = live[i] && g->nodes[i].op == RJ_OP_ATTENTION ? attention_product(g, i, live) : -1;
-        if (pr >= 0) seen[pr] = 1;
-    }
+    mark_products(g, live, seen);
     for (int32_t i = 0; i < g->n; i++) {
         const node *n = &g->nodes[i];
         fuse_node *f = &p->nodes[i];
@@ -184,12 +194,10 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
         if (!live[i]) continue;
         for (int k = 0; k < n->nin; k++)
             if (maxroot[n->in[k]] > maxroot[i]) maxroot[i] = maxroot[n->in[k]];
-        if (seen[i]) {
+        if (seen[i] == 1) {
             f->role = FR_INLINE;
             continue;
         }
-        for (int k = 0; k < n->nin && !is_root_kind(op_table[n->op].kind); k++)
-            if (seen[n->in[k]]) seen[i] = 2; /* computed from such a product: never an epilogue */
         if (is_root_kind(op_table[n->op].kind)) {
             f->role = FR_ROOT;
             if ((f->group = new_group(p, FG_ROOT, i)) < 0) goto out;
