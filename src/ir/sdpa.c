@@ -44,7 +44,9 @@ rj_node rj_graph_sdpa(rj_graph *g, rj_node q, rj_node k, rj_node v, rj_node attn
     if (mn && mn->dtype != RJ_BOOL && !dtype_is_float(mn->dtype))
         return fail(g, RJ_ERR_DTYPE, "attn_mask must be bool (True: takes part) or float (added to the scores), "
                     "not ", mn);
-    rj_dim e = qn->dims[2];
+    /* nodes move as the graph grows: what is read of them below, read now */
+    rj_dim e = qn->dims[2], rows = qn->dims[1];
+    int mask = !mn ? 0 : mn->dtype == RJ_BOOL ? 1 : 2;
     if (isnan(scale)) {
         if (e <= 0)
             return fail(g, RJ_ERR_ARG, "scale=None is 1/sqrt(E), which needs a constant head dim E: pass scale "
@@ -54,12 +56,12 @@ rj_node rj_graph_sdpa(rj_graph *g, rj_node q, rj_node k, rj_node v, rj_node attn
     rj_node s = rj_graph_matmul(g, q, rj_graph_transpose(g, k, 1, 2));
     s = rj_graph_binary(g, RJ_OP_MUL, s, rj_graph_scalar(g, scale));
     if (is_causal) { /* query i sees keys j <= i (top-left) */
-        rj_node pos = rj_graph_positions(g, qn->dims[1]);
+        rj_node pos = rj_graph_positions(g, rows);
         rj_node keep = rj_graph_binary(g, RJ_OP_GE, rj_graph_unsqueeze(g, pos, 2), rj_graph_unsqueeze(g, pos, 1));
         s = rj_graph_where(g, keep, s, rj_graph_scalar(g, -INFINITY));
-    } else if (mn && mn->dtype == RJ_BOOL) {
+    } else if (mask == 1) {
         s = rj_graph_where(g, attn_mask, s, rj_graph_scalar(g, -INFINITY));
-    } else if (mn) {
+    } else if (mask == 2) {
         s = rj_graph_binary(g, RJ_OP_ADD, s, attn_mask);
     }
     return rj_graph_attention(g, s, v, true);
