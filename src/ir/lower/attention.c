@@ -71,8 +71,8 @@ static void lanes_end(lower *L, int32_t st, blk *body) {
     close_body(L, st, body);
 }
 
-/* s = q_i · k_j of the product, into variable sv (rank 3 q, k; with heads [B, j, H, E]). */
-static void score_dot(lower *L, blk *jb, const att_ctx *c, int32_t vj, int32_t sv) {
+/* s = q_i · k_j of the product (j an expression), into variable sv (rank 3 q, k; with heads [B, j, H, E]). */
+static void score_dot(lower *L, blk *jb, const att_ctx *c, int32_t j, int32_t sv) {
     const rj_graph *g = L->g;
     const node *pr = c->prod, *kt = &g->nodes[pr->in[1]];
     int32_t qs = pr->in[0], ks = kt->in[0];
@@ -83,7 +83,7 @@ static void score_dot(lower *L, blk *jb, const att_ctx *c, int32_t vj, int32_t s
     int32_t fe = s_for(L, jb, ve, xi(L, 0), xsize(L, q->dims[q->rank - 1]), LM_LANES);
     blk eb = NEWBLK;
     L->lanes++;
-    at qa = at3(c->b, c->i, xvar(L, ve), c->cls), ka = at3(c->b, xvar(L, vj), xvar(L, ve), c->cls);
+    at qa = at3(c->b, c->i, xvar(L, ve), c->cls), ka = at3(c->b, j, xvar(L, ve), c->cls);
     if (q->rank == 4) {
         qa.rank = ka.rank = 4;
         qa.idx[3] = ka.idx[3] = xvar(L, ve);
@@ -94,6 +94,29 @@ static void score_dot(lower *L, blk *jb, const att_ctx *c, int32_t vj, int32_t s
     s_accum_fma(L, &eb, sv, qv, kv);
     L->lanes--;
     close_body(L, fe, &eb);
+}
+
+/* F at (b, i, j) [and head h], in the accumulation type, with the product's element computed
+ * into a variable first (statements into jb). */
+static int32_t score(lower *L, blk *jb, const att_ctx *c, int32_t j) {
+    if (c->prod) {
+        int32_t sv = newvar(L, "s", c->prod->dtype);
+        score_dot(L, jb, c, j, sv);
+        L->subst_node = (int32_t)(c->prod - L->g->nodes);
+        L->subst_expr = xvar(L, sv);
+    }
+    at fa = at3(c->b, c->i, j, c->cls);
+    if (c->f->rank == 4) fa.rank = 4, fa.idx[3] = c->h;
+    int32_t x = xcast(L, c->t, value_fresh(L, (int32_t)(c->f - L->g->nodes), &fa));
+    L->subst_node = -1;
+    return x;
+}
+
+/* v at (b, j, [hk], d) in the accumulation type. */
+static int32_t v_at(lower *L, const att_ctx *c, int32_t j, int32_t d) {
+    at va = at3(c->b, j, d, c->cls);
+    if (c->v->rank == 4) va.rank = 4, va.idx[2] = c->hk, va.idx[3] = d;
+    return xcast(L, c->t, value(L, (int32_t)(c->v - L->g->nodes), &va));
 }
 
 /* The online softmax over the item's keys, for query row (b, i) [and head h]. */
@@ -109,16 +132,7 @@ static void attend_row(lower *L, blk *body, att_ctx *c) {
     acc_put(L, c, &zb, xvar(L, vd), xconst(L, t, 0));
     lanes_end(L, fz, &zb);
     int32_t fj = s_for(L, body, vj, xi(L, 0), len, LM_SERIAL);
-    if (c->prod) {
-        int32_t sv = newvar(L, "s", c->prod->dtype);
-        score_dot(L, &jb, c, vj, sv);
-        L->subst_node = (int32_t)(c->prod - L->g->nodes);
-        L->subst_expr = xvar(L, sv);
-    }
-    at fa = at3(c->b, c->i, xvar(L, vj), c->cls);
-    if (c->f->rank == 4) fa.rank = 4, fa.idx[3] = c->h;
-    s_set(L, &jb, vx, xcast(L, t, value_fresh(L, (int32_t)(c->f - L->g->nodes), &fa)));
-    L->subst_node = -1;
+    s_set(L, &jb, vx, score(L, &jb, c, xvar(L, vj)));
     int32_t mn = xbin(L, RJ_OP_MAXIMUM, t, xvar(L, vm), xvar(L, vx));
     int32_t ninf = xcmp(L, RJ_OP_EQ, mn, xconst(L, t, -INFINITY));
     s_set(L, &jb, vr, xsel(L, ninf, xconst(L, t, 0), mn));
@@ -126,15 +140,76 @@ static void attend_row(lower *L, blk *body, att_ctx *c) {
     s_set(L, &jb, vp, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, xvar(L, vx), xvar(L, vr))));
     s_set(L, &jb, vl, xfma(L, t, xvar(L, va), xvar(L, vl), xvar(L, vp)));
     int32_t fu = lanes_d(L, &jb, vd, c);
-    at va_at = at3(c->b, xvar(L, vj), xvar(L, vd), c->cls);
-    if (c->v->rank == 4) va_at.rank = 4, va_at.idx[2] = c->hk, va_at.idx[3] = xvar(L, vd);
-    int32_t vv = xcast(L, t, value(L, (int32_t)(c->v - L->g->nodes), &va_at));
+    int32_t vv = v_at(L, c, xvar(L, vj), xvar(L, vd));
     int32_t old = acc_get(L, c, xvar(L, vd));
     acc_put(L, c, &ub, xvar(L, vd), xfma(L, t, xvar(L, vp), vv, xbin(L, RJ_OP_MUL, t, xvar(L, va), old)));
     lanes_end(L, fu, &ub);
     s_set(L, &jb, vm, mn);
     close_body(L, fj, &jb);
     /* O / l; safe: l == 0 (every score -inf, or no key) gives 0 */
+    int32_t fo = lanes_d(L, body, vd, c);
+    int32_t res = xbin(L, RJ_OP_DIV, t, acc_get(L, c, xvar(L, vd)), xvar(L, vl));
+    if (c->r->ival) res = xsel(L, xcmp(L, RJ_OP_EQ, xvar(L, vl), xconst(L, t, 0)), xconst(L, t, 0), res);
+    at oa = out_at(c, xvar(L, vd));
+    store_group(L, &ob, c->root, res, &oa, ROWS_IN, LF_NT);
+    lanes_end(L, fo, &ob);
+}
+
+/* The same on a CPU, a block of KEYS_CPU keys at a time: their scores into the local sc, one
+ * rescale per block, exp over the block as a vector loop, and O[d] += p_t v_{j0+t}[d] as a
+ * vector loop over d per key of the block (the innermost loop is the one a CPU vectorises):
+ * the serial chain of m and l advances once per block instead of once per key. */
+enum { KEYS_CPU = 16 };
+
+static void attend_row_blocked(lower *L, blk *body, att_ctx *c, int32_t sc) {
+    rj_dtype t = c->t;
+    int32_t len = xlen(L, c->cls, c->b), vd = newvar(L, "d", RJ_I64), vk = newvar(L, "j0", RJ_I64);
+    int32_t vt = newvar(L, "t", RJ_I64), vn = newvar(L, "n", RJ_I64);
+    int32_t vm = newvar(L, "m", t), vl = newvar(L, "l", t), vbm = newvar(L, "bm", t), vr = newvar(L, "mr", t);
+    int32_t va = newvar(L, "alpha", t), vps = newvar(L, "ps", t), vo = newvar(L, "o", t);
+    s_set(L, body, vm, xconst(L, t, -INFINITY));
+    s_set(L, body, vl, xconst(L, t, 0));
+    blk zb = NEWBLK, kb = NEWBLK, sb = NEWBLK, mb = NEWBLK, pb = NEWBLK, ub = NEWBLK, tb = NEWBLK, ob = NEWBLK;
+    int32_t fz = lanes_d(L, body, vd, c);
+    acc_put(L, c, &zb, xvar(L, vd), xconst(L, t, 0));
+    lanes_end(L, fz, &zb);
+    int32_t nblk = xbin(L, LOP_IDIV, RJ_I64, xadd(L, len, xi(L, KEYS_CPU - 1)), xi(L, KEYS_CPU));
+    int32_t vb = newvar(L, "kb", RJ_I64), fk = s_for(L, body, vb, xi(L, 0), nblk, LM_SERIAL);
+    s_set(L, &kb, vk, xmul(L, xvar(L, vb), xi(L, KEYS_CPU)));
+    s_set(L, &kb, vn, xmin(L, xi(L, KEYS_CPU), xsub(L, len, xvar(L, vk))));
+    int32_t fs = s_for(L, &kb, vt, xi(L, 0), xvar(L, vn), LM_SERIAL); /* the block's scores */
+    s_store_local(L, &sb, sc, xvar(L, vt), score(L, &sb, c, xadd(L, xvar(L, vk), xvar(L, vt))));
+    close_body(L, fs, &sb);
+    s_set(L, &kb, vbm, xconst(L, t, -INFINITY)); /* their max */
+    int32_t fm = s_for(L, &kb, vt, xi(L, 0), xvar(L, vn), LM_LANES);
+    L->lanes++;
+    s_accum(L, &mb, vbm, RJ_OP_MAXIMUM, xlocal(L, sc, xvar(L, vt)));
+    lanes_end(L, fm, &mb);
+    int32_t mn = xbin(L, RJ_OP_MAXIMUM, t, xvar(L, vm), xvar(L, vbm));
+    s_set(L, &kb, vr, xsel(L, xcmp(L, RJ_OP_EQ, mn, xconst(L, t, -INFINITY)), xconst(L, t, 0), mn));
+    s_set(L, &kb, va, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, xvar(L, vm), xvar(L, vr))));
+    s_set(L, &kb, vps, xconst(L, t, 0)); /* the weights, and their sum */
+    int32_t fp = s_for(L, &kb, vt, xi(L, 0), xvar(L, vn), LM_LANES);
+    L->lanes++;
+    int32_t vp = newvar(L, "p", t); /* read before the store overwrites sc[t] */
+    s_set(L, &pb, vp, xun(L, RJ_OP_EXP, t, xbin(L, RJ_OP_SUB, t, xlocal(L, sc, xvar(L, vt)), xvar(L, vr))));
+    s_store_local(L, &pb, sc, xvar(L, vt), xvar(L, vp));
+    s_accum(L, &pb, vps, RJ_OP_ADD, xvar(L, vp));
+    lanes_end(L, fp, &pb);
+    s_set(L, &kb, vl, xfma(L, t, xvar(L, va), xvar(L, vl), xvar(L, vps)));
+    int32_t fu = lanes_d(L, &kb, vd, c); /* O = alpha O, then + each weight times v's row */
+    acc_put(L, c, &ub, xvar(L, vd), xbin(L, RJ_OP_MUL, t, xvar(L, va), acc_get(L, c, xvar(L, vd))));
+    lanes_end(L, fu, &ub);
+    int32_t ft = s_for(L, &kb, vt, xi(L, 0), xvar(L, vn), LM_SERIAL);
+    s_set(L, &tb, vo, xlocal(L, sc, xvar(L, vt)));
+    int32_t fv = lanes_d(L, &tb, vd, c);
+    blk vb2 = NEWBLK;
+    acc_put(L, c, &vb2, xvar(L, vd), xfma(L, t, xvar(L, vo), v_at(L, c, xadd(L, xvar(L, vk), xvar(L, vt)), xvar(L, vd)),
+                                          acc_get(L, c, xvar(L, vd))));
+    lanes_end(L, fv, &vb2);
+    close_body(L, ft, &tb);
+    s_set(L, &kb, vm, mn);
+    close_body(L, fk, &kb);
     int32_t fo = lanes_d(L, body, vd, c);
     int32_t res = xbin(L, RJ_OP_DIV, t, acc_get(L, c, xvar(L, vd)), xvar(L, vl));
     if (c->r->ival) res = xsel(L, xcmp(L, RJ_OP_EQ, xvar(L, vl), xconst(L, t, 0)), xconst(L, t, 0), res);
@@ -160,13 +235,16 @@ void lower_attention(lower *L, const fuse_group *gr) {
     sbuf_puts(&w, c.prod ? " (its q kᵀ computed here) times " : " times ");
     print_node_type(&w, g, c.v);
     set_what(L, &w);
+    int32_t sc = -1;
     if (!L->desc->simt && c.dv > 0 && c.dv <= 4096) {
         c.acc_loc = L->err ? -1 : lk_local(L->k, "acc", LL_THREAD, c.t);
-        if (c.acc_loc < 0) {
+        sc = c.acc_loc < 0 ? -1 : lk_local(L->k, "sc", LL_THREAD, c.t);
+        if (sc < 0) {
             if (!L->err) L->err = RJ_ERR_NOMEM;
             return;
         }
         L->k->locals[c.acc_loc].elems = c.dv;
+        L->k->locals[sc].elems = KEYS_CPU;
     } else {
         c.acc_buf = L->bufof[gr->root];
     }
@@ -182,8 +260,11 @@ void lower_attention(lower *L, const fuse_group *gr) {
         c.h = xvar(L, vh);
         rj_dim hkv = c.v->dims[2];
         c.hk = dim_equal(g, hkv, c.r->dims[2]) ? c.h : xbin(L, LOP_IDIV, RJ_I64, c.h, xi(L, c.r->dims[2] / hkv));
-        attend_row(L, &hb, &c);
+        if (sc >= 0) attend_row_blocked(L, &hb, &c, sc);
+        else attend_row(L, &hb, &c);
         close_body(L, fh, &hb);
+    } else if (sc >= 0) {
+        attend_row_blocked(L, body, &c, sc);
     } else {
         attend_row(L, body, &c);
     }
