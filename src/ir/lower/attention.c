@@ -17,6 +17,10 @@
  * is ever written: the scores exist one at a time, in a register. exp is the accurate one, not
  * LOP_EXP_TERM, because a NaN score must stay NaN.
  *
+ * On a CPU with a BLAS the product comes from a GEMM's chunk instead (gemm_lib.c's
+ * attention_gemm makes this kernel its epilogue): value() reads it from C, and nothing here
+ * changes but that.
+ *
  * O lives in a thread's local array where Dv is a constant and the target is a CPU (it stays in
  * cache, or in registers for small Dv); elsewhere in the attention's own output row, which each
  * lane reads and writes at the same elements on every key (fusion gives the attention no
@@ -99,7 +103,7 @@ static void score_dot(lower *L, blk *jb, const att_ctx *c, int32_t j, int32_t sv
 /* F at (b, i, j) [and head h], in the accumulation type, with the product's element computed
  * into a variable first (statements into jb). */
 static int32_t score(lower *L, blk *jb, const att_ctx *c, int32_t j) {
-    if (c->prod) {
+    if (c->prod && L->chunk_root != (int32_t)(c->prod - L->g->nodes)) { /* else value() reads it from C */
         int32_t sv = newvar(L, "s", c->prod->dtype);
         score_dot(L, jb, c, j, sv);
         L->subst_node = (int32_t)(c->prod - L->g->nodes);
@@ -177,8 +181,12 @@ static void attend_row_blocked(lower *L, blk *body, att_ctx *c, int32_t sc) {
     int32_t vb = newvar(L, "kb", RJ_I64), fk = s_for(L, body, vb, xi(L, 0), nblk, LM_SERIAL);
     s_set(L, &kb, vk, xmul(L, xvar(L, vb), xi(L, KEYS_CPU)));
     s_set(L, &kb, vn, xmin(L, xi(L, KEYS_CPU), xsub(L, len, xvar(L, vk))));
-    int32_t fs = s_for(L, &kb, vt, xi(L, 0), xvar(L, vn), LM_SERIAL); /* the block's scores */
+    /* the block's scores: a vector loop where the product comes from the BLAS's chunk */
+    bool dots = c->prod && L->chunk_root != (int32_t)(c->prod - L->g->nodes);
+    int32_t fs = s_for(L, &kb, vt, xi(L, 0), xvar(L, vn), dots ? LM_SERIAL : LM_LANES);
+    L->lanes += !dots;
     s_store_local(L, &sb, sc, xvar(L, vt), score(L, &sb, c, xadd(L, xvar(L, vk), xvar(L, vt))));
+    L->lanes -= !dots;
     close_body(L, fs, &sb);
     s_set(L, &kb, vbm, xconst(L, t, -INFINITY)); /* their max */
     int32_t fm = s_for(L, &kb, vt, xi(L, 0), xvar(L, vn), LM_LANES);
@@ -232,7 +240,7 @@ void lower_attention(lower *L, const fuse_group *gr) {
     sbuf_init(&w, L->ctx);
     sbuf_puts(&w, "fused attention: softmax over the keys of ");
     print_node_type(&w, g, c.f);
-    sbuf_puts(&w, c.prod ? " (its q kᵀ computed here) times " : " times ");
+    sbuf_puts(&w, !c.prod ? " times " : L->chunk_root >= 0 ? " (its q kᵀ by the BLAS) times " : " (its q kᵀ computed here) times ");
     print_node_type(&w, g, c.v);
     set_what(L, &w);
     int32_t sc = -1;

@@ -224,6 +224,8 @@ void lower_norm(lower *L, const fuse_group *gr);
 bool gemm_lib_applies(lower *L, const fuse_group *gr);
 void lower_matmul_lib(lower *L, const fuse_group *gr);
 void merge_softmax(lower *L, int32_t gs, uint8_t *unwritten);
+bool attention_gemm_applies(lower *L, const fuse_group *gr);
+void lower_attention_gemm(lower *L, const fuse_group *gr);
 /* matmul_simt.c */
 bool item_matmul_tiled_applies(lower *L, const fuse_group *gr);
 void lower_item_matmul_tiled(lower *L, const fuse_group *gr);

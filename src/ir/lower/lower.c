@@ -98,10 +98,15 @@ static bool is_dense_axis(lower *L, const fuse_group *gr) {
 
 static bool is_attention(lower *L, const fuse_group *gr) { return is_root(L, gr, KIND_ATTENTION); }
 
+static bool is_attention_gemm(lower *L, const fuse_group *gr) {
+    return is_attention(L, gr) && attention_gemm_applies(L, gr);
+}
+
 static const lower_template templates[] = {
     {"checks",                 "checks", TT_ALL,  is_check,              lower_check},
     {"map",                    "map",    TT_ALL,  is_map,                lower_map},
     {"norm_rows",              "norm",   TT_ALL,  is_norm,               lower_norm},
+    {"attention_gemm",         "attention", TT_CPU, is_attention_gemm,   lower_attention_gemm},
     {"attention_rows",         "attention", TT_ALL, is_attention,        lower_attention},
     {"gemm_lib",               "matmul", TT_CPU,  is_gemm_lib,           lower_matmul_lib},
     {"item_matmul_tiled_simt", "matmul", TT_SIMT, is_item_product_tiled, lower_item_matmul_tiled},
