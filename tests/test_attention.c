@@ -242,6 +242,8 @@ static void test_errors(void **state) {
         {"o = attention(s4, v)", RJ_ERR_SHAPE, "[B, j1, Hkv, Dv]"},
         {"o = attention(s4, v4)", RJ_ERR_SHAPE, "do not divide"},
         {"o = attention(q @ k.transpose(1, 2), w)", RJ_ERR_SHAPE, "ragged class"},
+        {"o = scaled_dot_product_attention(v4, v4, v4)", RJ_ERR_UNSUPPORTED, "jagged query, key and value [B, j1, E]"},
+        {"o = scaled_dot_product_attention(q, k, v, scale=None, is_causal=1)", RJ_ERR_PARSE, "is_causal must be True or False"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[1024];

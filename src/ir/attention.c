@@ -45,7 +45,7 @@ int32_t attention_product(const rj_graph *g, int32_t att, const uint8_t *live) {
     rj_ctx *ctx = g->ctx;
     size_t nb = (size_t)(g->n ? g->n : 1);
     uint8_t *in = mem_zalloc(ctx, nb); /* 1: F's expression (inline); 2: also depends on the product */
-    if (!in) return -1;
+    if (!in) return -2;
     int32_t prod = -1, f = g->nodes[att].in[0];
     bool ok = true;
     /* F's inline expression, by id from F down (operands have smaller ids) */
@@ -110,7 +110,8 @@ rj_status pass_find_attention(rj_graph *g) {
     for (int32_t i = 0; i < g->n; i++)
         for (int k = 0; live[i] && k < g->nodes[i].nin; k++) users[g->nodes[i].in[k]]++;
     for (int32_t i = 0; i < g->noutputs; i++) users[g->outputs[i].node]++;
-    for (int32_t i = 0; i < g->n; i++) {
+    bool oom = false;
+    for (int32_t i = 0; i < g->n && !oom; i++) {
         int32_t f = live[i] ? softmax_scores(g, i, users) : -1;
         if (f < 0) continue;
         node *n = &g->nodes[i];
@@ -121,11 +122,13 @@ rj_status pass_find_attention(rj_graph *g) {
         n->ival = 0;
         live[p] = 0;
         /* the product of the softmax and v was checked: attention's type is the same */
-        if (attention_product(g, i, live) >= 0) continue;
+        int32_t pr = attention_product(g, i, live);
+        if (pr >= 0) continue;
         *n = keep;
         live[p] = 1;
+        oom = pr < -1;
     }
     mem_free(ctx, live, nb);
     mem_free(ctx, users, nb * sizeof(int32_t));
-    return RJ_OK; /* out of memory in attention_product: the unfused ops stay */
+    return oom ? ctx_fail(ctx, RJ_ERR_NOMEM, "find_attention: out of memory") : RJ_OK;
 }

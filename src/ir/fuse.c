@@ -148,10 +148,11 @@ static bool checked(const rj_graph *g, const fuse_plan *p, const node *n) {
 
 /* The products attention kernels compute inline, as the elementwise work on them (in[i] = 1),
  * and what is computed from them (in[i] = 2: never an epilogue of another root). */
-static void mark_products(const rj_graph *g, const uint8_t *live, uint8_t *in) {
+static bool mark_products(const rj_graph *g, const uint8_t *live, uint8_t *in) {
     memset(in, 0, (size_t)(g->n ? g->n : 1));
     for (int32_t i = 0; i < g->n; i++) {
         int32_t pr = live[i] && g->nodes[i].op == RJ_OP_ATTENTION ? attention_product(g, i, live) : -1;
+        if (pr < -1) return false; /* out of memory */
         if (pr >= 0) in[pr] = 1;
     }
     for (int32_t i = 0; i < g->n; i++) {
@@ -159,6 +160,7 @@ static void mark_products(const rj_graph *g, const uint8_t *live, uint8_t *in) {
         for (int k = 0; k < n->nin && !in[i] && !is_root_kind(op_table[n->op].kind); k++)
             if (in[n->in[k]]) in[i] = 2;
     }
+    return true;
 }
 
 rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
@@ -180,7 +182,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     for (int32_t i = g->n - 1; i >= 0; i--)
         if (live[i])
             for (int k = 0; k < g->nodes[i].nin; k++) live[g->nodes[i].in[k]] = 1;
-    mark_products(g, live, seen);
+    if (!mark_products(g, live, seen)) goto out;
     for (int32_t i = 0; i < g->n; i++) {
         const node *n = &g->nodes[i];
         fuse_node *f = &p->nodes[i];
@@ -201,7 +203,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
         if (is_root_kind(op_table[n->op].kind)) {
             f->role = FR_ROOT;
             if ((f->group = new_group(p, FG_ROOT, i)) < 0) goto out;
-            if (n->op == RJ_OP_ATTENTION) p->groups[f->group].product = attention_product(g, i, live);
+            if (n->op == RJ_OP_ATTENTION && (p->groups[f->group].product = attention_product(g, i, live)) < -1) goto out;
             maxroot[i] = i;
             continue;
         }

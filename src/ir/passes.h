@@ -16,8 +16,9 @@ rj_status pass_canonicalize(rj_graph *g);
 rj_status pass_eliminate_pads(rj_graph *g);
 rj_status pass_find_attention(rj_graph *g);
 /* attention.c: the per-item product q @ kᵀ that attention node att's kernel computes where its
- * scores need it, or -1 (none, or something else reads it: it is then materialised); live:
- * the nodes to count as readers (NULL: all). */
+ * scores need it, or -1 (none, or something else reads it: it is then materialised), or -2
+ * when out of memory (recorded in the context); live: the nodes to count as readers (NULL:
+ * all). */
 int32_t attention_product(const rj_graph *g, int32_t att, const uint8_t *live);
 
 /* ---- the fusion plan --------------------------------------------------------------------- */
