@@ -231,7 +231,8 @@ RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid
     X(TRANSPOSE, "transpose", VIEW, ATTR)                \
     X(CAT, "cat", VIEW, SAME)                            \
     X(ARANGE, "arange", INDEX, ATTR)                     \
-    X(FULL, "full", INDEX, ATTR)
+    X(FULL, "full", INDEX, ATTR)                         \
+    X(ATTENTION, "attention", ATTENTION, FLOAT)
 
 typedef enum rj_op {
 #define RJ_X_(e, name, kind, rule) RJ_OP_##e,
@@ -400,6 +401,26 @@ RJ_API rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w);
  * jagged tensor (dims 2 and 3 of [B, j1, H, D]) swap as a dense tensor's do. */
 RJ_API rj_node rj_graph_transpose(rj_graph *g, rj_node x, int dim0, int dim1);
 RJ_API rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias);
+
+/* Fused attention (docs/guide.md, "Attention"). attention(scores, v, safe): softmax(scores,
+ * dim=-1) @ v computed by one online-softmax kernel that never writes the scores, where scores
+ * is a tensor with two ragged dims [B, j1, j1] (or [B, j1, j1, H] with heads) and v is jagged
+ * [B, j1, Dv] ([B, j1, Hkv, Dv], Hkv dividing H: query head h reads kv head h / (H / Hkv)); the
+ * result is [B, j1, Dv] ([B, j1, H, Dv]). scores is usually an elementwise expression of one
+ * per-item product q @ kᵀ (a scale, masks, biases from positions, soft-capping), which the
+ * kernel computes as it goes. A row whose scores are all -inf is NaN, as softmax gives, unless
+ * `safe`: then it is 0 (PyTorch's scaled_dot_product_attention). The compiler also finds
+ * matmul(softmax(f(q @ kᵀ), dim=-1), v) written out and fuses it the same way.
+ *
+ * scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale, enable_gqa): PyTorch's
+ * F.scaled_dot_product_attention (dropout_p = 0) on jagged q, k [B, j1, E] and v [B, j1, Dv]:
+ * scale NaN selects the default 1/sqrt(E); attn_mask (RJ_NONE or a tensor broadcastable to the
+ * scores [B, j1, j1]) is bool (True = takes part) or float (added to the scaled scores);
+ * is_causal lets query i see keys j <= i (top-left) and cannot be combined with attn_mask; a
+ * fully masked row gives 0. Built as matmul, scale, mask and attention(..., safe=true). */
+RJ_API rj_node rj_graph_attention(rj_graph *g, rj_node scores, rj_node v, bool safe);
+RJ_API rj_node rj_graph_sdpa(rj_graph *g, rj_node q, rj_node k, rj_node v, rj_node attn_mask,
+                             bool is_causal, double scale, bool enable_gqa);
 
 /* cat(xs, n, dim): PyTorch's torch.cat of n >= 1 tensors along a dense dim (dim may be
  * negative): all jagged with the same ragged symbol ([B, j1, D_i]) or all dense, of one rank,

@@ -56,6 +56,65 @@ output cs, m, h, z
 """ % {"E": E, "H": H, "D": D}
 
 
+# the fused kernel: the explicit pattern (no weights written) and scaled_dot_product_attention
+# per head: causal, a bool mask broadcast over the heads, GQA
+FUSED = """
+ragged j1 : B
+input x : f32[B, j1, %(E)d]
+input w_qkv : f32[%(E3)d, %(E)d]
+input b_qkv : f32[%(E3)d]
+input w_o : f32[%(E)d, %(E)d]
+input slopes : f32[%(H)d, 1, 1]
+q, k, v = linear(x, w_qkv, b_qkv).split(%(E)d, dim=-1)
+q = q.view(B, j1, %(H)d, %(D)d).transpose(1, 2)
+k = k.view(B, j1, %(H)d, %(D)d).transpose(1, 2)
+v = v.view(B, j1, %(H)d, %(D)d).transpose(1, 2)
+f = softmax(5.0 * tanh((q @ k.transpose(-2, -1) * %(scale)r + slopes) / 5.0), dim=-1) @ v
+c = scaled_dot_product_attention(q, k, v, is_causal=True)
+pos = positions(j1)
+keep = (pos.unsqueeze(2) - pos.unsqueeze(1) < 3).unsqueeze(1)
+m = scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=0.5)
+kv = k.narrow(1, 0, 2)
+g = scaled_dot_product_attention(q, kv, v.narrow(1, 2, 2), enable_gqa=True)
+yf = linear(f.transpose(1, 2).flatten(2), w_o)
+output yf, c, m, g
+""" % {"E": E, "E3": 3 * E, "H": H, "D": D, "scale": 1 / np.sqrt(D)}
+
+
+def sdpa(q, k, v, mask=None, scale=None):
+    """PyTorch's F.scaled_dot_product_attention on one item: q [H, L, E], k, v [Hkv, L, .]; mask
+    [L, L] bool (True: takes part); a fully masked row gives 0."""
+    H_, L = q.shape[0], q.shape[1]
+    rep = H_ // k.shape[0]
+    k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)
+    s = q @ k.transpose(0, 2, 1) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    if L == 0:
+        return q[..., :v.shape[-1]] * 0
+    mx = s.max(-1, keepdims=True)
+    e = np.where(np.isfinite(mx), np.exp(s - np.where(np.isfinite(mx), mx, 0)), 0)
+    den = e.sum(-1, keepdims=True)
+    return np.where(den > 0, e / np.where(den > 0, den, 1), 0) @ v
+
+
+def ref_fused(x, off, w_qkv, b_qkv, w_o, slopes):
+    out = {k: [] for k in ("yf", "c", "m", "g")}
+    for b in range(len(off) - 1):
+        xb = x[off[b]:off[b + 1]]
+        L = len(xb)
+        qkv = xb @ w_qkv.T + b_qkv
+        q, k, v = (qkv[:, i * E:(i + 1) * E].reshape(L, H, D).transpose(1, 0, 2) for i in range(3))
+        s = 5.0 * np.tanh((q @ k.transpose(0, 2, 1) / np.sqrt(D) + slopes) / 5.0)
+        f = softmax(s, -1) @ v
+        out["yf"].append(f.transpose(1, 0, 2).reshape(L, E) @ w_o.T)
+        i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+        out["c"].append(sdpa(q, k, v, j <= i).transpose(1, 0, 2))
+        out["m"].append(sdpa(q, k, v, (i - j) < 3, 0.5).transpose(1, 0, 2))
+        out["g"].append(sdpa(q, k[:2], v[2:4]).transpose(1, 0, 2))
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
 def softmax(a, axis):
     if a.size == 0:
         return a
@@ -121,6 +180,24 @@ def close(what, got, want, tol=3e-5):
     print("%-22s %-14s ok (max error %.2g)" % (what, str(got.shape), err))
 
 
+# the explicit pattern per head is found and fused: one attention kernel, no per-head products
+EXPLICIT = """
+ragged j1 : B
+input x : f32[B, j1, %(E)d]
+q = x.view(B, j1, %(H)d, %(D)d).transpose(1, 2)
+y = softmax(q @ q.transpose(-2, -1) * 0.5, dim=-1) @ q
+output y
+""" % {"E": E, "H": H, "D": D}
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "explicit.rj")
+    with open(path, "w") as f:
+        f.write(EXPLICIT)
+    for t in ("cpu", "opencl"):
+        r = subprocess.run([ragjit, "emit", path, "--stage", "loops", "--target", t], capture_output=True, text=True)
+        if r.returncode != 0 or "template: attention_rows" not in r.stdout or "head_matmul" in r.stdout:
+            sys.exit("the explicit attention per head is not fused on %s:\n%s%s" % (t, r.stdout, r.stderr))
+    print("explicit attention per head: fused on cpu and opencl")
+
 rng = np.random.default_rng(11)
 cases = [[3, 0, 7, 1, 12, 5, 1, 40], [0], [1, 1], [70, 2, 0, 33]]
 with tempfile.TemporaryDirectory() as tmp:
@@ -137,7 +214,8 @@ with tempfile.TemporaryDirectory() as tmp:
             np.save(os.path.join(data, name + ".npy"), a)
         f64 = lambda a: a.astype(np.float64)
         refs = [(MHA, ref_mha(f64(x), off, f64(w_qkv), f64(b_qkv), f64(w_o), f64(slopes))),
-                (MISC, ref_misc(f64(x), off))]
+                (MISC, ref_misc(f64(x), off)),
+                (FUSED, ref_fused(f64(x), off, f64(w_qkv), f64(b_qkv), f64(w_o), f64(slopes)))]
         for pi, (prog, ref) in enumerate(refs):
             for t in targets:
                 out = os.path.join(tmp, "out%d_%d_%s" % (ci, pi, t))

@@ -559,6 +559,12 @@ static void c_causal_attention(env *e) {
     out(e, rj_graph_matmul(e->g, rj_graph_softmax(e->g, m, 2), e->y));
 }
 
+/* scaled_dot_product_attention by name: its scores computed inside the fused kernel, the safe
+ * softmax (empty and fully masked rows give 0) */
+static void c_sdpa(env *e) {
+    out(e, rj_graph_sdpa(e->g, e->x, e->y, un(e, RJ_OP_RELU, e->y), RJ_NONE, true, 0.3, false));
+}
+
 static void g_pairs(env *e) {
     rj_graph *g = e->g;
     e->sb = rj_graph_input(g, "sb", e->ft, 3, (rj_dim[]){e->B, e->J, e->J}); /* an input's blocks */
@@ -694,6 +700,7 @@ static void c_constants(env *e) {
 const std_chain std_chains[] = {
     {"softmax(x @ yᵀ * 0.25, 2) @ relu(y)", c_attention},
     {"causal: softmax(where(i >= j, x @ yᵀ, -inf), 2) @ y", c_causal_attention},
+    {"scaled_dot_product_attention(x, y, relu(y), is_causal=True, scale=0.3)", c_sdpa},
     {"gelu(linear(relu(x*w+v), tab)+0.25)", c_linear_prologue_epilogue},
     {"softmax(x @ tab', 1)", c_matmul_softmax},
     {"softmax(linear(x, tab) * 0.5, -1), log_softmax(linear(y, tab), 2)", c_linear_softmax_rows},

@@ -693,7 +693,7 @@ static void test_syntax_errors(void **state) {
                  "log sqrt rsqrt sin cos logical_not add sub mul div pow maximum minimum eq ne lt le gt ge "
                  "logical_and logical_or where masked_fill cast sum mean max min prod softmax log_softmax "
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
-                 "narrow matmul transpose cat arange full sign view unsqueeze squeeze linear t size split chunk amax amin "
+                 "narrow matmul transpose cat arange full attention sign view unsqueeze squeeze linear t scaled_dot_product_attention size split chunk amax amin "
                  "permute flatten unflatten zeros ones stack", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,

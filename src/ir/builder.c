@@ -382,6 +382,14 @@ rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias) {
     return rj_graph_binary(g, RJ_OP_ADD, y, bias);
 }
 
+/* softmax(scores, dim=-1) @ v as one op; ival: 1 for the safe softmax (a row of -inf gives 0) */
+rj_node rj_graph_attention(rj_graph *g, rj_node scores, rj_node v, bool safe) {
+    if (!g || !operands_ok(g, "attention", (rj_node[]){scores, v}, 2)) return RJ_NONE;
+    node n = make(RJ_OP_ATTENTION, 2, scores, v, -1);
+    n.ival = safe;
+    return build(g, &n);
+}
+
 rj_node rj_graph_narrow(rj_graph *g, rj_node x, int dim, int64_t start, int64_t length) {
     if (!g || !operands_ok(g, "narrow", &x, 1)) return RJ_NONE;
     if (length < 0 || length > ((int64_t)1 << 53))

@@ -32,7 +32,7 @@
 #include "passes.h"
 
 static bool is_root_kind(op_kind k) {
-    return k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL;
+    return k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL || k == KIND_ATTENTION;
 }
 
 static bool same_dims(const rj_graph *g, const node *a, const node *b) {
@@ -45,6 +45,7 @@ static bool same_dims(const rj_graph *g, const node *a, const node *b) {
 /* c may be computed in r's kernel, at r's output index. */
 static bool fits_epilogue(const rj_graph *g, const node *c, const node *r) {
     op_kind k = op_table[c->op].kind;
+    if (r->op == RJ_OP_ATTENTION) return false; /* its kernel accumulates in its own output */
     if (k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT ||
         k == KIND_CAST)
         return same_dims(g, c, r);
@@ -66,7 +67,7 @@ static rj_status add_member(fuse_plan *p, fuse_group *gr, int32_t id) {
 static int32_t new_group(fuse_plan *p, uint8_t kind, int32_t root) {
     if (!mem_grow(p->ctx, (void **)&p->groups, &p->capgroups, p->ngroups + 1, sizeof(fuse_group)))
         return -1;
-    p->groups[p->ngroups] = (fuse_group){.kind = kind, .root = root};
+    p->groups[p->ngroups] = (fuse_group){.kind = kind, .root = root, .product = -1};
     return p->ngroups++;
 }
 
@@ -145,6 +146,23 @@ static bool checked(const rj_graph *g, const fuse_plan *p, const node *n) {
     return false;
 }
 
+/* The products attention kernels compute inline, as the elementwise work on them (in[i] = 1),
+ * and what is computed from them (in[i] = 2: never an epilogue of another root). */
+static bool mark_products(const rj_graph *g, const uint8_t *live, uint8_t *in) {
+    memset(in, 0, (size_t)(g->n ? g->n : 1));
+    for (int32_t i = 0; i < g->n; i++) {
+        int32_t pr = live[i] && g->nodes[i].op == RJ_OP_ATTENTION ? attention_product(g, i, live) : -1;
+        if (pr < -1) return false; /* out of memory */
+        if (pr >= 0) in[pr] = 1;
+    }
+    for (int32_t i = 0; i < g->n; i++) {
+        const node *n = &g->nodes[i];
+        for (int k = 0; k < n->nin && !in[i] && !is_root_kind(op_table[n->op].kind); k++)
+            if (in[n->in[k]]) in[i] = 2;
+    }
+    return true;
+}
+
 rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     rj_ctx *ctx = g->ctx;
     memset(p, 0, sizeof *p);
@@ -164,6 +182,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     for (int32_t i = g->n - 1; i >= 0; i--)
         if (live[i])
             for (int k = 0; k < g->nodes[i].nin; k++) live[g->nodes[i].in[k]] = 1;
+    if (!mark_products(g, live, seen)) goto out;
     for (int32_t i = 0; i < g->n; i++) {
         const node *n = &g->nodes[i];
         fuse_node *f = &p->nodes[i];
@@ -177,9 +196,14 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
         if (!live[i]) continue;
         for (int k = 0; k < n->nin; k++)
             if (maxroot[n->in[k]] > maxroot[i]) maxroot[i] = maxroot[n->in[k]];
+        if (seen[i] == 1) {
+            f->role = FR_INLINE;
+            continue;
+        }
         if (is_root_kind(op_table[n->op].kind)) {
             f->role = FR_ROOT;
             if ((f->group = new_group(p, FG_ROOT, i)) < 0) goto out;
+            if (n->op == RJ_OP_ATTENTION && (p->groups[f->group].product = attention_product(g, i, live)) < -1) goto out;
             maxroot[i] = i;
             continue;
         }
@@ -200,7 +224,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
         if (op_table[n->op].kind == KIND_INDEX && n->nin == 2 && !checked(g, p, n) && new_group(p, FG_CHECK, i) < 0)
             goto out;
         int32_t r = maxroot[i];
-        if (r >= 0 && fits_epilogue(g, n, &g->nodes[r])) {
+        if (r >= 0 && !seen[i] && fits_epilogue(g, n, &g->nodes[r])) {
             /* every path to r must run through r's epilogue: an inline node in between has
              * another shape and is evaluated elsewhere */
             bool ok = true;

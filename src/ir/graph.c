@@ -152,7 +152,12 @@ bool node_is_column(const rj_graph *g, const node *n) {
  * batch: [B, H, j, D], [B, H, D, j] (a key transposed) or the pair [B, H, j, j]. Stored as
  * PyTorch stores a transposed jagged tensor: its canonical order (node_phys_order). */
 bool node_is_headed(const rj_graph *g, const node *n) {
-    if (n->rank < 4 || dim_is_sym(n->dims[1]) || n->dims[1] == 1) return false;
+    if (n->rank < 4 || dim_is_sym(n->dims[1])) return false;
+    /* one head ([B, 1, j, j]: a pair unsqueezed to broadcast over the heads) only with two ragged
+     * dims: [B, 1, j, ...] with one is a row of columns (node_is_column) */
+    if (n->dims[1] == 1 && !(n->rank == 4 && dim_equal(g, n->dims[2], n->dims[3]) && graph_sym(g, n->dims[2]) &&
+                             graph_sym(g, n->dims[2])->kind == SYM_RAGGED))
+        return false;
     int first = -1, count = 0;
     for (int k = 1; k < n->rank; k++) {
         const sym *s = graph_sym(g, n->dims[k]);

@@ -563,7 +563,8 @@ static bool head_matmul(rj_graph *g, node *n, const node *x, const node *w, rj_s
     }
     const sym *sc = graph_sym(g, c0), *so = graph_sym(g, o1);
     bool c_ragged = sc && sc->kind == SYM_RAGGED, o_ragged = so && so->kind == SYM_RAGGED;
-    bool ok = dim_equal(g, b0, b1) && dim_equal(g, h0, h1) && dim_equal(g, c0, c1) && c_ragged == pair &&
+    bool heads_ok = dim_equal(g, h0, h1) || (n->axis == 1 && h0 > 0 && h1 > 0 && h0 % h1 == 0); /* GQA (sdpa.c) */
+    bool ok = dim_equal(g, b0, b1) && heads_ok && dim_equal(g, c0, c1) && c_ragged == pair &&
               (pair ? !o_ragged : o_ragged && dim_equal(g, i0, o1)) && n->ival == (phys && !pair);
     if (!ok) {
         *st = graph_fail(g, RJ_ERR_SHAPE, "matmul: %s times %s: per item and head, the batch dims, the head dims "
@@ -622,6 +623,51 @@ static rj_status infer_matmul(rj_graph *g, node *n, const char *op) {
     memcpy(n->dims, x->dims, sizeof(rj_dim) * x->rank);
     n->dims[x->rank - 1] = cols;
     return check_ragged_layout(g, fn, n);
+}
+
+/* attention(scores, v): softmax(scores, dim=-1) @ v per item (and head). scores [B, j, j] or
+ * [B, j, j, H] (two ragged dims of one class); v [B, j, Dv] or [B, j, Hkv, Dv] of that class,
+ * Hkv dividing H (grouped-query attention). The result is [B, j, Dv] or [B, j, H, Dv]. */
+static rj_status infer_attention(rj_graph *g, node *n, const char *op) {
+    const node *s = in(g, n, 0), *v = in(g, n, 1);
+    if (s->weak || v->weak || !dtype_is_float(s->dtype) || !dtype_is_float(v->dtype))
+        return graph_fail(g, RJ_ERR_DTYPE, "%s: the scores %s and the values %s: expected float tensors", op,
+                          s->weak ? "(a literal)" : type_text(g, s).s, v->weak ? "(a literal)" : type_text(g, v).s);
+    if (node_is_headed(g, s) && node_is_headed(g, v)) { /* [B, H, j, j] and [B, Hkv, j, Dv] as the user writes them */
+        rj_dim h = s->dims[1], hk = v->dims[1];
+        if (!node_stores_pair(g, s) || dim_ragged_pos(g, v) != 2 || !dim_equal(g, v->dims[0], s->dims[0]) ||
+            !dim_equal(g, v->dims[2], s->dims[3]) || !(dim_equal(g, h, hk) || (h >= 0 && hk > 0 && h % hk == 0)))
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s and the values %s: per head, [B, H, j1, j1] and "
+                              "[B, Hkv, j1, Dv] with Hkv dividing H", op, type_text(g, s).s, type_text(g, v).s);
+        n->dtype = dtype_promote(s->dtype, v->dtype);
+        n->rank = 4;
+        n->dims[0] = s->dims[0], n->dims[1] = h, n->dims[2] = s->dims[2], n->dims[3] = v->dims[3];
+        return RJ_OK;
+    }
+    if (!node_is_pair(g, s) || (s->rank != 3 && s->rank != 4))
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s must have two ragged dims of one class, [B, j1, j1] "
+                          "(or [B, j1, j1, H] with heads)", op, type_text(g, s).s);
+    bool heads = s->rank == 4;
+    if (v->rank != s->rank || dim_ragged_pos(g, v) != 1 || node_is_pair(g, v) || !dim_equal(g, v->dims[0], s->dims[0]) ||
+        !dim_equal(g, v->dims[1], s->dims[2]))
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: the values %s must be jagged %s with the scores' batch dim and "
+                          "ragged class (the scores are %s)", op, type_text(g, v).s,
+                          heads ? "[B, j1, Hkv, Dv]" : "[B, j1, Dv]", type_text(g, s).s);
+    if (heads) {
+        rj_dim h = s->dims[3], hk = v->dims[2];
+        bool ok = dim_equal(g, h, hk) || (h >= 0 && hk > 0 && h % hk == 0);
+        if (!ok)
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s have heads that the values %s do not divide "
+                              "(query head h reads value head h / (H / Hkv))", op, type_text(g, s).s,
+                              type_text(g, v).s);
+    }
+    n->dtype = dtype_promote(s->dtype, v->dtype);
+    n->rank = s->rank;
+    n->dims[0] = s->dims[0];
+    n->dims[1] = s->dims[1];
+    if (heads) n->dims[2] = s->dims[3];
+    n->dims[n->rank - 1] = v->dims[v->rank - 1];
+    return check_ragged_layout(g, op, n);
 }
 
 /* A dense shape's element count as a constant and a sorted list of symbol classes. */
@@ -787,7 +833,7 @@ static rj_status infer_view(rj_graph *g, node *n, const char *op) {
     const node *x = in(g, n, 0);
     n->dtype = x->dtype;
     if (x->weak) return graph_fail(g, RJ_ERR_SHAPE, "%s: cannot reshape a literal", op);
-    int rp = dim_ragged_pos(g, x), keep = rp >= 0 ? rp + 1 : 0;
+    int rp = dim_ragged_pos(g, x), keep = rp >= 0 ? rp + (node_is_pair(g, x) ? 2 : 1) : 0; /* a pair keeps its blocks */
     node t = *n;
     t.weak = 0;
     if (rp == 1 && !node_is_pair(g, x) && n->rank == x->rank + 1 && node_is_column(g, n)) { /* unsqueeze(x, 1) */
@@ -795,6 +841,9 @@ static rj_status infer_view(rj_graph *g, node *n, const char *op) {
         for (int k = 1; same && k < x->rank; k++) same = n->dims[k + 1] == x->dims[k];
         if (same) return RJ_OK;
     }
+    if (node_is_pair(g, x) && x->rank == 3 && n->rank == 4 && n->dims[1] == 1 && n->dims[0] == x->dims[0] &&
+        n->dims[2] == x->dims[1] && n->dims[3] == x->dims[2])
+        return RJ_OK; /* unsqueeze(s, 1) of a pair: [B, 1, j, j], to broadcast over heads */
     if (node_is_column(g, x) && n->rank == x->rank - 1 && !node_is_column(g, n)) { /* squeeze(x, 1) of a column */
         bool same = n->dims[0] == x->dims[0];
         for (int k = 1; same && k < n->rank; k++) same = n->dims[k] == x->dims[k + 1];
@@ -868,8 +917,9 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
         if (!node_is_pair(g, o)) continue;
         bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
                   (n->op == RJ_OP_TRANSPOSE && n->axis == 1 && n->ival == 2) ||
+                  (n->op == RJ_OP_RESHAPE && (node_is_pair(g, n) || node_is_headed(g, n))) ||
                   ((k == KIND_REDUCE || k == KIND_SOFTMAX) && n->axis >= 1) || (n->op == RJ_OP_MATMUL && i == 0) ||
-                  n->op == RJ_OP_PAD;
+                  n->op == RJ_OP_PAD || (n->op == RJ_OP_ATTENTION && i == 0);
         if (!ok)
             return graph_fail(g, RJ_ERR_UNSUPPORTED, "%s: %s has two ragged dims: this version applies elementwise "
                               "ops, softmax, log_softmax and reductions over dims 1 and later, pad, and matmul by a jagged "
@@ -883,7 +933,7 @@ static rj_status check_special_operands(rj_graph *g, const node *n, const char *
 static rj_status check_headed_operands(rj_graph *g, const node *n, const char *op) {
     op_kind k = op_table[n->op].kind;
     bool ok = k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT || k == KIND_CAST ||
-              k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL ||
+              k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL || k == KIND_ATTENTION ||
               n->op == RJ_OP_TRANSPOSE || n->op == RJ_OP_NARROW || n->op == RJ_OP_RESHAPE;
     for (int i = 0; i < n->nin && !ok; i++) {
         const node *o = in(g, n, i);
@@ -930,6 +980,7 @@ static rj_status infer_kind(rj_graph *g, node *n, const char *op) {
     case KIND_INDEX: return infer_index(g, n, op);
     case KIND_VIEW: return infer_view(g, n, op);
     case KIND_MATMUL: return infer_matmul(g, n, op);
+    case KIND_ATTENTION: return infer_attention(g, n, op);
     }
     return graph_fail(g, RJ_ERR_INTERNAL, "infer: unknown op %d", (int)n->op);
 }

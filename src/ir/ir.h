@@ -35,7 +35,7 @@ typedef struct sym {
 /* Kinds and dtype rules of the op table (see ragjit.h). */
 typedef enum { KIND_LEAF, KIND_UNARY, KIND_BINARY, KIND_COMPARE, KIND_SELECT, KIND_CAST,
                KIND_REDUCE, KIND_SOFTMAX, KIND_NORM, KIND_PAD, KIND_INDEX, KIND_VIEW,
-               KIND_MATMUL } op_kind;
+               KIND_MATMUL, KIND_ATTENTION } op_kind;
 typedef enum { RULE_ATTR, RULE_SAME, RULE_FLOAT, RULE_BOOL, RULE_SUM } op_rule;
 
 typedef struct op_info {

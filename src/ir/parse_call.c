@@ -17,6 +17,7 @@
  * symbol's id (rj_dim).
  */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -405,6 +406,32 @@ static value build_matmul(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_matmul(P->g, as_node(P, v[0]), as_node(P, v[1])));
 }
 
+/* attention(scores, value, safe=False): softmax(scores, dim=-1) @ value as one op. */
+static value build_attention(parser *P, const call_site *c, value **v) {
+    bool safe = false;
+    if (v[2] && !bool_arg(P, c->name, "safe", v[2], &safe)) return nothing(c);
+    return made(P, c, rj_graph_attention(P->g, as_node(P, v[0]), as_node(P, v[1]), safe));
+}
+
+/* scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+ * is_causal=False, scale=None, enable_gqa=False), PyTorch's; inference only (dropout_p 0). */
+static value build_sdpa(parser *P, const call_site *c, value **v) {
+    bool causal = false, gqa = false;
+    double scale = NAN, drop = 0;
+    if ((v[4] && !literal(P, v[4], &drop)) || (v[5] && !bool_arg(P, c->name, "is_causal", v[5], &causal)) ||
+        (v[6] && !is_none(v[6]) && !literal(P, v[6], &scale)) ||
+        (v[7] && !bool_arg(P, c->name, "enable_gqa", v[7], &gqa)))
+        return nothing(c);
+    if (drop != 0) {
+        fail_at(P, &v[4]->at, RJ_ERR_ARG, "%s: dropout_p must be 0.0 (ragjit runs inference)", c->name);
+        return nothing(c);
+    }
+    rj_node m = v[3] && !is_none(v[3]) ? as_node(P, v[3]) : RJ_NONE;
+    rj_node q = as_node(P, v[0]), k = as_node(P, v[1]), val = as_node(P, v[2]);
+    if (P->failed) return nothing(c);
+    return made(P, c, rj_graph_sdpa(P->g, q, k, val, m, causal, scale, gqa));
+}
+
 /* unsqueeze(x, dim), squeeze(x, dim=None): views made by rj_graph_reshape. */
 static value build_squeeze(parser *P, const call_site *c, value **v) {
     int64_t dim = 0;
@@ -449,7 +476,7 @@ typedef enum {
     FORM_KIND,  /* every op of kind `of` without a row of its own */
 } form_key;
 
-enum { MAX_PARAMS = 5 };
+enum { MAX_PARAMS = 8 };
 
 struct call_form {
     form_key key;
@@ -478,6 +505,8 @@ static const call_form forms[] = {
     ROW_NAME("squeeze", build_squeeze, 1, "input", "dim"),
     ROW_NAME("linear", build_linear, 2, "input", "weight", "bias"),
     ROW_NAME("t", build_t, 1, "input"),
+    ROW_NAME("scaled_dot_product_attention", build_sdpa, 3, "query", "key", "value", "attn_mask", "dropout_p",
+             "is_causal", "scale", "enable_gqa"),
     ROW_NAME("size", build_size, 1, "input", "dim"),
     ROW_NAME("split", build_split, 2, "tensor", "split_size", "dim"),
     ROW_NAME("chunk", build_split, 2, "input", "chunks", "dim"),
@@ -509,6 +538,7 @@ static const call_form forms[] = {
     ROW_OP(TRANSPOSE, build_transpose, 3, "input", "dim0", "dim1"),
     ROW_OP(NARROW, build_narrow, 4, "input", "dim", "start", "length"),
     ROW_OP(MATMUL, build_matmul, 2, "input", "other"),
+    ROW_OP(ATTENTION, build_attention, 2, "scores", "value", "safe"),
     ROW(FORM_OP, NULL, RJ_OP_CAT, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
     ROW(FORM_OP, NULL, RJ_OP_ARANGE, build_arange, 1, SLOT_SIZE, 0, "end", "dtype"),
     ROW(FORM_OP, NULL, RJ_OP_FULL, build_full, 2, SLOT_SIZE, 0, "size", "fill_value", "dtype"),

@@ -1,7 +1,7 @@
 /*
  * passes.h — the compilation pipeline's passes and the fusion plan they produce.
  *
- *   verify → heads → canonicalize → eliminate_pads → canonicalize → fuse → lower → expand
+ *   verify → heads → canonicalize → eliminate_pads → find_attention → canonicalize → fuse → lower → expand
  *
  * Graph passes rewrite the graph (rewrite.h); fuse annotates it with a plan; lower turns the
  * plan into loop IR (loopir.h); expand rewrites its composite ops as primitives (expand.c),
@@ -15,6 +15,12 @@
 rj_status pass_heads(rj_graph *g);
 rj_status pass_canonicalize(rj_graph *g);
 rj_status pass_eliminate_pads(rj_graph *g);
+rj_status pass_find_attention(rj_graph *g);
+/* attention.c: the per-item product q @ kᵀ that attention node att's kernel computes where its
+ * scores need it, or -1 (none, or something else reads it: it is then materialised), or -2
+ * when out of memory (recorded in the context); live: the nodes to count as readers (NULL:
+ * all). */
+int32_t attention_product(const rj_graph *g, int32_t att, const uint8_t *live);
 
 /* ---- the fusion plan --------------------------------------------------------------------- */
 
@@ -43,6 +49,7 @@ typedef struct fuse_group {
     int32_t root;    /* FG_ROOT: the root node; FG_MAP: a node whose dims give the domain */
     int32_t *members;/* FG_MAP: materialised nodes computed here; FG_ROOT: epilogue nodes */
     int32_t nmembers, capmembers;
+    int32_t product; /* FG_ROOT of an attention: the product its kernel computes inline, or -1 */
 } fuse_group;
 
 typedef struct fuse_plan {

@@ -264,6 +264,9 @@ static void print_call(sbuf *b, const rj_graph *g, const namer *nm, const node *
         if (n->keepdim) sbuf_puts(b, ", keepdim=True");
         break;
     case KIND_SOFTMAX: sbuf_printf(b, ", dim=%d", n->axis); break;
+    case KIND_ATTENTION:
+        if (n->ival) sbuf_puts(b, ", safe=True");
+        break;
     case KIND_NORM: {
         const node *x = &g->nodes[n->in[0]];
         sbuf_puts(b, ", ");

@@ -24,7 +24,8 @@ static int arity_ok(const node *n) {
     case KIND_NORM: return n->nin >= 1 && n->nin <= 3;
     case KIND_INDEX: return n->nin == (op_is_generator(n->op) ? 0 : 2);
     case KIND_VIEW: return n->nin == (n->op == RJ_OP_CAT ? 2 : 1);
-    case KIND_MATMUL: return n->nin == 2;
+    case KIND_MATMUL:
+    case KIND_ATTENTION: return n->nin == 2;
     }
     return 0;
 }

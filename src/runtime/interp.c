@@ -633,6 +633,8 @@ static void eval_head_matmul(interp *in, const node *n, ival *v) {
         memcpy(a, idx, sizeof a);
         memcpy(c, idx, sizeof c);
         int64_t cnt = ext_at(x, idx, 3);
+        int64_t group = w->ext[1] && x->ext[1] / w->ext[1] ? x->ext[1] / w->ext[1] : 1;
+        c[1] = idx[1] / group; /* GQA (SDPA's enable_gqa): kv head h / (H / Hkv) */
         long double acc = 0;
         for (int64_t t = 0; t < cnt; t++) {
             a[3] = t, c[2] = t;
@@ -668,6 +670,49 @@ static void eval_matmul(interp *in, const node *n, ival *v) {
         }
         idx[R - 1] = col;
         store(v->data, v->dtype, elem_at(v, idx, R), fin((elem){.f = acc}, v->dtype));
+    }
+}
+
+/* attention(F, v): per row (b, i) (and head h), softmax over the item's columns j of F, then
+ * those weights times v's rows, as softmax and the product p v compute them (in double); the
+ * safe form gives a row of -inf scores 0 instead of NaN. Query head h reads value head
+ * h / (H / Hkv). */
+static void eval_attention(interp *in, const node *n, ival *v) {
+    const ival *f = &in->vals[n->in[0]], *x = &in->vals[n->in[1]];
+    bool heads = n->rank == 4, user = node_is_headed(in->g, n); /* user: [B, H, j, D], else [B, j, H, D] */
+    int64_t group = !heads ? 1 : user ? f->ext[1] / x->ext[1] : f->ext[3] / x->ext[2], dv = v->ext[n->rank - 1];
+    int64_t idx[RJ_MAX_RANK], fi[RJ_MAX_RANK] = {0}, xi[RJ_MAX_RANK] = {0};
+    int fj = user ? 3 : 2, xj = user ? 2 : 1; /* the key dim of f and of x */
+    for (bool ok = idx_first(v, idx, n->rank - 1); ok; ok = idx_next(v, idx, n->rank - 1)) {
+        int64_t b = idx[0], len = f->lens[b];
+        fi[0] = xi[0] = b;
+        fi[1] = idx[1];
+        if (user) fi[2] = idx[2], xi[1] = idx[1] / group;
+        else if (heads) fi[3] = idx[2], xi[2] = idx[2] / group;
+        double m = -INFINITY;
+        long double sum = 0;
+        for (int64_t j = 0; j < len; j++) {
+            fi[fj] = j;
+            double e = conv(load(f->data, f->dtype, elem_at(f, fi, f->rank)), f->dtype, RJ_F64).f;
+            m = isnan(e) || isnan(m) ? NAN : fmax(m, e);
+        }
+        for (int64_t j = 0; j < len; j++) {
+            fi[fj] = j;
+            sum += exp(conv(load(f->data, f->dtype, elem_at(f, fi, f->rank)), f->dtype, RJ_F64).f - m);
+        }
+        for (int64_t d = 0; d < dv; d++) {
+            long double acc = 0;
+            for (int64_t j = 0; j < len && !(n->ival && m == -INFINITY); j++) {
+                fi[fj] = j;
+                xi[xj] = j;
+                xi[x->rank - 1] = d;
+                double e = conv(load(f->data, f->dtype, elem_at(f, fi, f->rank)), f->dtype, RJ_F64).f;
+                acc += (long double)(exp(e - m) / (double)sum) * conv(load(x->data, x->dtype, elem_at(x, xi, x->rank)), x->dtype, RJ_F64).f;
+            }
+            idx[n->rank - 1] = d;
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), fin((elem){.f = (double)acc}, v->dtype));
+        }
+        idx[n->rank - 1] = 0;
     }
 }
 
@@ -707,8 +752,15 @@ static void eval_view(interp *in, const node *n, ival *v) {
         }
         return;
     }
-    int keep = x->rp >= 0 ? x->rp + 1 : 0;
+    int keep = x->rp >= 0 ? x->rp + 1 + (x->sq != NULL) : 0;
     int64_t idx[RJ_MAX_RANK], xi[RJ_MAX_RANK];
+    if (x->sq && node_is_headed(in->g, n)) { /* unsqueeze(s, 1) of a pair: (b, 0, i, j) is (b, i, j) */
+        for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
+            xi[0] = idx[0], xi[1] = idx[2], xi[2] = idx[3];
+            store(v->data, v->dtype, elem_at(v, idx, n->rank), load(x->data, x->dtype, elem_at(x, xi, x->rank)));
+        }
+        return;
+    }
     bool to_col = node_is_column(in->g, n), from_col = node_is_column(in->g, &in->g->nodes[n->in[0]]);
     if (to_col != from_col) { /* unsqueeze(x, 1) or squeeze(x, 1): (b, 0, j, ...) is (b, j, ...) */
         for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
@@ -847,6 +899,7 @@ rj_status interp_run(const run_view *rv) {
         case KIND_INDEX: s = eval_index(&in, n, v); break;
         case KIND_VIEW: eval_view(&in, n, v); break;
         case KIND_MATMUL: eval_matmul(&in, n, v); break;
+        case KIND_ATTENTION: eval_attention(&in, n, v); break;
         default: eval_elementwise(&in, n, v); break;
         }
     }

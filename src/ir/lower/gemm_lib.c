@@ -182,6 +182,40 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
     L->k = &L->prog->kernels[epi]; /* the group's kernel, for what follows it in pass_lower */
 }
 
+/* Fused attention on a CPU with a BLAS: the product q kᵀ that the attention's kernel needs
+ * (fuse_group.product) by the BLAS, a chunk of an item's query rows at a time into C (GEMM_QK),
+ * and the attention's own kernel (attention_rows, which the table picks once chunk_root is set)
+ * as the GEMM's epilogue, reading the scores from C: the dot products run at the BLAS's speed,
+ * and C, a few rows of one item for each worker, stays in cache. q and k must be in memory. */
+bool attention_gemm_applies(lower *L, const fuse_group *gr) {
+    const rj_graph *g = L->g;
+    if (gr->product < 0 || L->chunk_root >= 0 || !L->desc->gemm_lib) return false;
+    const node *r = &g->nodes[gr->product];
+    if (r->keepdim) return false; /* per head: the head's columns of q and k are strided, not the BLAS's rows */
+    int32_t gi = (int32_t)(gr - L->plan->groups), q = r->in[0], k = g->nodes[r->in[1]].in[0];
+    return g->nodes[q].dtype == r->dtype && g->nodes[k].dtype == r->dtype && will_have_buffer(L, q, gi) &&
+           will_have_buffer(L, k, gi) && blas_get() != NULL;
+}
+
+void lower_attention_gemm(lower *L, const fuse_group *gr) {
+    const rj_graph *g = L->g;
+    const node *r = &g->nodes[gr->product];
+    int32_t q = r->in[0], k = g->nodes[r->in[1]].in[0], epi = (int32_t)(L->k - L->prog->kernels);
+    lgemm gm = {.on = true, .mode = GEMM_QK, .dtype = (uint8_t)r->dtype, .prologue = -1, .a_buf = L->bufof[q],
+                .a_cls = root_of(g, r->dims[1]), .w_buf = L->bufof[k], .chunk_a = -1,
+                .K = g->nodes[q].dims[2], .N = r->dims[2]};
+    gm.a_sym = rows_sym(L, gm.a_buf);
+    gm.b_sym = rows_sym(L, gm.w_buf);
+    gm.chunk_c = add_chunk_buf(L, 1, r->dtype, gm.N);
+    if (L->err) return;
+    L->chunk_root = gr->product, L->chunk_buf = gm.chunk_c, L->chunk_cols = gm.N;
+    L->lower_in_kernel(L, gr);
+    L->chunk_root = -1;
+    if (L->err) return;
+    L->prog->kernels[epi].gemm = gm;
+    L->k = &L->prog->kernels[epi];
+}
+
 /* A softmax (or log_softmax) over the last dim of a product the BLAS computes, reading it
  * directly or through the product's epilogue, is computed by the GEMM's epilogue kernel from
  * the chunk C, whose rows are whole rows of the product: the product and the values between

@@ -41,12 +41,15 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
     blk hb = NEWBLK, ob = NEWBLK, cb = NEWBLK;
     int32_t fh = s_for(L, body, vh, xi(L, 0), xsize(L, qk ? xn->dims[2] : xn->dims[3]), LM_SERIAL);
     int32_t h = xvar(L, vh);
-    if (qk) { /* for j: acc = sum over c < E of q[b, i, h, c] k[b, j, h, c] */
+    int32_t hk = h; /* GQA (axis = 1): query head h reads key head h / (H / Hkv) */
+    if (qk && r->axis == 1 && xn->dims[2] != wn->dims[2])
+        hk = xbin(L, LOP_IDIV, RJ_I64, h, xi(L, xn->dims[2] / wn->dims[2]));
+    if (qk) { /* for j: acc = sum over c < E of q[b, i, h, c] k[b, j, hk, c] */
         int32_t fj = s_for(L, &hb, vj, xi(L, 0), len, LM_SERIAL);
         s_set(L, &ob, acc, xconst(L, t, 0));
         int32_t fc = s_for(L, &ob, vc, xi(L, 0), xsize(L, xn->dims[3]), LM_LANES);
         L->lanes++;
-        at qa = at4(b, i, h, xvar(L, vc), cls), ka = at4(b, xvar(L, vj), h, xvar(L, vc), cls);
+        at qa = at4(b, i, h, xvar(L, vc), cls), ka = at4(b, xvar(L, vj), hk, xvar(L, vc), cls);
         int32_t qv = xcast(L, t, value_fresh(L, r->in[0], &qa)), kv = xcast(L, t, value(L, r->in[1], &ka));
         s_accum_fma(L, &cb, acc, qv, kv);
         L->lanes--;

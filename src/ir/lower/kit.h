@@ -224,6 +224,8 @@ void lower_norm(lower *L, const fuse_group *gr);
 bool gemm_lib_applies(lower *L, const fuse_group *gr);
 void lower_matmul_lib(lower *L, const fuse_group *gr);
 void merge_softmax(lower *L, int32_t gs, uint8_t *unwritten);
+bool attention_gemm_applies(lower *L, const fuse_group *gr);
+void lower_attention_gemm(lower *L, const fuse_group *gr);
 /* matmul_simt.c */
 bool item_matmul_tiled_applies(lower *L, const fuse_group *gr);
 void lower_item_matmul_tiled(lower *L, const fuse_group *gr);
@@ -235,6 +237,8 @@ void lower_matmul(lower *L, const fuse_group *gr);
 /* items.c and items_simt.c: over the ragged or padded dim */
 void lower_items_cpu_group(lower *L, const fuse_group *gr);
 void lower_items_simt_group(lower *L, const fuse_group *gr);
+/* attention.c: softmax(F, dim=-1) @ v, one online-softmax pass per query row */
+void lower_attention(lower *L, const fuse_group *gr);
 /* axis.c */
 void lower_pair_columns(lower *L, const fuse_group *gr);
 void lower_dense_axis(lower *L, const fuse_group *gr);

@@ -73,7 +73,7 @@ static bool is_gemm_lib(lower *L, const fuse_group *gr) {
 /* A reduction or softmax, and its axis. */
 static bool axis_group(lower *L, const fuse_group *gr, axis_info *ai) {
     op_kind kind = root_kind(L, gr);
-    if (gr->kind != FG_ROOT || kind == KIND_NORM || kind == KIND_MATMUL) return false;
+    if (gr->kind != FG_ROOT || kind == KIND_NORM || kind == KIND_MATMUL || kind == KIND_ATTENTION) return false;
     *ai = axis_of(L, &L->g->nodes[gr->root]);
     return !L->err;
 }
@@ -101,11 +101,19 @@ static bool is_dense_axis(lower *L, const fuse_group *gr) {
     return axis_group(L, gr, &ai) && !ai.items && !(ai.axis == 1 && node_is_pair(L->g, ai.x));
 }
 
+static bool is_attention(lower *L, const fuse_group *gr) { return is_root(L, gr, KIND_ATTENTION); }
+
+static bool is_attention_gemm(lower *L, const fuse_group *gr) {
+    return is_attention(L, gr) && attention_gemm_applies(L, gr);
+}
+
 static const lower_template templates[] = {
     {"checks",                 "checks", TT_ALL,  is_check,              lower_check},
     {"map",                    "map",    TT_ALL,  is_map,                lower_map},
     {"norm_rows",              "norm",   TT_ALL,  is_norm,               lower_norm},
     {"head_matmul",            "matmul", TT_ALL,  is_head_product,       lower_head_matmul},
+    {"attention_gemm",         "attention", TT_CPU, is_attention_gemm,   lower_attention_gemm},
+    {"attention_rows",         "attention", TT_ALL, is_attention,        lower_attention},
     {"gemm_lib",               "matmul", TT_CPU,  is_gemm_lib,           lower_matmul_lib},
     {"item_matmul_tiled_simt", "matmul", TT_SIMT, is_item_product_tiled, lower_item_matmul_tiled},
     {"item_matmul_cpu",        "matmul", TT_CPU,  is_item_product,       lower_item_matmul_cpu},
