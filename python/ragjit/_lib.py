@@ -98,6 +98,13 @@ _SIGNATURES = {
     "rj_program_run": (c_int, [c_void_p, c_void_p]),
     "rj_bind_result": (c_void_p, [c_void_p, ctypes.c_int32]),
     "rj_tensor_get_info": (c_int, [c_void_p, ctypes.POINTER(TensorInfo)]),
+    "rj_bind_input_device": (c_int, [c_void_p, ctypes.c_int32, ctypes.c_uint64, c_int64]),
+    "rj_bind_output_device": (c_int, [c_void_p, ctypes.c_int32, ctypes.c_uint64, c_int64]),
+    "rj_bind_offsets_device": (c_int, [c_void_p, c_int64, c_int64, ctypes.c_uint64, ctypes.c_uint64]),
+    "rj_bind_stream": (c_int, [c_void_p, c_void_p]),
+    "rj_bind_wait": (c_int, [c_void_p]),
+    "rj_bind_stats": (c_int, [c_void_p, c_void_p]),
+    "rj_blas_info": (c_char_p, []),
 }
 
 
