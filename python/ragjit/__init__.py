@@ -14,6 +14,7 @@ See :func:`compile`, :class:`Program`, :class:`Jagged`, :class:`Context` and the
 (:class:`Error` and one subclass per ragjit status). The C library is loaded through ctypes
 (``ragjit._lib`` says where it is looked for)."""
 from ._core import Context, Jagged, Program, compile, default_context
+from ._lib import blas_info
 from ._errors import (ArgumentError, BatchError, CompileError, DtypeError, Error, FileError,
                       GraphError, IndexRangeError, InternalError, NoDeviceError, NoMemoryError,
                       OffsetsEndError, OffsetsOrderError, OffsetsStartError, PadLengthError,
@@ -23,7 +24,7 @@ from ._errors import (ArgumentError, BatchError, CompileError, DtypeError, Error
 __version__ = "0.1.0"
 
 __all__ = [
-    "compile", "Program", "Jagged", "Context", "default_context",
+    "compile", "Program", "Jagged", "Context", "default_context", "blas_info",
     "Error", "NoMemoryError", "ArgumentError", "GraphError", "ShapeError", "DtypeError",
     "UnsupportedError", "UnboundError", "SizeError", "BatchError", "OffsetsStartError",
     "OffsetsOrderError", "OffsetsEndError", "SameError", "SizeOverflowError", "PadLengthError",

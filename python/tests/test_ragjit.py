@@ -1,6 +1,7 @@
 """The ragjit package against NumPy: float64 references written from the documented semantics
 (docs/guide.md), on packed jagged arrays, views with holes, dense arrays and every dtype;
 errors with their status and message; inputs and outputs bound without copies."""
+import os
 import threading
 
 import numpy as np
@@ -487,3 +488,33 @@ def test_opencl_target(ctx, rng):
     ref_y, ref_m = ctx.compile(src, target="reference")(x=x)
     close(y.values, ref_y.values.astype(np.float64), 1e-5)
     close(m, ref_m.astype(np.float64), 1e-5)
+
+
+def test_blas_choice(rng):
+    """The package points libragjit at the scipy-openblas32 wheel's OpenBLAS only where the
+    system has no fast BLAS and the user set none; that OpenBLAS (whose symbols carry the
+    prefix scipy_) then serves matrix products."""
+    from ragjit import _lib
+    wheel = lambda: "/wheel/libscipy_openblas.so"  # noqa: E731
+    assert _lib.choose_blas({}, loads=lambda n: False, wheel=wheel) == "/wheel/libscipy_openblas.so"
+    assert _lib.choose_blas({}, loads=lambda n: n == "libopenblas.so.0", wheel=wheel) is None
+    assert _lib.choose_blas({"RAGJIT_BLAS": "off"}, loads=lambda n: False, wheel=wheel) is None
+    assert _lib.choose_blas({}, loads=lambda n: False, wheel=lambda: None) is None
+    info = ragjit.blas_info()
+    assert info and not info.startswith("none: only the reference"), info
+    path = _lib._wheel_openblas()
+    if path is None:
+        pytest.skip("the scipy-openblas32 wheel is not installed")
+    import subprocess
+    import sys
+    code = ("import numpy as np, ragjit\n"
+            "p = ragjit.compile('input a : f32[M, 64]\\ninput w : f32[64, 32]\\ny = matmul(a, w)\\noutput y\\n')\n"
+            "a = np.random.default_rng(1).standard_normal((300, 64)).astype(np.float32)\n"
+            "w = np.random.default_rng(2).standard_normal((64, 32)).astype(np.float32)\n"
+            "y = p(a=a, w=w)\n"
+            "assert np.allclose(y, a.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)\n"
+            "print(ragjit.blas_info())\n")
+    env = dict(os.environ, RAGJIT_BLAS=path)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("OpenBLAS") and path in out.stdout, out.stdout
