@@ -17,7 +17,6 @@ overheads are the calls' figures less the C run's. The library is the installed 
     python/bench/overhead.py [--rounds 15] [--calls 2000] [--threads 1]
 """
 import argparse
-import ctypes
 import os
 import sys
 import time

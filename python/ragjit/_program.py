@@ -114,9 +114,9 @@ class _Run:
 
     def __init__(self) -> None:
         self.sizes: Dict[int, Tuple[int, str]] = {}
-        # ragged symbol -> (input name, offsets, lengths, offsets pointer); offsets and lengths
-        # are NumPy arrays or PyTorch tensors, as the input gave them
-        self.ragged: Dict[int, Tuple[str, Any, Any, int]] = {}
+        # ragged symbol -> (input name, offsets, lengths, offsets pointer, rows of the values);
+        # offsets and lengths are NumPy arrays or PyTorch tensors, as the input gave them
+        self.ragged: Dict[int, Tuple[str, Any, Any, int, int]] = {}
         self.like: Dict[int, Any] = {}  # ragged symbol -> the nested tensor that bound it
         self.keep: List[Any] = []
         self.torch = False
@@ -306,18 +306,47 @@ class Program:
             if d in self._parents and any(self._parent[s] == d for s in r.ragged):
                 continue  # B comes from the offsets
             check(LIB.rj_bind_size(b, d, value))
-        if r.torch:
-            bufs = _torch_io().bind_outputs(self, bnd, r)
-        else:
-            bufs = []
-            for port in self.outputs:
+        # outputs: sized from the plan where it gives their shape (no rj_bind_output_numel,
+        # which checks the bindings as a run would, a second time)
+        empty = _torch_io().empty if r.torch else _numpy_empty
+        bind = LIB.rj_bind_output if r.device is None else LIB.rj_bind_output_device
+        bufs = []
+        for port in self.outputs:
+            shape = self._out_shape(port, r)
+            if shape is None:
                 check(LIB.rj_bind_output_numel(b, port.node, bnd.numel_ref))
                 n = bnd.numel.value
-                buf = _aligned_empty(n, port.dtype)
-                check(LIB.rj_bind_output(b, port.node, _ptr(buf), n))
-                bufs.append(buf)
+            else:
+                n = 1
+                for d in shape:
+                    n *= d
+            buf, ptr = empty(n, port, r)
+            check(bind(b, port.node, ptr, n))
+            bufs.append((buf, shape))
         check(LIB.rj_program_run(self._prog, b))
-        return [self._result(bnd, port, buf, r) for port, buf in zip(self.outputs, bufs)]
+        return [self._result(bnd, port, buf, shape, r) for port, (buf, shape) in zip(self.outputs, bufs)]
+
+    def _out_shape(self, port: _Port, r: _Run) -> Optional[Tuple[int, ...]]:
+        """An output's shape (a jagged output's values': rows, inner...) from its dims and what
+        the inputs bound, or None where only the run can tell (a pad length max(j), a view
+        with holes, two ragged dims, a named inner dim)."""
+        if port.sym is None:
+            if port.fixed is not None:
+                return port.fixed
+            shape = []
+            for d in port.dims:
+                if d < 0:
+                    v = r.sizes.get(d)
+                    if v is None:
+                        return None
+                    d = v[0]
+                shape.append(d)
+            return tuple(shape)
+        if port.nragged == 1 and port.inner_n:
+            src = r.ragged.get(port.sym)
+            if src is not None and src[2] is None:
+                return (src[4],) + port.fixed
+        return None
 
     def _note_size(self, sizes: Dict[int, Tuple[int, str]], d: int, value: int, who: str) -> None:
         old = sizes.get(d)
@@ -383,18 +412,19 @@ class Program:
         if vals.shape[1:] != port.fixed or vals.ndim != len(port.dims) - 1:
             self._check_dims(port, vals.shape[1:], r.sizes, "values (rows, inner...)")
         self._bind_offsets(b, port, r, x.offsets, x.lengths, _ptr(x.offsets),
-                           0 if x.lengths is None else _ptr(x.lengths), x.offsets.size - 1)
+                           0 if x.lengths is None else _ptr(x.lengths), x.offsets.size - 1,
+                           vals.shape[0])
         r.keep.append(vals)
         self.context._check(LIB.rj_bind_input(b, port.node, _ptr(vals), vals.size))
 
     def _bind_offsets(self, b: int, port: _Port, r: _Run, offsets: Any, lengths: Any,
-                      off_ptr: int, len_ptr: int, batch: int, device: bool = False) -> None:
+                      off_ptr: int, len_ptr: int, batch: int, rows: int, device: bool = False) -> None:
         """Binds a ragged symbol's offsets (and lengths) the first time an input over it is
-        seen; a later input over it must have the same ones."""
+        seen; a later input over it must have the same ones. rows: the input's values' rows."""
         sym = port.sym
         prev = r.ragged.get(sym)
         if prev is None:
-            r.ragged[sym] = (port.name, offsets, lengths, off_ptr)
+            r.ragged[sym] = (port.name, offsets, lengths, off_ptr, rows)
             self._note_size(r.sizes, port.bsym, batch, port.who_offsets)
             if device:
                 self.context._check(LIB.rj_bind_offsets_device(b, sym, batch, off_ptr, len_ptr))
@@ -423,38 +453,19 @@ class Program:
                              % (port.name, port.type_str, arr.dtype))
         return np.ascontiguousarray(arr, dtype=port.dtype)
 
-    def _result(self, bnd: _Binding, port: _Port, buf: Any, r: _Run) -> Any:
-        """An output from its buffer. Its shape follows from the plan and the run's sizes
-        where they give it (constant inner dims, a symbol bound by an input); otherwise, and
-        for views with holes, the run's result tensor says (rj_tensor_get_info)."""
-        n = buf.size if type(buf) is np.ndarray else buf.numel()
-        if port.sym is None:
-            shape = port.fixed if port.fixed is not None else self._dense_shape(port, r, n)
-            if shape is not None:
-                return buf.reshape(shape)
-        elif port.nragged == 1 and port.inner_n and r.device is None:
-            src = r.ragged.get(port.sym)
-            if src is not None and src[2] is None:
-                values = buf.reshape((n // port.inner_n,) + port.fixed)
-                if r.raw:
-                    return values
-                if r.torch:
-                    return _torch_io().jagged_result(values, src[1], None, 1, port,
-                                                     r.like.get(port.sym))
-                return Jagged._wrap(values, src[1], None, 1)
-        return self._result_info(bnd, port, buf, r)
-
-    def _dense_shape(self, port: _Port, r: _Run, n: int) -> Optional[Tuple[int, ...]]:
-        shape = []
-        for d in port.dims:
-            if d < 0:
-                v = r.sizes.get(d)
-                if v is None:
-                    return None
-                d = v[0]
-            shape.append(d)
-            n = n // d if d else n
-        return tuple(shape) if n == 1 or 0 in shape else None
+    def _result(self, bnd: _Binding, port: _Port, buf: Any, shape: Optional[Tuple[int, ...]],
+                r: _Run) -> Any:
+        """An output from its buffer: of the shape planned (_out_shape), else of the shape the
+        run's result tensor gives (rj_tensor_get_info)."""
+        if shape is None:
+            return self._result_info(bnd, port, buf, r)
+        values = buf.reshape(shape)
+        if port.sym is None or r.raw:
+            return values
+        src = r.ragged[port.sym]
+        if r.torch:
+            return _torch_io().jagged_result(values, src[1], None, 1, port, r.like.get(port.sym))
+        return Jagged._wrap(values, src[1], None, 1)
 
     def _result_info(self, bnd: _Binding, port: _Port, buf: Any, r: _Run) -> Any:
         self.context._check(LIB.rj_tensor_get_info(LIB.rj_bind_result(bnd.ptr, port.node), bnd.info_ref))
@@ -520,6 +531,11 @@ def _torch_io() -> Any:
         from . import _torch_io as m
         _torch_module = m
     return _torch_module
+
+
+def _numpy_empty(n: int, port: _Port, r: _Run) -> Tuple[np.ndarray, int]:
+    buf = _aligned_empty(n, port.dtype)
+    return buf, _ptr(buf)
 
 
 def _is_nested(x: Any) -> bool:

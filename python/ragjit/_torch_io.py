@@ -21,7 +21,7 @@ program of another target is an error, not a silent copy.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
@@ -30,7 +30,7 @@ from ._jagged import Jagged
 from ._lib import LIB
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._program import Program, _Binding, _Port, _Run
+    from ._program import Program, _Port, _Run
 
 # rj_dtype -> torch dtype, in enum order: bool, i32, i64, f32, f64
 TORCH_DTYPES = [torch.bool, torch.int32, torch.int64, torch.float32, torch.float64]
@@ -133,27 +133,16 @@ def bind_parts(prog: "Program", b: int, port: "_Port", x: Any, values: Any, offs
     if x is not None and port.sym not in r.ragged:
         r.like[port.sym] = x
     prog._bind_offsets(b, port, r, offsets, lengths, off64.data_ptr(),
-                       0 if len64 is None else len64.data_ptr(), offsets.shape[0] - 1, dev)
+                       0 if len64 is None else len64.data_ptr(), offsets.shape[0] - 1,
+                       values.shape[0], dev)
     bind = LIB.rj_bind_input_device if dev else LIB.rj_bind_input
     prog.context._check(bind(b, port.node, values.data_ptr(), values.numel()))
 
 
-def bind_outputs(prog: "Program", bnd: "_Binding", r: "_Run") -> List[Any]:
-    """torch.empty buffers for the outputs (on the inputs' device), bound to the run."""
-    b, check = bnd.ptr, prog.context._check
-    dev = r.device
-    bufs = []
-    for port in prog.outputs:
-        check(LIB.rj_bind_output_numel(b, port.node, bnd.numel_ref))
-        n = bnd.numel.value
-        if dev is None:
-            buf = torch.empty(n, dtype=TORCH_DTYPES[port.code])
-            check(LIB.rj_bind_output(b, port.node, buf.data_ptr(), n))
-        else:
-            buf = torch.empty(n, dtype=TORCH_DTYPES[port.code], device=dev)
-            check(LIB.rj_bind_output_device(b, port.node, buf.data_ptr(), n))
-        bufs.append(buf)
-    return bufs
+def empty(n: int, port: "_Port", r: "_Run") -> Any:
+    """A torch.empty buffer of n elements for an output, on the inputs' device, and its address."""
+    buf = torch.empty(n, dtype=TORCH_DTYPES[port.code], device=r.device or "cpu")
+    return buf, buf.data_ptr()
 
 
 def jagged_result(values: Any, offsets: Any, lengths: Any, nd: int, port: "_Port",
