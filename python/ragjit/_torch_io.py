@@ -62,9 +62,9 @@ def _check_dtype(port: "_Port", t: Any) -> None:
 def _on_device(prog: "Program", b: int, port: "_Port", t: Any, r: "_Run") -> bool:
     """Whether t is bound as device memory; checks that the program can take it there."""
     r.torch = True
-    dev = t.device
-    if dev.type == "cpu":
+    if t.is_cpu:
         return False
+    dev = t.device
     if prog.target != "cuda" or dev.type != "cuda":
         raise UnsupportedError("ragjit: input %s : %s is on %s, and the program's target is %s "
                                "(move it with .cpu(), or compile for target=\"cuda\")"
@@ -193,10 +193,13 @@ def _fast(values: Any, offsets: Any, lengths: Any, like: Any) -> Any:
         ks = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensor)
         _KEYS = ks.add(torch._C.DispatchKey.AutogradNestedTensor)
     size, strides = like._size, like._strides
+    # the storage's size: values.nbytes when values spans its buffer (as a run's output does
+    # on this path), which saves making a Python storage object for the new buffer
+    nbytes = values.nbytes if values.storage_offset() == 0 and values.is_contiguous() \
+        else values.untyped_storage().size()
     r = torch.Tensor._make_wrapper_subclass(
         _NT, size, strides, 0, torch.contiguous_format, values.dtype, torch.jagged,
-        values.device, False, False, "sizes", False, True, _KEYS,
-        storage_size=values.untyped_storage().size())
+        values.device, False, False, "sizes", False, True, _KEYS, storage_size=nbytes)
     r._ragged_idx = 1
     r._size = size
     r._strides = strides
