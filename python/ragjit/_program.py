@@ -320,7 +320,7 @@ class Program:
                 n = 1
                 for d in shape:
                     n *= d
-            buf, ptr = empty(n, port, r)
+            buf, ptr = empty(n, shape, port, r)
             check(bind(b, port.node, ptr, n))
             bufs.append((buf, shape))
         check(LIB.rj_program_run(self._prog, b))
@@ -459,7 +459,7 @@ class Program:
         run's result tensor gives (rj_tensor_get_info)."""
         if shape is None:
             return self._result_info(bnd, port, buf, r)
-        values = buf.reshape(shape)
+        values = buf if r.torch else buf.reshape(shape)  # torch buffers have the shape already
         if port.sym is None or r.raw:
             return values
         src = r.ragged[port.sym]
@@ -533,7 +533,7 @@ def _torch_io() -> Any:
     return _torch_module
 
 
-def _numpy_empty(n: int, port: _Port, r: _Run) -> Tuple[np.ndarray, int]:
+def _numpy_empty(n: int, shape: Any, port: _Port, r: _Run) -> Tuple[np.ndarray, int]:
     buf = _aligned_empty(n, port.dtype)
     return buf, _ptr(buf)
 

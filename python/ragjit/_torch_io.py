@@ -139,9 +139,10 @@ def bind_parts(prog: "Program", b: int, port: "_Port", x: Any, values: Any, offs
     prog.context._check(bind(b, port.node, values.data_ptr(), values.numel()))
 
 
-def empty(n: int, port: "_Port", r: "_Run") -> Any:
-    """A torch.empty buffer of n elements for an output, on the inputs' device, and its address."""
-    buf = torch.empty(n, dtype=TORCH_DTYPES[port.code], device=r.device or "cpu")
+def empty(n: int, shape: Any, port: "_Port", r: "_Run") -> Any:
+    """A torch.empty buffer for an output, on the inputs' device, and its address: of the
+    output's shape when the plan gives it, else of n elements."""
+    buf = torch.empty(n if shape is None else shape, dtype=TORCH_DTYPES[port.code], device=r.device)
     return buf, buf.data_ptr()
 
 

@@ -214,7 +214,7 @@ def test_op_eager_and_raw(ctx):
                           test_utils=("test_schema", "test_faketensor"))
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
 def test_op_under_torch_compile_fullgraph(ctx, backend):
     """A model around the operator compiles as one graph (fullgraph=True raises on any graph
     break) and gives what eager PyTorch gives."""
