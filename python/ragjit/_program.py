@@ -459,7 +459,7 @@ class Program:
         run's result tensor gives (rj_tensor_get_info)."""
         if shape is None:
             return self._result_info(bnd, port, buf, r)
-        values = buf if r.torch else buf.reshape(shape)  # torch buffers have the shape already
+        values = buf  # allocated in its shape
         if port.sym is None or r.raw:
             return values
         src = r.ragged[port.sym]
@@ -533,8 +533,20 @@ def _torch_io() -> Any:
     return _torch_module
 
 
+_SMALL = 4096  # bytes: an output below this is not worth aligning on 64 (see _numpy_empty)
+
+
 def _numpy_empty(n: int, shape: Any, port: _Port, r: _Run) -> Tuple[np.ndarray, int]:
-    buf = _aligned_empty(n, port.dtype)
+    """A NumPy buffer for an output, of its shape when the plan gives it, and its address.
+    ragjit's own outputs start on 64 bytes (whole cache lines for its streaming stores), and
+    so do these, except small ones: NumPy's own allocation (16 bytes) is then a third of the
+    cost, and a few cache lines gain nothing from it."""
+    if shape is not None and n * port.dtype.itemsize < _SMALL:
+        buf = np.empty(shape, port.dtype)
+    else:
+        buf = _aligned_empty(n, port.dtype)
+        if shape is not None:
+            buf = buf.reshape(shape)
     return buf, _ptr(buf)
 
 
