@@ -155,6 +155,10 @@ class RaggedOp:
                 raise ArgumentError("ragjit.torch.op: %s is missing" % name)
             x = inputs[name]
             if kind == "jagged":
+                if x.lengths() is not None:
+                    raise UnsupportedError("ragjit.torch.op: input %s is a view with holes "
+                                           "(lengths), which the operator does not take: pass "
+                                           "x.contiguous() or call the program" % name)
                 args.append(x.values())
             elif kind == "offsets":
                 args.append(x.offsets())

@@ -271,6 +271,17 @@ def test_op_refuses_what_it_cannot_describe(ctx):
     with pytest.raises(ragjit.UnsupportedError) as e:
         ragjit.torch.op(prog)
     assert "two ragged dims" in str(e.value)
+    # a view with holes under torch.compile: refused, not computed over the packed rows
+    torch._dynamo.reset()
+    rop = ragjit.torch.op(ctx.compile(SOFTMAX))
+    padded = torch.randn(3, 5, 8)
+    view = torch.nested.narrow(padded, 1, torch.zeros(3, dtype=torch.int64), torch.tensor([2, 5, 1]),
+                               layout=torch.jagged)
+    with pytest.raises(Exception) as e:
+        torch.compile(lambda x, w: rop(x=x, w=w), fullgraph=True, backend="eager")(view, torch.ones(8))
+    assert "view with holes" in str(e.value)
+    y, _ = rop(x=view, w=torch.ones(8))  # outside compilation the program takes it
+    assert y.lengths() is view.lengths()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)")
