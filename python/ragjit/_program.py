@@ -409,7 +409,7 @@ class Program:
             raise UnsupportedError("ragjit: input %s : %s: only inputs T[B, j, ...] (one ragged "
                                    "dim, dim 1) are bound from Python yet" % (port.name, port.type_str))
         vals = self._convert(port, x.values)
-        if vals.shape[1:] != port.fixed or vals.ndim != len(port.dims) - 1:
+        if vals.shape[1:] != port.fixed:  # equal: then the rank is right too
             self._check_dims(port, vals.shape[1:], r.sizes, "values (rows, inner...)")
         self._bind_offsets(b, port, r, x.offsets, x.lengths, _ptr(x.offsets),
                            0 if x.lengths is None else _ptr(x.lengths), x.offsets.size - 1,

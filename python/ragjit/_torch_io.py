@@ -117,11 +117,13 @@ def bind_jagged(prog: "Program", b: int, port: "_Port", x: Any, r: "_Run") -> No
 def bind_parts(prog: "Program", b: int, port: "_Port", x: Any, values: Any, offsets: Any,
                lengths: Any, r: "_Run") -> None:
     """Binds a jagged input from its tensors; x is the nested tensor they came from, if any."""
-    _check_dtype(port, values)
-    dev = _on_device(prog, b, port, values, r)
+    if _CODES.get(values.dtype) != port.code:
+        _check_dtype(port, values)
+    r.torch = True
+    dev = False if values.is_cpu else _on_device(prog, b, port, values, r)
     if not values.is_contiguous():
         values = values.contiguous()
-    if values.shape[1:] != port.fixed or values.dim() != len(port.dims) - 1:
+    if values.shape[1:] != port.fixed:  # equal: then the rank is right too
         prog._check_dims(port, tuple(values.shape[1:]), r.sizes, "values (rows, inner...)")
     off64 = offsets if offsets.dtype is torch.int64 and offsets.is_contiguous() \
         else offsets.to(torch.int64).contiguous()
