@@ -8,6 +8,10 @@ The library is looked for, in order:
 3. the build tree of a source checkout (``build/libragjit.so.0`` beside ``python/``, as
    ``./build.sh`` makes it), so the package runs from ``python/`` without installing;
 4. the system loader (``libragjit.so.0``, e.g. after ``meson install``).
+
+Before loading it, :func:`choose_blas` may point ``RAGJIT_BLAS`` at the OpenBLAS of the
+scipy-openblas32 wheel, where the system has no fast BLAS (libragjit reads the variable when it
+first multiplies matrices).
 """
 from __future__ import annotations
 
