@@ -136,9 +136,12 @@ test_fuzz_smoke() {
 
 # The Python package (python/, pyproject.toml), as a user installs it: a fresh venv of Debian's
 # python3 in build-venv/, `pip install .` of the checkout (meson-python and meson come from PyPI
-# through pip's build isolation, NumPy as the package's dependency; libragjit is built again,
-# release, into the package), then pytest (from PyPI) on python/tests/ against what was
-# installed, run from outside the checkout. pytest's exit 5 (no test ran) fails the stage.
+# through pip's build isolation, NumPy and scipy-openblas32 as the package's dependencies;
+# libragjit is built again, release, into the package), PyTorch from PyPI for the tests of the
+# PyTorch integration (its Linux wheel with the CUDA libraries it depends on: about 2 minutes
+# and 5 GB; the tests of it are skipped, saying so, only where it cannot be installed), then
+# pytest (from PyPI) on python/tests/ against what was installed, run from outside the
+# checkout, and the examples of examples/python/. pytest's exit 5 (no test ran) fails the stage.
 test_python() {
   local py=/usr/bin/python3 venv=build-venv rc=0
   [ -x "$py" ] || py=python3
@@ -146,9 +149,21 @@ test_python() {
   "$py" -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check pytest
   "$venv/bin/pip" install -q --disable-pip-version-check .
-  local tests=$PWD/python/tests
+  local t0=$SECONDS torch=1
+  if ! timeout 1200 "$venv/bin/pip" install -q --disable-pip-version-check torch; then
+    torch=0
+    echo "python: PyTorch could not be installed from PyPI: its tests and the examples are skipped" >&2
+  fi
+  echo "python: PyTorch installed in $((SECONDS - t0)) s ($(du -sh "$venv" | cut -f1) in the venv)"
+  local tests=$PWD/python/tests examples=$PWD/examples/python
   (cd "$venv" && RAGJIT_CACHE_DIR=off bin/python -m pytest -p no:cacheprovider -rs "$tests") || rc=$?
   if [ "$rc" -eq 5 ]; then echo "python: pytest ran no test" >&2; return 1; fi
+  if [ "$torch" -eq 1 ]; then
+    for ex in "$examples"/*.py; do
+      echo "== python $ex"
+      (cd "$venv" && RAGJIT_CACHE_DIR=off bin/python "$ex") || rc=1
+    done
+  fi
   return "$rc"
 }
 

@@ -8,11 +8,16 @@ The library is looked for, in order:
 3. the build tree of a source checkout (``build/libragjit.so.0`` beside ``python/``, as
    ``./build.sh`` makes it), so the package runs from ``python/`` without installing;
 4. the system loader (``libragjit.so.0``, e.g. after ``meson install``).
+
+Before loading it, :func:`choose_blas` may point ``RAGJIT_BLAS`` at the OpenBLAS of the
+scipy-openblas32 wheel, where the system has no fast BLAS (libragjit reads the variable when it
+first multiplies matrices).
 """
 from __future__ import annotations
 
 import ctypes
 import importlib.resources
+import importlib.util
 import os
 from pathlib import Path
 from typing import List, Optional
@@ -98,7 +103,53 @@ _SIGNATURES = {
     "rj_program_run": (c_int, [c_void_p, c_void_p]),
     "rj_bind_result": (c_void_p, [c_void_p, ctypes.c_int32]),
     "rj_tensor_get_info": (c_int, [c_void_p, ctypes.POINTER(TensorInfo)]),
+    "rj_bind_input_device": (c_int, [c_void_p, ctypes.c_int32, ctypes.c_uint64, c_int64]),
+    "rj_bind_output_device": (c_int, [c_void_p, ctypes.c_int32, ctypes.c_uint64, c_int64]),
+    "rj_bind_offsets_device": (c_int, [c_void_p, c_int64, c_int64, ctypes.c_uint64, ctypes.c_uint64]),
+    "rj_bind_stream": (c_int, [c_void_p, c_void_p]),
+    "rj_bind_wait": (c_int, [c_void_p]),
+    "rj_bind_stats": (c_int, [c_void_p, c_void_p]),
+    "rj_blas_info": (c_char_p, []),
 }
+
+
+# What libragjit looks for first (src/util/blas.c): with one of these the system has a fast BLAS.
+_SYSTEM_BLAS = ("libopenblas.so.0", "libmkl_rt.so.2", "libmkl_rt.so", "libblis.so.4", "libblis.so.3",
+                "libflexiblas.so.3")
+
+
+def _wheel_openblas() -> Optional[str]:
+    """The OpenBLAS of PyPI's scipy-openblas32 wheel (a dependency of the package), if installed."""
+    spec = importlib.util.find_spec("scipy_openblas32")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for d in spec.submodule_search_locations:
+        libs = sorted((Path(d) / "lib").glob("libscipy_openblas*.so*"))
+        if libs:
+            return str(libs[0])
+    return None
+
+
+def _loads(name: str) -> bool:
+    try:
+        ctypes.CDLL(name)
+        return True
+    except OSError:
+        return False
+
+
+def choose_blas(environ: "os._Environ[str] | dict", loads=_loads, wheel=_wheel_openblas) -> Optional[str]:
+    """The BLAS to point libragjit at through RAGJIT_BLAS, or None to leave its own search be.
+
+    libragjit uses the system's OpenBLAS (or MKL, BLIS, FlexiBLAS) where there is one, and
+    never the slow reference BLAS unless asked; with none of them it multiplies with its own
+    kernel. So where none loads and the scipy-openblas32 wheel is installed, its OpenBLAS is
+    chosen. RAGJIT_BLAS set by the user is left as it is."""
+    if environ.get("RAGJIT_BLAS"):
+        return None
+    if any(loads(n) for n in _SYSTEM_BLAS):
+        return None
+    return wheel()
 
 
 def _candidates() -> List[str]:
@@ -143,7 +194,16 @@ def load() -> ctypes.CDLL:
     return lib
 
 
+_blas = choose_blas(os.environ)
+if _blas:  # read by libragjit when it first multiplies (getenv: os.environ sets the C env)
+    os.environ["RAGJIT_BLAS"] = _blas
 LIB = load()
+
+
+def blas_info() -> str:
+    """Which BLAS serves ragjit's matrix products on the CPU, or why none does
+    ("OpenBLAS 0.3.21 ... (libopenblas.so.0)", "none: ..."): rj_blas_info."""
+    return (LIB.rj_blas_info() or b"").decode("utf-8", "replace")
 
 
 def take_string(ctx: Optional[int], ptr: Optional[int]) -> Optional[str]:

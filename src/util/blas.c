@@ -20,7 +20,10 @@
  *
  * RAGJIT_BLAS selects the library: a path or soname (used even if it is the reference BLAS:
  * the user asked for it), or "off" for none (what tests of the fallback use). It is read once
- * per process, as the library is loaded once.
+ * per process, as the library is loaded once. Every symbol is also looked up with the prefix
+ * "scipy_": the OpenBLAS that PyPI's scipy-openblas32 wheel ships exports its names so (so as
+ * not to clash with another BLAS in the process), and the Python package, which depends on
+ * that wheel, points RAGJIT_BLAS at it where the system has no OpenBLAS.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -34,6 +37,14 @@ static blas_fns blas;
 static char blas_desc[256];
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
+/* dl_sym of name, or else of "scipy_" name (see the top of the file). */
+static bool sym(void *h, const char *name, void *fnptr) {
+    char prefixed[64];
+    if (dl_sym(h, name, fnptr)) return true;
+    snprintf(prefixed, sizeof prefixed, "scipy_%s", name);
+    return dl_sym(h, prefixed, fnptr);
+}
+
 /* What the library at h is, from what it exports: "OpenBLAS 0.3.21 ...", or "" for none of
  * the optimised libraries ragjit knows (the reference BLAS, or an unknown one). */
 static void identify(void *h, char *out, size_t n) {
@@ -42,15 +53,15 @@ static void identify(void *h, char *out, size_t n) {
     void (*mkl)(char *, int) = NULL;
     size_t (*flexi)(char *, size_t) = NULL;
     out[0] = 0;
-    if (dl_sym(h, "openblas_get_config", &openblas)) {
+    if (sym(h, "openblas_get_config", &openblas)) {
         snprintf(out, n, "%s", openblas());
         if (strncmp(out, "OpenBLAS", 8)) snprintf(out, n, "OpenBLAS");
-    } else if (dl_sym(h, "MKL_Get_Version_String", &mkl)) {
+    } else if (sym(h, "MKL_Get_Version_String", &mkl)) {
         mkl(out, (int)n);
         out[n - 1] = 0;
-    } else if (dl_sym(h, "bli_info_get_version_str", &bli)) {
+    } else if (sym(h, "bli_info_get_version_str", &bli)) {
         snprintf(out, n, "BLIS %s", bli());
-    } else if (dl_sym(h, "flexiblas_current_backend", &flexi)) {
+    } else if (sym(h, "flexiblas_current_backend", &flexi)) {
         char be[96] = "";
         flexi(be, sizeof be);
         snprintf(out, n, "FlexiBLAS (backend %s)", be);
@@ -64,17 +75,17 @@ static bool try_load(const char *name, bool any, bool *reference) {
     blas_fns f = {.name = name};
     char what[160];
     identify(h, what, sizeof what);
-    if (!dl_sym(h, "cblas_sgemm", &f.sgemm) || !dl_sym(h, "cblas_dgemm", &f.dgemm) || (!what[0] && !any)) {
+    if (!sym(h, "cblas_sgemm", &f.sgemm) || !sym(h, "cblas_dgemm", &f.dgemm) || (!what[0] && !any)) {
         if (f.sgemm && !what[0]) *reference = true;
         dlclose(h);
         return false;
     }
     void (*threads)(int) = NULL;
-    if (dl_sym(h, "openblas_set_num_threads", &threads) || dl_sym(h, "goto_set_num_threads", &threads) ||
-        dl_sym(h, "MKL_Set_Num_Threads", &threads))
+    if (sym(h, "openblas_set_num_threads", &threads) || sym(h, "goto_set_num_threads", &threads) ||
+        sym(h, "MKL_Set_Num_Threads", &threads))
         threads(1);
     void (*bli)(long) = NULL;
-    if (dl_sym(h, "bli_thread_set_num_threads", &bli)) bli(1);
+    if (sym(h, "bli_thread_set_num_threads", &bli)) bli(1);
     snprintf(blas_desc, sizeof blas_desc, "%s (%s)", what[0] ? what : "the reference BLAS, slow", name);
     blas = f; /* the handle stays open for the process */
     return true;

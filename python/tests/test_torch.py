@@ -1,0 +1,296 @@
+"""The ragjit package with PyTorch: nested jagged tensors (NJT) in and out, dense tensors,
+views with holes, dtypes, errors, zero-copy by data pointers, and ragjit.torch.op under
+torch.compile(fullgraph=True). References are PyTorch's own ops on the same NJTs and NumPy in
+float64. Skipped as a whole, with the reason, where PyTorch is not installed (./build.sh's
+Python stage installs it)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+
+import ragjit  # noqa: E402
+import ragjit.torch  # noqa: E402
+from ragjit import _core  # noqa: E402
+
+LENS = [3, 0, 5, 1, 7]
+
+
+def njt(lens, inner, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    offsets = torch.tensor(np.concatenate([[0], np.cumsum(lens)]), dtype=torch.int64)
+    values = torch.randn((int(offsets[-1]),) + inner, generator=g, dtype=torch.float64).to(dtype)
+    return torch.nested.nested_tensor_from_jagged(values, offsets)
+
+
+def close(got, want, tol):
+    got = np.asarray(got.detach().cpu(), dtype=np.float64) if torch.is_tensor(got) else got
+    want = np.asarray(want.detach().cpu(), dtype=np.float64) if torch.is_tensor(want) else want
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.fixture
+def bound(monkeypatch):
+    """The pointers bound to inputs and outputs, by node."""
+    seen = {"in": {}, "out": {}}
+    lib = _core.LIB
+    real_in, real_out = lib.rj_bind_input, lib.rj_bind_output
+
+    def bind_input(b, node, data, numel):
+        seen["in"][node] = data
+        return real_in(b, node, data, numel)
+
+    def bind_output(b, node, data, cap):
+        seen["out"][node] = data
+        return real_out(b, node, data, cap)
+
+    monkeypatch.setattr(lib, "rj_bind_input", bind_input)
+    monkeypatch.setattr(lib, "rj_bind_output", bind_output)
+    return seen
+
+
+SOFTMAX = """
+ragged j1 : B
+input x : f32[B, j1, 8]
+input w : f32[8]
+y = softmax(x * w, dim=1)
+s = y.sum(dim=1)
+output y, s
+"""
+
+
+def test_njt_in_njt_out_zero_copy(ctx, bound):
+    prog = ctx.compile(SOFTMAX)
+    x = njt(LENS, (8,))
+    w = torch.linspace(0.5, 2.0, 8)
+    y, s = prog(x=x, w=w)
+    assert type(y) is type(x) and y.is_nested and y.layout == torch.jagged
+    assert y.offsets() is x.offsets() and y.shape == x.shape  # the same ragged size j1
+    assert y.dtype == torch.float32 and isinstance(s, torch.Tensor) and s.shape == (len(LENS), 8)
+    want = torch.softmax(x.to(torch.float64) * w.to(torch.float64), dim=1)  # PyTorch on the NJT
+    close(y.values(), want.values(), 1e-5)
+    for item, got in zip(x.unbind(), y.unbind()):  # NumPy, item by item
+        if len(item):
+            a = item.numpy().astype(np.float64) * w.numpy()
+            e = np.exp(a - a.max(0))
+            close(got, e / e.sum(0), 1e-5)
+    close(s[np.array(LENS) > 0], torch.ones(4, 8), 1e-5)
+    nodes = {p.name: p.node for p in prog.inputs + prog.outputs}
+    assert bound["in"][nodes["x"]] == x.values().data_ptr()
+    assert bound["in"][nodes["w"]] == w.data_ptr()
+    assert bound["out"][nodes["y"]] == y.values().data_ptr()
+    assert bound["out"][nodes["s"]] == s.data_ptr()
+    assert y.values().data_ptr() % 64 == 0
+    # an NJT op on ragjit's output works as on PyTorch's own
+    close((y * 2).values(), want.values() * 2, 1e-5)
+    # several calls: fresh outputs each time
+    y2, _ = prog(x=x, w=w)
+    assert y2.values().data_ptr() != y.values().data_ptr()
+    torch.testing.assert_close(y2.values(), y.values(), rtol=0, atol=0)
+
+
+def test_dense_torch_in_torch_out_embedding_bag(ctx):
+    prog = ctx.compile("""
+ragged j1 : B
+input table : f32[V, 16]
+input ids : i64[B, j1]
+bag = embedding(table, ids).sum(dim=1)
+output bag
+""")
+    g = torch.Generator().manual_seed(1)
+    table = torch.randn(30, 16, generator=g)
+    offsets = torch.tensor([0, 3, 3, 8, 9], dtype=torch.int64)
+    ids = torch.nested.nested_tensor_from_jagged(torch.randint(0, 30, (9,), generator=g), offsets)
+    bag = prog(table=table, ids=ids)
+    assert isinstance(bag, torch.Tensor) and not bag.is_nested and bag.shape == (4, 16)
+    want = torch.nn.functional.embedding_bag(ids.values(), table.double(), offsets[:-1], mode="sum")
+    close(bag, want, 1e-5)
+    # a dense output only: a plain tensor of the program's shape for a dense input too
+    p2 = ctx.compile("input a : f64[N, 3]\nb = a * 2.0 + 1.0\noutput b\n")
+    a = torch.arange(12, dtype=torch.float64).reshape(4, 3)
+    close(p2(a=a), a * 2 + 1, 0)
+
+
+def test_view_with_holes(ctx):
+    """torch.nested.narrow's view keeps its lengths: the output has the input's offsets and
+    lengths, and each item is computed over its first lengths[b] rows only."""
+    prog = ctx.compile("ragged j1 : B\ninput x : f32[B, j1, 4]\ny = softmax(x, dim=1)\n"
+                       "s = x.sum(dim=1)\noutput y, s\n")
+    B, L = 4, 6
+    padded = torch.randn(B, L, 4, generator=torch.Generator().manual_seed(2))
+    lengths = torch.tensor([2, 0, 6, 3])
+    view = torch.nested.narrow(padded, 1, torch.zeros(B, dtype=torch.int64), lengths, layout=torch.jagged)
+    assert view._lengths is not None
+    y, s = prog(x=view)
+    assert y.offsets() is view.offsets() and y.lengths() is view.lengths()
+    for b, n in enumerate(lengths.tolist()):
+        item = padded[b, :n].double()
+        close(s[b], item.sum(0), 1e-5)
+        if n:
+            close(y.values()[int(view.offsets()[b]):][:n], torch.softmax(item, 0), 1e-5)
+
+
+def test_dtypes_and_errors(ctx):
+    prog = ctx.compile("ragged j1 : B\ninput a : i32[B, j1]\ninput f : f64[N]\ninput m : bool[N]\n"
+                       "t = a.sum(dim=1)\nd = where(m, f * 0.5, f)\noutput t, d\n")
+    a = njt(LENS, (), torch.int32)
+    a = torch.nested.nested_tensor_from_jagged((a.values() * 3).to(torch.int32), a.offsets())
+    f = torch.randn(5, dtype=torch.float64)
+    m = torch.tensor([True, False, True, False, True])
+    t, d = prog(a=a, f=f, m=m)
+    assert t.dtype == torch.int64 and d.dtype == torch.float64
+    assert t.tolist() == [int(i.sum()) for i in a.unbind()]
+    close(d, torch.where(m, f * 0.5, f), 0)
+    with pytest.raises(ragjit.DtypeError) as e:
+        prog(a=a, f=f.float(), m=m)
+    assert "input f : f64[N]" in str(e.value) and "torch.float32" in str(e.value)
+    with pytest.raises(ragjit.SizeError) as e:
+        prog(a=a, f=f, m=m[:4])
+    assert "N is 5 for input f but 4 for input m" in str(e.value)
+    with pytest.raises(ragjit.ShapeError):  # a dense tensor for a jagged input
+        prog(a=a.values(), f=f, m=m)
+    with pytest.raises(ragjit.ShapeError):  # a nested tensor for a dense input
+        prog(a=a, f=a, m=m)
+    # device memory the program's target cannot use: an error naming it, not a crash
+    with pytest.raises(ragjit.UnsupportedError) as e:
+        prog(a=a, f=f.to("meta"), m=m)
+    assert "input f" in str(e.value) and "meta" in str(e.value)
+    # offsets that do not fit the values: ragjit's own check, through the same exceptions
+    bad = torch.nested.nested_tensor_from_jagged(torch.zeros(9, dtype=torch.int32),
+                                                 torch.tensor([0, 4, 2, 9]))
+    with pytest.raises(ragjit.OffsetsOrderError):
+        prog(a=bad, f=f, m=m)
+
+
+def test_non_contiguous_and_mixed_inputs(ctx, bound):
+    prog = ctx.compile(SOFTMAX)
+    x = njt(LENS, (16,))
+    xs = torch.nested.nested_tensor_from_jagged(x.values()[:, ::2], x.offsets())
+    w = torch.ones(16)[::2]
+    y, _ = prog(x=xs, w=w)
+    node_x = prog.inputs[0].node
+    assert bound["in"][node_x] != xs.values().data_ptr()  # copied, and still right
+    close(y.values(), torch.softmax(xs.double(), dim=1).values(), 1e-5)
+    # a ragjit.Jagged (NumPy) with a torch tensor: PyTorch outputs, the NumPy offsets shared
+    xj = ragjit.Jagged(x.values()[:, :8].contiguous().numpy(), x.offsets().numpy())
+    y2, s2 = prog(x=xj, w=torch.ones(8))
+    assert y2.is_nested and isinstance(s2, torch.Tensor)
+    assert np.shares_memory(y2.offsets().numpy(), xj.offsets)
+    for item, got in zip(xj.unbind(), y2.unbind()):
+        if len(item):
+            e = np.exp(item.astype(np.float64) - item.max(0))
+            close(got, e / e.sum(0), 1e-5)
+
+
+def test_two_ragged_dims_output_is_a_jagged(ctx):
+    prog = ctx.compile("ragged j1 : B\ninput q : f32[B, j1, 4]\ns = matmul(q, transpose(q, 1, 2))\n"
+                       "output s\n")
+    q = njt(LENS, (4,))
+    s = prog(q=q)
+    assert isinstance(s, ragjit.Jagged) and s.ragged_dims == 2
+    for got, item in zip(s.unbind(), q.unbind()):
+        it = item.double().numpy()
+        close(got, it @ it.T, 1e-5)
+
+
+# ---- ragjit.torch.op ------------------------------------------------------------------
+
+def test_op_eager_and_raw(ctx):
+    prog = ctx.compile(SOFTMAX)
+    rop = ragjit.torch.op(prog, name="softmax_test")
+    assert "softmax_test(Tensor x_values, Tensor x_offsets, Tensor w) -> (Tensor, Tensor)" in rop.schema
+    x = njt(LENS, (8,))
+    w = torch.rand(8) + 0.5
+    y, s = rop(x=x, w=w)
+    want_y, want_s = prog(x=x, w=w)
+    torch.testing.assert_close(y.values(), want_y.values(), rtol=0, atol=0)
+    # the registered operator itself: flat tensors in, a jagged output's values out
+    vals, s2 = torch.ops.ragjit.softmax_test(x.values(), x.offsets(), w)
+    assert not vals.is_nested and vals.shape == x.values().shape
+    torch.testing.assert_close(vals, want_y.values(), rtol=0, atol=0)
+    torch.testing.assert_close(s2, want_s, rtol=0, atol=0)
+    # the fake implementation agrees with the real one on shapes and dtypes
+    torch.library.opcheck(rop.op, (x.values(), x.offsets(), w),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_op_under_torch_compile_fullgraph(ctx, backend):
+    """A model around the operator compiles as one graph (fullgraph=True raises on any graph
+    break) and gives what eager PyTorch gives."""
+    torch._dynamo.reset()
+    prog = ctx.compile(SOFTMAX)
+    rop = ragjit.torch.op(prog)
+
+    def model(x, w):
+        y, s = rop(x=x * 2.0, w=w)
+        return torch.relu(y) + 1.0, s.sum(dim=1)
+
+    x = njt(LENS, (8,), seed=3)
+    w = torch.rand(8)
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    y, t = compiled(x, w)
+    y_ref, t_ref = model(x, w)
+    assert y.is_nested and y.shape[0] == len(LENS)
+    torch.testing.assert_close(y.values(), y_ref.values(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(t, t_ref, rtol=1e-5, atol=1e-5)
+    # against PyTorch's own softmax on the NJT, in float64
+    want = torch.relu(torch.softmax(x.double() * 2.0 * w.double(), dim=1)) + 1.0
+    close(y.values(), want.values(), 1e-5)
+    # other lengths: the same compiled function
+    x2 = njt([4, 2, 9], (8,), seed=4)
+    y2, _ = compiled(x2, w)
+    close(y2.values(), (torch.relu(torch.softmax(x2.double() * 2.0 * w.double(), dim=1)) + 1.0).values(), 1e-5)
+
+
+def test_op_data_dependent_pad_length(ctx):
+    """pad(x) has the longest item's length, known only from the data: the fake gives a new
+    unbacked size and the graph still compiles whole."""
+    torch._dynamo.reset()
+    prog = ctx.compile("ragged j1 : B\ninput x : f32[B, j1, 4]\np = pad(x, value=0.0)\n"
+                       "m = x.max(dim=1)\noutput p, m\n")
+    rop = ragjit.torch.op(prog)
+
+    def model(x):
+        p, m = rop(x=x)
+        return p * 3.0, m
+
+    x = njt(LENS, (4,), seed=5)
+    p, m = torch.compile(model, fullgraph=True, backend="aot_eager")(x)
+    assert p.shape == (len(LENS), max(LENS), 4)
+    want = np.zeros((len(LENS), max(LENS), 4))
+    for b, item in enumerate(x.unbind()):
+        want[b, :len(item)] = item.double().numpy() * 3.0
+    close(p, want, 1e-6)
+    close(m[np.array(LENS) > 0], torch.stack([i.max(0).values for i in x.unbind() if len(i)]), 0)
+
+
+def test_op_refuses_what_it_cannot_describe(ctx):
+    prog = ctx.compile("ragged j1 : B\ninput q : f32[B, j1, 4]\ns = matmul(q, transpose(q, 1, 2))\n"
+                       "output s\n")
+    with pytest.raises(ragjit.UnsupportedError) as e:
+        ragjit.torch.op(prog)
+    assert "two ragged dims" in str(e.value)
+    # a view with holes under torch.compile: refused, not computed over the packed rows
+    torch._dynamo.reset()
+    rop = ragjit.torch.op(ctx.compile(SOFTMAX))
+    padded = torch.randn(3, 5, 8)
+    view = torch.nested.narrow(padded, 1, torch.zeros(3, dtype=torch.int64), torch.tensor([2, 5, 1]),
+                               layout=torch.jagged)
+    with pytest.raises(Exception) as e:
+        torch.compile(lambda x, w: rop(x=x, w=w), fullgraph=True, backend="eager")(view, torch.ones(8))
+    assert "view with holes" in str(e.value)
+    y, _ = rop(x=view, w=torch.ones(8))  # outside compilation the program takes it
+    assert y.lengths() is view.lengths()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)")
+def test_cuda_tensors_stay_on_the_device(ctx):
+    prog = ctx.compile(SOFTMAX, target="cuda")
+    x = njt(LENS, (8,)).to("cuda")
+    w = torch.rand(8, device="cuda")
+    y, s = prog(x=x, w=w)
+    assert y.is_cuda and s.is_cuda and y.offsets() is x.offsets()
+    close(y.values(), torch.softmax(x.double() * w.double(), dim=1).values(), 1e-5)
+    with pytest.raises(ragjit.UnsupportedError):
+        ctx.compile(SOFTMAX)(x=x, w=w)  # the CPU target refuses device memory
