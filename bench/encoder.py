@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""encoder.py - a 6-layer MiniLM-shaped sentence encoder, ragjit against PyTorch, same run.
+
+The model is examples/encoder.rj (hidden 384, 12 heads of 32, FFN 1536, GELU, post-LayerNorm,
+mean pooling, L2 normalisation; one `def` per layer, weights stacked [6, ...]) on random
+weights, and the same model in PyTorch as its code reads (F.linear, SDPA with a key-padding
+mask, layer_norm, gelu, masked mean pooling, F.normalize). Sentence lengths are drawn like real
+short text: a log-normal with median ~35 tokens and a long tail, clipped to 8..200.
+
+Printed, for --sentences sentences in batches of --batch (2 threads by default):
+  compile   cold (a fresh process, an empty kernel cache) and cached (a fresh process, the
+            cache warm), each the time of ragjit.compile plus the first run
+  run       ragjit on jagged batches; PyTorch padded to each batch's longest sentence; PyTorch
+            sorted by length into batches (the whole set sorted once, then cut): total seconds
+            for all sentences, median of --reps passes, and the ratios
+  memory    ragjit's planned temporaries of the largest batch (`ragjit bench`'s temp bytes are
+            the same plan)
+The outputs are compared with PyTorch's (max abs error) before timing.
+
+    RAGJIT_LIB=build/libragjit.so python bench/encoder.py [--threads 2] [--sentences 512]
+        [--batch 32] [--reps 3]
+"""
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+L, E, H, D, F = 6, 384, 12, 32, 1536
+
+
+def weights(rng):
+    w = {"w_qkv": (L, 3 * E, E), "b_qkv": (L, 3 * E), "w_o": (L, E, E), "b_o": (L, E), "ln1_w": (L, E),
+         "ln1_b": (L, E), "w_1": (L, F, E), "b_1": (L, F), "w_2": (L, E, F), "b_2": (L, E), "ln2_w": (L, E),
+         "ln2_b": (L, E)}
+    out = {}
+    for k, shape in w.items():
+        if k.startswith("ln") and k.endswith("_w"):
+            out[k] = (1 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+        elif k.startswith("b") or k.endswith("_b"):
+            out[k] = (0.02 * rng.standard_normal(shape)).astype(np.float32)
+        else:
+            out[k] = (rng.standard_normal(shape) / math.sqrt(shape[-1])).astype(np.float32)
+    return out
+
+
+def torch_model(torch, w):
+    Fn = torch.nn.functional
+    tw = {k: torch.from_numpy(v) for k, v in w.items()}
+
+    def run(x, lens):  # x [b, T, E] padded, lens [b]
+        b, T, _ = x.shape
+        keep = torch.arange(T)[None, :] < lens[:, None]          # [b, T]
+        mask = keep[:, None, None, :]                             # [b, 1, 1, T]
+        h = x
+        for i in range(L):
+            q, k, v = Fn.linear(h, tw["w_qkv"][i], tw["b_qkv"][i]).split(E, dim=-1)
+            q, k, v = (t.view(b, T, H, D).transpose(1, 2) for t in (q, k, v))
+            a = Fn.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            a = Fn.linear(a.transpose(1, 2).reshape(b, T, E), tw["w_o"][i], tw["b_o"][i])
+            h = Fn.layer_norm(h + a, (E,), tw["ln1_w"][i], tw["ln1_b"][i])
+            f = Fn.linear(Fn.gelu(Fn.linear(h, tw["w_1"][i], tw["b_1"][i])), tw["w_2"][i], tw["b_2"][i])
+            h = Fn.layer_norm(h + f, (E,), tw["ln2_w"][i], tw["ln2_b"][i])
+        e = (h * keep[..., None]).sum(1) / lens[:, None]
+        return Fn.normalize(e, dim=-1)
+    return run
+
+
+def compile_time(cache, threads):
+    code = ("import time, ragjit, numpy as np\n"
+            "t = time.perf_counter()\n"
+            "p = ragjit.compile(open(%r).read(), threads=%d)\n"
+            "print(time.perf_counter() - t)\n") % (os.path.join(ROOT, "examples", "encoder.rj"), threads)
+    env = dict(os.environ, RAGJIT_CACHE_DIR=cache, PYTHONPATH=os.path.join(ROOT, "python"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if r.returncode:
+        sys.exit("compile failed: " + r.stderr)
+    return float(r.stdout.split()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--sentences", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    import torch
+    import ragjit
+    torch.set_num_threads(a.threads)
+    rng = np.random.default_rng(35)
+    lens = np.clip(np.round(np.exp(rng.normal(math.log(35), 0.6, a.sentences))), 8, 200).astype(np.int64)
+    w = weights(rng)
+    xs = [(0.5 * rng.standard_normal((n, E))).astype(np.float32) for n in lens]
+    with tempfile.TemporaryDirectory() as cache:
+        cold = compile_time(cache, a.threads)
+        warm = compile_time(cache, a.threads)
+    prog = ragjit.compile(open(os.path.join(ROOT, "examples", "encoder.rj")).read(), threads=a.threads)
+    model = torch_model(torch, w)
+    batches = [list(range(s, min(s + a.batch, a.sentences))) for s in range(0, a.sentences, a.batch)]
+    order = np.argsort(lens, kind="stable")
+    sorted_batches = [list(order[s:s + a.batch]) for s in range(0, a.sentences, a.batch)]
+
+    def ragjit_batch(idx):
+        off = np.concatenate([[0], np.cumsum(lens[idx])]).astype(np.int64)
+        return prog(x=ragjit.Jagged(np.concatenate([xs[i] for i in idx]), off), **w)
+
+    def torch_batch(idx):
+        T = int(lens[idx].max())
+        x = torch.zeros(len(idx), T, E)
+        for r, i in enumerate(idx):
+            x[r, :lens[i]] = torch.from_numpy(xs[i])
+        return model(x, torch.from_numpy(lens[idx]))
+
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        first = ragjit_batch(batches[0])
+        t_first = time.perf_counter() - t0
+        err = np.abs(np.asarray(first) - torch_batch(batches[0]).numpy()).max()
+        timings = {}
+        for name, fn, bs in (("ragjit", ragjit_batch, batches), ("padded", torch_batch, batches),
+                             ("sorted", torch_batch, sorted_batches)):
+            ts = []
+            for _ in range(a.reps):
+                t = time.perf_counter()
+                for idx in bs:
+                    fn(idx)
+                ts.append(time.perf_counter() - t)
+            timings[name] = statistics.median(ts)
+    t_batch = timings["ragjit"] / len(batches)
+    print("encoder (6 layers, hidden %d, %d heads of %d, FFN %d), %d sentences (median %d tokens, max %d, %d in "
+          "all), batches of %d, %d threads, torch %s" % (E, H, D, F, a.sentences, int(np.median(lens)), lens.max(),
+                                                       lens.sum(), a.batch, a.threads, torch.__version__))
+    print("max |ragjit - PyTorch| on the first batch: %.2g" % err)
+    print("compile: cold %.3f s, cached %.3f s (fresh processes); first run %.1f ms, later runs %.1f ms a batch"
+          % (cold, warm, 1e3 * t_first, 1e3 * t_batch))
+    print("run, all batches: ragjit %.3f s, PyTorch padded %.3f s (%.2fx), PyTorch length-sorted %.3f s (%.2fx)"
+          % (timings["ragjit"], timings["padded"], timings["padded"] / timings["ragjit"], timings["sorted"],
+             timings["sorted"] / timings["ragjit"]))
+
+
+if __name__ == "__main__":
+    main()
