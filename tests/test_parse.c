@@ -608,8 +608,8 @@ static void test_matmul_errors(void **state) {
          "only multiplies it (matmul)", RJ_ERR_UNSUPPORTED},
         {"y = x.transpose(1, 2)", "t.rj:8:8: output: a jagged tensor with its ragged dim at position 2 (a transpose, "
          "or a row of columns [B, 1, j]) cannot be an output", RJ_ERR_UNSUPPORTED},
-        {"y = (x @ x.transpose(1, 2)).reshape([B, j1, j1])", "t.rj:7:29: reshape: f32[B, j1, j1] to f32[B, j1, j1]: "
-         "a ragged dim cannot be made by a reshape", RJ_ERR_SHAPE},
+        {"y = (x @ x.transpose(1, 2)).reshape([B, j1, 1, j1])", "t.rj:7:29: reshape: f32[B, j1, j1] to "
+         "f32[B, j1, 1, j1]: a jagged tensor keeps its batch and ragged dims in place", RJ_ERR_SHAPE},
         {"y = (x @ x.transpose(1, 2)).index_select(2, i)", "t.rj:7:29: index_select: f32[B, j1, j1] has two ragged "
          "dims: this version applies elementwise ops", RJ_ERR_UNSUPPORTED},
         {"y = sum(x @ x.transpose(1, 2), dim=1, keepdim=True)", "t.rj:8:8: output: a jagged tensor with its ragged "
