@@ -172,14 +172,16 @@ static double time_jit(rj_ctx *ctx, wl *w, int reps);
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
                          float *, int);
 
-/* The BLAS ragjit loads (rj_blas_info: "... (soname)"), for the same-run comparisons; NULL
- * if none serves. */
+/* The BLAS ragjit loads (rj_blas_info: "... (soname)"), for the same-run comparisons; where
+ * ragjit's own sgemm serves (RAGJIT_BLAS=off, or no optimised BLAS found), OpenBLAS if it
+ * loads, so that the own kernel is measured against it; NULL if neither. */
 static sgemm_fn load_sgemm(void **handle) {
     const char *info = rj_blas_info(), *l = strrchr(info, '('), *r = l ? strchr(l, ')') : NULL;
-    *handle = NULL;
-    if (!strncmp(info, "none", 4) || !l || !r) return NULL;
     char name[256];
-    snprintf(name, sizeof name, "%.*s", (int)(r - l - 1), l + 1);
+    *handle = NULL;
+    if (!strncmp(info, "ragjit's own", 12)) snprintf(name, sizeof name, "libopenblas.so.0");
+    else if (!strncmp(info, "none", 4) || !l || !r) return NULL;
+    else snprintf(name, sizeof name, "%.*s", (int)(r - l - 1), l + 1);
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     void *sym = h ? dlsym(h, "cblas_sgemm") : NULL;
     *handle = h;
@@ -223,7 +225,8 @@ static void w7(rj_ctx *ctx, const setup *s, int64_t N, int reps) {
     void *h;
     sgemm_fn sg = load_sgemm(&h);
     if (!sg) {
-        printf("   (no BLAS here: ragjit's own kernel, nothing to compare)\n");
+        printf("   (no BLAS here: ragjit's own %s, nothing to compare)\n",
+               strncmp(rj_blas_info(), "ragjit's own", 12) ? "loops" : "sgemm");
     } else {
         blas_threads(h, s->threads);
         double *ts = malloc(sizeof(double) * (size_t)reps);
@@ -235,8 +238,9 @@ static void w7(rj_ctx *ctx, const setup *s, int64_t N, int reps) {
         }
         double tb = median(ts, reps);
         free(ts);
-        printf("   BLAS sgemm alone %9.3f ms %8.1f GFLOP/s   ragjit/BLAS %.2f\n", tb * 1e3, flops / tb / 1e9,
-               tb / t);
+        bool own = !strncmp(rj_blas_info(), "ragjit's own", 12);
+        printf("   %s sgemm alone %9.3f ms %8.1f GFLOP/s   ragjit%s/BLAS %.2f\n", own ? "OpenBLAS" : "BLAS",
+               tb * 1e3, flops / tb / 1e9, own ? "'s own sgemm" : "", tb / t);
         blas_threads(h, 1); /* as ragjit keeps it: its workers take chunks of rows */
     }
     rj_bind_free(wk.b);

@@ -18,7 +18,7 @@
  * Packing turns any layout (A or B transposed, leading dimensions wider than the rows) into
  * the unit-stride streams the micro-kernel reads, and costs O(mk + kn) against the O(mnk) of
  * the product. The micro-kernels live in gemm_x86.c (AVX-512 14x32, AVX2 6x16), chosen by what
- * the running CPU supports; the portable one below (4x8, plain C) serves elsewhere. Blocks at
+ * the running CPU supports; the portable one below (6x8, GCC's generic vectors) serves elsewhere. Blocks at
  * the edges of C (fewer than mr rows or nr columns) are computed whole into a small buffer
  * from the zero-padded slivers and only their valid part is copied out.
  *
@@ -31,22 +31,42 @@
 
 #include "util.h"
 
-#define PORT_MR 4
+#define PORT_MR 6
 #define PORT_NR 8
 
-/* The portable micro-kernel: the compiler keeps the 4 x 8 block in registers (or vectorises
- * its rows) on any target. */
-static void kernel_portable(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
-                            int64_t ldc, int load) {
-    float acc[PORT_MR][PORT_NR] = {{0}};
-    for (int64_t p = 0; p < kc; p++, a += PORT_MR, b += PORT_NR)
-        for (int i = 0; i < PORT_MR; i++)
-            for (int j = 0; j < PORT_NR; j++) acc[i][j] += a[i] * b[j];
-    for (int i = 0; i < PORT_MR; i++)
-        for (int j = 0; j < PORT_NR; j++) c[i * ldc + j] = load ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+/* The portable micro-kernel, in GCC's generic vectors of 16 bytes, which every 64-bit target
+ * has in hardware (SSE on a baseline x86-64, NEON on AArch64; a wider generic vector than the
+ * target's lives in memory): two a row, 6 x 8 keeping the block in 12 of the 16 registers of
+ * the smaller. b is packed, so its rows are 32-byte aligned. */
+typedef float port_vec __attribute__((vector_size(16)));
+
+#define PORT_ROW(r) c##r##0 += a[r] * b0, c##r##1 += a[r] * b1
+#define PORT_OUT(r)                                                                                    \
+    do {                                                                                               \
+        float v[PORT_NR];                                                                              \
+        memcpy(v, &c##r##0, sizeof c##r##0);                                                           \
+        memcpy(v + 4, &c##r##1, sizeof c##r##1);                                                       \
+        for (int j = 0; j < PORT_NR; j++) c[r * ldc + j] = load ? c[r * ldc + j] + v[j] : v[j];        \
+    } while (0)
+
+static void kernel_portable(int64_t kc, const float *restrict a, int64_t lda, const float *restrict b,
+                            float *restrict c, int64_t ldc, int load) {
+    /* named accumulators: an array indexed in a loop stays in memory at -O2 */
+    port_vec c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0}, c40 = {0},
+             c41 = {0}, c50 = {0}, c51 = {0};
+    for (int64_t p = 0; p < kc; p++, a += PORT_MR, b += PORT_NR) {
+        port_vec b0 = *(const port_vec *)b, b1 = *(const port_vec *)(b + 4);
+        PORT_ROW(0), PORT_ROW(1), PORT_ROW(2), PORT_ROW(3), PORT_ROW(4), PORT_ROW(5);
+    }
+    PORT_OUT(0);
+    PORT_OUT(1);
+    PORT_OUT(2);
+    PORT_OUT(3);
+    PORT_OUT(4);
+    PORT_OUT(5);
 }
 
-static const sgemm_kernel portable = {.name = "portable 4x8", .isa = SGEMM_PORTABLE, .mr = PORT_MR,
+static const sgemm_kernel portable = {.name = "portable 6x8", .isa = SGEMM_PORTABLE, .mr = PORT_MR,
                                       .nr = PORT_NR, .kc = 256, .mc = 256, .nc = 256, .run = kernel_portable};
 
 const sgemm_kernel *sgemm_kernel_get(int isa) {
@@ -111,6 +131,17 @@ static void pack_a(int mr, bool ta, const float *a, int64_t lda, int64_t i0, int
     }
 }
 
+/* w floats: a whole sliver's row as a copy of constant size (a few vector moves, where a call
+ * of memcpy costs as much as the copy for the 32 to 128 bytes of a row). */
+static void copy_row(float *restrict d, const float *restrict s, int64_t w) {
+    switch (w) {
+    case 32: memcpy(d, s, 32 * sizeof(float)); break;
+    case 16: memcpy(d, s, 16 * sizeof(float)); break;
+    case 8: memcpy(d, s, 8 * sizeof(float)); break;
+    default: memcpy(d, s, sizeof(float) * (size_t)w);
+    }
+}
+
 /* op(B)'s steps [p0, p0 + kb) and columns [j0, j0 + cols) into slivers of nr columns:
  * dst[s * nr * kb + p * nr + j]; columns past the end are zeros. */
 static void pack_b(int nr, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kb, int64_t j0, int64_t cols,
@@ -118,7 +149,7 @@ static void pack_b(int nr, bool tb, const float *b, int64_t ldb, int64_t p0, int
     for (int64_t s = 0; s < cols; s += nr, dst += nr * kb) {
         int64_t w = min64(nr, cols - s);
         if (!tb) { /* step p is a contiguous row of B */
-            for (int64_t p = 0; p < kb; p++) memcpy(dst + p * nr, b + (p0 + p) * ldb + j0 + s, sizeof(float) * (size_t)w);
+            for (int64_t p = 0; p < kb; p++) copy_row(dst + p * nr, b + (p0 + p) * ldb + j0 + s, w);
         } else { /* B stored n x k: column j of op(B) is a contiguous row */
             for (int64_t j = 0; j < w; j++) {
                 const float *src = b + (j0 + s + j) * ldb + p0;
@@ -129,21 +160,35 @@ static void pack_b(int nr, bool tb, const float *b, int64_t ldb, int64_t p0, int
     }
 }
 
-/* The mh x nw block of C from packed A (mh rows) and packed B (nw columns), kb steps: full
- * blocks straight into C, edge blocks through `edge` (mr x nr). */
-static void macro_kernel(const sgemm_kernel *kn, int64_t mh, int64_t nw, int64_t kb, const float *pa,
-                         const float *pb, float *c, int64_t ldc, int load, float *edge) {
+/* Where a block's slivers of A come from: packed (pa), or A itself (a, lda: its rows read in
+ * place by the kernel's `rows` twin, with pa holding only the sliver at the bottom edge). */
+typedef struct a_source {
+    const float *pa, *a;
+    int64_t lda;
+} a_source;
+
+/* The mh x nw block of C from A's mh rows and packed B (nw columns), kb steps: full blocks
+ * straight into C, edge blocks through `edge` (mr x nr). */
+static void macro_kernel(const sgemm_kernel *kn, int64_t mh, int64_t nw, int64_t kb, a_source as, const float *pb,
+                         float *c, int64_t ldc, int load, float *edge) {
     for (int64_t i = 0; i < mh; i += kn->mr) {
-        const float *a = pa + i * kb;
         int64_t h = min64(kn->mr, mh - i);
+        const float *a = as.pa + i * kb;
+        bool direct = as.a && h == kn->mr;
+        if (as.a && !direct) { /* the edge sliver: packed, zero rows below */
+            pack_a(kn->mr, false, as.a, as.lda, i, h, 0, kb, 1.0f, (float *)as.pa);
+            a = as.pa;
+        }
         for (int64_t j = 0; j < nw; j += kn->nr) {
             int64_t w = min64(kn->nr, nw - j);
             float *cp = c + i * ldc + j;
             if (h == kn->mr && w == kn->nr) {
-                kn->run(kb, a, pb + j * kb, cp, ldc, load);
+                if (direct) kn->rows(kb, as.a + i * as.lda, as.lda, pb + j * kb, cp, ldc, load);
+                else kn->run(kb, a, kn->mr, pb + j * kb, cp, ldc, load);
                 continue;
             }
-            kn->run(kb, a, pb + j * kb, edge, kn->nr, 0);
+            if (direct) kn->rows(kb, as.a + i * as.lda, as.lda, pb + j * kb, edge, kn->nr, 0);
+            else kn->run(kb, a, kn->mr, pb + j * kb, edge, kn->nr, 0);
             for (int64_t r = 0; r < h; r++)
                 for (int64_t q = 0; q < w; q++) cp[r * ldc + q] = load ? cp[r * ldc + q] + edge[r * kn->nr + q] : edge[r * kn->nr + q];
         }
@@ -168,6 +213,9 @@ void sgemm_run(const sgemm_kernel *kn, bool ta, bool tb, int64_t m, int64_t n, i
     if (beta != 0.0f && beta != 1.0f) scale_c(m, n, beta, c, ldc);
     sgemm_blocks bk = blocks_for(kn, m, n, k);
     char *base = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    /* A's rows are read in place where they need no scaling or transposing: packing them
+     * costs as much as the product when few slivers of B meet each sliver of A (small n) */
+    bool direct = kn->rows && !ta && alpha == 1.0f;
     float *pa = (float *)base, *pb = (float *)(base + bk.a_bytes), *edge = (float *)(base + bk.a_bytes + bk.b_bytes);
     for (int64_t j0 = 0; j0 < n; j0 += bk.nb) {
         int64_t nw = min64(bk.nb, n - j0);
@@ -177,8 +225,10 @@ void sgemm_run(const sgemm_kernel *kn, bool ta, bool tb, int64_t m, int64_t n, i
             pack_b(kn->nr, tb, b, ldb, p0, kb, j0, nw, pb);
             for (int64_t i0 = 0; i0 < m; i0 += bk.mb) {
                 int64_t mh = min64(bk.mb, m - i0);
-                pack_a(kn->mr, ta, a, lda, i0, mh, p0, kb, alpha, pa);
-                macro_kernel(kn, mh, nw, kb, pa, pb, c + i0 * ldc + j0, ldc, load, edge);
+                a_source as = {.pa = pa};
+                if (direct) as.a = a + i0 * lda + p0, as.lda = lda;
+                else pack_a(kn->mr, ta, a, lda, i0, mh, p0, kb, alpha, pa);
+                macro_kernel(kn, mh, nw, kb, as, pb, c + i0 * ldc + j0, ldc, load, edge);
             }
         }
     }

@@ -1,105 +1,163 @@
 /*
  * gemm_x86.c — the x86 micro-kernels of ragjit's own sgemm (gemm.c): AVX-512 and AVX2 + FMA.
  *
- * A micro-kernel multiplies a packed sliver of A (MR rows, p-major: a[p * MR + i]) by a packed
- * sliver of B (NR columns, p-major: b[p * NR + j]) over kc steps of the inner dimension and
- * writes the MR x NR block of C (row stride ldc) — or adds it to C when `load`. The whole
- * block lives in vector registers for the kc steps: each step loads NR floats of B (whole
- * vectors, aligned) and broadcasts MR floats of A, then does MR x NR / lanes independent
- * FMAs. The shapes fill the register file without spilling: AVX-512's 32 registers hold 14 x 2
- * accumulators, two vectors of B and a broadcast (14 x 32); AVX2's 16 hold 6 x 2 accumulators
- * (6 x 16). Enough independent FMAs (28, 12) cover the FMA latency (4 cycles) on both ports.
+ * A micro-kernel multiplies a sliver of A (MR rows) by a packed sliver of B (NR columns,
+ * p-major: b[p * NR + j]) over kc steps of the inner dimension and writes the MR x NR block of
+ * C (row stride ldc), or adds it to C when `load`. The whole block lives in vector registers
+ * for the kc steps: each step loads NR floats of B (whole aligned vectors) and broadcasts MR
+ * floats of A, then does MR x NR / lanes independent FMAs. The shapes fill the register file
+ * without spilling: AVX-512's 32 registers hold 14 x 2 accumulators, two vectors of B and a
+ * broadcast (14 x 32); AVX2's 16 hold 6 x 2 accumulators (6 x 16). Enough independent FMAs
+ * (28, 12) cover the FMA latency (4 cycles) on both ports.
+ *
+ * Each comes twice: reading A packed (p-major: a[p * MR + r]), and reading A's rows in place.
+ * Packing A transposes it element by element, which costs as much as the product itself when
+ * few slivers of B meet each sliver of A (N of 32 to 64: per-item products, a head's width);
+ * reading 14 rows in place costs nothing when A's rows are in cache, which in ragjit's chunks
+ * they are (at W7's shape the in-place kernel also ran 5-10% faster than the packed one).
  *
  * Written with intrinsics inside functions compiled for their ISA (target attributes), so the
  * rest of ragjit builds for the baseline x86-64 and gemm.c picks a kernel by what the CPU
- * running it supports (__builtin_cpu_supports). Rows are spelled out by macros, not loops: the
- * accumulators must be named registers, never an array the compiler might keep in memory.
+ * running it supports (__builtin_cpu_supports). One macro spells every kernel; rows are
+ * spelled out by macros, not loops: the accumulators must be named registers, never an array
+ * the compiler might keep in memory.
  */
 #include "util.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define A512_MR 14
-#define A512_NR 32
+/* Where the kernels read A: packed (row r of step p at a[p * MR + r]), or in place from A's
+ * rows (row r at a + r lda, steps contiguous), through five row pointers each three rows
+ * apart, so that every read is a base register plus 0, 1 or 2 times lda (one index register)
+ * and a step advances five pointers, not fourteen. */
+#define PACKED_SETUP(MR) (void)lda;
+#define PACKED_AT(r) a[r]
+#define PACKED_NEXT(MR) a += (MR)
+#define ROWS_SETUP(MR)                                                                                 \
+    const int64_t l = lda * (int64_t)sizeof(float);                                                    \
+    const char *q0 = (const char *)a, *q3 = q0 + 3 * l * (3 < (MR)), *q6 = q0 + 6 * l * (6 < (MR));    \
+    const char *q9 = q0 + 9 * l * (9 < (MR)), *q12 = q0 + 12 * l * (12 < (MR));
+#define ROWS_AT(r) (*(const float *)(QB_##r + OFF_##r * l))
+#define ROWS_NEXT(MR) q0 += sizeof(float), q3 += sizeof(float), q6 += sizeof(float), q9 += sizeof(float), \
+                      q12 += sizeof(float)
+#define QB_0 q0
+#define QB_1 q0
+#define QB_2 q0
+#define QB_3 q3
+#define QB_4 q3
+#define QB_5 q3
+#define QB_6 q6
+#define QB_7 q6
+#define QB_8 q6
+#define QB_9 q9
+#define QB_10 q9
+#define QB_11 q9
+#define QB_12 q12
+#define QB_13 q12
+#define OFF_0 0
+#define OFF_1 1
+#define OFF_2 2
+#define OFF_3 0
+#define OFF_4 1
+#define OFF_5 2
+#define OFF_6 0
+#define OFF_7 1
+#define OFF_8 2
+#define OFF_9 0
+#define OFF_10 1
+#define OFF_11 2
+#define OFF_12 0
+#define OFF_13 1
 
-/* Row r of the block: two accumulators (columns 0-15 and 16-31). */
-#define R512_DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
-#define R512_STEP(r)                                                                                   \
+/* Row r of the block: two accumulators of LANES columns each. V and the V... operations are
+ * the ISA's vectors, defined around each pair of kernels below, as A_AT is around each one. */
+#define R_DECL(r) V c##r##0 = VZERO(), c##r##1 = VZERO();
+#define R_STEP(r)                                                                                      \
     do {                                                                                               \
-        __m512 ar = _mm512_set1_ps(a[r]);                                                              \
-        c##r##0 = _mm512_fmadd_ps(ar, b0, c##r##0);                                                    \
-        c##r##1 = _mm512_fmadd_ps(ar, b1, c##r##1);                                                    \
+        V ar = VSET1(A_AT(r));                                                                         \
+        c##r##0 = VFMA(ar, b0, c##r##0);                                                               \
+        c##r##1 = VFMA(ar, b1, c##r##1);                                                               \
     } while (0)
-#define R512_OUT(r)                                                                                    \
+#define R_OUT(r)                                                                                       \
     do {                                                                                               \
         float *cr = c + (r) * ldc;                                                                     \
-        if (load) c##r##0 = _mm512_add_ps(c##r##0, _mm512_loadu_ps(cr)),                               \
-                  c##r##1 = _mm512_add_ps(c##r##1, _mm512_loadu_ps(cr + 16));                          \
-        _mm512_storeu_ps(cr, c##r##0);                                                                 \
-        _mm512_storeu_ps(cr + 16, c##r##1);                                                            \
+        if (load) c##r##0 = VADD(c##r##0, VLOADU(cr)), c##r##1 = VADD(c##r##1, VLOADU(cr + LANES));    \
+        VSTOREU(cr, c##r##0);                                                                          \
+        VSTOREU(cr + LANES, c##r##1);                                                                  \
     } while (0)
 #define ROWS14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 #define STEPS14(X) X(0); X(1); X(2); X(3); X(4); X(5); X(6); X(7); X(8); X(9); X(10); X(11); X(12); X(13)
-
-__attribute__((target("avx512f"))) static void kernel_avx512(int64_t kc, const float *restrict a,
-                                                             const float *restrict b, float *restrict c,
-                                                             int64_t ldc, int load) {
-    ROWS14(R512_DECL)
-    for (int64_t p = 0; p < kc; p++) {
-        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-        _mm_prefetch((const char *)(b + 8 * A512_NR), _MM_HINT_T0); /* the next slivers' rows, from L2 */
-        _mm_prefetch((const char *)(b + 8 * A512_NR + 16), _MM_HINT_T0);
-        STEPS14(R512_STEP);
-        a += A512_MR;
-        b += A512_NR;
-    }
-    STEPS14(R512_OUT);
-}
-
-#define A256_MR 6
-#define A256_NR 16
-
-#define R256_DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
-#define R256_STEP(r)                                                                                   \
-    do {                                                                                               \
-        __m256 ar = _mm256_broadcast_ss(a + (r));                                                      \
-        c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);                                                    \
-        c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);                                                    \
-    } while (0)
-#define R256_OUT(r)                                                                                    \
-    do {                                                                                               \
-        float *cr = c + (r) * ldc;                                                                     \
-        if (load) c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(cr)),                               \
-                  c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(cr + 8));                           \
-        _mm256_storeu_ps(cr, c##r##0);                                                                 \
-        _mm256_storeu_ps(cr + 8, c##r##1);                                                             \
-    } while (0)
 #define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define STEPS6(X) X(0); X(1); X(2); X(3); X(4); X(5)
 
-__attribute__((target("avx2,fma"))) static void kernel_avx2(int64_t kc, const float *restrict a,
-                                                            const float *restrict b, float *restrict c,
-                                                            int64_t ldc, int load) {
-    ROWS6(R256_DECL)
-    for (int64_t p = 0; p < kc; p++) {
-        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-        _mm_prefetch((const char *)(b + 8 * A256_NR), _MM_HINT_T0);
-        STEPS6(R256_STEP);
-        a += A256_MR;
-        b += A256_NR;
+/* A kernel of MR rows (ROWS and STEPS spell them) and 2 LANES columns, reading A as A_AT says. */
+#define KERNEL(name, isa, MR, ROWS, STEPS, SETUP, NEXT)                                                \
+    __attribute__((target(isa))) static void name(int64_t kc, const float *restrict a, int64_t lda,    \
+                                                  const float *restrict b, float *restrict c,          \
+                                                  int64_t ldc, int load) {                              \
+        SETUP(MR)                                                                                      \
+        ROWS(R_DECL)                                                                                   \
+        for (int64_t p = 0; p < kc; p++) {                                                             \
+            V b0 = VLOAD(b), b1 = VLOAD(b + LANES);                                                    \
+            _mm_prefetch((const char *)(b + 16 * LANES), _MM_HINT_T0); /* the sliver's next rows */    \
+            _mm_prefetch((const char *)(b + 16 * LANES + 16), _MM_HINT_T0);                            \
+            STEPS(R_STEP);                                                                             \
+            NEXT(MR);                                                                                  \
+            b += 2 * LANES;                                                                            \
+        }                                                                                              \
+        STEPS(R_OUT);                                                                                  \
     }
-    STEPS6(R256_OUT);
-}
+
+#define V __m512
+#define LANES 16
+#define VZERO _mm512_setzero_ps
+#define VSET1 _mm512_set1_ps
+#define VFMA _mm512_fmadd_ps
+#define VADD _mm512_add_ps
+#define VLOAD _mm512_load_ps
+#define VLOADU _mm512_loadu_ps
+#define VSTOREU _mm512_storeu_ps
+#define A_AT PACKED_AT
+KERNEL(kernel_avx512, "avx512f", 14, ROWS14, STEPS14, PACKED_SETUP, PACKED_NEXT)
+#undef A_AT
+#define A_AT ROWS_AT
+KERNEL(rows_avx512, "avx512f", 14, ROWS14, STEPS14, ROWS_SETUP, ROWS_NEXT)
+#undef A_AT
+#undef V
+#undef LANES
+#undef VZERO
+#undef VSET1
+#undef VFMA
+#undef VADD
+#undef VLOAD
+#undef VLOADU
+#undef VSTOREU
+
+#define V __m256
+#define LANES 8
+#define VZERO _mm256_setzero_ps
+#define VSET1 _mm256_set1_ps
+#define VFMA _mm256_fmadd_ps
+#define VADD _mm256_add_ps
+#define VLOAD _mm256_load_ps
+#define VLOADU _mm256_loadu_ps
+#define VSTOREU _mm256_storeu_ps
+#define A_AT PACKED_AT
+KERNEL(kernel_avx2, "avx2,fma", 6, ROWS6, STEPS6, PACKED_SETUP, PACKED_NEXT)
+#undef A_AT
+#define A_AT ROWS_AT
+KERNEL(rows_avx2, "avx2,fma", 6, ROWS6, STEPS6, ROWS_SETUP, ROWS_NEXT)
+#undef A_AT
 
 /* Blocking (gemm.c): kc steps of a sliver pair; a packed block of B (kc x nc) that L2 holds
  * while every sliver of A meets it (AVX-512 machines have 1-2 MiB of L2, AVX2 ones 0.5-1 MiB);
  * and mc rows of A packed at a time (the packed A block streams from L3, once per block of B). */
 static const sgemm_kernel kernels[] = {
-    {.name = "AVX-512 14x32", .isa = SGEMM_AVX512, .mr = A512_MR, .nr = A512_NR, .kc = 256, .mc = 1008,
-     .nc = 512, .run = kernel_avx512},
-    {.name = "AVX2 6x16", .isa = SGEMM_AVX2, .mr = A256_MR, .nr = A256_NR, .kc = 256, .mc = 1008, .nc = 256,
-     .run = kernel_avx2},
+    {.name = "AVX-512 14x32", .isa = SGEMM_AVX512, .mr = 14, .nr = 32, .kc = 256, .mc = 1008,
+     .nc = 512, .run = kernel_avx512, .rows = rows_avx512},
+    {.name = "AVX2 6x16", .isa = SGEMM_AVX2, .mr = 6, .nr = 16, .kc = 256, .mc = 1008, .nc = 256,
+     .run = kernel_avx2, .rows = rows_avx2},
 };
 
 const sgemm_kernel *sgemm_x86_kernel(int isa) {

@@ -158,7 +158,10 @@ struct sgemm_kernel {
     const char *name; /* "AVX-512 14x32" */
     int isa, mr, nr;  /* the C block one call computes: mr rows x nr columns */
     int64_t kc, mc, nc; /* blocking: inner steps, rows of A and columns of B packed at a time */
-    void (*run)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int load);
+    /* C's block (row stride ldc) = (or += when load) A's sliver times B's packed sliver over kc
+     * steps; run reads A packed, rows (NULL: none) in place, row r at a + r lda */
+    void (*run)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int load);
+    void (*rows)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int load);
 };
 const sgemm_kernel *sgemm_kernel_get(int isa);
 const sgemm_kernel *sgemm_x86_kernel(int isa); /* gemm_x86.c: NULL off x86 or without the ISA */
