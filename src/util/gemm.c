@@ -17,10 +17,13 @@
  *
  * Packing turns any layout (A or B transposed, leading dimensions wider than the rows) into
  * the unit-stride streams the micro-kernel reads, and costs O(mk + kn) against the O(mnk) of
- * the product. The micro-kernels live in gemm_x86.c (AVX-512 14x32, AVX2 6x16), chosen by what
- * the running CPU supports; the portable one below (6x8, GCC's generic vectors) serves elsewhere. Blocks at
- * the edges of C (fewer than mr rows or nr columns) are computed whole into a small buffer
- * from the zero-padded slivers and only their valid part is copied out.
+ * the product; A is read in place instead where it needs neither scaling nor transposing
+ * (gemm_x86.c says why). The micro-kernels live in gemm_x86.c (AVX-512 14x32, AVX2 6x16),
+ * chosen by what the running CPU supports; the portable one below (6x8, GCC's generic
+ * vectors) serves elsewhere. Blocks at the edges of C (fewer than mr rows or nr columns) are
+ * computed whole from the zero-padded slivers, and only their valid part is stored: by the
+ * kernel's masked twin, or through a small buffer. Per-item products are mostly edges (a length
+ * of 35 is two 14-row slivers and half of one), so the edges are not an afterthought.
  *
  * One call runs on one thread: the CPU runtime already gives each worker its own chunk of rows
  * (runtime/cpu.c), so that the product and the fused work after it share the worker's cache.
@@ -50,7 +53,7 @@ typedef float port_vec __attribute__((vector_size(16)));
     } while (0)
 
 static void kernel_portable(int64_t kc, const float *restrict a, int64_t lda, const float *restrict b,
-                            float *restrict c, int64_t ldc, int load) {
+                            float *restrict c, int64_t ldc, int load, int h, int w) {
     /* named accumulators: an array indexed in a loop stays in memory at -O2 */
     port_vec c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0}, c40 = {0},
              c41 = {0}, c50 = {0}, c51 = {0};
@@ -168,29 +171,34 @@ typedef struct a_source {
 } a_source;
 
 /* The mh x nw block of C from A's mh rows and packed B (nw columns), kb steps: full blocks
- * straight into C, edge blocks through `edge` (mr x nr). */
+ * straight into C, edge blocks by the kernel's edge twin, or without one through `edge`
+ * (mr x nr) and copied out. */
 static void macro_kernel(const sgemm_kernel *kn, int64_t mh, int64_t nw, int64_t kb, a_source as, const float *pb,
                          float *c, int64_t ldc, int load, float *edge) {
     for (int64_t i = 0; i < mh; i += kn->mr) {
-        int64_t h = min64(kn->mr, mh - i);
+        int h = (int)min64(kn->mr, mh - i);
         const float *a = as.pa + i * kb;
         bool direct = as.a && h == kn->mr;
         if (as.a && !direct) { /* the edge sliver: packed, zero rows below */
             pack_a(kn->mr, false, as.a, as.lda, i, h, 0, kb, 1.0f, (float *)as.pa);
             a = as.pa;
         }
+        if (direct) a = as.a + i * as.lda;
+        int64_t lda = direct ? as.lda : kn->mr;
         for (int64_t j = 0; j < nw; j += kn->nr) {
-            int64_t w = min64(kn->nr, nw - j);
+            int w = (int)min64(kn->nr, nw - j);
             float *cp = c + i * ldc + j;
+            const float *b = pb + j * kb;
             if (h == kn->mr && w == kn->nr) {
-                if (direct) kn->rows(kb, as.a + i * as.lda, as.lda, pb + j * kb, cp, ldc, load);
-                else kn->run(kb, a, kn->mr, pb + j * kb, cp, ldc, load);
-                continue;
+                (direct ? kn->rows : kn->run)(kb, a, lda, b, cp, ldc, load, h, w);
+            } else if (kn->run_edge) {
+                (direct ? kn->rows_edge : kn->run_edge)(kb, a, lda, b, cp, ldc, load, h, w);
+            } else {
+                (direct ? kn->rows : kn->run)(kb, a, lda, b, edge, kn->nr, 0, kn->mr, kn->nr);
+                for (int64_t r = 0; r < h; r++)
+                    for (int64_t q = 0; q < w; q++)
+                        cp[r * ldc + q] = load ? cp[r * ldc + q] + edge[r * kn->nr + q] : edge[r * kn->nr + q];
             }
-            if (direct) kn->rows(kb, as.a + i * as.lda, as.lda, pb + j * kb, edge, kn->nr, 0);
-            else kn->run(kb, a, kn->mr, pb + j * kb, edge, kn->nr, 0);
-            for (int64_t r = 0; r < h; r++)
-                for (int64_t q = 0; q < w; q++) cp[r * ldc + q] = load ? cp[r * ldc + q] + edge[r * kn->nr + q] : edge[r * kn->nr + q];
         }
     }
 }

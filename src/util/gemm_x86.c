@@ -16,6 +16,11 @@
  * reading 14 rows in place costs nothing when A's rows are in cache, which in ragjit's chunks
  * they are (at W7's shape the in-place kernel also ran 5-10% faster than the packed one).
  *
+ * And each of those twice again: storing the whole block, or only its first h rows and w
+ * columns (at the edges of C) with masked loads and stores, which the zero-padded slivers
+ * make exact and which save the copy through a buffer that made a 35 x 32 x 35 product take
+ * 1.4 times as long.
+ *
  * Written with intrinsics inside functions compiled for their ISA (target attributes), so the
  * rest of ragjit builds for the baseline x86-64 and gemm.c picks a kernel by what the CPU
  * running it supports (__builtin_cpu_supports). One macro spells every kernel; rows are
@@ -72,42 +77,66 @@
 
 /* Row r of the block: two accumulators of LANES columns each. V and the V... operations are
  * the ISA's vectors, defined around each pair of kernels below, as A_AT is around each one. */
-#define R_DECL(r) V c##r##0 = VZERO(), c##r##1 = VZERO();
-#define R_STEP(r)                                                                                      \
+#define R_DECL(r, P) V c##r##0 = VZERO(), c##r##1 = VZERO();
+#define R_STEP(r, A_AT)                                                                                \
     do {                                                                                               \
         V ar = VSET1(A_AT(r));                                                                         \
         c##r##0 = VFMA(ar, b0, c##r##0);                                                               \
         c##r##1 = VFMA(ar, b1, c##r##1);                                                               \
     } while (0)
-#define R_OUT(r)                                                                                       \
+#define R_OUT(r, P)                                                                                    \
     do {                                                                                               \
         float *cr = c + (r) * ldc;                                                                     \
         if (load) c##r##0 = VADD(c##r##0, VLOADU(cr)), c##r##1 = VADD(c##r##1, VLOADU(cr + LANES));    \
         VSTOREU(cr, c##r##0);                                                                          \
         VSTOREU(cr + LANES, c##r##1);                                                                  \
     } while (0)
-#define ROWS14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-#define STEPS14(X) X(0); X(1); X(2); X(3); X(4); X(5); X(6); X(7); X(8); X(9); X(10); X(11); X(12); X(13)
-#define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define STEPS6(X) X(0); X(1); X(2); X(3); X(4); X(5)
+/* At an edge of C: the first h rows, the first w columns (masked loads and stores, which
+ * touch no memory in the lanes they leave out). */
+#define R_OUT_EDGE(r, P)                                                                               \
+    do {                                                                                               \
+        if ((r) >= h) break;                                                                           \
+        float *cr = c + (r) * ldc;                                                                     \
+        if (load) c##r##0 = VADD(c##r##0, VLOADM(cr, m0)), c##r##1 = VADD(c##r##1, VLOADM(cr + LANES, m1)); \
+        VSTOREM(cr, m0, c##r##0);                                                                      \
+        VSTOREM(cr + LANES, m1, c##r##1);                                                              \
+    } while (0)
+#define FULL_PRE (void)h, (void)w;
+#define EDGE_PRE VMASK m0 = VMASK_OF(w), m1 = VMASK_OF(w - LANES);
+/* X(r, P) for each row r: P is what X reads A by (PACKED_AT, ROWS_AT) */
+#define ROWS14(X, P) X(0, P) X(1, P) X(2, P) X(3, P) X(4, P) X(5, P) X(6, P) X(7, P) X(8, P) X(9, P) X(10, P) \
+    X(11, P) X(12, P) X(13, P)
+#define STEPS14(X, P) X(0, P); X(1, P); X(2, P); X(3, P); X(4, P); X(5, P); X(6, P); X(7, P); X(8, P); X(9, P); \
+    X(10, P); X(11, P); X(12, P); X(13, P)
+#define ROWS6(X, P) X(0, P) X(1, P) X(2, P) X(3, P) X(4, P) X(5, P)
+#define STEPS6(X, P) X(0, P); X(1, P); X(2, P); X(3, P); X(4, P); X(5, P)
 
-/* A kernel of MR rows (ROWS and STEPS spell them) and 2 LANES columns, reading A as A_AT says. */
-#define KERNEL(name, isa, MR, ROWS, STEPS, SETUP, NEXT)                                                \
+/* A kernel of MR rows (ROWS and STEPS spell them) and 2 LANES columns, reading A as A_AT says,
+ * writing C as OUT does. */
+#define KERNEL(name, isa, MR, ROWS, STEPS, SETUP, AT, NEXT, PRE, OUT)                                      \
     __attribute__((target(isa))) static void name(int64_t kc, const float *restrict a, int64_t lda,    \
                                                   const float *restrict b, float *restrict c,          \
-                                                  int64_t ldc, int load) {                              \
+                                                  int64_t ldc, int load, int h, int w) {                \
         SETUP(MR)                                                                                      \
-        ROWS(R_DECL)                                                                                   \
+        ROWS(R_DECL, AT)                                                                               \
         for (int64_t p = 0; p < kc; p++) {                                                             \
             V b0 = VLOAD(b), b1 = VLOAD(b + LANES);                                                    \
             _mm_prefetch((const char *)(b + 16 * LANES), _MM_HINT_T0); /* the sliver's next rows */    \
             _mm_prefetch((const char *)(b + 16 * LANES + 16), _MM_HINT_T0);                            \
-            STEPS(R_STEP);                                                                             \
+            STEPS(R_STEP, AT);                                                                         \
             NEXT(MR);                                                                                  \
             b += 2 * LANES;                                                                            \
         }                                                                                              \
-        STEPS(R_OUT);                                                                                  \
+        PRE                                                                                            \
+        STEPS(OUT, AT);                                                                                \
     }
+
+/* The four kernels of an ISA: A packed or in place, C whole or at an edge. */
+#define KERNELS(packed, rows, packed_edge, rows_edge, isa, MR, ROWS, STEPS)                           \
+    KERNEL(packed, isa, MR, ROWS, STEPS, PACKED_SETUP, PACKED_AT, PACKED_NEXT, FULL_PRE, R_OUT)        \
+    KERNEL(packed_edge, isa, MR, ROWS, STEPS, PACKED_SETUP, PACKED_AT, PACKED_NEXT, EDGE_PRE, R_OUT_EDGE) \
+    KERNEL(rows, isa, MR, ROWS, STEPS, ROWS_SETUP, ROWS_AT, ROWS_NEXT, FULL_PRE, R_OUT)                \
+    KERNEL(rows_edge, isa, MR, ROWS, STEPS, ROWS_SETUP, ROWS_AT, ROWS_NEXT, EDGE_PRE, R_OUT_EDGE)
 
 #define V __m512
 #define LANES 16
@@ -118,12 +147,11 @@
 #define VLOAD _mm512_load_ps
 #define VLOADU _mm512_loadu_ps
 #define VSTOREU _mm512_storeu_ps
-#define A_AT PACKED_AT
-KERNEL(kernel_avx512, "avx512f", 14, ROWS14, STEPS14, PACKED_SETUP, PACKED_NEXT)
-#undef A_AT
-#define A_AT ROWS_AT
-KERNEL(rows_avx512, "avx512f", 14, ROWS14, STEPS14, ROWS_SETUP, ROWS_NEXT)
-#undef A_AT
+#define VMASK __mmask16
+#define VMASK_OF(n) ((__mmask16)((n) >= 16 ? 0xFFFF : (n) <= 0 ? 0 : (1u << (n)) - 1))
+#define VLOADM(p, m) _mm512_maskz_loadu_ps(m, p)
+#define VSTOREM(p, m, v) _mm512_mask_storeu_ps(p, m, v)
+KERNELS(kernel_avx512, rows_avx512, edge_avx512, rows_edge_avx512, "avx512f", 14, ROWS14, STEPS14)
 #undef V
 #undef LANES
 #undef VZERO
@@ -133,6 +161,10 @@ KERNEL(rows_avx512, "avx512f", 14, ROWS14, STEPS14, ROWS_SETUP, ROWS_NEXT)
 #undef VLOAD
 #undef VLOADU
 #undef VSTOREU
+#undef VMASK
+#undef VMASK_OF
+#undef VLOADM
+#undef VSTOREM
 
 #define V __m256
 #define LANES 8
@@ -143,21 +175,21 @@ KERNEL(rows_avx512, "avx512f", 14, ROWS14, STEPS14, ROWS_SETUP, ROWS_NEXT)
 #define VLOAD _mm256_load_ps
 #define VLOADU _mm256_loadu_ps
 #define VSTOREU _mm256_storeu_ps
-#define A_AT PACKED_AT
-KERNEL(kernel_avx2, "avx2,fma", 6, ROWS6, STEPS6, PACKED_SETUP, PACKED_NEXT)
-#undef A_AT
-#define A_AT ROWS_AT
-KERNEL(rows_avx2, "avx2,fma", 6, ROWS6, STEPS6, ROWS_SETUP, ROWS_NEXT)
-#undef A_AT
+#define VMASK __m256i
+#define VMASK_OF(n) _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+#define VLOADM(p, m) _mm256_maskload_ps(p, m)
+#define VSTOREM(p, m, v) _mm256_maskstore_ps(p, m, v)
+KERNELS(kernel_avx2, rows_avx2, edge_avx2, rows_edge_avx2, "avx2,fma", 6, ROWS6, STEPS6)
 
 /* Blocking (gemm.c): kc steps of a sliver pair; a packed block of B (kc x nc) that L2 holds
  * while every sliver of A meets it (AVX-512 machines have 1-2 MiB of L2, AVX2 ones 0.5-1 MiB);
  * and mc rows of A packed at a time (the packed A block streams from L3, once per block of B). */
 static const sgemm_kernel kernels[] = {
     {.name = "AVX-512 14x32", .isa = SGEMM_AVX512, .mr = 14, .nr = 32, .kc = 256, .mc = 1008,
-     .nc = 512, .run = kernel_avx512, .rows = rows_avx512},
+     .nc = 512, .run = kernel_avx512, .rows = rows_avx512,
+     .run_edge = edge_avx512, .rows_edge = rows_edge_avx512},
     {.name = "AVX2 6x16", .isa = SGEMM_AVX2, .mr = 6, .nr = 16, .kc = 256, .mc = 1008, .nc = 256,
-     .run = kernel_avx2, .rows = rows_avx2},
+     .run = kernel_avx2, .rows = rows_avx2, .run_edge = edge_avx2, .rows_edge = rows_edge_avx2},
 };
 
 const sgemm_kernel *sgemm_x86_kernel(int isa) {

@@ -154,14 +154,16 @@ const char *blas_info(void);
  * sgemm_kernel_get(SGEMM_BEST) is the best micro-kernel this CPU runs (never NULL: the portable
  * one at worst); a named ISA the CPU lacks gives NULL (tests run each one the CPU has). */
 enum { SGEMM_BEST, SGEMM_PORTABLE, SGEMM_AVX2, SGEMM_AVX512 };
+typedef void sgemm_micro(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int load,
+                         int h, int w);
 struct sgemm_kernel {
     const char *name; /* "AVX-512 14x32" */
     int isa, mr, nr;  /* the C block one call computes: mr rows x nr columns */
     int64_t kc, mc, nc; /* blocking: inner steps, rows of A and columns of B packed at a time */
     /* C's block (row stride ldc) = (or += when load) A's sliver times B's packed sliver over kc
-     * steps; run reads A packed, rows (NULL: none) in place, row r at a + r lda */
-    void (*run)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int load);
-    void (*rows)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int load);
+     * steps; run reads A packed, rows (NULL: none) in place, row r at a + r lda; the _edge
+     * twins (NULL: none) write only the block's first h rows and w columns */
+    sgemm_micro *run, *rows, *run_edge, *rows_edge;
 };
 const sgemm_kernel *sgemm_kernel_get(int isa);
 const sgemm_kernel *sgemm_x86_kernel(int isa); /* gemm_x86.c: NULL off x86 or without the ISA */
