@@ -19,7 +19,7 @@
  * And each of those twice again: storing the whole block, or only its first h rows and w
  * columns (at the edges of C) with masked loads and stores, which the zero-padded slivers
  * make exact and which save the copy through a buffer that made a 35 x 32 x 35 product take
- * 1.4 times as long.
+ * 1.25 times as long (bench/NOTES.md).
  *
  * Written with intrinsics inside functions compiled for their ISA (target attributes), so the
  * rest of ragjit builds for the baseline x86-64 and gemm.c picks a kernel by what the CPU
