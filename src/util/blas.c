@@ -5,8 +5,8 @@
  * sgemm at K=256, N=1024 on this project's machines against BLIS's 115) is what the CPU target
  * calls for the core of a GEMM, fusing what surrounds it (loop IR, lower/gemm_lib.c). It is
  * loaded with dlopen, like NVRTC: ragjit builds and runs where no BLAS is installed, and f32
- * products then use ragjit's own packed sgemm (gemm.c), which runs at 0.8-1.0x OpenBLAS on the
- * shapes ragjit gives it; f64 products, which it does not cover, use the JIT's loop template
+ * products then use ragjit's own packed sgemm (gemm.c), which runs at 0.7-1.3x OpenBLAS on the
+ * shapes ragjit gives it (bench/NOTES.md); f64 products, which it does not cover, use the JIT's loop template
  * (lower/matmul.c). The library is asked to run single-threaded: ragjit gives each of its
  * worker threads its own chunk of rows, so that the product of a chunk and the fused work
  * after it share the cache.
