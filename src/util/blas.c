@@ -23,8 +23,9 @@
  *
  * RAGJIT_BLAS selects: a path or soname (used even if it is the reference BLAS: the user asked
  * for it), "off" for no library (ragjit's own sgemm: what the tests of the fallback use), or
- * "loops" for neither (products as JIT loops: the template the golden dumps keep). It is read
- * once per process, as the library is loaded once.
+ * "loops" for neither (products as JIT loops: the template the golden dumps keep); RAGJIT_SGEMM
+ * picks ragjit's own kernel (use_own). Both are read once per process, as the library is
+ * loaded once.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -84,11 +85,18 @@ static bool try_load(const char *name, bool any, bool *reference) {
     return true;
 }
 
-/* ragjit's own sgemm serves, for `why`. */
+/* ragjit's own sgemm serves, for `why`: the best kernel this CPU runs, or the one
+ * RAGJIT_SGEMM names (avx512, avx2, portable: what tests of a smaller CPU's kernel use) if the
+ * CPU runs it. */
 static void use_own(const char *why) {
-    const sgemm_kernel *k = sgemm_kernel_get(SGEMM_BEST);
+    const char *env = getenv("RAGJIT_SGEMM");
+    int isa = !env ? SGEMM_BEST : !strcmp(env, "avx512") ? SGEMM_AVX512 : !strcmp(env, "avx2") ? SGEMM_AVX2
+            : !strcmp(env, "portable") ? SGEMM_PORTABLE : SGEMM_BEST;
+    const sgemm_kernel *k = sgemm_kernel_get(isa);
+    if (!k) k = sgemm_kernel_get(SGEMM_BEST);
     blas = (blas_fns){.name = "ragjit", .own = k};
-    snprintf(blas_desc, sizeof blas_desc, "ragjit's own sgemm (%s): %s", k->name, why);
+    snprintf(blas_desc, sizeof blas_desc, "ragjit's own sgemm (%s%s): %s", k->name,
+             env && k->isa != isa ? ", not RAGJIT_SGEMM's" : "", why);
 }
 
 static void load(void) {
