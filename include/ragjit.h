@@ -146,10 +146,11 @@ RJ_API rj_status rj_ctx_set_memory_limit(rj_ctx *ctx, int64_t bytes);
  * (1024 by default): after each store the least recently used go. The directory may be deleted
  * at any time. Compiles after the call use the new setting. */
 RJ_API rj_status rj_ctx_set_cache_dir(rj_ctx *ctx, const char *dir);
-/* The BLAS that serves matrix products on the CPU, for every context of the process:
- * "OpenBLAS 0.3.21 DYNAMIC_ARCH ... (libopenblas.so.0)", or "none: ..." saying why none does and
- * ragjit's own product serves (RAGJIT_BLAS=off; nothing found; only the reference BLAS found,
- * which is slower than ragjit's own product and so is not used unless RAGJIT_BLAS names it).
+/* What computes matrix products on the CPU, for every context of the process: a BLAS,
+ * "OpenBLAS 0.3.21 DYNAMIC_ARCH ... (libopenblas.so.0)"; or "ragjit's own sgemm (AVX-512 14x32):
+ * ..." saying why no BLAS does (RAGJIT_BLAS=off; none found; only the reference BLAS found,
+ * which is slower than ragjit's own sgemm and so is not used unless RAGJIT_BLAS names it; f64
+ * products are then JIT loops); or "none: ..." (RAGJIT_BLAS=loops: every product as JIT loops).
  * Loads the library on first use (RAGJIT_BLAS is read then); a constant string. */
 RJ_API const char *rj_blas_info(void);
 /* Frees a string returned by ragjit (dumps, shape strings). */

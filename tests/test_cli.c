@@ -105,10 +105,10 @@ static void test_help_examples(void **state) {
     expect_ok(run("ragjit --version"));
 }
 
-/* --version names the BLAS in use (util/blas.c): the library RAGJIT_BLAS names, "none" with the
- * reason when it is off or does not load, the reference BLAS as such (where Debian's is
- * installed), and an optimised library when the search finds one (OpenBLAS where the README's
- * install step put it). */
+/* --version names the BLAS in use (util/blas.c): the library RAGJIT_BLAS names, ragjit's own
+ * sgemm with the reason when it is off or does not load, "none" for JIT loops, the reference
+ * BLAS as such (where Debian's is installed), and an optimised library when the search finds
+ * one (OpenBLAS where the README's install step put it). */
 static void expect_blas(result *r, const char *needle) {
     expect_ok(r);
     const char *line = strstr(r->out, "\nBLAS: ");
@@ -119,8 +119,12 @@ static void test_version_blas(void **state) {
     (void)state;
     expect_blas(run("ragjit --version"), "");
     setenv("RAGJIT_BLAS", "off", 1);
-    expect_blas(run("ragjit --version"), "none: ragjit's own product (RAGJIT_BLAS=off)");
+    expect_blas(run("ragjit --version"), "ragjit's own sgemm");
+    expect_blas(run("ragjit --version"), "RAGJIT_BLAS=off");
+    setenv("RAGJIT_BLAS", "loops", 1);
+    expect_blas(run("ragjit --version"), "none: products as JIT loops (RAGJIT_BLAS=loops)");
     setenv("RAGJIT_BLAS", "/nonexistent/libblas.so", 1);
+    expect_blas(run("ragjit --version"), "ragjit's own sgemm");
     expect_blas(run("ragjit --version"), "does not load as a CBLAS");
     static const char reference[] = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
     if (access(reference, R_OK) == 0) {
@@ -795,8 +799,8 @@ static void test_hostile_inputs(void **state) {
 /* The golden dumps (tests/golden): every example's graph stages and, for each target, its
  * loop IR and generated source, so that a change to lowering or an emitter shows exactly what
  * it changed in generated code (RAGJIT_UPDATE_GOLDEN=1 rewrites them; review with git diff).
- * The CPU's loop IR is kept with the BLAS (a library GEMM's epilogue kernels) where this
- * machine has one, and without. */
+ * The CPU's loop IR is kept with a library GEMM (a BLAS's or ragjit's own sgemm: the GEMM's
+ * epilogue kernels), and with products as JIT loops (RAGJIT_BLAS=loops, noblas.loops). */
 typedef struct golden_stage {
     const char *stage, *target, *suffix;
     bool no_blas;
@@ -832,17 +836,17 @@ static void test_golden(void **state) {
     /* the loops dumps fold eight rows a step whatever this machine's processor prefers
      * (target_desc.row_streams), so the files are the same on every machine */
     setenv("RAGJIT_ROW_STREAMS", "8", 1);
-    /* without a BLAS, the default CPU dumps are the no-BLAS ones, checked as such: a product
-     * lowers alike either way there */
+    /* a library GEMM serves by default (a BLAS, else ragjit's own sgemm); were products JIT
+     * loops by default all the same, the default CPU dumps are the loops ones, checked as such */
     static char with[sizeof ((result *)0)->out];
     snprintf(with, sizeof with, "%s", run("ragjit emit examples/linear_gelu.rj --stage loops")->out);
-    setenv("RAGJIT_BLAS", "off", 1);
+    setenv("RAGJIT_BLAS", "loops", 1);
     bool blas = strcmp(with, run("ragjit emit examples/linear_gelu.rj --stage loops")->out) != 0;
     unsetenv("RAGJIT_BLAS");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         for (size_t s = 0; s < sizeof stages / sizeof stages[0]; s++) {
             const golden_stage *gs = &stages[s];
-            if (gs->no_blas) setenv("RAGJIT_BLAS", "off", 1);
+            if (gs->no_blas) setenv("RAGJIT_BLAS", "loops", 1);
             result *r = run("ragjit emit examples/%s.rj --stage %s --target %s", names[i], gs->stage, gs->target);
             unsetenv("RAGJIT_BLAS");
             expect_ok(r);
@@ -866,7 +870,7 @@ static void test_golden(void **state) {
         }
     unsetenv("RAGJIT_ROW_STREAMS");
     if (update) printf("golden files rewritten; review them with git diff\n");
-    else printf("%d golden dumps match%s\n", checked, blas ? "" : " (no BLAS here: the CPU's with a BLAS skipped)");
+    else printf("%d golden dumps match%s\n", checked, blas ? "" : " (products are JIT loops here: the CPU's with a library GEMM skipped)");
 }
 
 static int setup(void **state) {

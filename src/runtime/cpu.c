@@ -439,22 +439,36 @@ static size_t gemm_es(const lgemm *gm) {
     return gm->dtype == RJ_F64 ? sizeof(double) : sizeof(float);
 }
 
+/* What computes a product's core on one worker: the BLAS, or ragjit's own sgemm with the
+ * worker's packing scratch. */
+typedef struct gemm_core {
+    const blas_fns *bl;
+    void *pack;
+} gemm_core;
+
+/* Bytes of a worker's packing scratch for products of at most m x n x k (0 with a BLAS). */
+static int64_t gemm_pack_bytes(const blas_fns *bl, int64_t m, int64_t n, int64_t k) {
+    return bl->own ? ((int64_t)sgemm_scratch_bytes(bl->own, m, n, k) + 63) / 64 * 64 : 0;
+}
+
 /* C (rows x N, row stride ldc) = A (rows x K, lda) @ W (K x N, or N x K transposed, ldb). */
-static void gemm_full(const blas_fns *bl, uint8_t dtype, bool tw, int64_t rows, int64_t K, int64_t N, const void *a,
+static void gemm_full(const gemm_core *g, uint8_t dtype, bool tw, int64_t rows, int64_t K, int64_t N, const void *a,
                       int64_t lda, const void *w, int64_t ldb, void *c, int64_t ldc) {
     int tb = tw ? BLAS_TRANS : BLAS_NO_TRANS;
     int la = (int)(lda > 0 ? lda : 1), lb = (int)(ldb > 0 ? ldb : 1), lc = (int)(ldc > 0 ? ldc : 1);
     if (rows <= 0 || N <= 0) return;
-    if (dtype == RJ_F64)
-        bl->dgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0, a, la, w, lb, 0.0, c, lc);
+    if (g->bl->own) /* f32 only: gemm_lib leaves f64 products to the JIT's loops then */
+        sgemm_run(g->bl->own, false, tw, rows, N, K, 1.0f, a, la, w, lb, 0.0f, c, lc, g->pack);
+    else if (dtype == RJ_F64)
+        g->bl->dgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0, a, la, w, lb, 0.0, c, lc);
     else
-        bl->sgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0f, a, la, w, lb, 0.0f, c, lc);
+        g->bl->sgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0f, a, la, w, lb, 0.0f, c, lc);
 }
 
-static void gemm_call(const blas_fns *bl, const lgemm *gm, int64_t rows, int64_t K, int64_t N, const void *a,
+static void gemm_call(const gemm_core *g, const lgemm *gm, int64_t rows, int64_t K, int64_t N, const void *a,
                       const void *w, void *c) {
     w = (const char *)w + (size_t)gm->w_off * gemm_es(gm); /* a slice of a weight: its first element */
-    gemm_full(bl, gm->dtype, gm->w_nk, rows, K, N, a, K, w, gm->w_ld ? gm->w_ld : gm->w_nk ? K : N, c, N);
+    gemm_full(g, gm->dtype, gm->w_nk, rows, K, N, a, K, w, gm->w_ld ? gm->w_ld : gm->w_nk ? K : N, c, N);
 }
 
 /* The first physical row of item b in a buffer addressed by symbol `sym`'s offsets (-1: the
@@ -464,7 +478,7 @@ static int64_t item_row(const run_view *v, int32_t rsym, int32_t cls, int64_t it
 }
 
 /* Per-item products (GEMM_QK, GEMM_PV): rows [i0, i1) of item `it` into C. */
-static void gemm_item_chunk(const blas_fns *bl, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t it,
+static void gemm_item_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t it,
                             int64_t i0, int64_t i1, int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
     int32_t c = gm->a_cls;
     int64_t len = v->cls[c].loff[it + 1] - v->cls[c].loff[it];
@@ -472,27 +486,27 @@ static void gemm_item_chunk(const blas_fns *bl, const lgemm *gm, const run_view 
                     (size_t)(gm->mode == GEMM_QK ? K : N) * es;
     if (gm->mode == GEMM_QK) { /* q rows @ kᵀ: len columns */
         const char *q = (const char *)(uintptr_t)m->buf[gm->a_buf] + (size_t)(item_row(v, gm->a_sym, c, it) + i0) * (size_t)K * es;
-        gemm_full(bl, gm->dtype, true, i1 - i0, K, len, q, K, w, K, chunk_c, len);
+        gemm_full(g, gm->dtype, true, i1 - i0, K, len, q, K, w, K, chunk_c, len);
         return;
     }
     const char *p = gm->prologue >= 0 ? chunk_a
                                       : (const char *)(uintptr_t)m->buf[gm->a_buf] +
                                             (size_t)(v->cls[c].sqoff[it] + i0 * len) * es; /* the item's block */
-    gemm_full(bl, gm->dtype, false, i1 - i0, len, N, p, len, w, N, chunk_c, N);
+    gemm_full(g, gm->dtype, false, i1 - i0, len, N, p, len, w, N, chunk_c, N);
 }
 
 /* C rows [lo, hi) of the product: x's rows from its buffer (split where items are not
  * adjacent in memory: a view with holes) or from the prologue's chunk A. */
-static void gemm_chunk(const blas_fns *bl, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t lo,
+static void gemm_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t lo,
                        int64_t hi, int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
     const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf];
     if (gm->prologue >= 0) {
-        gemm_call(bl, gm, hi - lo, K, N, chunk_a, w, chunk_c);
+        gemm_call(g, gm, hi - lo, K, N, chunk_a, w, chunk_c);
         return;
     }
     const char *x = (const char *)(uintptr_t)m->buf[gm->a_buf];
     if (gm->a_sym < 0) { /* rows contiguous in logical order */
-        gemm_call(bl, gm, hi - lo, K, N, x + (size_t)lo * (size_t)K * es, w, chunk_c);
+        gemm_call(g, gm, hi - lo, K, N, x + (size_t)lo * (size_t)K * es, w, chunk_c);
         return;
     }
     const int64_t *loff = v->cls[gm->a_cls].loff, *off = v->sym[gm->a_sym].off;
@@ -504,7 +518,7 @@ static void gemm_chunk(const blas_fns *bl, const lgemm *gm, const run_view *v, c
         while (end + 1 < B && loff[end + 1] < hi && off[end + 1] == off[end] + (loff[end + 1] - loff[end])) end++;
         int64_t s1 = loff[end + 1] < hi ? loff[end + 1] : hi;
         if (s1 > s0)
-            gemm_call(bl, gm, s1 - s0, K, N, x + (size_t)phys * (size_t)K * es, w,
+            gemm_call(g, gm, s1 - s0, K, N, x + (size_t)phys * (size_t)K * es, w,
                       (char *)chunk_c + (size_t)(s0 - lo) * (size_t)N * es);
         it = end + 1;
     }
@@ -580,7 +594,8 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     int workers = o->workers < n ? o->workers : (int)n;
     int64_t a_bytes = pro ? (R * maxlen * (int64_t)es + 63) / 64 * 64 : 0;
     int64_t c_bytes = (R * (gm->mode == GEMM_QK ? maxlen : N) * (int64_t)es + 63) / 64 * 64;
-    int64_t per = a_bytes + c_bytes, bytes = per * workers;
+    int64_t big = maxlen > K ? maxlen : K, p_bytes = gemm_pack_bytes(bl, R, big > N ? big : N, big);
+    int64_t per = a_bytes + c_bytes + p_bytes, bytes = per * workers;
     rj_status s = RJ_OK;
     char *sc = run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) goto out;
@@ -589,8 +604,9 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
         int wk = workers > 1 ? omp_get_thread_num() : 0;
         int64_t it = ch[3 * q], i0 = ch[3 * q + 1], i1 = ch[3 * q + 2];
         char *ca = sc + per * wk, *cc = ca + a_bytes;
+        gemm_core core = {.bl = bl, .pack = cc + c_bytes};
         if (pro) call_range(code, lp, gm->prologue, v, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
-        gemm_item_chunk(bl, gm, v, m, it, i0, i1, K, N, es, ca, cc);
+        gemm_item_chunk(&core, gm, v, m, it, i0, i1, K, N, es, ca, cc);
         call_range(code, lp, ki, v, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
     }
 out:
@@ -621,7 +637,7 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, con
     if (units * (K + N) < o->small_work) workers = 1;
     /* per worker: A (with a prologue) and C, each 64-byte aligned */
     int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)es + 63) / 64 * 64;
-    int64_t per = a_bytes + c_bytes, bytes = per * workers;
+    int64_t per = a_bytes + c_bytes + gemm_pack_bytes(bl, R, N, K), bytes = per * workers;
     char *sc = run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) return s;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (workers > 1)
@@ -629,8 +645,9 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, con
         int wk = workers > 1 ? omp_get_thread_num() : 0;
         int64_t lo = c * R, hi = lo + R < units ? lo + R : units;
         char *ca = sc + per * wk, *cc = ca + a_bytes;
+        gemm_core core = {.bl = bl, .pack = cc + c_bytes};
         if (pro) call_range(code, lp, gm->prologue, v, &pl, m, lo, hi, wk, ca, cc);
-        gemm_chunk(bl, gm, v, m, lo, hi, K, N, es, ca, cc);
+        gemm_chunk(&core, gm, v, m, lo, hi, K, N, es, ca, cc);
         call_range(code, lp, ki, v, &pl, m, lo, hi, wk, ca, cc);
     }
     return RJ_OK;

@@ -1,29 +1,34 @@
 /*
- * blas.c — the host's BLAS, loaded at run time: the GEMM core of matrix products on the CPU.
+ * blas.c — the core of CPU matrix products: the host's BLAS, loaded at run time, or ragjit's own.
  *
  * A well-kept BLAS (OpenBLAS, chosen by measurement on Debian 12: 160 GFLOP/s single-threaded
- * sgemm at K=256, N=1024 on this project's machines against BLIS's 115) beats anything a
- * generic JIT kernel does for the core of a GEMM, so the CPU target calls it and fuses what
- * surrounds it (loop IR, lower/gemm_lib.c). It is loaded with dlopen, like NVRTC: ragjit builds
- * and runs where no BLAS is installed, and matrix products then use the JIT's own kernel. The
- * library is asked to run single-threaded: ragjit gives each of its worker threads its own
- * chunk of rows, so that the product of a chunk and the fused work after it share the cache.
+ * sgemm at K=256, N=1024 on this project's machines against BLIS's 115) is what the CPU target
+ * calls for the core of a GEMM, fusing what surrounds it (loop IR, lower/gemm_lib.c). It is
+ * loaded with dlopen, like NVRTC: ragjit builds and runs where no BLAS is installed, and f32
+ * products then use ragjit's own packed sgemm (gemm.c), which runs at 0.7-1.3x OpenBLAS on the
+ * shapes ragjit gives it (bench/NOTES.md); f64 products, which it does not cover, use the JIT's loop template
+ * (lower/matmul.c). The library is asked to run single-threaded: ragjit gives each of its
+ * worker threads its own chunk of rows, so that the product of a chunk and the fused work
+ * after it share the cache.
  *
  * Chosen on purpose, never whatever the loader finds first: optimised libraries are tried
  * first (OpenBLAS, MKL, BLIS, FlexiBLAS), then Debian's libblas.so.3, which is an alternative
  * that may be OpenBLAS or the netlib reference. A loaded library is identified by what it
  * exports (openblas_get_config, MKL_Get_Version_String, bli_info_get_version_str,
  * flexiblas_current_backend); one that is none of these is the reference BLAS, 27 times slower
- * than OpenBLAS and slower than ragjit's own product, so a search that finds only it leaves it
- * unused. rj_blas_info says which library serves, or why none does (`ragjit --version` and
- * bench print it).
+ * than OpenBLAS and far slower than ragjit's own sgemm, so a search that finds only it leaves
+ * it unused and says so once on stderr (a silent fallback is how a machine ran 27 times slower
+ * unnoticed, issue 36). rj_blas_info says which serves and why (`ragjit --version` and bench
+ * print it).
  *
- * RAGJIT_BLAS selects the library: a path or soname (used even if it is the reference BLAS:
- * the user asked for it), or "off" for none (what tests of the fallback use). It is read once
- * per process, as the library is loaded once. Every symbol is also looked up with the prefix
- * "scipy_": the OpenBLAS that PyPI's scipy-openblas32 wheel ships exports its names so (so as
- * not to clash with another BLAS in the process), and the Python package, which depends on
- * that wheel, points RAGJIT_BLAS at it where the system has no OpenBLAS.
+ * RAGJIT_BLAS selects: a path or soname (used even if it is the reference BLAS: the user asked
+ * for it), "off" for no library (ragjit's own sgemm: what the tests of the fallback use), or
+ * "loops" for neither (products as JIT loops: the template the golden dumps keep); RAGJIT_SGEMM
+ * picks ragjit's own kernel (use_own). Both are read once per process, as the library is
+ * loaded once. Every symbol is also looked up with the prefix "scipy_": the OpenBLAS that
+ * PyPI's scipy-openblas32 wheel ships exports its names so (so as not to clash with another
+ * BLAS in the process), and the Python package, which depends on that wheel, points
+ * RAGJIT_BLAS at it where the system has no OpenBLAS.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -91,32 +96,53 @@ static bool try_load(const char *name, bool any, bool *reference) {
     return true;
 }
 
+/* ragjit's own sgemm serves, for `why`: the best kernel this CPU runs, or the one
+ * RAGJIT_SGEMM names (avx512, avx2, portable: what tests of a smaller CPU's kernel use) if the
+ * CPU runs it. */
+static void use_own(const char *why) {
+    const char *env = getenv("RAGJIT_SGEMM");
+    int isa = !env ? SGEMM_BEST : !strcmp(env, "avx512") ? SGEMM_AVX512 : !strcmp(env, "avx2") ? SGEMM_AVX2
+            : !strcmp(env, "portable") ? SGEMM_PORTABLE : SGEMM_BEST;
+    const sgemm_kernel *k = sgemm_kernel_get(isa);
+    if (!k) k = sgemm_kernel_get(SGEMM_BEST);
+    blas = (blas_fns){.name = "ragjit", .own = k};
+    snprintf(blas_desc, sizeof blas_desc, "ragjit's own sgemm (%s%s): %s", k->name,
+             env && k->isa != isa ? ", not RAGJIT_SGEMM's" : "", why);
+}
+
 static void load(void) {
     const char *env = getenv("RAGJIT_BLAS");
     bool reference = false;
+    if (env && !strcmp(env, "loops")) {
+        snprintf(blas_desc, sizeof blas_desc, "none: products as JIT loops (RAGJIT_BLAS=loops)");
+        return;
+    }
     if (env && !strcmp(env, "off")) {
-        snprintf(blas_desc, sizeof blas_desc, "none: ragjit's own product (RAGJIT_BLAS=off)");
+        use_own("RAGJIT_BLAS=off");
         return;
     }
     if (env && *env) {
-        if (!try_load(env, true, &reference))
-            snprintf(blas_desc, sizeof blas_desc, "none: RAGJIT_BLAS=%s does not load as a CBLAS; ragjit's own "
-                     "product", env);
+        if (!try_load(env, true, &reference)) {
+            char why[200];
+            snprintf(why, sizeof why, "RAGJIT_BLAS=%.120s does not load as a CBLAS", env);
+            use_own(why);
+        }
         return;
     }
     static const char *const names[] = {"libopenblas.so.0", "libmkl_rt.so.2", "libmkl_rt.so", "libblis.so.4",
                                         "libblis.so.3", "libflexiblas.so.3", "libblas.so.3"};
     for (size_t i = 0; i < RJ_ARRAY_LEN(names) && !blas.sgemm; i++) try_load(names[i], false, &reference);
-    if (!blas.sgemm)
-        snprintf(blas_desc, sizeof blas_desc, reference
-                 ? "none: only the reference BLAS was found, which is slower than ragjit's own product "
-                   "(install OpenBLAS: libopenblas0-pthread)"
-                 : "none found: ragjit's own product (install OpenBLAS: libopenblas0-pthread)");
+    if (blas.sgemm) return;
+    use_own(reference ? "only the reference BLAS was found, which is slower (install OpenBLAS: libopenblas0-pthread)"
+                      : "no optimised BLAS found (install OpenBLAS: libopenblas0-pthread)");
+    if (reference)
+        fprintf(stderr, "ragjit: only the reference BLAS (libblas.so.3) was found, 27x slower than OpenBLAS; "
+                "ragjit's own sgemm serves instead (install libopenblas0-pthread, or set RAGJIT_BLAS)\n");
 }
 
 const blas_fns *blas_get(void) {
     pthread_once(&blas_once, load);
-    return blas.sgemm ? &blas : NULL;
+    return blas.sgemm || blas.own ? &blas : NULL;
 }
 
 const char *blas_info(void) {

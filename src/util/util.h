@@ -134,18 +134,47 @@ void ctx_error_restore(rj_ctx *ctx, const ctx_error *e);
  * false if it is missing. */
 bool dl_sym(void *lib, const char *name, void *fnptr);
 
-/* blas.c: the host's CBLAS GEMMs (row-major calls), or NULL where none loads. */
+/* blas.c: the CPU's GEMMs: the host's CBLAS (row-major calls), or ragjit's own sgemm (own set,
+ * sgemm and dgemm NULL: f64 products stay JIT loops), or NULL for neither (RAGJIT_BLAS=loops). */
+typedef struct sgemm_kernel sgemm_kernel;
 typedef struct blas_fns {
     const char *name;
     void (*sgemm)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                   const float *b, int ldb, float beta, float *c, int ldc);
     void (*dgemm)(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a, int lda,
                   const double *b, int ldb, double beta, double *c, int ldc);
+    const sgemm_kernel *own;
 } blas_fns;
 enum { BLAS_ROW_MAJOR = 101, BLAS_NO_TRANS = 111, BLAS_TRANS = 112 };
 const blas_fns *blas_get(void);
-/* Which library serves ("OpenBLAS 0.3.21 ... (libopenblas.so.0)"), or why none does. */
+/* Which serves ("OpenBLAS 0.3.21 ... (libopenblas.so.0)", "ragjit's own sgemm (...): why"). */
 const char *blas_info(void);
+
+/* gemm.c: ragjit's own packed sgemm, for CPU products where no optimised BLAS serves.
+ * sgemm_kernel_get(SGEMM_BEST) is the best micro-kernel this CPU runs (never NULL: the portable
+ * one at worst); a named ISA the CPU lacks gives NULL (tests run each one the CPU has). */
+enum { SGEMM_BEST, SGEMM_PORTABLE, SGEMM_AVX2, SGEMM_AVX512 };
+typedef void sgemm_micro(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int load,
+                         int h, int w);
+struct sgemm_kernel {
+    const char *name; /* "AVX-512 14x32" */
+    int isa, mr, nr;  /* the C block one call computes: mr rows x nr columns */
+    int64_t kc, mc, nc; /* blocking: inner steps, rows of A and columns of B packed at a time */
+    /* C's block (row stride ldc) = (or += when load) A's sliver times B's packed sliver over kc
+     * steps; run reads A packed, rows (NULL: none) in place, row r at a + r lda; the _edge
+     * twins (NULL: none) write only the block's first h rows and w columns */
+    sgemm_micro *run, *rows, *run_edge, *rows_edge;
+};
+const sgemm_kernel *sgemm_kernel_get(int isa);
+const sgemm_kernel *sgemm_x86_kernel(int isa); /* gemm_x86.c: NULL off x86 or without the ISA */
+/* Bytes of packing scratch sgemm_run needs for an m x n x k product (64-byte aligned inside). */
+size_t sgemm_scratch_bytes(const sgemm_kernel *kn, int64_t m, int64_t n, int64_t k);
+/* Row-major C (m x n, row stride ldc) = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n,
+ * transposed where ta / tb (A stored k x m, B stored n x k), as cblas_sgemm with CblasRowMajor;
+ * beta == 0 never reads C. scratch: sgemm_scratch_bytes of memory. One thread. */
+void sgemm_run(const sgemm_kernel *kn, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+               void *scratch);
 
 /* Growable text. */
 typedef struct sbuf {

@@ -1,5 +1,5 @@
 /*
- * lower/gemm_lib.c — matrix products by a library GEMM (the CPU with a BLAS).
+ * lower/gemm_lib.c — matrix products by a library GEMM (the CPU: a BLAS, or ragjit's own sgemm).
  *
  * The product of a chunk of rows goes into a per-worker buffer C (LB_CHUNK) that the cache
  * holds; this group's kernel is then its epilogue: it reads the product at (row - lo, n) and
@@ -115,7 +115,8 @@ static bool gemm_lib_group(const lower *L, int32_t gi) {
         g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
         return false;
     if (qk && !will_have_buffer(L, r->in[0], gi)) return false;
-    return blas_get() != NULL;
+    const blas_fns *bl = blas_get(); /* ragjit's own sgemm has no f64 twin: those stay loops */
+    return bl && (r->dtype != RJ_F64 || bl->dgemm);
 }
 
 /* The symbol whose offsets address the rows of a jagged buffer, or -1 (a temporary: logical). */

@@ -1,0 +1,255 @@
+/*
+ * test_gemm.c — ragjit's own sgemm (src/util/gemm.c, gemm_x86.c), directly and end to end.
+ *
+ * Directly: every micro-kernel this CPU runs (portable, AVX2, AVX-512) against a float64
+ * product computed here, over odd shapes (M, N, K of 1, 7, 17, 63, 64, 65 and 300, which cross
+ * the micro-kernels' 4/6/14-row and 8/16/32-column blocks and the 256-step inner blocks),
+ * each transposition of A and B, leading dimensions wider than the rows (the gaps hold NaN,
+ * so a read of them shows, and C's gaps must stay as they were), alpha and beta as a BLAS
+ * takes them (beta = 0 never reads C, which holds NaN), and a copy of each kernel with tiny
+ * blocks so that every blocking loop runs several times on small shapes. NaN and inf in A or
+ * B reach exactly the elements of C they would in float64. The tolerance is the float32 bound
+ * of a sum of K products, (K + 3) eps sum |alpha a b| + |beta c|.
+ *
+ * End to end, with RAGJIT_BLAS=off (set before ragjit loads anything): rj_blas_info names
+ * ragjit's own sgemm, and programs whose products gemm_lib hands to it (x @ w, linear with a
+ * bias and relu, q @ kᵀ per item) match float64 products of the same inputs.
+ */
+#include "harness.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/util/util.h"
+
+static const int64_t sizes[] = {1, 7, 17, 63, 64, 65, 300};
+#define NSIZES (int)(sizeof sizes / sizeof sizes[0])
+
+/* A (op(A) m x k) and B (op(B) k x n) as stored, with leading dims wider than their rows. */
+typedef struct problem {
+    int64_t m, n, k, lda, ldb, ldc;
+    bool ta, tb;
+    float alpha, beta;
+    float *a, *b, *c;
+} problem;
+
+static float a_at(const problem *p, int64_t i, int64_t q) { return p->ta ? p->a[q * p->lda + i] : p->a[i * p->lda + q]; }
+static float b_at(const problem *p, int64_t q, int64_t j) { return p->tb ? p->b[j * p->ldb + q] : p->b[q * p->ldb + j]; }
+
+static void problem_fill(problem *p, uint64_t *rng) {
+    int64_t ar = p->ta ? p->k : p->m, ac = p->ta ? p->m : p->k, br = p->tb ? p->n : p->k, bc = p->tb ? p->k : p->n;
+    p->lda = ac + 3, p->ldb = bc + 5, p->ldc = p->n + 7;
+    p->a = malloc(sizeof(float) * (size_t)(ar * p->lda));
+    p->b = malloc(sizeof(float) * (size_t)(br * p->ldb));
+    p->c = malloc(sizeof(float) * (size_t)(p->m * p->ldc));
+    assert_true(p->a && p->b && p->c);
+    for (int64_t i = 0; i < ar * p->lda; i++) p->a[i] = i % p->lda < ac ? (float)rng_uniform(rng, -1, 1) : NAN;
+    for (int64_t i = 0; i < br * p->ldb; i++) p->b[i] = i % p->ldb < bc ? (float)rng_uniform(rng, -1, 1) : NAN;
+}
+
+static void problem_free(problem *p) { free(p->a), free(p->b), free(p->c); }
+
+/* C's initial contents: NaN where beta = 0 (it must not be read), else values; 7 in the gaps. */
+static void c_init(problem *p, uint64_t seed) {
+    for (int64_t i = 0; i < p->m * p->ldc; i++)
+        p->c[i] = i % p->ldc >= p->n ? 7.0f : p->beta == 0.0f ? NAN : (float)((seed + (uint64_t)i) % 13) / 8.0f - 0.75f;
+}
+
+/* C after sgemm_run against float64; c0: C before it. */
+static void check(const problem *p, const float *c0, const char *what) {
+    for (int64_t i = 0; i < p->m; i++)
+        for (int64_t j = 0; j < p->ldc; j++) {
+            float got = p->c[i * p->ldc + j];
+            if (j >= p->n) {
+                if (got != 7.0f) fail_msg("%s: C's gap at (%lld, %lld) was written", what, (long long)i, (long long)j);
+                continue;
+            }
+            double ref = 0, mag = 0, cin = p->beta == 0.0f ? 0 : c0[i * p->ldc + j];
+            for (int64_t q = 0; q < p->k; q++) {
+                double t = (double)a_at(p, i, q) * (double)b_at(p, q, j);
+                ref += t, mag += fabs(t);
+            }
+            ref = (double)p->alpha * ref + (double)p->beta * cin;
+            bool ok;
+            if (isnan(ref)) ok = isnan(got);
+            else if (isinf(ref)) ok = (double)got == ref;
+            else
+                ok = fabs((double)got - ref) <= (double)(p->k + 3) * FLT_EPSILON *
+                                                     (fabs((double)p->alpha) * mag + fabs((double)p->beta * cin)) + 1e-30;
+            if (!ok)
+                fail_msg("%s: C(%lld, %lld) = %.9g, float64 gives %.9g (m %lld n %lld k %lld, ta %d tb %d, alpha %g "
+                         "beta %g)", what, (long long)i, (long long)j, (double)got, ref, (long long)p->m,
+                         (long long)p->n, (long long)p->k, p->ta, p->tb, (double)p->alpha, (double)p->beta);
+        }
+}
+
+/* One product by kernel kn, with scratch of exactly sgemm_scratch_bytes (ASan sees overruns)
+ * plus a guard that must stay untouched. */
+static void run_check(const sgemm_kernel *kn, problem *p, uint64_t seed) {
+    c_init(p, seed);
+    size_t cbytes = sizeof(float) * (size_t)(p->m * p->ldc), sb = sgemm_scratch_bytes(kn, p->m, p->n, p->k);
+    float *c0 = malloc(cbytes);
+    unsigned char *scratch = malloc(sb + 64);
+    assert_true(c0 && scratch);
+    memcpy(c0, p->c, cbytes);
+    memset(scratch + sb, 0xA5, 64);
+    sgemm_run(kn, p->ta, p->tb, p->m, p->n, p->k, p->alpha, p->a, p->lda, p->b, p->ldb, p->beta, p->c, p->ldc, scratch);
+    for (int i = 0; i < 64; i++) assert_int_equal(scratch[sb + i], 0xA5);
+    check(p, c0, kn->name);
+    free(c0), free(scratch);
+}
+
+/* The kernels to test: each this CPU runs, and each again with tiny blocks. */
+static int kernels(sgemm_kernel *out) {
+    int n = 0;
+    static const int isas[] = {SGEMM_PORTABLE, SGEMM_AVX2, SGEMM_AVX512};
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const sgemm_kernel *k = sgemm_kernel_get(isas[i]);
+        if (!k) {
+            printf("no %s kernel on this CPU: not tested\n", isas[i] == SGEMM_AVX2 ? "AVX2" : "AVX-512");
+            continue;
+        }
+        out[n++] = *k;
+        out[n] = *k, out[n].kc = 5, out[n].mc = 2 * k->mr, out[n].nc = 2 * k->nr, n++;
+    }
+    assert_ptr_equal(sgemm_kernel_get(SGEMM_BEST)->run, out[n - 2].run); /* the best one serves */
+    return n;
+}
+
+static void test_shapes(void **state) {
+    (void)state;
+    sgemm_kernel ks[6];
+    int nk = kernels(ks);
+    uint64_t rng = 36, cases = 0;
+    for (int mi = 0; mi < NSIZES; mi++)
+        for (int ni = 0; ni < NSIZES; ni++)
+            for (int ki = 0; ki < NSIZES; ki++) {
+                int big = (mi == NSIZES - 1) + (ni == NSIZES - 1) + (ki == NSIZES - 1);
+                if (big > 1 || !in_shard(cases++)) continue; /* at most one dim of 300: seconds, not minutes */
+                for (int t = 0; t < 4; t++) {
+                    problem p = {.m = sizes[mi], .n = sizes[ni], .k = sizes[ki], .ta = t & 1, .tb = t >> 1};
+                    problem_fill(&p, &rng);
+                    static const float ab[][2] = {{1, 0}, {1, 1}, {-0.5f, 0.75f}, {2, 0}};
+                    for (int v = 0; v < nk; v++) {
+                        p.alpha = ab[(t + v) % 4][0], p.beta = ab[(t + v) % 4][1];
+                        run_check(&ks[v], &p, (uint64_t)(mi + ni + ki + v));
+                    }
+                    problem_free(&p);
+                }
+            }
+}
+
+/* NaN and inf in A and B, and the degenerate calls (k = 0, alpha = 0) a BLAS defines. */
+static void test_special_values(void **state) {
+    (void)state;
+    sgemm_kernel ks[6];
+    int nk = kernels(ks);
+    uint64_t rng = 7;
+    for (int v = 0; v < nk; v++) {
+        problem p = {.m = 37, .n = 70, .k = 300, .tb = v & 1, .alpha = 1, .beta = 0};
+        problem_fill(&p, &rng);
+        for (int64_t i = 0; i < 37; i++) p.a[i * p.lda + 3] = fabsf(p.a[i * p.lda + 3]) + 0.5f;
+        p.a[2 * p.lda + 200] = NAN;     /* row 2 of C: NaN */
+        p.a[30 * p.lda + 5] = INFINITY; /* row 30: inf or -inf, NaN where B(5, j) = 0 */
+        p.b[p.tb ? 1 * p.ldb + 5 : 5 * p.ldb + 1] = 0;
+        p.b[p.tb ? 66 * p.ldb + 3 : 3 * p.ldb + 66] = INFINITY; /* column 66: inf, a(i, 3) > 0 */
+        run_check(&ks[v], &p, 1);
+        assert_true(isnan(p.c[2 * p.ldc + 10]) && isnan(p.c[30 * p.ldc + 1]) && isinf(p.c[0 * p.ldc + 66]));
+        /* k = 0 and alpha = 0: C = beta C, and beta = 0 gives zeros (NaN in C not read) */
+        for (int z = 0; z < 2; z++) {
+            p.beta = 0;
+            c_init(&p, 3);
+            float *a = z ? p.a : NULL;
+            sgemm_run(&ks[v], false, p.tb, p.m, p.n, z ? p.k : 0, z ? 0.0f : 1.0f, a, p.lda, p.b, p.ldb, 0.0f, p.c,
+                      p.ldc, NULL);
+            for (int64_t i = 0; i < p.m * p.ldc; i++) assert_true(p.c[i] == (i % p.ldc >= p.n ? 7.0f : 0.0f));
+        }
+        problem_free(&p);
+    }
+}
+
+/* ---- end to end ---------------------------------------------------------------------------- */
+
+static void test_blas_info(void **state) {
+    (void)state;
+    if (!strstr(rj_blas_info(), "ragjit's own sgemm") || !strstr(rj_blas_info(), "RAGJIT_BLAS=off"))
+        fail_msg("rj_blas_info: %s", rj_blas_info());
+}
+
+/* Products of jagged x [B, j1, K] run through gemm_lib's chunks into ragjit's own sgemm. */
+static void test_programs(void **state) {
+    fixture *f = *state;
+    static const int64_t shapes[][2] = {{65, 300}, {300, 17}, {7, 64}};
+    uint64_t rng = 99;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int form = 0; form < 3; form++) {
+            int64_t K = shapes[s][0], N = shapes[s][1], B = 5, off[6] = {0, 3, 3, 260, 261, 700}, rows = off[B];
+            if (form == 2) N = 0; /* q @ kᵀ per item: N is each item's length */
+            rj_graph *g = rj_graph_new(f->ctx);
+            rj_dim Bd = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", Bd);
+            rj_node x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){Bd, J, K}), w = x, b = x, y;
+            if (form == 0) { /* x @ w, w [K, N] */
+                w = rj_graph_input(g, "w", RJ_F32, 2, (rj_dim[]){K, N});
+                y = rj_graph_matmul(g, x, w);
+            } else if (form == 1) { /* relu(linear(x, w, b)), w [N, K] */
+                w = rj_graph_input(g, "w", RJ_F32, 2, (rj_dim[]){N, K});
+                b = rj_graph_input(g, "b", RJ_F32, 1, (rj_dim[]){N});
+                y = rj_graph_unary(g, RJ_OP_RELU, rj_graph_linear(g, x, w, b));
+            } else { /* x @ xᵀ per item */
+                y = rj_graph_matmul(g, x, rj_graph_transpose(g, x, 1, 2));
+            }
+            rj_graph_output(g, y, "y");
+            rj_program *p = rj_program_new(g, RJ_TARGET_CPU);
+            if (!p) fail_msg("compile: %s", rj_ctx_error(f->ctx));
+            int64_t outn = 0;
+            for (int64_t i = 0; i < B; i++) outn += form == 2 ? (off[i + 1] - off[i]) * (off[i + 1] - off[i]) : 0;
+            if (form != 2) outn = rows * N;
+            float *xv = malloc(sizeof(float) * (size_t)(rows * K)), *wv = malloc(sizeof(float) * (size_t)(K * N + 1));
+            float *bv = malloc(sizeof(float) * (size_t)(N + 1)), *yv = malloc(sizeof(float) * (size_t)(outn + 1));
+            for (int64_t i = 0; i < rows * K; i++) xv[i] = (float)rng_uniform(&rng, -1, 1);
+            for (int64_t i = 0; i < K * N; i++) wv[i] = (float)rng_uniform(&rng, -1, 1);
+            for (int64_t i = 0; i < N; i++) bv[i] = (float)rng_uniform(&rng, -1, 1);
+            rj_bind *bd = rj_bind_new(p);
+            assert_non_null(bd);
+            assert_int_equal(rj_bind_offsets(bd, J, B, off, NULL), RJ_OK);
+            assert_int_equal(rj_bind_input(bd, x, xv, rows * K), RJ_OK);
+            if (form != 2) assert_int_equal(rj_bind_input(bd, w, wv, K * N), RJ_OK);
+            if (form == 1) assert_int_equal(rj_bind_input(bd, b, bv, N), RJ_OK);
+            assert_int_equal(rj_bind_output(bd, y, yv, outn), RJ_OK);
+            if (rj_program_run(p, bd)) fail_msg("run: %s", rj_ctx_error(f->ctx));
+            int64_t at = 0;
+            for (int64_t it = 0; it < B; it++) {
+                int64_t len = off[it + 1] - off[it], cols = form == 2 ? len : N;
+                for (int64_t i = off[it]; i < off[it + 1]; i++)
+                    for (int64_t j = 0; j < cols; j++, at++) {
+                        double ref = 0, mag = 0;
+                        for (int64_t q = 0; q < K; q++) {
+                            double wq = form == 0 ? wv[q * N + j] : form == 1 ? wv[j * K + q] : xv[(off[it] + j) * K + q];
+                            ref += (double)xv[i * K + q] * wq, mag += fabs((double)xv[i * K + q] * wq);
+                        }
+                        if (form == 1) ref = fmax(ref + bv[j], 0.0), mag += fabs(bv[j]);
+                        if (fabs((double)yv[at] - ref) > (double)(K + 3) * FLT_EPSILON * mag + 1e-30)
+                            fail_msg("form %d, K %lld N %lld: y[%lld] = %.9g, float64 gives %.9g", form, (long long)K,
+                                     (long long)N, (long long)at, (double)yv[at], ref);
+                    }
+            }
+            assert_int_equal(at, outn);
+            rj_bind_free(bd);
+            rj_program_free(p);
+            rj_graph_free(g);
+            free(xv), free(wv), free(bv), free(yv);
+        }
+}
+
+int main(int argc, char **argv) {
+    setenv("RAGJIT_BLAS", "off", 1); /* read once, at ragjit's first product or rj_blas_info */
+    const struct CMUnitTest tests[] = {
+        FX_SLICED(test_shapes),
+        FX(test_special_values),
+        FX(test_blas_info),
+        FX(test_programs),
+    };
+    return run_group(tests, NULL, NULL, argc, argv);
+}
