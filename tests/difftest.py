@@ -36,11 +36,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from difftest import check, data, gen, invalid  # noqa: E402
+from difftest.model import HEADED  # noqa: E402
 from difftest.shrink import Shrinker  # noqa: E402
 
 CI_SEEDS = {"cpu": 200, "opencl": 24}  # programs per target in CI mode
 CI_INVALID = {"cpu": 26, "opencl": 4}   # invalid cases (26: every template once)
-OPS = [o for o in gen.OPS if o not in ("padchain", "densepad", "causal", "bigint", "pairinput")]
+OPS = [o for o in gen.OPS if o not in gen.PSEUDO]
 
 
 class Tally:
@@ -52,6 +53,10 @@ class Tally:
         for n in prog.stmts:
             op = n.op
             self.coverage[op] = self.coverage.get(op, 0) + 1
+        if any(n.kind in HEADED for n in prog.stmts):  # programs with tensors per head
+            self.coverage["(heads)"] = self.coverage.get("(heads)", 0) + 1
+            if any(n.kind in HEADED for n in prog.outputs):
+                self.coverage["(heads out)"] = self.coverage.get("(heads out)", 0) + 1
         key = f"{pattern}/{'holes' if holes else 'packed'}"
         self.patterns[key] = self.patterns.get(key, 0) + 1
 
