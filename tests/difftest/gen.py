@@ -642,7 +642,9 @@ class Gen(HeadsGen):
         dt = r.choice([None, None, "f32", "f64", "i32", "i64", "bool"])
         c = self.add(which, [], dt or dflt, shape, value=value, as_dtype=dt)
         if c.dtype == "bool" or a.dtype == "bool":
-            return c
+            # alone unless its shape names a size (D): only an input declares one, and a may be
+            # its only user
+            return c if all(isinstance(d, int) for d in shape) else self.elementwise("ne", a, c)
         op = r.choice(["add", "mul", "maximum"])
         return self.add(op, [a, c], promote([a.dtype, c.dtype]), broadcast(a.shape, shape))
 
