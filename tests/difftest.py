@@ -8,7 +8,8 @@ reference written here in NumPy, in float64, item by item, from the documented s
 code. PyTorch's documented semantics win where the guide is silent.
 
 Per seed it generates a random program over every op family of the text format (tests/
-difftest/gen.py), a lengths pattern and data, packed or as a view with holes with garbage
+difftest/gen.py; about a third of them also split a value into attention heads, [B, H, j1, D],
+and work on it per head: gen_heads.py), a lengths pattern and data, packed or as a view with holes with garbage
 in the holes (data.py), writes PROG.rj and a data directory of .npy files, runs
 `ragjit run PROG --data D --out O --target cpu|opencl` (CPU with --threads 1 and 2, which
 must also agree bit for bit), and judges every output against the reference with a
@@ -36,11 +37,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from difftest import check, data, gen, invalid  # noqa: E402
+from difftest.model import HEADED  # noqa: E402
 from difftest.shrink import Shrinker  # noqa: E402
 
-CI_SEEDS = {"cpu": 200, "opencl": 24}  # programs per target in CI mode
+CI_SEEDS = {"cpu": 200, "opencl": 18}  # programs per target in CI mode (OpenCL: heads compile more kernels)
 CI_INVALID = {"cpu": 26, "opencl": 4}   # invalid cases (26: every template once)
-OPS = [o for o in gen.OPS if o not in ("padchain", "densepad", "causal", "bigint", "pairinput")]
+OPS = [o for o in gen.OPS if o not in gen.PSEUDO]
 
 
 class Tally:
@@ -52,6 +54,10 @@ class Tally:
         for n in prog.stmts:
             op = n.op
             self.coverage[op] = self.coverage.get(op, 0) + 1
+        if any(n.kind in HEADED for n in prog.stmts):  # programs with tensors per head
+            self.coverage["(heads)"] = self.coverage.get("(heads)", 0) + 1
+            if any(n.kind in HEADED for n in prog.outputs):
+                self.coverage["(heads out)"] = self.coverage.get("(heads out)", 0) + 1
         key = f"{pattern}/{'holes' if holes else 'packed'}"
         self.patterns[key] = self.patterns.get(key, 0) + 1
 

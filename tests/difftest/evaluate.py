@@ -2,13 +2,15 @@
 
 One function per op family; `evaluate` walks the statements in order and returns every
 output flattened the way `ragjit run` writes it: a jagged output as its packed rows, a
-[B, j1, j1, ...] output as its items' len_b x len_b blocks one after the other, a dense
-output whole.
+[B, j1, j1, ...] output as its items' len_b x len_b blocks one after the other, a tensor per
+head in its canonical order (flatten), a dense output whole. Tensors per head are items in
+PyTorch's dim order ([H, len_b, D]), so every op on them is the NumPy op on the item's axis
+(dim - 1), as for any itemised tensor.
 """
 import numpy as np
 
 from . import ref
-from .model import FLOATS, kind
+from .model import FLOATS, HEADED, kind
 from .ref import Val
 
 
@@ -132,8 +134,8 @@ def ev_matmul(n, vals, env):
         return Val("dense", n.dtype, stack(parts, n, env).astype(ft))
     if b.kind == "jT":  # q @ k.transpose(1, 2): per-item blocks
         return Val("pair", n.dtype, [x @ y.T for x, y in zip(a.data, b.data)])
-    if a.itemised and b.itemised:  # p @ v
-        return Val("jagged", n.dtype, [x @ y for x, y in zip(a.data, b.data)])
+    if a.itemised and b.itemised:  # p @ v; per head (NumPy's matmul batches over H): q @ kT, p @ v
+        return Val(kind(n.shape), n.dtype, [x @ y for x, y in zip(a.data, b.data)])
     return ref.map_val(a, lambda x: x @ b.data, dtype=n.dtype)
 
 
@@ -188,11 +190,12 @@ def ev_view(n, vals, env):
         if v.itemised:
             return ref.map_val(v, lambda x: np.take(x, np.arange(a, b), axis=k - 1))
         return Val("dense", n.dtype, np.take(v.data, np.arange(a, b), axis=k))
-    d0, d1 = n.attrs["d0"], n.attrs["d1"]  # transpose
-    if v.kind == "jagged":
+    rank = len(n.shape)  # transpose
+    d0, d1 = axis(rank, n.attrs["d0"]), axis(rank, n.attrs["d1"])
+    if v.kind == "jagged" and rank == 3:
         return Val("jT", n.dtype, v.data)
-    if v.itemised:
-        return ref.map_val(v, lambda x: np.swapaxes(x, d0 - 1, d1 - 1))
+    if v.itemised:  # of two dims after B: the items' axes (a head split or merge changes the kind)
+        return ref.map_val(v, lambda x: np.swapaxes(x, d0 - 1, d1 - 1), kind_=kind(n.shape))
     return Val("dense", n.dtype, np.swapaxes(v.data, d0, d1))
 
 
@@ -215,7 +218,7 @@ def ev_shape(n, vals, env):
     if n.op == "permute":
         perm = [axis(len(n.shape), p) for p in n.attrs["perm"]]
         if v.itemised:
-            return ref.map_val(v, lambda x: np.transpose(x, [p - 1 for p in perm[1:]]))
+            return ref.map_val(v, lambda x: np.transpose(x, [p - 1 for p in perm[1:]]), kind_=kind(n.shape))
         return Val("dense", n.dtype, np.transpose(v.data, perm))
     if v.itemised:
         return ref.map_val(v, lambda x: x.reshape([x.shape[0]] + [env.dim(d) for d in n.shape[2:]]))
@@ -260,9 +263,20 @@ def input_val(node, data, env):
 
 
 def flatten(v, n, env):
-    """What `ragjit run` writes for output node n."""
+    """What `ragjit run` writes for output node n. A tensor per head is written in its
+    canonical order (the guide's "Heads"): the batch dim, the ragged dims, then the other dims
+    in order: [B, H, j1, D] and [B, H, D, j1] as rows of [H, D], [B, H, j1, j1] as len_b^2 rows
+    of [H]."""
     if not v.itemised:
         return np.asarray(v.data)
+    if v.kind in HEADED:
+        dims = n.shape[1:]
+        js = [k for k, d in enumerate(dims) if d == "j1"]
+        rest = [k for k, d in enumerate(dims) if d != "j1"]
+        inner = [env.dim(dims[k]) for k in rest]
+        rows = [np.transpose(x, js + rest).reshape([int(np.prod([x.shape[k] for k in js]))] + inner)
+                for x in v.data]
+        return np.concatenate(rows) if rows else np.zeros([0] + inner, dtype=parts_dtype(n, env))
     inner = [env.dim(d) for d in n.shape[3 if v.kind == "pair" else 2:]]
     # the rows of an item: the product of its dims before `inner` (not -1: it fails on 0 columns)
     rows = [x.reshape([int(np.prod(x.shape[:x.ndim - len(inner)]))] + inner) for x in v.data]
@@ -273,7 +287,8 @@ def evaluate(prog, data, env):
     vals = {}
     for n in prog.inputs:
         vals[id(n)] = input_val(n, data, env)
-    for n in prog.stmts:
-        args = [vals.get(id(a)) for a in n.args]
-        vals[id(n)] = FAMILY[n.op](n, args, env)
+    with np.errstate(all="ignore"):  # NaN and infinities in the data are meant
+        for n in prog.stmts:
+            args = [vals.get(id(a)) for a in n.args]
+            vals[id(n)] = FAMILY[n.op](n, args, env)
     return {n.name: flatten(vals[id(n)], n, env) for n in prog.outputs}

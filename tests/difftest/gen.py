@@ -13,12 +13,16 @@ max(keepdim) - p broadcast, with an explicit len= above the longest item), dense
 pad length (a softmax over their dense dim, unpadded; pad(x, len=L) + m under a softmax), i64
 literals above 2^53, gelu's tanh form far into the negative range.
 
+Tensors per head ([B, H, j1, D] and what comes of it) are gen_heads.py's: a share of programs
+(HEADS_SHARE, and the op choice's "heads") grow a chain of them.
+
 The generator also knows the lengths of the data (gen is handed maxlen) so that an explicit
 pad len= is never shorter than the longest item; shrinking only makes items shorter.
 """
 import random
 
-from .model import FLOATS, INTS, Node, Program, broadcast, category, is_pad, kind, lit, promote, to_float
+from .gen_heads import HeadsGen
+from .model import FLOATS, HEADED, INTS, Node, Program, broadcast, category, is_pad, kind, lit, promote, to_float
 
 UNARY = ["neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",
          "rsqrt", "sin", "cos", "logical_not"]
@@ -29,16 +33,20 @@ REDUCE = ["sum", "mean", "max", "min", "prod"]
 OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked_fill", "cast"] + REDUCE +
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
-        "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput", "cat", "stack", "permute", "flatten",
+        "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput", "heads", "cat", "stack", "permute", "flatten",
         "unflatten", "arange", "full"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
+PSEUDO = ("padchain", "densepad", "causal", "bigint", "pairinput", "heads")  # builders, not ops
+HEADS_SHARE = 0.3  # programs given a chain per head besides the ones the op choice draws
 
 
-class Gen:
+class Gen(HeadsGen):
     def __init__(self, seed, maxlen, usage):
         self.rng = random.Random(seed)
         self.maxlen, self.usage = maxlen, usage
+        self.H = None  # heads: set by the first chain per head (gen_heads.py)
+        self.head_outs = []
         r = self.rng
         self.D = r.choice([1, 3, 4, 5, 7, 8, 16, "D"])
         self.sizes = {"D": r.choice([2, 4, 6])} if self.D == "D" else {}
@@ -634,7 +642,9 @@ class Gen:
         dt = r.choice([None, None, "f32", "f64", "i32", "i64", "bool"])
         c = self.add(which, [], dt or dflt, shape, value=value, as_dtype=dt)
         if c.dtype == "bool" or a.dtype == "bool":
-            return c
+            # alone unless its shape names a size (D): only an input declares one, and a may be
+            # its only user
+            return c if all(isinstance(d, int) for d in shape) else self.elementwise("ne", a, c)
         op = r.choice(["add", "mul", "maximum"])
         return self.add(op, [a, c], promote([a.dtype, c.dtype]), broadcast(a.shape, shape))
 
@@ -657,20 +667,21 @@ class Gen:
 
     def program(self, steps):
         made = []
-        for _ in range(steps):
-            op = self.choose_op()
+        heads_at = self.rng.randrange(steps) if self.rng.random() < HEADS_SHARE else -1
+        for i in range(steps):
+            op = "heads" if i == heads_at else self.choose_op()
             n = self.builder(op)(op)
-            if op in ("padchain", "densepad", "causal", "bigint", "pairinput"):
+            if op in PSEUDO:
                 self.usage[op] = self.usage.get(op, 0) + 1
             if n is not None:
                 made.append(n)
-        outs = [n for n in made[-1:] + self.rng.sample(made, min(2, len(made))) if outputtable(n)]
+        outs = [n for n in made[-1:] + self.rng.sample(made, min(2, len(made))) + self.head_outs if outputtable(n)]
         outs = list(dict.fromkeys(outs)) or [self.add("relu", [self.x], "f32", self.x.shape, cdt="f32")]
         return Program(self.inputs, outs, self.sizes)
 
 
 def outputtable(n):
-    return n.op != "input" and n.kind in ("jagged", "pair", "dense") and n.attrs.get("usable", True) and not (
+    return n.op != "input" and n.kind in ("jagged", "pair", "dense") + HEADED and n.attrs.get("usable", True) and not (
         n.kind == "dense" and "j1" in n.shape)
 
 

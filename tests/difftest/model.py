@@ -13,7 +13,10 @@ NumPy-style broadcasting against trailing dims, and shapes made of
   int               a constant
 
 A tensor is itemised (held item by item in the reference) when it is jagged [B, j1, ...], a
-per-item block [B, j1, j1, ...] or a row of columns [B, 1, j1, ...]; everything else is dense.
+per-item block [B, j1, j1, ...], a row of columns [B, 1, j1, ...] or a tensor per head
+(docs/guide.md, "Heads": PyTorch's [B, H, j1, D], the transposed key [B, H, D, j1], the scores
+[B, H, j1, j1], H a constant of at least 2); everything else is dense. A tensor per head keeps
+PyTorch's shape here, dims and all; only its output is written in the canonical order.
 """
 
 DTYPES = ("bool", "i32", "i64", "f32", "f64")
@@ -51,12 +54,24 @@ def is_pad(d):
     return isinstance(d, tuple) and d[0] == "pad"
 
 
+HEADED = ("hjag", "hkt", "hpair")
+
+
 def kind(shape):
-    """'jagged', 'pair', 'rowcol' or 'dense'."""
+    """'jagged', 'pair', 'rowcol', 'dense', or per head: 'hjag' [B, H, j1, ...], 'hkt'
+    [B, H, D, j1], 'hpair' [B, H, j1, j1]."""
     if len(shape) >= 2 and shape[0] == "B" and shape[1] == "j1":
         return "pair" if len(shape) >= 3 and shape[2] == "j1" else "jagged"
     if len(shape) >= 3 and shape[0] == "B" and shape[1] == 1 and shape[2] == "j1":
         return "rowcol"
+    if len(shape) >= 4 and shape[0] == "B" and isinstance(shape[1], int) and shape[1] >= 2:
+        js = [k for k, d in enumerate(shape) if d == "j1"]
+        if js == [2]:
+            return "hjag"
+        if js == [3] and len(shape) == 4:
+            return "hkt"
+        if js == [2, 3] and len(shape) == 4:
+            return "hpair"
     return "dense"
 
 

@@ -2,8 +2,9 @@
 semantics (docs/guide.md, DESIGN.md §1-2), never from ragjit's interpreter or its C code.
 
 A value is held as a Val: for an itemised tensor (jagged [B, j1, ...], per-item blocks
-[B, j1, j1, ...], rows of columns [B, 1, j1, ...]) a list of B NumPy arrays, item b's array
-having its real length len_b where the shape says j1; for a dense tensor one array. A padded
+[B, j1, j1, ...], rows of columns [B, 1, j1, ...], tensors per head [B, H, j1, D] in
+PyTorch's dim order) a list of B NumPy arrays, item b's array having its real length len_b
+where the shape says j1 (per head: [H, len_b, D]); for a dense tensor one array. A padded
 tensor is dense: pad builds it exactly as DESIGN.md §2 defines it (rows past len_b hold the
 value), so every op on it has plain dense semantics with no special case.
 
@@ -17,7 +18,7 @@ import math
 
 import numpy as np
 
-from .model import FLOATS, INTS, category, kind, is_pad
+from .model import FLOATS, HEADED, INTS, category, kind, is_pad
 
 IMIN = {"i32": -2**31, "i64": -2**63}
 IMAX = {"i32": 2**31 - 1, "i64": 2**63 - 1}
@@ -30,7 +31,7 @@ class Val:
 
     @property
     def itemised(self):
-        return self.kind in ("jagged", "pair", "rowcol", "jT")
+        return self.kind in ("jagged", "pair", "rowcol", "jT") + HEADED
 
 
 class Env:

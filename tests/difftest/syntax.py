@@ -71,10 +71,14 @@ def expr(n):
     if op == "positions":
         return "positions(j1)"
     if op in ("reshape", "view"):
+        if at.get("inline"):  # PyTorch's x.view(B, j1, H, D): the sizes one by one
+            return f"{a[0]}.{op}(" + ", ".join(dim_text(d) for d in at["to"]) + ")"
         return call(op, a + ["[" + ", ".join(dim_text(d) for d in at["to"]) + "]"], s)
     if op in ("unsqueeze", "squeeze"):
         return call(op, a + [str(at["dim"])], s)
     if op == "transpose":
+        if at.get("mT"):
+            return f"{a[0]}.mT"
         return call(op, a + [str(at["d0"]), str(at["d1"])], s)
     if op == "narrow":
         return narrow_expr(a[0], at, s)
@@ -94,6 +98,8 @@ def expr(n):
             return f"{a[0]}.permute({', '.join(dims)})"
         return f"torch.permute({a[0]}, ({', '.join(dims)},))" if s % 3 == 1 else call(op, [a[0], "[" + ", ".join(dims) + "]"], s)
     if op == "flatten":
+        if at.get("short"):  # x.flatten(2): to the last dim
+            return f"{a[0]}.flatten({at['start']})"
         return call(op, a, s, [("start_dim", at["start"]), ("end_dim", at["end"])])
     if op == "unflatten":
         sz = "(" + ", ".join(str(d) for d in at["sizes"]) + ")" if s % 2 else "[" + ", ".join(str(d) for d in at["sizes"]) + "]"
