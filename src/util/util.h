@@ -81,6 +81,8 @@ struct rj_ctx {
     void *ud;
     uint64_t id;          /* unique in the process: keys the per-thread errors (error.c) */
     int threads;          /* rj_ctx_set_threads; 0: cpus_usable() */
+    rj_parallel_fn parallel; /* rj_ctx_set_parallel: the embedder's pool, or NULL: ragjit's */
+    void *parallel_user;
     int64_t run_limit;    /* rj_ctx_set_memory_limit: most bytes one run may allocate */
     pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];

@@ -1,0 +1,231 @@
+/*
+ * pool.c — ragjit's own worker threads, and the embedder's pool (rj_ctx_set_parallel).
+ *
+ * Why not OpenMP. A `parallel for` ends only when every thread of its team has arrived, so
+ * one worker the OS does not schedule — a core shared with another process, a model runtime's
+ * own pool, other requests — holds the whole kernel up, however small the chunks: with one of
+ * two cores busy, a 2-thread run took three times as long as a 1-thread run (issue 36). Here a
+ * run counts finished chunks, not threads: the calling thread claims chunks itself, workers
+ * that are awake claim the others, and the run ends when the last chunk is finished. A worker
+ * that wakes late finds no chunk left and goes back to sleep; one descheduled while it holds a
+ * chunk delays the run by that chunk only.
+ *
+ * Jobs. Each parallel kernel publishes a job: the chunks, a counter that hands them out (an
+ * atomic add), a counter of finished ones and a counter of slots (the scratch indices, 0 the
+ * caller's). Several runs may be in flight on one context (one program on many threads), so
+ * the pool holds a few jobs at once and a worker takes any job with chunks left; a run that
+ * finds every job entry taken runs its kernel on its own thread. Job entries belong to the
+ * pool, not to the run: a worker that entered a job and was then descheduled still holds a
+ * reference to it, and the run returns without waiting for it (it finds the claim counter
+ * past the end and lets go). An entry is reused only once nobody holds it.
+ *
+ * Sleeping. Workers wait on a condition variable when there is no work; between a kernel and
+ * the next (a run is a sequence of kernels, microseconds apart) a worker first spins for a
+ * bounded time, watching the publication counter, so it does not pay a wake-up per kernel.
+ * A caller waiting for chunks that others hold spins briefly too, then sleeps: on a busy
+ * machine the thread it waits for may need its core.
+ *
+ * The embedder's pool gets the same job through its function: n calls, each claiming chunks
+ * with its own slot until none is left, so the pool's scheduling cannot hold a run up either.
+ */
+#include <time.h>
+
+#include "pool.h"
+
+#define POOL_JOBS 8
+#define WORKER_SPIN_NS 50000 /* a worker between kernels */
+#define CALLER_SPIN_NS 5000  /* a caller waiting for the last chunks */
+
+typedef struct job {
+    pool_task task;
+    void *arg;
+    int64_t nchunks;
+    int slots;
+    int64_t next;  /* the next chunk to claim (atomic; past nchunks once all are claimed) */
+    int64_t done;  /* chunks finished (atomic) */
+    int slot_next; /* the next slot for a thread joining the job (atomic) */
+    int refs;      /* the caller and the workers inside (atomic; 0: the entry is free) */
+} job;
+
+struct pool {
+    pthread_mutex_t lock;
+    pthread_cond_t work;   /* workers wait here for a job */
+    pthread_cond_t fin;    /* callers wait here for their job's last chunks */
+    unsigned gen;          /* jobs published (atomic): what spinning workers watch */
+    int sleepers, waiters; /* workers on `work`, callers on `fin` */
+    bool stop;
+    int nthreads, max_threads;
+    pthread_t *threads;
+    job jobs[POOL_JOBS];
+};
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Claims chunks of j and runs them with `slot` until none is left; true when this thread
+ * finished the job's last chunk. */
+static bool job_work(job *j, int slot) {
+    int64_t c;
+    bool last = false;
+    while ((c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nchunks) {
+        j->task(j->arg, c, slot);
+        last = __atomic_add_fetch(&j->done, 1, __ATOMIC_ACQ_REL) == j->nchunks;
+    }
+    return last;
+}
+
+static bool job_wants(const job *j) {
+    return __atomic_load_n(&j->refs, __ATOMIC_ACQUIRE) > 0 &&
+           __atomic_load_n(&j->next, __ATOMIC_RELAXED) < j->nchunks &&
+           __atomic_load_n(&j->slot_next, __ATOMIC_RELAXED) < j->slots;
+}
+
+/* Spins until a job is published after `gen` or `ns` pass; whether one was. */
+static bool spin_for_job(pool *p, unsigned gen, int64_t ns) {
+    int64_t end = now_ns() + ns;
+    do {
+        for (int i = 0; i < 32; i++) {
+            if (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) != gen) return true;
+            cpu_relax();
+        }
+    } while (now_ns() < end);
+    return false;
+}
+
+static void *worker_main(void *arg) {
+    pool *p = arg;
+    bool spun = false;
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        job *j = NULL;
+        for (int i = 0; i < POOL_JOBS && !j; i++)
+            if (job_wants(&p->jobs[i])) j = &p->jobs[i];
+        unsigned gen = __atomic_load_n(&p->gen, __ATOMIC_RELAXED);
+        if (j) {
+            __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED); /* under the lock: the entry stays */
+            pthread_mutex_unlock(&p->lock);
+            int slot = __atomic_fetch_add(&j->slot_next, 1, __ATOMIC_RELAXED);
+            bool last = slot < j->slots && job_work(j, slot);
+            if (last) {
+                pthread_mutex_lock(&p->lock);
+                if (p->waiters) pthread_cond_broadcast(&p->fin);
+                pthread_mutex_unlock(&p->lock);
+            }
+            __atomic_sub_fetch(&j->refs, 1, __ATOMIC_RELEASE);
+            spun = false;
+            pthread_mutex_lock(&p->lock);
+        } else if (!spun) { /* the next kernel is likely microseconds away */
+            pthread_mutex_unlock(&p->lock);
+            spin_for_job(p, gen, WORKER_SPIN_NS);
+            spun = true;
+            pthread_mutex_lock(&p->lock);
+        } else {
+            p->sleepers++;
+            pthread_cond_wait(&p->work, &p->lock);
+            p->sleepers--;
+            spun = false;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+pool *pool_new(rj_ctx *ctx, int max_threads) {
+    pool *p = mem_zalloc(ctx, sizeof *p);
+    if (!p) return NULL;
+    p->max_threads = max_threads > 1 ? max_threads - 1 : 0;
+    if (p->max_threads && !(p->threads = mem_zalloc(ctx, sizeof(pthread_t) * (size_t)p->max_threads))) {
+        mem_free(ctx, p, sizeof *p);
+        return NULL;
+    }
+    bool m = !pthread_mutex_init(&p->lock, NULL), w = !pthread_cond_init(&p->work, NULL),
+         f = !pthread_cond_init(&p->fin, NULL);
+    if (m && w && f) return p;
+    if (m) pthread_mutex_destroy(&p->lock);
+    if (w) pthread_cond_destroy(&p->work);
+    if (f) pthread_cond_destroy(&p->fin);
+    mem_free(ctx, p->threads, sizeof(pthread_t) * (size_t)p->max_threads);
+    mem_free(ctx, p, sizeof *p);
+    ctx_fail(ctx, RJ_ERR_NOMEM, "cannot create the CPU worker pool's lock");
+    return NULL;
+}
+
+void pool_free(rj_ctx *ctx, pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->nthreads; i++) pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->fin);
+    mem_free(ctx, p->threads, sizeof(pthread_t) * (size_t)p->max_threads);
+    mem_free(ctx, p, sizeof *p);
+}
+
+/* The embedder's pool: call i claims chunks with slot i. */
+static void hook_task(void *arg, int i) {
+    job *j = arg;
+    if (i >= 0 && i < j->slots) job_work(j, i);
+}
+
+/* A free job entry, filled and published, with the workers it wants started and woken; NULL
+ * when every entry is taken. Under the pool's lock. */
+static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *arg) {
+    job *j = NULL;
+    for (int i = 0; i < POOL_JOBS && !j; i++)
+        if (!__atomic_load_n(&p->jobs[i].refs, __ATOMIC_ACQUIRE)) j = &p->jobs[i];
+    if (!j) return NULL;
+    *j = (job){.task = task, .arg = arg, .nchunks = nchunks, .slots = slots, .slot_next = 1, .refs = 1};
+    /* workers are started as runs first want them; one that cannot be started is done without */
+    while (p->nthreads < slots - 1 && p->nthreads < p->max_threads &&
+           !pthread_create(&p->threads[p->nthreads], NULL, worker_main, p))
+        p->nthreads++;
+    __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
+    for (int k = 0; k < slots - 1 && k < p->sleepers; k++) pthread_cond_signal(&p->work);
+    return j;
+}
+
+void pool_run(rj_ctx *ctx, pool *p, int64_t nchunks, int slots, pool_task task, void *arg) {
+    if (slots > nchunks) slots = (int)nchunks;
+    if (slots > 1 && ctx->parallel) {
+        job j = {.task = task, .arg = arg, .nchunks = nchunks, .slots = slots};
+        ctx->parallel(ctx->parallel_user, slots, hook_task, &j);
+        return;
+    }
+    job *j = NULL;
+    if (slots > 1 && p) {
+        pthread_mutex_lock(&p->lock);
+        j = publish(p, nchunks, slots, task, arg);
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (!j) { /* one thread, or every job entry taken by other runs */
+        for (int64_t c = 0; c < nchunks; c++) task(arg, c, 0);
+        return;
+    }
+    job_work(j, 0);
+    /* the others' last chunks: briefly spin, then sleep until the last one is finished */
+    int64_t end = now_ns() + CALLER_SPIN_NS;
+    while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < nchunks && now_ns() < end)
+        for (int i = 0; i < 32; i++) cpu_relax();
+    if (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < nchunks) {
+        pthread_mutex_lock(&p->lock);
+        while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < nchunks) {
+            p->waiters++;
+            pthread_cond_wait(&p->fin, &p->lock);
+            p->waiters--;
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    __atomic_sub_fetch(&j->refs, 1, __ATOMIC_RELEASE);
+}
