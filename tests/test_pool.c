@@ -17,13 +17,16 @@
  * it starts the others, late, on a thread that sleeps first: results the same, and the late
  * calls find nothing left to do (they take far less time than call 0). Last, several threads
  * run the program at once on one context with ragjit's pool (the ThreadSanitizer stage of
- * build.sh runs this test as it runs test_threads).
+ * build.sh runs this test as it runs test_threads). A caller pinned to one processor starts
+ * workers that are not pinned with it (they take the mask the process started with).
  */
 #include "stdenv.h"
 
 #include "../src/runtime/pool.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +323,8 @@ static void test_programs(void **state) {
     fixture *f = *state;
     rj_ctx *ctx = f->ctx;
     model m = model_new(ctx);
+    /* compiled on one thread: LLVM's compile threads are noise to ThreadSanitizer (test_threads) */
+    assert_ok(ctx, rj_ctx_set_threads(ctx, 1));
     rj_program *pr = rj_program_new(m.g, RJ_TARGET_REFERENCE), *pc = rj_program_new(m.g, RJ_TARGET_CPU);
     assert_non_null(pr);
     if (!pc) fail_msg("compile: %s", rj_ctx_error(ctx));
@@ -379,10 +384,66 @@ static void test_programs(void **state) {
     model_free(&m);
 }
 
+/* A caller pinned to one processor: the workers it starts keep the process's processors. */
+typedef struct pinned {
+    model *m;
+    rj_program *p;
+    int status;
+} pinned;
+
+static void *pinned_run(void *arg) {
+    pinned *pn = arg;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one);
+    pn->status = -1;
+    if (sched_setaffinity(0, sizeof one, &one)) return NULL;
+    rj_bind *b = rj_bind_new(pn->p);
+    model_bind(pn->m, b);
+    pn->status = rj_program_run(pn->p, b);
+    rj_bind_free(b);
+    return NULL;
+}
+
+/* Threads of this process allowed on fewer processors than the process. */
+static int narrow_threads(int want) {
+    DIR *d = opendir("/proc/self/task");
+    int narrow = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        cpu_set_t set;
+        if (!sched_getaffinity((pid_t)atoi(e->d_name), sizeof set, &set) && CPU_COUNT(&set) < want) narrow++;
+    }
+    if (d) closedir(d);
+    return narrow;
+}
+
+static void test_pinned_caller(void **state) {
+    fixture *f = *state;
+    cpu_set_t all;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    if (CPU_COUNT(&all) < 2) skip();
+    model m = model_new(f->ctx);
+    assert_ok(f->ctx, rj_ctx_set_threads(f->ctx, 1));
+    rj_program *p = rj_program_new(m.g, RJ_TARGET_CPU);
+    assert_non_null(p);
+    assert_ok(f->ctx, rj_ctx_set_threads(f->ctx, 2));
+    pinned pn = {.m = &m, .p = p};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, pinned_run, &pn), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(pn.status, RJ_OK);
+    /* the worker the pinned thread started is alive (the context is) and not pinned */
+    assert_int_equal(narrow_threads(CPU_COUNT(&all)), 0);
+    rj_program_free(p);
+    model_free(&m);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_chunks),
         FX(test_programs),
+        FX(test_pinned_caller),
     };
     return run_group(tests, NULL, NULL, argc, argv);
 }

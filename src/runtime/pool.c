@@ -179,6 +179,18 @@ static void hook_task(void *arg, int i) {
     if (i >= 0 && i < j->slots) job_work(j, i);
 }
 
+/* A new worker, on the processors the process started with (cpus_start_set), not only the
+ * calling thread's: a caller pinned to one processor would otherwise pin its workers there. */
+static bool start_worker(pool *p) {
+    pthread_attr_t attr;
+    cpu_set_t set;
+    if (pthread_attr_init(&attr)) return false;
+    if (cpus_start_set(&set)) pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+    bool ok = !pthread_create(&p->threads[p->nthreads], &attr, worker_main, p);
+    pthread_attr_destroy(&attr);
+    return ok;
+}
+
 /* A free job entry, filled and published, with the workers it wants started and woken; NULL
  * when every entry is taken. Under the pool's lock. */
 static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *arg) {
@@ -188,9 +200,7 @@ static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *a
     if (!j) return NULL;
     *j = (job){.task = task, .arg = arg, .nchunks = nchunks, .slots = slots, .slot_next = 1, .refs = 1};
     /* workers are started as runs first want them; one that cannot be started is done without */
-    while (p->nthreads < slots - 1 && p->nthreads < p->max_threads &&
-           !pthread_create(&p->threads[p->nthreads], NULL, worker_main, p))
-        p->nthreads++;
+    while (p->nthreads < slots - 1 && p->nthreads < p->max_threads && start_worker(p)) p->nthreads++;
     __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
     for (int k = 0; k < slots - 1 && k < p->sleepers; k++) pthread_cond_signal(&p->work);
     return j;

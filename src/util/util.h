@@ -14,6 +14,7 @@
 #define RJ_UTIL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -97,6 +98,8 @@ struct rj_ctx {
  * ones; tests give a directory of their own). */
 int cpus_usable(void);
 int cpus_quota(const char *root);
+/* The affinity mask the process started with (false: unknown), for ragjit's worker threads. */
+bool cpus_start_set(cpu_set_t *set);
 
 static inline void ctx_lock(rj_ctx *ctx) { pthread_mutex_lock(&ctx->lock); }
 static inline void ctx_unlock(rj_ctx *ctx) { pthread_mutex_unlock(&ctx->lock); }
