@@ -70,7 +70,11 @@ struct cpu_code {
 };
 
 #define MAX_THREADS 256
-#define CHUNKS_PER_THREAD 4
+/* Chunks per thread: the last chunks bound how long the caller waits for a worker that shares
+ * its core with another process (it runs at half speed there). With one of two cores busy a
+ * 1 ms softmax ran 0.86-0.95x of its 1-thread time with 16, 1.05-1.06x with 4 (bench_busy,
+ * W2 small, alternating); large runs were the same with either. */
+#define CHUNKS_PER_THREAD 16
 #define SMALL_WORK 16384
 #define MAX_PARAMS 64
 /* Measured with bench/ (copy-nt vs copy); override with RAGJIT_NT_BYTES. */
