@@ -24,7 +24,11 @@
  * bounded time, watching the publication counter, so it does not pay a wake-up per kernel.
  * A caller waiting for chunks that others hold spins briefly too, then sleeps: on a busy
  * machine the thread it waits for may need its core. Workers run under SCHED_BATCH, so that
- * waking one never takes the processor from the caller (worker_main).
+ * waking one does not take the processor from the caller at once (worker_main). Where the
+ * machine is so busy that woken workers keep missing jobs they had time for, the caller stops
+ * waking them for every job (publish): with a 5 to 10 times oversubscribed 2-core machine
+ * and one core spinning, a 1 ms softmax's 2-thread median went from 1.5-2.7x its 1-thread
+ * median in 3 of 7 trials to 0.53-0.75x in 8 of 8 (bench_busy; bench/NOTES.md).
  *
  * The embedder's pool gets the same job through its function: n calls, each claiming chunks
  * with its own slot until none is left, so the pool's scheduling cannot hold a run up either.
@@ -36,6 +40,10 @@
 #define POOL_JOBS 8
 #define WORKER_SPIN_NS 50000 /* a worker between kernels */
 #define CALLER_SPIN_NS 5000  /* a caller waiting for the last chunks */
+#define MISSES 4             /* jobs in a row that woken workers missed ... */
+#define PROBE_EVERY 8        /* ... and workers are woken for one job in this many */
+#define LATE_WAKE_NS 5000000 /* ... or once a job has run this long */
+#define SHORT_JOB_NS 50000   /* a job this short says nothing of the workers */
 
 typedef struct job {
     pool_task task;
@@ -53,6 +61,7 @@ struct pool {
     pthread_cond_t work;   /* workers wait here for a job */
     pthread_cond_t fin;    /* callers wait here for their job's last chunks */
     unsigned gen;          /* jobs published (atomic): what spinning workers watch */
+    int missed;            /* long jobs in a row the caller ran alone, up to MISSES (atomic) */
     int sleepers, waiters; /* workers on `work`, callers on `fin` */
     bool stop;
     int nthreads, max_threads;
@@ -72,15 +81,30 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Wakes up to n sleeping workers. Under the pool's lock. */
+static void wake_workers(pool *p, int n) {
+    for (int k = 0; k < n && k < p->sleepers; k++) pthread_cond_signal(&p->work);
+}
+
 /* Claims chunks of j and runs them with `slot` until none is left; true when this thread
- * finished the job's last chunk. */
-static bool job_work(job *j, int slot) {
-    int64_t c;
+ * finished the job's last chunk. *ran (if not NULL): the chunks it ran. A caller that has not
+ * woken the workers (publish) passes the time to do so in *wake_at (0: none), cleared once
+ * done. */
+static bool job_work(pool *p, job *j, int slot, int64_t *wake_at, int64_t *ran) {
+    int64_t c, n = 0;
     bool last = false;
     while ((c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nchunks) {
         j->task(j->arg, c, slot);
+        n++;
         last = __atomic_add_fetch(&j->done, 1, __ATOMIC_ACQ_REL) == j->nchunks;
+        if (wake_at && *wake_at && now_ns() >= *wake_at) {
+            *wake_at = 0;
+            pthread_mutex_lock(&p->lock);
+            wake_workers(p, j->slots - 1);
+            pthread_mutex_unlock(&p->lock);
+        }
     }
+    if (ran) *ran = n;
     return last;
 }
 
@@ -125,7 +149,7 @@ static void *worker_main(void *arg) {
             __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED); /* under the lock: the entry stays */
             pthread_mutex_unlock(&p->lock);
             int slot = __atomic_fetch_add(&j->slot_next, 1, __ATOMIC_RELAXED);
-            bool last = slot < j->slots && job_work(j, slot);
+            bool last = slot < j->slots && job_work(p, j, slot, NULL, NULL);
             if (last) {
                 pthread_mutex_lock(&p->lock);
                 if (p->waiters) pthread_cond_broadcast(&p->fin);
@@ -187,7 +211,7 @@ void pool_free(rj_ctx *ctx, pool *p) {
 /* The embedder's pool: call i claims chunks with slot i. */
 static void hook_task(void *arg, int i) {
     job *j = arg;
-    if (i >= 0 && i < j->slots) job_work(j, i);
+    if (i >= 0 && i < j->slots) job_work(NULL, j, i, NULL, NULL);
 }
 
 /* A new worker, on the processors the process started with (cpus_start_set), not only the
@@ -202,9 +226,9 @@ static bool start_worker(pool *p) {
     return ok;
 }
 
-/* A free job entry, filled and published, with the workers it wants started and woken; NULL
- * when every entry is taken. Under the pool's lock. */
-static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *arg) {
+/* A free job entry, filled and published, with the workers it wants started and (*woken)
+ * woken; NULL when every entry is taken. Under the pool's lock. */
+static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *arg, bool *woken) {
     job *j = NULL;
     for (int i = 0; i < POOL_JOBS && !j; i++)
         if (!__atomic_load_n(&p->jobs[i].refs, __ATOMIC_ACQUIRE)) j = &p->jobs[i];
@@ -212,8 +236,15 @@ static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *a
     *j = (job){.task = task, .arg = arg, .nchunks = nchunks, .slots = slots, .slot_next = 1, .refs = 1};
     /* workers are started as runs first want them; one that cannot be started is done without */
     while (p->nthreads < slots - 1 && p->nthreads < p->max_threads && start_worker(p)) p->nthreads++;
-    __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
-    for (int k = 0; k < slots - 1 && k < p->sleepers; k++) pthread_cond_signal(&p->work);
+    unsigned gen = __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
+    /* Sleeping workers are woken now unless the last long jobs ran without them: on a machine
+     * busier than its processors a woken worker may get none before the caller is done, and a
+     * wake-up still costs the caller (the scheduler may give the wakee its processor at the
+     * next tick, and the caller then waits behind other processes). Then one job in
+     * PROBE_EVERY wakes them, to see whether they would help again, and the others only once
+     * they have run LATE_WAKE_NS (pool_run); spinning workers take part whatever this says. */
+    *woken = __atomic_load_n(&p->missed, __ATOMIC_RELAXED) < MISSES || gen % PROBE_EVERY == 0;
+    if (*woken) wake_workers(p, slots - 1);
     return j;
 }
 
@@ -225,16 +256,18 @@ void pool_run(rj_ctx *ctx, pool *p, int64_t nchunks, int slots, pool_task task, 
         return;
     }
     job *j = NULL;
+    bool woken = false;
     if (slots > 1 && p) {
         pthread_mutex_lock(&p->lock);
-        j = publish(p, nchunks, slots, task, arg);
+        j = publish(p, nchunks, slots, task, arg, &woken);
         pthread_mutex_unlock(&p->lock);
     }
     if (!j) { /* one thread, or every job entry taken by other runs */
         for (int64_t c = 0; c < nchunks; c++) task(arg, c, 0);
         return;
     }
-    job_work(j, 0);
+    int64_t mine = 0, t0 = now_ns(), wake_at = woken ? 0 : t0 + LATE_WAKE_NS;
+    job_work(p, j, 0, &wake_at, &mine);
     /* the others' last chunks: briefly spin, then sleep until the last one is finished */
     int64_t end = now_ns() + CALLER_SPIN_NS;
     while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < nchunks && now_ns() < end)
@@ -249,4 +282,8 @@ void pool_run(rj_ctx *ctx, pool *p, int64_t nchunks, int slots, pool_task task, 
         pthread_mutex_unlock(&p->lock);
     }
     __atomic_sub_fetch(&j->refs, 1, __ATOMIC_RELEASE);
+    /* whether woken workers took part in a job long enough for them to (see publish) */
+    if (mine < nchunks) __atomic_store_n(&p->missed, 0, __ATOMIC_RELAXED);
+    else if (!wake_at && now_ns() - t0 > SHORT_JOB_NS && __atomic_load_n(&p->missed, __ATOMIC_RELAXED) < MISSES)
+        __atomic_add_fetch(&p->missed, 1, __ATOMIC_RELAXED);
 }
