@@ -17,8 +17,9 @@ cd "$(dirname "$0")"
 
 # pocl-opencl-icd and the ICD loader: an OpenCL device on the CPU, so the tests run the GPU
 # kernels (the OpenCL target) on machines without a GPU; ragjit itself builds without them.
-# clang, its runtime (libFuzzer, sanitizers) and OpenMP: the fuzz build (clang's -fopenmp
-# needs libomp's headers; apt installs without recommends, so the runtime is named too)
+# clang, its runtime (libFuzzer, sanitizers) and OpenMP: the fuzz build (it configures bench/,
+# whose C baselines use OpenMP, and clang's -fopenmp needs libomp's headers; apt installs
+# without recommends, so the runtime is named too). The library itself has no OpenMP.
 # libopenblas0-pthread: the GEMM core of matrix products on the CPU (loaded at run time; without
 # it ragjit multiplies with its own, slower kernel)
 # dpkg-dev: its dpkg-architecture is how meson learns Debian's libdir, lib/x86_64-linux-gnu;
@@ -111,13 +112,14 @@ test_asan() {
     meson test -C build-san --print-errorlogs --num-processes 2 --no-suite install
 }
 
-# ThreadSanitizer: the concurrency test alone (OpenMP's runtime and LLVM are not instrumented,
-# so the tests that use them would only report noise)
+# ThreadSanitizer: the concurrency tests alone, a context shared by threads and the CPU worker
+# pool (LLVM is not instrumented: the tests that compile on several threads would only report
+# noise)
 test_tsan() {
   configure build-tsan --buildtype=debug -Dwerror=true -Db_sanitize=thread -Db_lundef=false
-  ninja -C build-tsan tests/test_threads
+  ninja -C build-tsan tests/test_threads tests/test_pool
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    meson test -C build-tsan --no-rebuild --print-errorlogs threads
+    meson test -C build-tsan --no-rebuild --print-errorlogs threads pool
 }
 
 # libFuzzer smoke runs, 20 s each, on a throwaway copy of the seed corpora; a finding fails the

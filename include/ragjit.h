@@ -128,8 +128,27 @@ RJ_API rj_status rj_ctx_status(const rj_ctx *ctx);
  * process may keep busy: its CPU affinity mask as it started (taskset, a container's cpuset;
  * as OpenMP counts its default threads, so a thread pinned since does not shrink it), capped
  * by the cgroup's CPU quota rounded up (docker --cpus, a Kubernetes CPU limit; read once per
- * process). Runs started after the call use the new number. */
+ * process). Runs started after the call use the new number.
+ * ragjit's own workers are threads of the context, started by the first run that wants them
+ * and stopped by rj_ctx_free. A kernel's work is cut into more chunks than threads, claimed
+ * one at a time by the calling thread and whichever workers are awake: a worker the OS does
+ * not schedule delays only the chunk it holds, and a run never waits for one that has not
+ * started. */
 RJ_API rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads);
+/* An embedding runtime's own thread pool, used instead of ragjit's workers (as XNNPACK takes
+ * a pthreadpool). For each kernel that runs on more than one thread ragjit calls
+ * fn(user, n, task, task_arg): fn must call task(task_arg, i) once for every i in [0, n),
+ * from any threads, in any order, at once or not, and return when all n calls have returned.
+ * n is at most the context's thread count (rj_ctx_set_threads: set it to the pool's size).
+ * Each call claims chunks of the kernel's work until none is left, so a call that starts late
+ * finds nothing to do and returns at once, and the kernel's work is done by whichever calls
+ * run; i names that call's scratch memory, so two calls with the same i must not overlap.
+ * fn may be called from several threads at once (one context may run programs on many
+ * threads), never from inside task. fn == NULL restores ragjit's own workers. Set it before
+ * runs start: not while a run is in flight on the context. */
+typedef void (*rj_task_fn)(void *task_arg, int i);
+typedef void (*rj_parallel_fn)(void *user, int n, rj_task_fn task, void *task_arg);
+RJ_API rj_status rj_ctx_set_parallel(rj_ctx *ctx, rj_parallel_fn fn, void *user);
 /* The most memory one run may allocate: outputs ragjit allocates, temporaries, per-thread
  * scratch, device buffers, and the reference interpreter's intermediates (caller memory does
  * not count). A run that would need more fails with RJ_ERR_SIZE before allocating anything

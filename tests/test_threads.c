@@ -18,8 +18,10 @@
  * A kernel compiled late (a softmax's twin, by the first run that needs it) is compiled once
  * when two threads need it at the same moment.
  *
- * The ThreadSanitizer build (.ci/run) runs this test alone: it is the one that exercises
- * ragjit's own concurrency, without OpenMP (whose runtime TSan cannot see into).
+ * The ThreadSanitizer build (.ci/run) runs this test and test_pool (the CPU worker pool, runs
+ * on several workers from several threads): the two that exercise ragjit's own concurrency;
+ * here every run has one worker and every compile one thread (LLVM's compile threads are not
+ * instrumented, so TSan would report noise in them).
  */
 #include "stdenv.h"
 

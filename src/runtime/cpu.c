@@ -1,6 +1,6 @@
 /*
  * cpu.c — the CPU target: JIT-compiled loop IR (codegen/llvm), called through libffi on
- * OpenMP threads.
+ * ragjit's own worker threads (pool.c) or the embedder's pool.
  *
  * State. The context's CPU slot holds the LLVM JIT (created on the first compile and kept:
  * creating one costs milliseconds, adding a module to it does not), the streaming-store
@@ -16,20 +16,23 @@
  * resolved view of the run (run_view: sizes, offsets, where inputs and outputs are), with the
  * shared launch planning (launch.c): temporaries and per-thread scratch in host memory that
  * the binding's run state keeps across runs, unit ranges balanced by work, and parameter
- * values. Threads
- * come from OpenMP; small runs stay on the calling thread, where dispatch costs a few calls.
+ * values. A kernel's
+ * chunks go to the context's pool (pool.c: claimed one at a time by the calling thread and
+ * whichever workers are awake, so a descheduled worker delays only its chunk); small runs
+ * stay on the calling thread, where dispatch costs a few calls. A chunk may run on any
+ * thread: per-thread scratch is indexed by the slot the pool gives the chunk's thread.
  * Outputs larger than the streaming threshold are written with non-temporal stores: they
  * skip the read-for-ownership of each line and do not evict the inputs from cache.
  */
 #include <errno.h>
 #include <ffi.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../codegen/llvm/llvm_backend.h"
 #include "../ir/target.h"
 #include "launch.h"
+#include "pool.h"
 
 typedef struct cpu_code cpu_code;
 
@@ -45,6 +48,7 @@ typedef struct cpu_state {
     int64_t l3_bytes;      /* the last-level cache, 0 if unknown (stash_bytes) */
     int64_t env_stream_bytes; /* RAGJIT_NT_BYTES, or the default */
     int64_t env_stash_bytes;  /* RAGJIT_STASH_BYTES, or -1: from the caches (stash_bytes) */
+    pool *pool;               /* the workers (started by the first run that wants them) */
 } cpu_state;
 
 typedef struct cpu_kernel {
@@ -67,7 +71,11 @@ struct cpu_code {
 };
 
 #define MAX_THREADS 256
-#define CHUNKS_PER_THREAD 4
+/* Chunks per thread: the last chunks bound how long the caller waits for a worker that shares
+ * its core with another process (it runs at half speed there). With one of two cores busy a
+ * 1 ms softmax ran 0.86-0.95x of its 1-thread time with 16, 1.05-1.06x with 4 (bench_busy,
+ * W2 small, alternating); large runs were the same with either. */
+#define CHUNKS_PER_THREAD 16
 #define SMALL_WORK 16384
 #define MAX_PARAMS 64
 /* Measured with bench/ (copy-nt vs copy); override with RAGJIT_NT_BYTES. */
@@ -77,6 +85,7 @@ struct cpu_code {
 
 static void state_release(rj_ctx *ctx, void *p) {
     cpu_state *st = p;
+    pool_free(ctx, st->pool);
     llvm_jit_free(st->jit);
     mem_free(ctx, st, sizeof *st);
 }
@@ -98,6 +107,10 @@ static cpu_state *state_get(rj_ctx *ctx) {
     if (!sl->state) {
         cpu_state *st = mem_zalloc(ctx, sizeof(cpu_state));
         if (!st) return NULL;
+        if (!(st->pool = pool_new(ctx, MAX_THREADS))) {
+            mem_free(ctx, st, sizeof *st);
+            return NULL;
+        }
         st->l2_bytes = target_desc_for(RJ_TARGET_CPU)->l2_bytes;
         st->l3_bytes = target_desc_for(RJ_TARGET_CPU)->l3_bytes;
         st->env_stream_bytes = env_bytes("RAGJIT_NT_BYTES", NT_BYTES_DEFAULT);
@@ -394,7 +407,8 @@ typedef struct run {
     bool nt;
 } run;
 
-static void call_chunk(const run *r, int chunk, int worker) {
+static void call_chunk(void *arg, int64_t chunk, int worker) {
+    const run *r = arg;
     int64_t lo = r->pl->chunk[chunk], hi = r->pl->chunk[chunk + 1];
     if (lo >= hi) return;
     uint64_t vals[MAX_PARAMS];
@@ -549,6 +563,48 @@ static int64_t stash_bytes(const cpu_state *st, int workers) {
     return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
 }
 
+/* A GEMM's chunk loop, as the pool's task: each thread's chunk buffers (A with a prologue,
+ * then C) at sc + per * slot. */
+typedef struct gemm_job {
+    run r; /* the GEMM's kernel (its epilogue) */
+    const lprog *lp;
+    const blas_fns *bl;
+    int64_t K, N, R, units;
+    size_t es;
+    const int64_t *ch;     /* per-item chunks: item, first row, end row */
+    char *sc;
+    int64_t per, a_bytes, c_bytes; /* a slot's scratch: A's chunk, C's chunk, the own sgemm's packing */
+} gemm_job;
+
+/* Rows [lo, hi) of the product's kernels (prologue, epilogue) with the slot's chunk buffers. */
+static void gemm_range(const gemm_job *g, int32_t ki, int64_t lo, int64_t hi, int slot) {
+    char *ca = g->sc + g->per * slot;
+    call_range(g->r.code, g->lp, ki, g->r.v, g->r.pl, g->r.m, lo, hi, slot, ca, ca + g->a_bytes);
+}
+
+static void gemm_items_task(void *arg, int64_t q, int slot) {
+    const gemm_job *g = arg;
+    const lgemm *gm = &g->r.k->gemm;
+    const int64_t *lo = g->r.v->cls[gm->a_cls].loff;
+    int64_t it = g->ch[3 * q], i0 = g->ch[3 * q + 1], i1 = g->ch[3 * q + 2];
+    char *ca = g->sc + g->per * slot, *cc = ca + g->a_bytes;
+    gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes};
+    if (gm->prologue >= 0) gemm_range(g, gm->prologue, lo[it] + i0, lo[it] + i1, slot);
+    gemm_item_chunk(&core, gm, g->r.v, g->r.m, it, i0, i1, g->K, g->N, g->es, ca, cc);
+    gemm_range(g, g->r.ki, lo[it] + i0, lo[it] + i1, slot);
+}
+
+static void gemm_rows_task(void *arg, int64_t c, int slot) {
+    const gemm_job *g = arg;
+    const lgemm *gm = &g->r.k->gemm;
+    int64_t lo = c * g->R, hi = lo + g->R < g->units ? lo + g->R : g->units;
+    char *ca = g->sc + g->per * slot, *cc = ca + g->a_bytes;
+    gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes};
+    if (gm->prologue >= 0) gemm_range(g, gm->prologue, lo, hi, slot);
+    gemm_chunk(&core, gm, g->r.v, g->r.m, lo, hi, g->K, g->N, g->es, ca, cc);
+    gemm_range(g, g->r.ki, lo, hi, slot);
+}
+
 /* Per-item products: chunks never cross an item (its k or v multiplies every row of it), each
  * of at most R rows with R chosen so that the longest item's chunk of C (and A) fills the
  * last-level cache's budget (stash_bytes for one worker), not L2: every chunk packs the item's
@@ -599,16 +655,9 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     rj_status s = RJ_OK;
     char *sc = run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) goto out;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (workers > 1)
-    for (int64_t q = 0; q < n; q++) {
-        int wk = workers > 1 ? omp_get_thread_num() : 0;
-        int64_t it = ch[3 * q], i0 = ch[3 * q + 1], i1 = ch[3 * q + 2];
-        char *ca = sc + per * wk, *cc = ca + a_bytes;
-        gemm_core core = {.bl = bl, .pack = cc + c_bytes};
-        if (pro) call_range(code, lp, gm->prologue, v, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
-        gemm_item_chunk(&core, gm, v, m, it, i0, i1, K, N, es, ca, cc);
-        call_range(code, lp, ki, v, pl, m, lo[it] + i0, lo[it] + i1, wk, ca, cc);
-    }
+    gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl, .K = K,
+                  .N = N, .es = es, .ch = ch, .sc = sc, .per = per, .a_bytes = a_bytes, .c_bytes = c_bytes};
+    pool_run(ctx, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool, n, workers, gemm_items_task, &g);
 out:
     mem_free(ctx, ch, sizeof(int64_t) * 3 * (size_t)n);
     return s;
@@ -640,16 +689,9 @@ static rj_status run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, con
     int64_t per = a_bytes + c_bytes + gemm_pack_bytes(bl, R, N, K), bytes = per * workers;
     char *sc = run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) return s;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (workers > 1)
-    for (int64_t c = 0; c < nchunks; c++) {
-        int wk = workers > 1 ? omp_get_thread_num() : 0;
-        int64_t lo = c * R, hi = lo + R < units ? lo + R : units;
-        char *ca = sc + per * wk, *cc = ca + a_bytes;
-        gemm_core core = {.bl = bl, .pack = cc + c_bytes};
-        if (pro) call_range(code, lp, gm->prologue, v, &pl, m, lo, hi, wk, ca, cc);
-        gemm_chunk(&core, gm, v, m, lo, hi, K, N, es, ca, cc);
-        call_range(code, lp, ki, v, &pl, m, lo, hi, wk, ca, cc);
-    }
+    gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = m}, .lp = lp, .bl = bl, .K = K,
+                  .N = N, .R = R, .units = units, .es = es, .sc = sc, .per = per, .a_bytes = a_bytes, .c_bytes = c_bytes};
+    pool_run(ctx, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool, nchunks, workers, gemm_rows_task, &g);
     return RJ_OK;
 }
 
@@ -799,12 +841,7 @@ static rj_status cpu_run(const run_view *v) {
             m.scratch = (uint64_t)(uintptr_t)sc;
         }
         run r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = &m, .nt = streams(v, lp, k)};
-        if (pl.workers == 1) {
-            for (int c = 0; c < pl.nchunks; c++) call_chunk(&r, c, 0);
-        } else {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(pl.workers)
-            for (int c = 0; c < pl.nchunks; c++) call_chunk(&r, c, omp_get_thread_num());
-        }
+        pool_run(ctx, st->pool, pl.nchunks, pl.workers, call_chunk, &r);
     }
     if (!s && lp->nchecks) s = index_verdict(v, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
     return s;

@@ -84,6 +84,13 @@ rj_status rj_ctx_set_threads(rj_ctx *ctx, int threads) {
     return RJ_OK;
 }
 
+rj_status rj_ctx_set_parallel(rj_ctx *ctx, rj_parallel_fn fn, void *user) {
+    if (!ctx) return RJ_ERR_ARG;
+    ctx->parallel_user = fn ? user : NULL;
+    ctx->parallel = fn;
+    return RJ_OK;
+}
+
 rj_status rj_ctx_set_memory_limit(rj_ctx *ctx, int64_t bytes) {
     if (!ctx) return RJ_ERR_ARG;
     if (bytes < 0)

@@ -3,7 +3,7 @@
  * many units a kernel has and how they are split among workers, how much scratch each worker
  * needs, and the value of every kernel parameter.
  *
- * A dispatcher (cpu.c: OpenMP threads calling through libffi; cuda.c: a grid on a stream;
+ * A dispatcher (cpu.c: its pool's threads calling through libffi; cuda.c: a grid on a stream;
  * opencl.c: an NDRange on a queue) only decides where memory lives and launches; the
  * arithmetic of a run is written once, here, so the targets cannot disagree about it.
  */

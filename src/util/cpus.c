@@ -152,9 +152,17 @@ static void read_quota(void) { process_quota = cpus_quota(""); }
  * processor since (OMP_PROC_BIND or KMP_AFFINITY bind the thread that runs a parallel region),
  * and its mask would turn every run of the context into a single worker's. */
 static int start_mask;
+static cpu_set_t start_set;
 __attribute__((constructor)) static void read_mask(void) {
-    cpu_set_t set;
-    if (!sched_getaffinity(0, sizeof set, &set)) start_mask = CPU_COUNT(&set);
+    if (!sched_getaffinity(0, sizeof start_set, &start_set)) start_mask = CPU_COUNT(&start_set);
+}
+
+/* The same mask for ragjit's workers (runtime/pool.c): a thread inherits the mask of the
+ * thread that creates it, and a caller pinned to one processor would pin them all there. */
+bool cpus_start_set(cpu_set_t *set) {
+    if (start_mask <= 0) return false;
+    *set = start_set;
+    return true;
 }
 
 int cpus_usable(void) {

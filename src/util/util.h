@@ -14,6 +14,7 @@
 #define RJ_UTIL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -81,6 +82,8 @@ struct rj_ctx {
     void *ud;
     uint64_t id;          /* unique in the process: keys the per-thread errors (error.c) */
     int threads;          /* rj_ctx_set_threads; 0: cpus_usable() */
+    rj_parallel_fn parallel; /* rj_ctx_set_parallel: the embedder's pool, or NULL: ragjit's */
+    void *parallel_user;
     int64_t run_limit;    /* rj_ctx_set_memory_limit: most bytes one run may allocate */
     pthread_mutex_t lock; /* guards the slots' shared state (the program cache, a JIT) */
     ctx_slot slot[CTX_SLOTS];
@@ -95,6 +98,8 @@ struct rj_ctx {
  * ones; tests give a directory of their own). */
 int cpus_usable(void);
 int cpus_quota(const char *root);
+/* The affinity mask the process started with (false: unknown), for ragjit's worker threads. */
+bool cpus_start_set(cpu_set_t *set);
 
 static inline void ctx_lock(rj_ctx *ctx) { pthread_mutex_lock(&ctx->lock); }
 static inline void ctx_unlock(rj_ctx *ctx) { pthread_mutex_unlock(&ctx->lock); }
