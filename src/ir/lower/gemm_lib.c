@@ -194,8 +194,9 @@ bool attention_gemm_applies(lower *L, const fuse_group *gr) {
     const node *r = &g->nodes[gr->product];
     if (r->keepdim) return false; /* per head: the head's columns of q and k are strided, not the BLAS's rows */
     int32_t gi = (int32_t)(gr - L->plan->groups), q = r->in[0], k = g->nodes[r->in[1]].in[0];
+    const blas_fns *bl = blas_get(); /* ragjit's own sgemm has no dgemm: f64 scores stay dot products */
     return g->nodes[q].dtype == r->dtype && g->nodes[k].dtype == r->dtype && will_have_buffer(L, q, gi) &&
-           will_have_buffer(L, k, gi) && blas_get() != NULL;
+           will_have_buffer(L, k, gi) && bl && (r->dtype != RJ_F64 || bl->dgemm);
 }
 
 void lower_attention_gemm(lower *L, const fuse_group *gr) {
