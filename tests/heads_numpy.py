@@ -52,7 +52,8 @@ cs = softmax(s, dim=2)
 m = sum(s, dim=-1, keepdim=True)
 h = q.narrow(-1, 2, 4) * 2.0 + 1.0
 z = (cs.transpose(-2, -1) @ q).transpose(1, 2)
-output cs, m, h, z
+t = softmax((qn @ q.transpose(-2, -1)).transpose(-2, -1), dim=-1) @ q
+output cs, m, h, z, t
 """ % {"E": E, "H": H, "D": D}
 
 
@@ -140,7 +141,7 @@ def ref_mha(x, off, w_qkv, b_qkv, w_o, slopes):
 
 
 def ref_misc(x, off):
-    out = {k: [] for k in ("cs", "m", "h", "z")}
+    out = {k: [] for k in ("cs", "m", "h", "z", "t")}
     for b in range(len(off) - 1):
         xb = x[off[b]:off[b + 1]]
         L = len(xb)
@@ -153,6 +154,7 @@ def ref_misc(x, off):
         out["h"].append((q[:, :, 2:6] * 2.0 + 1.0).transpose(1, 0, 2))
         out["z"].append(cs.transpose(0, 2, 1) @ q)
         out["z"][-1] = out["z"][-1].transpose(1, 0, 2)
+        out["t"].append((softmax(s.transpose(0, 2, 1), -1) @ q).transpose(1, 0, 2))  # not fusable: a view of the product
     return {k: np.concatenate(v) for k, v in out.items()}
 
 

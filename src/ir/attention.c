@@ -71,6 +71,12 @@ int32_t attention_product(const rj_graph *g, int32_t att, const uint8_t *live) {
         const node *n = &g->nodes[i];
         for (int k = 0; in[i] && k < n->nin; k++)
             if (n->in[k] == prod || in[n->in[k]] == 2) in[i] = 2;
+        /* the kernel binds the product's element at its own (i, j): only elementwise ops may lie
+         * between them, never a view that reads it elsewhere ((q @ kᵀ).transpose(-2, -1)) */
+        op_kind k = op_table[n->op].kind;
+        if (in[i] == 2 && !(k == KIND_UNARY || k == KIND_BINARY || k == KIND_COMPARE || k == KIND_SELECT ||
+                            k == KIND_CAST))
+            ok = false;
     }
     /* the product and everything computed from it: read by F's expression and the attention
      * only, and no output */

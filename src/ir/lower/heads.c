@@ -23,6 +23,9 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
     bool qk = r->ival != 0;
     int32_t cls = root_of(g, r->dims[1]);
     rj_dtype t = r->dtype;
+    /* f32 products accumulate in f64: a contraction over a long item's keys is a sum of hundreds
+     * of terms, which the BLAS would block and this plain loop would not */
+    rj_dtype acc_t = t == RJ_F32 ? RJ_F64 : t;
     L->k->heavy = true;
     sbuf w;
     sbuf_init(&w, L->ctx);
@@ -37,7 +40,7 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
     blk *body = rows_open(L, &top, &a, cls, &rn);
     int32_t b = a.idx[0], i = a.idx[1], len = xlen(L, cls, b);
     int32_t vh = newvar(L, "h", RJ_I64), vj = newvar(L, "j", RJ_I64), vc = newvar(L, "c", RJ_I64);
-    int32_t acc = newvar(L, "acc", t);
+    int32_t acc = newvar(L, "acc", acc_t);
     blk hb = NEWBLK, ob = NEWBLK, cb = NEWBLK;
     int32_t fh = s_for(L, body, vh, xi(L, 0), xsize(L, qk ? xn->dims[2] : xn->dims[3]), LM_SERIAL);
     int32_t h = xvar(L, vh);
@@ -46,28 +49,28 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
         hk = xbin(L, LOP_IDIV, RJ_I64, h, xi(L, xn->dims[2] / wn->dims[2]));
     if (qk) { /* for j: acc = sum over c < E of q[b, i, h, c] k[b, j, hk, c] */
         int32_t fj = s_for(L, &hb, vj, xi(L, 0), len, LM_SERIAL);
-        s_set(L, &ob, acc, xconst(L, t, 0));
+        s_set(L, &ob, acc, xconst(L, acc_t, 0));
         int32_t fc = s_for(L, &ob, vc, xi(L, 0), xsize(L, xn->dims[3]), LM_LANES);
         L->lanes++;
         at qa = at4(b, i, h, xvar(L, vc), cls), ka = at4(b, xvar(L, vj), hk, xvar(L, vc), cls);
-        int32_t qv = xcast(L, t, value_fresh(L, r->in[0], &qa)), kv = xcast(L, t, value(L, r->in[1], &ka));
+        int32_t qv = xcast(L, acc_t, value_fresh(L, r->in[0], &qa)), kv = xcast(L, acc_t, value(L, r->in[1], &ka));
         s_accum_fma(L, &cb, acc, qv, kv);
         L->lanes--;
         close_body(L, fc, &cb);
         at oa = at4(b, i, xvar(L, vj), h, cls);
-        store_group(L, &ob, gr->root, xvar(L, acc), &oa, ROWS_ANY, LF_NT);
+        store_group(L, &ob, gr->root, xcast(L, t, xvar(L, acc)), &oa, ROWS_ANY, LF_NT);
         close_body(L, fj, &ob);
     } else { /* for c < D (lanes): acc = sum over j < len of p[b, i, j, h] v[b, j, h, c] */
         int32_t fc = s_for(L, &hb, vc, xi(L, 0), xsize(L, wn->dims[3]), LM_LANES);
         L->lanes++;
-        s_set(L, &ob, acc, xconst(L, t, 0));
+        s_set(L, &ob, acc, xconst(L, acc_t, 0));
         int32_t fj = s_for(L, &ob, vj, xi(L, 0), len, LM_SERIAL);
         at pa = at4(b, i, xvar(L, vj), h, cls), va = at4(b, xvar(L, vj), h, xvar(L, vc), cls);
-        int32_t pv = xcast(L, t, value_fresh(L, r->in[0], &pa)), vv = xcast(L, t, value(L, r->in[1], &va));
-        s_set(L, &cb, acc, xfma(L, t, pv, vv, xvar(L, acc)));
+        int32_t pv = xcast(L, acc_t, value_fresh(L, r->in[0], &pa)), vv = xcast(L, acc_t, value(L, r->in[1], &va));
+        s_set(L, &cb, acc, xfma(L, acc_t, pv, vv, xvar(L, acc)));
         close_body(L, fj, &cb);
         at oa = at4(b, i, h, xvar(L, vc), cls);
-        store_group(L, &ob, gr->root, xvar(L, acc), &oa, ROWS_ANY, LF_NT);
+        store_group(L, &ob, gr->root, xcast(L, t, xvar(L, acc)), &oa, ROWS_ANY, LF_NT);
         L->lanes--;
         close_body(L, fc, &ob);
     }
