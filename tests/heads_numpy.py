@@ -199,6 +199,17 @@ with tempfile.TemporaryDirectory() as tmp:
         if r.returncode != 0 or "template: attention_rows" not in r.stdout or "head_matmul" in r.stdout:
             sys.exit("the explicit attention per head is not fused on %s:\n%s%s" % (t, r.stdout, r.stderr))
     print("explicit attention per head: fused on cpu and opencl")
+    # refused by name at compile time (difftest's reproducers): a reduction over the heads or over
+    # the query dim of the scores with keepdim=True
+    for body in ("y = q - q.mean(1, keepdim=True)", "y = (q @ q.transpose(-2, -1)).sum(2, keepdim=True)"):
+        with open(path, "w") as f:
+            f.write("ragged j1 : B\ninput x : f32[B, j1, %d]\nq = x.view(B, j1, %d, %d).transpose(1, 2)\n%s\n"
+                    "output y\n" % (E, H, D, body))
+        r = subprocess.run([ragjit, "run", path, "--random", "B=2,maxlen=3", "--out", os.path.join(tmp, "o")],
+                           capture_output=True, text=True)
+        if r.returncode != 1 or "from a jagged tensor per head: this version cannot compute it" not in r.stderr:
+            sys.exit("%s: expected a refusal by name, got %d: %s" % (body, r.returncode, r.stderr))
+    print("keepdim reductions over the heads and the query dim: refused by name")
 
 rng = np.random.default_rng(11)
 cases = [[3, 0, 7, 1, 12, 5, 1, 40], [0], [1, 1], [70, 2, 0, 33]]

@@ -180,12 +180,17 @@ static int32_t rebuild(heads *h, int32_t i) {
     rj_dim want[RJ_MAX_RANK];
     node_phys_dims(g, o, want);
     const node *nn = &h->rw.out->nodes[id];
-    if (nn->rank == o->rank && memcmp(nn->dims, want, sizeof(rj_dim) * o->rank) && same_but_ones(nn, want))
+    if (nn->rank == o->rank && memcmp(nn->dims, want, sizeof(rj_dim) * o->rank) && same_but_ones(nn, want) &&
+        o->rank > 1 && nn->dims[1] == want[1]) /* a reshape keeps the ragged dim where it is */
         return reshape_to(h, id, o->rank, want, o->from); /* a kept dim in its place: [B, j, 1, H] -> [B, j, H, 1] */
     nn = &h->rw.out->nodes[id];
     if (nn->rank != o->rank || memcmp(nn->dims, want, sizeof(rj_dim) * o->rank)) {
-        ctx_fail(g->ctx, RJ_ERR_UNSUPPORTED, "%s: this version cannot compute it on a jagged tensor per head in "
-                 "this form (transpose(1, 2) back to [B, j, H, D] first)", op_table[o->op].name);
+        sbuf b;
+        sbuf_init(&b, g->ctx);
+        print_node_type(&b, g, o);
+        ctx_fail(g->ctx, RJ_ERR_UNSUPPORTED, "%s: %s from a jagged tensor per head: this version cannot compute it "
+                 "in this form (transpose(1, 2) back to [B, j, H, D] first)", op_table[o->op].name, b.s ? b.s : "");
+        sbuf_free(&b);
         return -1;
     }
     return id;
