@@ -677,7 +677,17 @@ class Gen(HeadsGen):
                 made.append(n)
         outs = [n for n in made[-1:] + self.rng.sample(made, min(2, len(made))) + self.head_outs if outputtable(n)]
         outs = list(dict.fromkeys(outs)) or [self.add("relu", [self.x], "f32", self.x.shape, cdt="f32")]
-        return Program(self.inputs, outs, self.sizes)
+        prog = Program(self.inputs, outs, self.sizes)
+        if undeclared(prog):  # a constant over D without the input that declares D: keep x
+            outs.append(self.add("relu", [self.x], self.x.dtype, self.x.shape, cdt=self.x.dtype))
+            prog = Program(self.inputs, outs, self.sizes)
+        return prog
+
+
+def undeclared(prog):
+    """Named sizes the statements use that no input declares (only an input declares one)."""
+    named = {d for n in prog.stmts for d in n.shape if isinstance(d, str) and d not in ("B", "j1")}
+    return named - {d for n in prog.inputs for d in n.shape if isinstance(d, str)}
 
 
 def outputtable(n):

@@ -96,9 +96,10 @@ class HeadsGen:
     def h_unary(self, a):
         r = self.rng
         op = r.choice(H_UNARY)
-        if op == "exp" and (a.kind == "hpair" or r.random() < 0.5):
-            # exp of scores (up to 8·4 here) feeding a softmax amplifies exp's few ulps beyond
-            # what the f32 reference shows (check.py): kept in range, as gen.b_unary does
+        if op in ("exp", "sin", "cos") and (products(a) or r.random() < 0.5):
+            # of a product (scores up to 8·4 here, (q kT) v up to 50) these amplify the f32
+            # rounding of its sums beyond what the f32 reference, summed by BLAS, shows
+            # (check.py): kept in range, as gen.b_unary does
             a = self.add("tanh", [a], a.dtype, a.shape, cdt=a.dtype)
         if op in ("log", "sqrt", "rsqrt"):
             a = self.add("add", [self.add("abs", [a], a.dtype, a.shape, cdt=a.dtype), lit(0.5)], a.dtype, a.shape,
@@ -219,6 +220,8 @@ class HeadsGen:
         """[B, H, j1, D] back to [B, j1, H, D], then often to [B, j1, H·D], then sometimes a linear."""
         r = self.rng
         H, D = a.shape[1], a.shape[3]
+        if products(a) >= 2:  # bounded before the pool hands it to gen.b_unary's exp, sin, cos
+            a = self.add("tanh", [a], a.dtype, a.shape, cdt=a.dtype)
         m = self.head_swap(a, ["B", "j1", H, D])
         if r.random() < 0.8:
             form = r.randrange(4)
@@ -261,3 +264,16 @@ class HeadsGen:
         if r.random() < 0.5:  # an output, whatever the program's later steps take of it
             self.head_outs.append(cur)
         return cur
+
+
+NORMALISED = ("softmax", "log_softmax", "rms_norm", "layer_norm", "tanh", "sigmoid")
+
+
+def products(n, depth=8):
+    """How many products (matmul, linear) n is a chain of, since the last op that bounds
+    values: (q kT) v is 2, softmax(q kT) v is 1. A few ulps of such a value's sums move
+    exp, sin and cos of it further than check.py's f32 reference can show."""
+    if n.op in NORMALISED or depth == 0:
+        return 0
+    own = 1 if n.op in ("matmul", "linear") else 0
+    return own + max([products(a, depth - 1) for a in n.args] or [0])
