@@ -123,6 +123,19 @@ static int32_t v_at(lower *L, const att_ctx *c, int32_t j, int32_t d) {
     return xcast(L, c->t, value(L, (int32_t)(c->v - L->g->nodes), &va));
 }
 
+/* The row's result O / l stored (a lanes loop over d); safe: l == 0 (every score -inf, or no
+ * key) gives 0. */
+static void finish_row(lower *L, blk *body, const att_ctx *c, int32_t vd, int32_t vl) {
+    rj_dtype t = c->t;
+    blk ob = NEWBLK;
+    int32_t fo = lanes_d(L, body, vd, c);
+    int32_t res = xbin(L, RJ_OP_DIV, t, acc_get(L, c, xvar(L, vd)), xvar(L, vl));
+    if (c->r->ival) res = xsel(L, xcmp(L, RJ_OP_EQ, xvar(L, vl), xconst(L, t, 0)), xconst(L, t, 0), res);
+    at oa = out_at(c, xvar(L, vd));
+    store_group(L, &ob, c->root, res, &oa, ROWS_IN, LF_NT);
+    lanes_end(L, fo, &ob);
+}
+
 /* The online softmax over the item's keys, for query row (b, i) [and head h]. */
 static void attend_row(lower *L, blk *body, att_ctx *c) {
     rj_dtype t = c->t;
@@ -131,7 +144,7 @@ static void attend_row(lower *L, blk *body, att_ctx *c) {
     int32_t va = newvar(L, "alpha", t), vp = newvar(L, "p", t);
     s_set(L, body, vm, xconst(L, t, -INFINITY));
     s_set(L, body, vl, xconst(L, t, 0));
-    blk zb = NEWBLK, jb = NEWBLK, ub = NEWBLK, ob = NEWBLK;
+    blk zb = NEWBLK, jb = NEWBLK, ub = NEWBLK;
     int32_t fz = lanes_d(L, body, vd, c);
     acc_put(L, c, &zb, xvar(L, vd), xconst(L, t, 0));
     lanes_end(L, fz, &zb);
@@ -150,13 +163,7 @@ static void attend_row(lower *L, blk *body, att_ctx *c) {
     lanes_end(L, fu, &ub);
     s_set(L, &jb, vm, mn);
     close_body(L, fj, &jb);
-    /* O / l; safe: l == 0 (every score -inf, or no key) gives 0 */
-    int32_t fo = lanes_d(L, body, vd, c);
-    int32_t res = xbin(L, RJ_OP_DIV, t, acc_get(L, c, xvar(L, vd)), xvar(L, vl));
-    if (c->r->ival) res = xsel(L, xcmp(L, RJ_OP_EQ, xvar(L, vl), xconst(L, t, 0)), xconst(L, t, 0), res);
-    at oa = out_at(c, xvar(L, vd));
-    store_group(L, &ob, c->root, res, &oa, ROWS_IN, LF_NT);
-    lanes_end(L, fo, &ob);
+    finish_row(L, body, c, vd, vl);
 }
 
 /* The same on a CPU, a block of KEYS_CPU keys at a time: their scores into the local sc, one
@@ -173,7 +180,7 @@ static void attend_row_blocked(lower *L, blk *body, att_ctx *c, int32_t sc) {
     int32_t va = newvar(L, "alpha", t), vps = newvar(L, "ps", t), vo = newvar(L, "o", t);
     s_set(L, body, vm, xconst(L, t, -INFINITY));
     s_set(L, body, vl, xconst(L, t, 0));
-    blk zb = NEWBLK, kb = NEWBLK, sb = NEWBLK, mb = NEWBLK, pb = NEWBLK, ub = NEWBLK, tb = NEWBLK, ob = NEWBLK;
+    blk zb = NEWBLK, kb = NEWBLK, sb = NEWBLK, mb = NEWBLK, pb = NEWBLK, ub = NEWBLK, tb = NEWBLK;
     int32_t fz = lanes_d(L, body, vd, c);
     acc_put(L, c, &zb, xvar(L, vd), xconst(L, t, 0));
     lanes_end(L, fz, &zb);
@@ -218,12 +225,7 @@ static void attend_row_blocked(lower *L, blk *body, att_ctx *c, int32_t sc) {
     close_body(L, ft, &tb);
     s_set(L, &kb, vm, mn);
     close_body(L, fk, &kb);
-    int32_t fo = lanes_d(L, body, vd, c);
-    int32_t res = xbin(L, RJ_OP_DIV, t, acc_get(L, c, xvar(L, vd)), xvar(L, vl));
-    if (c->r->ival) res = xsel(L, xcmp(L, RJ_OP_EQ, xvar(L, vl), xconst(L, t, 0)), xconst(L, t, 0), res);
-    at oa = out_at(c, xvar(L, vd));
-    store_group(L, &ob, c->root, res, &oa, ROWS_IN, LF_NT);
-    lanes_end(L, fo, &ob);
+    finish_row(L, body, c, vd, vl);
 }
 
 void lower_attention(lower *L, const fuse_group *gr) {
