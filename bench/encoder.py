@@ -15,10 +15,13 @@ Printed, for --sentences sentences in batches of --batch (2 threads by default):
             for all sentences, median of --reps passes, and the ratios
   memory    ragjit's planned temporaries of the largest batch (`ragjit bench`'s temp bytes are
             the same plan)
+With --busy only ragjit runs: all batches on 1 and on 2 threads in alternation, first quiet and
+then with a child process spinning on the last processor this process may use (issue 36: a
+runtime shares its cores); printed as medians and the 2-thread median over the 1-thread one.
 The outputs are compared with PyTorch's (max abs error) before timing.
 
     RAGJIT_LIB=build/libragjit.so python bench/encoder.py [--threads 2] [--sentences 512]
-        [--batch 32] [--reps 3]
+        [--batch 32] [--reps 3] [--busy]
 """
 import argparse
 import math
@@ -92,7 +95,10 @@ def main():
     ap.add_argument("--sentences", type=int, default=512)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--busy", action="store_true")
     a = ap.parse_args()
+    if a.busy:
+        return busy(a)
     import torch
     import ragjit
     torch.set_num_threads(a.threads)
@@ -145,6 +151,47 @@ def main():
     print("run, all batches: ragjit %.3f s, PyTorch padded %.3f s (%.2fx), PyTorch length-sorted %.3f s (%.2fx)"
           % (timings["ragjit"], timings["padded"], timings["padded"] / timings["ragjit"], timings["sorted"],
              timings["sorted"] / timings["ragjit"]))
+
+
+def busy(a):
+    """ragjit alone, 1 against 2 threads, quiet and with one processor kept busy by a child."""
+    import ragjit
+    rng = np.random.default_rng(35)
+    lens = np.clip(np.round(np.exp(rng.normal(math.log(35), 0.6, a.sentences))), 8, 200).astype(np.int64)
+    w = weights(rng)
+    xs = [(0.5 * rng.standard_normal((n, E))).astype(np.float32) for n in lens]
+    src = open(os.path.join(ROOT, "examples", "encoder.rj")).read()
+    progs = {t: ragjit.compile(src, threads=t) for t in (1, 2)}
+    batches = [list(range(s, min(s + a.batch, a.sentences))) for s in range(0, a.sentences, a.batch)]
+    feeds = []
+    for idx in batches:
+        off = np.concatenate([[0], np.cumsum(lens[idx])]).astype(np.int64)
+        feeds.append(ragjit.Jagged(np.concatenate([xs[i] for i in idx]), off))
+
+    def one_pass(t):
+        t0 = time.perf_counter()
+        for x in feeds:
+            progs[t](x=x, **w)
+        return time.perf_counter() - t0
+
+    for t in (1, 2):
+        one_pass(t)  # compile on first use, first touch
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    spin = "import os; os.sched_setaffinity(0, {%d})\nwhile True: pass" % cpu
+    print("encoder, %d sentences in batches of %d, %d passes a phase (median, s):" % (a.sentences, a.batch, a.reps))
+    for phase in ("quiet", "busy"):
+        child = subprocess.Popen([sys.executable, "-c", spin]) if phase == "busy" else None
+        try:
+            ts = {1: [], 2: []}
+            for _ in range(a.reps):
+                for t in (1, 2):
+                    ts[t].append(one_pass(t))
+        finally:
+            if child:
+                child.kill()
+                child.wait()
+        m1, m2 = statistics.median(ts[1]), statistics.median(ts[2])
+        print("  %-5s 1 thread %.3f, 2 threads %.3f: 2/1 = %.2f" % (phase, m1, m2, m2 / m1))
 
 
 if __name__ == "__main__":
