@@ -374,9 +374,12 @@ static void test_no_padded_buffer(void **state) {
     rj_graph_free(e.g);
 }
 
-/* An identical graph compiles once; new offsets and batch sizes never recompile. */
+/* An identical graph compiles once; new offsets and batch sizes never recompile. A context of
+ * its own: code that earlier tests left alive would be shared (kshare.c) and compile less. */
 static void test_cache_no_recompile(void **state) {
-    fixture *f = *state;
+    (void)state;
+    fixture ff = {.ctx = rj_ctx_new(NULL, NULL)}, *f = &ff;
+    assert_ok(f->ctx, rj_ctx_set_cache_dir(f->ctx, "off"));
     env e = env_new(f->ctx, RJ_F32);
     std_chain_add(&e, "softmax(relu(x*w+v), dim=1)");
     uint64_t c0 = cpu_compile_count(f->ctx);
@@ -413,6 +416,7 @@ static void test_cache_no_recompile(void **state) {
     rj_graph_free(e.g);
     rj_graph_free(e2.g);
     rj_graph_free(e3.g);
+    rj_ctx_free(f->ctx);
 }
 
 /* Stage texts are kept once produced: asking again gives the same text and compiles nothing.
@@ -1308,18 +1312,43 @@ static void test_temp_planning(void **state) {
 
 /* A function called three times: its kernels are compiled once and run three times
  * (cpu_shared_kernel_count), the result the reference's. */
+/* Runs a program of x : f32[B, j1, 16], w, w2 : f32[16] -> y (names looked up in g) on fixed
+ * data of 4 items (one empty), into out (75 * 16 floats). */
+static void run_block_prog(rj_ctx *ctx, rj_program *p, rj_graph *g, float *out) {
+    rj_dim J = rj_graph_find_dim(g, "j1");
+    rj_node x = rj_graph_find(g, "x"), w = rj_graph_find(g, "w"), w2 = rj_graph_find(g, "w2"), y = rj_graph_find(g, "y");
+    int64_t off[5] = {0, 5, 5, 12, 75};
+    float ws[16], ws2[16], *xs = malloc(sizeof(float) * 75 * 16);
+    for (int i = 0; i < 16; i++) ws[i] = (float)(i % 5) / 4.0f - 0.3f, ws2[i] = 0.5f - ws[i];
+    for (int i = 0; i < 75 * 16; i++) xs[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+    rj_bind *b = rj_bind_new(p);
+    assert_ok(ctx, rj_bind_offsets(b, J, 4, off, NULL));
+    assert_ok(ctx, rj_bind_input(b, x, xs, 75 * 16));
+    assert_ok(ctx, rj_bind_input(b, w, ws, 16));
+    if (w2 >= 0) assert_ok(ctx, rj_bind_input(b, w2, ws2, 16));
+    assert_ok(ctx, rj_bind_output(b, y, out, 75 * 16));
+    assert_ok(ctx, rj_program_run(p, b));
+    rj_bind_free(b);
+    free(xs);
+}
+
+static void assert_close16(const float *out, const float *ref) {
+    for (int i = 0; i < 75 * 16; i++)
+        if (!(fabsf(out[i] - ref[i]) <= 2e-5f)) fail_msg("element %d: %g, reference %g", i, out[i], ref[i]);
+}
+
+#define BLOCK_DEF                                                                                                      \
+    "ragged j1 : B\n"                                                                                                   \
+    "input x : f32[B, j1, 16]\n"                                                                                        \
+    "input w : f32[16]\n"                                                                                               \
+    "def block(h, w):\n"                                                                                                \
+    "    s = softmax(relu(h * w) + h, dim=1)\n"                                                                         \
+    "    return layer_norm(s * 4.0 + h, 16)\n"
+
 static void test_function_kernels_shared(void **state) {
     fixture *f = *state;
-    rj_graph *g = rj_graph_parse(f->ctx,
-                                 "ragged j1 : B\n"
-                                 "input x : f32[B, j1, 16]\n"
-                                 "input w : f32[16]\n"
-                                 "input w2 : f32[16]\n"
-                                 "def block(h, w):\n"
-                                 "    s = softmax(relu(h * w) + h, dim=1)\n"
-                                 "    return layer_norm(s * 4.0 + h, 16)\n"
-                                 "y = block(block(block(x, w), w2), w)\n"
-                                 "output y\n", "fn.rj");
+    rj_graph *g = rj_graph_parse(f->ctx, BLOCK_DEF "input w2 : f32[16]\ny = block(block(block(x, w), w2), w)\noutput y\n",
+                                 "fn.rj");
     assert_non_null(g);
     uint64_t s0 = cpu_shared_kernel_count(f->ctx);
     rj_program *p = rj_program_new(g, RJ_TARGET_CPU), *ref = rj_program_new(g, RJ_TARGET_REFERENCE);
@@ -1327,31 +1356,50 @@ static void test_function_kernels_shared(void **state) {
     assert_non_null(ref);
     uint64_t shared = cpu_shared_kernel_count(f->ctx) - s0;
     if (shared < 2) fail_msg("%d kernels shared, expected at least 2 (one per repeated call)", (int)shared);
-    rj_dim J = rj_graph_find_dim(g, "j1");
-    rj_node x = rj_graph_find(g, "x"), w = rj_graph_find(g, "w"), w2 = rj_graph_find(g, "w2"), y = rj_graph_find(g, "y");
-    int64_t off[5] = {0, 5, 5, 12, 75};
-    float ws[16], ws2[16], *xs = malloc(sizeof(float) * 75 * 16), *out = malloc(sizeof(float) * 75 * 16),
-                  *outr = malloc(sizeof(float) * 75 * 16);
-    for (int i = 0; i < 16; i++) ws[i] = (float)(i % 5) / 4.0f - 0.3f, ws2[i] = 0.5f - ws[i];
-    for (int i = 0; i < 75 * 16; i++) xs[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
-    rj_program *progs[2] = {p, ref};
-    float *outs[2] = {out, outr};
-    for (int k = 0; k < 2; k++) {
-        rj_bind *b = rj_bind_new(progs[k]);
-        assert_ok(f->ctx, rj_bind_offsets(b, J, 4, off, NULL));
-        assert_ok(f->ctx, rj_bind_input(b, x, xs, 75 * 16));
-        assert_ok(f->ctx, rj_bind_input(b, w, ws, 16));
-        assert_ok(f->ctx, rj_bind_input(b, w2, ws2, 16));
-        assert_ok(f->ctx, rj_bind_output(b, y, outs[k], 75 * 16));
-        assert_ok(f->ctx, rj_program_run(progs[k], b));
-        rj_bind_free(b);
-    }
-    for (int i = 0; i < 75 * 16; i++)
-        if (!(fabsf(out[i] - outr[i]) <= 2e-5f)) fail_msg("element %d: %g, reference %g", i, out[i], outr[i]);
-    free(xs), free(out), free(outr);
+    float *out = malloc(sizeof(float) * 75 * 16), *outr = malloc(sizeof(float) * 75 * 16);
+    run_block_prog(f->ctx, p, g, out);
+    run_block_prog(f->ctx, ref, g, outr);
+    assert_close16(out, outr);
+    free(out), free(outr);
     rj_program_free(p);
     rj_program_free(ref);
     rj_graph_free(g);
+}
+
+/* Kernels of one context's programs are compiled once (kshare.c): a second program whose
+ * kernels the first has (the same layers, their weights swapped: another program, the same
+ * code) compiles nothing and runs the first's code, which stays alive after the first program
+ * is freed; a tracking allocator sees every byte returned. */
+static void test_context_kernels_shared(void **state) {
+    (void)state;
+    tracker tr = {0};
+    rj_ctx *ctx = rj_ctx_new(tracking_alloc, &tr);
+    assert_ok(ctx, rj_ctx_set_cache_dir(ctx, "off"));
+    rj_graph *g1 = rj_graph_parse(ctx, BLOCK_DEF "input w2 : f32[16]\ny = block(block(x, w), w2)\noutput y\n", "one.rj");
+    rj_graph *g2 = rj_graph_parse(ctx, BLOCK_DEF "input w2 : f32[16]\ny = block(block(x, w2), w)\noutput y\n", "two.rj");
+    assert_non_null(g1);
+    assert_non_null(g2);
+    rj_program *p1 = rj_program_new(g1, RJ_TARGET_CPU);
+    assert_non_null(p1);
+    uint64_t c0 = cpu_compile_count(ctx), s0 = cpu_shared_kernel_count(ctx);
+    rj_program *p2 = rj_program_new(g2, RJ_TARGET_CPU), *ref = rj_program_new(g2, RJ_TARGET_REFERENCE);
+    assert_non_null(p2);
+    assert_non_null(ref);
+    uint64_t shared = cpu_shared_kernel_count(ctx) - s0;
+    if (shared < 2) fail_msg("%d kernels of the second program ran the first's code, expected at least 2", (int)shared);
+    assert_int_equal(cpu_compile_count(ctx), c0); /* nothing left to compile */
+    rj_program_free(p1); /* p2 keeps p1's code */
+    rj_graph_free(g1);
+    float *out = malloc(sizeof(float) * 75 * 16), *outr = malloc(sizeof(float) * 75 * 16);
+    run_block_prog(ctx, p2, g2, out);
+    run_block_prog(ctx, ref, g2, outr);
+    assert_close16(out, outr);
+    free(out), free(outr);
+    rj_program_free(p2);
+    rj_program_free(ref);
+    rj_graph_free(g2);
+    rj_ctx_free(ctx);
+    assert_int_equal(tr.live_blocks, 0);
 }
 
 /* DLPack on host memory: a jagged input as values + offsets tensors, a dense one as one tensor;
@@ -1480,7 +1528,7 @@ int main(int argc, char **argv) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX_SLICED(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX_SLICED(test_fused_chains), FX_SLICED(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_function_kernels_shared), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_function_kernels_shared), FX(test_context_kernels_shared), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

@@ -875,10 +875,19 @@ void lprog_fingerprint(const lprog *p, sbuf *b) {
     fp_int(b, p->checks_buf);
 }
 
+/* Kernel k's code key into b (the code fingerprint: names and the bindings of its parameters
+ * left out, which only the launch reads); false, b untouched, for a kernel that must keep its
+ * own code: one a GEMM's library call drives (its buffers are part of the call) or one only
+ * another kernel calls. */
+bool lprog_kernel_code_key(const lprog *p, int32_t k, sbuf *b) {
+    const lkernel *kk = &p->kernels[k];
+    if (kk->gemm.on || kk->inner_only) return false;
+    fp_kernel(b, kk, true);
+    return true;
+}
+
 /* Kernels whose code is the same (a function's body in each call, any repeat): dup[i] is the
- * first kernel with kernel i's code, or -1 (its own). The code key leaves out the names and
- * what the parameters are bound to, which only the launch reads; a kernel that a GEMM's
- * library call drives keeps its own (its buffers are part of the call). */
+ * first kernel with kernel i's code, or -1 (its own), by lprog_kernel_code_key. */
 rj_status lprog_code_dups(const lprog *p, int32_t *dup) {
     rj_ctx *ctx = p->ctx;
     size_t n = (size_t)(p->nkernels ? p->nkernels : 1);
@@ -886,11 +895,12 @@ rj_status lprog_code_dups(const lprog *p, int32_t *dup) {
     uint64_t *h = mem_alloc(ctx, n * sizeof(uint64_t));
     rj_status st = keys && h ? RJ_OK : RJ_ERR_NOMEM;
     for (int32_t i = 0; !st && i < p->nkernels; i++) {
-        const lkernel *k = &p->kernels[i];
         dup[i] = -1;
-        if (k->gemm.on || k->inner_only) continue;
         sbuf_init(&keys[i], ctx);
-        fp_kernel(&keys[i], k, true);
+        if (!lprog_kernel_code_key(p, i, &keys[i])) {
+            sbuf_free(&keys[i]);
+            continue;
+        }
         if (keys[i].failed) {
             st = RJ_ERR_NOMEM;
             break;

@@ -353,6 +353,9 @@ typedef struct lprog {
 void lprog_fingerprint(const lprog *p, sbuf *b);
 /* dup[i] (p->nkernels entries): the first kernel whose machine code kernel i's is, or -1. */
 rj_status lprog_code_dups(const lprog *p, int32_t *dup);
+/* Kernel k's code key (what its machine code depends on) appended to b; false for a kernel
+ * that keeps its own code (a GEMM's epilogue, a kernel only another calls). */
+bool lprog_kernel_code_key(const lprog *p, int32_t k, sbuf *b);
 
 /* building */
 lkernel *lprog_add_kernel(lprog *p, const char *name);

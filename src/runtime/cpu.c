@@ -8,7 +8,10 @@
  * libffi call interface per kernel, prepared once from the kernel's typed signature. Code is
  * keyed by this build of ragjit, LLVM's identity and the loop IR's fingerprint: live code of
  * an equal key is shared, else the module comes from the persistent cache (diskcache.c) when
- * an earlier process stored it, else it is compiled and stored there. A softmax's twin of
+ * an earlier process stored it, else it is compiled and stored there. Within that, a kernel
+ * is compiled once per context: one whose code a kernel before it in the program has (a
+ * function's body in each call) or a live program of the context has (kshare.c) runs that
+ * code, and the module holds only the rest. A softmax's twin of
  * runtime tiles is left out of that module and compiled (or loaded) by the first run that
  * calls it (compiled_late, cpu_late).
  *
@@ -39,7 +42,9 @@ typedef struct cpu_code cpu_code;
 typedef struct cpu_state {
     struct llvm_jit *jit;
     uint64_t compiles;     /* modules JIT-compiled (tests check cache hits with it) */
-    uint64_t shared;       /* kernels that ran another kernel's code, compiled once (lprog_code_dups) */
+    uint64_t shared;       /* kernels that ran another kernel's code: a repeat within their
+                            * program (lprog_code_dups) or a kernel of another live program */
+    kshare kernels;        /* the live programs' kernels by code key (kshare.c) */
     uint64_t disk_hits;    /* modules loaded from the persistent cache instead */
     uint64_t late_compiles, late_disk_hits; /* the same for kernels compiled late (atomic) */
     cpu_code *live;        /* compiled code alive now, by key */
@@ -66,7 +71,10 @@ struct cpu_code {
     sbuf key;              /* the build, LLVM's identity and the loop IR's fingerprint */
     bool cacheable;        /* the build is identified: the persistent cache may keep the code */
     char prefix[40];       /* of the kernels' symbols */
-    int refs;              /* code entries sharing it: graphs that lower to equal loop IR */
+    int refs;              /* code entries sharing it (graphs that lower to equal loop IR),
+                            * and programs whose kernels run code of its module (deps) */
+    cpu_code **deps;       /* the code whose kernels this program's run instead of their own */
+    int32_t ndeps;
     cpu_code *next;        /* cpu_state.live */
 };
 
@@ -86,6 +94,7 @@ struct cpu_code {
 static void state_release(rj_ctx *ctx, void *p) {
     cpu_state *st = p;
     pool_free(ctx, st->pool);
+    kshare_free(ctx, &st->kernels);
     llvm_jit_free(st->jit);
     mem_free(ctx, st, sizeof *st);
 }
@@ -180,6 +189,7 @@ static void cpu_code_free(rj_ctx *ctx, void *p) {
             *pp = c->next;
             break;
         }
+    if (st) kshare_drop(&st->kernels, c);
     sbuf_free(&c->key);
     size_t nk = (size_t)(c->nk ? c->nk : 1);
     if (c->kern)
@@ -189,6 +199,8 @@ static void cpu_code_free(rj_ctx *ctx, void *p) {
     mem_free(ctx, c->fns, sizeof(void *) * nk);
     llvm_code_free(ctx, c->mc);
     llvm_code_free(ctx, c->mc_late);
+    for (int32_t i = 0; i < c->ndeps; i++) cpu_code_free(ctx, c->deps[i]);
+    mem_free(ctx, c->deps, sizeof *c->deps * nk);
     mem_free(ctx, c, sizeof *c);
 }
 
@@ -228,6 +240,58 @@ static rj_status select_unique(rj_ctx *ctx, const lprog *lp, int32_t *dup, bool 
     for (int32_t i = 0; i < lp->nkernels; i++)
         if (dup[i] >= 0) (*sel)[i] = false;
     return RJ_OK;
+}
+
+/* Kernels whose code a live program of the context already has (kshare.c) are left out of
+ * the module too: fns[i] is set to that code, and c holds a reference to its owner. Late
+ * kernels and repeats (dup) are not looked up. keys[i] keeps each kernel's code key, for
+ * share_register once this module's code exists. */
+static rj_status share_lookup(rj_ctx *ctx, cpu_state *st, const lprog *lp, cpu_code *c, const int32_t *dup,
+                              bool **sel, sbuf *keys) {
+    for (int32_t i = 0; i < lp->nkernels; i++) {
+        if (dup[i] >= 0 || (*sel && !(*sel)[i])) continue;
+        sbuf_init(&keys[i], ctx);
+        if (!lprog_kernel_code_key(lp, i, &keys[i])) {
+            sbuf_free(&keys[i]);
+            continue;
+        }
+        if (keys[i].failed) return RJ_ERR_NOMEM;
+        void *owner = NULL, *fn = kshare_find(&st->kernels, &keys[i], &owner);
+        if (!fn) continue;
+        if (!*sel) {
+            if (!(*sel = mem_alloc(ctx, sizeof(bool) * (size_t)lp->nkernels))) return RJ_ERR_NOMEM;
+            for (int32_t k = 0; k < lp->nkernels; k++) (*sel)[k] = true;
+        }
+        if (!c->deps && !(c->deps = mem_zalloc(ctx, sizeof *c->deps * (size_t)lp->nkernels))) return RJ_ERR_NOMEM;
+        (*sel)[i] = false;
+        c->fns[i] = fn;
+        st->shared++;
+        int32_t d = 0;
+        while (d < c->ndeps && c->deps[d] != owner) d++;
+        if (d == c->ndeps) {
+            c->deps[c->ndeps++] = owner;
+            ((cpu_code *)owner)->refs++;
+        }
+    }
+    return RJ_OK;
+}
+
+/* The kernels c compiled (or loaded) itself, into the context's table. */
+static rj_status share_register(rj_ctx *ctx, cpu_state *st, const lprog *lp, cpu_code *c, const bool *sel,
+                                sbuf *keys) {
+    rj_status s = RJ_OK;
+    for (int32_t i = 0; i < lp->nkernels; i++)
+        if (!s && keys[i].s && (!sel || sel[i]) && c->fns[i]) s = kshare_add(ctx, &st->kernels, &keys[i], c->fns[i], c);
+    return s;
+}
+
+/* The key of c's module in the persistent cache: the program's, and which kernels it holds
+ * when some ran other programs' code (which live programs a context has decides that). */
+static void module_key(const cpu_code *c, const lprog *lp, const bool *sel, sbuf *key) {
+    sbuf_put(key, c->key.s, c->key.len);
+    if (!c->ndeps) return;
+    sbuf_puts(key, "\nkernels:");
+    for (int32_t i = 0; i < lp->nkernels; i++) sbuf_putc(key, sel[i] ? '1' : '0');
 }
 
 static rj_status prepare_ffi(rj_ctx *ctx, const lprog *lp, cpu_code *c) {
@@ -320,10 +384,23 @@ static rj_status cpu_compile(rj_ctx *ctx, const lprog *lp, void **out) {
     int32_t *dup = s ? NULL : mem_alloc(ctx, sizeof(int32_t) * nk);
     if (!s && (!dup || (s = lprog_code_dups(lp, dup)) || (s = select_unique(ctx, lp, dup, &sel))))
         s = s ? s : RJ_ERR_NOMEM;
+    sbuf *keys = s ? NULL : mem_zalloc(ctx, sizeof(sbuf) * nk);
+    if (!s) s = keys ? share_lookup(ctx, st, lp, c, dup, &sel, keys) : RJ_ERR_NOMEM;
+    int32_t nsel = 0;
+    for (int32_t i = 0; !s && i < lp->nkernels; i++) nsel += !sel || sel[i];
     bool hit = false;
-    if (!s) s = module_get(ctx, j, lp, c, &c->key, sel, &c->mc, &hit);
+    if (!s && nsel) { /* else every kernel runs code the context has */
+        sbuf mkey;
+        sbuf_init(&mkey, ctx);
+        module_key(c, lp, sel, &mkey);
+        s = mkey.failed ? RJ_ERR_NOMEM : module_get(ctx, j, lp, c, &mkey, sel, &c->mc, &hit);
+        sbuf_free(&mkey);
+    }
     for (int32_t i = 0; !s && i < lp->nkernels; i++) /* a repeat runs its first's code */
         if (dup[i] >= 0) c->fns[i] = c->fns[dup[i]], st->shared++;
+    if (!s) s = share_register(ctx, st, lp, c, sel, keys);
+    for (int32_t i = 0; keys && i < lp->nkernels; i++) sbuf_free(&keys[i]);
+    if (keys) mem_free(ctx, keys, sizeof(sbuf) * nk);
     if (sel) mem_free(ctx, sel, sizeof(bool) * (size_t)lp->nkernels);
     if (dup) mem_free(ctx, dup, sizeof(int32_t) * nk);
     if (!s) s = prepare_ffi(ctx, lp, c);
@@ -333,7 +410,7 @@ static rj_status cpu_compile(rj_ctx *ctx, const lprog *lp, void **out) {
         return s;
     }
     if (hit) st->disk_hits++;
-    else st->compiles++;
+    else if (nsel) st->compiles++;
     c->next = st->live;
     st->live = c;
     *out = c;

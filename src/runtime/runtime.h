@@ -511,6 +511,22 @@ void artifact_release(rj_ctx *ctx, artifact *a);
 /* interp.c: evaluates the program's graph on a resolved run. */
 rj_status interp_run(const run_view *v);
 
+/* kshare.c: a context's compiled kernels by code key (lprog_kernel_code_key), each with the
+ * backend's code that owns it. */
+typedef struct kshare_entry {
+    uint64_t hash;
+    sbuf key;
+    void *fn, *owner;
+} kshare_entry;
+typedef struct kshare {
+    kshare_entry *e;
+    int32_t n, cap;
+} kshare;
+void *kshare_find(const kshare *t, const sbuf *key, void **owner);     /* NULL: none */
+rj_status kshare_add(rj_ctx *ctx, kshare *t, sbuf *key, void *fn, void *owner); /* takes key */
+void kshare_drop(kshare *t, const void *owner);                         /* owner's entries */
+void kshare_free(rj_ctx *ctx, kshare *t);
+
 /* cpu.c: settings and counters of the CPU backend (tests use them). Outputs larger than
  * `bytes` are written with streaming stores (0: the default threshold). */
 rj_status cpu_set_stream_bytes(rj_ctx *ctx, int64_t bytes);
