@@ -31,8 +31,7 @@
 #include "rewrite.h"
 
 typedef struct heads {
-    rewriter rw;
-    rj_graph *g;
+    rewriter rw; /* rw.g: the graph in the user's order; rw.out: the one in stored order */
 } heads;
 
 static bool any_headed(const rj_graph *g) {
@@ -43,7 +42,7 @@ static bool any_headed(const rj_graph *g) {
 
 static int32_t add(heads *h, node *n) {
     int32_t id = rw_add(&h->rw, n);
-    if (id < 0 && !h->rw.out->status) ctx_fail(h->g->ctx, RJ_ERR_NOMEM, "heads: out of memory");
+    if (id < 0 && !h->rw.out->status) ctx_fail(h->rw.g->ctx, RJ_ERR_NOMEM, "heads: out of memory");
     return id;
 }
 
@@ -80,7 +79,7 @@ static void invert(const int *order, int rank, int *inv) {
  * taken in n's stored order. A dense operand is reshaped (its size-1 dims moved) or
  * transposed into place; a jagged one must already be. */
 static int32_t align_operand(heads *h, const node *n, int32_t o, const int *order) {
-    const rj_graph *g = h->g;
+    const rj_graph *g = h->rw.g;
     const node *on = &g->nodes[o];
     int32_t x = h->rw.map[o];
     if (on->rank == 0 || x < 0) return x;
@@ -124,7 +123,7 @@ static bool same_but_ones(const node *n, const rj_dim *want) {
 
 /* The node replacing old node i, in stored order. */
 static int32_t rebuild(heads *h, int32_t i) {
-    const rj_graph *g = h->g;
+    const rj_graph *g = h->rw.g;
     const node *o = &g->nodes[i];
     node n = *o;
     n.name = NULL;
@@ -205,7 +204,7 @@ static bool touches_heads(const rj_graph *g, const node *n) {
 
 rj_status pass_heads(rj_graph *g) {
     if (!any_headed(g)) return RJ_OK;
-    heads h = {.g = g};
+    heads h = {0};
     rj_status s = rw_begin(&h.rw, g);
     if (s) return s;
     size_t nl = (size_t)(g->n ? g->n : 1);
