@@ -631,11 +631,12 @@ static int64_t rows_of(const dataset *d, int s) {
     return rows;
 }
 
-/* The rows of the blocks of a [B, s, s, ...] tensor: the sum of its items' squared lengths. */
-static int64_t block_rows_of(const dataset *d, int s) {
-    rj_tensor_info o = tinfo(d->off[s]);
+/* The rows of the blocks of a [B, s, s2, ...] tensor: the sum over items of len_s * len_s2
+ * (s2 = s: the squared lengths; another symbol of B: cross attention's queries by keys). */
+static int64_t block_rows_of(const dataset *d, int s, int s2) {
+    rj_tensor_info o = tinfo(d->off[s]), o2 = tinfo(d->off[s2]);
     int64_t n = 0;
-    for (int64_t b = 0; b + 1 < o.shape[0]; b++) n += item_len(d, s, b) * item_len(d, s, b);
+    for (int64_t b = 0; b + 1 < o.shape[0] && b + 1 < o2.shape[0]; b++) n += item_len(d, s, b) * item_len(d, s2, b);
     return n;
 }
 
@@ -681,11 +682,12 @@ static int load_data(dataset *d, const char *dir) {
         if (!r && rp >= 0) {
             int s = sym_index(g, dims[rp]);
             bool pair = is_pair_shape(g, rank, dims);
-            int64_t last = pair ? block_rows_of(d, s) : rows_of(d, s), rows = tinfo(d->in[k]).shape[0];
+            int64_t last = pair ? block_rows_of(d, s, sym_index(g, dims[rp + 1])) : rows_of(d, s);
+            int64_t rows = tinfo(d->in[k]).shape[0];
             /* a view with holes may have rows after its furthest item (a padded buffer's last
              * item shorter than the rest, as torch.nested.narrow leaves it): never read */
             if (pair || !d->len[s] ? rows != last : rows < last)
-                r = die_usage(pair ? "%s: %lld rows, but the items' len x len blocks of %s/%s%s.npy have %lld"
+                r = die_usage(pair ? "%s: %lld rows, but the items' blocks (len x len of %s/%s%s.npy and its pair) have %lld"
                               : d->len[s] ? "%s: %lld rows, but the items of %s/%s%s.npy end at row %lld"
                                           : "%s: %lld rows, but the offsets in %s/%s%s.npy end at %lld", p,
                               (long long)rows, dir, sym_name(g, s), d->len[s] ? ".lengths" : "", (long long)last);
@@ -827,7 +829,7 @@ static int make_random(dataset *d, const char *spec) {
             rj_dim dm = dims[nd];
             int64_t v;
             if (rp >= 0 && ad == 0) {
-                v = skip == 2 ? block_rows_of(d, sym_index(g, dm)) : rows_of(d, sym_index(g, dm));
+                v = skip == 2 ? block_rows_of(d, sym_index(g, dm), sym_index(g, dims[rp + 1])) : rows_of(d, sym_index(g, dm));
             } else if (dm >= 0) {
                 v = dm;
             } else {

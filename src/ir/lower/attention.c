@@ -126,13 +126,15 @@ static int32_t v_at(lower *L, const att_ctx *c, int32_t j, int32_t d) {
 }
 
 /* The row's result O / l stored (a lanes loop over d); safe: l == 0 (every score -inf, or no
- * key) gives 0. */
-static void finish_row(lower *L, blk *body, const att_ctx *c, int32_t vd, int32_t vl) {
+ * key) gives 0. Without keys (len 0: cross attention's empty key item) it is 0 either way, as
+ * the ops written out give: a softmax over an empty row is empty, and p @ v an empty sum. */
+static void finish_row(lower *L, blk *body, const att_ctx *c, int32_t vd, int32_t vl, int32_t len) {
     rj_dtype t = c->t;
     blk ob = NEWBLK;
     int32_t fo = lanes_d(L, body, vd, c);
     int32_t res = xbin(L, RJ_OP_DIV, t, acc_get(L, c, xvar(L, vd)), xvar(L, vl));
     if (c->r->ival) res = xsel(L, xcmp(L, RJ_OP_EQ, xvar(L, vl), xconst(L, t, 0)), xconst(L, t, 0), res);
+    else if (c->kcls != c->cls) res = xsel(L, xcmp(L, RJ_OP_EQ, len, xi(L, 0)), xconst(L, t, 0), res);
     at oa = out_at(c, xvar(L, vd));
     store_group(L, &ob, c->root, res, &oa, ROWS_IN, LF_NT);
     lanes_end(L, fo, &ob);
@@ -165,7 +167,7 @@ static void attend_row(lower *L, blk *body, att_ctx *c) {
     lanes_end(L, fu, &ub);
     s_set(L, &jb, vm, mn);
     close_body(L, fj, &jb);
-    finish_row(L, body, c, vd, vl);
+    finish_row(L, body, c, vd, vl, len);
 }
 
 /* The same on a CPU, a block of KEYS_CPU keys at a time: their scores into the local sc, one
@@ -227,7 +229,7 @@ static void attend_row_blocked(lower *L, blk *body, att_ctx *c, int32_t sc) {
     close_body(L, ft, &tb);
     s_set(L, &kb, vm, mn);
     close_body(L, fk, &kb);
-    finish_row(L, body, c, vd, vl);
+    finish_row(L, body, c, vd, vl, len);
 }
 
 void lower_attention(lower *L, const fuse_group *gr) {
