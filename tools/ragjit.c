@@ -1126,7 +1126,7 @@ static void print_row(const rj_tensor_info *t, int64_t at, int64_t n) {
     putchar(']');
 }
 
-static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
+static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const dataset *d) {
     for (int i = 0; i < rj_graph_output_count(g); i++) {
         rj_node n = rj_graph_output_at(g, i);
         rj_tensor_info t = tinfo(rj_bind_result(b, n));
@@ -1148,13 +1148,16 @@ static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
         int first = t.ragged_dims == 2 ? 3 : t.ragged_dim >= 0 ? 2 : (t.rank >= 2 ? 2 : t.rank);
         int64_t inner = 1;
         for (int k = first; k < t.rank; k++) inner *= t.shape[k];
-        if (t.ragged_dims == 2) { /* each item a len x len block: its first rows */
+        if (t.ragged_dims == 2) { /* each item a len1 x len2 block (the two symbols'): its first rows */
+            rj_dim dims[RJ_MAX_RANK];
+            int rank = rj_node_shape(g, n, dims), rp = ragged_pos(g, rank, dims);
+            int s1 = sym_index(g, dims[rp]), s2 = sym_index(g, dims[rp + 1]);
             for (int64_t it = 0; it < t.shape[0] && it < 4; it++) {
-                int64_t len = (int64_t)llround(sqrt((double)(t.offsets[it + 1] - t.offsets[it])));
-                printf("  item %lld (%lld x %lld):", (long long)it, (long long)len, (long long)len);
+                int64_t len = item_len(d, s1, it), len2 = item_len(d, s2, it);
+                printf("  item %lld (%lld x %lld):", (long long)it, (long long)len, (long long)len2);
                 for (int64_t r = 0; r < len && r < 4; r++) {
                     putchar(' ');
-                    print_row(&t, (t.offsets[it] + r * len) * inner, len * inner);
+                    print_row(&t, (t.offsets[it] + r * len2) * inner, len2 * inner);
                 }
                 if (len > 4) printf(" ...");
                 putchar('\n');
@@ -1196,7 +1199,7 @@ static int cmd_run(rj_ctx *ctx, rj_graph *g, const opts *o) {
         rms = now_ms() - t0;
     }
     if (!r) r = write_outputs(ctx, g, b, o->out);
-    if (!r && o->print) print_outputs(ctx, g, b);
+    if (!r && o->print) print_outputs(ctx, g, b, &d);
     if (!r && o->time) fprintf(stderr, "ragjit: compile %.2f ms, run %.3f ms\n", cms, rms);
     rj_bind_free(b);
     rj_program_free(p);
