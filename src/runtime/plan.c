@@ -65,7 +65,8 @@ static rj_status plan_syms(rj_ctx *ctx, const rj_graph *g, run_plan *pl) {
                                 .root = sy->kind == SYM_RAGGED ? sym_root(g, s) : s};
         if (sy->kind == SYM_RAGGED && pl->sym[s].root == s) pl->roots[pl->nroots++] = s;
     }
-    if (!(pl->pair = mem_zalloc(ctx, ns * ns * sizeof(plan_pair)))) return RJ_ERR_NOMEM;
+    for (int32_t i = 0; i < g->n; i++) pl->cappairs += node_stores_pair(g, &g->nodes[i]);
+    if (!(pl->pair = mem_zalloc(ctx, (size_t)(pl->cappairs ? pl->cappairs : 1) * sizeof(plan_pair)))) return RJ_ERR_NOMEM;
     for (int32_t i = 0; i < g->n; i++) {
         if (!node_stores_pair(g, &g->nodes[i])) continue;
         rj_dim d[RJ_MAX_RANK];
@@ -196,7 +197,7 @@ void plan_free(rj_ctx *ctx, run_plan *pl) {
     mem_free(ctx, pl->sym, ns * sizeof(plan_sym));
     mem_free(ctx, pl->used, ns);
     mem_free(ctx, pl->roots, ns * sizeof(int32_t));
-    mem_free(ctx, pl->pair, ns * ns * sizeof(plan_pair));
+    mem_free(ctx, pl->pair, (size_t)(pl->cappairs ? pl->cappairs : 1) * sizeof(plan_pair));
     mem_free(ctx, pl->in, (size_t)(pl->ninputs ? pl->ninputs : 1) * sizeof(plan_io));
     mem_free(ctx, pl->out, (size_t)(pl->noutputs ? pl->noutputs : 1) * sizeof(plan_io));
     mem_free(ctx, pl->pad, (size_t)(pl->npads ? pl->npads : 1) * sizeof(plan_pad));

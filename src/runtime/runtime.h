@@ -135,7 +135,7 @@ typedef struct run_plan {
                                 Temporaries whose spans do not meet share memory (cpu.c) */
     plan_pair *pair;         /* the pairs of classes that some [B, j1, j2] tensor has (their
                                 blocks' offsets are computed each run), npairs of them */
-    int32_t npairs;
+    int32_t npairs, cappairs; /* cappairs: the nodes that store pairs, what pair has room for */
 } run_plan;
 
 /* The plan of g and lp (NULL for the reference target, which launches no kernels). */
