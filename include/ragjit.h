@@ -411,6 +411,9 @@ RJ_API rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w);
  *   matmul(p, v), p [B, j1, j1]     [B, j1, D]
  *   matmul(transpose(x, 1, 2), y)   dense [B, K, N] for x [B, j1, K], y [B, j1, N], summed over
  *                                   each item's rows (a weight gradient)
+ * and with k, v of another ragged symbol of B, [B, j2, D] (cross attention), q kᵀ is [B, j1, j2],
+ * each item a len1_b x len2_b block, and p v takes v [B, j2, D] (docs/guide.md, "Two ragged
+ * classes"; pad and transposing such blocks are refused).
  * A tensor with two ragged dims takes elementwise ops, and softmax, log_softmax and the
  * reductions over dim 1 (without keepdim), dim 2 or a later dense dim, and pad (both ragged dims:
  * [B, L, L]; rj_graph_unpad_blocks takes the blocks back); it can be an input (bound with
@@ -424,8 +427,9 @@ RJ_API rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node b
 
 /* Fused attention (docs/guide.md, "Attention"). attention(scores, v, safe): softmax(scores,
  * dim=-1) @ v computed by one online-softmax kernel that never writes the scores, where scores
- * is a tensor with two ragged dims [B, j1, j1] (or [B, j1, j1, H] with heads) and v is jagged
- * [B, j1, Dv] ([B, j1, Hkv, Dv], Hkv dividing H: query head h reads kv head h / (H / Hkv)); the
+ * is a tensor with two ragged dims [B, j1, j2] (or [B, j1, j2, H] with heads; j2 is j1 in self
+ * attention, another symbol of B in cross attention) and v is jagged [B, j2, Dv]
+ * ([B, j2, Hkv, Dv], Hkv dividing H: query head h reads kv head h / (H / Hkv)); the
  * result is [B, j1, Dv] ([B, j1, H, Dv]). scores is usually an elementwise expression of one
  * per-item product q @ kᵀ (a scale, masks, biases from positions, soft-capping), which the
  * kernel computes as it goes. A row whose scores are all -inf is NaN, as softmax gives, unless
@@ -433,10 +437,11 @@ RJ_API rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node b
  * matmul(softmax(f(q @ kᵀ), dim=-1), v) written out and fuses it the same way.
  *
  * scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale, enable_gqa): PyTorch's
- * F.scaled_dot_product_attention (dropout_p = 0) on jagged q, k [B, j1, E] and v [B, j1, Dv]:
- * scale NaN selects the default 1/sqrt(E); attn_mask (RJ_NONE or a tensor broadcastable to the
- * scores [B, j1, j1]) is bool (True = takes part) or float (added to the scaled scores);
- * is_causal lets query i see keys j <= i (top-left) and cannot be combined with attn_mask; a
+ * F.scaled_dot_product_attention (dropout_p = 0) on jagged q [B, j1, E], k [B, j2, E] and v
+ * [B, j2, Dv] (j2 = j1, or keys of their own lengths): scale NaN selects the default 1/sqrt(E);
+ * attn_mask (RJ_NONE or a tensor broadcastable to the scores [B, j1, j2]) is bool (True = takes
+ * part) or float (added to the scaled scores); is_causal lets query i see keys j <= i (top-left,
+ * PyTorch's ones(L, S).tril(0)) and cannot be combined with attn_mask; a
  * fully masked row gives 0. Built as matmul, scale, mask and attention(..., safe=true). */
 RJ_API rj_node rj_graph_attention(rj_graph *g, rj_node scores, rj_node v, bool safe);
 RJ_API rj_node rj_graph_sdpa(rj_graph *g, rj_node q, rj_node k, rj_node v, rj_node attn_mask,
@@ -561,8 +566,8 @@ typedef struct rj_tensor_info {
     int64_t rows;                 /* jagged: rows in values; dense: number of elements */
     const int64_t *offsets;       /* jagged: B+1 entries */
     const int64_t *lengths;       /* jagged view with holes: B entries; else NULL */
-    int ragged_dims;              /* 2 for [B, j, j, ...] (dims 1 and 2 ragged, one block of
-                                   * len_b x len_b rows an item, offsets[b] its first row);
+    int ragged_dims;              /* 2 for [B, j, j', ...] (dims 1 and 2 ragged, one block of
+                                   * len_b x len'_b rows an item, offsets[b] its first row);
                                    * else 1 (or 0 when left zero by the caller) */
 } rj_tensor_info;
 

@@ -30,6 +30,7 @@ env env_new(rj_ctx *ctx, rj_dtype ft) {
     e.tab = rj_graph_input(e.g, "tab", ft, 2, (rj_dim[]){V, D});
     e.ix = rj_graph_input(e.g, "ix", RJ_I64, 2, (rj_dim[]){e.B, e.J});
     e.sb = RJ_NONE; /* the graphs that use it add it (g_pairs) */
+    e.J2 = RJ_DIM_NONE, e.kx = RJ_NONE; /* likewise (std_cross) */
     e.pd = RJ_NONE; /* likewise (dense_pd) */
     return e;
 }
@@ -55,18 +56,26 @@ data data_new(len_pattern p, rj_dtype ft, uint64_t seed) {
     for (int64_t b = 0; b < d.B; b++) d.sq += (d.off[b + 1] - d.off[b]) * (d.off[b + 1] - d.off[b]);
     d.sb = random_values(ft, d.sq, &s);
     d.pd = random_values(ft, d.B * (d.maxlen + 3) * D, &s);
+    d.off2 = malloc(sizeof(int64_t) * (size_t)(d.B + 1));
+    d.off2[0] = 0;
+    for (int64_t b = 0; b < d.B; b++) d.off2[b + 1] = d.off2[b] + d.off[d.B - b] - d.off[d.B - 1 - b] + b % 2;
+    d.rows2 = d.off2[d.B];
+    d.kx = random_values(ft, d.rows2 * D, &s);
     return d;
 }
 
 void data_free(data *d) {
     free(d->off), free(d->x), free(d->y), free(d->w), free(d->v), free(d->m), free(d->xi);
-    free(d->pb), free(d->p3), free(d->tab), free(d->ix), free(d->sb), free(d->pd);
+    free(d->pb), free(d->p3), free(d->tab), free(d->ix), free(d->sb), free(d->pd), free(d->off2), free(d->kx);
 }
 
-static void *spread_n(const data *d, const holes *h, const void *src, rj_dtype t, int64_t inner) {
+/* src's rows (packed by off) at the rows of hoff/hlen, the gaps filled with what no reader
+ * may see. */
+static void *spread_by(int64_t B, const int64_t *off, const int64_t *hoff, const int64_t *hlen, int64_t hrows,
+                       const void *src, rj_dtype t, int64_t inner) {
     size_t es = rj_dtype_size(t), row = es * (size_t)inner;
-    char *p = malloc(row * (size_t)(h->rows + 1));
-    for (int64_t r = 0; r < h->rows * inner; r++) {
+    char *p = malloc(row * (size_t)(hrows + 1));
+    for (int64_t r = 0; r < hrows * inner; r++) {
         switch (t) {
         case RJ_F32: ((float *)p)[r] = NAN; break;
         case RJ_F64: ((double *)p)[r] = NAN; break;
@@ -75,9 +84,12 @@ static void *spread_n(const data *d, const holes *h, const void *src, rj_dtype t
         default: ((uint8_t *)p)[r] = 1; break;
         }
     }
-    for (int64_t b = 0; b < d->B; b++)
-        memcpy(p + row * (size_t)h->off[b], (const char *)src + row * (size_t)d->off[b], row * (size_t)h->len[b]);
+    for (int64_t b = 0; b < B; b++) memcpy(p + row * (size_t)hoff[b], (const char *)src + row * (size_t)off[b], row * (size_t)hlen[b]);
     return p;
+}
+
+static void *spread_n(const data *d, const holes *h, const void *src, rj_dtype t, int64_t inner) {
+    return spread_by(d->B, d->off, h->off, h->len, h->rows, src, t, inner);
 }
 
 static void *spread(const data *d, const holes *h, const void *src, rj_dtype t) { return spread_n(d, h, src, t, D); }
@@ -96,11 +108,20 @@ holes holes_new(const data *d, rj_dtype ft) {
     h.m = spread(d, &h, d->m, RJ_BOOL);
     h.xi = spread(d, &h, d->xi, RJ_I32);
     h.ix = spread_n(d, &h, d->ix, RJ_I64, 1);
+    h.off2 = malloc(sizeof(int64_t) * (size_t)(d->B + 1));
+    h.len2 = malloc(sizeof(int64_t) * (size_t)(d->B + 1));
+    for (int64_t b = 0; b <= d->B; b++) h.off2[b] = d->off2[b] + 3 * b;
+    for (int64_t b = 0; b < d->B; b++) {
+        h.len2[b] = d->off2[b + 1] - d->off2[b];
+        h.rows2 = h.off2[b] + h.len2[b];
+    }
+    h.kx = spread_by(d->B, d->off2, h.off2, h.len2, h.rows2, d->kx, ft, D);
     return h;
 }
 
 void holes_free(holes *h) {
     free(h->off), free(h->len), free(h->x), free(h->y), free(h->m), free(h->xi), free(h->ix);
+    free(h->off2), free(h->len2), free(h->kx);
 }
 
 void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes *h) {
@@ -119,7 +140,15 @@ void bind_all(rj_ctx *ctx, rj_bind *b, const env *e, const data *d, const holes 
         assert_ok(ctx, rj_bind_input(b, e->ix, h->ix, h->rows));
         if (e->sb != RJ_NONE) assert_ok(ctx, rj_bind_input(b, e->sb, d->sb, d->sq)); /* blocks: no holes */
         if (e->pd != RJ_NONE) assert_ok(ctx, rj_bind_input(b, e->pd, d->pd, d->B * (d->maxlen + 3) * D));
+        if (e->kx != RJ_NONE) {
+            assert_ok(ctx, rj_bind_offsets(b, e->J2, d->B, h->off2, h->len2));
+            assert_ok(ctx, rj_bind_input(b, e->kx, h->kx, h->rows2 * D));
+        }
         return;
+    }
+    if (e->kx != RJ_NONE) {
+        assert_ok(ctx, rj_bind_offsets(b, e->J2, d->B, d->off2, NULL));
+        assert_ok(ctx, rj_bind_input(b, e->kx, d->kx, d->rows2 * D));
     }
     assert_ok(ctx, rj_bind_offsets(b, e->J, d->B, d->off, NULL));
     assert_ok(ctx, rj_bind_size(b, e->L, d->maxlen + 3));
@@ -296,11 +325,13 @@ static void g_constants(env *e) {
 static void g_index(env *e);
 static void g_matmul(env *e);
 static void g_pairs(env *e);
+static void g_cross(env *e);
 
 const std_chain std_ops[] = {
     {"index ops and views", g_index},
     {"matmul and linear", g_matmul},
     {"two ragged dims", g_pairs},
+    {"two ragged classes", g_cross},
     {"unary ops", g_unary},
     {"binary ops", g_binary},
     {"select/cast", g_select_cast},
@@ -565,6 +596,46 @@ static void c_sdpa(env *e) {
     out(e, rj_graph_sdpa(e->g, e->x, e->y, un(e, RJ_OP_RELU, e->y), RJ_NONE, true, 0.3, false));
 }
 
+/* ---- two ragged classes of B: queries of j1, keys of j2 (cross attention) ------------------- */
+
+static void std_cross(env *e) {
+    if (e->kx != RJ_NONE) return;
+    e->J2 = rj_graph_ragged(e->g, "j2", e->B);
+    e->kx = rj_graph_input(e->g, "kx", e->ft, 3, (rj_dim[]){e->B, e->J2, D});
+}
+
+static void c_cross_attention(env *e) {
+    std_cross(e);
+    rj_node s = bin(e, RJ_OP_MUL, rj_graph_matmul(e->g, e->x, rj_graph_transpose(e->g, e->kx, 1, 2)), S(e, 0.25));
+    out(e, rj_graph_matmul(e->g, rj_graph_softmax(e->g, s, 2), un(e, RJ_OP_RELU, e->kx)));
+}
+
+/* causal top-left over two classes (ones(L, S).tril(0)): a query past the item's keys sees all */
+static void c_cross_sdpa(env *e) {
+    std_cross(e);
+    out(e, rj_graph_sdpa(e->g, e->x, e->kx, un(e, RJ_OP_TANH, e->kx), RJ_NONE, true, 0.3, false));
+}
+
+/* [B, j1, j2]: items of len1_b x len2_b, elementwise, softmax and reductions over either dim, the
+ * positions of both classes, and p v by values of j2 */
+static void g_cross(env *e) {
+    rj_graph *g = e->g;
+    std_cross(e);
+    rj_node s = rj_graph_matmul(g, affine(e), rj_graph_transpose(g, e->kx, 1, 2));
+    out(e, s);
+    rj_node p = rj_graph_softmax(g, s, 2);
+    out(e, p);
+    out(e, rj_graph_softmax(g, s, 1));
+    out(e, rj_graph_matmul(g, p, e->kx));
+    out(e, rj_graph_reduce(g, RJ_OP_SUM, s, 1, false));
+    out(e, rj_graph_reduce(g, RJ_OP_MAX, s, 2, false));
+    out(e, bin(e, RJ_OP_SUB, s, rj_graph_reduce(g, RJ_OP_MEAN, s, 2, true)));
+    rj_node pi = rj_graph_positions(g, e->J), pj = rj_graph_positions(g, e->J2);
+    rj_node keep = bin(e, RJ_OP_GE, rj_graph_unsqueeze(g, pi, 2), rj_graph_unsqueeze(g, pj, 1));
+    out(e, rj_graph_where(g, keep, s, S(e, -1)));
+    out(e, rj_graph_matmul(g, rj_graph_transpose(g, e->x, 1, 2), e->y)); /* j1's own product beside */
+}
+
 static void g_pairs(env *e) {
     rj_graph *g = e->g;
     e->sb = rj_graph_input(g, "sb", e->ft, 3, (rj_dim[]){e->B, e->J, e->J}); /* an input's blocks */
@@ -701,6 +772,8 @@ const std_chain std_chains[] = {
     {"softmax(x @ yᵀ * 0.25, 2) @ relu(y)", c_attention},
     {"causal: softmax(where(i >= j, x @ yᵀ, -inf), 2) @ y", c_causal_attention},
     {"scaled_dot_product_attention(x, y, relu(y), is_causal=True, scale=0.3)", c_sdpa},
+    {"cross: softmax(x @ kxᵀ * 0.25, 2) @ relu(kx)", c_cross_attention},
+    {"cross: scaled_dot_product_attention(x, kx, tanh(kx), is_causal=True, scale=0.3)", c_cross_sdpa},
     {"gelu(linear(relu(x*w+v), tab)+0.25)", c_linear_prologue_epilogue},
     {"softmax(x @ tab', 1)", c_matmul_softmax},
     {"softmax(linear(x, tab) * 0.5, -1), log_softmax(linear(y, tab), 2)", c_linear_softmax_rows},

@@ -22,6 +22,9 @@ typedef struct env {
     rj_graph *g;
     rj_dim B, J, L;
     rj_node x, y, w, v, m, xi, pb, p3, tab, ix, sb;
+    rj_dim J2;  /* a second ragged class of B, and kx [B, j2, D] of it (keys of cross
+                 * attention): added by the graphs that use them (std_cross) */
+    rj_node kx;
     rj_node pd; /* a dense f[B, L, D], added by the graphs that use it */
     rj_dtype ft;
 } env;
@@ -40,6 +43,8 @@ static inline rj_node affine(env *e) { return bin(e, RJ_OP_ADD, bin(e, RJ_OP_MUL
 typedef struct data {
     int64_t B, rows, maxlen, *off, sq; /* sq: sum of len_b^2, the rows of sb's blocks */
     void *x, *y, *w, *v, *m, *xi, *pb, *p3, *tab, *ix, *sb;
+    int64_t *off2, rows2; /* j2: item b has the length of item B - 1 - b of j1, plus b % 2 */
+    void *kx;
     void *pd; /* B x (maxlen + 3) x D, L being bound to maxlen + 3 */
 } data;
 
@@ -50,6 +55,8 @@ void data_free(data *d);
 typedef struct holes {
     int64_t *off, *len, rows;
     void *x, *y, *m, *xi, *ix;
+    int64_t *off2, *len2, rows2; /* j2's, and kx spread by them */
+    void *kx;
 } holes;
 
 holes holes_new(const data *d, rj_dtype ft);

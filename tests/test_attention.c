@@ -239,7 +239,7 @@ static void test_errors(void **state) {
         {"o = scaled_dot_product_attention(q, k, v, dropout_p=0.1)", RJ_ERR_ARG, "dropout_p must be 0.0"},
         {"o = attention(q, v)", RJ_ERR_SHAPE, "must have two ragged dims"},
         {"o = attention(mb, v)", RJ_ERR_DTYPE, "expected float tensors"},
-        {"o = attention(s4, v)", RJ_ERR_SHAPE, "[B, j1, Hkv, Dv]"},
+        {"o = attention(s4, v)", RJ_ERR_SHAPE, "[B, j2, Hkv, Dv]"},
         {"o = attention(s4, v4)", RJ_ERR_SHAPE, "do not divide"},
         {"o = attention(q @ k.transpose(1, 2), w)", RJ_ERR_SHAPE, "ragged class"},
         {"o = scaled_dot_product_attention(v4, v4, v4)", RJ_ERR_UNSUPPORTED, "jagged query, key and value [B, j1, E]"},

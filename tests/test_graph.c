@@ -7,6 +7,7 @@
 
 #include "../src/ir/passes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,32 @@ static void test_ragged_mismatch_message(void **state) {
     assert_string_equal(rj_ctx_error(e.ctx),
                         "add: f32[B, j1, 128] and f32[B, j2, 128] differ in dim 1 (ragged j1 vs j2); if their items have equal lengths, declare `same j1 j2`");
     assert_fails(&e, n, RJ_ERR_SHAPE, "ragged j1 vs j2");
+}
+
+/* Two ragged classes of B (cross attention): queries x of j1 by keys y of j2 make [B, j1, j2];
+ * what meets the blocks must be of the right class, and the messages name both symbols. */
+static void test_cross_classes(void **state) {
+    env e = make_env(state);
+    rj_node s = rj_graph_matmul(e.g, e.x, rj_graph_transpose(e.g, e.y, 1, 2));
+    assert_type(&e, s, "f32[B, j1, j2]");
+    assert_type(&e, rj_graph_matmul(e.g, rj_graph_softmax(e.g, s, 2), e.y), "f32[B, j1, 64]");
+    assert_type(&e, rj_graph_reduce(e.g, RJ_OP_SUM, s, 1, false), "f32[B, j2]");
+    assert_type(&e, rj_graph_sdpa(e.g, e.x, e.y, e.y, RJ_NONE, true, NAN, false), "f32[B, j1, 64]");
+    rj_node qx = rj_graph_transpose(e.g, rj_graph_reshape(e.g, e.x, 4, (rj_dim[]){e.B, e.J, 4, 16}), 1, 2);
+    rj_node ky = rj_graph_transpose(e.g, rj_graph_reshape(e.g, e.y, 4, (rj_dim[]){e.B, e.J2, 4, 16}), 1, 2);
+    assert_type(&e, rj_graph_matmul(e.g, qx, rj_graph_transpose(e.g, ky, -2, -1)), "f32[B, 4, j1, j2]");
+    assert_fails(&e, rj_graph_matmul(e.g, s, e.z), RJ_ERR_SHAPE,
+                 "matmul: f32[B, j1, j2] times f32[B, j1, 64]: per item, the contracted dims differ (ragged j2 vs "
+                 "ragged j1)");
+    e = make_env(state);
+    s = rj_graph_matmul(e.g, e.x, rj_graph_transpose(e.g, e.y, 1, 2));
+    rj_node st = rj_graph_matmul(e.g, e.y, rj_graph_transpose(e.g, e.x, 1, 2));
+    assert_fails(&e, rj_graph_binary(e.g, RJ_OP_ADD, s, st), RJ_ERR_SHAPE,
+                 "add: f32[B, j1, j2] and f32[B, j2, j1] differ in dim 1 (ragged j1 vs j2)");
+    e = make_env(state);
+    assert_fails(&e, rj_graph_sdpa(e.g, e.x, e.y, e.z, RJ_NONE, false, NAN, false), RJ_ERR_SHAPE,
+                 "attention: the values f32[B, j1, 64] must be jagged [B, j2, Dv] with the scores' batch dim and "
+                 "the ragged class of their keys, j2 (the scores are f32[B, j1, j2])");
 }
 
 static void test_dim_mismatch_messages(void **state) {
@@ -874,7 +901,7 @@ static void test_narrow(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        FX(test_ragged_mismatch_message), FX(test_dim_mismatch_messages), FX(test_broadcasting),
+        FX(test_ragged_mismatch_message), FX(test_cross_classes), FX(test_dim_mismatch_messages), FX(test_broadcasting),
         FX(test_same_symbols), FX(test_dtype_promotion), FX(test_dtype_errors),
         FX(test_reductions), FX(test_norms), FX(test_pad_unpad), FX(test_input_errors),
         FX(test_sticky_errors), FX(test_null_arguments), FX(test_outputs),

@@ -631,11 +631,12 @@ static int64_t rows_of(const dataset *d, int s) {
     return rows;
 }
 
-/* The rows of the blocks of a [B, s, s, ...] tensor: the sum of its items' squared lengths. */
-static int64_t block_rows_of(const dataset *d, int s) {
-    rj_tensor_info o = tinfo(d->off[s]);
+/* The rows of the blocks of a [B, s, s2, ...] tensor: the sum over items of len_s * len_s2
+ * (s2 = s: the squared lengths; another symbol of B: cross attention's queries by keys). */
+static int64_t block_rows_of(const dataset *d, int s, int s2) {
+    rj_tensor_info o = tinfo(d->off[s]), o2 = tinfo(d->off[s2]);
     int64_t n = 0;
-    for (int64_t b = 0; b + 1 < o.shape[0]; b++) n += item_len(d, s, b) * item_len(d, s, b);
+    for (int64_t b = 0; b + 1 < o.shape[0] && b + 1 < o2.shape[0]; b++) n += item_len(d, s, b) * item_len(d, s2, b);
     return n;
 }
 
@@ -681,11 +682,12 @@ static int load_data(dataset *d, const char *dir) {
         if (!r && rp >= 0) {
             int s = sym_index(g, dims[rp]);
             bool pair = is_pair_shape(g, rank, dims);
-            int64_t last = pair ? block_rows_of(d, s) : rows_of(d, s), rows = tinfo(d->in[k]).shape[0];
+            int64_t last = pair ? block_rows_of(d, s, sym_index(g, dims[rp + 1])) : rows_of(d, s);
+            int64_t rows = tinfo(d->in[k]).shape[0];
             /* a view with holes may have rows after its furthest item (a padded buffer's last
              * item shorter than the rest, as torch.nested.narrow leaves it): never read */
             if (pair || !d->len[s] ? rows != last : rows < last)
-                r = die_usage(pair ? "%s: %lld rows, but the items' len x len blocks of %s/%s%s.npy have %lld"
+                r = die_usage(pair ? "%s: %lld rows, but the items' blocks (len x len of %s/%s%s.npy and its pair) have %lld"
                               : d->len[s] ? "%s: %lld rows, but the items of %s/%s%s.npy end at row %lld"
                                           : "%s: %lld rows, but the offsets in %s/%s%s.npy end at %lld", p,
                               (long long)rows, dir, sym_name(g, s), d->len[s] ? ".lengths" : "", (long long)last);
@@ -827,7 +829,7 @@ static int make_random(dataset *d, const char *spec) {
             rj_dim dm = dims[nd];
             int64_t v;
             if (rp >= 0 && ad == 0) {
-                v = skip == 2 ? block_rows_of(d, sym_index(g, dm)) : rows_of(d, sym_index(g, dm));
+                v = skip == 2 ? block_rows_of(d, sym_index(g, dm), sym_index(g, dims[rp + 1])) : rows_of(d, sym_index(g, dm));
             } else if (dm >= 0) {
                 v = dm;
             } else {
@@ -1124,7 +1126,7 @@ static void print_row(const rj_tensor_info *t, int64_t at, int64_t n) {
     putchar(']');
 }
 
-static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
+static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const dataset *d) {
     for (int i = 0; i < rj_graph_output_count(g); i++) {
         rj_node n = rj_graph_output_at(g, i);
         rj_tensor_info t = tinfo(rj_bind_result(b, n));
@@ -1146,13 +1148,16 @@ static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b) {
         int first = t.ragged_dims == 2 ? 3 : t.ragged_dim >= 0 ? 2 : (t.rank >= 2 ? 2 : t.rank);
         int64_t inner = 1;
         for (int k = first; k < t.rank; k++) inner *= t.shape[k];
-        if (t.ragged_dims == 2) { /* each item a len x len block: its first rows */
+        if (t.ragged_dims == 2) { /* each item a len1 x len2 block (the two symbols'): its first rows */
+            rj_dim dims[RJ_MAX_RANK];
+            int rank = rj_node_shape(g, n, dims), rp = ragged_pos(g, rank, dims);
+            int s1 = sym_index(g, dims[rp]), s2 = sym_index(g, dims[rp + 1]);
             for (int64_t it = 0; it < t.shape[0] && it < 4; it++) {
-                int64_t len = (int64_t)llround(sqrt((double)(t.offsets[it + 1] - t.offsets[it])));
-                printf("  item %lld (%lld x %lld):", (long long)it, (long long)len, (long long)len);
+                int64_t len = item_len(d, s1, it), len2 = item_len(d, s2, it);
+                printf("  item %lld (%lld x %lld):", (long long)it, (long long)len, (long long)len2);
                 for (int64_t r = 0; r < len && r < 4; r++) {
                     putchar(' ');
-                    print_row(&t, (t.offsets[it] + r * len) * inner, len * inner);
+                    print_row(&t, (t.offsets[it] + r * len2) * inner, len2 * inner);
                 }
                 if (len > 4) printf(" ...");
                 putchar('\n');
@@ -1194,7 +1199,7 @@ static int cmd_run(rj_ctx *ctx, rj_graph *g, const opts *o) {
         rms = now_ms() - t0;
     }
     if (!r) r = write_outputs(ctx, g, b, o->out);
-    if (!r && o->print) print_outputs(ctx, g, b);
+    if (!r && o->print) print_outputs(ctx, g, b, &d);
     if (!r && o->time) fprintf(stderr, "ragjit: compile %.2f ms, run %.3f ms\n", cms, rms);
     rj_bind_free(b);
     rj_program_free(p);

@@ -136,10 +136,24 @@ int dim_ragged_pos(const rj_graph *g, const node *n) {
     return -1;
 }
 
+/* Both ragged dims vary over the batch dim: of one class ([B, j1, j1], blocks len_b x len_b) or
+ * of two ([B, j1, j2], queries by keys: blocks len1_b x len2_b). */
+static bool ragged_pair_dims(const rj_graph *g, rj_dim b, rj_dim d1, rj_dim d2) {
+    const sym *a = graph_sym(g, d1), *c = graph_sym(g, d2);
+    if (!a || !c || a->kind != SYM_RAGGED || c->kind != SYM_RAGGED) return false;
+    return dim_equal(g, d1, d2) ||
+           (dim_equal(g, sym_dim(a->parent), sym_dim(c->parent)) && dim_equal(g, b, sym_dim(a->parent)));
+}
+
 bool node_is_pair(const rj_graph *g, const node *n) {
-    if (n->rank < 3) return false;
-    const sym *a = graph_sym(g, n->dims[1]), *b = graph_sym(g, n->dims[2]);
-    return a && b && a->kind == SYM_RAGGED && b->kind == SYM_RAGGED && dim_equal(g, n->dims[1], n->dims[2]);
+    return n->rank >= 3 && ragged_pair_dims(g, n->dims[0], n->dims[1], n->dims[2]);
+}
+
+bool node_is_cross(const rj_graph *g, const node *n) {
+    if (!node_stores_pair(g, n)) return false;
+    rj_dim d[RJ_MAX_RANK];
+    node_phys_dims(g, n, d);
+    return !dim_equal(g, d[1], d[2]);
 }
 
 bool node_is_column(const rj_graph *g, const node *n) {
@@ -155,8 +169,7 @@ bool node_is_headed(const rj_graph *g, const node *n) {
     if (n->rank < 4 || dim_is_sym(n->dims[1])) return false;
     /* one head ([B, 1, j, j]: a pair unsqueezed to broadcast over the heads) only with two ragged
      * dims: [B, 1, j, ...] with one is a row of columns (node_is_column) */
-    if (n->dims[1] == 1 && !(n->rank == 4 && dim_equal(g, n->dims[2], n->dims[3]) && graph_sym(g, n->dims[2]) &&
-                             graph_sym(g, n->dims[2])->kind == SYM_RAGGED))
+    if (n->dims[1] == 1 && !(n->rank == 4 && ragged_pair_dims(g, n->dims[0], n->dims[2], n->dims[3])))
         return false;
     int first = -1, count = 0;
     for (int k = 1; k < n->rank; k++) {
@@ -168,7 +181,7 @@ bool node_is_headed(const rj_graph *g, const node *n) {
     }
     if (first < 2) return false;
     if (count == 1) return first == 2 || (first == 3 && n->rank == 4);
-    return count == 2 && first == 2 && n->rank == 4 && dim_equal(g, n->dims[2], n->dims[3]);
+    return count == 2 && first == 2 && n->rank == 4 && ragged_pair_dims(g, n->dims[0], n->dims[2], n->dims[3]);
 }
 
 int node_phys_order(const rj_graph *g, const node *n, int *order) {

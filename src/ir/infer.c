@@ -369,6 +369,9 @@ static rj_status infer_pad(rj_graph *g, node *n, const char *op) {
             if (len < 0 && (!s || s->kind == SYM_RAGGED))
                 return graph_fail(g, RJ_ERR_ARG, "pad: len must be a constant or a dense size");
         }
+        if (node_is_cross(g, x)) /* the blocks' rows and columns would pad to two lengths */
+            return graph_fail(g, RJ_ERR_UNSUPPORTED, "pad: %s: a tensor of two ragged classes (%s by %s) is not padded "
+                              "in this version", type_text(g, x).s, graph_sym(g, x->dims[1])->name, graph_sym(g, x->dims[2])->name);
         n->dims[1] = len;
         if (node_is_pair(g, x)) n->dims[2] = len; /* [B, j1, j1] -> [B, L, L] */
         return RJ_OK;
@@ -524,14 +527,21 @@ static bool item_matmul(rj_graph *g, node *n, const node *x, const node *w, rj_s
     bool qk = is_jagged3(g, x) && is_jagged_t(g, w), pv = node_is_pair(g, x) && x->rank == 3 && is_jagged3(g, w),
          gw = is_jagged_t(g, x) && is_jagged3(g, w);
     if (!qk && !pv && !gw) return false;
-    /* the dims that must agree: batch, the contracted dim, and the rows of one class */
+    /* batch and contracted dims agree; q kᵀ's ragged dims may be of two classes of B ([B, j1, j2]) */
     rj_dim b0 = x->dims[0], b1 = w->dims[0], c0 = x->dims[2], c1 = w->dims[1];
-    bool ok = dim_equal(g, b0, b1) && dim_equal(g, c0, c1) && (!qk || dim_equal(g, x->dims[1], w->dims[2]));
-    if (!ok) {
-        *st = graph_fail(g, RJ_ERR_SHAPE, "matmul: %s times %s: per item, the batch dims and the contracted dims "
-                         "must agree%s", type_text(g, x).s, type_text(g, w).s,
-                         qk ? " and both ragged dims be one class (declare `same` if their items have equal lengths)"
-                            : "");
+    const sym *sx = graph_sym(g, x->dims[qk ? 1 : 2]), *sw = graph_sym(g, w->dims[qk ? 2 : 1]); /* ragged */
+    if (!dim_equal(g, b0, b1) || !dim_equal(g, sym_dim(sx->parent), sym_dim(sw->parent))) {
+        *st = graph_fail(g, RJ_ERR_SHAPE, "matmul: %s times %s: per item, both operands must vary over one batch "
+                         "dim (ragged %s : %s, ragged %s : %s)", type_text(g, x).s, type_text(g, w).s, sx->name,
+                         g->syms[sx->parent].name, sw->name, g->syms[sw->parent].name);
+        return true;
+    }
+    if (!dim_equal(g, c0, c1)) {
+        char a[160], b[160];
+        dim_text(g, c0, a, sizeof a), dim_text(g, c1, b, sizeof b);
+        *st = graph_fail(g, RJ_ERR_SHAPE, "matmul: %s times %s: per item, the contracted dims differ (%s vs %s)%s",
+                         type_text(g, x).s, type_text(g, w).s, a, b,
+                         pv ? "; the values must be of the keys' ragged class (p [B, j1, j2] @ v [B, j2, D])" : "");
         return true;
     }
     n->dtype = dtype_promote(x->dtype, w->dtype);
@@ -565,11 +575,11 @@ static bool head_matmul(rj_graph *g, node *n, const node *x, const node *w, rj_s
     bool c_ragged = sc && sc->kind == SYM_RAGGED, o_ragged = so && so->kind == SYM_RAGGED;
     bool heads_ok = dim_equal(g, h0, h1) || (n->axis == 1 && h0 > 0 && h1 > 0 && h0 % h1 == 0); /* GQA (sdpa.c) */
     bool ok = dim_equal(g, b0, b1) && heads_ok && dim_equal(g, c0, c1) && c_ragged == pair &&
-              (pair ? !o_ragged : o_ragged && dim_equal(g, i0, o1)) && n->ival == (phys && !pair);
+              (pair ? !o_ragged : o_ragged && dim_equal(g, b0, sym_dim(so->parent))) && n->ival == (phys && !pair);
     if (!ok) {
         *st = graph_fail(g, RJ_ERR_SHAPE, "matmul: %s times %s: per item and head, the batch dims, the head dims "
-                         "and the contracted dims must agree (q @ k.transpose(-2, -1) with q, k [B, H, j, E]; p @ v "
-                         "with p [B, H, j, j], v [B, H, j, D]; both ragged dims of one class)",
+                         "and the contracted dims must agree (q @ k.transpose(-2, -1) with q [B, H, j1, E], k [B, H, j2, "
+                         "E]; p @ v with p [B, H, j1, j2], v [B, H, j2, D]; both ragged classes varying over B)",
                          type_text(g, x).s, type_text(g, w).s);
         return true;
     }
@@ -637,22 +647,22 @@ static rj_status infer_attention(rj_graph *g, node *n, const char *op) {
         rj_dim h = s->dims[1], hk = v->dims[1];
         if (!node_stores_pair(g, s) || dim_ragged_pos(g, v) != 2 || !dim_equal(g, v->dims[0], s->dims[0]) ||
             !dim_equal(g, v->dims[2], s->dims[3]) || !(dim_equal(g, h, hk) || (h >= 0 && hk > 0 && h % hk == 0)))
-            return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s and the values %s: per head, [B, H, j1, j1] and "
-                              "[B, Hkv, j1, Dv] with Hkv dividing H", op, type_text(g, s).s, type_text(g, v).s);
+            return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s and the values %s: per head, [B, H, j1, j2] and [B, "
+                              "Hkv, j2, Dv], Hkv dividing H", op, type_text(g, s).s, type_text(g, v).s);
         n->dtype = dtype_promote(s->dtype, v->dtype);
         n->rank = 4;
         n->dims[0] = s->dims[0], n->dims[1] = h, n->dims[2] = s->dims[2], n->dims[3] = v->dims[3];
         return RJ_OK;
     }
     if (!node_is_pair(g, s) || (s->rank != 3 && s->rank != 4))
-        return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s must have two ragged dims of one class, [B, j1, j1] "
-                          "(or [B, j1, j1, H] with heads)", op, type_text(g, s).s);
+        return graph_fail(g, RJ_ERR_SHAPE, "%s: the scores %s must have two ragged dims varying over the batch "
+                          "dim, [B, j1, j2] (or [B, j1, j2, H] with heads)", op, type_text(g, s).s);
     bool heads = s->rank == 4;
     if (v->rank != s->rank || dim_ragged_pos(g, v) != 1 || node_is_pair(g, v) || !dim_equal(g, v->dims[0], s->dims[0]) ||
         !dim_equal(g, v->dims[1], s->dims[2]))
         return graph_fail(g, RJ_ERR_SHAPE, "%s: the values %s must be jagged %s with the scores' batch dim and "
-                          "ragged class (the scores are %s)", op, type_text(g, v).s,
-                          heads ? "[B, j1, Hkv, Dv]" : "[B, j1, Dv]", type_text(g, s).s);
+                          "the ragged class of their keys, %s (the scores are %s)", op, type_text(g, v).s,
+                          heads ? "[B, j2, Hkv, Dv]" : "[B, j2, Dv]", graph_sym(g, s->dims[2])->name, type_text(g, s).s);
     if (heads) {
         rj_dim h = s->dims[3], hk = v->dims[2];
         bool ok = dim_equal(g, h, hk) || (h >= 0 && hk > 0 && h % hk == 0);
@@ -715,6 +725,10 @@ static rj_status infer_transpose(rj_graph *g, node *n) {
     int rp = dim_ragged_pos(g, x);
     if (rp < 0 || a == b) return RJ_OK;
     if (is_jagged3(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, D, j1]: for matmul */
+    const sym *sa = graph_sym(g, x->dims[a]), *sb = graph_sym(g, x->dims[b]);
+    if (node_is_cross(g, x) && sa && sa->kind == SYM_RAGGED && sb && sb->kind == SYM_RAGGED)
+        return graph_fail(g, RJ_ERR_UNSUPPORTED, "transpose: dims %d and %d of %s: the blocks of two ragged classes "
+                          "(%s by %s) are not transposed in this version", a, b, type_text(g, x).s, sa->name, sb->name);
     if (node_is_pair(g, x) && a == 1 && b == 2) return RJ_OK; /* [B, j1, j1] blocks transposed */
     if (rp == 1 && !node_is_pair(g, x) && a >= 2) return RJ_OK; /* two dense dims: [B, j1, D, H] */
     /* heads: [B, j1, H, D] <-> [B, H, j1, D] <-> [B, H, D, j1], and a pair's blocks [B, H, j1, j1] */

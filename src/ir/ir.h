@@ -160,9 +160,18 @@ int dim_ragged_pos(const rj_graph *g, const node *n);    /* index of the ragged 
 static inline bool node_is_jagged(const rj_graph *g, const node *n) {
     return dim_ragged_pos(g, n) >= 0;
 }
-/* [B, j, j', ...] with j and j' ragged of one class, varying over B: two ragged dims, each
- * item a len_b x len_b block (a pair tensor: attention scores). */
+/* [B, j, j', ...] with j and j' ragged, both varying over B: two ragged dims, each item a
+ * len_b x len'_b block (a pair tensor: attention scores). j and j' are of one class (self
+ * attention, square blocks) or of two (cross attention: queries of j1 by keys of j2). */
 bool node_is_pair(const rj_graph *g, const node *n);
+/* A pair (or a pair per head) whose two ragged dims are of different classes. */
+bool node_is_cross(const rj_graph *g, const node *n);
+/* The key of the blocks of a pair of ragged classes (roots r1 of the rows, r2 of the columns):
+ * r1 itself for one class, so self pairs keep their class's key; nsym + r1 * nsym + r2 for
+ * two. Kernels name a pair's block offsets by it (PK_SQOFF's ref), the runtime computes them. */
+static inline int32_t pair_key(int32_t nsym, int32_t r1, int32_t r2) {
+    return r1 == r2 ? r1 : nsym + r1 * nsym + r2;
+}
 /* [B, 1, j, ...]: a jagged [B, j, ...] seen as a row of columns (unsqueeze(x, 1)), an operand
  * of elementwise ops with [B, j, j] (a causal mask: positions(j1).unsqueeze(1)). */
 bool node_is_column(const rj_graph *g, const node *n);

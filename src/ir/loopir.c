@@ -849,7 +849,7 @@ static void fp_kernel(sbuf *b, const lkernel *k, bool code) {
     fp_int(b, g->on);
     if (g->on) {
         fp_int(b, g->mode), fp_int(b, g->b_sym), fp_int(b, g->dtype), fp_int(b, g->w_nk);
-        fp_int(b, g->prologue), fp_int(b, g->a_buf), fp_int(b, g->a_sym), fp_int(b, g->a_cls);
+        fp_int(b, g->prologue), fp_int(b, g->a_buf), fp_int(b, g->a_sym), fp_int(b, g->a_cls), fp_int(b, g->b_cls);
         fp_int(b, g->w_buf), fp_int(b, g->chunk_a), fp_int(b, g->chunk_c), fp_int(b, g->K), fp_int(b, g->N);
         fp_int(b, g->w_off), fp_int(b, g->w_ld);
     }

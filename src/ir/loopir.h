@@ -209,6 +209,8 @@ typedef struct lgemm {
     int32_t a_sym;       /* the ragged symbol whose offsets address a_buf's rows, or -1: its
                           * rows are contiguous in logical order (dense, or a temporary) */
     int32_t a_cls;       /* the ragged class of the product's rows, or -1: dense rows */
+    int32_t b_cls;       /* QK, PV: the ragged class of w_buf's rows (the keys: a_cls, or
+                          * another class in cross attention), or -1 */
     int32_t w_buf;       /* w's buffer, dense */
     int64_t w_off, w_ld; /* ROWS: w read from element w_off of w_buf with rows w_ld apart (w a
                           * slice of a weight: W.narrow(0, s, n), W[:, a:b]); w_ld 0: w is the

@@ -52,7 +52,7 @@ rj_node rj_graph_sdpa(rj_graph *g, rj_node q, rj_node k, rj_node v, rj_node attn
         return fail(g, RJ_ERR_UNSUPPORTED, "this version takes jagged query, key and value [B, j1, E], or per head "
                     "[B, H, j1, E]; the query is ", qn);
     if (heads && (!node_is_headed(g, kn) || kn->rank != 4 || !dim_equal(g, kn->dims[1], vn->dims[1])))
-        return fail(g, RJ_ERR_SHAPE, "per head, key and value are [B, Hkv, j1, E] and [B, Hkv, j1, Dv] with one "
+        return fail(g, RJ_ERR_SHAPE, "per head, key and value are [B, Hkv, j2, E] and [B, Hkv, j2, Dv] with one "
                     "Hkv; the key is ", kn);
     if (heads && !enable_gqa && !dim_equal(g, kn->dims[1], qn->dims[1]))
         return fail(g, RJ_ERR_SHAPE, "the key's heads differ from the query's (enable_gqa=True lets Hkv divide H); "
@@ -61,7 +61,7 @@ rj_node rj_graph_sdpa(rj_graph *g, rj_node q, rj_node k, rj_node v, rj_node attn
         return fail(g, RJ_ERR_DTYPE, "attn_mask must be bool (True: takes part) or float (added to the scores), "
                     "not ", mn);
     /* nodes move as the graph grows: what is read of them below, read now */
-    rj_dim e = qn->dims[qn->rank - 1], rows = qn->dims[heads ? 2 : 1];
+    rj_dim e = qn->dims[qn->rank - 1], rows = qn->dims[heads ? 2 : 1], cols = kn->dims[heads ? 2 : 1];
     int mask = !mn ? 0 : mn->dtype == RJ_BOOL ? 1 : 2;
     if (isnan(scale)) {
         if (e <= 0)
@@ -71,10 +71,11 @@ rj_node rj_graph_sdpa(rj_graph *g, rj_node q, rj_node k, rj_node v, rj_node attn
     }
     rj_node s = product(g, q, rj_graph_transpose(g, k, -2, -1), heads && enable_gqa);
     s = rj_graph_binary(g, RJ_OP_MUL, s, rj_graph_scalar(g, scale));
-    if (is_causal) { /* query i sees keys j <= i (top-left) */
-        rj_node pos = rj_graph_positions(g, rows);
-        rj_node keep = rj_graph_binary(g, RJ_OP_GE, rj_graph_unsqueeze(g, pos, 2), rj_graph_unsqueeze(g, pos, 1));
-        if (heads) keep = rj_graph_unsqueeze(g, keep, 1); /* [B, 1, j1, j1]: every head */
+    if (is_causal) { /* query i sees keys j <= i (top-left, PyTorch's ones(L, S).tril(0), also when the
+                      * keys are of another class: cross attention, L != S) */
+        rj_node pi = rj_graph_positions(g, rows), pj = dim_equal(g, rows, cols) ? pi : rj_graph_positions(g, cols);
+        rj_node keep = rj_graph_binary(g, RJ_OP_GE, rj_graph_unsqueeze(g, pi, 2), rj_graph_unsqueeze(g, pj, 1));
+        if (heads) keep = rj_graph_unsqueeze(g, keep, 1); /* [B, 1, j1, j2]: every head */
         s = rj_graph_where(g, keep, s, rj_graph_scalar(g, -INFINITY));
     } else if (mask == 1) {
         s = rj_graph_where(g, attn_mask, s, rj_graph_scalar(g, -INFINITY));

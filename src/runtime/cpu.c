@@ -571,9 +571,9 @@ static int64_t item_row(const run_view *v, int32_t rsym, int32_t cls, int64_t it
 /* Per-item products (GEMM_QK, GEMM_PV): rows [i0, i1) of item `it` into C. */
 static void gemm_item_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t it,
                             int64_t i0, int64_t i1, int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
-    int32_t c = gm->a_cls;
-    int64_t len = v->cls[c].loff[it + 1] - v->cls[c].loff[it];
-    const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf] + (size_t)item_row(v, gm->b_sym, c, it) *
+    int32_t c = gm->a_cls, cb = gm->b_cls; /* the rows' class and the keys' (two in cross attention) */
+    int64_t len = v->cls[cb].loff[it + 1] - v->cls[cb].loff[it];
+    const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf] + (size_t)item_row(v, gm->b_sym, cb, it) *
                     (size_t)(gm->mode == GEMM_QK ? K : N) * es;
     if (gm->mode == GEMM_QK) { /* q rows @ kᵀ: len columns */
         const char *q = (const char *)(uintptr_t)m->buf[gm->a_buf] + (size_t)(item_row(v, gm->a_sym, c, it) + i0) * (size_t)K * es;
@@ -582,7 +582,8 @@ static void gemm_item_chunk(const gemm_core *g, const lgemm *gm, const run_view 
     }
     const char *p = gm->prologue >= 0 ? chunk_a
                                       : (const char *)(uintptr_t)m->buf[gm->a_buf] +
-                                            (size_t)(v->cls[c].sqoff[it] + i0 * len) * es; /* the item's block */
+                                            (size_t)(run_pair_off(v, pair_key(v->plan->nsym, c, cb))[it] + i0 * len) *
+                                                es; /* the item's block */
     gemm_full(g, gm->dtype, false, i1 - i0, len, N, p, len, w, N, chunk_c, N);
 }
 
@@ -702,9 +703,11 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     int64_t budget = stash_bytes(ctx->slot[SLOT_CPU].state, 1);
     if (!lo) return ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s: per-item GEMMs without host offsets", k->name);
     /* rows per chunk of each item, and the chunks */
-    for (int64_t it = 0; it < B; it++) {
-        int64_t len = lo[it + 1] - lo[it];
+    const int64_t *lk = v->cls[gm->b_cls >= 0 ? gm->b_cls : c].loff; /* the keys' (cross attention) */
+    for (int64_t it = 0; lk && it < B; it++) {
+        int64_t len = lo[it + 1] - lo[it], lenk = lk[it + 1] - lk[it];
         if (len > maxlen) maxlen = len;
+        if (lenk > maxlen) maxlen = lenk;
     }
     if (maxlen > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
         return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: a per-item GEMM exceeds the BLAS's int sizes", k->name);
@@ -849,7 +852,7 @@ static rj_status host_temps(const run_view *v, const lprog *lp, host_mem *hm, ui
 /* Host addresses of every buffer, offsets and logical offsets. */
 static rj_status host_addresses(const run_view *v, const lprog *lp, host_mem *hm, launch_mem *m) {
     rj_ctx *ctx = v->ctx;
-    size_t n = (size_t)lp->nbufs + 3 * (size_t)v->plan->nsym;
+    size_t n = (size_t)lp->nbufs + 2 * (size_t)v->plan->nsym + (size_t)v->plan->npairs;
     uint64_t *a = host_block_get(ctx, &hm->addrs, sizeof(uint64_t) * (n ? n : 1));
     if (!a) return RJ_ERR_NOMEM;
     for (int32_t i = 0; i < lp->nbufs; i++) {
@@ -864,8 +867,8 @@ static rj_status host_addresses(const run_view *v, const lprog *lp, host_mem *hm
     for (int32_t y = 0; y < v->plan->nsym; y++) {
         off[y] = (uint64_t)(uintptr_t)v->sym[y].off;
         loff[y] = (uint64_t)(uintptr_t)v->cls[y].loff;
-        sq[y] = (uint64_t)(uintptr_t)v->cls[y].sqoff;
     }
+    for (int32_t k = 0; k < v->plan->npairs; k++) sq[k] = (uint64_t)(uintptr_t)v->pair[k].sqoff;
     *m = (launch_mem){.buf = a, .off = off, .loff = loff, .sqoff = sq};
     return RJ_OK;
 }

@@ -39,8 +39,9 @@ typedef struct ival {
     int64_t ext[RJ_MAX_RANK];
     const int64_t *lens;    /* rp >= 0: length of each item's ragged dim */
     const int64_t *poff;    /* rp >= 0: packed row offsets (B+1) */
-    const int64_t *sq;      /* pair (dims rp and rp + 1 ragged, one class): each item's block
-                             * of len_b x len_b rows starts at row sq[b] (B+1), else NULL */
+    const int64_t *sq;      /* pair (dims rp and rp + 1 ragged): each item's block of len_b x
+                             * lens2[b] rows starts at row sq[b] (B+1), else NULL */
+    const int64_t *lens2;   /* pair: the lengths of dim rp + 1 (lens, or another class's) */
     int64_t inner;          /* elements per row (jagged) */
     int64_t numel;          /* elements in all */
 } ival;
@@ -51,8 +52,6 @@ typedef struct interp {
     const run_view *v;      /* the resolved run */
     ival *vals;
     int64_t **lens, **poff; /* per symbol root, lengths and packed offsets */
-    const int64_t **sq;     /* per symbol root, the blocks of pair tensors (prefix sums of len^2,
-                             * the binding's sqoff), else NULL */
     int64_t batch_alloc;    /* size of each lens/poff array */
 } interp;
 
@@ -220,7 +219,7 @@ static int64_t compare(rj_op op, rj_dtype t, elem a, elem b) {
 static int64_t ext_at(const ival *v, const int64_t *idx, int k) {
     if (k != v->rp && !(v->sq && k == v->rp + 1)) return v->ext[k];
     int64_t b = idx[v->bd];
-    return b < v->ext[v->bd] ? v->lens[b] : 0;
+    return b >= v->ext[v->bd] ? 0 : k == v->rp ? v->lens[b] : v->lens2[b];
 }
 
 /* Moves idx to the first valid index at or after it, given that dims left of `from` hold valid
@@ -269,7 +268,7 @@ static int64_t elem_at(const ival *v, const int64_t *idx, int R) {
     int k = 0;
     if (v->sq) { /* a pair: the item's block, row-major */
         int64_t b = idx[shift + v->bd];
-        off = v->sq[b] + idx[shift + v->rp] * v->lens[b] + idx[shift + v->rp + 1];
+        off = v->sq[b] + idx[shift + v->rp] * v->lens2[b] + idx[shift + v->rp + 1];
         k = v->rp + 2;
     } else if (v->rp >= 0) {
         off = v->poff[idx[shift + v->bd]] + idx[shift + v->rp];
@@ -302,7 +301,11 @@ static rj_status val_alloc(interp *in, const node *n, ival *v) {
             int32_t r = in->v->plan->sym[dim_sym(n->dims[k])].root;
             v->lens = in->lens[r];
             v->poff = in->poff[r];
-            v->sq = pair ? in->sq[r] : NULL;
+            if (pair) { /* the blocks of the pair of j and the next dim's class (ir.h, pair_key) */
+                int32_t r2 = in->v->plan->sym[dim_sym(n->dims[k + 1])].root;
+                v->lens2 = in->lens[r2];
+                v->sq = run_pair_off(in->v, pair_key(g->nsym, r, r2));
+            }
             fact[nf] = pair ? v->sq[v->ext[v->bd]] : v->poff[v->ext[v->bd]];
         }
         nf++;
@@ -519,7 +522,7 @@ static void eval_pad(interp *in, const node *n, ival *v) {
     for (bool ok = idx_first(v, idx, -1); ok; ok = idx_next(v, idx, -1)) {
         elem e;
         if (n->op == RJ_OP_PAD) /* a pair's column too */
-            e = idx[1] < x->lens[idx[0]] && (!x->sq || idx[2] < x->lens[idx[0]])
+            e = idx[1] < x->lens[idx[0]] && (!x->sq || idx[2] < x->lens2[idx[0]])
                     ? load(x->data, x->dtype, elem_at(x, idx, n->rank)) : pv;
         else e = load(x->data, x->dtype, elem_at(x, idx, n->rank));
         store(v->data, v->dtype, elem_at(v, idx, n->rank), e);
@@ -612,7 +615,7 @@ static void eval_item_matmul(interp *in, const node *n, ival *v) {
         long double acc = 0;
         if (jagged_t(in, wn)) cnt = x->ext[2];        /* q kᵀ: over D */
         else if (jagged_t(in, xn)) cnt = x->lens[b];  /* xᵀ y: over the item's rows */
-        else cnt = x->lens[b];                        /* p v: over the block's columns */
+        else cnt = x->lens2[b];                       /* p v: over the block's columns */
         for (int64_t t = 0; t < cnt; t++) {
             a[0] = c[0] = b;
             if (jagged_t(in, wn)) a[1] = idx[1], a[2] = t, c[1] = idx[2], c[2] = t;
@@ -684,7 +687,7 @@ static void eval_attention(interp *in, const node *n, ival *v) {
     int64_t idx[RJ_MAX_RANK], fi[RJ_MAX_RANK] = {0}, xi[RJ_MAX_RANK] = {0};
     int fj = user ? 3 : 2, xj = user ? 2 : 1; /* the key dim of f and of x */
     for (bool ok = idx_first(v, idx, n->rank - 1); ok; ok = idx_next(v, idx, n->rank - 1)) {
-        int64_t b = idx[0], len = f->lens[b];
+        int64_t b = idx[0], len = f->lens2[b]; /* the item's keys */
         fi[0] = xi[0] = b;
         fi[1] = idx[1];
         if (user) fi[2] = idx[2], xi[1] = idx[1] / group;
@@ -813,7 +816,7 @@ static rj_status setup_lengths(interp *in) {
     const run_plan *pl = rv->plan;
     size_t ns = (size_t)(g->nsym ? g->nsym : 1);
     if (!(in->lens = mem_zalloc(in->ctx, ns * sizeof(int64_t *))) ||
-        !(in->poff = mem_zalloc(in->ctx, ns * sizeof(int64_t *))) || !(in->sq = mem_zalloc(in->ctx, ns * sizeof(int64_t *))))
+        !(in->poff = mem_zalloc(in->ctx, ns * sizeof(int64_t *))))
         return RJ_ERR_NOMEM;
     in->batch_alloc = 0;
     for (int32_t s = 0; s < g->nsym; s++)
@@ -832,10 +835,6 @@ static rj_status setup_lengths(interp *in) {
         if (!(in->lens[s] = mem_zalloc(in->ctx, n * sizeof(int64_t))) ||
             !(in->poff[s] = mem_alloc(in->ctx, n * sizeof(int64_t))))
             return RJ_ERR_NOMEM;
-        /* pair tensors' blocks: the run's prefix sums of squared lengths, which it computes (and
-         * checks for overflow) only for the classes of such tensors: another class's squares
-         * may not fit (an item of 2^63 - 1 empty rows) */
-        in->sq[s] = pl->pairs && pl->sym[s].paired ? rv->cls[s].sqoff : NULL;
         in->poff[s][0] = 0;
         for (int64_t k = 0; k < rb->batch; k++) {
             in->lens[s][k] = row_len(rb->off, rb->len, k);
@@ -855,7 +854,6 @@ static void teardown(interp *in) {
         if (in->lens && in->lens[s]) mem_free(in->ctx, in->lens[s], n * sizeof(int64_t));
         if (in->poff && in->poff[s]) mem_free(in->ctx, in->poff[s], n * sizeof(int64_t));
     }
-    mem_free(in->ctx, in->sq, ns * sizeof(int64_t *));
     mem_free(in->ctx, in->lens, ns * sizeof(int64_t *));
     mem_free(in->ctx, in->poff, ns * sizeof(int64_t *));
 }

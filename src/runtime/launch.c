@@ -68,13 +68,14 @@ rj_status launch_buf_elems(const run_view *v, int32_t i, int64_t *n) {
     if (lb->kind == LB_OUTPUT) return *n = v->out[lb->index].numel, RJ_OK;
     if (sh->kind == SHAPE_DENSE) return numel(v, lb->dims, lb->rank, n);
     int32_t c = sh->cls;
-    if (sh->kind == SHAPE_PAIR) { /* blocks of len x len rows, then the inner dims */
+    if (sh->kind == SHAPE_PAIR) { /* blocks of len1 x len2 rows, then the inner dims */
         int64_t inner;
         rj_status st = numel(v, lb->dims + 3, lb->rank - 3, &inner);
         if (st) return st;
-        if (!v->cls[c].sqoff || !mul_i64(v->cls[c].sqoff[v->cls[c].batch], inner, n))
-            return ctx_fail(v->ctx, v->cls[c].sqoff ? RJ_ERR_OVERFLOW : RJ_ERR_INTERNAL, "temporary %d: %s", lb->index,
-                            v->cls[c].sqoff ? "too large" : "no blocks for its two ragged dims");
+        const int64_t *sq = run_pair_off(v, sh->pkey);
+        if (!sq || !mul_i64(sq[v->cls[c].batch], inner, n))
+            return ctx_fail(v->ctx, sq ? RJ_ERR_OVERFLOW : RJ_ERR_INTERNAL, "temporary %d: %s", lb->index,
+                            sq ? "too large" : "no blocks for its two ragged dims");
         return RJ_OK;
     }
     const int64_t *lo = NULL;
@@ -260,7 +261,11 @@ void launch_args(const run_view *v, const lkernel *k, const launch_plan *pl, con
         case PK_PSTART: x = m->pstart ? m->pstart[pm->ref] : 0; break;
         case PK_PROWS: x = m->prows ? (uint64_t)m->prows[pm->ref] : 0; break;
         case PK_ERR: x = m->err; break;
-        case PK_SQOFF: x = m->sqoff ? m->sqoff[pm->ref] : 0; break;
+        case PK_SQOFF: {
+            int32_t slot = plan_pair_slot(v->plan, pm->ref);
+            x = m->sqoff && slot >= 0 ? m->sqoff[slot] : 0;
+            break;
+        }
         case PK_BLO: { /* without host offsets: every item (SIMT kernels search within) */
             const run_class *c = &v->cls[k->dom_class];
             x = c->loff ? (uint64_t)item_at_or_before(c->loff, c->batch, lo) : 0;
@@ -483,11 +488,12 @@ static rj_status dev_memory(dev_run *r) {
             const lparam *pm = &k->params[a];
             int32_t sy = pm->ref;
             rj_status s = RJ_OK;
-            if (pm->kind == PK_SQOFF && !sqoff[sy]) {
-                if (sy < 0 || sy >= nsym || !v->cls[sy].sqoff)
+            int32_t slot = pm->kind == PK_SQOFF ? plan_pair_slot(v->plan, sy) : -1;
+            if (pm->kind == PK_SQOFF && (slot < 0 || !sqoff[slot])) {
+                if (slot < 0 || !v->pair[slot].sqoff)
                     return ctx_fail(v->ctx, RJ_ERR_INTERNAL, "%s: no blocks for %s", r->ops->what, pm->name);
-                s = dev_upload(r, (size_t)lp->nbufs + 4 * (size_t)nsym + (size_t)sy, &sqoff[sy], v->cls[sy].sqoff,
-                               (int64_t)sizeof(int64_t) * (v->cls[sy].batch + 1), pm->name, true);
+                s = dev_upload(r, (size_t)lp->nbufs + 4 * (size_t)nsym + (size_t)slot, &sqoff[slot], v->pair[slot].sqoff,
+                               (int64_t)sizeof(int64_t) * (v->cls[v->plan->pair[slot].r1].batch + 1), pm->name, true);
                 if (s) return s;
                 continue;
             }
@@ -616,7 +622,7 @@ rj_status device_run(const run_view *v, const device_ops *ops, void *ud) {
     run_mem *rm = v->mem;
     run_async *as = v->async;
     dev_run r = {.v = v, .lp = lp, .ops = ops, .ud = ud};
-    r.naddr = (size_t)lp->nbufs + 5 * (size_t)v->plan->nsym;
+    r.naddr = (size_t)lp->nbufs + 4 * (size_t)v->plan->nsym + (size_t)v->plan->npairs;
     size_t nsym = (size_t)(v->plan->nsym ? v->plan->nsym : 1);
     rj_status s = RJ_OK;
     if (!rm->dmem) { /* the binding's device memory: a slot per address, the scratch, the check */

@@ -71,7 +71,7 @@ typedef struct launch_mem {
     const uint64_t *pitem, *pstart; /* per class root: launch_pieces' tables */
     const int64_t *prows;    /* per class root: rows per piece */
     uint64_t err;            /* the device check's words (PK_ERR), or 0 */
-    const uint64_t *sqoff;   /* per class root: the blocks of pair tensors (PK_SQOFF) */
+    const uint64_t *sqoff;   /* per plan_pair: the blocks of pair tensors (PK_SQOFF) */
 } launch_mem;
 
 /* One value per kernel parameter for units [lo, hi) run by `worker`. */

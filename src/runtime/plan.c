@@ -6,7 +6,7 @@
  * element counts, which pad lengths must hold the longest item, where each output goes and how
  * big it is, how large each temporary of the loop IR is. Everything in those questions that the
  * graph decides (a symbol's kind, parent and `same` class, a tensor's ragged dim, whether it is
- * a [B, j, j] pair, whether an output depends on an input) is asked here, once per artifact,
+ * a [B, j1, j2] pair and of which classes, whether an output depends on an input) is asked here, once per artifact,
  * and written down as flat arrays of plain data (runtime.h, run_plan). The run (resolve.c,
  * launch.c, checks.c, the backends) walks those arrays and never calls back into the IR; this
  * file is the runtime's one reader of the graph on behalf of runs.
@@ -18,12 +18,13 @@
 /* A tensor's shape: dims, element size, and where its rows come from. */
 static plan_shape shape_of(const rj_graph *g, rj_dtype dtype, int rank, const rj_dim *dims, bool pair, int rpos) {
     plan_shape sh = {.kind = SHAPE_DENSE, .dtype = (uint8_t)dtype, .rank = (int8_t)rank, .rpos = (int8_t)rpos,
-                     .rsym = -1, .cls = -1, .es = (int64_t)rj_dtype_size(dtype)};
+                     .rsym = -1, .cls = -1, .pkey = -1, .es = (int64_t)rj_dtype_size(dtype)};
     for (int k = 0; k < rank; k++) sh.dims[k] = dims[k];
     if (rpos >= 0) {
         sh.kind = pair ? SHAPE_PAIR : SHAPE_JAGGED;
         sh.rsym = dim_sym(dims[rpos]);
         sh.cls = sym_root(g, sh.rsym);
+        if (pair) sh.pkey = pair_key(g->nsym, sh.cls, sym_root(g, dim_sym(dims[rpos + 1])));
     }
     return sh;
 }
@@ -45,6 +46,8 @@ static plan_shape buf_shape(const rj_graph *g, const lbuf *lb) {
                     jagged ? 1 : -1);
 }
 
+static int32_t root_of_dim(const rj_graph *g, rj_dim d) { return sym_root(g, dim_sym(d)); }
+
 static void mark_dims(const node *n, uint8_t *used) {
     for (int k = 0; k < n->rank; k++)
         if (dim_is_sym(n->dims[k])) used[dim_sym(n->dims[k])] = 1;
@@ -62,11 +65,16 @@ static rj_status plan_syms(rj_ctx *ctx, const rj_graph *g, run_plan *pl) {
                                 .root = sy->kind == SYM_RAGGED ? sym_root(g, s) : s};
         if (sy->kind == SYM_RAGGED && pl->sym[s].root == s) pl->roots[pl->nroots++] = s;
     }
-    for (int32_t i = 0; i < g->n; i++)
-        if (node_stores_pair(g, &g->nodes[i])) {
-            pl->sym[sym_root(g, dim_sym(g->nodes[i].dims[dim_ragged_pos(g, &g->nodes[i])]))].paired = true;
-            pl->pairs = true;
-        }
+    for (int32_t i = 0; i < g->n; i++) pl->cappairs += node_stores_pair(g, &g->nodes[i]);
+    if (!(pl->pair = mem_zalloc(ctx, (size_t)(pl->cappairs ? pl->cappairs : 1) * sizeof(plan_pair)))) return RJ_ERR_NOMEM;
+    for (int32_t i = 0; i < g->n; i++) {
+        if (!node_stores_pair(g, &g->nodes[i])) continue;
+        rj_dim d[RJ_MAX_RANK];
+        node_phys_dims(g, &g->nodes[i], d);
+        int32_t r1 = root_of_dim(g, d[1]), r2 = root_of_dim(g, d[2]), key = pair_key(g->nsym, r1, r2), k = 0;
+        while (k < pl->npairs && pl->pair[k].key != key) k++;
+        if (k == pl->npairs) pl->pair[pl->npairs++] = (plan_pair){.key = key, .r1 = r1, .r2 = r2};
+    }
     /* only the symbols of nodes some output depends on need bindings; an input no output
      * depends on is idle (the text format warns) and its symbols count once it is bound */
     uint8_t *live = mem_alloc(ctx, nn);
@@ -189,6 +197,7 @@ void plan_free(rj_ctx *ctx, run_plan *pl) {
     mem_free(ctx, pl->sym, ns * sizeof(plan_sym));
     mem_free(ctx, pl->used, ns);
     mem_free(ctx, pl->roots, ns * sizeof(int32_t));
+    mem_free(ctx, pl->pair, (size_t)(pl->cappairs ? pl->cappairs : 1) * sizeof(plan_pair));
     mem_free(ctx, pl->in, (size_t)(pl->ninputs ? pl->ninputs : 1) * sizeof(plan_io));
     mem_free(ctx, pl->out, (size_t)(pl->noutputs ? pl->noutputs : 1) * sizeof(plan_io));
     mem_free(ctx, pl->pad, (size_t)(pl->npads ? pl->npads : 1) * sizeof(plan_pad));

@@ -37,9 +37,9 @@ static rj_status shape_numel(const run_state *rs, const plan_shape *sh, const ch
     const run_view *v = &rs->v;
     int nf = 0;
     int64_t fact[RJ_MAX_RANK];
-    if (sh->kind == SHAPE_PAIR) { /* the class's blocks of len_b x len_b rows, then the inner dims */
-        const run_class *c = &rs->cls[sh->cls];
-        fact[nf++] = c->sqoff ? c->sqoff[c->batch] : 0;
+    if (sh->kind == SHAPE_PAIR) { /* the blocks of len1_b x len2_b rows, then the inner dims */
+        const int64_t *sq = run_pair_off(v, sh->pkey);
+        fact[nf++] = sq ? sq[rs->cls[sh->cls].batch] : 0;
         for (int k = 3; k < sh->rank; k++) fact[nf++] = run_dim(v, sh->dims[k]);
     } else {
         for (int k = 0; k < sh->rank; k++) {
@@ -208,36 +208,42 @@ static rj_status check_ragged(rj_bind *b, run_state *rs) {
     return check_same(b, rs);
 }
 
-/* Pair tensors ([B, j, j]): item b's len_b x len_b block starts at row sqoff[b] of the class's
- * blocks, a prefix sum of the squared lengths (from the logical offsets). */
-static rj_status square_offsets(const run_plan *pl, run_state *rs) {
+/* Pair tensors ([B, j1, j2]): item b's len1_b x len2_b block starts at row sqoff[b] of the
+ * pair's blocks, a prefix sum of the products of the lengths (from the logical offsets; j1 = j2
+ * squares them). Both classes vary over one batch dim, so their batch sizes agree (checked
+ * with the offsets). */
+static rj_status pair_offsets(const run_plan *pl, run_state *rs) {
     rj_ctx *ctx = rs->v.ctx;
-    for (int32_t r = 0; r < pl->nroots; r++) {
-        int32_t s = pl->roots[r];
-        run_class *c = &rs->cls[s];
-        run_symmem *own = &rs->own[s];
-        c->sqoff = NULL;
-        if (!pl->sym[s].paired || (!rs->used[s] && !c->loff)) continue; /* only idle inputs have it */
-        if (!c->loff)
-            return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "ragged symbol %s: a program with two ragged dims of one "
-                            "class needs its offsets on the host (not trusted device offsets)", pl->sym[s].name);
-        int64_t B = c->batch;
-        if (own->sq_cap < B + 1) {
-            int64_t *n = mem_realloc(ctx, own->sqoff, sizeof(int64_t) * (size_t)own->sq_cap,
-                                     sizeof(int64_t) * (size_t)(B + 1));
+    for (int32_t k = 0; k < pl->npairs; k++) {
+        const plan_pair *pp = &pl->pair[k];
+        const run_class *c1 = &rs->cls[pp->r1], *c2 = &rs->cls[pp->r2];
+        run_pair *p = &rs->pair[k];
+        p->sqoff = NULL;
+        bool used = rs->used[pp->r1] && rs->used[pp->r2];
+        if (!used && (!c1->loff || !c2->loff)) continue; /* only idle inputs have it */
+        if (!c1->loff || !c2->loff)
+            return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "ragged symbol %s: a program with two ragged dims (%s by %s) "
+                            "needs its offsets on the host (not trusted device offsets)",
+                            pl->sym[c1->loff ? pp->r2 : pp->r1].name, pl->sym[pp->r1].name, pl->sym[pp->r2].name);
+        int64_t B = c1->batch;
+        if (c2->batch != B)
+            return ctx_fail(ctx, RJ_ERR_BATCH, "ragged symbols %s and %s: batch sizes %lld and %lld differ",
+                            pl->sym[pp->r1].name, pl->sym[pp->r2].name, (long long)B, (long long)c2->batch);
+        if (p->cap < B + 1) {
+            int64_t *n = mem_realloc(ctx, p->own, sizeof(int64_t) * (size_t)p->cap, sizeof(int64_t) * (size_t)(B + 1));
             if (!n) return RJ_ERR_NOMEM;
-            own->sqoff = n;
-            own->sq_cap = B + 1;
+            p->own = n;
+            p->cap = B + 1;
         }
-        int64_t *q = own->sqoff;
+        int64_t *q = p->own;
         q[0] = 0;
-        for (int64_t k = 0; k < B; k++) {
-            int64_t l = c->loff[k + 1] - c->loff[k], l2;
-            if (!mul_i64(l, l, &l2) || !add_i64(q[k], l2, &q[k + 1]))
-                return ctx_fail(ctx, RJ_ERR_OVERFLOW, "ragged symbol %s: the blocks of its items' squared "
-                                "lengths overflow", pl->sym[s].name);
+        for (int64_t b = 0; b < B; b++) {
+            int64_t l1 = c1->loff[b + 1] - c1->loff[b], l2 = c2->loff[b + 1] - c2->loff[b], l12;
+            if (!mul_i64(l1, l2, &l12) || !add_i64(q[b], l12, &q[b + 1]))
+                return ctx_fail(ctx, RJ_ERR_OVERFLOW, "ragged symbols %s and %s: the blocks of their items' "
+                                "lengths overflow", pl->sym[pp->r1].name, pl->sym[pp->r2].name);
         }
-        c->sqoff = q;
+        p->sqoff = q;
     }
     return RJ_OK;
 }
@@ -281,7 +287,7 @@ static rj_status class_offsets(const run_plan *pl, run_state *rs) {
         c->loff = lo;
         c->rows = lo[src->batch];
     }
-    return pl->pairs ? square_offsets(pl, rs) : RJ_OK;
+    return pl->npairs ? pair_offsets(pl, rs) : RJ_OK;
 }
 
 /* 4. Dense sizes: bound ones, then ones solvable from an input's element count (a dense size
@@ -416,11 +422,11 @@ static void describe_output(run_state *rs, const plan_shape *sh, run_out *o) {
     t->info.ragged_dim = sh->rpos;
     for (int k = 0; k < sh->rank; k++) t->info.shape[k] = run_dim(&rs->v, sh->dims[k]);
     t->info.ragged_dims = sh->rpos >= 0 ? 1 : 0;
-    if (sh->kind == SHAPE_PAIR) { /* blocks of len_b x len_b rows */
-        const run_class *c = &rs->cls[sh->cls];
+    if (sh->kind == SHAPE_PAIR) { /* blocks of len1_b x len2_b rows */
+        const int64_t *sq = run_pair_off(&rs->v, sh->pkey);
         t->info.ragged_dims = 2;
-        t->info.rows = c->sqoff[c->batch];
-        t->info.offsets = c->sqoff;
+        t->info.rows = sq[rs->cls[sh->cls].batch];
+        t->info.offsets = sq;
         t->info.lengths = NULL;
     } else if (sh->rpos >= 0) {
         t->info.rows = rs->sym[sh->rsym].rows;

@@ -25,6 +25,7 @@ run_state *run_state_new(rj_ctx *ctx, artifact *art, const backend *be) {
     size_t ns = (size_t)(pl->nsym ? pl->nsym : 1);
     if (!(rs->sym = mem_zalloc(ctx, ns * sizeof(run_sym))) || !(rs->cls = mem_zalloc(ctx, ns * sizeof(run_class))) ||
         !(rs->own = mem_zalloc(ctx, ns * sizeof(run_symmem))) || !(rs->used = mem_zalloc(ctx, ns)) ||
+        !(rs->pair = mem_zalloc(ctx, (size_t)(pl->npairs ? pl->npairs : 1) * sizeof(run_pair))) ||
         !(rs->in = mem_zalloc(ctx, (size_t)(pl->ninputs ? pl->ninputs : 1) * sizeof(run_in))) ||
         !(rs->out = mem_zalloc(ctx, (size_t)(pl->noutputs ? pl->noutputs : 1) * sizeof(run_out)))) {
         rs->v.plan = pl;
@@ -33,6 +34,7 @@ run_state *run_state_new(rj_ctx *ctx, artifact *art, const backend *be) {
     }
     rs->v = (run_view){.ctx = ctx, .plan = pl, .be = be, .lp = art->ce ? &art->comp.lp : NULL,
                        .code = art->ce ? art->ce->code : NULL, .g = art->key, .sym = rs->sym, .cls = rs->cls,
+                       .pair = rs->pair,
                        .in = rs->in, .out = rs->out, .mem = &rs->mem, .async = &rs->async, .stats = &rs->stats};
     return rs;
 }
@@ -55,7 +57,6 @@ void run_state_free(rj_ctx *ctx, run_state *rs) {
         for (size_t s = 0; s < ns; s++) {
             run_symmem *o = &rs->own[s];
             mem_free(ctx, o->loff, sizeof(int64_t) * (size_t)o->loff_cap);
-            mem_free(ctx, o->sqoff, sizeof(int64_t) * (size_t)o->sq_cap);
             mem_free(ctx, o->hcopy, o->hcopy_bytes);
         }
     run_mem_free(ctx, be, &rs->mem);
@@ -63,6 +64,9 @@ void run_state_free(rj_ctx *ctx, run_state *rs) {
     mem_free(ctx, rs->sym, ns * sizeof(run_sym));
     mem_free(ctx, rs->cls, ns * sizeof(run_class));
     mem_free(ctx, rs->own, ns * sizeof(run_symmem));
+    if (rs->pair)
+        for (int32_t k = 0; k < pl->npairs; k++) mem_free(ctx, rs->pair[k].own, sizeof(int64_t) * (size_t)rs->pair[k].cap);
+    mem_free(ctx, rs->pair, (size_t)(pl->npairs ? pl->npairs : 1) * sizeof(run_pair));
     mem_free(ctx, rs->used, ns);
     mem_free(ctx, rs->in, (size_t)(pl->ninputs ? pl->ninputs : 1) * sizeof(run_in));
     mem_free(ctx, rs->out, (size_t)(pl->noutputs ? pl->noutputs : 1) * sizeof(run_out));

@@ -76,6 +76,7 @@ typedef struct plan_shape {
     int8_t rpos;             /* the ragged dim, or -1 */
     int32_t rsym;            /* the symbol at rpos, or -1 */
     int32_t cls;             /* its `same` class root, or -1 */
+    int32_t pkey;            /* PAIR: the key of its blocks (ir.h, pair_key), or -1 */
     int64_t es;              /* bytes per element */
     rj_dim dims[RJ_MAX_RANK];
 } plan_shape;
@@ -83,8 +84,6 @@ typedef struct plan_shape {
 typedef struct plan_sym {
     const char *name;        /* the graph's */
     uint8_t kind;            /* SYM_DENSE, SYM_RAGGED, SYM_MAXLEN */
-    bool paired;             /* a class root that some [B, j, j] tensor has (its blocks'
-                                offsets are computed each run) */
     int32_t parent;          /* RAGGED: its dim; MAXLEN: its ragged symbol; else -1 */
     int32_t root;            /* RAGGED: its class root; else itself */
 } plan_sym;
@@ -113,6 +112,12 @@ typedef struct plan_check {
     int32_t bound_cls;
 } plan_check;
 
+/* The blocks of [B, j1, j2] tensors: rows of class root r1 by columns of r2 (r1 == r2: square
+ * blocks of one class), named by key = pair_key(nsym, r1, r2). */
+typedef struct plan_pair {
+    int32_t key, r1, r2;
+} plan_pair;
+
 typedef struct run_plan {
     int32_t nsym, ninputs, noutputs, npads, nbufs, nchecks, nkernels, nroots;
     plan_sym *sym;
@@ -128,7 +133,9 @@ typedef struct run_plan {
                                 it (a GEMM's prologue counts as its GEMM kernel; the checks'
                                 words are read after the last kernel: nkernels); -1: none.
                                 Temporaries whose spans do not meet share memory (cpu.c) */
-    bool pairs;              /* the graph has [B, j, j] tensors */
+    plan_pair *pair;         /* the pairs of classes that some [B, j1, j2] tensor has (their
+                                blocks' offsets are computed each run), npairs of them */
+    int32_t npairs, cappairs; /* cappairs: the nodes that store pairs, what pair has room for */
 } run_plan;
 
 /* The plan of g and lp (NULL for the reference target, which launches no kernels). */
@@ -202,9 +209,14 @@ typedef struct run_class {    /* per class root */
     const int64_t *loff;      /* logical (packed) row offsets, B+1 (NULL: trusted device
                                  offsets, of which only batch and rows are known) */
     int64_t batch, rows;
-    const int64_t *sqoff;     /* pairs: the first row of item b's len_b x len_b block (B+1
-                                 entries: prefix sums of len_b^2), or NULL */
 } run_class;
+
+typedef struct run_pair {     /* per plan_pair */
+    const int64_t *sqoff;     /* the first row of item b's len1_b x len2_b block (B+1 entries:
+                                 prefix sums of len1_b * len2_b), or NULL */
+    int64_t *own;             /* the memory behind it, kept across runs */
+    int64_t cap;
+} run_pair;
 
 typedef struct run_in {
     const void *data;         /* host memory, or NULL when dev */
@@ -282,6 +294,7 @@ typedef struct run_view {
     bool has_dev;             /* something is bound as device memory */
     const run_sym *sym;       /* per symbol */
     const run_class *cls;     /* per symbol; meaningful at class roots */
+    const run_pair *pair;     /* per plan_pair */
     const run_in *in;
     run_out *out;
     run_mem *mem;
@@ -290,6 +303,18 @@ typedef struct run_view {
 } run_view;
 
 /* The concrete extent of dim d in this run; for a ragged dim, the longest item. */
+/* The plan's index of the pair of classes named by key (PK_SQOFF's ref), or -1; its blocks'
+ * offsets in this run, or NULL. */
+static inline int32_t plan_pair_slot(const run_plan *pl, int32_t key) {
+    for (int32_t k = 0; k < pl->npairs; k++)
+        if (pl->pair[k].key == key) return k;
+    return -1;
+}
+static inline const int64_t *run_pair_off(const run_view *v, int32_t key) {
+    int32_t k = plan_pair_slot(v->plan, key);
+    return k >= 0 ? v->pair[k].sqoff : NULL;
+}
+
 static inline int64_t run_dim(const run_view *v, rj_dim d) {
     return d >= 0 ? d : v->sym[dim_sym(d)].val;
 }
@@ -298,8 +323,6 @@ static inline int64_t run_dim(const run_view *v, rj_dim d) {
 typedef struct run_symmem {   /* per symbol: memory resolution reuses */
     int64_t *loff;            /* class roots: logical offsets of views with holes */
     int64_t loff_cap;
-    int64_t *sqoff;           /* class roots: the blocks of pair tensors */
-    int64_t sq_cap;
     int64_t *hcopy;           /* device offsets read back: batch + 1 offsets, then lengths */
     size_t hcopy_bytes;
 } run_symmem;
@@ -308,6 +331,7 @@ typedef struct run_state {
     run_view v;
     run_sym *sym;
     run_class *cls;
+    run_pair *pair;
     run_in *in;
     run_out *out;
     run_symmem *own;

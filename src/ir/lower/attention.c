@@ -3,7 +3,8 @@
  *
  * A unit is a query row (b, i) of the scores' ragged class (and, with heads, a loop over the
  * heads inside it), so a long item is many units and never serialises the launch. Per query
- * row the kernel walks the item's keys j once, with FlashAttention's online softmax:
+ * row the kernel walks the item's keys j once (of the keys' own class: cross attention's
+ * queries and keys have their own lengths), with FlashAttention's online softmax:
  *
  *     s  = q_i · k_j            the product's element, a `reduce` over E (vectorised on a CPU,
  *                               a warp's shuffles or a block's shared memory on a SIMT target)
@@ -33,6 +34,7 @@
 typedef struct att_ctx {
     const node *r, *f, *v, *prod;
     int32_t root, cls, b, i, h, hk; /* h, hk: -1 without heads */
+    int32_t kcls;                   /* the keys' class: cls, or another in cross attention */
     rj_dtype t;                     /* the accumulation type (the attention's) */
     rj_dim dv;
     int32_t acc_loc, acc_buf;       /* O: a local array, or the output buffer */
@@ -87,7 +89,7 @@ static void score_dot(lower *L, blk *jb, const att_ctx *c, int32_t j, int32_t sv
     int32_t fe = s_for(L, jb, ve, xi(L, 0), xsize(L, q->dims[q->rank - 1]), LM_LANES);
     blk eb = NEWBLK;
     L->lanes++;
-    at qa = at3(c->b, c->i, xvar(L, ve), c->cls), ka = at3(c->b, j, xvar(L, ve), c->cls);
+    at qa = at3(c->b, c->i, xvar(L, ve), c->cls), ka = at3(c->b, j, xvar(L, ve), c->kcls);
     if (q->rank == 4) {
         qa.rank = ka.rank = 4;
         qa.idx[3] = ka.idx[3] = xvar(L, ve);
@@ -118,19 +120,21 @@ static int32_t score(lower *L, blk *jb, const att_ctx *c, int32_t j) {
 
 /* v at (b, j, [hk], d) in the accumulation type. */
 static int32_t v_at(lower *L, const att_ctx *c, int32_t j, int32_t d) {
-    at va = at3(c->b, j, d, c->cls);
+    at va = at3(c->b, j, d, c->kcls);
     if (c->v->rank == 4) va.rank = 4, va.idx[2] = c->hk, va.idx[3] = d;
     return xcast(L, c->t, value(L, (int32_t)(c->v - L->g->nodes), &va));
 }
 
 /* The row's result O / l stored (a lanes loop over d); safe: l == 0 (every score -inf, or no
- * key) gives 0. */
-static void finish_row(lower *L, blk *body, const att_ctx *c, int32_t vd, int32_t vl) {
+ * key) gives 0. Without keys (len 0: cross attention's empty key item) it is 0 either way, as
+ * the ops written out give: a softmax over an empty row is empty, and p @ v an empty sum. */
+static void finish_row(lower *L, blk *body, const att_ctx *c, int32_t vd, int32_t vl, int32_t len) {
     rj_dtype t = c->t;
     blk ob = NEWBLK;
     int32_t fo = lanes_d(L, body, vd, c);
     int32_t res = xbin(L, RJ_OP_DIV, t, acc_get(L, c, xvar(L, vd)), xvar(L, vl));
     if (c->r->ival) res = xsel(L, xcmp(L, RJ_OP_EQ, xvar(L, vl), xconst(L, t, 0)), xconst(L, t, 0), res);
+    else if (c->kcls != c->cls) res = xsel(L, xcmp(L, RJ_OP_EQ, len, xi(L, 0)), xconst(L, t, 0), res);
     at oa = out_at(c, xvar(L, vd));
     store_group(L, &ob, c->root, res, &oa, ROWS_IN, LF_NT);
     lanes_end(L, fo, &ob);
@@ -139,7 +143,7 @@ static void finish_row(lower *L, blk *body, const att_ctx *c, int32_t vd, int32_
 /* The online softmax over the item's keys, for query row (b, i) [and head h]. */
 static void attend_row(lower *L, blk *body, att_ctx *c) {
     rj_dtype t = c->t;
-    int32_t len = xlen(L, c->cls, c->b), vd = newvar(L, "d", RJ_I64), vj = newvar(L, "j", RJ_I64);
+    int32_t len = xlen(L, c->kcls, c->b), vd = newvar(L, "d", RJ_I64), vj = newvar(L, "j", RJ_I64);
     int32_t vm = newvar(L, "m", t), vl = newvar(L, "l", t), vx = newvar(L, "x", t), vr = newvar(L, "mr", t);
     int32_t va = newvar(L, "alpha", t), vp = newvar(L, "p", t);
     s_set(L, body, vm, xconst(L, t, -INFINITY));
@@ -163,7 +167,7 @@ static void attend_row(lower *L, blk *body, att_ctx *c) {
     lanes_end(L, fu, &ub);
     s_set(L, &jb, vm, mn);
     close_body(L, fj, &jb);
-    finish_row(L, body, c, vd, vl);
+    finish_row(L, body, c, vd, vl, len);
 }
 
 /* The same on a CPU, a block of KEYS_CPU keys at a time: their scores into the local sc, one
@@ -174,7 +178,7 @@ enum { KEYS_CPU = 16 };
 
 static void attend_row_blocked(lower *L, blk *body, att_ctx *c, int32_t sc) {
     rj_dtype t = c->t;
-    int32_t len = xlen(L, c->cls, c->b), vd = newvar(L, "d", RJ_I64), vk = newvar(L, "j0", RJ_I64);
+    int32_t len = xlen(L, c->kcls, c->b), vd = newvar(L, "d", RJ_I64), vk = newvar(L, "j0", RJ_I64);
     int32_t vt = newvar(L, "t", RJ_I64), vn = newvar(L, "n", RJ_I64);
     int32_t vm = newvar(L, "m", t), vl = newvar(L, "l", t), vbm = newvar(L, "bm", t), vr = newvar(L, "mr", t);
     int32_t va = newvar(L, "alpha", t), vps = newvar(L, "ps", t), vo = newvar(L, "o", t);
@@ -225,7 +229,7 @@ static void attend_row_blocked(lower *L, blk *body, att_ctx *c, int32_t sc) {
     close_body(L, ft, &tb);
     s_set(L, &kb, vm, mn);
     close_body(L, fk, &kb);
-    finish_row(L, body, c, vd, vl);
+    finish_row(L, body, c, vd, vl, len);
 }
 
 void lower_attention(lower *L, const fuse_group *gr) {
@@ -237,6 +241,7 @@ void lower_attention(lower *L, const fuse_group *gr) {
     c.t = c.r->dtype;
     c.dv = c.r->dims[c.r->rank - 1];
     c.cls = root_of(g, c.r->dims[1]);
+    c.kcls = root_of(g, c.v->dims[1]);
     L->k->heavy = true;
     sbuf w;
     sbuf_init(&w, L->ctx);

@@ -105,13 +105,16 @@ static void dense_axis_body(lower *L, blk *b, at *a, void *ud) {
 
 /* Softmax or a reduction over dim 1 of a tensor with two ragged dims: a unit per column
  * (b, j) of an item's block, the rows i < len_b the axis loop (strided: one column of a
- * row-major block). The units are enumerated as the class's rows, j in the role of i. */
+ * row-major block). The units are enumerated as the rows of the columns' class, j in the role
+ * of i (with two classes, [B, j1, j2], the keys' rows: j < len2_b, i < len1_b). */
 static void pair_columns(lower *L, red_ctx *rc) {
     const node *x = rc->ai.x;
     blk top = NEWBLK;
     at a = {.rank = x->rank, .inclass = -1, .outclass = -1, .guard = -1};
     rows_nest rn;
-    blk *in = rows_open(L, &top, &a, root_of(L->g, x->dims[1]), &rn);
+    int32_t c1 = root_of(L->g, x->dims[1]), c2 = root_of(L->g, x->dims[2]);
+    blk *in = rows_open(L, &top, &a, c2, &rn);
+    if (c1 != c2) a.inclass = -1; /* it says j < len2_b, which the axis loop's i is not */
     a.idx[2] = a.idx[1]; /* the unit's row index is the column j */
     a.idx[1] = xi(L, 0); /* replaced by the axis loop */
     rj_dim dims[RJ_MAX_RANK];

@@ -141,6 +141,7 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
     lgemm gm = {.on = true, .mode = qk ? GEMM_QK : pv ? GEMM_PV : GEMM_ROWS, .dtype = (uint8_t)r->dtype,
                 .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1, .a_sym = -1, .b_sym = -1,
                 .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[wsrc], .chunk_a = -1,
+                .b_cls = item ? root_of(g, qk ? r->dims[2] : x->dims[2]) : -1,
                 .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1], .w_off = w_off, .w_ld = w_ld};
     if (item) gm.b_sym = rows_sym(L, gm.w_buf);
     if (in_buffer(L, r->in[0])) {
@@ -204,7 +205,7 @@ void lower_attention_gemm(lower *L, const fuse_group *gr) {
     const node *r = &g->nodes[gr->product];
     int32_t q = r->in[0], k = g->nodes[r->in[1]].in[0], epi = (int32_t)(L->k - L->prog->kernels);
     lgemm gm = {.on = true, .mode = GEMM_QK, .dtype = (uint8_t)r->dtype, .prologue = -1, .a_buf = L->bufof[q],
-                .a_cls = root_of(g, r->dims[1]), .w_buf = L->bufof[k], .chunk_a = -1,
+                .a_cls = root_of(g, r->dims[1]), .b_cls = root_of(g, r->dims[2]), .w_buf = L->bufof[k], .chunk_a = -1,
                 .K = g->nodes[q].dims[2], .N = r->dims[2]};
     gm.a_sym = rows_sym(L, gm.a_buf);
     gm.b_sym = rows_sym(L, gm.w_buf);

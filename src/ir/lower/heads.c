@@ -22,6 +22,8 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
     const node *r = &g->nodes[gr->root], *xn = &g->nodes[r->in[0]], *wn = &g->nodes[r->in[1]];
     bool qk = r->ival != 0;
     int32_t cls = root_of(g, r->dims[1]);
+    /* the keys' class (of k's and v's rows: another in cross attention) */
+    int32_t kcls = root_of(g, qk ? wn->dims[1] : xn->dims[2]);
     rj_dtype t = r->dtype;
     /* f32 products accumulate in f64: a contraction over a long item's keys is a sum of hundreds
      * of terms, which the BLAS would block and this plain loop would not */
@@ -38,7 +40,7 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
     blk top = NEWBLK;
     rows_nest rn;
     blk *body = rows_open(L, &top, &a, cls, &rn);
-    int32_t b = a.idx[0], i = a.idx[1], len = xlen(L, cls, b);
+    int32_t b = a.idx[0], i = a.idx[1], len = xlen(L, kcls, b);
     int32_t vh = newvar(L, "h", RJ_I64), vj = newvar(L, "j", RJ_I64), vc = newvar(L, "c", RJ_I64);
     int32_t acc = newvar(L, "acc", acc_t);
     blk hb = NEWBLK, ob = NEWBLK, cb = NEWBLK;
@@ -52,7 +54,7 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
         s_set(L, &ob, acc, xconst(L, acc_t, 0));
         int32_t fc = s_for(L, &ob, vc, xi(L, 0), xsize(L, xn->dims[3]), LM_LANES);
         L->lanes++;
-        at qa = at4(b, i, h, xvar(L, vc), cls), ka = at4(b, xvar(L, vj), hk, xvar(L, vc), cls);
+        at qa = at4(b, i, h, xvar(L, vc), cls), ka = at4(b, xvar(L, vj), hk, xvar(L, vc), kcls);
         int32_t qv = xcast(L, acc_t, value_fresh(L, r->in[0], &qa)), kv = xcast(L, acc_t, value(L, r->in[1], &ka));
         s_accum_fma(L, &cb, acc, qv, kv);
         L->lanes--;
@@ -65,7 +67,7 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
         L->lanes++;
         s_set(L, &ob, acc, xconst(L, acc_t, 0));
         int32_t fj = s_for(L, &ob, vj, xi(L, 0), len, LM_SERIAL);
-        at pa = at4(b, i, xvar(L, vj), h, cls), va = at4(b, xvar(L, vj), h, xvar(L, vc), cls);
+        at pa = at4(b, i, xvar(L, vj), h, cls), va = at4(b, xvar(L, vj), h, xvar(L, vc), kcls);
         int32_t pv = xcast(L, acc_t, value_fresh(L, r->in[0], &pa)), vv = xcast(L, acc_t, value(L, r->in[1], &va));
         s_set(L, &cb, acc, xfma(L, acc_t, pv, vv, xvar(L, acc)));
         close_body(L, fj, &cb);

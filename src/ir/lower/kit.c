@@ -299,9 +299,16 @@ int32_t xlen(lower *L, int32_t cls, int32_t b) {
     return xsub(L, xloff(L, cls, xadd(L, b, xi(L, 1))), xloff(L, cls, b));
 }
 
-/* The first row of item b's len_b x len_b block, for tensors with two ragged dims. */
-static int32_t xsq(lower *L, int32_t cls, int32_t b) {
-    return class_load(L, PK_SQOFF, cls, "sq", b);
+/* The first row of item b's len1_b x len2_b block, for tensors with two ragged dims: rows of
+ * class c1, columns of c2 (c1 itself in self attention, another class in cross attention). */
+int32_t xsq(lower *L, int32_t c1, int32_t c2, int32_t b) {
+    if (c1 == c2) return class_load(L, PK_SQOFF, c1, "sq", b);
+    if (L->err) return 0;
+    char name[64];
+    snprintf(name, sizeof name, "%s.%s.sq", L->g->syms[c1].name, L->g->syms[c2].name);
+    int32_t p = lk_param(L->k, PK_SQOFF, pair_key(L->g->nsym, c1, c2), RJ_I64, name);
+    if (p < 0) L->err = RJ_ERR_NOMEM;
+    return p < 0 ? 0 : xload(L, p, b, RJ_I64, -1);
 }
 
 /* The extent of dim k of dims at index a: the item's length for the second ragged dim of a
@@ -325,9 +332,9 @@ int32_t xaddr(lower *L, int32_t bi, const at *a) {
     int32_t off = xi(L, 0), k = 0;
     const sym *s = lb->rank > 1 ? graph_sym(L->g, lb->dims[1]) : NULL;
     const sym *s2 = lb->rank > 2 ? graph_sym(L->g, lb->dims[2]) : NULL;
-    if (s && s->kind == SYM_RAGGED && s2 && s2->kind == SYM_RAGGED) { /* blocks of len x len rows */
-        int32_t c = root_of(L->g, lb->dims[1]);
-        off = xadd(L, xsq(L, c, a->idx[0]), xadd(L, xmul(L, a->idx[1], xlen(L, c, a->idx[0])), a->idx[2]));
+    if (s && s->kind == SYM_RAGGED && s2 && s2->kind == SYM_RAGGED) { /* blocks of len1 x len2 rows */
+        int32_t c = root_of(L->g, lb->dims[1]), c2 = root_of(L->g, lb->dims[2]);
+        off = xadd(L, xsq(L, c, c2, a->idx[0]), xadd(L, xmul(L, a->idx[1], xlen(L, c2, a->idx[0])), a->idx[2]));
         for (k = 3; k < lb->rank; k++) off = xadd(L, xmul(L, off, xsize(L, lb->dims[k])), a->idx[k]);
         return off;
     }

@@ -171,6 +171,7 @@ at at3(int32_t b, int32_t i, int32_t j, int32_t cls);
 ls s_barrier(void);
 int32_t class_param(lower *L, param_kind kind, int32_t cls, const char *what);
 int32_t class_load(lower *L, param_kind kind, int32_t cls, const char *what, int32_t e);
+int32_t xsq(lower *L, int32_t c1, int32_t c2, int32_t b);
 int32_t add_buf(lower *L, lbuf_kind kind, int32_t index, int32_t node_id, const node *layout);
 launch_shape launch_for(const target_desc *d);
 void group_for(lower *L, lkernel *k);

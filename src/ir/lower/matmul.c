@@ -65,6 +65,9 @@ static void item_matmul(lower *L, const fuse_group *gr, bool local_acc) {
     int32_t xs = gw ? xn->in[0] : r->in[0], ws = qk ? wn->in[0] : r->in[1];
     const node *xv = &g->nodes[xs], *wv = &g->nodes[ws];
     int32_t cls = root_of(g, gw ? xv->dims[1] : qk ? xv->dims[1] : r->dims[1]);
+    /* the class of the contracted or iterated keys: k's and v's rows (another class than the
+     * queries' in cross attention); xᵀ y sums over the rows themselves */
+    int32_t kcls = gw ? cls : root_of(g, qk ? wv->dims[1] : xv->dims[2]);
     rj_dtype t = r->dtype;
     L->k->heavy = true;
     sbuf w;
@@ -84,7 +87,7 @@ static void item_matmul(lower *L, const fuse_group *gr, bool local_acc) {
     } else {
         body = rows_open(L, &top, &a, cls, &rn);
     }
-    int32_t b = a.idx[0], len = xlen(L, cls, b);
+    int32_t b = a.idx[0], len = xlen(L, kcls, b);
     if (qk) {
         int32_t vj = newvar(L, "j", RJ_I64), vd = newvar(L, "d", RJ_I64), acc = newvar(L, "acc", t);
         int32_t fj = s_for(L, body, vj, xi(L, 0), len, LM_SERIAL);
@@ -92,7 +95,7 @@ static void item_matmul(lower *L, const fuse_group *gr, bool local_acc) {
         s_set(L, &jb, acc, xconst(L, t, 0));
         int32_t fd = s_for(L, &jb, vd, xi(L, 0), xsize(L, xv->dims[2]), LM_LANES);
         L->lanes++;
-        at qa = at3(b, a.idx[1], xvar(L, vd), cls), ka = at3(b, xvar(L, vj), xvar(L, vd), cls);
+        at qa = at3(b, a.idx[1], xvar(L, vd), cls), ka = at3(b, xvar(L, vj), xvar(L, vd), kcls);
         int32_t qv = xcast(L, t, value_fresh(L, xs, &qa)), kv = xcast(L, t, value(L, ws, &ka));
         s_accum_fma(L, &db, acc, qv, kv);
         L->lanes--;
@@ -122,7 +125,7 @@ static void item_matmul(lower *L, const fuse_group *gr, bool local_acc) {
             s_set(L, &jb, cv, xcast(L, t, value_fresh(L, xs, &ca)));
             int32_t fn = s_for(L, &jb, vn, xi(L, 0), xi(L, ncols), LM_LANES);
             L->lanes++;
-            at va = at3(b, xvar(L, vj), xvar(L, vn), cls);
+            at va = at3(b, xvar(L, vj), xvar(L, vn), kcls);
             int32_t vv = xcast(L, t, value(L, ws, &va));
             s_store_local(L, &nb, loc, xvar(L, vn), xfma(L, t, xvar(L, cv), vv, xlocal(L, loc, xvar(L, vn))));
             L->lanes--;
@@ -142,7 +145,7 @@ static void item_matmul(lower *L, const fuse_group *gr, bool local_acc) {
             s_set(L, &nb, acc, xconst(L, t, 0));
             int32_t fj = s_for(L, &nb, vj, xi(L, 0), len, LM_SERIAL);
             at ca = gw ? at3(b, xvar(L, vj), a.idx[1], cls) : at3(b, a.idx[1], xvar(L, vj), cls);
-            at va = at3(b, xvar(L, vj), xvar(L, vn), cls);
+            at va = at3(b, xvar(L, vj), xvar(L, vn), kcls);
             int32_t cvv = xcast(L, t, value_fresh(L, xs, &ca)), vv = xcast(L, t, value(L, ws, &va));
             s_set(L, &jb, acc, xfma(L, t, cvv, vv, xvar(L, acc)));
             close_body(L, fj, &jb);

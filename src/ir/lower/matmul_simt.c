@@ -41,7 +41,7 @@ static int32_t mm_tiles(lower *L, int32_t n) {
 typedef struct mm_ctx {
     bool qk;           /* q kᵀ (else p v) */
     int32_t xs, ws;    /* the nodes staged into A and B */
-    int32_t cls;
+    int32_t cls, kcls; /* the rows' class, the keys' (k's and v's rows: another in cross attention) */
     rj_dtype t;
     int BS, M, RS;     /* threads a block, outputs a thread, rows between a thread's outputs */
     int32_t as, bs;    /* the block-shared tiles */
@@ -80,7 +80,7 @@ static void mm_stage_tiles(lower *L, mm_ctx *c, blk *ttb) {
         bool qk = c->qk;
         int32_t bc = qk ? xadd(L, c->c0, hi) : xadd(L, c->c0, lo), bt = qk ? xadd(L, c->t0, lo) : xadd(L, c->t0, hi);
         int32_t bok = xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, xcmp(L, RJ_OP_LT, bc, c->ncols), xcmp(L, RJ_OP_LT, bt, c->ncon));
-        at ba = qk ? at3(c->b, bc, bt, c->cls) : at3(c->b, bt, bc, c->cls);
+        at ba = qk ? at3(c->b, bc, bt, c->kcls) : at3(c->b, bt, bc, c->kcls);
         int32_t slot = xadd(L, xmul(L, qk ? lo : hi, xi(L, MM_T + 1)), qk ? hi : lo);
         mm_stage(L, &lb, c->bs, slot, bok, c->ws, &ba, c->t);
     }
@@ -131,6 +131,7 @@ static bool mm_open(lower *L, const fuse_group *gr, mm_ctx *c) {
     c->xs = r->in[0], c->ws = c->qk ? wn->in[0] : r->in[1];
     const node *xv = &g->nodes[c->xs], *wv = &g->nodes[c->ws];
     c->cls = root_of(g, c->qk ? xv->dims[1] : r->dims[1]);
+    c->kcls = root_of(g, c->qk ? wv->dims[1] : xv->dims[2]);
     c->t = r->dtype;
     c->M = MM_T * MM_T / c->BS, c->RS = c->BS / MM_T;
     k->heavy = true;
@@ -189,7 +190,8 @@ void lower_item_matmul_tiled(lower *L, const fuse_group *gr) {
     int32_t r0 = xvar(L, vr0);
     s_set(L, &ub, vre, xmax(L, xmin(L, xadd(L, r0, prows), len), r0)); /* rows [r0, rend) */
     c.rend = xvar(L, vre);
-    c.ncols = c.qk ? len : xsize(L, r->dims[2]), c.ncon = c.qk ? xsize(L, xv->dims[2]) : len;
+    int32_t klen = c.kcls == cls ? len : xlen(L, c.kcls, c.b);
+    c.ncols = c.qk ? klen : xsize(L, r->dims[2]), c.ncon = c.qk ? xsize(L, xv->dims[2]) : klen;
     /* for each tile of rows i0 and of columns c0 */
     int32_t vti = newvar(L, "ti", RJ_I64), vtc = newvar(L, "tc", RJ_I64), vtt = newvar(L, "tt", RJ_I64);
     int32_t vi0 = newvar(L, "i0", RJ_I64), vc0 = newvar(L, "c0", RJ_I64), vt0 = newvar(L, "t0", RJ_I64);
