@@ -15,6 +15,10 @@ counts: dtypes, the rank and the constant dims of every array, and named sizes t
 disagree on (for a message naming both). Offsets, lengths, batch sizes, indices and memory are
 checked by rj_program_run, whose message the exception carries.
 
+PyTorch tensors on the CPU get one more step: a call that repeats the argument names of a
+call that went this general way takes a plan made for them (_torch_io.Plan), whose inline
+checks fall back here on anything it did not plan.
+
 Every kind of array goes through the same steps: an input becomes a pointer, a shape and, for
 a jagged input, the pointers of its offsets (and lengths). NumPy arrays and ragjit.Jagged are
 read through their buffers, PyTorch tensors (dense or nested jagged, on the CPU or, for the

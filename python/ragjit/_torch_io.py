@@ -9,11 +9,18 @@ one ragged size for both (an NJT's ragged size is tied to its offsets tensor).
 
 Building a nested tensor costs more than a small run does (about 20 us in PyTorch 2.15 for
 NestedTensor(values, offsets), most of it the SymInt arithmetic of its size and strides), and
-an output over the same offsets and inner shape as an input NJT has that input's very size and
-strides. So such an output is made by the steps NestedTensor's constructor takes, with the
-input's size and strides. Those steps are PyTorch's internals: the first output made this way
-is compared with one from the constructor (type, attributes, size, strides), and if they
-differ in any way, as a later PyTorch may make them, the constructor is used from then on.
+an output over an input NJT's offsets has that input's ragged size. So such an output is made
+by the steps of NestedTensor.__new__ with the size and strides the constructor would compute
+from the input's (its own when the inner shape and strides are the input values'), then
+NestedTensor.__init__ itself. __new__'s steps are PyTorch's internals: the first output made
+this way is compared with one from the constructor (type, attributes, size, strides, storage),
+and if they differ in any way, as a later PyTorch may make them, the constructor is used from
+then on. What is left, _make_wrapper_subclass with symbolic sizes, is about 5 us: PyTorch calls
+back into Python for the nested int a dozen times.
+
+Calls with CPU tensors that repeat a call's argument names take a Plan (below): the checks and
+binds of this module and of Program._bind_and_run, planned once, without their dispatch on
+kinds; anything unplanned goes the general way.
 
 CUDA tensors are bound as device memory (rj_bind_*_device) for the CUDA target, which then
 runs on PyTorch's current stream, and the outputs are CUDA tensors; a CUDA tensor given to a

@@ -470,3 +470,29 @@ def test_cuda_tensors_stay_on_the_device(ctx):
     close(y.values(), torch.softmax(x.double() * w.double(), dim=1).values(), 1e-5)
     with pytest.raises(ragjit.UnsupportedError):
         ctx.compile(SOFTMAX)(x=x, w=w)  # the CPU target refuses device memory
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)")
+def test_cuda_views_and_the_op(ctx):
+    """CUDA: a view with holes in and out, repeated calls (the plan is for CPU tensors only),
+    and the custom operator eager and under torch.compile, all on the device."""
+    prog = ctx.compile(SOFTMAX, target="cuda")
+    view, padded = holes_view()
+    view, w = view.to("cuda"), (torch.rand(8) + 0.5).to("cuda")
+    for _ in range(3):
+        y, s = prog(x=view, w=w)
+        assert y.is_cuda and s.is_cuda and y.lengths() is view.lengths()
+        check_softmax_on_view(y.cpu(), s.cpu(), view.cpu(), padded, w.cpu())
+    assert not plan_of(prog, "x", "w")
+    torch._dynamo.reset()
+    rop = ragjit.torch.op(prog)
+    y, s = torch.compile(lambda x, w: rop(x=x, w=w), fullgraph=True, backend="aot_eager")(view, w)
+    assert y.is_cuda
+    check_softmax_on_view(y.cpu(), s.cpu(), view.cpu(), padded, w.cpu())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present (the CUDA tests run)")
+def test_cuda_target_without_a_device(ctx):
+    """Without a GPU the CUDA target says so at compile, by name, rather than failing later."""
+    with pytest.raises(ragjit.NoDeviceError, match="CUDA"):
+        ctx.compile(SOFTMAX, target="cuda")
