@@ -232,7 +232,11 @@ _KEYS = None
 def _fast(values: Any, nbytes: int, offsets: Any, lengths: Any, like: Any, size: Any,
           strides: Any) -> Any:
     """NestedTensor.__new__'s steps with the given size and strides (nbytes: the size of
-    values' storage), then NestedTensor.__init__ itself."""
+    values' storage), then NestedTensor.__init__'s: its assignments where like's metadata
+    cache is empty (where __init__ has nothing to mark dynamic: a third of the cost), else
+    __init__ itself. The cache is like's, which __init__ would replace by a new dict only
+    while it is empty: what is cached there (max and min lengths) depends on the offsets and
+    lengths alone, which the two share."""
     global _KEYS
     if _KEYS is None:
         ks = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensor)
@@ -243,7 +247,16 @@ def _fast(values: Any, nbytes: int, offsets: Any, lengths: Any, like: Any, size:
     r._ragged_idx = 1
     r._size = size
     r._strides = strides
-    _init(r, values, offsets, lengths=lengths, _metadata_cache=like._metadata_cache)
+    cache = like._metadata_cache
+    if cache:
+        _init(r, values, offsets, lengths=lengths, _metadata_cache=cache)
+        return r
+    r._values = values
+    r._offsets = offsets
+    r._lengths = lengths
+    r._metadata_cache = cache
+    r._dynamo_propagated_dynamic_indices = {1}
+    values._dynamo_propagated_dynamic_indices = {0}
     return r
 
 

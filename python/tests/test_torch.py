@@ -413,6 +413,32 @@ def test_planned_calls_match_pytorch(ctx, bound):
     assert len(general) == 1  # every later call was planned
 
 
+def test_planned_outputs_are_what_the_constructor_makes(ctx):
+    """The planned path's output NJT against PyTorch's constructor on the same tensors: the
+    same attributes, size, strides and storage size; with the input's metadata cache empty
+    and with max_seqlen cached (then NestedTensor.__init__ itself runs)."""
+    prog = ctx.compile(LINEAR)
+    w, g = torch.rand(8, 4), torch.rand(8)
+    for x in [njt(LENS, (8,), seed=14),
+              torch.nested.nested_tensor_from_jagged(torch.rand(16, 8), torch.tensor([0, 5, 16]),
+                                                     max_seqlen=11)]:
+        for _ in range(2):  # the second call is planned
+            x2, h, _ = prog(x=x, w=w, g=g)
+        assert plan_of(prog, "x", "w", "g")
+        for out in (x2, h):
+            ref = torch.nested.nested_tensor_from_jagged(out.values(), x.offsets(),
+                                                         max_seqlen=11 if x._metadata_cache else None)
+            assert set(vars(out)) == set(vars(ref)) and type(out) is type(ref)
+            assert out.shape == ref.shape and out.stride() == ref.stride()
+            assert out._size[1] is x._size[1]  # the input's ragged size itself
+            assert out.untyped_storage().nbytes() == ref.untyped_storage().nbytes()
+        if x._metadata_cache:
+            assert h._max_seqlen == 11
+    # the fast construction was checked against the constructor once and kept (a PyTorch
+    # whose internals differ would turn it off, and outputs would come from the constructor)
+    assert ragjit._torch_io._fast_ok is True
+
+
 def test_planned_calls_fall_back(ctx):
     """A call unlike the plan goes the general way and gets its results or its message: a
     NumPy input, another dtype, a non-contiguous values tensor, another shape, two inputs over
