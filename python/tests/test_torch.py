@@ -328,6 +328,31 @@ def test_op_view_with_holes(ctx, backend):
     check_softmax_on_view(y, s, view, padded, w, scale=2.0)
 
 
+@pytest.mark.parametrize("how", ["program", "op", "op compiled"])
+def test_view_with_holes_against_pytorch(ctx, how):
+    """A view with holes in and out, against PyTorch's own op on the same view (pointwise: the
+    NJT ops PyTorch runs on views; it refuses reductions over the ragged dim there), item by
+    item through unbind(), which reads each item through the lengths; twice each (the second
+    program call is planned)."""
+    torch._dynamo.reset()
+    prog = ctx.compile("ragged j1 : B\ninput x : f32[B, j1, 8]\ny = relu(x) * 2.0 + 1.0\noutput y\n")
+    fn = prog if how == "program" else ragjit.torch.op(prog)
+    if how == "op compiled":
+        rop = fn
+        fn = torch.compile(lambda x: rop(x=x), fullgraph=True, backend="aot_eager")
+        call = fn
+    else:
+        def call(x):
+            return fn(x=x)
+    for seed in (15, 16):
+        view, _ = holes_view(seed=seed)
+        want = torch.relu(view) * 2.0 + 1.0
+        y = call(view)
+        assert y.is_nested and torch.equal(y.lengths(), view.lengths())
+        for got, ref in zip(y.unbind(), want.unbind()):
+            torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
+
+
 def test_op_checks_separate_tensors(ctx):
     """The registered operator gets separate tensors that no NJT constructor checked: offsets,
     lengths and devices that do not fit are errors naming the input, not reads out of bounds."""
