@@ -15,6 +15,10 @@ counts: dtypes, the rank and the constant dims of every array, and named sizes t
 disagree on (for a message naming both). Offsets, lengths, batch sizes, indices and memory are
 checked by rj_program_run, whose message the exception carries.
 
+PyTorch tensors on the CPU get one more step: a call that repeats the argument names of a
+call that went this general way takes a plan made for them (_torch_io.Plan), whose inline
+checks fall back here on anything it did not plan.
+
 Every kind of array goes through the same steps: an input becomes a pointer, a shape and, for
 a jagged input, the pointers of its offsets (and lengths). NumPy arrays and ragjit.Jagged are
 read through their buffers, PyTorch tensors (dense or nested jagged, on the CPU or, for the
@@ -94,10 +98,11 @@ class _Binding:
     calls: a call from Python then allocates few objects, and so rarely wakes the garbage
     collector, whose passes are long once PyTorch is imported."""
 
-    __slots__ = ("ptr", "numel", "numel_ref", "info", "info_ref", "run")
+    __slots__ = ("ptr", "numel", "numel_ref", "info", "info_ref", "run", "last")
 
     def __init__(self, ptr: int) -> None:
         self.ptr = ptr
+        self.last: Optional[List[int]] = None  # what a Plan bound last (_torch_io.Plan.call)
         self.run = _Run()
         self.numel = ctypes.c_int64()
         self.numel_ref = ctypes.byref(self.numel)
@@ -171,6 +176,8 @@ class Program:
         self._graph: Optional[int] = None
         self._prog: Optional[int] = None
         self._pools: Dict[Tuple[str, ...], List[_Binding]] = {}
+        # per set of argument names: a torch Plan, False where none applies, absent: not yet
+        self._plans: Dict[Tuple[str, ...], Any] = {}
         self._life: Optional[List[Any]] = context._life
         with _life_lock:
             context._life[1] += 1
@@ -268,11 +275,27 @@ class Program:
             if not p:
                 raise self.context._error()
             bnd = _Binding(p)
+        plan = self._plans.get(key)
+        if plan and not raw:
+            try:
+                outs = plan.call(bnd, inputs)
+            except BaseException:
+                LIB.rj_bind_free(bnd.ptr)
+                raise
+            if outs is not None:
+                if len(pool) < _POOL:
+                    pool.append(bnd)
+                else:
+                    LIB.rj_bind_free(bnd.ptr)
+                return outs
         r = bnd.run
         r.raw = raw
+        bnd.last = None  # the general path binds everything
         ok = False
         try:
             outs = self._bind_and_run(bnd, inputs, r)
+            if plan is None and r.torch and r.device is None and not raw:
+                self._plans[key] = _torch_io().plan(self, key)
             ok = True
             return outs
         finally:
@@ -328,8 +351,10 @@ class Program:
 
     def _out_shape(self, port: _Port, r: _Run) -> Optional[Tuple[int, ...]]:
         """An output's shape (a jagged output's values': rows, inner...) from its dims and what
-        the inputs bound, or None where only the run can tell (a pad length max(j), a view
-        with holes, two ragged dims, a named inner dim)."""
+        the inputs bound, or None where only the run can tell (a pad length max(j), two ragged
+        dims, a named inner dim). A jagged output has the rows of the values of the input that
+        bound its symbol, as PyTorch's ops on an NJT keep them: over a view with holes, the
+        rows in holes and after the last item are left as allocated."""
         if port.sym is None:
             if port.fixed is not None:
                 return port.fixed
@@ -344,7 +369,7 @@ class Program:
             return tuple(shape)
         if port.nragged == 1 and port.inner_n:
             src = r.ragged.get(port.sym)
-            if src is not None and src[2] is None:
+            if src is not None:  # the rows of the input's values (a view's spare rows too)
                 return (src[4],) + port.fixed
         return None
 
@@ -464,8 +489,8 @@ class Program:
             return values
         src = r.ragged[port.sym]
         if r.torch:
-            return _torch_io().jagged_result(values, src[1], None, 1, port, r.like.get(port.sym))
-        return Jagged._wrap(values, src[1], None, 1)
+            return _torch_io().jagged_result(values, src[1], src[2], 1, port, r.like.get(port.sym))
+        return Jagged._wrap(values, src[1], src[2], 1)
 
     def _result_info(self, bnd: _Binding, port: _Port, buf: Any, r: _Run) -> Any:
         self.context._check(LIB.rj_tensor_get_info(LIB.rj_bind_result(bnd.ptr, port.node), bnd.info_ref))

@@ -9,11 +9,18 @@ one ragged size for both (an NJT's ragged size is tied to its offsets tensor).
 
 Building a nested tensor costs more than a small run does (about 20 us in PyTorch 2.15 for
 NestedTensor(values, offsets), most of it the SymInt arithmetic of its size and strides), and
-an output over the same offsets and inner shape as an input NJT has that input's very size and
-strides. So such an output is made by the steps NestedTensor's constructor takes, with the
-input's size and strides. Those steps are PyTorch's internals: the first output made this way
-is compared with one from the constructor (type, attributes, size, strides), and if they
-differ in any way, as a later PyTorch may make them, the constructor is used from then on.
+an output over an input NJT's offsets has that input's ragged size. So such an output is made
+by the steps of NestedTensor.__new__ with the size and strides the constructor would compute
+from the input's (its own when the inner shape and strides are the input values'), then
+NestedTensor.__init__ itself. __new__'s steps are PyTorch's internals: the first output made
+this way is compared with one from the constructor (type, attributes, size, strides, storage),
+and if they differ in any way, as a later PyTorch may make them, the constructor is used from
+then on. What is left, _make_wrapper_subclass with symbolic sizes, is about 5 us: PyTorch calls
+back into Python for the nested int a dozen times.
+
+Calls with CPU tensors that repeat a call's argument names take a Plan (below): the checks and
+binds of this module and of Program._bind_and_run, planned once, without their dispatch on
+kinds; anything unplanned goes the general way.
 
 CUDA tensors are bound as device memory (rj_bind_*_device) for the CUDA target, which then
 runs on PyTorch's current stream, and the outputs are CUDA tensors; a CUDA tensor given to a
@@ -21,7 +28,7 @@ program of another target is an error, not a silent copy.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import torch
 
@@ -121,6 +128,7 @@ def bind_parts(prog: "Program", b: int, port: "_Port", x: Any, values: Any, offs
         _check_dtype(port, values)
     r.torch = True
     dev = False if values.is_cpu else _on_device(prog, b, port, values, r)
+    _check_layout(port, values, offsets, lengths)
     if not values.is_contiguous():
         values = values.contiguous()
     if values.shape[1:] != port.fixed:  # equal: then the rank is right too
@@ -139,6 +147,27 @@ def bind_parts(prog: "Program", b: int, port: "_Port", x: Any, values: Any, offs
                        values.shape[0], dev)
     bind = LIB.rj_bind_input_device if dev else LIB.rj_bind_input
     prog.context._check(bind(b, port.node, values.data_ptr(), values.numel()))
+
+
+def _check_layout(port: "_Port", values: Any, offsets: Any, lengths: Any) -> None:
+    """What ragjit would read past the end of, or on the wrong device, if it were wrong (an NJT
+    is built right; a custom operator's separate tensors may not be)."""
+    what = None
+    if values.dim() < 1:
+        what = "values of 0 dims"
+    elif offsets is None or offsets.dim() != 1 or offsets.shape[0] < 1:
+        what = "offsets of shape %s (B + 1 entries wanted)" % (
+            None if offsets is None else tuple(offsets.shape),)
+    elif lengths is not None and (lengths.dim() != 1 or lengths.shape[0] != offsets.shape[0] - 1):
+        what = "lengths of shape %s for %d offsets (B entries wanted)" % (
+            tuple(lengths.shape), offsets.shape[0])
+    elif offsets.device != values.device or (lengths is not None and lengths.device != values.device):
+        what = "values on %s, offsets on %s%s" % (
+            values.device, offsets.device, "" if lengths is None else ", lengths on %s" % lengths.device)
+    elif offsets.is_floating_point() or (lengths is not None and lengths.is_floating_point()):
+        what = "offsets or lengths that are not integers"
+    if what is not None:
+        raise ShapeError("ragjit: input %s : %s is given %s" % (port.name, port.type_str, what))
 
 
 def empty(n: int, shape: Any, port: "_Port", r: "_Run") -> Any:
@@ -167,15 +196,15 @@ def jagged_result(values: Any, offsets: Any, lengths: Any, nd: int, port: "_Port
 
 def njt(values: Any, offsets: Any, lengths: Any = None, like: Any = None) -> Any:
     """A nested jagged tensor over values and offsets (and lengths); like: an NJT over the
-    same offsets and lengths whose values have the same inner shape and strides, whose size
-    and strides are then taken (see the module's essay)."""
+    same offsets and lengths, whose ragged size the new one shares (see the module's essay)."""
     global _fast_ok
     if _NT is None:  # pragma: no cover
         return torch.nested.nested_tensor_from_jagged(values, offsets, lengths)
     if like is not None and _fast_ok is not False and type(like) is _NT and \
             like._offsets is offsets and like._lengths is lengths and like._ragged_idx == 1 and \
-            like._values.stride() == values.stride() and like._values.shape[1:] == values.shape[1:]:
-        out = _fast(values, offsets, lengths, like)
+            values.dim() >= 1:
+        size, strides = shape_like(values, like)
+        out = _fast(values, values.untyped_storage().nbytes(), offsets, lengths, like, size, strides)
         if _fast_ok is None:
             _fast_ok = _same_as_constructor(out, values, offsets, lengths, like)
             if not _fast_ok:
@@ -186,33 +215,52 @@ def njt(values: Any, offsets: Any, lengths: Any = None, like: Any = None) -> Any
     return _NT(values, offsets, lengths=lengths, _metadata_cache=cache)
 
 
+def shape_like(values: Any, like: Any) -> Tuple[Any, Any]:
+    """The size and strides of an NJT over values with like's ragged size (the constructor's
+    formula: the ragged dim's stride is the ragged size times the rows' stride); like's own
+    when values has its values' inner shape and strides, as an output of an input's shape."""
+    st = values.stride()
+    if st == like._values.stride() and values.shape[1:] == like._values.shape[1:]:
+        return like._size, like._strides
+    j = like._size[1]
+    return (like._size[0], j, *values.shape[1:]), (j * st[0], *st)
+
+
 _KEYS = None
 
 
-def _fast(values: Any, offsets: Any, lengths: Any, like: Any) -> Any:
-    """NestedTensor.__new__ and __init__'s steps, with like's size and strides."""
+def _fast(values: Any, nbytes: int, offsets: Any, lengths: Any, like: Any, size: Any,
+          strides: Any) -> Any:
+    """NestedTensor.__new__'s steps with the given size and strides (nbytes: the size of
+    values' storage), then NestedTensor.__init__'s: its assignments where like's metadata
+    cache is empty (where __init__ has nothing to mark dynamic: a third of the cost), else
+    __init__ itself. The cache is like's, which __init__ would replace by a new dict only
+    while it is empty: what is cached there (max and min lengths) depends on the offsets and
+    lengths alone, which the two share."""
     global _KEYS
     if _KEYS is None:
         ks = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensor)
         _KEYS = ks.add(torch._C.DispatchKey.AutogradNestedTensor)
-    size, strides = like._size, like._strides
-    # the storage's size: values.nbytes when values spans its buffer (as a run's output does
-    # on this path), which saves making a Python storage object for the new buffer
-    nbytes = values.nbytes if values.storage_offset() == 0 and values.is_contiguous() \
-        else values.untyped_storage().size()
     r = torch.Tensor._make_wrapper_subclass(
         _NT, size, strides, 0, torch.contiguous_format, values.dtype, torch.jagged,
         values.device, False, False, "sizes", False, True, _KEYS, storage_size=nbytes)
     r._ragged_idx = 1
     r._size = size
     r._strides = strides
+    cache = like._metadata_cache
+    if cache:
+        _init(r, values, offsets, lengths=lengths, _metadata_cache=cache)
+        return r
     r._values = values
     r._offsets = offsets
     r._lengths = lengths
-    r._metadata_cache = like._metadata_cache
+    r._metadata_cache = cache
     r._dynamo_propagated_dynamic_indices = {1}
     values._dynamo_propagated_dynamic_indices = {0}
     return r
+
+
+_init = _NT.__init__ if _NT is not None else None
 
 
 def _same_as_constructor(out: Any, values: Any, offsets: Any, lengths: Any, like: Any) -> bool:
@@ -222,7 +270,8 @@ def _same_as_constructor(out: Any, values: Any, offsets: Any, lengths: Any, like
                 and ref.shape == out.shape and ref.stride() == out.stride()
                 and ref._size == out._size and ref._strides == out._strides
                 and ref.dtype == out.dtype and ref.device == out.device
-                and ref.requires_grad == out.requires_grad)
+                and ref.requires_grad == out.requires_grad
+                and ref.untyped_storage().nbytes() == out.untyped_storage().nbytes())
     except Exception:  # pragma: no cover - a PyTorch whose internals moved
         return False
 
@@ -233,3 +282,187 @@ def from_jagged(j: Jagged) -> Any:
         raise ShapeError("ragjit: a Jagged with two ragged dims has no nested tensor form")
     return njt(torch.from_numpy(j.values), torch.from_numpy(j.offsets),
                None if j.lengths is None else torch.from_numpy(j.lengths))
+
+
+
+class Plan:
+    """A call of a program with CPU tensors, planned once per set of argument names: what the
+    general path (Program._bind_and_run) checks and binds, less its dispatch on the kind of
+    each argument, its dicts of sizes and symbols and its messages.
+
+    A plan is made after a call of those names went the general way with CPU tensors, for a
+    program whose shapes it tells alone: every input given; each jagged one T[B, j, inner]
+    and each jagged output over an input's symbol with constant inner dims; each dense input
+    of constant shape, each dense output of constants and batch sizes; no named size but
+    batch sizes. A call takes it when every
+    argument is what was planned: a nested jagged tensor (packed, or a view with holes) or a
+    dense tensor, on the CPU, of the port's dtype, contiguous, of the port's shape, with
+    int64 offsets (and lengths); inputs over one symbol with the same offsets and lengths
+    objects, inputs over two symbols of one batch size with equal batches. Anything else, or
+    a status from a bind, returns None before the run, and the general path binds everything
+    again and raises its error with its message; what the run refuses (the offsets' contents)
+    raises from here, as it would there.
+
+    Nothing is copied, and what it builds is what the general path builds: outputs from
+    torch.empty, a jagged one with the rows of its symbol's input values, as an NJT over that
+    input's offsets and lengths with its ragged size. An input bound at the same address and
+    size as last time on the same binding is not bound again (a binding records pointers and
+    every run checks the data they point to), so a model's weights cost nothing after their
+    first call.
+    """
+
+    __slots__ = ("prog", "ins", "outs", "shapes", "check")
+
+    def __init__(self, prog: "Program", ins: List[Any], outs: List[Any]) -> None:
+        self.prog = prog._prog
+        # ins: (name, node, torch dtype, shape (a jagged input's values' inner shape), ragged
+        # symbol or None, index of the earlier input over the symbol or None, index of the
+        # earlier input over the symbol's batch size or None)
+        self.ins = ins
+        # outs: (node, torch dtype, shape (a jagged output's inner shape), index of the input
+        # over its symbol or None, whether it is shaped like that input's values, the dims of
+        # a dense one that are batch sizes: (position, index of an input over one of its
+        # symbols))
+        self.outs = outs
+        # per jagged output, the size and strides of the last one made: (ragged size, size,
+        # strides)
+        self.shapes: List[Any] = [(None, None, None)] * len(outs)
+        self.check = prog.context._check
+
+    def call(self, bnd: Any, inputs: Any) -> Optional[List[Any]]:  # long: one pass, on purpose
+        """The outputs, or None where the call is not what was planned (nothing has run).
+        An input or offsets at the address and size bound last on this binding is not bound
+        again: a binding records pointers, and every run checks what they hold."""
+        lib, b = LIB, bnd.ptr
+        last = bnd.last  # per input: values' address and numel, offsets', batch, lengths'
+        if last is None:
+            last = bnd.last = [0, -1, 0, -1, 0] * len(self.ins)
+        xs: List[Any] = []
+        vals: List[Any] = []
+        i = 0
+        for name, node, dtype, shape, sym, same, batch in self.ins:
+            x = inputs[name]
+            if sym is None:
+                if type(x) not in _DENSE or x.shape != shape:
+                    return None
+                v = x
+            else:
+                if type(x) is not _NT or x._ragged_idx != 1:
+                    return None
+                v, off, ln = x._values, x._offsets, x._lengths
+                if v.shape[1:] != shape:
+                    return None
+                if same is not None:
+                    if off is not xs[same]._offsets or ln is not xs[same]._lengths:
+                        return None
+                else:
+                    if off.dtype is not torch.int64 or not off.is_cpu or not off.is_contiguous():
+                        return None
+                    n = off.shape[0] - 1
+                    if batch is not None and n != xs[batch]._offsets.shape[0] - 1:
+                        return None
+                    lp = 0
+                    if ln is not None:
+                        if ln.dtype is not torch.int64 or not ln.is_cpu or \
+                                not ln.is_contiguous() or ln.shape != (n,):
+                            return None
+                        lp = ln.data_ptr()
+                    p = off.data_ptr()
+                    if p != last[i + 2] or n != last[i + 3] or lp != last[i + 4]:
+                        if lib.rj_bind_offsets(b, sym, n, p, lp or None):
+                            return None
+                        last[i + 2], last[i + 3], last[i + 4] = p, n, lp
+            if v.dtype is not dtype or not v.is_cpu or not v.is_contiguous():
+                return None
+            p, n = v.data_ptr(), v.numel()
+            if p != last[i] or n != last[i + 1]:
+                if lib.rj_bind_input(b, node, p, n):
+                    return None
+                last[i], last[i + 1] = p, n
+            xs.append(x)
+            vals.append(v)
+            i += 5
+        bufs = []
+        for node, dtype, shape, src, like, fill in self.outs:
+            if fill:  # a dense output over batch sizes: those of the inputs' offsets
+                shape = list(shape)
+                for pos, k in fill:
+                    shape[pos] = xs[k]._offsets.shape[0] - 1
+            if src is None:
+                buf = torch.empty(shape, dtype=dtype)
+            elif like:
+                buf = torch.empty_like(vals[src])
+            else:
+                buf = torch.empty((vals[src].shape[0],) + shape, dtype=dtype)
+            if lib.rj_bind_output(b, node, buf.data_ptr(), buf.numel()):
+                return None
+            bufs.append(buf)
+        st = lib.rj_program_run(self.prog, b)
+        if st:
+            self.check(st)
+        i = 0
+        for out in self.outs:
+            src = out[3]
+            if src is not None:
+                x, v = xs[src], bufs[i]
+                shape = self.shapes[i]
+                if shape[0] is x._size[1] and _fast_ok:
+                    bufs[i] = _fast(v, v.nbytes, x._offsets, x._lengths, x, shape[1], shape[2])
+                else:
+                    bufs[i] = self._njt(i, v, x)
+            i += 1
+        return bufs
+
+    def _njt(self, i: int, values: Any, like: Any) -> Any:
+        """Output i as an NJT over like's offsets, and its size and strides kept for the next
+        over the same ragged size (an input NJT's, so most often the same)."""
+        if not _fast_ok:  # unchecked yet, or PyTorch's internals differ: the general way
+            return njt(values, like._offsets, like._lengths, like)
+        size, strides = shape_like(values, like)
+        self.shapes[i] = (like._size[1], size, strides)
+        return _fast(values, values.nbytes, like._offsets, like._lengths, like, size, strides)
+
+
+_DENSE = (torch.Tensor, torch.nn.Parameter)
+
+
+def plan(prog: "Program", key: Any) -> Any:
+    """A Plan for calls of prog with the argument names key, or False where the program's
+    shapes need the general path (see Plan)."""
+    if prog.target == "cuda" or set(key) != {p.name for p in prog.inputs}:
+        return False
+    if any(d not in prog._parents for d in prog._size_names.values()):
+        return False
+    ins: List[Any] = []
+    first: dict = {}   # ragged symbol -> index of the first input over it
+    batch: dict = {}   # batch size -> index of the first input over one of its symbols
+    for port in prog.inputs:
+        if port.fixed is None or (port.sym is not None and port.nragged != 1):
+            return False
+        same = bat = None
+        if port.sym is not None:
+            same = first.get(port.sym)
+            if same is None:
+                first[port.sym] = len(ins)
+                bat = batch.get(port.bsym)
+                if bat is None:
+                    batch[port.bsym] = len(ins)
+        ins.append((port.name, port.node, TORCH_DTYPES[port.code], port.fixed, port.sym, same, bat))
+    outs: List[Any] = []
+    for port in prog.outputs:
+        src = None
+        shape = port.fixed
+        fill = ()
+        if port.sym is not None:
+            src = first.get(port.sym)
+            if port.nragged != 1 or not port.inner_n or src is None:
+                return False
+        elif shape is None:  # batch sizes among the dims: from the offsets of an input
+            fill = tuple((pos, batch.get(d)) for pos, d in enumerate(port.dims) if d < 0)
+            if any(k is None for _, k in fill):
+                return False
+            shape = tuple(max(d, 0) for d in port.dims)
+        like = src is not None and ins[src][2] is TORCH_DTYPES[port.code] and \
+            ins[src][3] == port.fixed
+        outs.append((port.node, TORCH_DTYPES[port.code], shape, src, like, fill))
+    return Plan(prog, ins, outs)

@@ -9,14 +9,15 @@ So a model calling it compiles with ``torch.compile(fullgraph=True)`` without a 
 and the compiled graph calls ragjit for it.
 
 Custom operators take no nested tensors (PyTorch refuses them at the dispatcher), so the
-operator's arguments are a jagged input's values and offsets, and a jagged output comes back
-as its values; the callable that ``op`` returns does the unwrapping and rewrapping
-(``nested_tensor_from_jagged`` over the input's own offsets tensor, which keeps PyTorch's
-ragged size the same symbol as the input's). Outside ``torch.compile`` it calls the program
-directly, which is the same computation without the dispatcher's cost.
+operator's arguments are a jagged input's values, offsets and lengths (None when packed), and
+a jagged output comes back as its values, with the rows of its symbol's input values (as
+PyTorch's own ops keep them, a view's spare rows included), which the fake can tell without
+reading the data; the callable that ``op`` returns does the unwrapping and rewrapping
+(``nested_tensor_from_jagged`` over the input's own offsets and lengths tensors, which keeps
+PyTorch's ragged size the same symbol as the input's). Outside ``torch.compile`` it calls the
+program directly, which is the same computation without the dispatcher's cost.
 
-Limits: jagged inputs are packed (no view with holes, whose lengths the fake could not turn
-into rows), and an output with two ragged dims ``[B, j, j, ...]`` has no nested tensor form.
+Limits: an output with two ragged dims ``[B, j, j, ...]`` has no nested tensor form.
 """
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ class RaggedOp:
     tensors for dense ones, ints for named sizes. Jagged outputs are nested jagged tensors,
     dense outputs tensors; one output is returned itself, several as a tuple in output order.
     ``.op`` is the registered operator (``torch.ops.ragjit.<name>.default``), whose arguments
-    are flat: for each input in declaration order its tensor, or a jagged input's values then
-    offsets, then the named sizes; it returns each output's tensor (a jagged one's values)."""
+    are flat: for each input in declaration order its tensor, or a jagged input's values,
+    offsets and lengths (None for a packed one), then the named sizes; it returns each
+    output's tensor (a jagged one's values, with the rows of its symbol's input values)."""
 
     def __init__(self, program: Program, name: Optional[str] = None, namespace: str = "ragjit") -> None:
         self.program = program
@@ -64,8 +66,9 @@ class RaggedOp:
                 rows.setdefault(port.sym, idx)
                 batch.setdefault(port.bsym, idx + 1)
                 axes = [(a + 1, d) for a, d in enumerate(port.dims[2:])]
-                self._args += [("jagged", port.name), ("offsets", port.name)]
-                schema += ["Tensor %s_values" % port.name, "Tensor %s_offsets" % port.name]
+                self._args += [("jagged", port.name), ("offsets", port.name), ("lengths", port.name)]
+                schema += ["Tensor %s_values" % port.name, "Tensor %s_offsets" % port.name,
+                           "Tensor? %s_lengths" % port.name]
             else:
                 axes = list(enumerate(port.dims))
                 idx = len(self._args)
@@ -109,6 +112,8 @@ class RaggedOp:
                 inputs[name] = Parts(a)
             elif kind == "offsets":
                 inputs[name].offsets = a
+            elif kind == "lengths":
+                inputs[name].lengths = a
             else:
                 inputs[name] = a
         return inputs
@@ -155,13 +160,11 @@ class RaggedOp:
                 raise ArgumentError("ragjit.torch.op: %s is missing" % name)
             x = inputs[name]
             if kind == "jagged":
-                if x.lengths() is not None:
-                    raise UnsupportedError("ragjit.torch.op: input %s is a view with holes "
-                                           "(lengths), which the operator does not take: pass "
-                                           "x.contiguous() or call the program" % name)
                 args.append(x.values())
             elif kind == "offsets":
                 args.append(x.offsets())
+            elif kind == "lengths":
+                args.append(x.lengths())
             else:
                 args.append(x)
         outs = self.op(*args)
@@ -173,7 +176,7 @@ class RaggedOp:
                 result.append(t)
             else:
                 src = inputs[self._offsets_of[port.sym]]
-                result.append(torch.nested.nested_tensor_from_jagged(t, src.offsets()))
+                result.append(torch.nested.nested_tensor_from_jagged(t, src.offsets(), src.lengths()))
         return result[0] if len(result) == 1 else tuple(result)
 
     def __repr__(self) -> str:
@@ -183,6 +186,6 @@ class RaggedOp:
 def op(program: Program, name: Optional[str] = None, namespace: str = "ragjit") -> RaggedOp:
     """Registers ``program`` as the PyTorch custom operator ``torch.ops.<namespace>.<name>``
     (``name``: ``program_<n>`` when not given) with a fake implementation, and returns a
-    :class:`RaggedOp` that calls it with nested jagged tensors in and out, under
-    ``torch.compile(fullgraph=True)`` too. Jagged inputs must be packed (no lengths)."""
+    :class:`RaggedOp` that calls it with nested jagged tensors in and out (packed, or views
+    with holes), under ``torch.compile(fullgraph=True)`` too."""
     return RaggedOp(program, name, namespace)

@@ -198,19 +198,20 @@ def test_two_ragged_dims_output_is_a_jagged(ctx):
 def test_op_eager_and_raw(ctx):
     prog = ctx.compile(SOFTMAX)
     rop = ragjit.torch.op(prog, name="softmax_test")
-    assert "softmax_test(Tensor x_values, Tensor x_offsets, Tensor w) -> (Tensor, Tensor)" in rop.schema
+    assert "softmax_test(Tensor x_values, Tensor x_offsets, Tensor? x_lengths, Tensor w) -> " \
+        "(Tensor, Tensor)" in rop.schema
     x = njt(LENS, (8,))
     w = torch.rand(8) + 0.5
     y, s = rop(x=x, w=w)
     want_y, want_s = prog(x=x, w=w)
     torch.testing.assert_close(y.values(), want_y.values(), rtol=0, atol=0)
     # the registered operator itself: flat tensors in, a jagged output's values out
-    vals, s2 = torch.ops.ragjit.softmax_test(x.values(), x.offsets(), w)
+    vals, s2 = torch.ops.ragjit.softmax_test(x.values(), x.offsets(), None, w)
     assert not vals.is_nested and vals.shape == x.values().shape
     torch.testing.assert_close(vals, want_y.values(), rtol=0, atol=0)
     torch.testing.assert_close(s2, want_s, rtol=0, atol=0)
     # the fake implementation agrees with the real one on shapes and dtypes
-    torch.library.opcheck(rop.op, (x.values(), x.offsets(), w),
+    torch.library.opcheck(rop.op, (x.values(), x.offsets(), None, w),
                           test_utils=("test_schema", "test_faketensor"))
 
 
@@ -271,17 +272,243 @@ def test_op_refuses_what_it_cannot_describe(ctx):
     with pytest.raises(ragjit.UnsupportedError) as e:
         ragjit.torch.op(prog)
     assert "two ragged dims" in str(e.value)
-    # a view with holes under torch.compile: refused, not computed over the packed rows
+
+
+def holes_view(B=4, L=6, inner=8, lengths=(2, 0, 6, 3), seed=6):
+    """torch.nested.narrow's view of a padded (B, L, inner) buffer, and that buffer."""
+    padded = torch.randn(B, L, inner, generator=torch.Generator().manual_seed(seed))
+    lengths = torch.tensor(lengths)
+    view = torch.nested.narrow(padded, 1, torch.zeros(B, dtype=torch.int64), lengths,
+                               layout=torch.jagged)
+    assert view._lengths is not None
+    return view, padded
+
+
+def check_softmax_on_view(y, s, view, padded, w, scale=1.0):
+    """y, s of SOFTMAX on a view with holes, item by item against NumPy in float64 on the
+    padded buffer; y keeps the view's layout (offsets, lengths, rows)."""
+    assert y.values().shape == view.values().shape
+    assert torch.equal(y.offsets(), view.offsets()) and torch.equal(y.lengths(), view.lengths())
+    for b, n in enumerate(view.lengths().tolist()):
+        start = int(view.offsets()[b])
+        a = padded[b, :n].double().numpy() * w.double().numpy()
+        if n:
+            e = np.exp(a - a.max(0))
+            close(y.values()[start:start + n], e / e.sum(0), 1e-5)
+            close(s[b], scale * (e / e.sum(0)).sum(0), 1e-5)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_op_view_with_holes(ctx, backend):
+    """A view with holes through the custom operator: its lengths are an argument, the output's
+    values have the view's rows (as the fake says), and the NJT out is over the view's offsets
+    and lengths, in eager calls, the registered operator itself and under torch.compile."""
     torch._dynamo.reset()
     rop = ragjit.torch.op(ctx.compile(SOFTMAX))
-    padded = torch.randn(3, 5, 8)
-    view = torch.nested.narrow(padded, 1, torch.zeros(3, dtype=torch.int64), torch.tensor([2, 5, 1]),
-                               layout=torch.jagged)
-    with pytest.raises(Exception) as e:
-        torch.compile(lambda x, w: rop(x=x, w=w), fullgraph=True, backend="eager")(view, torch.ones(8))
-    assert "view with holes" in str(e.value)
-    y, _ = rop(x=view, w=torch.ones(8))  # outside compilation the program takes it
-    assert y.lengths() is view.lengths()
+    view, padded = holes_view()
+    w = torch.rand(8, generator=torch.Generator().manual_seed(7)) + 0.5
+    y, s = rop(x=view, w=w)  # outside compilation: the program itself
+    assert y.offsets() is view.offsets() and y.lengths() is view.lengths()
+    check_softmax_on_view(y, s, view, padded, w)
+    vals, s2 = rop.op(view.values(), view.offsets(), view.lengths(), w)
+    assert vals.shape == view.values().shape
+    for b, n in enumerate(view.lengths().tolist()):  # the items' rows; holes are unspecified
+        start = int(view.offsets()[b])
+        torch.testing.assert_close(vals[start:start + n], y.values()[start:start + n], rtol=0, atol=0)
+    torch.testing.assert_close(s2, s, rtol=0, atol=0)
+    torch.library.opcheck(rop.op, (view.values(), view.offsets(), view.lengths(), w),
+                          test_utils=("test_schema", "test_faketensor"))
+
+    def model(x, w):
+        y, s = rop(x=x, w=w)
+        return y, s * 2.0
+
+    y, s = torch.compile(model, fullgraph=True, backend=backend)(view, w)
+    assert y.is_nested and y.lengths() is not None
+    check_softmax_on_view(y, s, view, padded, w, scale=2.0)
+
+
+@pytest.mark.parametrize("how", ["program", "op", "op compiled"])
+def test_view_with_holes_against_pytorch(ctx, how):
+    """A view with holes in and out, against PyTorch's own op on the same view (pointwise: the
+    NJT ops PyTorch runs on views; it refuses reductions over the ragged dim there), item by
+    item through unbind(), which reads each item through the lengths; twice each (the second
+    program call is planned)."""
+    torch._dynamo.reset()
+    prog = ctx.compile("ragged j1 : B\ninput x : f32[B, j1, 8]\ny = relu(x) * 2.0 + 1.0\noutput y\n")
+    fn = prog if how == "program" else ragjit.torch.op(prog)
+    if how == "op compiled":
+        rop = fn
+        fn = torch.compile(lambda x: rop(x=x), fullgraph=True, backend="aot_eager")
+        call = fn
+    else:
+        def call(x):
+            return fn(x=x)
+    for seed in (15, 16):
+        view, _ = holes_view(seed=seed)
+        want = torch.relu(view) * 2.0 + 1.0
+        y = call(view)
+        assert y.is_nested and torch.equal(y.lengths(), view.lengths())
+        for got, ref in zip(y.unbind(), want.unbind()):
+            torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_op_checks_separate_tensors(ctx):
+    """The registered operator gets separate tensors that no NJT constructor checked: offsets,
+    lengths and devices that do not fit are errors naming the input, not reads out of bounds."""
+    rop = ragjit.torch.op(ctx.compile(SOFTMAX))
+    v, w = torch.rand(6, 8), torch.ones(8)
+    with pytest.raises(ragjit.ShapeError, match="input x .*lengths of shape"):
+        rop.op(v, torch.tensor([0, 2, 6]), torch.tensor([2]), w)
+    with pytest.raises(ragjit.ShapeError, match="input x .*offsets of shape"):
+        rop.op(v, torch.tensor([[0, 2, 6]]), None, w)
+    with pytest.raises(ragjit.ShapeError, match="input x .*not integers"):
+        rop.op(v, torch.tensor([0.0, 2.0, 6.0]), None, w)
+    with pytest.raises(ragjit.OffsetsEndError):  # ragjit's own check of the contents
+        rop.op(v, torch.tensor([0, 2, 9]), None, w)
+
+
+# ---- the planned call (module _torch_io, Plan) ----------------------------------------
+
+LINEAR = """
+ragged j1 : B
+input x : f32[B, j1, 8]
+input w : f32[8, 4]
+input g : f32[8]
+h = matmul(x * g, w)
+m = h.max(dim=1)
+x2 = x * 2.0
+output x2, h, m
+"""
+
+
+def plan_of(prog, *names):
+    return prog._plans.get(tuple(names))
+
+
+def count_general(prog):
+    """A list that grows by one at each call that goes the general way (not the plan)."""
+    calls = []
+    general = prog._bind_and_run
+
+    def counted(*args):
+        calls.append(1)
+        return general(*args)
+
+    prog._bind_and_run = counted
+    return calls
+
+
+def test_planned_calls_match_pytorch(ctx, bound):
+    """After a first call, calls of the same names take the planned path; each is compared with
+    PyTorch in float64, over new NJTs (new offsets), the same NJT refilled in place (its
+    pointers are not bound again), a weight given as an nn.Parameter, and an output whose
+    inner shape differs from the input's (its NJT's size and strides are checked against
+    PyTorch's constructor)."""
+    prog = ctx.compile(LINEAR)
+    w = torch.nn.Parameter(torch.randn(8, 4, generator=torch.Generator().manual_seed(8)))
+    g = torch.linspace(-1.0, 1.0, 8)
+
+    def check(x, outs):
+        x2, h, m = outs
+        want = (x.values().double() * g.double()) @ w.detach().double()
+        close(x2.values(), x.values().double() * 2.0, 1e-6)
+        close(h.values(), want, 1e-5)
+        assert x2.offsets() is x.offsets() and h.offsets() is x.offsets()
+        assert h.shape == x.shape[:2] + (4,) and h.stride() == torch.nested.nested_tensor_from_jagged(
+            h.values(), x.offsets()).stride()
+        for b, item in enumerate(x.unbind()):
+            if len(item):
+                close(m[b], (item.double() * g.double() @ w.detach().double()).max(0).values, 1e-5)
+        assert bound["out"][prog.outputs[1].node] == h.values().data_ptr()
+
+    general = count_general(prog)
+    x = njt(LENS, (8,), seed=9)
+    check(x, prog(x=x, w=w, g=g))
+    assert isinstance(plan_of(prog, "x", "w", "g"), ragjit._torch_io.Plan) and len(general) == 1
+    for seed, lens in [(10, [4, 1, 0, 2]), (11, LENS), (12, [9])]:
+        x = njt(lens, (8,), seed=seed)
+        check(x, prog(x=x, w=w, g=g))
+        assert bound["in"][prog.inputs[0].node] == x.values().data_ptr()
+    bound["in"].clear()
+    x.values().mul_(-1.5)  # the same tensors refilled: not bound again, the run reads them
+    w.data.mul_(2.0)
+    check(x, prog(x=x, w=w, g=g))
+    assert prog.inputs[0].node not in bound["in"] and prog.inputs[1].node not in bound["in"]
+    assert len(general) == 1  # every later call was planned
+
+
+def test_planned_outputs_are_what_the_constructor_makes(ctx):
+    """The planned path's output NJT against PyTorch's constructor on the same tensors: the
+    same attributes, size, strides and storage size; with the input's metadata cache empty
+    and with max_seqlen cached (then NestedTensor.__init__ itself runs)."""
+    prog = ctx.compile(LINEAR)
+    w, g = torch.rand(8, 4), torch.rand(8)
+    for x in [njt(LENS, (8,), seed=14),
+              torch.nested.nested_tensor_from_jagged(torch.rand(16, 8), torch.tensor([0, 5, 16]),
+                                                     max_seqlen=11)]:
+        for _ in range(2):  # the second call is planned
+            x2, h, _ = prog(x=x, w=w, g=g)
+        assert plan_of(prog, "x", "w", "g")
+        for out in (x2, h):
+            ref = torch.nested.nested_tensor_from_jagged(out.values(), x.offsets(),
+                                                         max_seqlen=11 if x._metadata_cache else None)
+            assert set(vars(out)) == set(vars(ref)) and type(out) is type(ref)
+            assert out.shape == ref.shape and out.stride() == ref.stride()
+            assert out._size[1] is x._size[1]  # the input's ragged size itself
+            assert out.untyped_storage().nbytes() == ref.untyped_storage().nbytes()
+        if x._metadata_cache:
+            assert h._max_seqlen == 11
+    # the fast construction was checked against the constructor once and kept (a PyTorch
+    # whose internals differ would turn it off, and outputs would come from the constructor)
+    assert ragjit._torch_io._fast_ok is True
+
+
+def test_planned_calls_fall_back(ctx):
+    """A call unlike the plan goes the general way and gets its results or its message: a
+    NumPy input, another dtype, a non-contiguous values tensor, another shape, two inputs over
+    one symbol with equal offsets in different tensors or with different offsets, bad offsets
+    (ragjit's run refuses them from the plan too), and a view with holes (planned too)."""
+    prog = ctx.compile("ragged j1 : B\ninput x : f32[B, j1, 4]\ninput z : f32[B, j1, 4]\n"
+                       "y = x + z\nt = y.sum(dim=1)\noutput y, t\n")
+    general = count_general(prog)
+    x = njt(LENS, (4,), seed=13)
+    z = torch.nested.nested_tensor_from_jagged(torch.rand_like(x.values()), x.offsets())
+    y, t = prog(x=x, z=z)
+    y, t = prog(x=x, z=z)
+    assert isinstance(plan_of(prog, "x", "z"), ragjit._torch_io.Plan) and len(general) == 1
+    close(y.values(), x.values().double() + z.values().double(), 1e-6)
+    close(t, torch.stack([i.double().sum(0) for i in (x + z).unbind()]), 1e-5)
+    z2 = torch.nested.nested_tensor_from_jagged(z.values(), x.offsets().clone())
+    y2, _ = prog(x=x, z=z2)  # equal offsets, another tensor: compared by the general path
+    close(y2.values(), y.values(), 0)
+    assert len(general) == 2
+    z3 = torch.nested.nested_tensor_from_jagged(z.values(), torch.tensor([0, 3, 3, 8, 10, 16]))
+    with pytest.raises(ragjit.ShapeError, match="different offsets"):
+        prog(x=x, z=z3)
+    with pytest.raises(ragjit.DtypeError, match="input z"):
+        prog(x=x, z=torch.nested.nested_tensor_from_jagged(z.values().double(), x.offsets()))
+    with pytest.raises(ragjit.ShapeError):
+        prog(x=x, z=torch.nested.nested_tensor_from_jagged(torch.rand(16, 5), x.offsets()))
+    strided = torch.nested.nested_tensor_from_jagged(torch.rand(16, 8)[:, ::2], x.offsets())
+    y4, _ = prog(x=x, z=strided)
+    close(y4.values(), x.values().double() + strided.values().double(), 1e-6)
+    yj, tj = prog(x=ragjit.Jagged(x.values().numpy(), x.offsets().numpy()),
+                  z=ragjit.Jagged(z.values().numpy(), x.offsets().numpy()))
+    assert isinstance(yj, ragjit.Jagged) and isinstance(tj, np.ndarray)
+    close(yj.values, y.values().double().numpy(), 0)
+    bad = torch.nested.nested_tensor_from_jagged(torch.rand(16, 4), torch.tensor([0, 3, 3, 8, 9, 17]))
+    with pytest.raises(ragjit.OffsetsEndError):
+        prog(x=bad, z=bad)
+    view, padded = holes_view(inner=4)
+    n = len(general)
+    yv, tv = prog(x=view, z=view)  # planned: a view keeps its lengths
+    assert len(general) == n
+    assert yv.lengths() is view.lengths() and yv.values().shape == view.values().shape
+    for b, n in enumerate(view.lengths().tolist()):
+        close(tv[b], padded[b, :n].double().sum(0) * 2, 1e-5)
+    y, t = prog(x=x, z=z)  # and back
+    close(y.values(), x.values().double() + z.values().double(), 1e-6)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)")
@@ -294,3 +521,29 @@ def test_cuda_tensors_stay_on_the_device(ctx):
     close(y.values(), torch.softmax(x.double() * w.double(), dim=1).values(), 1e-5)
     with pytest.raises(ragjit.UnsupportedError):
         ctx.compile(SOFTMAX)(x=x, w=w)  # the CPU target refuses device memory
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)")
+def test_cuda_views_and_the_op(ctx):
+    """CUDA: a view with holes in and out, repeated calls (the plan is for CPU tensors only),
+    and the custom operator eager and under torch.compile, all on the device."""
+    prog = ctx.compile(SOFTMAX, target="cuda")
+    view, padded = holes_view()
+    view, w = view.to("cuda"), (torch.rand(8) + 0.5).to("cuda")
+    for _ in range(3):
+        y, s = prog(x=view, w=w)
+        assert y.is_cuda and s.is_cuda and y.lengths() is view.lengths()
+        check_softmax_on_view(y.cpu(), s.cpu(), view.cpu(), padded, w.cpu())
+    assert not plan_of(prog, "x", "w")
+    torch._dynamo.reset()
+    rop = ragjit.torch.op(prog)
+    y, s = torch.compile(lambda x, w: rop(x=x, w=w), fullgraph=True, backend="aot_eager")(view, w)
+    assert y.is_cuda
+    check_softmax_on_view(y.cpu(), s.cpu(), view.cpu(), padded, w.cpu())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present (the CUDA tests run)")
+def test_cuda_target_without_a_device(ctx):
+    """Without a GPU the CUDA target says so at compile, by name, rather than failing later."""
+    with pytest.raises(ragjit.NoDeviceError, match="CUDA"):
+        ctx.compile(SOFTMAX, target="cuda")
