@@ -42,6 +42,15 @@ static const char *const programs[][2] = {
     {"sdpa_float_mask",
      "ragged j1 : B\ninput q : f32[B, j1, 16]\ninput k : f32[B, j1, 16]\ninput v : f32[B, j1, 8]\n"
      "input mf : f32[B, j1, j1]\nout = scaled_dot_product_attention(q, k, v, mf)\noutput out\n"},
+    /* head dims of 64: key tiles of 64 rows fill OpenCL's 32 KiB of local memory */
+    {"sdpa_wide",
+     "ragged j1 : B\ninput q : f32[B, j1, 64]\ninput k : f32[B, j1, 64]\ninput v : f32[B, j1, 64]\n"
+     "out = scaled_dot_product_attention(q, k, v)\noutput out\n"},
+    /* per head from views of packed rows, GQA (2 kv heads for 4), causal */
+    {"heads_sdpa_gqa_causal",
+     "ragged j1 : B\ninput x : f32[B, j1, 32]\ninput kv : f32[B, j1, 16]\n"
+     "q = x.view(B, j1, 4, 8).transpose(1, 2)\nk = kv.view(B, j1, 2, 8).transpose(1, 2)\n"
+     "out = scaled_dot_product_attention(q, k, k * 0.5, is_causal=True, enable_gqa=True)\noutput out\n"},
     /* heads at the op's own level: scores [B, j1, j1, H], values [B, j1, Hkv, Dv] (GQA) */
     {"heads_gqa",
      "ragged j1 : B\ninput s : f32[B, j1, j1, 4]\ninput v : f32[B, j1, 2, 8]\n"
@@ -113,6 +122,9 @@ static void check_program(rj_ctx *ctx, const char *name, const char *text, rj_ta
     assert_non_null(loops);
     if (!strstr(loops, "template: attention_") || strstr(loops, ": temp "))
         fail_msg("%s: not one fused attention kernel without temporaries:\n%s", name, loops);
+    /* on a SIMT target the FlashAttention-2 form: key tiles in local memory */
+    if (target == RJ_TARGET_OPENCL && !strstr(loops, "template: attention_flash_simt"))
+        fail_msg("%s: not the tiled attention on OpenCL:\n%s", name, loops);
     rj_string_free(ctx, loops);
     rj_node out = rj_graph_find(g, "out");
     for (int pat = 0; pat < LEN_PATTERN_COUNT; pat++) {
