@@ -58,7 +58,7 @@ typedef struct fa_ctx {
     int E, Dv, Bc;              /* E: 0 without a product */
     int32_t ksh, vsh;           /* the block's tiles of k and v */
     int32_t qv[FA_REGS], ov[FA_REGS], dv[FA_DOTS]; /* a thread's q row, O, partial dots */
-    int32_t vm, vl, vi, vv, vx, va; /* m, l, the thread's row i, its lane, x, alpha */
+    int32_t vm, vl, vi, vv, vx, va; /* m, l, the thread's row i, its lane, x, alpha (then p) */
     int32_t b, h, hk;           /* the item, head and kv head (-1 without heads) */
     int32_t i0, rend, j0, nk;   /* the query tile's first row, the piece's end; key tile */
 } fa_ctx;
@@ -286,10 +286,11 @@ static bool fa_open(lower *L, fa_ctx *c) {
 
 void lower_attention_flash(lower *L, const fuse_group *gr) {
     fa_ctx c;
-    if (!fa_shape(L, gr, &c) || !fa_open(L, &c)) {
-        if (!L->err) L->err = RJ_ERR_INTERNAL;
+    if (!fa_shape(L, gr, &c)) { /* the table asked attention_flash_applies first */
+        L->err = ctx_fail(L->ctx, RJ_ERR_INTERNAL, "lower: the tiled attention does not serve group %d", L->group);
         return;
     }
+    if (!fa_open(L, &c)) return; /* out of memory: L->err says so */
     const rj_graph *g = L->g;
     int32_t cls = c.cls;
     /* the unit u: head h of piece p, the piece's rows [r0, rend) of item b */
