@@ -4,7 +4,9 @@
  *
  * The interpreter computes attention as softmax then the product, each node into memory (and
  * for the explicit form it runs the user's graph, unfused); the JIT on the CPU and the OpenCL
- * kernels on PoCL run the one online-softmax kernel. Every program runs on every length pattern
+ * kernels on PoCL run the one online-softmax kernel (on OpenCL in FlashAttention-2's tiled form,
+ * attention_flash_simt, which each program must get, and once the per-row kernel where the
+ * tiled one does not apply). Every program runs on every length pattern
  * of the harness (B = 0, B = 1, empty items, all empty, one item 1000 rows long among rows of 1,
  * skewed). Fully masked rows must agree in kind: NaN for softmax written out, 0 for SDPA's safe
  * softmax. The test also checks that the fused programs lay out no temporary (the score blocks
@@ -42,6 +44,15 @@ static const char *const programs[][2] = {
     {"sdpa_float_mask",
      "ragged j1 : B\ninput q : f32[B, j1, 16]\ninput k : f32[B, j1, 16]\ninput v : f32[B, j1, 8]\n"
      "input mf : f32[B, j1, j1]\nout = scaled_dot_product_attention(q, k, v, mf)\noutput out\n"},
+    /* head dims of 64: key tiles of 64 rows fill OpenCL's 32 KiB of local memory */
+    {"sdpa_wide",
+     "ragged j1 : B\ninput q : f32[B, j1, 64]\ninput k : f32[B, j1, 64]\ninput v : f32[B, j1, 64]\n"
+     "out = scaled_dot_product_attention(q, k, v)\noutput out\n"},
+    /* per head from views of packed rows, GQA (2 kv heads for 4), causal */
+    {"heads_sdpa_gqa_causal",
+     "ragged j1 : B\ninput x : f32[B, j1, 32]\ninput kv : f32[B, j1, 16]\n"
+     "q = x.view(B, j1, 4, 8).transpose(1, 2)\nk = kv.view(B, j1, 2, 8).transpose(1, 2)\n"
+     "out = scaled_dot_product_attention(q, k, k * 0.5, is_causal=True, enable_gqa=True)\noutput out\n"},
     /* heads at the op's own level: scores [B, j1, j1, H], values [B, j1, Hkv, Dv] (GQA) */
     {"heads_gqa",
      "ragged j1 : B\ninput s : f32[B, j1, j1, 4]\ninput v : f32[B, j1, 2, 8]\n"
@@ -97,8 +108,9 @@ static void compare_out(const char *what, const rj_tensor_info *got, const rj_te
     free(w);
 }
 
-/* Runs program text on target and on the interpreter over every length pattern. */
-static void check_program(rj_ctx *ctx, const char *name, const char *text, rj_target target) {
+/* Runs program text on target and on the interpreter over every length pattern; tmpl: the
+ * template the target must lower it with (NULL: any fused attention). */
+static void check_program(rj_ctx *ctx, const char *name, const char *text, rj_target target, const char *tmpl) {
     rj_graph *g = rj_graph_parse(ctx, text, "t.rj");
     if (!g) fail_msg("%s: %s", name, rj_ctx_error(ctx));
     rj_program *p = rj_program_new(g, target), *r = rj_program_new(g, RJ_TARGET_REFERENCE);
@@ -113,6 +125,9 @@ static void check_program(rj_ctx *ctx, const char *name, const char *text, rj_ta
     assert_non_null(loops);
     if (!strstr(loops, "template: attention_") || strstr(loops, ": temp "))
         fail_msg("%s: not one fused attention kernel without temporaries:\n%s", name, loops);
+    char want[64];
+    snprintf(want, sizeof want, "template: %s", tmpl ? tmpl : "attention_");
+    if (!strstr(loops, want)) fail_msg("%s: not lowered by %s:\n%s", name, want + 10, loops);
     rj_string_free(ctx, loops);
     rj_node out = rj_graph_find(g, "out");
     for (int pat = 0; pat < LEN_PATTERN_COUNT; pat++) {
@@ -149,13 +164,18 @@ static void check_program(rj_ctx *ctx, const char *name, const char *text, rj_ta
 static void test_cpu(void **state) {
     fixture *f = *state;
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++)
-        check_program(f->ctx, programs[i][0], programs[i][1], RJ_TARGET_CPU);
+        check_program(f->ctx, programs[i][0], programs[i][1], RJ_TARGET_CPU, NULL);
 }
 
 static void test_opencl(void **state) {
     fixture *f = *state;
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++)
-        check_program(f->ctx, programs[i][0], programs[i][1], RJ_TARGET_OPENCL);
+        check_program(f->ctx, programs[i][0], programs[i][1], RJ_TARGET_OPENCL, "attention_flash_simt");
+    /* where a thread's registers cannot hold q and O (E + Dv > 128) the per-row kernel stays */
+    check_program(f->ctx, "wide_dv_rows",
+                  "ragged j1 : B\ninput q : f32[B, j1, 8]\ninput k : f32[B, j1, 8]\ninput v : f32[B, j1, 136]\n"
+                  "out = scaled_dot_product_attention(q, k, v, is_causal=True)\noutput out\n",
+                  RJ_TARGET_OPENCL, "attention_rows");
 }
 
 /* A fully masked row: NaN when softmax is written out, 0 through SDPA (and attention(safe)). */

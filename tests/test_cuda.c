@@ -54,12 +54,13 @@ static void check_source(rj_ctx *ctx, const rj_graph *g, const char *what, size_
     char names[64][32];
     int nk = kernel_names(loops, names, 64);
     assert_true(nk > 0);
-    if (count_substr(src, "extern \"C\" __global__ void __launch_bounds__(256, ") != nk)
+    /* blocks of 256 threads, or the kernel's own (the tiled attention's 64) */
+    if (count_substr(src, "extern \"C\" __global__ void __launch_bounds__(") != nk)
         fail_msg("%s: %d kernels in the loop IR but %d __global__ functions", what, nk,
                  count_substr(src, "extern \"C\" __global__ void "));
     for (int i = 0; i < nk; i++) {
         char sig[96];
-        snprintf(sig, sizeof sig, ") %.31s(", names[i]); /* after __launch_bounds__(256, n) */
+        snprintf(sig, sizeof sig, ") %.31s(", names[i]); /* after __launch_bounds__(block, n) */
         if (!strstr(src, sig)) fail_msg("%s: no `%s` in the CUDA source", what, sig);
     }
     if (strcmp(src, again)) fail_msg("%s: two dumps of the CUDA source differ", what);
@@ -247,6 +248,60 @@ static void test_ptx(void **state) {
            "<= 128: %d, more: %d; most %d (%s)\n", ps.kernels, ps.regs_hist[0], ps.regs_hist[1],
            ps.regs_hist[2], ps.regs_hist[3], ps.regs_hist[4], ps.regs_max, ps.worst);
     assert_int_equal(ps.kernels, kernels + graphs); /* and each module's rj_check_offsets */
+}
+
+/* The tiled attention (lower/attention_simt.c) where real models meet it: CoRa's MHA module
+ * (8 heads of 64 from one QKV projection, no scale), causal GQA, a soft cap (tanh) under a
+ * causal mask, f64 heads of 32 with a bool mask. Each must be lowered by attention_flash_simt for
+ * CUDA, compile with NVRTC and assemble with ptxas without spills (q and O live in registers). */
+static void test_attention_tiles(void **state) {
+    fixture *f = *state;
+    static const char *const text[][2] = {
+        {"cora_mha",
+         "ragged j1 : B\ninput x : f32[B, j1, 512]\ninput w : f32[1536, 512]\ninput bw : f32[1536]\n"
+         "q, k, v = linear(x, w, bw).split(512, dim=-1)\nq = q.view(B, j1, 8, 64).transpose(1, 2)\n"
+         "k = k.view(B, j1, 8, 64).transpose(1, 2)\nv = v.view(B, j1, 8, 64).transpose(1, 2)\n"
+         "a = scaled_dot_product_attention(q, k, v, scale=1.0)\ny = a.transpose(1, 2).flatten(2)\noutput y\n"},
+        {"gqa_causal",
+         "ragged j1 : B\ninput x : f32[B, j1, 256]\ninput kv : f32[B, j1, 128]\n"
+         "q = x.view(B, j1, 8, 32).transpose(1, 2)\nk = kv.view(B, j1, 4, 32).transpose(1, 2)\n"
+         "y = scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)\noutput y\n"},
+        {"softcap_causal",
+         "ragged j1 : B\ninput x : f32[B, j1, 256]\n"
+         "q = x.view(B, j1, 4, 64).transpose(1, 2)\n"
+         "pos = positions(j1)\nc = (pos.unsqueeze(2) >= pos.unsqueeze(1)).unsqueeze(1)\n"
+         "s = 30.0 * tanh(q @ q.transpose(-2, -1) / 30.0)\n"
+         "y = softmax(where(c, s, -inf), dim=-1) @ q\noutput y\n"},
+        {"f64_bool_mask",
+         "ragged j1 : B\ninput q : f64[B, j1, 32]\ninput k : f64[B, j1, 32]\ninput v : f64[B, j1, 16]\n"
+         "input mb : bool[B, j1, j1]\nout = scaled_dot_product_attention(q, k, v, attn_mask=mb)\noutput out\n"},
+    };
+    ptx_stats ps = {0};
+    for (size_t i = 0; i < sizeof text / sizeof text[0]; i++) {
+        rj_graph *g = rj_graph_parse(f->ctx, text[i][1], "t.rj");
+        if (!g) fail_msg("%s: %s", text[i][0], rj_ctx_error(f->ctx));
+        char *loops = rj_graph_dump(g, RJ_TARGET_CUDA, "loops");
+        assert_non_null(loops);
+        if (!strstr(loops, "template: attention_flash_simt"))
+            fail_msg("%s: not the tiled attention on CUDA:\n%.3000s", text[i][0], loops);
+        rj_string_free(f->ctx, loops);
+        rj_program *p = rj_program_new(g, RJ_TARGET_REFERENCE);
+        assert_non_null(p);
+        char *ptx = rj_program_dump(p, "ptx");
+        if (!ptx) {
+            if (rj_ctx_status(f->ctx) != RJ_ERR_NO_DEVICE) fail_msg("%s: NVRTC: %s", text[i][0], rj_ctx_error(f->ctx));
+            printf("skipped: %s\n", rj_ctx_error(f->ctx));
+            rj_program_free(p);
+            rj_graph_free(g);
+            skip();
+        }
+        if (access(PTXAS, X_OK) == 0) assemble(ptx, text[i][0], &ps);
+        rj_string_free(f->ctx, ptx);
+        rj_program_free(p);
+        rj_graph_free(g);
+    }
+    printf("tiled attention: %d kernels assembled without spills, most %d registers (%s)\n", ps.kernels,
+           ps.regs_max, ps.worst);
 }
 
 /* ---- allocation failures ------------------------------------------------------------------ */
@@ -494,7 +549,7 @@ static void test_device_alloc_failures(void **state) {
 
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
-        FX(test_source), FX(test_constants_text), FX_SLICED(test_ptx), FX(test_alloc_failures),
+        FX(test_source), FX(test_constants_text), FX_SLICED(test_ptx), FX(test_attention_tiles), FX(test_alloc_failures),
         FX(test_no_device), FX(test_device_stats),
         FX(test_device_runs), FX(test_device_holes), FX(test_device_random), FX(test_device_alloc_failures), FX(test_index_errors),
         FX(test_device_alloc_failures_device), FX(test_device_graph),

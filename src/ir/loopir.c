@@ -838,6 +838,7 @@ static void fp_kernel(sbuf *b, const lkernel *k, bool code) {
     fp_int(b, k->domain), fp_int(b, k->dom_class), fp_int(b, k->dom_rank);
     for (int d = 0; d < RJ_MAX_RANK; d++) fp_int(b, d < k->dom_rank ? k->dom_dims[d] : 0);
     fp_int(b, k->launch.simt), fp_int(b, k->launch.block), fp_int(b, k->launch.group), fp_int(b, k->launch.cover);
+    fp_int(b, k->launch.sm_threads);
     const lk_tiling *t = &k->tiling;
     fp_int(b, t->scratch_type), fp_int(b, t->scratch_per_tile), fp_int(b, t->scratch_per_row);
     fp_int(b, t->stash_rows);

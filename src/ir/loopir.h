@@ -184,6 +184,8 @@ typedef struct launch_shape {
     int32_t block;   /* SIMT: threads per block; 1 on a CPU */
     int32_t group;   /* threads sharing a chunk of units (a power of two dividing block) */
     uint8_t cover;   /* launch_cover */
+    int32_t sm_threads; /* SIMT: threads a multiprocessor is to hold at once, which bounds the
+                         * registers of a thread (0: the printer's choice, codegen/simt/kernel.c) */
 } launch_shape;
 
 /* A matrix product computed by a library GEMM (the CPU's BLAS) in chunks of rows: for rows

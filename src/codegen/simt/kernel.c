@@ -69,10 +69,11 @@ static void signature(cem *C) {
      * flight, and 64 registers per thread at 256 threads a block (full occupancy would allow
      * 32, and ptxas then spills the math functions' slow paths); a kernel writing many
      * buffers at once (a fused fan-out) keeps many values live, and gets twice that, as does
-     * a product's loop around inlined producers (lkernel.heavy) */
+     * a product's loop around inlined producers (lkernel.heavy); a kernel that keeps rows in
+     * registers names its own count (launch_shape.sm_threads) */
     int nbuf = 0;
     for (int32_t i = 0; i < k->nparams; i++) nbuf += k->params[i].kind == PK_BUF;
-    int threads = nbuf > 16 || k->heavy ? 512 : 1024;
+    int threads = k->launch.sm_threads > 0 ? k->launch.sm_threads : nbuf > 16 || k->heavy ? 512 : 1024;
     if (sp->bounds && k->launch.simt && k->launch.block > 0)
         sbuf_printf(b, sp->bounds, (int)k->launch.block,
                     k->launch.block >= threads ? 1 : (int)(threads / k->launch.block));

@@ -240,6 +240,9 @@ void lower_items_cpu_group(lower *L, const fuse_group *gr);
 void lower_items_simt_group(lower *L, const fuse_group *gr);
 /* attention.c: softmax(F, dim=-1) @ v, one online-softmax pass per query row */
 void lower_attention(lower *L, const fuse_group *gr);
+/* attention_simt.c: the same in FlashAttention-2's form, key tiles in shared memory */
+bool attention_flash_applies(lower *L, const fuse_group *gr);
+void lower_attention_flash(lower *L, const fuse_group *gr);
 /* axis.c */
 void lower_pair_columns(lower *L, const fuse_group *gr);
 void lower_dense_axis(lower *L, const fuse_group *gr);

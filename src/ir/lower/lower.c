@@ -103,6 +103,10 @@ static bool is_dense_axis(lower *L, const fuse_group *gr) {
 
 static bool is_attention(lower *L, const fuse_group *gr) { return is_root(L, gr, KIND_ATTENTION); }
 
+static bool is_attention_flash(lower *L, const fuse_group *gr) {
+    return is_attention(L, gr) && attention_flash_applies(L, gr);
+}
+
 static bool is_attention_gemm(lower *L, const fuse_group *gr) {
     return is_attention(L, gr) && attention_gemm_applies(L, gr);
 }
@@ -113,6 +117,7 @@ static const lower_template templates[] = {
     {"norm_rows",              "norm",   TT_ALL,  is_norm,               lower_norm},
     {"head_matmul",            "matmul", TT_ALL,  is_head_product,       lower_head_matmul},
     {"attention_gemm",         "attention", TT_CPU, is_attention_gemm,   lower_attention_gemm},
+    {"attention_flash_simt",   "attention", TT_SIMT, is_attention_flash, lower_attention_flash},
     {"attention_rows",         "attention", TT_ALL, is_attention,        lower_attention},
     {"gemm_lib",               "matmul", TT_CPU,  is_gemm_lib,           lower_matmul_lib},
     {"item_matmul_tiled_simt", "matmul", TT_SIMT, is_item_product_tiled, lower_item_matmul_tiled},

@@ -1,0 +1,332 @@
+/*
+ * lower/attention_simt.c — fused attention on a SIMT target in FlashAttention-2's form.
+ *
+ * softmax(F, dim=-1) @ v, F any elementwise expression of the scores q kᵀ (attention.c has the
+ * semantics; this is its SIMT shape). A block is a unit: a piece of an item's query rows (the
+ * runtime cuts long items into pieces, UD_PIECES, so one long item is many blocks) and, with
+ * heads, one head: units are (piece, head) pairs. The block walks its piece in query tiles of
+ * FA_BR rows, one row per thread, and for each query tile walks the item's keys in tiles of Bc
+ * rows:
+ *
+ *     the block stages k's and v's Bc rows in shared memory (coalesced, each element loaded
+ *     once for FA_BR query rows), barrier;
+ *     every thread, for each key t of the tile:
+ *         s = q_i · k_t        q_i in the thread's registers (loaded once per query tile),
+ *                              k_t read from the tile (every thread reads the same word: a
+ *                              broadcast, no bank conflict)
+ *         x = F at (b, i, j)   F's expression with the product bound to s
+ *         if x > m: a = exp(m - x); l = a l; O = a O; m = x     (rare after the first keys)
+ *         p = exp(x - (m == -inf ? 0 : m)); l += p; O += p v_t  (v_t from the tile)
+ *     barrier (the tiles are overwritten next);
+ *
+ * then every thread writes O / l for its row (0 where l = 0 in the safe form, as finish_row in
+ * attention.c). m, l and O stay in registers: O and q are variables, one per element, written
+ * out step by step (Dv and E are constants of the kernel, or the template does not apply), so
+ * no per-thread array is indexed by a run-time value. The rescale happens only when the
+ * running maximum grows, which keeps one exp per key (FlashAttention-2 rescales once per tile;
+ * per key with a condition it needs no per-thread array of the tile's scores). The guards keep
+ * FA's semantics: a -inf maximum subtracts 0, a NaN or +inf score makes the row NaN as the
+ * softmax written out does.
+ *
+ * The key count is its own value, the length of item b in k's class (kcls), apart from the
+ * query rows' class, so that keys of another ragged class slot in. Barriers stand in loops
+ * whose bounds the whole block shares (the item's keys, the piece's query tiles); rows past
+ * the piece's end take part in the staging and skip the rest.
+ *
+ * It applies where Dv and E (with a product) are constants whose registers fit (FA_REGS
+ * words), and a key tile of at least FA_BC_MIN rows fits the descriptor's shared memory; else
+ * attention_rows (attention.c) lowers the group.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "kit.h"
+
+enum {
+    FA_BR = 64,     /* query rows a block's tile: one a thread (two warps) */
+    FA_BC = 64,     /* key rows a tile, at most */
+    FA_BC_MIN = 8,  /* ... and at least */
+    FA_REGS = 128,  /* 4-byte registers a thread may give q and O */
+    FA_DOTS = 4,    /* partial sums of q · k (independent chains for the pipeline) */
+};
+
+typedef struct fa_ctx {
+    const node *r, *f, *v, *prod;
+    int32_t qs, ks;             /* the product's q and k (per head: [B, j, H, E]), or -1 */
+    int32_t root, cls, kcls;    /* the query rows' class and the keys' */
+    rj_dtype t;
+    int E, Dv, Bc;              /* E: 0 without a product */
+    int32_t ksh, vsh;           /* the block's tiles of k and v */
+    int32_t qv[FA_REGS], ov[FA_REGS], dv[FA_DOTS]; /* a thread's q row, O, partial dots */
+    int32_t vm, vl, vi, vv, vx, va; /* m, l, the thread's row i, its lane, x, alpha (then p) */
+    int32_t b, h, hk;           /* the item, head and kv head (-1 without heads) */
+    int32_t i0, rend, j0, nk;   /* the query tile's first row, the piece's end; key tile */
+} fa_ctx;
+
+static int64_t const_dim(rj_dim d) { return d >= 0 ? d : -1; }
+
+/* The shapes the template needs, into c; false where it does not apply. */
+static bool fa_shape(lower *L, const fuse_group *gr, fa_ctx *c) {
+    const rj_graph *g = L->g;
+    c->root = gr->root;
+    c->r = &g->nodes[gr->root];
+    c->f = &g->nodes[c->r->in[0]];
+    c->v = &g->nodes[c->r->in[1]];
+    c->prod = gr->product >= 0 ? &g->nodes[gr->product] : NULL;
+    c->t = c->r->dtype;
+    c->cls = root_of(g, c->r->dims[1]);
+    c->kcls = root_of(g, c->v->dims[1]);
+    c->qs = c->ks = -1;
+    c->E = 0;
+    if (c->prod) {
+        const node *kt = &g->nodes[c->prod->in[1]];
+        c->qs = c->prod->in[0];
+        c->ks = c->prod->keepdim ? c->prod->in[1] : kt->in[0]; /* per head: k itself */
+        const node *q = &g->nodes[c->qs];
+        c->E = (int)const_dim(q->dims[q->rank - 1]);
+        if (c->E <= 0) return false;
+    }
+    int64_t dv = const_dim(c->r->dims[c->r->rank - 1]);
+    int64_t es = c->t == RJ_F64 ? 8 : 4;
+    if (dv <= 0 || (c->E + dv) * (es / 4) > FA_REGS || FA_BR > L->desc->max_block) return false;
+    c->Dv = (int)dv;
+    c->Bc = FA_BC;
+    while (c->Bc > FA_BC_MIN && (int64_t)c->Bc * (c->E + c->Dv) * es > L->desc->shared_bytes) c->Bc /= 2;
+    return (int64_t)c->Bc * (c->E + c->Dv) * es <= L->desc->shared_bytes;
+}
+
+bool attention_flash_applies(lower *L, const fuse_group *gr) {
+    fa_ctx c;
+    return L->desc->simt && fa_shape(L, gr, &c);
+}
+
+/* Element (b, row, [head], col) of a rank-3 or per-head ([B, j, H, .]) node of class cls. */
+static at fa_at(const node *n, int32_t b, int32_t row, int32_t head, int32_t col, int32_t cls) {
+    at a = at3(b, row, col, cls);
+    if (n->rank == 4) a.rank = 4, a.idx[2] = head, a.idx[3] = col;
+    return a;
+}
+
+/* Opens "for v in 0 .. FA_BR lanes { i = i0 + v; if i < rend {": one iteration a thread, on
+ * its row; returns the loop and sets *in to the body of the row's condition. */
+static int32_t fa_rows(lower *L, fa_ctx *c, blk *into, blk *lb, blk *in, int32_t *fi) {
+    *lb = NEWBLK;
+    int32_t f = s_for(L, into, c->vv, xi(L, 0), xi(L, FA_BR), LM_LANES);
+    s_set(L, lb, c->vi, xadd(L, c->i0, xvar(L, c->vv)));
+    *fi = s_if(L, lb, in, xcmp(L, RJ_OP_LT, xvar(L, c->vi), c->rend));
+    return f;
+}
+
+static void fa_rows_end(lower *L, int32_t f, const blk *lb, int32_t fi, const blk *in) {
+    close_body(L, fi, in);
+    close_body(L, f, lb);
+}
+
+/* The key tile's rows j0 .. j0 + nk of node n (width elements a row) into the block's tile sh,
+ * element w of the tile by thread w mod FA_BR: consecutive threads read consecutive elements. */
+static void fa_stage(lower *L, fa_ctx *c, blk *into, int32_t sh, int32_t n, int width) {
+    int32_t vw = newvar(L, "w", RJ_I64);
+    blk wb = NEWBLK, sb;
+    int32_t fw = s_for(L, into, vw, xi(L, 0), xi(L, (int64_t)c->Bc * width), LM_LANES);
+    int32_t w = xvar(L, vw), wd = xi(L, width);
+    int32_t t = xbin(L, LOP_IDIV, RJ_I64, w, wd), e = xbin(L, LOP_IREM, RJ_I64, w, wd);
+    int32_t fi = s_if(L, &wb, &sb, xcmp(L, RJ_OP_LT, t, c->nk));
+    at a = fa_at(&L->g->nodes[n], c->b, xadd(L, c->j0, t), c->hk, e, c->kcls);
+    s_store_local(L, &sb, sh, w, xcast(L, c->t, value_fresh(L, n, &a)));
+    close_body(L, fi, &sb);
+    close_body(L, fw, &wb);
+}
+
+/* x = F at (b, i, j0 + t) [and head h] into c->vx, the product's element computed from the
+ * thread's q and the tile's k_t first (FA_DOTS chains, summed). */
+static void fa_score(lower *L, fa_ctx *c, blk *tb, int32_t t) {
+    rj_dtype t_ = c->t;
+    if (c->prod) {
+        rj_dtype pt = c->prod->dtype;
+        int nd = c->E < FA_DOTS ? c->E : FA_DOTS;
+        int32_t row = xmul(L, t, xi(L, c->E));
+        for (int d = 0; d < nd; d++) s_set(L, tb, c->dv[d], xconst(L, pt, 0));
+        for (int e = 0; e < c->E; e++) {
+            int32_t kv = xcast(L, pt, xlocal(L, c->ksh, xadd(L, row, xi(L, e))));
+            int32_t acc = c->dv[e % nd];
+            s_set(L, tb, acc, xfma(L, pt, xcast(L, pt, xvar(L, c->qv[e])), kv, xvar(L, acc)));
+        }
+        int32_t s = xvar(L, c->dv[0]);
+        for (int d = 1; d < nd; d++) s = xbin(L, RJ_OP_ADD, pt, s, xvar(L, c->dv[d]));
+        s_set(L, tb, c->dv[0], s);
+        L->subst_node = (int32_t)(c->prod - L->g->nodes);
+        L->subst_expr = xvar(L, c->dv[0]);
+    }
+    at fa = at3(c->b, xvar(L, c->vi), xadd(L, c->j0, t), c->cls);
+    if (c->f->rank == 4) fa.rank = 4, fa.idx[3] = c->h;
+    s_set(L, tb, c->vx, xcast(L, t_, value_fresh(L, (int32_t)(c->f - L->g->nodes), &fa)));
+    L->subst_node = -1;
+}
+
+/* The online softmax step for key t of the tile (see the top). */
+static void fa_step(lower *L, fa_ctx *c, blk *tb, int32_t t) {
+    rj_dtype ty = c->t;
+    fa_score(L, c, tb, t);
+    int32_t x = xvar(L, c->vx), m = xvar(L, c->vm);
+    blk gb;
+    int32_t fg = s_if(L, tb, &gb, xcmp(L, RJ_OP_GT, x, m)); /* the maximum grows: rescale */
+    s_set(L, &gb, c->va, xun(L, RJ_OP_EXP, ty, xbin(L, RJ_OP_SUB, ty, m, x)));
+    int32_t a = xvar(L, c->va);
+    s_set(L, &gb, c->vl, xbin(L, RJ_OP_MUL, ty, xvar(L, c->vl), a));
+    for (int d = 0; d < c->Dv; d++) s_set(L, &gb, c->ov[d], xbin(L, RJ_OP_MUL, ty, xvar(L, c->ov[d]), a));
+    s_set(L, &gb, c->vm, x);
+    close_body(L, fg, &gb);
+    int32_t mr = xsel(L, xcmp(L, RJ_OP_EQ, m, xconst(L, ty, -INFINITY)), xconst(L, ty, 0), m);
+    s_set(L, tb, c->va, xun(L, RJ_OP_EXP, ty, xbin(L, RJ_OP_SUB, ty, x, mr))); /* p */
+    int32_t p = xvar(L, c->va);
+    s_set(L, tb, c->vl, xbin(L, RJ_OP_ADD, ty, xvar(L, c->vl), p));
+    int32_t row = xmul(L, t, xi(L, c->Dv));
+    for (int d = 0; d < c->Dv; d++)
+        s_set(L, tb, c->ov[d], xfma(L, ty, p, xlocal(L, c->vsh, xadd(L, row, xi(L, d))), xvar(L, c->ov[d])));
+}
+
+/* One query tile: the thread's row started, every key tile folded, the row written. */
+static void fa_query_tile(lower *L, fa_ctx *c, blk *qb, int32_t klen) {
+    rj_dtype t = c->t;
+    blk lb, in;
+    int32_t fi, f = fa_rows(L, c, qb, &lb, &in, &fi);
+    s_set(L, &lb, c->vm, xconst(L, t, -INFINITY));
+    s_set(L, &lb, c->vl, xconst(L, t, 0));
+    for (int d = 0; d < c->Dv; d++) s_set(L, &lb, c->ov[d], xconst(L, t, 0));
+    for (int e = 0; e < c->E; e++) {
+        at qa = fa_at(&L->g->nodes[c->qs], c->b, xvar(L, c->vi), c->h, xi(L, e), c->cls);
+        s_set(L, &in, c->qv[e], xcast(L, c->prod->dtype, value_fresh(L, c->qs, &qa)));
+    }
+    fa_rows_end(L, f, &lb, fi, &in);
+    /* for each key tile: stage, barrier, fold, barrier */
+    int32_t vkt = newvar(L, "kt", RJ_I64), vj0 = newvar(L, "j0", RJ_I64), vnk = newvar(L, "nk", RJ_I64);
+    int32_t ntiles = xbin(L, LOP_IDIV, RJ_I64, xadd(L, klen, xi(L, c->Bc - 1)), xi(L, c->Bc));
+    blk kb = NEWBLK;
+    int32_t fk = s_for(L, qb, vkt, xi(L, 0), ntiles, LM_SERIAL);
+    s_set(L, &kb, vj0, xmul(L, xvar(L, vkt), xi(L, c->Bc)));
+    c->j0 = xvar(L, vj0);
+    s_set(L, &kb, vnk, xmin(L, xi(L, c->Bc), xsub(L, klen, c->j0)));
+    c->nk = xvar(L, vnk);
+    if (c->prod) fa_stage(L, c, &kb, c->ksh, c->ks, c->E);
+    fa_stage(L, c, &kb, c->vsh, (int32_t)(c->v - L->g->nodes), c->Dv);
+    put(L, &kb, s_barrier());
+    f = fa_rows(L, c, &kb, &lb, &in, &fi);
+    int32_t vt = newvar(L, "t", RJ_I64);
+    blk tb = NEWBLK;
+    int32_t ft = s_for(L, &in, vt, xi(L, 0), c->nk, LM_SERIAL);
+    fa_step(L, c, &tb, xvar(L, vt));
+    close_body(L, ft, &tb);
+    fa_rows_end(L, f, &lb, fi, &in);
+    put(L, &kb, s_barrier());
+    close_body(L, fk, &kb);
+    /* the row's result O / l (safe: l == 0 gives 0; so does an item without keys in cross
+     * attention, as the ops written out do: lower/attention.c's finish_row) */
+    f = fa_rows(L, c, qb, &lb, &in, &fi);
+    int32_t l = xvar(L, c->vl);
+    for (int d = 0; d < c->Dv; d++) {
+        int32_t res = xbin(L, RJ_OP_DIV, t, xvar(L, c->ov[d]), l);
+        if (c->r->ival) res = xsel(L, xcmp(L, RJ_OP_EQ, l, xconst(L, t, 0)), xconst(L, t, 0), res);
+        else if (c->kcls != c->cls) res = xsel(L, xcmp(L, RJ_OP_EQ, klen, xi(L, 0)), xconst(L, t, 0), res);
+        at oa = fa_at(c->r, c->b, xvar(L, c->vi), c->h, xi(L, d), c->cls);
+        store_group(L, &in, c->root, res, &oa, ROWS_IN, LF_NT);
+    }
+    fa_rows_end(L, f, &lb, fi, &in);
+}
+
+/* The kernel's description, launch, tiles and variables; false when out of memory. */
+static bool fa_open(lower *L, fa_ctx *c) {
+    const rj_graph *g = L->g;
+    lkernel *k = L->k;
+    k->heavy = true;
+    sbuf w;
+    sbuf_init(&w, L->ctx);
+    sbuf_puts(&w, "attention in key tiles: softmax over the keys of ");
+    print_node_type(&w, g, c->f);
+    sbuf_puts(&w, " times ");
+    print_node_type(&w, g, c->v);
+    set_what(L, &w);
+    k->domain = UD_PIECES;
+    k->dom_class = c->cls;
+    k->dom_rank = c->r->rank == 4 ? 1 : 0; /* with heads, a unit per (piece, head) */
+    if (k->dom_rank) k->dom_dims[0] = c->r->dims[2];
+    k->tiling.tiled = true;
+    k->tiling.fixed_tile = 1;
+    k->launch.block = k->launch.group = FA_BR;
+    /* registers for q and O and some 64 more (addresses, m, l, the dots): the most threads a
+     * multiprocessor's 64 Ki registers hold at that (ptxas spills below it) */
+    int64_t regs = (int64_t)(c->E + c->Dv) * (c->t == RJ_F64 ? 2 : 1) + 64;
+    k->launch.sm_threads = regs <= 64 ? 1024 : regs <= 128 ? 512 : 256;
+    c->ksh = L->err || !c->prod ? -1 : lk_local(k, "ktile", LL_BLOCK, c->t);
+    c->vsh = L->err ? -1 : lk_local(k, "vtile", LL_BLOCK, c->t);
+    if ((c->prod && c->ksh < 0) || c->vsh < 0) {
+        if (!L->err) L->err = RJ_ERR_NOMEM;
+        return false;
+    }
+    if (c->prod) k->locals[c->ksh].elems = (int64_t)c->Bc * c->E;
+    k->locals[c->vsh].elems = (int64_t)c->Bc * c->Dv;
+    char name[16];
+    for (int e = 0; e < c->E; e++) {
+        snprintf(name, sizeof name, "q%d", e);
+        c->qv[e] = newvar(L, name, c->prod->dtype);
+    }
+    for (int d = 0; d < c->Dv; d++) {
+        snprintf(name, sizeof name, "o%d", d);
+        c->ov[d] = newvar(L, name, c->t);
+    }
+    for (int d = 0; d < FA_DOTS && c->prod; d++) {
+        snprintf(name, sizeof name, "s%d", d);
+        c->dv[d] = newvar(L, name, c->prod->dtype);
+    }
+    c->vm = newvar(L, "m", c->t);
+    c->vl = newvar(L, "l", c->t);
+    c->vx = newvar(L, "x", c->t);
+    c->va = newvar(L, "a", c->t);
+    c->vi = newvar(L, "i", RJ_I64);
+    c->vv = newvar(L, "v", RJ_I64);
+    return !L->err;
+}
+
+void lower_attention_flash(lower *L, const fuse_group *gr) {
+    fa_ctx c;
+    if (!fa_shape(L, gr, &c)) { /* the table asked attention_flash_applies first */
+        L->err = ctx_fail(L->ctx, RJ_ERR_INTERNAL, "lower: the tiled attention does not serve group %d", L->group);
+        return;
+    }
+    if (!fa_open(L, &c)) return; /* out of memory: L->err says so */
+    const rj_graph *g = L->g;
+    int32_t cls = c.cls;
+    /* the unit u: head h of piece p, the piece's rows [r0, rend) of item b */
+    blk top = NEWBLK, ub = NEWBLK;
+    int32_t vu = newvar(L, "u", RJ_I64), vp = newvar(L, "p", RJ_I64), vb = newvar(L, "b", RJ_I64);
+    int32_t vr0 = newvar(L, "r0", RJ_I64), vre = newvar(L, "rend", RJ_I64), vkl = newvar(L, "klen", RJ_I64);
+    int32_t fu = s_for(L, &top, vu, xparam(L, PK_LO, 0, "lo"), xparam(L, PK_HI, 0, "hi"), LM_UNITS);
+    int32_t u = xvar(L, vu), nh = c.r->rank == 4 ? xsize(L, c.r->dims[2]) : xi(L, 1);
+    s_set(L, &ub, vp, xbin(L, LOP_IDIV, RJ_I64, u, nh));
+    c.h = c.hk = -1;
+    if (c.r->rank == 4) {
+        int32_t vh = newvar(L, "h", RJ_I64);
+        s_set(L, &ub, vh, xsub(L, u, xmul(L, xvar(L, vp), nh)));
+        c.h = xvar(L, vh);
+        rj_dim hkv = c.v->dims[2];
+        c.hk = dim_equal(g, hkv, c.r->dims[2]) ? c.h : xbin(L, LOP_IDIV, RJ_I64, c.h, xi(L, c.r->dims[2] / hkv));
+    }
+    s_set(L, &ub, vb, class_load(L, PK_PITEM, cls, "pitem", xvar(L, vp)));
+    c.b = xvar(L, vb);
+    int32_t len = xlen(L, cls, c.b), prows = class_param(L, PK_PROWS, cls, "prows");
+    s_set(L, &ub, vr0, xmul(L, xsub(L, xvar(L, vp), class_load(L, PK_PSTART, cls, "pstart", c.b)), prows));
+    int32_t r0 = xvar(L, vr0);
+    s_set(L, &ub, vre, xmax(L, xmin(L, xadd(L, r0, prows), len), r0));
+    c.rend = xvar(L, vre);
+    s_set(L, &ub, vkl, xlen(L, c.kcls, c.b)); /* the keys: their own class's length */
+    /* for each query tile of the piece */
+    int32_t vqt = newvar(L, "qt", RJ_I64), vi0 = newvar(L, "i0", RJ_I64);
+    int32_t nqt = xbin(L, LOP_IDIV, RJ_I64, xadd(L, xsub(L, c.rend, r0), xi(L, FA_BR - 1)), xi(L, FA_BR));
+    blk qb = NEWBLK;
+    int32_t fq = s_for(L, &ub, vqt, xi(L, 0), nqt, LM_SERIAL);
+    s_set(L, &qb, vi0, xadd(L, r0, xmul(L, xvar(L, vqt), xi(L, FA_BR))));
+    c.i0 = xvar(L, vi0);
+    fa_query_tile(L, &c, &qb, xvar(L, vkl));
+    close_body(L, fq, &qb);
+    close_body(L, fu, &ub);
+    L->k->body = top.first;
+}
