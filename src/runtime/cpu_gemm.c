@@ -4,12 +4,42 @@
  * A product the BLAS computes (or ragjit's own sgemm, util/gemm.c) runs in chunks of rows,
  * each chunk's product into a per-worker buffer C that the cache holds, followed by the
  * group's JIT kernel over the same rows as its epilogue: the product never goes to memory
- * unless it is an output. Chunks go to the context's pool like any kernel's units.
+ * unless it is an output. Chunks go to the context's pool like any kernel's units. The run's
+ * scratch and the cache budget that sizes chunks and stashes live here too (cpu.c's kernels
+ * use them), so that calls between the two files point one way.
  */
 #include <ffi.h>
 #include <string.h>
 
 #include "cpu.h"
+
+/* The run's scratch, at least `bytes`: one block serves every kernel in turn, reserved against
+ * the memory limit as it grows (*reserved: what this run reserved so far). NULL with *s set. */
+void *cpu_run_scratch(const run_view *v, int64_t bytes, int64_t *reserved, const char *what, rj_status *s) {
+    if (bytes > *reserved) {
+        if ((*s = run_reserve(v, bytes - *reserved, what, -1))) return NULL;
+        *reserved = bytes;
+    }
+    void *p = host_block_get(v->ctx, &v->mem->host->scratch, (size_t)bytes);
+    if (!p) *s = RJ_ERR_NOMEM;
+    return p;
+}
+
+/* The bytes of a multi-pass item kernel's stash (softmax over the ragged dim keeps the
+ * longest item's rows of one column tile) a worker may fill: its share of the last-level
+ * cache, at most STASH_MAX, and at least half its L2. Narrower tiles cost more than a stash
+ * that spills L2: a tile reads part of each row, and on an AMD Zen 4 (1 MiB L2, 32 MiB L3
+ * for two cores) rows read 128 or 64 columns at a time ran softmax 1.4-1.8x slower than
+ * whole rows with a stash four to sixteen times the L2 (bench/'s W2 and `ragjit bench` at
+ * maxlen 1024, 4096 and 16384), while a stash beyond the cache falls to memory speed. The cap
+ * keeps machines that report their host's cache (as VMs do) from assuming all of it. */
+#define STASH_MAX ((int64_t)8 << 20)
+int64_t cpu_stash_bytes(const cpu_state *st, int workers) {
+    if (st->env_stash_bytes >= 0) return st->env_stash_bytes; /* the user's (caches VMs misreport) */
+    int64_t share = st->l3_bytes / (workers > 0 ? workers : 1) / 2;
+    if (share > STASH_MAX) share = STASH_MAX;
+    return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
+}
 
 /* Kernel ki over rows [lo, hi) with the worker's chunk buffers in place of the shared ones. */
 static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v, const launch_plan *pl,
