@@ -41,9 +41,11 @@ int64_t cpu_stash_bytes(const cpu_state *st, int workers) {
     return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
 }
 
-/* Kernel ki over rows [lo, hi) with the worker's chunk buffers in place of the shared ones. */
+/* Kernel ki over rows [lo, hi) with the worker's chunk buffers in place of the shared ones
+ * (and, for an attention's epilogue, the head). */
 static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v, const launch_plan *pl,
-                       const launch_mem *m, int64_t lo, int64_t hi, int worker, void *chunk_a, void *chunk_c) {
+                       const launch_mem *m, int64_t lo, int64_t hi, int worker, void *chunk_a, void *chunk_c,
+                       int64_t head) {
     const lkernel *k = &lp->kernels[ki];
     uint64_t vals[MAX_PARAMS];
     void *argv[MAX_PARAMS];
@@ -52,6 +54,7 @@ static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, const 
         const lparam *pm = &k->params[a];
         if (pm->kind == PK_BUF && lp->bufs[pm->ref].kind == LB_CHUNK)
             vals[a] = (uint64_t)(uintptr_t)(lp->bufs[pm->ref].index ? chunk_c : chunk_a);
+        if (pm->kind == PK_HEAD) vals[a] = (uint64_t)head;
         argv[a] = &vals[a];
     }
     ffi_call((ffi_cif *)&code->kern[ki].cif, FFI_FN(code->fns[ki]), NULL, argv);
@@ -164,7 +167,7 @@ typedef struct gemm_job {
     const blas_fns *bl;
     int64_t K, N, R, units;
     size_t es;
-    const int64_t *ch;     /* per-item chunks: item, first row, end row */
+    const int64_t *ch;     /* per-item chunks: item, first row, end row (GEMM_ATTN: and head) */
     char *sc;
     int64_t per, a_bytes, c_bytes; /* a slot's scratch: A's chunk, C's chunk, the own sgemm's packing */
 } gemm_job;
@@ -172,7 +175,7 @@ typedef struct gemm_job {
 /* Rows [lo, hi) of the product's kernels (prologue, epilogue) with the slot's chunk buffers. */
 static void gemm_range(const gemm_job *g, int32_t ki, int64_t lo, int64_t hi, int slot) {
     char *ca = g->sc + g->per * slot;
-    call_range(g->r.code, g->lp, ki, g->r.v, g->r.pl, g->r.m, lo, hi, slot, ca, ca + g->a_bytes);
+    call_range(g->r.code, g->lp, ki, g->r.v, g->r.pl, g->r.m, lo, hi, slot, ca, ca + g->a_bytes, 0);
 }
 
 static void gemm_items_task(void *arg, int64_t q, int slot) {
@@ -256,6 +259,94 @@ out:
     return s;
 }
 
+/* ---- fused attention: both products by the GEMM (GEMM_ATTN, lower/attention_lib.c) ---------- */
+
+/* Element (row i of item it, head h) of an operand seen through its view. */
+static char *view_at(const run_view *v, const launch_mem *m, const lview *w, int32_t cls, int64_t it, int64_t i,
+                     int64_t h, size_t es) {
+    int64_t row = item_row(v, w->sym, cls, it) + i;
+    return (char *)(uintptr_t)m->buf[w->buf] + (size_t)(row * w->ld + w->off + h * w->hs) * es;
+}
+
+/* One unit: C = Q K_bᵀ for the chunk's query rows of one head, the kernel turns C into the
+ * softmax's weights, O = P V_b into the head's columns of the result. */
+static void attention_task(void *arg, int64_t u, int slot) {
+    const gemm_job *g = arg;
+    const lgemm *gm = &g->r.k->gemm;
+    const run_view *v = g->r.v;
+    int32_t c = gm->a_cls;
+    const int64_t *lo = v->cls[c].loff, *ch = g->ch + 4 * u;
+    int64_t it = ch[0], h = ch[1], i0 = ch[2], i1 = ch[3], len = lo[it + 1] - lo[it];
+    int64_t hk = h / (gm->heads / gm->kv_heads);
+    char *cc = g->sc + g->per * slot;
+    gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes};
+    const lview *at = gm->att;
+    gemm_full(&core, gm->dtype, true, i1 - i0, g->K, len, view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
+              view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, cc, len);
+    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
+    gemm_full(&core, gm->dtype, false, i1 - i0, len, g->N, cc, len, view_at(v, g->r.m, &at[2], c, it, 0, hk, g->es),
+              at[2].ld, view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
+}
+
+/* Units of (item, head, chunk of R query rows): R rows of the longest item's scores fill half
+ * of L2, where the kernel and the second product read them back, and the units are at least
+ * 32 so that a long item never serialises the run. Items go longest first, so the pool's
+ * dynamic claiming ends on short units; an item's heads and chunks follow each other, so its
+ * k and v stay in cache. Neither depends on the thread count (chunk shapes change a BLAS's
+ * rounding). */
+static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v,
+                               const launch_opts *o, launch_mem *m, int64_t *scratch_reserved, const blas_fns *bl,
+                               const launch_plan *pl) {
+    const lkernel *k = &lp->kernels[ki];
+    const lgemm *gm = &k->gemm;
+    rj_ctx *ctx = v->ctx;
+    const cpu_state *st = ctx->slot[SLOT_CPU].state;
+    int32_t c = gm->a_cls;
+    int64_t B = v->cls[c].batch, H = gm->heads, maxlen = 0, n = 0, rows = 0;
+    const int64_t *lo = v->cls[c].loff;
+    size_t es = gemm_es(gm);
+    if (!lo) return ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s: attention GEMMs without host offsets", k->name);
+    for (int64_t it = 0; it < B; it++) {
+        int64_t len = lo[it + 1] - lo[it];
+        maxlen = len > maxlen ? len : maxlen;
+        rows += len;
+    }
+    if (maxlen > INT32_MAX || gm->att[0].ld > INT32_MAX || gm->att[2].ld > INT32_MAX || gm->att[3].ld > INT32_MAX)
+        return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: an attention's GEMM exceeds the BLAS's int sizes", k->name);
+    if (rows == 0) return RJ_OK;
+    int64_t R = st->l2_bytes / 2 / (maxlen * (int64_t)es), share = rows * H / 32 / H;
+    R = R > share ? share : R;
+    R = R < 16 ? 16 : R > 4096 ? 4096 : R;
+    for (int64_t it = 0; it < B; it++) n += (lo[it + 1] - lo[it] + R - 1) / R * H;
+    int64_t *ch = mem_alloc(ctx, sizeof(int64_t) * (4 * (size_t)n + (size_t)B));
+    if (!ch) return RJ_ERR_NOMEM;
+    int64_t *order = ch + 4 * n, u = 0;
+    for (int64_t it = 0; it < B; it++) { /* by length, longest first (insertion: B is small) */
+        int64_t y = it, len = lo[it + 1] - lo[it];
+        for (; y > 0 && lo[order[y - 1] + 1] - lo[order[y - 1]] < len; y--) order[y] = order[y - 1];
+        order[y] = it;
+    }
+    for (int64_t x = 0; x < B; x++) {
+        int64_t it = order[x], len = lo[it + 1] - lo[it];
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i0 = 0; i0 < len; i0 += R, u++)
+                ch[4 * u] = it, ch[4 * u + 1] = h, ch[4 * u + 2] = i0, ch[4 * u + 3] = i0 + R < len ? i0 + R : len;
+    }
+    int workers = o->workers < n ? o->workers : (int)n;
+    int64_t K = run_dim(v, gm->K), N = run_dim(v, gm->N), big = maxlen > K ? maxlen : K;
+    int64_t c_bytes = (R * maxlen * (int64_t)es + 63) / 64 * 64;
+    int64_t per = c_bytes + gemm_pack_bytes(bl, R, maxlen > N ? maxlen : N, big);
+    rj_status s = RJ_OK;
+    char *sc = cpu_run_scratch(v, per * workers, scratch_reserved, "an attention's chunk buffers", &s);
+    if (sc) {
+        gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl, .K = K,
+                      .N = N, .es = es, .ch = ch, .sc = sc, .per = per, .c_bytes = c_bytes};
+        pool_run(ctx, st->pool, n, workers, attention_task, &g);
+    }
+    mem_free(ctx, ch, sizeof(int64_t) * (4 * (size_t)n + (size_t)B));
+    return s;
+}
+
 rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v, const launch_opts *o,
                           launch_mem *m, int64_t *scratch_reserved) {
     const lkernel *k = &lp->kernels[ki];
@@ -266,6 +357,7 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     launch_plan pl;
     rj_status s = launch_plan_kernel(v, k, o, &pl);
     if (s || pl.units <= 0) return s;
+    if (gm->mode == GEMM_ATTN) return run_attention(code, lp, ki, v, o, m, scratch_reserved, bl, &pl);
     if (gm->mode != GEMM_ROWS) return run_gemm_items(code, lp, ki, v, o, m, scratch_reserved, bl, &pl);
     int64_t K = run_dim(v, gm->K), N = run_dim(v, gm->N), units = pl.units;
     if (K > INT32_MAX || N > INT32_MAX)
