@@ -288,9 +288,11 @@ static void attention_task(void *arg, int64_t u, int slot) {
               at[2].ld, view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
 }
 
-/* Units of (item, head, chunk of R query rows): R rows of the longest item's scores fill half
- * of L2, where the kernel and the second product read them back, and the units are at least
- * 32 so that a long item never serialises the run. Items go longest first, so the pool's
+/* Units of (item, head, chunk of R query rows): R rows of the longest item's scores fill at
+ * most half of L2, where the kernel and the second product read them back, and a worker's C
+ * at most 1/32 of the result (the attention's memory stays about its output's: 1.03x with
+ * one worker on RACE's lengths, per head); the units are at least 32 so that a long item never
+ * serialises the run (R at least 16 rows all the same). Items go longest first, so the pool's
  * dynamic claiming ends on short units; an item's heads and chunks follow each other, so its
  * k and v stay in cache. Neither depends on the thread count (chunk shapes change a BLAS's
  * rounding). */
@@ -314,8 +316,10 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     if (maxlen > INT32_MAX || gm->att[0].ld > INT32_MAX || gm->att[2].ld > INT32_MAX || gm->att[3].ld > INT32_MAX)
         return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: an attention's GEMM exceeds the BLAS's int sizes", k->name);
     if (rows == 0) return RJ_OK;
-    int64_t R = st->l2_bytes / 2 / (maxlen * (int64_t)es), share = rows * H / 32 / H;
+    int64_t row = maxlen * (int64_t)es, R = st->l2_bytes / 2 / row, share = rows / 32;
+    int64_t cap = rows * H * run_dim(v, gm->N) * (int64_t)es / 32 / row; /* C: 1/32 of the result */
     R = R > share ? share : R;
+    R = R > cap ? cap : R;
     R = R < 16 ? 16 : R > 4096 ? 4096 : R;
     for (int64_t it = 0; it < B; it++) n += (lo[it + 1] - lo[it] + R - 1) / R * H;
     int64_t *ch = mem_alloc(ctx, sizeof(int64_t) * (4 * (size_t)n + (size_t)B));
