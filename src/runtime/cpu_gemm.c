@@ -313,7 +313,8 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
         maxlen = len > maxlen ? len : maxlen;
         rows += len;
     }
-    if (maxlen > INT32_MAX || gm->att[0].ld > INT32_MAX || gm->att[2].ld > INT32_MAX || gm->att[3].ld > INT32_MAX)
+    if (maxlen > INT32_MAX || gm->att[0].ld > INT32_MAX || gm->att[1].ld > INT32_MAX || gm->att[2].ld > INT32_MAX ||
+        gm->att[3].ld > INT32_MAX)
         return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: an attention's GEMM exceeds the BLAS's int sizes", k->name);
     if (rows == 0) return RJ_OK;
     int64_t row = maxlen * (int64_t)es, R = st->l2_bytes / 2 / row, share = rows / 32;
