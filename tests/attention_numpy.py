@@ -8,7 +8,7 @@ ones. The reference is written here from PyTorch's documented semantics, item by
 float64 — not from ragjit's interpreter: softmax written out makes a fully masked row NaN,
 scaled_dot_product_attention makes it 0 (PyTorch's safe softmax). It also checks that the
 fused kernel is what runs: `ragjit emit --stage loops` names the template (on the CPU
-attention_gemm with a BLAS, else attention_rows; on OpenCL attention_flash_simt, the
+attention_lib with a GEMM, else attention_rows; on OpenCL attention_flash_simt, the
 FlashAttention-2 form) and lays out no temporary (no [B, j1, j1] score block).
 
   attention_numpy.py RAGJIT        exit 0 iff every case passed (OpenCL skipped without a device)
@@ -34,12 +34,13 @@ def case(name, body, e=16, dv=8, extra="", lens=None):
 
 
 def softmax_rows(s, safe):
-    m = s.max(axis=1, keepdims=True)
+    """softmax over the last axis (of [n, n] scores, or [H, n, n] per head)."""
+    m = s.max(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", over="ignore"):
         p = np.exp(s - m)
-        p = p / p.sum(axis=1, keepdims=True)
+        p = p / p.sum(axis=-1, keepdims=True)
     if safe:  # PyTorch's _safe_softmax: a row of -inf gives 0
-        p[np.isneginf(m[:, 0])] = 0.0
+        p[np.broadcast_to(np.isneginf(m), p.shape)] = 0.0
     return p
 
 
@@ -159,18 +160,33 @@ def reference(ref, x, off, lens):
     return np.concatenate(outs)
 
 
-def compare(got, want):
+def compare(got, want, atol=2e-5, rtol=2e-4):
+    if got.shape != want.shape:
+        return f"shape {got.shape}, want {want.shape}"
     nan_w, nan_g = np.isnan(want), np.isnan(got)
     if (nan_w != nan_g).any():
         i = np.argwhere(nan_w != nan_g)[0]
         return f"NaN mismatch at {tuple(i)}: got {got[tuple(i)]}, want {want[tuple(i)]}"
     ok = ~nan_w
     err = np.abs(got[ok] - want[ok])
-    tol = 2e-5 + 2e-4 * np.abs(want[ok])
+    tol = atol + rtol * np.abs(want[ok])
     if (err > tol).any():
         i = np.argmax(err - tol)
         return f"max error {err[i]:.3g} (want {want[ok][i]:.6g}, got {got[ok][i]:.6g})"
     return None
+
+
+def run_and_compare(ragjit, prog, d, run_name, target, env, check):
+    """Runs prog on data d into d/out-RUN_NAME; None if check(out) passes, "" if skipped (no
+    OpenCL device), else what failed."""
+    out = os.path.join(d, "out-" + run_name)
+    r = subprocess.run([ragjit, "run", prog, "--data", d, "--out", out, "--target", target],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, **env))
+    if r.returncode and target == "opencl" and "device" in r.stderr.lower():
+        return ""
+    if r.returncode:
+        return "ragjit run: " + r.stderr.strip()
+    return check(np.load(os.path.join(out, "out.npy")).astype(np.float64))
 
 
 def main():
@@ -195,22 +211,12 @@ def main():
                 x, off = write_data(d, lens, e, dv, text, rng)
                 want = reference(ref, x, off, lens)
                 for target in ("cpu", "opencl"):
-                    out = os.path.join(d, "out-" + target)
-                    r = subprocess.run([ragjit, "run", prog, "--data", d, "--out", out, "--target", target],
-                                       capture_output=True, text=True, timeout=600)
-                    if r.returncode and target == "opencl" and "device" in r.stderr.lower():
-                        skipped += 1
-                        continue
-                    if r.returncode:
-                        print(f"FAIL {name} {pat} {target}: ragjit run: {r.stderr.strip()}")
-                        failed += 1
-                        continue
-                    msg = compare(np.load(os.path.join(out, "out.npy")).astype(np.float64), want)
-                    if msg:
-                        print(f"FAIL {name} {pat} {target}: {msg}")
-                        failed += 1
-                    else:
-                        passed += 1
+                    verdict = run_and_compare(ragjit, prog, d, target, target, {}, lambda got: compare(got, want))
+                    if verdict:
+                        print(f"FAIL {name} {pat} {target}: {verdict}")
+                    passed += verdict is None
+                    skipped += verdict == ""
+                    failed += bool(verdict)
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
 

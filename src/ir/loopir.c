@@ -744,15 +744,25 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
             else if (gm->mode == GEMM_ROWS)
                 sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d) by the BLAS's %cgemm, ",
                             (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
+            else if (gm->mode == GEMM_ATTN)
+                sbuf_printf(b, "// per item, head h < %lld and chunk of its query rows [lo, hi): C (buffer %d) = q kᵀ by the BLAS's "
+                            "%cgemm (q, k: buffers %d, %d), this kernel's weights P in C, then o (buffer %d) = P v "
+                            "(buffer %d) by the BLAS; q's head h at column %lld + h·%lld of rows of %lld\n",
+                            (long long)gm->heads, (int)gm->chunk_c, gm->dtype == RJ_F64 ? 'd' : 's', (int)gm->att[0].buf,
+                            (int)gm->att[1].buf, (int)gm->att[3].buf, (int)gm->att[2].buf, (long long)gm->att[0].off,
+                            (long long)gm->att[0].hs, (long long)gm->att[0].ld);
             else if (gm->mode == GEMM_QK)
                 sbuf_printf(b, "// per chunk of an item's rows [lo, hi): C (buffer %d) = A @ (the item's rows of buffer "
                             "%d)ᵀ by the BLAS's %cgemm, ", (int)gm->chunk_c, (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
             else
                 sbuf_printf(b, "// per chunk of an item's rows [lo, hi): C (buffer %d) = A @ (the item's rows of buffer "
                             "%d) by the BLAS's %cgemm, ", (int)gm->chunk_c, (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
-            if (gm->prologue >= 0) sbuf_printf(b, "A written by kernel %s", p->kernels[gm->prologue].name);
-            else sbuf_printf(b, "A the rows of buffer %d", (int)gm->a_buf);
-            sbuf_puts(b, "; then this kernel, which reads C\n");
+            if (gm->mode == GEMM_ATTN) {
+            } else if (gm->prologue >= 0) {
+                sbuf_printf(b, "A written by kernel %s; then this kernel, which reads C\n", p->kernels[gm->prologue].name);
+            } else {
+                sbuf_printf(b, "A the rows of buffer %d; then this kernel, which reads C\n", (int)gm->a_buf);
+            }
         }
         if (k->inner_only) sbuf_puts(b, "// run inside a GEMM's chunk loop only\n");
         print_launch(b, g, k);

@@ -132,6 +132,7 @@ typedef enum {
                  * kernel does nothing when it says the device offsets are invalid */
     PK_SQOFF,   /* i64*: the first row of each item's len x len block of the class rooted at
                  * symbol `ref` (B+1 entries), for tensors with two ragged dims */
+    PK_HEAD,    /* the head a GEMM_ATTN epilogue's call computes (lgemm: the runtime's unit) */
 } param_kind;
 
 typedef struct lparam {
@@ -194,7 +195,16 @@ typedef struct launch_shape {
  * buffer, and runs the epilogue kernel (which reads the product from C and writes everything
  * fused after it) over [lo, hi). Chunk buffers are per worker and sized for the cache: the
  * product never goes to memory unless it is an output. */
-typedef enum { GEMM_ROWS, GEMM_QK, GEMM_PV } gemm_mode;
+typedef enum { GEMM_ROWS, GEMM_QK, GEMM_PV, GEMM_ATTN } gemm_mode;
+
+/* GEMM_ATTN: one operand of the attention's products, read (or written) in place: element e
+ * of head h in row i of item b is element (row_b + i) * ld + off + h * hs + e of buffer buf,
+ * row_b the item's first row by symbol sym's offsets (-1: the class's logical offsets). A
+ * head's columns are thus a strided matrix the BLAS takes as it is (leading dimension ld). */
+typedef struct lview {
+    int32_t buf, sym;
+    int64_t off, hs, ld;
+} lview;
 
 typedef struct lgemm {
     bool on;
@@ -202,7 +212,10 @@ typedef struct lgemm {
                           * chunks of an item's rows i: GEMM_QK: C[i, j] = q[i] · k[j] over the
                           * item's rows j (w_buf holds k, b_sym its offsets); GEMM_PV: C[i, n] =
                           * sum_j p[i, j] v[j, n], p a [B, j, j] buffer (its blocks) or the
-                          * prologue's chunk, v in w_buf (b_sym its offsets) */
+                          * prologue's chunk, v in w_buf (b_sym its offsets). GEMM_ATTN: per
+                          * item b, head h and chunk of query rows, C = q kᵀ (q, k: att[0],
+                          * att[1]); this kernel (PK_HEAD: h) turns C's rows into the softmax's
+                          * weights P in place; then o = P v (v, o: att[2], att[3]) */
     int32_t b_sym;       /* QK, PV: the ragged symbol addressing w_buf's rows, or -1: logical */
     uint8_t dtype;       /* f32 or f64: x, w and the product */
     bool w_nk;           /* w is [N, K] (linear's weight): multiplied transposed */
@@ -218,7 +231,9 @@ typedef struct lgemm {
                           * slice of a weight: W.narrow(0, s, n), W[:, a:b]); w_ld 0: w is the
                           * whole buffer, rows K ([N, K]) or N apart */
     int32_t chunk_a, chunk_c; /* the chunk buffers (LB_CHUNK), chunk_a -1 without prologue */
-    rj_dim K, N;
+    rj_dim K, N;         /* GEMM_ATTN: E (q's and k's columns a head) and Dv, constants */
+    lview att[4];        /* GEMM_ATTN: q, k, v and the attention's result o */
+    int64_t heads, kv_heads; /* GEMM_ATTN: H (1 without heads) and Hkv, dividing H */
 } lgemm;
 
 /* CPU runs narrow the column tiles of item kernels to multiples of this (launch.c), so a

@@ -266,6 +266,7 @@ void launch_args(const run_view *v, const lkernel *k, const launch_plan *pl, con
             x = m->sqoff && slot >= 0 ? m->sqoff[slot] : 0;
             break;
         }
+        case PK_HEAD: x = 0; break; /* set by the attention's chunk loop (cpu_gemm.c) */
         case PK_BLO: { /* without host offsets: every item (SIMT kernels search within) */
             const run_class *c = &v->cls[k->dom_class];
             x = c->loff ? (uint64_t)item_at_or_before(c->loff, c->batch, lo) : 0;

@@ -124,6 +124,8 @@ static void plan_live(const lprog *lp, run_plan *pl) {
         if (kn->gemm.on) {
             use(pl, kn->gemm.a_buf, k);
             use(pl, kn->gemm.w_buf, k);
+            if (kn->gemm.mode == GEMM_ATTN)
+                for (int o = 0; o < 4; o++) use(pl, kn->gemm.att[o].buf, k);
         }
     }
     if (lp->checks_buf >= 0) use(pl, lp->checks_buf, lp->nkernels);

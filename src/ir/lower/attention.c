@@ -18,8 +18,9 @@
  * is ever written: the scores exist one at a time, in a register. exp is the accurate one, not
  * LOP_EXP_TERM, because a NaN score must stay NaN.
  *
- * On a CPU with a BLAS the product comes from a GEMM's chunk instead (gemm_lib.c's
- * attention_gemm makes this kernel its epilogue): value() reads it from C, and nothing here
+ * On a CPU with a GEMM, attention_lib.c usually runs both products in it instead; where it
+ * cannot (an operand computed inline), its attention_gemm still takes the scores' product from
+ * a GEMM's chunk and makes this kernel its epilogue: value() reads it from C, and nothing here
  * changes but that.
  *
  * O lives in a thread's local array where Dv is a constant and the target is a CPU (it stays in

@@ -35,16 +35,6 @@ static void gemm_prologue_body(lower *L, blk *b, at *a, void *ud) {
     s_store(L, b, buf_param(L, c->buf), idx, xcast(L, r->dtype, value_fresh(L, c->src, a)), 0);
 }
 
-static int32_t add_chunk_buf(lower *L, int which, rj_dtype t, rj_dim cols) {
-    lprog *p = L->prog;
-    if (!mem_grow(L->ctx, (void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(lbuf))) {
-        L->err = RJ_ERR_NOMEM;
-        return -1;
-    }
-    p->bufs[p->nbufs] = (lbuf){.kind = LB_CHUNK, .dtype = (uint8_t)t, .index = which, .node = -1, .rank = 1,
-                               .dims = {cols}};
-    return p->nbufs++;
-}
 
 /* A node this kernel reads from a buffer as it is laid out: an input, or a value another
  * kernel wrote. */
@@ -96,11 +86,7 @@ static int32_t rows_source(const rj_graph *g, const node *r, bool qk, int64_t *o
 
 /* Does the CPU's BLAS compute this GEMM group? Judged from the fusion plan, so that lowering
  * and the merge of a softmax into the GEMM's epilogue (before the buffers exist) agree: x and
- * w come from memory (an input, or a value another kernel writes: it will have a buffer). */
-static bool will_have_buffer(const lower *L, int32_t id, int32_t gi) {
-    const fuse_node *f = &L->plan->nodes[id];
-    return f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != gi && f->mat);
-}
+ * w come from memory (will_have_buffer). */
 
 static bool gemm_lib_group(const lower *L, int32_t gi) {
     const rj_graph *g = L->g;
@@ -119,11 +105,6 @@ static bool gemm_lib_group(const lower *L, int32_t gi) {
     return bl && (r->dtype != RJ_F64 || bl->dgemm);
 }
 
-/* The symbol whose offsets address the rows of a jagged buffer, or -1 (a temporary: logical). */
-static int32_t rows_sym(lower *L, int32_t bi) {
-    const lbuf *lb = &L->prog->bufs[bi];
-    return lb->kind == LB_TEMP ? -1 : dim_sym(lb->dims[1]);
-}
 
 bool gemm_lib_applies(lower *L, const fuse_group *gr) {
     return gemm_lib_group(L, (int32_t)(gr - L->plan->groups));
@@ -143,13 +124,13 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
                 .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[wsrc], .chunk_a = -1,
                 .b_cls = item ? root_of(g, qk ? r->dims[2] : x->dims[2]) : -1,
                 .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1], .w_off = w_off, .w_ld = w_ld};
-    if (item) gm.b_sym = rows_sym(L, gm.w_buf);
+    if (item) gm.b_sym = buf_rows_sym(L, gm.w_buf);
     if (in_buffer(L, r->in[0])) {
         gm.a_buf = L->bufof[r->in[0]];
-        if (rp == 1 && !pv) gm.a_sym = rows_sym(L, gm.a_buf);
+        if (rp == 1 && !pv) gm.a_sym = buf_rows_sym(L, gm.a_buf);
     }
-    gm.chunk_c = add_chunk_buf(L, 1, r->dtype, gm.N);
-    if (gm.a_buf < 0) gm.chunk_a = add_chunk_buf(L, 0, r->dtype, gm.K);
+    gm.chunk_c = chunk_buf_add(L, 1, r->dtype, gm.N);
+    if (gm.a_buf < 0) gm.chunk_a = chunk_buf_add(L, 0, r->dtype, gm.K);
     if (L->err) return;
     sbuf what;
     sbuf_init(&what, L->ctx);
@@ -182,41 +163,6 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
     }
     L->prog->kernels[epi].gemm = gm;
     L->k = &L->prog->kernels[epi]; /* the group's kernel, for what follows it in pass_lower */
-}
-
-/* Fused attention on a CPU with a BLAS: the product q kᵀ that the attention's kernel needs
- * (fuse_group.product) by the BLAS, a chunk of an item's query rows at a time into C (GEMM_QK),
- * and the attention's own kernel (attention_rows, which the table picks once chunk_root is set)
- * as the GEMM's epilogue, reading the scores from C: the dot products run at the BLAS's speed,
- * and C, a few rows of one item for each worker, stays in cache. q and k must be in memory. */
-bool attention_gemm_applies(lower *L, const fuse_group *gr) {
-    const rj_graph *g = L->g;
-    if (gr->product < 0 || L->chunk_root >= 0 || !L->desc->gemm_lib) return false;
-    const node *r = &g->nodes[gr->product];
-    if (r->keepdim) return false; /* per head: the head's columns of q and k are strided, not the BLAS's rows */
-    int32_t gi = (int32_t)(gr - L->plan->groups), q = r->in[0], k = g->nodes[r->in[1]].in[0];
-    const blas_fns *bl = blas_get(); /* ragjit's own sgemm has no dgemm: f64 scores stay dot products */
-    return g->nodes[q].dtype == r->dtype && g->nodes[k].dtype == r->dtype && will_have_buffer(L, q, gi) &&
-           will_have_buffer(L, k, gi) && bl && (r->dtype != RJ_F64 || bl->dgemm);
-}
-
-void lower_attention_gemm(lower *L, const fuse_group *gr) {
-    const rj_graph *g = L->g;
-    const node *r = &g->nodes[gr->product];
-    int32_t q = r->in[0], k = g->nodes[r->in[1]].in[0], epi = (int32_t)(L->k - L->prog->kernels);
-    lgemm gm = {.on = true, .mode = GEMM_QK, .dtype = (uint8_t)r->dtype, .prologue = -1, .a_buf = L->bufof[q],
-                .a_cls = root_of(g, r->dims[1]), .b_cls = root_of(g, r->dims[2]), .w_buf = L->bufof[k], .chunk_a = -1,
-                .K = g->nodes[q].dims[2], .N = r->dims[2]};
-    gm.a_sym = rows_sym(L, gm.a_buf);
-    gm.b_sym = rows_sym(L, gm.w_buf);
-    gm.chunk_c = add_chunk_buf(L, 1, r->dtype, gm.N);
-    if (L->err) return;
-    L->chunk_root = gr->product, L->chunk_buf = gm.chunk_c, L->chunk_cols = gm.N;
-    L->lower_in_kernel(L, gr);
-    L->chunk_root = -1;
-    if (L->err) return;
-    L->prog->kernels[epi].gemm = gm;
-    L->k = &L->prog->kernels[epi];
 }
 
 /* A softmax (or log_softmax) over the last dim of a product the BLAS computes, reading it

@@ -363,6 +363,32 @@ int32_t buf_param(lower *L, int32_t bi) {
     return p < 0 ? 0 : p;
 }
 
+/* A library GEMM's chunk buffer (LB_CHUNK; which: 0 A, 1 C) of `cols` columns a row, per
+ * worker (the runtime sizes it). */
+int32_t chunk_buf_add(lower *L, int which, rj_dtype t, rj_dim cols) {
+    lprog *p = L->prog;
+    if (!mem_grow(L->ctx, (void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(lbuf))) {
+        L->err = RJ_ERR_NOMEM;
+        return -1;
+    }
+    p->bufs[p->nbufs] = (lbuf){.kind = LB_CHUNK, .dtype = (uint8_t)t, .index = which, .node = -1, .rank = 1,
+                               .dims = {cols}};
+    return p->nbufs++;
+}
+
+/* Will node id be in memory when group gi runs: an input, or a value another group writes?
+ * Judged from the fusion plan (a library GEMM's templates ask before the buffers exist). */
+bool will_have_buffer(const lower *L, int32_t id, int32_t gi) {
+    const fuse_node *f = &L->plan->nodes[id];
+    return f->role == FR_INPUT || ((f->role == FR_ROOT || f->role == FR_EPILOGUE) && f->group != gi && f->mat);
+}
+
+/* The symbol whose offsets address the rows of a jagged buffer, or -1 (a temporary: logical). */
+int32_t buf_rows_sym(lower *L, int32_t bi) {
+    const lbuf *lb = &L->prog->bufs[bi];
+    return lb->kind == LB_TEMP ? -1 : dim_sym(lb->dims[1]);
+}
+
 /* The logical row of the product at a (its leading dims, all but the last), from the chunk's
  * first row: for a jagged product the packed row of its class. */
 static int32_t chunk_row(lower *L, const node *r, const at *a) {
@@ -386,7 +412,8 @@ static int32_t chunk_width(lower *L, rj_dim cols, const at *a) {
  * columns a row: where the epilogue reads C, the prologue writes x's rows into A, and a
  * softmax computed in the epilogue (axis.c, value.c) reads the product and keeps its terms. */
 int32_t chunk_at(lower *L, const node *r, rj_dim cols, const at *a) {
-    return xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, cols, a)), a->idx[r->rank - 1]);
+    int col = r->keepdim && r->rank == 4 ? 2 : r->rank - 1; /* per head [B, i, j, H]: C holds one head's [i, j] */
+    return xadd(L, xmul(L, chunk_row(L, r, a), chunk_width(L, cols, a)), a->idx[col]);
 }
 
 /* The product at a, from the GEMM's chunk C (a softmax computed in the GEMM's epilogue). */

@@ -176,6 +176,9 @@ int32_t add_buf(lower *L, lbuf_kind kind, int32_t index, int32_t node_id, const 
 launch_shape launch_for(const target_desc *d);
 void group_for(lower *L, lkernel *k);
 int32_t identity(lower *L, rj_op op, rj_dtype t);
+int32_t chunk_buf_add(lower *L, int which, rj_dtype t, rj_dim cols);
+bool will_have_buffer(const lower *L, int32_t id, int32_t gi);
+int32_t buf_rows_sym(lower *L, int32_t bi);
 int32_t chunk_at(lower *L, const node *r, rj_dim cols, const at *a);
 int32_t chunk_index(lower *L, const at *a);
 int32_t chunk_value(lower *L, const at *a);
@@ -225,6 +228,9 @@ void lower_norm(lower *L, const fuse_group *gr);
 bool gemm_lib_applies(lower *L, const fuse_group *gr);
 void lower_matmul_lib(lower *L, const fuse_group *gr);
 void merge_softmax(lower *L, int32_t gs, uint8_t *unwritten);
+/* attention_lib.c: fused attention whose products a library GEMM computes */
+bool attention_lib_applies(lower *L, const fuse_group *gr);
+void lower_attention_lib(lower *L, const fuse_group *gr);
 bool attention_gemm_applies(lower *L, const fuse_group *gr);
 void lower_attention_gemm(lower *L, const fuse_group *gr);
 /* matmul_simt.c */

@@ -107,6 +107,10 @@ static bool is_attention_flash(lower *L, const fuse_group *gr) {
     return is_attention(L, gr) && attention_flash_applies(L, gr);
 }
 
+static bool is_attention_lib(lower *L, const fuse_group *gr) {
+    return is_attention(L, gr) && attention_lib_applies(L, gr);
+}
+
 static bool is_attention_gemm(lower *L, const fuse_group *gr) {
     return is_attention(L, gr) && attention_gemm_applies(L, gr);
 }
@@ -116,6 +120,7 @@ static const lower_template templates[] = {
     {"map",                    "map",    TT_ALL,  is_map,                lower_map},
     {"norm_rows",              "norm",   TT_ALL,  is_norm,               lower_norm},
     {"head_matmul",            "matmul", TT_ALL,  is_head_product,       lower_head_matmul},
+    {"attention_lib",          "attention", TT_CPU, is_attention_lib,    lower_attention_lib},
     {"attention_gemm",         "attention", TT_CPU, is_attention_gemm,   lower_attention_gemm},
     {"attention_flash_simt",   "attention", TT_SIMT, is_attention_flash, lower_attention_flash},
     {"attention_rows",         "attention", TT_ALL, is_attention,        lower_attention},
