@@ -111,7 +111,7 @@ static bool gemm_lib_group(const lower *L, int32_t gi) {
     bool qk = is_jagged_t(g, w);
     int64_t off, ld;
     int32_t wsrc = rows_source(g, r, qk, &off, &ld);
-    if (!L->desc->gemm_lib || is_jagged_t(g, x) || x->dtype != r->dtype ||
+    if (!L->desc->gemm_lib || dtype_is_half(r->dtype) || is_jagged_t(g, x) || x->dtype != r->dtype ||
         g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
         return false;
     if (qk && !will_have_buffer(L, r->in[0], gi)) return false;
@@ -191,6 +191,7 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
 bool attention_gemm_applies(lower *L, const fuse_group *gr) {
     const rj_graph *g = L->g;
     if (gr->product < 0 || L->chunk_root >= 0 || !L->desc->gemm_lib) return false;
+    if (dtype_is_half(g->nodes[gr->product].dtype)) return false; /* 16-bit: the JIT's loops */
     const node *r = &g->nodes[gr->product];
     if (r->keepdim) return false; /* per head: the head's columns of q and k are strided, not the BLAS's rows */
     int32_t gi = (int32_t)(gr - L->plan->groups), q = r->in[0], k = g->nodes[r->in[1]].in[0];
