@@ -21,6 +21,7 @@ result lies within an f32 rounding of a tie.
 """
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -138,43 +139,32 @@ def write_npy(path, a, descr=None):
         fh.write(np.ascontiguousarray(a).tobytes())
 
 
-def run_case(ragjit, name, body, ref, exact, edges, fmt, target, d, rng, failures):
+def program(fmt):
+    """Every case in one program (one compile per target): case i's body with its value named
+    h<i>, reading x (edge values) or y (random values)."""
     D = 16
-    head = "ragged j1 : B\ninput x : {f}[B, j1, {D}]\ninput w : {f}[{D}]\ninput m : {f}[{D}, 8]\n".format(f=fmt, D=D)
-    prog = os.path.join(d, "p.rj")
-    with open(prog, "w") as fh:
-        fh.write(head + body + "output h\n")
-    rows = sum(LENS)
-    x = edge_values(fmt, rows * D, rng).reshape(rows, D) if edges else rnd(rng.uniform(-3, 3, (rows, D)), fmt)
-    w = rnd(rng.uniform(-2, 2, D), fmt)
-    m = rnd(rng.uniform(-1, 1, (D, 8)), fmt)
-    off = np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64)
-    data = os.path.join(d, "data")
-    out = os.path.join(d, "out-" + target)
-    os.makedirs(data, exist_ok=True)
-    # bf16 x through NumPy's own '|V2' writer, w written as ml_dtypes does ('<V2'): both read
-    write_npy(os.path.join(data, "x.npy"), to_file_array(x, fmt))
-    write_npy(os.path.join(data, "w.npy"), to_file_array(w, fmt), "<V2" if fmt == "bf16" else None)
-    write_npy(os.path.join(data, "m.npy"), to_file_array(m, fmt))
-    np.save(os.path.join(data, "j1.npy"), off)
-    r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target],
-                       capture_output=True, text=True)
-    if r.returncode:
-        if target == "opencl" and "device" in r.stderr.lower():
-            return "skip"
-        failures.append("%s/%s/%s: ragjit run failed: %s" % (name, fmt, target, r.stderr.strip()))
-        return "fail"
-    got = np.load(os.path.join(out, "h.npy"))
+    text = ("ragged j1 : B\ninput x : {f}[B, j1, {D}]\ninput y : {f}[B, j1, {D}]\ninput w : {f}[{D}]\n"
+            "input m : {f}[{D}, 8]\n").format(f=fmt, D=D)
+    for i, (name, body, ref, exact, edges) in enumerate(CASES):
+        body = re.sub(r"\bh\b", "h%d" % i, body)
+        text += body if edges else re.sub(r"\bx\b", "y", body)
+    return text + "output " + ", ".join("h%d" % i for i in range(len(CASES))) + "\n"
+
+
+def check_case(i, fmt, target, got, inputs, failures):
+    name, body, ref, exact, edges = CASES[i]
+    x, y, w, m, off = inputs
+    x = x if edges else y
+    D = x.shape[1]
     if name == "cast_i32":
         assert got.dtype == np.int32, got.dtype
         with np.errstate(invalid="ignore"):
             want = np.trunc(rnd(x * 4.0, fmt))
         want = np.where(np.isnan(want), 0, np.clip(want, -2**31, 2**31 - 1)).astype(np.int64)
-        gotv = got.astype(np.int64)
-        ok = np.array_equal(gotv, want)
-        if not ok:
+        if not np.array_equal(got.astype(np.int64), want):
             failures.append("%s/%s/%s: casts differ" % (name, fmt, target))
-        return "ok" if ok else "fail"
+            return "fail"
+        return "ok"
     gotv = from_file_array(got, fmt)
     wants = []
     for b in range(len(LENS)):
@@ -182,8 +172,7 @@ def run_case(ragjit, name, body, ref, exact, edges, fmt, target, d, rng, failure
         if name == "matmul":
             wants.append(rnd(xb @ m, fmt))
         elif name == "pad":
-            L = max(LENS)
-            p = np.full((L, D), np.ravel(rnd(0.1, fmt))[0])
+            p = np.full((max(LENS), D), np.ravel(rnd(0.1, fmt))[0])
             p[:len(xb)] = xb
             wants.append(p[None])
         else:
@@ -191,8 +180,7 @@ def run_case(ragjit, name, body, ref, exact, edges, fmt, target, d, rng, failure
                 wants.append(np.asarray(ref(xb, w, fmt)))
     want = np.concatenate([wv.reshape((-1,) + wv.shape[-1:]) if wv.ndim > 1 else wv[None] for wv in wants])
     gotv = gotv.reshape(want.shape)
-    both_nan = np.isnan(gotv) & np.isnan(want)
-    same = (gotv == want) & (np.signbit(gotv) == np.signbit(want)) | both_nan
+    same = (gotv == want) & (np.signbit(gotv) == np.signbit(want)) | (np.isnan(gotv) & np.isnan(want))
     if not exact:
         with np.errstate(invalid="ignore"):
             same |= np.abs(gotv - want) <= ulp(want, fmt)
@@ -202,6 +190,40 @@ def run_case(ragjit, name, body, ref, exact, edges, fmt, target, d, rng, failure
                         (name, fmt, target, int((~same).sum()), same.size, k, gotv.reshape(-1)[k], want.reshape(-1)[k]))
         return "fail"
     return "ok"
+
+
+def run_format(ragjit, fmt, d, rng, failures, counts):
+    D = 16
+    rows = sum(LENS)
+    x = edge_values(fmt, rows * D, rng).reshape(rows, D)
+    y = rnd(rng.uniform(-3, 3, (rows, D)), fmt)
+    w = rnd(rng.uniform(-2, 2, D), fmt)
+    m = rnd(rng.uniform(-1, 1, (D, 8)), fmt)
+    off = np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64)
+    prog = os.path.join(d, fmt + ".rj")
+    with open(prog, "w") as fh:
+        fh.write(program(fmt))
+    data = os.path.join(d, "data-" + fmt)
+    os.makedirs(data, exist_ok=True)
+    # bf16: x and y through NumPy's own '|V2' writer, w as ml_dtypes writes it ('<V2'): both read
+    for name, a in (("x", x), ("y", y), ("m", m)):
+        write_npy(os.path.join(data, name + ".npy"), to_file_array(a, fmt))
+    write_npy(os.path.join(data, "w.npy"), to_file_array(w, fmt), "<V2" if fmt == "bf16" else None)
+    np.save(os.path.join(data, "j1.npy"), off)
+    for target in ("cpu", "reference", "opencl"):
+        out = os.path.join(d, "out-%s-%s" % (fmt, target))
+        r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target],
+                           capture_output=True, text=True)
+        if r.returncode:
+            if target == "opencl" and "device" in r.stderr.lower():
+                counts["skip"] += len(CASES)
+                continue
+            failures.append("%s/%s: ragjit run failed: %s" % (fmt, target, r.stderr.strip()))
+            counts["fail"] += len(CASES)
+            continue
+        for i in range(len(CASES)):
+            got = np.load(os.path.join(out, "h%d.npy" % i))
+            counts[check_case(i, fmt, target, got, (x, y, w, m, off), failures)] += 1
 
 
 def promotion(ragjit, d, failures):
@@ -225,9 +247,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         promotion(ragjit, d, failures)
         for fmt in ("bf16", "f16"):
-            for name, body, ref, exact, edges in CASES:
-                for target in ("cpu", "reference", "opencl"):
-                    counts[run_case(ragjit, name, body, ref, exact, edges, fmt, target, d, rng, failures)] += 1
+            run_format(ragjit, fmt, d, rng, failures, counts)
     for f in failures:
         print("FAIL", f)
     print("half_numpy: %(ok)d ok, %(fail)d failed, %(skip)d skipped" % counts)
