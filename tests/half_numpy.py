@@ -7,7 +7,8 @@ reductions, softmax statistics and norms accumulate in f32, a literal is an f32 
 reference here is written from that description, not from ragjit's C: every op in float64 on
 the widened inputs, its result rounded to f32 and then to the 16-bit format (bf16's rounding
 written with uint32 bit operations, f16's by NumPy's float16). Each program runs with `ragjit
-run` on the CPU, on OpenCL (PoCL; skipped without a device) and on the reference interpreter,
+run` on the CPU (also as compiled for a CPU without F16C), on OpenCL (PoCL; skipped without a
+device) and on the reference interpreter,
 on lengths with empty items, items of length 1 and one long item; inputs hold the formats' edge
 values (subnormals, the largest finite value, values that overflow to inf when stored, NaN, -0).
 Data goes in as .npy: f16 as '<f2', bf16 as ml_dtypes writes it ('<V2' 2-byte items, read back
@@ -210,10 +211,12 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
         write_npy(os.path.join(data, name + ".npy"), to_file_array(a, fmt))
     write_npy(os.path.join(data, "w.npy"), to_file_array(w, fmt), "<V2" if fmt == "bf16" else None)
     np.save(os.path.join(data, "j1.npy"), off)
-    for target in ("cpu", "reference", "opencl"):
+    # cpu-nof16c: the CPU's code for a machine without F16C (integer f16 conversions)
+    for target in ("cpu", "cpu-nof16c", "reference", "opencl"):
         out = os.path.join(d, "out-%s-%s" % (fmt, target))
-        r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target],
-                           capture_output=True, text=True)
+        env = dict(os.environ, RAGJIT_LLVM_NO_F16C="1") if target == "cpu-nof16c" else None
+        r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
+                           capture_output=True, text=True, env=env)
         if r.returncode:
             if target == "opencl" and "device" in r.stderr.lower():
                 counts["skip"] += len(CASES)
