@@ -610,7 +610,8 @@ RJ_API void rj_tensor_free(rj_tensor *t);
 
 /* ----------------------------------------------------------------------------------------------
  * NumPy .npy files, the exchange format of the `ragjit` command: little-endian, C order,
- * dtypes '<f4' '<f8' '<i4' '<i8' '|b1'. Files of format 1.0, 2.0 and 3.0 are read ('|u1' as
+ * dtypes '<f4' '<f8' '<i4' '<i8' '|b1', '<f2' (f16) and '<V2' (bf16, as ml_dtypes saves its
+ * bfloat16; '|V2' is read too). Files of format 1.0, 2.0 and 3.0 are read ('|u1' as
  * bool when every byte is 0 or 1); files are written byte for byte as np.save writes them.
  * Anything unsupported or malformed is RJ_ERR_IO with a message naming the file and the
  * problem (bad magic, unsupported dtype, Fortran order, truncated data, ...). Only regular

@@ -18,7 +18,8 @@ Exact ops (+, *, max, relu, pad, casts) must match bit for bit (NaN as NaN); ops
 maths or sums may differ by one unit in the last place of the 16-bit format where the f32
 result lies within an f32 rounding of a tie.
 
-  half_numpy.py RAGJIT        exit 0 iff every case passed
+  half_numpy.py RAGJIT [--measure]   exit 0 iff every case passed; --measure prints, per case,
+                                     how many results differ from the reference and by how much
 """
 import math
 import os
@@ -30,6 +31,7 @@ import tempfile
 import numpy as np
 
 LENS = [3, 0, 1, 130, 0, 2, 17]
+MEASURE = []  # filled with one line per case and target under --measure
 
 
 # ---- the formats ------------------------------------------------------------------------------
@@ -182,6 +184,12 @@ def check_case(i, fmt, target, got, inputs, failures):
     want = np.concatenate([wv.reshape((-1,) + wv.shape[-1:]) if wv.ndim > 1 else wv[None] for wv in wants])
     gotv = gotv.reshape(want.shape)
     same = (gotv == want) & (np.signbit(gotv) == np.signbit(want)) | (np.isnan(gotv) & np.isnan(want))
+    if MEASURE:
+        fin = np.isfinite(want) & np.isfinite(gotv)
+        with np.errstate(invalid="ignore"):
+            ulps = np.abs(gotv - want)[fin] / ulp(want[fin], fmt)
+        MEASURE.append("%-13s %-5s %-11s %7d elements, %6.3f%% not the reference's rounding, at most %.0f ulp" %
+                       (name, fmt, target, same.size, 100.0 * (~same).sum() / max(same.size, 1), ulps.max() if ulps.size else 0))
     if not exact:
         with np.errstate(invalid="ignore"):
             same |= np.abs(gotv - want) <= ulp(want, fmt)
@@ -244,6 +252,8 @@ def promotion(ragjit, d, failures):
 
 def main():
     ragjit = sys.argv[1]
+    if "--measure" in sys.argv:
+        MEASURE.append("accuracy against NumPy float64 rounded per op (ulp of the reference's format):")
     failures = []
     rng = np.random.default_rng(38)
     counts = {"ok": 0, "fail": 0, "skip": 0}
@@ -251,6 +261,8 @@ def main():
         promotion(ragjit, d, failures)
         for fmt in ("bf16", "f16"):
             run_format(ragjit, fmt, d, rng, failures, counts)
+    for line in MEASURE:
+        print(line)
     for f in failures:
         print("FAIL", f)
     print("half_numpy: %(ok)d ok, %(fail)d failed, %(skip)d skipped" % counts)

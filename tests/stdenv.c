@@ -160,11 +160,13 @@ static void compare_values(const char *what, rj_dtype t, const void *got, const 
         double v = fabs(elem_get(want, t, i));
         if (isfinite(v) && v > scale) scale = v;
     }
-    /* 16-bit: each op's result is rounded, and where the f32 maths of two targets lands on the
-     * two sides of a tie the roundings differ by an ulp (2^-8 relative for bf16, 2^-11 for f16),
-     * which later ops carry: two ulps, of the largest value where they cancel */
-    static const double rtols[RJ_DTYPE_COUNT] = {[RJ_F32] = 1e-4, [RJ_F64] = 1e-10, [RJ_F16] = 1e-3, [RJ_BF16] = 8e-3};
-    static const double atols[RJ_DTYPE_COUNT] = {[RJ_F32] = 2e-5, [RJ_F64] = 1e-12, [RJ_F16] = 1e-3, [RJ_BF16] = 8e-3};
+    /* 16-bit: each op's result is rounded, and where the f32 maths of two targets (their sums'
+     * orders, their exp) lands on the two sides of a tie, the roundings differ by an ulp (2^-8
+     * relative for bf16, 2^-11 for f16), which later ops carry and exp amplifies: a score s
+     * of 16 one ulp apart is exp(s - m) 1.6% apart in f16 (seen in the corpus's pairs on
+     * OpenCL: 8 ulps). About 16 ulps, of the output's largest value where values cancel. */
+    static const double rtols[RJ_DTYPE_COUNT] = {[RJ_F32] = 1e-4, [RJ_F64] = 1e-10, [RJ_F16] = 8e-3, [RJ_BF16] = 6e-2};
+    static const double atols[RJ_DTYPE_COUNT] = {[RJ_F32] = 2e-5, [RJ_F64] = 1e-12, [RJ_F16] = 8e-3, [RJ_BF16] = 6e-2};
     double rtol = rtols[t], atol = atols[t] * scale;
     for (int64_t i = 0; i < n; i++) {
         double a = elem_get(got, t, i), b = elem_get(want, t, i);
@@ -1142,13 +1144,13 @@ void std_check_identities(rj_ctx *ctx, rj_target target) {
 }
 
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts) {
-    std_corpus_run_types(ctx, target, layouts, RJ_F32, RJ_F64);
+    std_corpus_run_types(ctx, target, layouts, RJ_F32, RJ_F64, std_corpus_count());
 }
 
-void std_corpus_run_types(rj_ctx *ctx, rj_target target, int layouts, rj_dtype ft0, rj_dtype ft1) {
+void std_corpus_run_types(rj_ctx *ctx, rj_target target, int layouts, rj_dtype ft0, rj_dtype ft1, int count) {
     int graphs = 0;
     double t0 = now_ms(), t_compile = 0;
-    for (int i = 0; i < std_corpus_count(); i++)
+    for (int i = 0; i < count && i < std_corpus_count(); i++)
         for (rj_dtype ft = ft0; ft <= ft1; ft++) {
             env e = std_corpus_build(ctx, i, ft);
             t_compile += run_graph(ctx, &e, std_corpus_name(i), (uint64_t)i + 7, target, layouts);
