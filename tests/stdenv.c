@@ -1144,18 +1144,23 @@ void std_check_identities(rj_ctx *ctx, rj_target target) {
 }
 
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts) {
-    std_corpus_run_types(ctx, target, layouts, RJ_F32, RJ_F64, std_corpus_count());
+    std_corpus_run_types(ctx, target, layouts, RJ_F32, RJ_F64, NULL);
 }
 
-void std_corpus_run_types(rj_ctx *ctx, rj_target target, int layouts, rj_dtype ft0, rj_dtype ft1, int count) {
+void std_corpus_run_types(rj_ctx *ctx, rj_target target, int layouts, rj_dtype ft0, rj_dtype ft1,
+                          const char *const *only) {
     int graphs = 0;
     double t0 = now_ms(), t_compile = 0;
-    for (int i = 0; i < count && i < std_corpus_count(); i++)
+    for (int i = 0; i < std_corpus_count(); i++) {
+        bool take = !only;
+        for (int k = 0; only && only[k]; k++) take |= !strcmp(only[k], std_corpus_name(i));
+        if (!take) continue;
         for (rj_dtype ft = ft0; ft <= ft1; ft++) {
             env e = std_corpus_build(ctx, i, ft);
             t_compile += run_graph(ctx, &e, std_corpus_name(i), (uint64_t)i + 7, target, layouts);
             graphs++;
         }
+    }
     printf("%d graphs match the interpreter on %s (%d length patterns%s%s) in %.0f ms (compiling: %.0f ms)\n",
            graphs, target_name(target), LEN_PATTERN_COUNT, layouts & STD_PACKED ? ", packed inputs" : "",
            layouts & STD_HOLES ? ", inputs with holes" : "", now_ms() - t0, t_compile);
