@@ -25,9 +25,10 @@
  * new processes: bench itself started with --disk-hit-child, the library's first use
  * included) and dispatch overhead of a tiny run (B = 8, D = 16).
  *
- *   bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl]
+ *   bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl] [--dtype bf16|f16]
  * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
  * --only runs just the named CPU workloads (the bandwidth probes and compile lines still run).
+ * --dtype bf16 (or f16) adds a table of W1..W6 and W7 in that type against f32 (half_table).
  *
  * With --target cuda or opencl the same workloads run on the device at the GPU issue's size
  * (B = 2048, lengths 1..1024, D = 256: 1.08 GB a tensor), plus W2 and W4 with one item 1000x
@@ -104,6 +105,8 @@ typedef struct wl {
 typedef struct setup {
     int64_t B, D, rows, L, *off;
     float *x, *w, *bias;
+    uint16_t *xh, *wh, *biash; /* the same values in the 16-bit dtype of --dtype (half_table) */
+    rj_dtype ht;
     int threads, reps;
 } setup;
 
@@ -116,15 +119,19 @@ static int affinity_cpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
-/* x: f32[B, j1, D], w, b: f32[D] */
-static rj_graph *new_graph(rj_ctx *ctx, int64_t D, rj_dim *J, rj_node *x, rj_node *w, rj_node *b) {
+/* x: t[B, j1, D], w, b: t[D] */
+static rj_graph *new_graph_t(rj_ctx *ctx, int64_t D, rj_dim *J, rj_node *x, rj_node *w, rj_node *b, rj_dtype t) {
     rj_graph *g = rj_graph_new(ctx);
     rj_dim B = rj_graph_dense(g, "B");
     *J = rj_graph_ragged(g, "j1", B);
-    *x = rj_graph_input(g, "x", RJ_F32, 3, (rj_dim[]){B, *J, D});
-    *w = rj_graph_input(g, "w", RJ_F32, 1, (rj_dim[]){D});
-    *b = rj_graph_input(g, "b", RJ_F32, 1, (rj_dim[]){D});
+    *x = rj_graph_input(g, "x", t, 3, (rj_dim[]){B, *J, D});
+    *w = rj_graph_input(g, "w", t, 1, (rj_dim[]){D});
+    *b = rj_graph_input(g, "b", t, 1, (rj_dim[]){D});
     return g;
+}
+
+static rj_graph *new_graph(rj_ctx *ctx, int64_t D, rj_dim *J, rj_node *x, rj_node *w, rj_node *b) {
+    return new_graph_t(ctx, D, J, x, w, b, RJ_F32);
 }
 
 static rj_node build(rj_graph *g, int which, rj_dim J, rj_node x, rj_node w, rj_node b) {
@@ -144,14 +151,16 @@ static rj_node build(rj_graph *g, int which, rj_dim J, rj_node x, rj_node w, rj_
     }
 }
 
-static wl make_workload(rj_ctx *ctx, const setup *s, int which) {
+/* Workload `which` in dtype t (f32, or s->ht with the 16-bit copies of the data). */
+static wl make_workload_t(rj_ctx *ctx, const setup *s, int which, rj_dtype t) {
     static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)",
                                         "W3 unpad(pad(x)*2+1)", "W4 sum(x,1)",
                                         "W5 layer_norm(x,D)", "W6 pad(x) output"};
     wl w = {.name = names[which]};
     rj_dim J;
     rj_node x, wv, bv;
-    w.g = new_graph(ctx, s->D, &J, &x, &wv, &bv);
+    bool h = t != RJ_F32;
+    w.g = new_graph_t(ctx, s->D, &J, &x, &wv, &bv, t);
     w.out = build(w.g, which, J, x, wv, bv);
     if (rj_graph_output(w.g, w.out, "y") != RJ_OK) die(ctx, w.name);
     double t0 = now();
@@ -161,11 +170,14 @@ static wl make_workload(rj_ctx *ctx, const setup *s, int which) {
     for (char *q = fused; q && (q = strstr(q, "kernel ")); q++) w.kernels++;
     rj_string_free(ctx, fused);
     w.b = rj_bind_new(w.p);
-    if (!w.b || rj_bind_offsets(w.b, J, s->B, s->off, NULL) || rj_bind_input(w.b, x, s->x, s->rows * s->D) ||
-        rj_bind_input(w.b, wv, s->w, s->D) || rj_bind_input(w.b, bv, s->bias, s->D))
+    if (!w.b || rj_bind_offsets(w.b, J, s->B, s->off, NULL) ||
+        rj_bind_input(w.b, x, h ? (void *)s->xh : s->x, s->rows * s->D) ||
+        rj_bind_input(w.b, wv, h ? (void *)s->wh : s->w, s->D) || rj_bind_input(w.b, bv, h ? (void *)s->biash : s->bias, s->D))
         die(ctx, w.name);
     return w;
 }
+
+static wl make_workload(rj_ctx *ctx, const setup *s, int which) { return make_workload_t(ctx, s, which, RJ_F32); }
 
 static double time_jit(rj_ctx *ctx, wl *w, int reps);
 
@@ -474,6 +486,68 @@ static double paired_ratios(rj_ctx *ctx, wl *w, int reps, double bytes, probes *
 
 /* Median time of a workload over reps runs (after a warm-up run), in seconds. */
 static double time_jit(rj_ctx *ctx, wl *w, int reps) { return paired_ratios(ctx, w, reps, 0, NULL, NULL, 0, NULL); }
+
+/* --dtype bf16|f16: W1..W6 in the 16-bit type against the same workloads in f32, in the same
+ * run: each one's time and GB/s of unique bytes (2 bytes an element against 4), both as the
+ * median of pairs with the copy probe (the fraction of the copy bandwidth, which should be the
+ * same for both), and the f32 / 16-bit time ratio (half the bytes: up to 2x). Then W7 in both
+ * (f32 through the BLAS, 16-bit through the JIT's loops with f32 accumulators, having no bf16
+ * GEMM to call). */
+static void half_table(rj_ctx *ctx, setup *s, probes *pr, probe_kind copy_kind, unsigned only, int64_t w7n, int w7reps) {
+    const char *tn = rj_dtype_name(s->ht);
+    printf("\n%s against f32 (same run, same data rounded to %s; GB/s of unique bytes):\n", tn, tn);
+    printf("%-24s %9s %8s %7s %9s %8s %7s %9s\n", "workload", "f32 ms", "GB/s", "/copy", "16-bit ms", "GB/s", "/copy",
+           "f32/16");
+    double N = (double)s->rows * (double)s->D;
+    for (int which = 1; which <= 6; which++) {
+        if (!(only >> which & 1)) continue;
+        double out_elems = which == 4 ? (double)(s->B * s->D) : which == 6 ? (double)(s->B * s->L * s->D) : N;
+        double t[2], r[2];
+        for (int k = 0; k < 2; k++) {
+            wl wk = make_workload_t(ctx, s, which, k ? s->ht : RJ_F32);
+            double bytes = (N + out_elems) * (k ? 2 : 4);
+            t[k] = paired_ratios(ctx, &wk, s->reps, bytes, pr, &copy_kind, 1, &r[k]);
+            rj_bind_free(wk.b);
+            rj_program_free(wk.p);
+            rj_graph_free(wk.g);
+        }
+        static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)", "W3 unpad(pad(x)*2+1)",
+                                            "W4 sum(x,1)", "W5 layer_norm(x,D)", "W6 pad(x) output"};
+        printf("%-24s %9.3f %8.2f %7.2f %9.3f %8.2f %7.2f %9.2f\n", names[which], t[0] * 1e3,
+               (N + out_elems) * 4 / t[0] / 1e9, r[0], t[1] * 1e3, (N + out_elems) * 2 / t[1] / 1e9, r[1], t[0] / t[1]);
+    }
+    if (!(only >> 7 & 1)) return;
+    int64_t K = s->D, Nn = w7n;
+    double times[2];
+    for (int k = 0; k < 2; k++) { /* relu(linear(x, W, b)) */
+        rj_dtype t = k ? s->ht : RJ_F32;
+        rj_graph *g = rj_graph_new(ctx);
+        rj_dim B = rj_graph_dense(g, "B"), J = rj_graph_ragged(g, "j1", B);
+        rj_node x = rj_graph_input(g, "x", t, 3, (rj_dim[]){B, J, K});
+        rj_node W = rj_graph_input(g, "W", t, 2, (rj_dim[]){Nn, K});
+        rj_node b = rj_graph_input(g, "b", t, 1, (rj_dim[]){Nn});
+        rj_node y = rj_graph_unary(g, RJ_OP_RELU, rj_graph_linear(g, x, W, b));
+        rj_graph_output(g, y, "y");
+        size_t es = rj_dtype_size(t);
+        char *wv = calloc((size_t)(Nn * K), es), *bv = calloc((size_t)Nn, es);
+        for (int64_t i = 0; i < Nn * K; i++) rj_value_set(t, wv, i, (double)((int64_t)(next() % 2001) - 1000) / 16000.0);
+        for (int64_t i = 0; i < Nn; i++) rj_value_set(t, bv, i, 0.01 * (double)(i % 7));
+        wl wk = {.name = "W7", .g = g, .out = y, .p = rj_program_new(g, RJ_TARGET_CPU)};
+        if (!wk.p) die(ctx, "W7 compile");
+        wk.b = rj_bind_new(wk.p);
+        if (rj_bind_offsets(wk.b, J, s->B, s->off, NULL) || rj_bind_input(wk.b, x, k ? (void *)s->xh : s->x, s->rows * K) ||
+            rj_bind_input(wk.b, W, wv, Nn * K) || rj_bind_input(wk.b, b, bv, Nn))
+            die(ctx, "W7 bind");
+        times[k] = time_jit(ctx, &wk, w7reps);
+        rj_bind_free(wk.b);
+        rj_program_free(wk.p);
+        rj_graph_free(g);
+        free(wv), free(bv);
+    }
+    double flops = 2.0 * (double)s->rows * (double)K * (double)Nn;
+    printf("%-24s %9.3f %8.1f GFLOP/s  %9.3f %8.1f GFLOP/s  f32/16 %.2f\n", "W7 relu(linear(x,W,b))", times[0] * 1e3,
+           flops / times[0] / 1e9, times[1] * 1e3, flops / times[1] / 1e9, times[0] / times[1]);
+}
 
 /* ---- a GPU target ------------------------------------------------------------------------- */
 
@@ -837,6 +911,7 @@ int main(int argc, char **argv) {
     unsigned only = ~0u;
     int threads = 0, reps = 0;
     rj_target target = RJ_TARGET_CPU;
+    rj_dtype half = RJ_F32; /* --dtype: a 16-bit type also measured against f32 (half_table) */
     if (argc == 4 && !strcmp(argv[1], "--disk-hit-child")) return disk_hit_child(argv[2], argv[3]);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
@@ -850,7 +925,15 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
-        else if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--reps")) {
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            const char *t = argv[++i];
+            if (!strcmp(t, "bf16")) half = RJ_BF16;
+            else if (!strcmp(t, "f16")) half = RJ_F16;
+            else if (strcmp(t, "f32")) {
+                fprintf(stderr, "bench: --dtype is f32, bf16 or f16, not '%s'\n", t);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--reps")) {
             bool t = argv[i][2] == 't';
             int v = i + 1 < argc ? count_arg(argv[++i], 1, t ? 4096 : 1000000) : -1;
             if (v < 0) {
@@ -865,7 +948,8 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl]\n");
+            fprintf(stderr, "usage: bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl] "
+                            "[--dtype bf16|f16]\n");
             return 2;
         }
     }
@@ -950,6 +1034,16 @@ int main(int argc, char **argv) {
     if (only >> 4 & 1)
         printf("\nW4 only reads (its output is 1/%lld of its input): %.2f GB/s of reads = %.2fx the "
                "read probe\n", (long long)(s.rows / s.B), w4_read, w4_ratio);
+
+    if (half != RJ_F32) {
+        s.ht = half;
+        s.xh = malloc(sizeof(uint16_t) * (size_t)(s.rows * s.D + 1));
+        s.wh = malloc(sizeof(uint16_t) * (size_t)s.D), s.biash = malloc(sizeof(uint16_t) * (size_t)s.D);
+        for (int64_t i = 0; i < s.rows * s.D; i++) rj_value_set(half, s.xh, i, s.x[i]);
+        for (int64_t i = 0; i < s.D; i++) rj_value_set(half, s.wh, i, s.w[i]), rj_value_set(half, s.biash, i, s.bias[i]);
+        half_table(ctx, &s, &pr, copy_kind, only, quick ? 64 : 1024, quick ? 2 : 5);
+        free(s.xh), free(s.wh), free(s.biash);
+    }
 
     if (only >> 7 & 1) w7(ctx, &s, quick ? 64 : 1024, quick ? 2 : 5);
     if (only & (3u << 8)) w89(ctx, &s, quick ? 2 : 3);

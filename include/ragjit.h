@@ -179,11 +179,20 @@ RJ_API void rj_string_free(rj_ctx *ctx, char *s);
  * Dtypes. Promotion follows PyTorch: float beats int beats bool and the wider type wins; a
  * scalar literal never widens a tensor (f32 * 2.0 stays f32), but lifts an int tensor to f32
  * (resp. a bool tensor to i64) when it is of a higher category.
+ * RJ_F16 (IEEE binary16) and RJ_BF16 (bfloat16) are storage types: loads widen to f32, the
+ * arithmetic and every accumulation are f32, and each value an op produces is rounded to
+ * nearest even once (PyTorch's CPU semantics). f16 with bf16 promotes to f32; with f32, f32.
  */
-typedef enum rj_dtype { RJ_BOOL, RJ_I32, RJ_I64, RJ_F32, RJ_F64, RJ_DTYPE_COUNT } rj_dtype;
+typedef enum rj_dtype { RJ_BOOL, RJ_I32, RJ_I64, RJ_F32, RJ_F64, RJ_F16, RJ_BF16, RJ_DTYPE_COUNT } rj_dtype;
 
 RJ_API const char *rj_dtype_name(rj_dtype t); /* "bool", "i32", ... or NULL */
 RJ_API size_t rj_dtype_size(rj_dtype t);      /* bytes per element, 0 if invalid */
+/* Element i of an array of dtype t, as a double (bool 0/1; a 16-bit float widened exactly);
+ * and v stored there: floats round to nearest even (16-bit ones through f32, as kernels round
+ * their f32 results), integers saturate with NaN -> 0 as casts do. An invalid t reads 0 and
+ * writes nothing. For data in a dtype C has no type for (f16, bf16). */
+RJ_API double rj_value_get(rj_dtype t, const void *values, int64_t i);
+RJ_API void rj_value_set(rj_dtype t, void *values, int64_t i, double v);
 
 /* ----------------------------------------------------------------------------------------------
  * Ops, defined once in this table: X(ENUM, text name, kind, result dtype rule).
@@ -606,7 +615,8 @@ RJ_API void rj_tensor_free(rj_tensor *t);
 
 /* ----------------------------------------------------------------------------------------------
  * NumPy .npy files, the exchange format of the `ragjit` command: little-endian, C order,
- * dtypes '<f4' '<f8' '<i4' '<i8' '|b1'. Files of format 1.0, 2.0 and 3.0 are read ('|u1' as
+ * dtypes '<f4' '<f8' '<i4' '<i8' '|b1', '<f2' (f16) and '<V2' (bf16, as ml_dtypes saves its
+ * bfloat16; '|V2' is read too). Files of format 1.0, 2.0 and 3.0 are read ('|u1' as
  * bool when every byte is 0 or 1); files are written byte for byte as np.save writes them.
  * Anything unsupported or malformed is RJ_ERR_IO with a message naming the file and the
  * problem (bad magic, unsupported dtype, Fortran order, truncated data, ...). Only regular

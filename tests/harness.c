@@ -151,21 +151,14 @@ void *random_values(rj_dtype t, int64_t n, uint64_t *seed) {
         case RJ_BOOL: ((uint8_t *)p)[i] = (uint8_t)(rng_next(seed) & 1); break;
         case RJ_I32: ((int32_t *)p)[i] = (int32_t)rng_int(seed, -5, 5); break;
         case RJ_I64: ((int64_t *)p)[i] = rng_int(seed, -5, 5); break;
-        case RJ_F32: ((float *)p)[i] = (float)rng_uniform(seed, -2, 2); break;
-        default: ((double *)p)[i] = rng_uniform(seed, -2, 2); break;
+        default: rj_value_set(t, p, i, rng_uniform(seed, -2, 2)); break; /* floats, rounded */
         }
     }
     return p;
 }
 
 double elem_get(const void *p, rj_dtype t, int64_t i) {
-    switch (t) {
-    case RJ_BOOL: return ((const uint8_t *)p)[i];
-    case RJ_I32: return ((const int32_t *)p)[i];
-    case RJ_I64: return (double)((const int64_t *)p)[i];
-    case RJ_F32: return ((const float *)p)[i];
-    default: return ((const double *)p)[i];
-    }
+    return rj_value_get(t, p, i);
 }
 
 void assert_close_f(const char *what, const void *got, rj_dtype t, const double *want,

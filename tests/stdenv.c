@@ -77,8 +77,10 @@ static void *spread_by(int64_t B, const int64_t *off, const int64_t *hoff, const
     char *p = malloc(row * (size_t)(hrows + 1));
     for (int64_t r = 0; r < hrows * inner; r++) {
         switch (t) {
-        case RJ_F32: ((float *)p)[r] = NAN; break;
-        case RJ_F64: ((double *)p)[r] = NAN; break;
+        case RJ_F32:
+        case RJ_F64:
+        case RJ_F16:
+        case RJ_BF16: rj_value_set(t, p, r, NAN); break;
         case RJ_I32: ((int32_t *)p)[r] = 1 << 30; break;
         case RJ_I64: ((int64_t *)p)[r] = (int64_t)1 << 40; break; /* an index far out of range */
         default: ((uint8_t *)p)[r] = 1; break;
@@ -174,7 +176,7 @@ int64_t numel_of(const rj_tensor_info *t) {
 }
 
 static void compare_values(const char *what, rj_dtype t, const void *got, const void *want, int64_t n) {
-    if (!(t == RJ_F32 || t == RJ_F64)) {
+    if (!(t == RJ_F32 || t == RJ_F64 || t == RJ_F16 || t == RJ_BF16)) {
         size_t es = rj_dtype_size(t);
         for (int64_t i = 0; i < n; i++)
             if (memcmp((const char *)got + i * es, (const char *)want + i * es, es))
@@ -187,8 +189,14 @@ static void compare_values(const char *what, rj_dtype t, const void *got, const 
         double v = fabs(elem_get(want, t, i));
         if (isfinite(v) && v > scale) scale = v;
     }
-    bool f32 = t == RJ_F32;
-    double rtol = f32 ? 1e-4 : 1e-10, atol = (f32 ? 2e-5 : 1e-12) * scale;
+    /* 16-bit: each op's result is rounded, and where the f32 maths of two targets (their sums'
+     * orders, their exp) lands on the two sides of a tie, the roundings differ by an ulp (2^-8
+     * relative for bf16, 2^-11 for f16), which later ops carry and exp amplifies: a score s
+     * of 16 one ulp apart is exp(s - m) 1.6% apart in f16 (seen in the corpus's pairs on
+     * OpenCL: 8 ulps). About 16 ulps, of the output's largest value where values cancel. */
+    static const double rtols[RJ_DTYPE_COUNT] = {[RJ_F32] = 1e-4, [RJ_F64] = 1e-10, [RJ_F16] = 8e-3, [RJ_BF16] = 6e-2};
+    static const double atols[RJ_DTYPE_COUNT] = {[RJ_F32] = 2e-5, [RJ_F64] = 1e-12, [RJ_F16] = 8e-3, [RJ_BF16] = 6e-2};
+    double rtol = rtols[t], atol = atols[t] * scale;
     for (int64_t i = 0; i < n; i++) {
         double a = elem_get(got, t, i), b = elem_get(want, t, i);
         if ((isnan(a) && isnan(b)) || (isinf(b) && a == b) || fabs(a - b) <= atol + rtol * fabs(b))
@@ -1209,14 +1217,23 @@ void std_check_identities(rj_ctx *ctx, rj_target target) {
 }
 
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts) {
+    std_corpus_run_types(ctx, target, layouts, RJ_F32, RJ_F64, NULL);
+}
+
+void std_corpus_run_types(rj_ctx *ctx, rj_target target, int layouts, rj_dtype ft0, rj_dtype ft1,
+                          const char *const *only) {
     int graphs = 0;
     double t0 = now_ms(), t_compile = 0;
-    for (int i = 0; i < std_corpus_count(); i++)
-        for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+    for (int i = 0; i < std_corpus_count(); i++) {
+        bool take = !only;
+        for (int k = 0; only && only[k]; k++) take |= !strcmp(only[k], std_corpus_name(i));
+        if (!take) continue;
+        for (rj_dtype ft = ft0; ft <= ft1; ft++) {
             env e = std_corpus_build(ctx, i, ft);
             t_compile += run_graph(ctx, &e, std_corpus_name(i), (uint64_t)i + 7, target, layouts);
             graphs++;
         }
+    }
     printf("%d graphs match the interpreter on %s (%d length patterns%s%s) in %.0f ms (compiling: %.0f ms)\n",
            graphs, target_name(target), LEN_PATTERN_COUNT, layouts & STD_PACKED ? ", packed inputs" : "",
            layouts & STD_HOLES ? ", inputs with holes" : "", now_ms() - t0, t_compile);

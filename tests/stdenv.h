@@ -131,6 +131,10 @@ double now_ms(void); /* a monotonic clock, in milliseconds */
  * program). Skips the test, saying why, when the target has no device. */
 enum { STD_PACKED = 1, STD_HOLES = 2 };
 void std_corpus_run(rj_ctx *ctx, rj_target target, int layouts);
+/* ... with floats of the types ft0 .. ft1 (enum order: RJ_F16 .. RJ_BF16 for the 16-bit ones),
+ * the graphs named in the NULL-terminated list `only` (NULL: all) */
+void std_corpus_run_types(rj_ctx *ctx, rj_target target, int layouts, rj_dtype ft0, rj_dtype ft1,
+                          const char *const *only);
 /* gelu (both forms), silu, sigmoid and tanh at extreme arguments on a target, against forms
  * without cancellation (skips the test where the target has no device). */
 void std_check_tails(rj_ctx *ctx, rj_target target);

@@ -3,7 +3,7 @@
  *
  * A corpus of graphs covers every op and a set of fused chains (softmax/sum/mean over the
  * ragged dim, reductions over a padded dim, layer_norm, pad/unpad chains, int and bool ops,
- * casts), each in f32 and f64. For every graph:
+ * casts), each in f32, f64, f16 and bf16. For every graph:
  *   - the "cuda" dump has one `extern "C" __global__` function per loop-IR kernel, under the
  *     kernel's name, and dumping twice gives the same text;
  *   - NVRTC compiles it ("ptx" dump), the PTX has an .entry per kernel, and ptxas assembles
@@ -86,19 +86,24 @@ static void check_source(rj_ctx *ctx, const rj_graph *g, const char *what, size_
     rj_program_free(p);
 }
 
+/* The corpus's float types: f32, f64, and the 16-bit storage types (their conversions are the
+ * preamble's integer helpers, which NVRTC compiles without cuda_fp16.h). */
+static const rj_dtype corpus_types[4] = {RJ_F32, RJ_F64, RJ_F16, RJ_BF16};
+
 static void test_source(void **state) {
     fixture *f = *state;
     size_t bytes = 0;
     double t0 = now_ms();
     for (int i = 0; i < std_corpus_count(); i++)
-        for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+        for (int fi = 0; fi < 4; fi++) {
+            rj_dtype ft = corpus_types[fi];
             env e = std_corpus_build(f->ctx, i, ft);
             char what[96];
             snprintf(what, sizeof what, "%s (%s)", std_corpus_name(i), rj_dtype_name(ft));
             check_source(f->ctx, e.g, what, &bytes);
             rj_graph_free(e.g);
         }
-    printf("CUDA source of %d graphs (f32 and f64): %zu bytes in %.0f ms\n", 2 * std_corpus_count(), bytes,
+    printf("CUDA source of %d graphs (f32, f64, f16, bf16): %zu bytes in %.0f ms\n", 4 * std_corpus_count(), bytes,
            now_ms() - t0);
 }
 
@@ -199,7 +204,8 @@ static void test_ptx(void **state) {
     int graphs = 0, kernels = 0;
     ptx_stats ps = {0};
     for (int i = 0; i < std_corpus_count(); i++)
-        for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+        for (int fi = 0; fi < 4; fi++) {
+            rj_dtype ft = corpus_types[fi];
             if (!in_shard((uint64_t)i)) continue; /* sliced (FX_SLICED) */
             env e = std_corpus_build(f->ctx, i, ft);
             char what[96];

@@ -101,10 +101,14 @@ static void test_unary_ops(void **state) {
         }
 }
 
+/* f32, f64 and the 16-bit types (whose corpus group of every binary op in one kernel has more
+ * parameters than a CPU kernel takes: test_half_corpus leaves it to this test) */
 static void test_binary_ops(void **state) {
     fixture *f = *state;
+    static const rj_dtype fts[] = {RJ_F32, RJ_F64, RJ_F16, RJ_BF16};
     for (int op = RJ_OP_ADD; op <= RJ_OP_LOGICAL_OR; op++)
-        for (rj_dtype ft = RJ_F32; ft <= RJ_F64; ft++) {
+        for (size_t fi = 0; fi < sizeof fts / sizeof fts[0]; fi++) {
+            rj_dtype ft = fts[fi];
             env e = env_new(f->ctx, ft);
             rj_op o = (rj_op)op;
             rj_graph_output(e.g, rj_graph_binary(e.g, o, e.x, e.y), "same");
@@ -311,6 +315,23 @@ static void test_fused_chains(void **state) {
     }
     printf("%d of the %d fused chains match the interpreter (f32 and f64, %d length patterns, 1 and 2 "
            "threads, packed and with holes)\n", n, std_nchains, LEN_PATTERN_COUNT);
+}
+
+/* The whole corpus (every op group and fused chain) with f16 and bf16 floats against the
+ * interpreter, which rounds each op's result as the compiled code does (16-bit storage, f32
+ * arithmetic): check_graph's patterns, threads and holes, sliced across the shards. */
+static void test_half_corpus(void **state) {
+    fixture *f = *state;
+    int n = 0;
+    for (int i = 0; i < std_corpus_count(); i++) {
+        if (!in_shard((uint64_t)i) || !strcmp(std_corpus_name(i), "binary ops")) continue;
+        for (rj_dtype ft = RJ_F16; ft <= RJ_BF16; ft++) {
+            env e = std_corpus_build(f->ctx, i, ft);
+            check_graph(f->ctx, &e, std_corpus_name(i));
+        }
+        n++;
+    }
+    printf("%d of the %d corpus graphs match the interpreter in f16 and bf16\n", n, std_corpus_count());
 }
 
 /* Random chains (stdenv.h: std_random_chain) through check_graph: every length pattern, packed
@@ -1461,7 +1482,7 @@ static void test_dlpack(void **state) {
     assert_memory_equal(ty->data, keep, sizeof keep);
     /* refusals */
     DLTensor bad = tx;
-    bad.dtype = (DLDataType){kDLFloat, 16, 1};
+    bad.dtype = (DLDataType){kDLFloat, 8, 1}; /* (16 bits is f16: test_dlpack_half) */
     assert_int_equal(rj_bind_dlpack(b, x, &bad, &to), RJ_ERR_UNSUPPORTED);
     bad = tx;
     int64_t tstrides[2] = {1, 5};
@@ -1497,6 +1518,53 @@ static void test_dlpack(void **state) {
     assert_int_equal(tr.live_blocks, 0);
 }
 
+/* 16-bit tensors through DLPack: f16 is (kDLFloat, 16), bf16 (kDLBfloat, 16), as PyTorch's
+ * __dlpack__ gives them; a float tensor of the wrong width is refused by name. */
+static void test_dlpack_half(void **state) {
+    fixture *f = *state;
+    rj_ctx *ctx = f->ctx;
+    rj_graph *g = rj_graph_parse(ctx, "ragged j1 : B\ninput x : bf16[B, j1, 2]\ninput h : f16[2]\n"
+                                      "y = x * h\nz = cast(x, \"f16\") * h\noutput y, z\n", "t.rj");
+    assert_non_null(g);
+    rj_program *p = rj_program_new(g, RJ_TARGET_CPU);
+    assert_non_null(p);
+    rj_node x = rj_graph_find(g, "x"), h = rj_graph_find(g, "h"), y = rj_graph_find(g, "y"), z = rj_graph_find(g, "z");
+    int64_t off[3] = {0, 1, 3}, xshape[2] = {3, 2}, oshape[1] = {3}, hshape[1] = {2};
+    uint16_t xv[6], hv[2];
+    for (int i = 0; i < 6; i++) rj_value_set(RJ_BF16, xv, i, 0.25 * i - 0.5);
+    rj_value_set(RJ_F16, hv, 0, 3.0);
+    rj_value_set(RJ_F16, hv, 1, -0.5);
+    DLTensor tx = {.data = xv, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLBfloat, 16, 1}, .shape = xshape};
+    DLTensor to = {.data = off, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLInt, 64, 1}, .shape = oshape};
+    DLTensor th = {.data = hv, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 16, 1}, .shape = hshape};
+    rj_bind *b = rj_bind_new(p);
+    DLTensor wrong = th;
+    wrong.dtype = (DLDataType){kDLBfloat, 16, 1};
+    assert_int_equal(rj_bind_dlpack(b, h, &wrong, NULL), RJ_ERR_SHAPE);
+    assert_error_contains(ctx, "bf16");
+    assert_ok(ctx, rj_bind_dlpack(b, x, &tx, &to));
+    assert_ok(ctx, rj_bind_dlpack(b, h, &th, NULL));
+    assert_ok(ctx, rj_program_run(p, b));
+    struct DLManagedTensor *my = NULL, *mz = NULL, *oy = NULL, *oz = NULL;
+    assert_ok(ctx, rj_bind_export_dlpack(b, y, &my, &oy));
+    assert_ok(ctx, rj_bind_export_dlpack(b, z, &mz, &oz));
+    /* bf16 * f16 is f32 (PyTorch's promotion); cast to f16 then * f16 stays f16 */
+    assert_int_equal(my->dl_tensor.dtype.code, kDLFloat);
+    assert_int_equal(my->dl_tensor.dtype.bits, 32);
+    assert_int_equal(mz->dl_tensor.dtype.code, kDLFloat);
+    assert_int_equal(mz->dl_tensor.dtype.bits, 16);
+    for (int i = 0; i < 6; i++) {
+        double xi = 0.25 * i - 0.5, hi = i % 2 ? -0.5 : 3.0;
+        assert_true(rj_value_get(RJ_F32, my->dl_tensor.data, i) == xi * hi); /* exact in both */
+        assert_true(rj_value_get(RJ_F16, mz->dl_tensor.data, i) == xi * hi);
+    }
+    my->deleter(my), oy->deleter(oy);
+    mz->deleter(mz), oz->deleter(oz);
+    rj_bind_free(b);
+    rj_program_free(p);
+    rj_graph_free(g);
+}
+
 static void test_run_errors(void **state) {
     fixture *f = *state;
     env e = env_new(f->ctx, RJ_F32);
@@ -1526,9 +1594,9 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX(test_unary_ops),       FX(test_binary_ops),        FX(test_select_cast_ops),
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX_SLICED(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
-        FX_SLICED(test_fused_chains), FX_SLICED(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
+        FX_SLICED(test_fused_chains), FX_SLICED(test_half_corpus), FX_SLICED(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_function_kernels_shared), FX(test_context_kernels_shared), FX(test_dlpack),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_function_kernels_shared), FX(test_context_kernels_shared), FX(test_dlpack), FX(test_dlpack_half),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -205,6 +206,36 @@ static void test_bool_normalised(void **state) {
     assert_int_equal(a.dtype, RJ_BOOL);
     assert_memory_equal(a.data, "\0\1\1\1", 4);
     npy_free(f->ctx, &a);
+}
+
+/* f16 is NumPy's '<f2'; bf16 is written as ml_dtypes.bfloat16 arrays are saved ('<V2': NumPy
+ * has no bf16, so the items are 2-byte voids), and read from '<V2' or from '|V2' (what
+ * np.save writes for the .view('V2') of bf16 bits and np.load gives back). */
+static void test_half_descr(void **state) {
+    fixture *f = *state;
+    static const uint16_t v[] = {0x3c00, 0x8001, 0x7c00, 0x7e00}; /* 1, -2^-24, inf, NaN in f16 */
+    static const char *const dicts[] = {"{'descr': '<f2',", "{'descr': '<V2',"};
+    const char *p = tpath("half.npy");
+    for (int k = 0; k < 2; k++) {
+        rj_dtype t = k ? RJ_BF16 : RJ_F16;
+        assert_ok(f->ctx, npy_write(f->ctx, p, t, 1, (int64_t[]){4}, v));
+        size_t n;
+        unsigned char *file = read_bytes(p, &n);
+        assert_int_equal(n, 128 + 8);
+        assert_memory_equal(file + 10, dicts[k], strlen(dicts[k]));
+        assert_memory_equal(file + 128, v, 8);
+        free(file);
+    }
+    write_npy_raw(p, 1, 0, "{'descr': '|V2', 'fortran_order': False, 'shape': (2,), }\n", "\x80\x3f\xc0\x7f", 4);
+    npy_array a;
+    assert_ok(f->ctx, npy_read(f->ctx, p, &a));
+    assert_int_equal(a.dtype, RJ_BF16);
+    assert_true(rj_value_get(RJ_BF16, a.data, 0) == 1.0);
+    assert_true(isnan(rj_value_get(RJ_BF16, a.data, 1)));
+    npy_free(f->ctx, &a);
+    /* other 2-byte voids or unsigned ints are not 16-bit floats */
+    write_npy_raw(p, 1, 0, "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }\n", "\0\0\0\0", 4);
+    assert_int_not_equal(npy_read(f->ctx, p, &a), RJ_OK);
 }
 
 /* ---- the bytes np.save writes ---------------------------------------------------------- */
@@ -491,9 +522,11 @@ static void test_error_dtype(void **state) {
     write_npy_raw(p, 1, 0, "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n",
                   "\0\0\0\0", 4);
     expect_read_fail(f->ctx, p, RJ_ERR_IO,
-                     "dt.npy: unsupported dtype '>f4' (supported: <f4 <f8 <i4 <i8 |b1)");
-    expect_header_fail(f->ctx, "{'descr': '<f2', 'fortran_order': False, 'shape': (1,), }",
-                       "\0\0", 2, "unsupported dtype '<f2'");
+                     "dt.npy: unsupported dtype '>f4' (supported: <f4 <f8 <f2 <i4 <i8 |b1, and <V2 for bf16)");
+    expect_header_fail(f->ctx, "{'descr': '>f2', 'fortran_order': False, 'shape': (1,), }",
+                       "\0\0", 2, "unsupported dtype '>f2'");
+    expect_header_fail(f->ctx, "{'descr': '<V4', 'fortran_order': False, 'shape': (1,), }",
+                       "\0\0\0\0", 4, "unsupported dtype '<V4'");
     expect_header_fail(f->ctx, "{'descr': '|i1', 'fortran_order': False, 'shape': (1,), }", "\0",
                        1, "unsupported dtype '|i1'");
     expect_header_fail(f->ctx, "{'descr': '<U3\x01', 'fortran_order': False, 'shape': (1,), }",
@@ -868,7 +901,7 @@ static void test_fuzz_empty_shape_overflow(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_round_trip),
-        FX(test_bool_normalised),
+        FX(test_bool_normalised), FX(test_half_descr),
         FX(test_header_bytes_match_numpy),
         FX(test_read_v1_handmade),
         FX(test_read_v2_handmade),

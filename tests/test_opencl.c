@@ -128,6 +128,15 @@ static void test_device_runs(void **state) {
     std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, STD_PACKED | STD_HOLES);
 }
 
+/* Op groups of the corpus with 16-bit floats: vload_half/vstore_half_rte for f16, integer
+ * bf16 on PoCL. Two: all of them took PoCL over 20 minutes on a busy 2-core machine, four
+ * groups 9 (its compiles); half_numpy.py runs every op family on OpenCL (casts and pads
+ * included), test_jit the whole corpus on the CPU. */
+static void test_half_runs(void **state) {
+    static const char *const groups[] = {"reductions", "softmax/norm", NULL};
+    std_corpus_run_types(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, STD_PACKED, RJ_F16, RJ_BF16, groups);
+}
+
 /* Random chains (stdenv.h), fewer than the CPU's (RJ_RANDOM_CHAINS, RJ_RANDOM_SEED as there). */
 static void test_random_chains(void **state) {
     std_random_run(((fixture *)*state)->ctx, RJ_TARGET_OPENCL, 16);
@@ -604,7 +613,7 @@ static void test_no_device(void **state) {
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--no-device")) return child_no_device(argv[2]);
     const struct CMUnitTest tests[] = {
-        FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs),
+        FX(test_source), FX(test_constants_text), FX(test_no_device), FX(test_device_runs), FX(test_half_runs),
         FX(test_threads), FX(test_stats_and_probe), FX(test_device_memory), FX(test_alloc_failures), FX(test_index_errors),
         FX(test_alloc_failures_device), FX(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
     };

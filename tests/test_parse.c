@@ -726,8 +726,8 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\ny = x + z\noutput y\n", RJ_ERR_PARSE, "t.rj:2:9: undefined name 'z'", 9);
     expect_error(c, "input x : f32[3]\ny = relu(x\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:3:1: expected ',' or ')', found 'output'", 1);
-    expect_error(c, "input x : f16[3]\n", RJ_ERR_PARSE,
-                 "t.rj:1:11: unknown dtype 'f16' (f32, f64, i32, i64, bool)", 11);
+    expect_error(c, "input x : f8[3]\n", RJ_ERR_PARSE,
+                 "t.rj:1:11: unknown dtype 'f8' (f32, f64, f16, bf16, i32, i64, bool)", 11);
     expect_error(c, "input x f32[3]\n", RJ_ERR_PARSE,
                  "t.rj:1:9: expected ':' and the input's type (input x : f32[B, j1, 64]), found 'f32'", 9);
     expect_error(c, "input x : f32[3]\ny = x $ 2\n", RJ_ERR_PARSE, "t.rj:2:7: unexpected character '$'", 7);
@@ -754,8 +754,8 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\ny = 12abc\n", RJ_ERR_PARSE, "t.rj:2:5: malformed number '12a'", 5);
     expect_error(c, "input x : f32[3]\n= x\n", RJ_ERR_PARSE,
                  "t.rj:2:1: expected a statement (ragged, same, input, output or an assignment), found '='", 1);
-    expect_error(c, "input x : f32[3]\ny = cast(x, dtype=\"f16\")\n", RJ_ERR_PARSE,
-                 "t.rj:2:13: cast: dtype must be one of \"f32\", \"f64\", \"i32\", \"i64\", \"bool\"", 13);
+    expect_error(c, "input x : f32[3]\ny = cast(x, dtype=\"f8\")\n", RJ_ERR_PARSE,
+                 "t.rj:2:13: cast: dtype must be one of \"f32\", \"f64\", \"f16\", \"bf16\", \"i32\", \"i64\", \"bool\"", 13);
     expect_error(c, "input x : f32[3]\ny = 99999999999999999999\n", RJ_ERR_PARSE,
                  "t.rj:2:5: integer 99999999999999999999 is too large (the limit is 2^63 - 1)", 5);
 }
@@ -1177,7 +1177,7 @@ static void test_constants(void **state) {
         {"y = arange(-1)", "arange: the size must be a list of sizes, or a size", RJ_ERR_PARSE},
         {"y = arange(2.5)", "arange: the size must be a list of sizes, or a size", RJ_ERR_PARSE},
         {"y = arange([2, 3])", "arange: end must be one size", RJ_ERR_PARSE},
-        {"y = zeros(2, dtype=\"f16\")", "zeros: dtype must be one of", RJ_ERR_PARSE},
+        {"y = zeros(2, dtype=\"f8\")", "zeros: dtype must be one of", RJ_ERR_PARSE},
         {"y = zeros([2, -1])", "zeros: a size must not be negative", RJ_ERR_PARSE},
         {"y = full([2], x)", "full: fill_value must be a number or True/False", RJ_ERR_PARSE},
         {"y = ones(2, 3.0)", "ones: size must be integers", RJ_ERR_PARSE},

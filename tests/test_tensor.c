@@ -278,11 +278,95 @@ static void test_fuzz_to_padded_value_out_of_range(void **state) {
     }
 }
 
+/* ---- 16-bit floats: rj_value_get / rj_value_set ------------------------------------------- */
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* f16 against the compiler's own _Float16 (libgcc's conversions, round to nearest even): every
+ * f16 widened, and f32 values around every f16 and every rounding boundary narrowed (each sign,
+ * exponent and top 10 mantissa bits, with low bits 0, 1, just below, at and just above the
+ * halfway point, and all ones). */
+#ifdef __FLT16_MAX__
+__extension__ typedef _Float16 ref_f16; /* C23's, and GCC's and clang's before it */
+#endif
+
+static void test_f16_conversions(void **state) {
+    (void)state;
+#ifdef __FLT16_MAX__
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        uint16_t b = (uint16_t)h;
+        ref_f16 x;
+        memcpy(&x, &b, 2);
+        double got = rj_value_get(RJ_F16, &b, 0), want = (double)(float)x;
+        if (!(got == want || (isnan(got) && isnan(want))) || signbit(got) != signbit(want))
+            fail_msg("f16 0x%04x widens to %g, expected %g", h, got, want);
+    }
+    static const uint32_t low[] = {0, 1, 0xfff, 0x1000, 0x1001, 0x1fff};
+    for (uint32_t top = 0; top < (1u << 19); top++)
+        for (size_t k = 0; k < sizeof low / sizeof low[0]; k++) {
+            float f = bits_f32(top << 13 | low[k]);
+            uint16_t got;
+            rj_value_set(RJ_F16, &got, 0, f);
+            ref_f16 x = (ref_f16)f;
+            uint16_t want;
+            memcpy(&want, &x, 2);
+            bool nan = (want & 0x7c00) == 0x7c00 && (want & 0x3ff);
+            if (got != want && !(nan && (got & 0x7c00) == 0x7c00 && (got & 0x3ff)))
+                fail_msg("f32 0x%08x narrows to f16 0x%04x, expected 0x%04x", f32_bits(f), got, want);
+        }
+#else
+    skip();
+#endif
+}
+
+/* bf16 is the top half of an f32: every bf16 widens exactly and narrows back to itself (a NaN
+ * to a quiet NaN of the same sign), and ties go to the even neighbour. */
+static void test_bf16_conversions(void **state) {
+    (void)state;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        uint16_t b = (uint16_t)h, back;
+        double v = rj_value_get(RJ_BF16, &b, 0);
+        assert_true(isnan(v) ? (h & 0x7f80) == 0x7f80 : f32_bits((float)v) == h << 16); /* NaN: quietened */
+        rj_value_set(RJ_BF16, &back, 0, v);
+        if (isnan(v)) assert_true((back & 0xffc0) == ((h & 0x8000) | 0x7fc0));
+        else assert_int_equal(back, h);
+    }
+    static const struct {
+        uint32_t f;
+        uint16_t bf;
+    } cases[] = {
+        {0x3f808000, 0x3f80}, {0x3f818000, 0x3f82}, {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80},
+        {0x7f7fffff, 0x7f80}, /* the largest f32 is past bf16's largest: inf */
+        {0x7f7f7fff, 0x7f7f}, {0x00008000, 0x0000}, {0x00018000, 0x0002}, /* subnormals: even */
+        {0x80000000, 0x8000}, {0xff800000, 0xff80},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t got;
+        rj_value_set(RJ_BF16, &got, 0, bits_f32(cases[i].f));
+        if (got != cases[i].bf) fail_msg("f32 0x%08x narrows to bf16 0x%04x, expected 0x%04x", cases[i].f, got, cases[i].bf);
+    }
+    /* a double rounds to f32 first, as kernels round their f32 results */
+    uint16_t got;
+    rj_value_set(RJ_BF16, &got, 0, 1.0 + 0x1p-8 + 0x1p-40);
+    assert_int_equal(got, 0x3f80); /* (float) drops 2^-40, leaving a tie, which goes to even */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         FX(test_from_components), FX(test_components_errors), FX(test_from_values), FX(test_values_aligned),
         FX(test_padded_roundtrip), FX(test_from_padded_errors), FX(test_unbind),
-        FX(test_dense_errors), FX(test_fuzz_to_padded_value_out_of_range),
+        FX(test_dense_errors), FX(test_fuzz_to_padded_value_out_of_range), FX(test_f16_conversions),
+        FX(test_bf16_conversions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

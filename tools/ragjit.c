@@ -888,8 +888,7 @@ static int make_random(dataset *d, const char *spec) {
             case RJ_BOOL: ((uint8_t *)values)[i] = u < 0.5; break;
             case RJ_I32: ((int32_t *)values)[i] = (int32_t)floor(u * 21) - 10; break;
             case RJ_I64: ((int64_t *)values)[i] = (int64_t)floor(u * 21) - 10; break;
-            case RJ_F32: ((float *)values)[i] = (float)(2 * u - 1); break;
-            default: ((double *)values)[i] = 2 * u - 1; break;
+            default: rj_value_set(dtype, values, (int64_t)i, 2 * u - 1); break;
             }
         }
     }
@@ -1109,13 +1108,7 @@ static int write_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const char 
 }
 
 static double elem(const rj_tensor_info *t, int64_t i) {
-    switch (t->dtype) {
-    case RJ_F32: return ((const float *)t->values)[i];
-    case RJ_F64: return ((const double *)t->values)[i];
-    case RJ_I32: return ((const int32_t *)t->values)[i];
-    case RJ_I64: return (double)((const int64_t *)t->values)[i];
-    default: return ((const uint8_t *)t->values)[i];
-    }
+    return rj_value_get(t->dtype, t->values, i);
 }
 
 /* A row of `n` elements starting at element `at`, at most 6 shown. */
@@ -1237,22 +1230,19 @@ static int cmd_check(rj_ctx *ctx, rj_graph *g, const opts *o) {
             break;
         }
         int64_t cnt = info_numel(&ref);
-        bool fl = ref.dtype == RJ_F32 || ref.dtype == RJ_F64;
+        bool fl = ref.dtype == RJ_F32 || ref.dtype == RJ_F64 || ref.dtype == RJ_F16 || ref.dtype == RJ_BF16;
         /* each element against its own reference value: a tolerance scaled by the output's
-         * largest value would let a large error next to a large value pass unseen */
-        double atol = o->atol >= 0 ? o->atol : ref.dtype == RJ_F32 ? 2e-5 : 1e-12;
-        double rtol = o->rtol >= 0 ? o->rtol : ref.dtype == RJ_F32 ? 1e-4 : 1e-10;
+         * largest value would let a large error next to a large value pass unseen. 16-bit
+         * results may differ by a rounding or two where f32 maths (exp, sums) lands near a
+         * tie: about 2.5 ulps (bf16's ulp is 2^-8 relative, f16's 2^-11) */
+        static const double atols[RJ_DTYPE_COUNT] = {[RJ_F32] = 2e-5, [RJ_F64] = 1e-12, [RJ_F16] = 1e-3, [RJ_BF16] = 1e-2};
+        static const double rtols[RJ_DTYPE_COUNT] = {[RJ_F32] = 1e-4, [RJ_F64] = 1e-10, [RJ_F16] = 2e-3, [RJ_BF16] = 1e-2};
+        double atol = o->atol >= 0 ? o->atol : fl ? atols[ref.dtype] : 1e-12;
+        double rtol = o->rtol >= 0 ? o->rtol : fl ? rtols[ref.dtype] : 1e-10;
         double worst = 0;
         int64_t at = -1;
         for (int64_t k = 0; k < cnt; k++) {
-            double a, w;
-            switch (ref.dtype) {
-            case RJ_F32: a = ((float *)t.values)[k], w = ((float *)ref.values)[k]; break;
-            case RJ_F64: a = ((double *)t.values)[k], w = ((double *)ref.values)[k]; break;
-            case RJ_I32: a = ((int32_t *)t.values)[k], w = ((int32_t *)ref.values)[k]; break;
-            case RJ_I64: a = (double)((int64_t *)t.values)[k], w = (double)((int64_t *)ref.values)[k]; break;
-            default: a = ((uint8_t *)t.values)[k], w = ((uint8_t *)ref.values)[k]; break;
-            }
+            double a = rj_value_get(ref.dtype, t.values, k), w = rj_value_get(ref.dtype, ref.values, k);
             if ((isnan(a) && isnan(w)) || a == w) continue;
             double e = fabs(a - w);
             bool ok = fl && e <= atol + rtol * fabs(w);

@@ -45,9 +45,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._core import Context
 
 _TARGETS = {"reference": 0, "cpu": 1, "cuda": 2, "opencl": 3}
-# rj_dtype, in enum order: bool, i32, i64, f32, f64
+
+def _bf16_dtype() -> np.dtype:
+    """NumPy has no bf16: ml_dtypes' bfloat16 where it is installed (what JAX and PyTorch users
+    meet), else 2-byte opaque items ('V2', as ml_dtypes' arrays are saved in .npy files), which
+    a user views as np.uint16 bits."""
+    try:
+        import ml_dtypes  # type: ignore
+        return np.dtype(ml_dtypes.bfloat16)
+    except ImportError:
+        return np.dtype("V2")
+
+
+# rj_dtype, in enum order: bool, i32, i64, f32, f64, f16, bf16
 _DTYPES = [np.dtype(np.bool_), np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32),
-           np.dtype(np.float64)]
+           np.dtype(np.float64), np.dtype(np.float16), _bf16_dtype()]
 _POOL = 2  # warm bindings kept per set of argument names (more only for concurrent calls)
 _MISSING = object()
 

@@ -40,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._program import Program, _Port, _Run
 
 # rj_dtype -> torch dtype, in enum order: bool, i32, i64, f32, f64
-TORCH_DTYPES = [torch.bool, torch.int32, torch.int64, torch.float32, torch.float64]
+TORCH_DTYPES = [torch.bool, torch.int32, torch.int64, torch.float32, torch.float64, torch.float16,
+                torch.bfloat16]  # rj_dtype's order
 _CODES = {t: i for i, t in enumerate(TORCH_DTYPES)}
 
 try:  # PyTorch's nested jagged tensor class (the NJT of torch.nested, layout=torch.jagged)

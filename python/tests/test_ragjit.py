@@ -521,3 +521,32 @@ def test_blas_choice(rng):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("OpenBLAS") and path in out.stdout, out.stdout
+
+
+def test_f16_and_bf16(ctx, rng):
+    """f16 is NumPy's float16; bf16 is ml_dtypes.bfloat16 where installed, else 2-byte 'V2'
+    items holding the bits. Each op computes in f32 and rounds its result once."""
+    prog = ctx.compile("""
+ragged j1 : B
+input x : f16[B, j1, 4]
+input y : bf16[B, j1, 4]
+a = x * 3.0 + 1.0
+b = sum(y, dim=1)
+output a, b
+""")
+    off = np.array([0, 2, 2, 5], dtype=np.int64)
+    xv = rng.uniform(-2, 2, (5, 4)).astype(np.float16)
+    y32 = rng.uniform(-2, 2, (5, 4)).astype(np.float32)
+    bits = (y32.view(np.uint32) >> 16).astype(np.uint16)  # truncated: exact bf16 values
+    bf = ragjit._program._DTYPES[6]
+    yv = bits.view(bf) if bf.kind == "V" else bits.view(np.uint16).view(bf)
+    a, b = prog(x=ragjit.Jagged(xv, off), y=ragjit.Jagged(yv, off))
+    assert a.values.dtype == np.float16
+    want = ((xv.astype(np.float32) * np.float32(3.0)).astype(np.float16).astype(np.float32) + 1).astype(np.float16)
+    np.testing.assert_array_equal(a.values, want)
+    assert b.dtype == bf
+    got = (np.ascontiguousarray(b).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    y = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    for i in range(3):
+        exact = y[off[i]:off[i + 1]].sum(axis=0)
+        assert np.all(np.abs(got[i] - exact) <= np.abs(exact) * 2.0 ** -8 + 1e-30)

@@ -202,7 +202,10 @@ typedef struct op_identity_value {
     int64_t i; /* integers and bool */
 } op_identity_value;
 op_identity_value op_identity(int fn, rj_dtype t, bool partial);
-bool dtype_is_float(rj_dtype t);
+bool dtype_is_float(rj_dtype t);  /* f16, bf16, f32, f64 */
+/* The 16-bit storage types, and the type their values are computed in (f32; t otherwise). */
+bool dtype_is_half(rj_dtype t);
+rj_dtype dtype_compute(rj_dtype t);
 bool dtype_is_int(rj_dtype t); /* i32, i64 (not bool) */
 /* The dtype an elementwise node computes in (its operands are converted to it); for
  * comparisons this differs from the bool result. */

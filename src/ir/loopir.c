@@ -71,7 +71,7 @@ int32_t lk_param(lkernel *k, param_kind kind, int32_t ref, rj_dtype dtype, const
     memset(p, 0, sizeof *p);
     p->kind = (uint8_t)kind;
     p->ref = ref;
-    p->dtype = (uint8_t)dtype;
+    p->dtype = (uint8_t)(kind == PK_SCRATCH ? dtype_compute(dtype) : dtype); /* 16-bit: storage only */
     snprintf(p->name, sizeof p->name, "%s", name);
     return k->nparams++;
 }
@@ -80,7 +80,7 @@ int32_t lk_var(lkernel *k, const char *name, rj_dtype type) {
     if (!mem_grow(k->ctx, (void **)&k->vars, &k->capvars, k->nvars + 1, sizeof(lvar))) return -1;
     lvar *v = &k->vars[k->nvars];
     snprintf(v->name, sizeof v->name, "%s", name);
-    v->type = (uint8_t)type;
+    v->type = (uint8_t)dtype_compute(type);
     return k->nvars++;
 }
 
@@ -91,7 +91,7 @@ int32_t lk_local(lkernel *k, const char *name, local_scope scope, rj_dtype dtype
     memset(l, 0, sizeof *l);
     snprintf(l->name, sizeof l->name, "%s", name);
     l->scope = (uint8_t)scope;
-    l->dtype = (uint8_t)dtype;
+    l->dtype = (uint8_t)dtype_compute(dtype);
     l->param = -1;
     return k->nlocals++;
 }
@@ -405,6 +405,8 @@ static const char *fn_name(int fn) {
     case LOP_FMA: return "fma";
     case LOP_EXP_TERM: return "exp_term";
     case LOP_ERFC: return "erfc";
+    case LOP_ROUND_F16: return "round_f16";
+    case LOP_ROUND_BF16: return "round_bf16";
     default: return rj_op_name((rj_op)fn);
     }
 }

@@ -52,8 +52,14 @@
  * above 88 or for NaN, any value above 1e30, an infinity or NaN (the sums of such terms are
  * checked, and the column is NaN or computed again: lower/items.c), so a backend may leave out
  * its handling of overflow and NaN; and LOP_ERFC, the complementary error function (gelu's
- * expansion, expand.c) */
-enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_EXP_TERM, LOP_ERFC, LOP_COUNT };
+ * expansion, expand.c); LOP_ROUND_F16 / LOP_ROUND_BF16, an f32 rounded to nearest even to
+ * the nearest value of that 16-bit format and kept an f32 (every value an op of a 16-bit
+ * dtype produces passes through one, which is how f32 arithmetic gives 16-bit results).
+ *
+ * 16-bit floats are storage only: no expression, variable or local has type f16 or bf16. A
+ * load from a 16-bit buffer is an f32 (widened); a store of an f32 to one rounds it. */
+enum { LOP_IDIV = RJ_OP_COUNT, LOP_IREM, LOP_FMA, LOP_EXP_TERM, LOP_ERFC, LOP_ROUND_F16, LOP_ROUND_BF16,
+       LOP_COUNT };
 
 /* What a LOAD (its fn) or a STORE (its mem) addresses through `ref`. */
 enum {

@@ -30,20 +30,22 @@ rj_op rj_op_from_name(const char *s) {
 }
 
 const char *rj_dtype_name(rj_dtype t) {
-    static const char *const names[] = {"bool", "i32", "i64", "f32", "f64"};
+    static const char *const names[] = {"bool", "i32", "i64", "f32", "f64", "f16", "bf16"};
     return (unsigned)t < RJ_DTYPE_COUNT ? names[t] : NULL;
 }
 
 size_t rj_dtype_size(rj_dtype t) {
-    static const size_t sizes[] = {1, 4, 8, 4, 8};
+    static const size_t sizes[] = {1, 4, 8, 4, 8, 2, 2};
     return (unsigned)t < RJ_DTYPE_COUNT ? sizes[t] : 0;
 }
 
-bool dtype_is_float(rj_dtype t) { return t == RJ_F32 || t == RJ_F64; }
+bool dtype_is_float(rj_dtype t) { return t == RJ_F32 || t == RJ_F64 || dtype_is_half(t); }
+bool dtype_is_half(rj_dtype t) { return t == RJ_F16 || t == RJ_BF16; }
+rj_dtype dtype_compute(rj_dtype t) { return dtype_is_half(t) ? RJ_F32 : t; }
 bool dtype_is_int(rj_dtype t) { return t == RJ_I32 || t == RJ_I64; }
 
-/* The enum is ordered bool < i32 < i64 < f32 < f64, and within the order every later type
- * can represent the category of every earlier one, so promotion of typed tensors is max. */
+/* Promotion of typed tensors is the larger rank: bool < i32 < i64 < {f16, bf16} < f32 < f64,
+ * and the two 16-bit formats, neither of which holds the other, meet at f32 (PyTorch's). */
 op_identity_value op_identity(int fn, rj_dtype t, bool partial) {
     bool lowest = fn == RJ_OP_MAXIMUM || fn == RJ_OP_MAX, highest = fn == RJ_OP_MINIMUM || fn == RJ_OP_MIN;
     bool one = fn == RJ_OP_MUL || fn == RJ_OP_PROD;
@@ -55,8 +57,15 @@ op_identity_value op_identity(int fn, rj_dtype t, bool partial) {
     return v;
 }
 
+static int promote_rank(rj_dtype t) {
+    static const int rank[RJ_DTYPE_COUNT] = {[RJ_BOOL] = 0, [RJ_I32] = 1, [RJ_I64] = 2, [RJ_F16] = 3,
+                                             [RJ_BF16] = 3, [RJ_F32] = 4, [RJ_F64] = 5};
+    return (unsigned)t < RJ_DTYPE_COUNT ? rank[t] : 0;
+}
+
 rj_dtype dtype_promote(rj_dtype a, rj_dtype b) {
-    return a > b ? a : b;
+    if (a != b && dtype_is_half(a) && dtype_is_half(b)) return RJ_F32;
+    return promote_rank(a) >= promote_rank(b) ? a : b;
 }
 
 static int category(rj_dtype t) {

@@ -36,7 +36,7 @@ static bool parse_type(parser *P, rj_dtype *dt, int *rank, rj_dim *dims) {
     char name[32];
     if (!lex_ident(P, name, sizeof name, "a type such as f32[B, j1, 64]")) return false;
     if (!parse_dtype_name(name, dt)) {
-        fail_at(P, &t, RJ_ERR_PARSE, "unknown dtype '%s' (f32, f64, i32, i64, bool)", name);
+        fail_at(P, &t, RJ_ERR_PARSE, "unknown dtype '%s' (f32, f64, f16, bf16, i32, i64, bool)", name);
         return false;
     }
     if (!lex_expect(P, T_LBRACK, "'[' after the dtype")) return false;

@@ -269,7 +269,7 @@ static value build_cast(parser *P, const call_site *c, value **v) {
         memcpy(dname, v[1]->str, (size_t)v[1]->slen);
     if (!v[1]->is_string || !parse_dtype_name(dname, &dt)) {
         fail_at(P, &v[1]->at, RJ_ERR_PARSE, "cast: dtype must be one of \"f32\", \"f64\", "
-                "\"i32\", \"i64\", \"bool\"");
+                "\"f16\", \"bf16\", \"i32\", \"i64\", \"bool\"");
         return nothing(c);
     }
     return made(P, c, rj_graph_cast(P->g, as_node(P, v[0]), dt));

@@ -127,7 +127,9 @@ bool parse_dtype_name(const char *s, rj_dtype *out) {
         rj_dtype t;
     } names[] = {{"f32", RJ_F32}, {"f64", RJ_F64}, {"i32", RJ_I32}, {"i64", RJ_I64},
                  {"bool", RJ_BOOL}, {"float32", RJ_F32}, {"float64", RJ_F64},
-                 {"int32", RJ_I32}, {"int64", RJ_I64}, {"float", RJ_F32}, {"double", RJ_F64}};
+                 {"int32", RJ_I32}, {"int64", RJ_I64}, {"float", RJ_F32}, {"double", RJ_F64},
+                 {"f16", RJ_F16}, {"float16", RJ_F16}, {"half", RJ_F16}, {"bf16", RJ_BF16},
+                 {"bfloat16", RJ_BF16}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(names[i].name, s)) {
             *out = names[i].t;

@@ -33,6 +33,8 @@ static bool dtype_from_dl(DLDataType t, rj_dtype *out) {
     if (t.lanes != 1) return false;
     if (t.code == kDLFloat && t.bits == 32) *out = RJ_F32;
     else if (t.code == kDLFloat && t.bits == 64) *out = RJ_F64;
+    else if (t.code == kDLFloat && t.bits == 16) *out = RJ_F16;
+    else if (t.code == kDLBfloat && t.bits == 16) *out = RJ_BF16;
     else if (t.code == kDLInt && t.bits == 32) *out = RJ_I32;
     else if (t.code == kDLInt && t.bits == 64) *out = RJ_I64;
     else if (t.code == DL_BOOL && t.bits == 8) *out = RJ_BOOL;
@@ -44,6 +46,8 @@ static DLDataType dtype_to_dl(rj_dtype t) {
     switch (t) {
     case RJ_F32: return (DLDataType){kDLFloat, 32, 1};
     case RJ_F64: return (DLDataType){kDLFloat, 64, 1};
+    case RJ_F16: return (DLDataType){kDLFloat, 16, 1};
+    case RJ_BF16: return (DLDataType){kDLBfloat, 16, 1};
     case RJ_I32: return (DLDataType){kDLInt, 32, 1};
     case RJ_I64: return (DLDataType){kDLInt, 64, 1};
     default: return (DLDataType){DL_BOOL, 8, 1};

@@ -66,6 +66,8 @@ static elem load(const void *p, rj_dtype t, int64_t k) {
     case RJ_I32: e.i = ((const int32_t *)p)[k]; break;
     case RJ_I64: e.i = ((const int64_t *)p)[k]; break;
     case RJ_F32: e.f = ((const float *)p)[k]; break;
+    case RJ_F16:
+    case RJ_BF16: e.f = half_to_f32(((const uint16_t *)p)[k], t == RJ_BF16); break;
     default: e.f = ((const double *)p)[k]; break;
     }
     return e;
@@ -77,8 +79,17 @@ static void store(void *p, rj_dtype t, int64_t k, elem e) {
     case RJ_I32: ((int32_t *)p)[k] = (int32_t)(uint32_t)(uint64_t)e.i; break;
     case RJ_I64: ((int64_t *)p)[k] = e.i; break;
     case RJ_F32: ((float *)p)[k] = (float)e.f; break;
+    case RJ_F16:
+    case RJ_BF16: ((uint16_t *)p)[k] = half_from_f32((float)e.f, t == RJ_BF16); break;
     default: ((double *)p)[k] = e.f; break;
     }
+}
+
+/* A float of type t at t's precision: f32 rounds once, a 16-bit format after an f32 rounding
+ * (as the compiled code rounds its f32 result). */
+static double round_to(double v, rj_dtype t) {
+    if (t == RJ_F32) return (double)(float)v;
+    return dtype_is_half(t) ? half_round(v, t == RJ_BF16) : v;
 }
 
 static elem conv(elem e, rj_dtype from, rj_dtype to) {
@@ -86,8 +97,7 @@ static elem conv(elem e, rj_dtype from, rj_dtype to) {
     if (to == RJ_BOOL) {
         r.i = is_f(from) ? e.f != 0 || isnan(e.f) : e.i != 0;
     } else if (is_f(to)) {
-        if (is_f(from)) r.f = to == RJ_F32 ? (double)(float)e.f : e.f;
-        else r.f = to == RJ_F32 ? (double)(float)e.i : (double)e.i;
+        r.f = round_to(is_f(from) ? e.f : (double)e.i, to);
     } else if (is_f(from)) {
         r.i = cast_float_to_int(e.f, to);
     } else {
@@ -96,9 +106,9 @@ static elem conv(elem e, rj_dtype from, rj_dtype to) {
     return r;
 }
 
-/* Rounds a double result to the precision of t, so f32 chains round after every op. */
+/* Rounds a double result to the precision of t, so f32 and 16-bit chains round after every op. */
 static elem fin(elem e, rj_dtype t) {
-    if (t == RJ_F32) e.f = (double)(float)e.f;
+    if (is_f(t)) e.f = round_to(e.f, t);
     if (t == RJ_I32) e.i = (int64_t)(int32_t)(uint32_t)(uint64_t)e.i;
     return e;
 }
@@ -347,6 +357,12 @@ static void eval_input(interp *in, const node *n, ival *v, const run_in *ib) {
     }
 }
 
+/* The type operand o is converted to for an op computed in ct: a literal in a 16-bit op is an
+ * f32 (the compiled code's f32 arithmetic takes it unrounded, as PyTorch's opmath does). */
+static rj_dtype operand_t(const node *o, rj_dtype ct) {
+    return o->weak && dtype_is_half(ct) ? RJ_F32 : ct;
+}
+
 static void eval_elementwise(interp *in, const node *n, ival *v) {
     const rj_graph *g = in->g;
     rj_dtype ct = node_compute_dtype(g, n);
@@ -365,7 +381,7 @@ static void eval_elementwise(interp *in, const node *n, ival *v) {
             break;
         case KIND_BINARY: {
             const node *y = &g->nodes[n->in[1]];
-            elem p = conv(a[0], x->dtype, ct), q = conv(a[1], y->dtype, ct);
+            elem p = conv(a[0], x->dtype, operand_t(x, ct)), q = conv(a[1], y->dtype, operand_t(y, ct));
             pow_expansion px = n->op == RJ_OP_POW && is_f(ct) && y->op == RJ_OP_SCALAR ? pow_expand(q.f)
                                                                                       : POWX_NONE;
             r = fin(px != POWX_NONE ? pow_literal(px, p) : binary(n->op, ct, p, q), ct);
@@ -376,8 +392,8 @@ static void eval_elementwise(interp *in, const node *n, ival *v) {
                 bool p = truth(a[0], x->dtype), q = truth(a[1], g->nodes[n->in[1]].dtype);
                 r.i = n->op == RJ_OP_LOGICAL_AND ? (p && q) : (p || q);
             } else {
-                r.i = compare(n->op, ct, conv(a[0], x->dtype, ct),
-                              conv(a[1], g->nodes[n->in[1]].dtype, ct));
+                const node *y = &g->nodes[n->in[1]];
+                r.i = compare(n->op, ct, conv(a[0], x->dtype, operand_t(x, ct)), conv(a[1], y->dtype, operand_t(y, ct)));
             }
             break;
         case KIND_SELECT:
@@ -483,7 +499,7 @@ static void eval_norm(interp *in, const node *n, ival *v) {
     int k = n->axis, lead = x->rank - k;
     int64_t cnt = 1;
     for (int d = lead; d < x->rank; d++) cnt *= x->ext[d];
-    double eps = n->fval >= 0 ? n->fval : (g->nodes[n->in[0]].dtype == RJ_F32 ? FLT_EPSILON
+    double eps = n->fval >= 0 ? n->fval : (dtype_compute(g->nodes[n->in[0]].dtype) == RJ_F32 ? FLT_EPSILON
                                                                                : DBL_EPSILON);
     /* iterate over the leading index; the normalised block is contiguous in both layouts */
     ival lv = *x;

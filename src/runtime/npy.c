@@ -58,7 +58,7 @@
 #define NPY_MAX_HEADER ((uint32_t)1 << 20)
 #define NPY_GROWTH_DIGITS 21 /* NumPy's GROWTH_AXIS_MAX_DIGITS */
 #define NPY_MAX_DEPTH 32     /* nesting allowed inside values of unknown keys */
-#define NPY_SUPPORTED "(supported: <f4 <f8 <i4 <i8 |b1)"
+#define NPY_SUPPORTED "(supported: <f4 <f8 <f2 <i4 <i8 |b1, and <V2 for bf16)"
 
 /* ---- dtypes ---------------------------------------------------------------------------- */
 
@@ -72,7 +72,11 @@ static const descr_entry descr_table[] = {
     {"<f4", RJ_F32, false}, {"=f4", RJ_F32, false}, {"<f8", RJ_F64, false},
     {"=f8", RJ_F64, false}, {"<i4", RJ_I32, false}, {"=i4", RJ_I32, false},
     {"<i8", RJ_I64, false}, {"=i8", RJ_I64, false}, {"|b1", RJ_BOOL, false},
-    {"|u1", RJ_BOOL, true},
+    {"|u1", RJ_BOOL, true}, {"<f2", RJ_F16, false}, {"=f2", RJ_F16, false},
+    /* bf16: NumPy has no such type; ml_dtypes.bfloat16 arrays are saved with descr '<V2' (and
+     * np.load gives them back as '|V2', to be .view(ml_dtypes.bfloat16)'d): 2-byte opaque
+     * items, read here as bf16 bits */
+    {"<V2", RJ_BF16, false}, {"|V2", RJ_BF16, false},
 };
 
 static const descr_entry *descr_find(const char *s, size_t n) {
@@ -84,7 +88,8 @@ static const descr_entry *descr_find(const char *s, size_t n) {
 
 static const char *descr_of(rj_dtype t) {
     static const char *const names[RJ_DTYPE_COUNT] = {
-        [RJ_BOOL] = "|b1", [RJ_I32] = "<i4", [RJ_I64] = "<i8", [RJ_F32] = "<f4", [RJ_F64] = "<f8"};
+        [RJ_BOOL] = "|b1", [RJ_I32] = "<i4", [RJ_I64] = "<i8", [RJ_F32] = "<f4", [RJ_F64] = "<f8",
+        [RJ_F16] = "<f2", [RJ_BF16] = "<V2"};
     return names[t];
 }
 

@@ -335,6 +335,12 @@ static void fill_value(void *dst, rj_dtype t, int64_t n, double v) {
     case RJ_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)iv; break;
     case RJ_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = iv; break;
     case RJ_F32: for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)v; break;
+    case RJ_F16:
+    case RJ_BF16: {
+        uint16_t h = half_from_f32((float)v, t == RJ_BF16);
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = h;
+        break;
+    }
     default: for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = v; break;
     }
 }
@@ -449,4 +455,21 @@ rj_status rj_tensor_unbind(const rj_tensor *t, rj_tensor_info *views, int64_t ca
         for (int d = 2; d < in->rank; d++) v->shape[d - 1] = in->shape[d];
     }
     return RJ_OK;
+}
+
+double rj_value_get(rj_dtype t, const void *values, int64_t i) {
+    switch (t) {
+    case RJ_BOOL: return ((const uint8_t *)values)[i] != 0;
+    case RJ_I32: return ((const int32_t *)values)[i];
+    case RJ_I64: return (double)((const int64_t *)values)[i];
+    case RJ_F32: return ((const float *)values)[i];
+    case RJ_F64: return ((const double *)values)[i];
+    case RJ_F16:
+    case RJ_BF16: return half_to_f32(((const uint16_t *)values)[i], t == RJ_BF16);
+    default: return 0;
+    }
+}
+
+void rj_value_set(rj_dtype t, void *values, int64_t i, double v) {
+    if ((unsigned)t < RJ_DTYPE_COUNT) fill_value((char *)values + (size_t)i * rj_dtype_size(t), t, 1, v);
 }

@@ -226,6 +226,13 @@ void strmap_free(strmap *m);
 /* Milliseconds on the monotonic clock (clock.c). */
 double clock_ms(void);
 
+/* half.c: the 16-bit float formats (bf16 true: bfloat16, else IEEE f16) as bit patterns,
+ * converted with round-to-nearest-even; NaN stays a quiet NaN. half_round rounds a double to
+ * f32 and then to the format (as compiled code rounds an f32 result), back as a double. */
+uint16_t half_from_f32(float f, bool bf16);
+float half_to_f32(uint16_t h, bool bf16);
+double half_round(double v, bool bf16);
+
 /* Shortest text that reads back as the same double ("0.5", "1e-05", "inf", "nan"). */
 void fmt_double(char *out, size_t n, double v);
 

@@ -53,6 +53,7 @@ typedef struct em {
     LLVMValueRef vlast;    /* the step's last lane on (i32) */
     LLVMValueRef t0;       /* the step's first lane */
     int nvec, nscalar;     /* lanes loops emitted as vectors, and left to LLVM (!ragjit.lanes) */
+    bool f16c;             /* the target converts f16 in hardware (half.c) */
 } em;
 
 /* ---- types and constants ---- */
@@ -62,6 +63,8 @@ static inline LLVMTypeRef sty(em *E, int t) {
     case RJ_BOOL: return LLVMInt1TypeInContext(E->c);
     case RJ_I32: return LLVMInt32TypeInContext(E->c);
     case RJ_I64: return LLVMInt64TypeInContext(E->c);
+    case RJ_F16:
+    case RJ_BF16: /* never a value's type (loopir.h); as in memory, f32 once widened */
     case RJ_F32: return LLVMFloatTypeInContext(E->c);
     default: return LLVMDoubleTypeInContext(E->c);
     }
@@ -76,9 +79,17 @@ static inline LLVMValueRef splat_const(LLVMValueRef c, int n) { return ml_splat(
 
 static inline LLVMValueRef i32c(em *E, unsigned v) { return LLVMConstInt(LLVMInt32TypeInContext(E->c), v, 0); }
 
-/* In memory, bool is a byte. */
+/* In memory, bool is a byte and a 16-bit float its bits (half.c converts). */
 static inline LLVMTypeRef mty(em *E, int t) {
-    return t == RJ_BOOL ? LLVMInt8TypeInContext(E->c) : vty(E, t);
+    LLVMTypeRef s = t == RJ_BOOL ? LLVMInt8TypeInContext(E->c)
+                  : t == RJ_F16 || t == RJ_BF16 ? LLVMInt16TypeInContext(E->c) : NULL;
+    if (!s) return vty(E, t);
+    return E->vw ? LLVMVectorType(s, (unsigned)E->vw) : s;
+}
+
+/* The element type of memory `mem` / `ref` (a load's fn / ref, a store's mem / ref). */
+static inline int mem_dtype(const lkernel *k, int mem, int32_t ref) {
+    return mem == MEM_LOCAL ? k->locals[ref].dtype : k->params[ref].dtype;
 }
 
 static inline bool isf(int t) { return t == RJ_F32 || t == RJ_F64; }
@@ -91,6 +102,11 @@ static inline LLVMValueRef iconst(em *E, int t, long long v) {
     LLVMValueRef c = LLVMConstInt(sty(E, t), (unsigned long long)v, 1);
     return E->vw ? splat_const(c, E->vw) : c;
 }
+
+/* ---- half.c: memory's types to and from values (bool bytes, 16-bit floats' bits) ---- */
+LLVMValueRef em_from_mem(em *E, LLVMValueRef v, int t);
+LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t);
+LLVMValueRef em_round_half(em *E, LLVMValueRef v, bool bf16);
 
 /* ---- ops.c: single operations, on scalars or on vectors of E->vw lanes ---- */
 LLVMValueRef em_convert(em *E, LLVMValueRef v, int from, int to);

@@ -79,11 +79,12 @@ void em_remember_v(em *E, int32_t id, LLVMValueRef v) {
 }
 
 static LLVMValueRef load(em *E, const lx *e) {
-    LLVMValueRef p = em_mem_addr(E, e->fn, e->ref, e->type, em_expr(E, e->a));
-    LLVMValueRef v = LLVMBuildLoad2(E->b, mty(E, e->type), p, "");
-    LLVMSetAlignment(v, (unsigned)rj_dtype_size((rj_dtype)e->type));
+    int t = mem_dtype(E->k, e->fn, e->ref);
+    LLVMValueRef p = em_mem_addr(E, e->fn, e->ref, t, em_expr(E, e->a));
+    LLVMValueRef v = LLVMBuildLoad2(E->b, mty(E, t), p, "");
+    LLVMSetAlignment(v, (unsigned)rj_dtype_size((rj_dtype)t));
     em_in_group(E, v);
-    return e->type == RJ_BOOL ? LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstInt(mty(E, RJ_BOOL), 0, 0), "") : v;
+    return em_from_mem(E, v, t);
 }
 
 /* g ? v : dflt, v computed in a block of its own that only g enters (a guarded load):

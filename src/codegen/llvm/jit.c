@@ -153,6 +153,11 @@ static void init_llvm(void) {
     }
     take_host(host_cpu, sizeof host_cpu, LLVMGetHostCPUName());
     take_host(host_features, sizeof host_features, LLVMGetHostCPUFeatures());
+    /* RAGJIT_LLVM_NO_F16C=1: compile as for a CPU without F16C (LLVM then drops the AVX-512
+     * features that imply it too), so that the integer f16 conversions (half.c) are tested on
+     * any machine; the features are the cache key's, so such code is cached apart */
+    char *f16c = getenv("RAGJIT_LLVM_NO_F16C") ? strstr(host_features, "+f16c") : NULL;
+    if (f16c) *f16c = '-';
     /* Loop strength reduction costs a quarter of code generation time on ragjit's kernels
      * and gains nothing measurable on them (bench/); it is a process-wide LLVM option, so an
      * embedding that uses LLVM for other work can keep LLVM's defaults with

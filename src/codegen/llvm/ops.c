@@ -78,6 +78,8 @@ LLVMValueRef em_unary(em *E, int fn, int t, LLVMValueRef x) {
     case RJ_OP_EXP: return call_f(E, t, ML_EXPF, "exp", x);
     case LOP_EXP_TERM: return call_f(E, t, ML_EXPF_TERM, "exp", x);
     case LOP_ERFC: return call_f(E, t, ML_ERFCF, "erfc", x);
+    case LOP_ROUND_F16: return em_round_half(E, x, false);
+    case LOP_ROUND_BF16: return em_round_half(E, x, true);
     case RJ_OP_LOG: return call_f(E, t, ML_LOGF, "log", x);
     case RJ_OP_SQRT: return ml_intrinsic(&E->ml, b, "llvm.sqrt", &x, 1);
     case RJ_OP_SIN: return ml_intrinsic(&E->ml, b, "llvm.sin", &x, 1);

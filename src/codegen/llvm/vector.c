@@ -66,7 +66,7 @@ static LLVMValueRef vload_at(em *E, int mem, int32_t ref, int t, int32_t idx, LL
     LLVMTypeRef et = mty(E, t), vt = LLVMVectorType(et, (unsigned)E->vf);
     LLVMTypeRef ptr = LLVMPointerTypeInContext(E->c, 0);
     unsigned align = (unsigned)rj_dtype_size((rj_dtype)t);
-    if (passthru && t == RJ_BOOL) passthru = LLVMBuildZExt(E->b, passthru, vt, "");
+    if (passthru) passthru = em_to_mem(E, passthru, t);
     LLVMValueRef v;
     if (em_vunit(E, idx)) {
         LLVMValueRef p = em_mem_addr(E, mem, ref, t, em_expr(E, idx));
@@ -84,20 +84,19 @@ static LLVMValueRef vload_at(em *E, int mem, int32_t ref, int t, int32_t idx, LL
         LLVMValueRef a[4] = {ps, i32c(E, align), mask ? mask : all_lanes(E), passthru ? passthru : LLVMGetPoison(vt)};
         v = vintrinsic(E, "llvm.masked.gather", tys, 2, a, 4);
     }
-    if (t == RJ_BOOL) v = LLVMBuildICmp(E->b, LLVMIntNE, v, LLVMConstNull(vt), "");
-    return v;
+    return em_from_mem(E, v, t);
 }
 
 static LLVMValueRef vload(em *E, const lx *e) {
-    if (e->b < 0) return vload_at(E, e->fn, e->ref, e->type, e->a, E->vmask, NULL);
+    if (e->b < 0) return vload_at(E, e->fn, e->ref, mem_dtype(E->k, e->fn, e->ref), e->a, E->vmask, NULL);
     LLVMValueRef dflt = vvec(E, e->c);
     if (em_varying(E, e->b)) { /* lanes whose guard is off are not read */
         LLVMValueRef g = vvec(E, e->b);
         LLVMValueRef m = E->vmask ? LLVMBuildAnd(E->b, g, E->vmask, "") : g;
-        return vload_at(E, e->fn, e->ref, e->type, e->a, m, dflt);
+        return vload_at(E, e->fn, e->ref, mem_dtype(E->k, e->fn, e->ref), e->a, m, dflt);
     }
     em_when w = em_when_open(E, em_expr(E, e->b)); /* one guard for every lane: a branch */
-    return em_when_close(E, &w, vload_at(E, e->fn, e->ref, e->type, e->a, E->vmask, dflt), dflt);
+    return em_when_close(E, &w, vload_at(E, e->fn, e->ref, mem_dtype(E->k, e->fn, e->ref), e->a, E->vmask, dflt), dflt);
 }
 
 /* c ? b : d for a condition c the same in every lane: a branch to the arm chosen, so that
@@ -233,13 +232,13 @@ static void vstmt(em *E, const ls *st) {
                                    * scalar loop's last iteration leaves it */
             LLVMValueRef x = vexpr(E, st->b);
             if (LLVMGetTypeKind(LLVMTypeOf(x)) == LLVMVectorTypeKind) x = LLVMBuildExtractElement(b, x, E->vlast, "");
-            if (t == RJ_BOOL) x = LLVMBuildZExt(b, x, mty(E, t), "");
+            x = em_to_mem(E, x, t);
             LLVMSetAlignment(LLVMBuildStore(b, x, em_mem_addr(E, st->mem, st->ref, t, em_expr(E, st->a))), align);
             break;
         }
         LLVMTypeRef vt = LLVMVectorType(mty(E, t), (unsigned)E->vf), ptr = LLVMPointerTypeInContext(E->c, 0);
         LLVMValueRef v = vvec(E, st->b);
-        if (t == RJ_BOOL) v = LLVMBuildZExt(b, v, vt, "");
+        v = em_to_mem(E, v, t);
         int sq = -1;
         for (int q = 0; q < E->nstage; q++)
             if (&k->st[E->stage_stmt[q]] == st) sq = q;

@@ -76,6 +76,9 @@ static const spelling cuda_spelling = {
     .overloads = true,
     .math_f = true,
     .f64_always = true,
+    .f32_as_uint = "__float_as_uint",
+    .uint_as_f32 = "__uint_as_float",
+    .vload_half = false,
 };
 
 /* static: OpenCL C 1.2 follows C99, where a plain `inline` function has no definition to call
@@ -114,6 +117,9 @@ static const spelling opencl_spelling = {
     .overloads = false,
     .math_f = false,
     .f64_always = false,
+    .f32_as_uint = "as_uint",
+    .uint_as_f32 = "as_float",
+    .vload_half = true,
 };
 
 static bool is_identifier(const char *s) {
@@ -144,6 +150,20 @@ bool simt_uses_f64(const lprog *p) {
     return false;
 }
 
+/* Does some kernel read or write 16-bit floats (the preamble then has their conversions)? */
+static bool uses_half(const lprog *p) {
+    for (int32_t ki = 0; ki < p->nkernels; ki++) {
+        const lkernel *k = &p->kernels[ki];
+        for (int32_t i = 0; i < k->nparams; i++)
+            if (k->params[i].kind == PK_BUF && (k->params[i].dtype == RJ_F16 || k->params[i].dtype == RJ_BF16))
+                return true;
+        for (int32_t i = 0; i < k->nex; i++)
+            if (k->ex[i].kind == LX_UNARY && (k->ex[i].fn == LOP_ROUND_F16 || k->ex[i].fn == LOP_ROUND_BF16))
+                return true;
+    }
+    return false;
+}
+
 static void check_kernel(sbuf *b, const spelling *sp);
 
 static char *source(rj_ctx *ctx, const lprog *p, const spelling *sp) {
@@ -166,7 +186,7 @@ static char *source(rj_ctx *ctx, const lprog *p, const spelling *sp) {
                   "//     per thread): thread t uses <name>_base + t * <name>_stride;\n"
                   "//   nt (streaming stores) is ignored.\n"
                   "// bool is stored as one byte (0 or 1); offsets and sizes are 64-bit.\n\n");
-    cem_put_preamble(&b, sp, sp->f64_always || simt_uses_f64(p));
+    cem_put_preamble(&b, sp, sp->f64_always || simt_uses_f64(p), uses_half(p));
     for (int32_t i = 0; i < p->nkernels; i++) {
         if (!is_identifier(p->kernels[i].name)) {
             sbuf_free(&b);

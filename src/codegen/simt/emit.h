@@ -44,6 +44,9 @@ typedef struct spelling {
     bool overloads;            /* helpers overload by type (C++); else rj_max_f32, rj_max_i64 */
     bool math_f;               /* f32 math functions take an 'f' suffix (expf); else overloaded */
     bool f64_always;           /* double helpers printed whatever the program uses */
+    const char *f32_as_uint, *uint_as_f32; /* bit casts between float and unsigned int */
+    bool vload_half;           /* f16 memory through vload_half / vstore_half_rte (OpenCL),
+                                * else the preamble's integer conversions */
 } spelling;
 
 /* The printer's state while it prints one source. */
@@ -66,7 +69,7 @@ typedef struct cem {
 
 /* ---- types and indentation ---- */
 
-static inline bool isf(int t) { return t == RJ_F32 || t == RJ_F64; }
+static inline bool isf(int t) { return t == RJ_F32 || t == RJ_F64 || t == RJ_F16 || t == RJ_BF16; }
 
 static inline const char *ctype(const cem *C, int t) {
     switch (t) {
@@ -78,8 +81,16 @@ static inline const char *ctype(const cem *C, int t) {
     }
 }
 
-/* In memory, bool is one byte. */
-static inline const char *mtype(const cem *C, int t) { return t == RJ_BOOL ? "unsigned char" : ctype(C, t); }
+/* In memory, bool is one byte and a 16-bit float its bits (loads widen them, stores round to
+ * them: preamble.c's rj_* conversions; no value has a 16-bit type, loopir.h). */
+static inline const char *mtype(const cem *C, int t) {
+    return t == RJ_BOOL ? "unsigned char" : t == RJ_F16 || t == RJ_BF16 ? "unsigned short" : ctype(C, t);
+}
+
+/* The element type of memory `mem` / `ref` (a load's fn / ref, a store's mem / ref). */
+static inline int mem_dtype(const lkernel *k, int mem, int32_t ref) {
+    return mem == MEM_LOCAL ? k->locals[ref].dtype : k->params[ref].dtype;
+}
 
 static inline void indent(cem *C) {
     for (int i = 0; i < C->depth; i++) sbuf_puts(C->b, "    ");
@@ -88,7 +99,7 @@ static inline void indent(cem *C) {
 /* ---- preamble.c: the helpers every source starts with ---- */
 /* The helpers' name suffix per type where helpers do not overload ("_f32" ...; NULL for bool). */
 extern const char *const cem_type_suffix[RJ_DTYPE_COUNT];
-void cem_put_preamble(sbuf *b, const spelling *sp, bool f64);
+void cem_put_preamble(sbuf *b, const spelling *sp, bool f64, bool half);
 
 /* ---- const.c: constants ---- */
 void cem_put_float(cem *C, int t, double v);

@@ -62,13 +62,17 @@ void cem_put_mem(cem *C, int mem, int32_t ref) {
 }
 
 static void load(cem *C, const lx *e) {
-    bool bl = e->type == RJ_BOOL;
+    int t = mem_dtype(C->k, e->fn, e->ref);
+    bool bl = t == RJ_BOOL;
     if (bl) sbuf_putc(C->b, '(');
+    if (t == RJ_F16) sbuf_puts(C->b, C->sp->vload_half ? "vload_half(0, (const __global half *)&" : "rj_f16_to_f32(");
+    if (t == RJ_BF16) sbuf_puts(C->b, "rj_bf16_to_f32(");
     cem_put_mem(C, e->fn, e->ref);
     sbuf_putc(C->b, '[');
     cem_expr(C, e->a);
     sbuf_putc(C->b, ']');
     if (bl) sbuf_puts(C->b, " != 0)");
+    if (t == RJ_F16 || t == RJ_BF16) sbuf_putc(C->b, ')');
 }
 
 /* Prints form f (ops.c) up to the place of its next operand, with the words of type t ($N,

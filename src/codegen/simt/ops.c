@@ -82,6 +82,8 @@ static const char *unary_form(int fn, int t) {
     case RJ_OP_EXP:
     case LOP_EXP_TERM: return "exp$f($0)";
     case LOP_ERFC: return "erfc$f($0)";
+    case LOP_ROUND_F16: return "rj_round_f16($0)";
+    case LOP_ROUND_BF16: return "rj_round_bf16($0)";
     case RJ_OP_LOG: return "log$f($0)";
     case RJ_OP_SQRT: return "sqrt$f($0)";
     case RJ_OP_SIN: return "sin$f($0)";

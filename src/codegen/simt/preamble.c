@@ -72,6 +72,35 @@ static const struct {
         "}\n"},
 };
 
+/* The 16-bit formats (util/half.c's algorithms, in the kernels' language): bf16 is the top half
+ * of an f32, rounded by adding 0x7FFF plus the lowest kept bit, NaN kept quiet; f16 rebiases the
+ * exponent and rounds the same way, lets the FPU round subnormals (a + 0.5 in units of 2^-24)
+ * and sends 65520 and above to inf. Integer operations only, so no header (cuda_fp16.h is not
+ * on NVRTC's path) or extension (OpenCL's cl_khr_fp16) is needed. $B and $F are the bit casts
+ * float -> unsigned int and back. */
+static const char half_helpers[] =
+    "// 16-bit floats: stored as their bits, computed in f32, rounded to nearest even on store\n"
+    "RJ_DEV float rj_bf16_to_f32(unsigned short h) { return $F((unsigned int)h << 16); }\n"
+    "RJ_DEV unsigned int rj_bf16_top(float f) {\n"
+    "    unsigned int u = $B(f);\n"
+    "    return (f != f ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;\n"
+    "}\n"
+    "RJ_DEV unsigned short rj_f32_to_bf16(float f) { return (unsigned short)(rj_bf16_top(f) >> 16); }\n"
+    "RJ_DEV float rj_round_bf16(float f) { return $F(rj_bf16_top(f)); }\n"
+    "RJ_DEV float rj_f16_to_f32(unsigned short h) {\n"
+    "    unsigned int s = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+    "    if (e == 0) return $F($B((float)m * 5.9604644775390625e-8f) | s);\n"
+    "    return $F(s | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13)));\n"
+    "}\n"
+    "RJ_DEV unsigned short rj_f32_to_f16(float f) {\n"
+    "    unsigned int u = $B(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;\n"
+    "    if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u | ((a >> 13) & 0x3ffu));\n"
+    "    if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u);\n"
+    "    if (a < 0x38800000u) return (unsigned short)(s | ($B($F(a) + 0.5f) - 0x3f000000u));\n"
+    "    return (unsigned short)(s | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13));\n"
+    "}\n"
+    "RJ_DEV float rj_round_f16(float f) { return rj_f16_to_f32(rj_f32_to_f16(f)); }\n";
+
 const char *const cem_type_suffix[RJ_DTYPE_COUNT] = {
     [RJ_F32] = "_f32", [RJ_F64] = "_f64", [RJ_I32] = "_i32", [RJ_I64] = "_i64"};
 
@@ -94,13 +123,15 @@ static void expand(sbuf *b, const spelling *sp, const char *s, int t) {
         case 'I': sbuf_puts(b, sp->i64); break;
         case 'l': sbuf_puts(b, sp->i64_lit); break;
         case 'G': sbuf_puts(b, sp->global); break;
+        case 'B': sbuf_puts(b, sp->f32_as_uint); break;
+        case 'F': sbuf_puts(b, sp->uint_as_f32); break;
         default: sbuf_putc(b, '$'), s--; break; /* not a placeholder: printed as it is */
         }
     }
 }
 
 /* The spelling's pragmas, then every helper (the f64 ones only where f64 holds). */
-void cem_put_preamble(sbuf *b, const spelling *sp, bool f64) {
+void cem_put_preamble(sbuf *b, const spelling *sp, bool f64, bool half) {
     static const int order[] = {RJ_F32, RJ_F64, RJ_I32, RJ_I64};
     static const int bit[] = {MF32, MF64, MI32, MI64};
     sbuf_puts(b, sp->prelude);
@@ -109,6 +140,7 @@ void cem_put_preamble(sbuf *b, const spelling *sp, bool f64) {
     sbuf_printf(b, "#define RJ_DEV %s\n", sp->dev);
     if (sp->nan_helpers[0]) sbuf_puts(b, sp->nan_helpers[0]);
     if (sp->nan_helpers[1] && f64) sbuf_puts(b, sp->nan_helpers[1]);
+    if (half) expand(b, sp, half_helpers, -1);
     for (size_t i = 0; i < RJ_ARRAY_LEN(preamble); i++) {
         if (!preamble[i].mask) expand(b, sp, preamble[i].text, -1);
         for (int k = 0; k < 4; k++)

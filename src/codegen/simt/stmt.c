@@ -174,14 +174,24 @@ static void store_stmt(cem *C, const ls *st) {
         sbuf_puts(b, "));\n");
         return;
     }
+    int t = mem_dtype(k, st->mem, st->ref);
+    if (t == RJ_F16 && C->sp->vload_half) { /* correctly rounded to nearest even */
+        sbuf_puts(b, "vstore_half_rte(");
+        cem_expr(C, st->b);
+        sbuf_puts(b, ", 0, (__global half *)&");
+        cem_put_mem(C, st->mem, st->ref);
+        sbuf_putc(b, '[');
+        cem_expr(C, st->a);
+        sbuf_puts(b, "]);\n");
+        return;
+    }
     cem_put_mem(C, st->mem, st->ref);
     sbuf_putc(b, '[');
     cem_expr(C, st->a);
     sbuf_puts(b, "] = ");
-    bool bl = (st->mem == MEM_LOCAL ? k->locals[st->ref].dtype : k->params[st->ref].dtype) == RJ_BOOL;
-    if (bl) sbuf_puts(b, "(unsigned char)");
+    sbuf_puts(b, t == RJ_BOOL ? "(unsigned char)" : t == RJ_F16 ? "rj_f32_to_f16(" : t == RJ_BF16 ? "rj_f32_to_bf16(" : "");
     cem_expr(C, st->b);
-    sbuf_puts(b, ";\n");
+    sbuf_puts(b, t == RJ_F16 || t == RJ_BF16 ? ");\n" : ";\n");
 }
 
 static void stmt(cem *C, const ls *st) {

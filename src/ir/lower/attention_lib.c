@@ -213,6 +213,7 @@ void lower_attention_lib(lower *L, const fuse_group *gr) {
 bool attention_gemm_applies(lower *L, const fuse_group *gr) {
     const rj_graph *g = L->g;
     if (gr->product < 0 || L->chunk_root >= 0 || !L->desc->gemm_lib) return false;
+    if (dtype_is_half(g->nodes[gr->product].dtype)) return false; /* 16-bit: the JIT's loops */
     const node *r = &g->nodes[gr->product];
     if (r->keepdim) return false; /* per head: the head's columns of q and k are strided, not the BLAS's rows */
     int32_t gi = (int32_t)(gr - L->plan->groups), q = r->in[0], k = g->nodes[r->in[1]].in[0];

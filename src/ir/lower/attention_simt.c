@@ -97,7 +97,9 @@ static bool fa_shape(lower *L, const fuse_group *gr, fa_ctx *c) {
 
 bool attention_flash_applies(lower *L, const fuse_group *gr) {
     fa_ctx c;
-    return L->desc->simt && fa_shape(L, gr, &c);
+    /* 16-bit storage stays with attention_rows for now: with its conversions this kernel's
+     * registers spilled (test_cuda's f16 corpus attention, 384 bytes) */
+    return L->desc->simt && !dtype_is_half(L->g->nodes[gr->root].dtype) && fa_shape(L, gr, &c);
 }
 
 /* Element (b, row, [head], col) of a rank-3 or per-head ([B, j, H, .]) node of class cls. */

@@ -97,7 +97,7 @@ static bool gemm_lib_group(const lower *L, int32_t gi) {
     bool qk = is_jagged_t(g, w);
     int64_t off, ld;
     int32_t wsrc = rows_source(g, r, qk, &off, &ld);
-    if (!L->desc->gemm_lib || is_jagged_t(g, x) || x->dtype != r->dtype ||
+    if (!L->desc->gemm_lib || dtype_is_half(r->dtype) || is_jagged_t(g, x) || x->dtype != r->dtype ||
         g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
         return false;
     if (qk && !will_have_buffer(L, r->in[0], gi)) return false;

@@ -27,7 +27,7 @@ void lower_head_matmul(lower *L, const fuse_group *gr) {
     rj_dtype t = r->dtype;
     /* f32 products accumulate in f64: a contraction over a long item's keys is a sum of hundreds
      * of terms, which the BLAS would block and this plain loop would not */
-    rj_dtype acc_t = t == RJ_F32 ? RJ_F64 : t;
+    rj_dtype acc_t = t == RJ_F32 || dtype_is_half(t) ? RJ_F64 : t;
     L->k->heavy = true;
     sbuf w;
     sbuf_init(&w, L->ctx);

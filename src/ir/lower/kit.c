@@ -54,7 +54,10 @@ bool open_kernel(lower *L, const char *name) {
     return true;
 }
 
+/* A constant of a 16-bit dtype (a pad or fill value) is that format's value, as an f32. */
 int32_t xconst(lower *L, rj_dtype t, double f) {
+    if (dtype_is_half(t) && isfinite(f)) f = half_round(f, t == RJ_BF16);
+    t = dtype_compute(t);
     lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
     if (dtype_is_float(t)) e.f = t == RJ_F32 ? (double)(float)f : f;
     else if (t == RJ_BOOL) e.i = f != 0 || isnan(f);
@@ -66,6 +69,7 @@ int32_t xconst(lower *L, rj_dtype t, double f) {
  * and an integer becomes an f32 with one rounding (as sitofp), not two. i32 wraps, as the
  * generated code's conversion does. */
 int32_t xconst_int(lower *L, rj_dtype t, int64_t v) {
+    if (dtype_is_half(t)) return xconst(L, t, (double)(float)v);
     lx e = {.kind = LX_CONST, .type = (uint8_t)t, .a = -1, .b = -1, .c = -1, .ref = -1};
     if (t == RJ_F32) e.f = (double)(float)v;
     else if (t == RJ_F64) e.f = (double)v;
@@ -151,17 +155,17 @@ int32_t xbin(lower *L, int fn, rj_dtype t, int32_t a, int32_t b) {
         if ((fn == RJ_OP_MUL || fn == LOP_IDIV) && is_const(L, b, 1)) return a;
         if (fn == RJ_OP_MUL && (is_const(L, a, 0) || is_const(L, b, 0))) return xi(L, 0);
     }
-    return X(L, (lx){.kind = LX_BINARY, .type = (uint8_t)t, .fn = (uint16_t)fn, .a = a, .b = b,
+    return X(L, (lx){.kind = LX_BINARY, .type = (uint8_t)dtype_compute(t), .fn = (uint16_t)fn, .a = a, .b = b,
                      .c = -1, .ref = -1});
 }
 
 int32_t xfma(lower *L, rj_dtype t, int32_t a, int32_t b, int32_t c) {
-    return X(L, (lx){.kind = LX_BINARY, .type = (uint8_t)t, .fn = LOP_FMA, .a = a, .b = b, .c = c,
+    return X(L, (lx){.kind = LX_BINARY, .type = (uint8_t)dtype_compute(t), .fn = LOP_FMA, .a = a, .b = b, .c = c,
                      .ref = -1});
 }
 
 int32_t xun(lower *L, int fn, rj_dtype t, int32_t a) {
-    return X(L, (lx){.kind = LX_UNARY, .type = (uint8_t)t, .fn = (uint16_t)fn, .a = a, .b = -1,
+    return X(L, (lx){.kind = LX_UNARY, .type = (uint8_t)dtype_compute(t), .fn = (uint16_t)fn, .a = a, .b = -1,
                      .c = -1, .ref = -1});
 }
 
@@ -174,9 +178,29 @@ int32_t xsel(lower *L, int32_t c, int32_t a, int32_t b) {
     return X(L, (lx){.kind = LX_SELECT, .type = E(L, a)->type, .a = c, .b = a, .c = b, .ref = -1});
 }
 
+/* Is e's value one of 16-bit format t's (so rounding it again changes nothing)? */
+static bool holds_half(lower *L, rj_dtype t, int32_t e) {
+    const lx *x = E(L, e);
+    switch (x->kind) {
+    case LX_CONST: return x->type == RJ_F32 && (!isfinite(x->f) || half_round(x->f, t == RJ_BF16) == x->f);
+    case LX_LOAD: return x->fn == MEM_PARAM && L->k->params[x->ref].dtype == t &&
+                         (x->b < 0 || holds_half(L, t, x->c));
+    case LX_UNARY: return x->fn == (t == RJ_BF16 ? LOP_ROUND_BF16 : LOP_ROUND_F16);
+    case LX_SELECT: return holds_half(L, t, x->b) && holds_half(L, t, x->c);
+    default: return false;
+    }
+}
+
+/* To a 16-bit t: the value rounded to t's format, an f32 (loopir.h); a literal is converted to
+ * f32 only, as PyTorch keeps a Python scalar at the f32 of its arithmetic. */
 int32_t xcast(lower *L, rj_dtype t, int32_t a) {
     if (L->err || E(L, a)->type == t) return a;
     const lx *c = E(L, a);
+    if (dtype_is_half(t)) {
+        if (c->kind == LX_CONST) return xcast(L, RJ_F32, a);
+        if (holds_half(L, t, a)) return a;
+        return xun(L, t == RJ_BF16 ? LOP_ROUND_BF16 : LOP_ROUND_F16, RJ_F32, xcast(L, RJ_F32, a));
+    }
     if (c->kind == LX_CONST && dtype_is_float(t)) /* literals: fold the conversion */
         return dtype_is_float((rj_dtype)c->type) ? xconst(L, t, c->f) : xconst_int(L, t, c->i);
     return X(L, (lx){.kind = LX_CAST, .type = (uint8_t)t, .a = a, .b = -1, .c = -1, .ref = -1});
@@ -190,7 +214,7 @@ int32_t xmul(lower *L, int32_t a, int32_t b) { return xbin(L, RJ_OP_MUL, RJ_I64,
 
 int32_t xload(lower *L, int32_t param, int32_t idx, rj_dtype t, int32_t guard) {
     int32_t dflt = guard >= 0 ? xconst(L, t, 0) : -1;
-    return X(L, (lx){.kind = LX_LOAD, .type = (uint8_t)t, .fn = MEM_PARAM, .ref = param, .a = idx,
+    return X(L, (lx){.kind = LX_LOAD, .type = (uint8_t)dtype_compute(t), .fn = MEM_PARAM, .ref = param, .a = idx,
                      .b = guard, .c = dflt});
 }
 

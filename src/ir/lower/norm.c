@@ -152,7 +152,7 @@ static void norm_stats(lower *L, blk *b, at *a, norm_pass *np) {
 static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     norm_ctx *nc = ud;
     const node *root = nc->root, *x = nc->x;
-    rj_dtype t = root->dtype;
+    rj_dtype t = dtype_compute(root->dtype); /* 16-bit: f32 statistics (PyTorch's opmath) */
     int32_t n = xi(L, 1);
     for (int d = nc->lead; d < x->rank; d++) n = xmul(L, n, xsize(L, x->dims[d]));
     int32_t fn = xcast(L, t, n);

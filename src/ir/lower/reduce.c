@@ -60,7 +60,7 @@ void axis_begin(lower *L, const fuse_group *gr, red_ctx *rc) {
     const node *root = &g->nodes[gr->root];
     *rc = (red_ctx){.ai = axis_of(L, root)};
     const node *x = rc->ai.x;
-    rc->acc_t = root->dtype;
+    rc->acc_t = dtype_compute(root->dtype); /* 16-bit: accumulated in f32 */
     L->k->heavy = node_is_pair(g, x); /* block addressing on top of the math: more registers */
     sbuf w;
     sbuf_init(&w, L->ctx);

@@ -255,6 +255,8 @@ int32_t value(lower *L, int32_t id, const at *a) {
     for (int32_t m = 0; m < L->memo_n; m++)
         if (L->memo[m].node == id && L->memo[m].key == key) return L->memo[m].expr;
     int32_t e = compute(L, id, a);
+    /* a 16-bit node's value is rounded once, where it is made (PyTorch rounds every op's) */
+    if (dtype_is_half(L->g->nodes[id].dtype)) e = xcast(L, L->g->nodes[id].dtype, e);
     if (L->err) return 0;
     if (!mem_grow(L->ctx, (void **)&L->memo, &L->memo_cap, L->memo_n + 1, sizeof(memo_ent))) {
         L->err = RJ_ERR_NOMEM;
@@ -351,7 +353,7 @@ void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, rows_kn
                  uint8_t flags) {
     const fuse_group *gr = &L->plan->groups[L->group];
     int32_t rv = newvar(L, "r", L->g->nodes[root].dtype);
-    s_set(L, b, rv, r);
+    s_set(L, b, rv, xcast(L, L->g->nodes[root].dtype, r)); /* 16-bit: rounded once, here */
     L->subst_node = root;
     L->subst_expr = xvar(L, rv);
     if (L->plan->nodes[root].mat) store_node(L, b, root, L->subst_expr, a, flags);

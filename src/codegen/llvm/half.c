@@ -1,0 +1,119 @@
+/*
+ * half.c — the LLVM spelling of the 16-bit storage types: widening a loaded f16/bf16 (or bool
+ * byte) to the value the loop IR computes with, narrowing an f32 to store it, and the loop
+ * IR's LOP_ROUND_F16/BF16.
+ *
+ * In memory both 16-bit formats are i16 (loopir.h: no value has a 16-bit type). f16 goes
+ * through LLVM's `half`: fpext/fptrunc, which x86 with F16C turns into vcvtph2ps/vcvtps2ph
+ * (round to nearest even, NaN quiet) on whole vectors. Without F16C LLVM 14 would call
+ * __gnu_f2h_ieee, which the JIT cannot resolve, so the conversion is then spelled in integer
+ * operations like bf16's. bf16 is always integer operations: LLVM 14 cannot select bfloat's
+ * fptrunc on x86 (attention-python-16bit.md §6). Widening is exact: bf16 is the top half of an
+ * f32. Narrowing to bf16 adds 0x7FFF plus the lowest kept bit and keeps the top half (nearest
+ * even; overflow carries into inf); a NaN keeps its top bits with the quiet bit set. These are
+ * the same conversions as util/half.c's, which the interpreter and the host use.
+ * Everything works on scalars and on vectors alike: the types follow the operand's.
+ */
+#include "emit.h"
+
+/* t's integer type of `bits` with v's shape (scalar, or a vector of as many lanes). */
+static LLVMTypeRef like(em *E, LLVMValueRef v, LLVMTypeRef scalar) {
+    LLVMTypeRef vt = LLVMTypeOf(v);
+    return LLVMGetTypeKind(vt) == LLVMVectorTypeKind ? LLVMVectorType(scalar, LLVMGetVectorSize(vt)) : scalar;
+    (void)E;
+}
+
+static LLVMValueRef kconst(LLVMTypeRef t, unsigned long long v) {
+    if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) return LLVMConstInt(t, v, 0);
+    return ml_splat(LLVMConstInt(LLVMGetElementType(t), v, 0), LLVMGetVectorSize(t));
+}
+
+static bool has_f16c(em *E) { return E->f16c; }
+
+/* f32 bits u (i32) of f32 value f, rounded to bf16 in the top half (low half zero). */
+static LLVMValueRef bf16_top(em *E, LLVMValueRef f) {
+    LLVMBuilderRef b = E->b;
+    LLVMTypeRef i32 = like(E, f, LLVMInt32TypeInContext(E->c));
+    LLVMValueRef u = LLVMBuildBitCast(b, f, i32, "");
+    LLVMValueRef odd = LLVMBuildAnd(b, LLVMBuildLShr(b, u, kconst(i32, 16), ""), kconst(i32, 1), "");
+    LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildAdd(b, u, kconst(i32, 0x7fff), ""), odd, "");
+    LLVMValueRef q = LLVMBuildOr(b, u, kconst(i32, 0x400000), ""); /* NaN: quiet */
+    LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, f, f, "");
+    return LLVMBuildAnd(b, LLVMBuildSelect(b, nan, q, r, ""), kconst(i32, 0xffff0000u), "");
+}
+
+/* f16 from an f32 in integer operations (no F16C): util/half.c's algorithm. */
+static LLVMValueRef f16_bits_int(em *E, LLVMValueRef f) {
+    LLVMBuilderRef b = E->b;
+    LLVMTypeRef i32 = like(E, f, LLVMInt32TypeInContext(E->c)), ft = LLVMTypeOf(f);
+    LLVMValueRef u = LLVMBuildBitCast(b, f, i32, "");
+    LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, u, kconst(i32, 16), ""), kconst(i32, 0x8000), "");
+    LLVMValueRef a = LLVMBuildAnd(b, u, kconst(i32, 0x7fffffff), "");
+    /* normal: rebias, add-and-truncate to nearest even */
+    LLVMValueRef odd = LLVMBuildAnd(b, LLVMBuildLShr(b, a, kconst(i32, 13), ""), kconst(i32, 1), "");
+    LLVMValueRef n = LLVMBuildAdd(b, a, kconst(i32, (uint32_t)(0u - (112u << 23)) + 0xfffu), "");
+    n = LLVMBuildLShr(b, LLVMBuildAdd(b, n, odd, ""), kconst(i32, 13), "");
+    /* subnormal: the FPU rounds a + 0.5 to units of 2^-24 */
+    LLVMValueRef af = LLVMBuildBitCast(b, a, ft, "");
+    LLVMValueRef half = LLVMBuildBitCast(b, kconst(i32, 0x3f000000), ft, "");
+    LLVMValueRef s = LLVMBuildSub(b, LLVMBuildBitCast(b, LLVMBuildFAdd(b, af, half, ""), i32, ""), kconst(i32, 0x3f000000), "");
+    LLVMValueRef nanv = LLVMBuildOr(b, kconst(i32, 0x7e00), LLVMBuildAnd(b, LLVMBuildLShr(b, a, kconst(i32, 13), ""), kconst(i32, 0x3ff), ""), "");
+    LLVMValueRef r = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, a, kconst(i32, 0x38800000), ""), s, n, "");
+    r = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGE, a, kconst(i32, 0x477ff000), ""), kconst(i32, 0x7c00), r, "");
+    r = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, a, kconst(i32, 0x7f800000), ""), nanv, r, "");
+    return LLVMBuildOr(b, r, sign, ""); /* i32 holding the 16 bits */
+}
+
+/* f16 bits (i16) to f32 in integer operations (no F16C). */
+static LLVMValueRef f16_widen_int(em *E, LLVMValueRef h) {
+    LLVMBuilderRef b = E->b;
+    LLVMTypeRef i32 = like(E, h, LLVMInt32TypeInContext(E->c)), ft = like(E, h, LLVMFloatTypeInContext(E->c));
+    LLVMValueRef x = LLVMBuildZExt(b, h, i32, "");
+    LLVMValueRef sign = LLVMBuildShl(b, LLVMBuildAnd(b, x, kconst(i32, 0x8000), ""), kconst(i32, 16), "");
+    LLVMValueRef em_ = LLVMBuildAnd(b, x, kconst(i32, 0x7fff), "");
+    LLVMValueRef e = LLVMBuildLShr(b, em_, kconst(i32, 10), "");
+    LLVMValueRef normal = LLVMBuildAdd(b, LLVMBuildShl(b, em_, kconst(i32, 13), ""), kconst(i32, 112u << 23), "");
+    LLVMValueRef infnan = LLVMBuildOr(b, LLVMBuildShl(b, em_, kconst(i32, 13), ""), kconst(i32, 0x7f800000), "");
+    LLVMValueRef sub = LLVMBuildBitCast(b, LLVMBuildFMul(b, LLVMBuildUIToFP(b, em_, ft, ""),
+                                        LLVMBuildBitCast(b, kconst(i32, 0x33800000), ft, ""), ""), i32, ""); /* * 2^-24 */
+    LLVMValueRef r = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, e, kconst(i32, 0), ""), sub, normal, "");
+    r = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, e, kconst(i32, 31), ""), infnan, r, "");
+    return LLVMBuildBitCast(b, LLVMBuildOr(b, r, sign, ""), ft, "");
+}
+
+LLVMValueRef em_from_mem(em *E, LLVMValueRef v, int t) {
+    LLVMBuilderRef b = E->b;
+    switch (t) {
+    case RJ_BOOL: return LLVMBuildICmp(b, LLVMIntNE, v, kconst(LLVMTypeOf(v), 0), "");
+    case RJ_F16:
+        if (!has_f16c(E)) return f16_widen_int(E, v);
+        return LLVMBuildFPExt(b, LLVMBuildBitCast(b, v, like(E, v, LLVMHalfTypeInContext(E->c)), ""),
+                              like(E, v, LLVMFloatTypeInContext(E->c)), "");
+    case RJ_BF16: {
+        LLVMTypeRef i32 = like(E, v, LLVMInt32TypeInContext(E->c));
+        LLVMValueRef u = LLVMBuildShl(b, LLVMBuildZExt(b, v, i32, ""), kconst(i32, 16), "");
+        return LLVMBuildBitCast(b, u, like(E, v, LLVMFloatTypeInContext(E->c)), "");
+    }
+    default: return v;
+    }
+}
+
+LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t) {
+    LLVMBuilderRef b = E->b;
+    switch (t) {
+    case RJ_BOOL: return LLVMBuildZExt(b, v, like(E, v, LLVMInt8TypeInContext(E->c)), "");
+    case RJ_F16:
+        if (!has_f16c(E)) return LLVMBuildTrunc(b, f16_bits_int(E, v), like(E, v, LLVMInt16TypeInContext(E->c)), "");
+        return LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, v, like(E, v, LLVMHalfTypeInContext(E->c)), ""),
+                                like(E, v, LLVMInt16TypeInContext(E->c)), "");
+    case RJ_BF16:
+        return LLVMBuildTrunc(b, LLVMBuildLShr(b, bf16_top(E, v), kconst(like(E, v, LLVMInt32TypeInContext(E->c)), 16), ""),
+                              like(E, v, LLVMInt16TypeInContext(E->c)), "");
+    default: return v;
+    }
+}
+
+LLVMValueRef em_round_half(em *E, LLVMValueRef v, bool bf16) {
+    if (bf16) return LLVMBuildBitCast(E->b, bf16_top(E, v), LLVMTypeOf(v), "");
+    return em_from_mem(E, em_to_mem(E, v, RJ_F16), RJ_F16);
+}

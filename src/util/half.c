@@ -1,0 +1,65 @@
+/*
+ * half.c — the 16-bit float formats as storage: f16 (IEEE binary16) and bf16 (the top half of
+ * an f32), converted to and from f32 with round-to-nearest-even.
+ *
+ * ragjit computes 16-bit tensors in f32 and rounds each stored value once (DESIGN.md §1), so
+ * every layer that touches 16-bit data on the host — the reference interpreter, tensor
+ * filling, .npy and the CLI's random inputs and comparisons — needs the same two scalar
+ * conversions, and they must agree bit for bit with what the compiled kernels do (F16C's
+ * vcvtps2ph with imm 4 = the MXCSR's nearest-even mode; the bf16 integer sequence the backends
+ * emit). Written with integer operations so that no libgcc helper (__truncsfhf2) or compiler
+ * _Float16 support is needed.
+ *
+ * f32 -> bf16: add 0x7FFF plus the lowest kept bit, then keep the top 16 bits (ties go to the
+ * even neighbour; overflow past the largest finite value carries into the exponent and gives
+ * inf, as it should). NaN is kept a quiet NaN of the same sign rather than being rounded into
+ * an infinity.
+ * f32 -> f16: below 2^-14 the result is subnormal with a unit of 2^-24, which is exactly an f32
+ * ulp at 0.5, so adding 0.5f lets the FPU's own nearest-even rounding do the work; above, the
+ * same add-and-truncate as bf16 on the rebiased exponent; 65520 and above round to inf.
+ */
+#include <string.h>
+
+#include "util.h"
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+uint16_t half_from_f32(float f, bool bf16) {
+    uint32_t u = f32_bits(f), sign = (u >> 16) & 0x8000, a = u & 0x7fffffffu;
+    if (bf16) {
+        if (a > 0x7f800000u) return (uint16_t)(sign | 0x7fc0 | ((a >> 16) & 0x3f));
+        return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+    }
+    if (a >= 0x7f800000u) /* inf stays inf; NaN stays a quiet NaN with its top payload bits */
+        return (uint16_t)(sign | 0x7c00 | (a > 0x7f800000u ? 0x200 | ((a >> 13) & 0x3ff) : 0));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* >= 65520: rounds to inf */
+    if (a < 0x38800000u) /* below 2^-14: subnormal or zero */
+        return (uint16_t)(sign | (f32_bits(bits_f32(a) + 0.5f) - 0x3f000000u));
+    a += ((uint32_t)(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1);
+    return (uint16_t)(sign | (a >> 13));
+}
+
+float half_to_f32(uint16_t h, bool bf16) {
+    if (bf16) return bits_f32((uint32_t)h << 16);
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0) { /* zero or subnormal: m * 2^-24, exact in f32 */
+        float v = (float)m * 0x1p-24f;
+        return bits_f32(f32_bits(v) | sign);
+    }
+    if (e == 31) return bits_f32(sign | 0x7f800000u | (m << 13));
+    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+double half_round(double v, bool bf16) {
+    return (double)half_to_f32(half_from_f32((float)v, bf16), bf16);
+}

@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""half_numpy.py — f16 and bf16 programs against an independent NumPy float64 reference.
+
+ragjit's 16-bit semantics (docs/guide.md, "16-bit floats") are PyTorch's on the CPU: loads widen
+to f32, each op computes in f32 and rounds its result once to the tensor's format (nearest even),
+reductions, softmax statistics and norms accumulate in f32, a literal is an f32 value. The
+reference here is written from that description, not from ragjit's C: every op in float64 on
+the widened inputs, its result rounded to f32 and then to the 16-bit format (bf16's rounding
+written with uint32 bit operations, f16's by NumPy's float16). Each program runs with `ragjit
+run` on the CPU (also as compiled for a CPU without F16C), on OpenCL (PoCL; skipped without a
+device) and on the reference interpreter,
+on lengths with empty items, items of length 1 and one long item; inputs hold the formats' edge
+values (subnormals, the largest finite value, values that overflow to inf when stored, NaN, -0).
+Data goes in as .npy: f16 as '<f2', bf16 as ml_dtypes writes it ('<V2' 2-byte items, read back
+by NumPy as '|V2'), so the file conventions are tested too.
+
+Exact ops (+, *, max, relu, pad, casts) must match bit for bit (NaN as NaN); ops through f32
+maths or sums may differ by one unit in the last place of the 16-bit format where the f32
+result lies within an f32 rounding of a tie.
+
+  half_numpy.py RAGJIT [--measure]   exit 0 iff every case passed; --measure prints, per case,
+                                     how many results differ from the reference and by how much
+"""
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+LENS = [3, 0, 1, 130, 0, 2, 17]
+MEASURE = []  # filled with one line per case and target under --measure
+
+
+# ---- the formats ------------------------------------------------------------------------------
+
+def bf16_bits(x):
+    """float64 -> f32 -> bf16 bits, nearest even; NaN stays a quiet NaN."""
+    u = np.atleast_1d(np.asarray(x, dtype=np.float64)).astype(np.float32).view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+    nan = np.isnan(np.atleast_1d(np.asarray(x, dtype=np.float64)))
+    r[nan] = ((u[nan] >> 16) | 0x40) & 0xFFFF
+    return r.astype(np.uint16)
+
+
+def bf16_value(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def rnd(x, fmt):
+    """x rounded as a 16-bit result: to f32, then to the format; back as float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        x32 = np.asarray(x, dtype=np.float64).astype(np.float32)
+        if fmt == "f16":
+            return x32.astype(np.float16).astype(np.float64)
+    return bf16_value(bf16_bits(x32))
+
+
+def to_file_array(x, fmt):
+    if fmt == "f16":
+        return np.asarray(x, dtype=np.float64).astype(np.float32).astype(np.float16)
+    return bf16_bits(x).view("V2")
+
+
+def from_file_array(a, fmt):
+    if a.dtype == np.float16:
+        assert fmt == "f16", a.dtype
+        return a.astype(np.float64)
+    assert fmt == "bf16" and a.dtype.kind == "V" and a.dtype.itemsize == 2, a.dtype
+    return bf16_value(a.view(np.uint16))
+
+
+def ulp(x, fmt):
+    """The spacing of the format at |x| (its subnormal spacing below the normal range)."""
+    mant, emin = (10, -14) if fmt == "f16" else (7, -126)
+    e = np.floor(np.log2(np.maximum(np.abs(x), 2.0 ** emin)))
+    return 2.0 ** (e - mant)
+
+
+# ---- cases ------------------------------------------------------------------------------------
+
+def edge_values(fmt, n, rng):
+    """n values: random ones in [-4, 4), with the format's edges at the front."""
+    big = 65504.0 if fmt == "f16" else float(bf16_value(np.array([0x7F7F], dtype=np.uint16))[0])
+    sub = 2.0 ** -24 if fmt == "f16" else 2.0 ** -133
+    edges = [big, -big, sub, -sub, 3 * sub, 0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -2.5]
+    v = rng.uniform(-4, 4, n)
+    k = min(n, len(edges))
+    v[:k] = edges[:k]
+    return rnd(v, fmt)
+
+
+def softmax(x):
+    if x.shape[0] == 0:
+        return x
+    m = x.max(axis=0, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis=0, keepdims=True)
+
+
+def layer_norm(x, eps=1e-5):
+    if x.shape[0] == 0:
+        return x
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps)
+
+
+# name, program body (after the header), reference(x, w, fmt) -> per-item outputs, exact?, edges?
+CASES = [
+    ("chain", "h = relu(x * w + 0.5)\n",
+     lambda x, w, f: rnd(np.maximum(rnd(rnd(x * w, f) + 0.5, f), 0), f), True, True),
+    ("neg_scale", "h = -x * 2.0\n", lambda x, w, f: rnd(rnd(-x, f) * 2.0, f), True, True),
+    ("literal_f32", "h = x * 0.1\n", lambda x, w, f: rnd(x * np.float64(np.float32(0.1)), f), True, True),
+    ("maximum_div", "h = maximum(x, w) / 3.0\n",
+     lambda x, w, f: rnd(np.where(np.isnan(x) | np.isnan(w), np.nan, np.maximum(x, w)) / np.float64(np.float32(3.0)), f),
+     True, True),
+    ("exp_tanh", "h = exp(x) + tanh(x)\n", lambda x, w, f: rnd(rnd(np.exp(x), f) + rnd(np.tanh(x), f), f), False, False),
+    ("gelu", "h = gelu(x)\n",
+     lambda x, w, f: rnd(0.5 * x * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / np.sqrt(2))), f), False, False),
+    ("sum_rows", "h = sum(x, dim=1)\n", lambda x, w, f: rnd(x.sum(axis=0), f), False, False),
+    ("mean_rows", "h = mean(x, dim=1)\n", lambda x, w, f: rnd(x.mean(axis=0) if len(x) else np.full(x.shape[1:], np.nan), f), False, False),
+    ("max_rows", "h = max(x, dim=1)\n", lambda x, w, f: x.max(axis=0) if len(x) else np.full(x.shape[1:], -np.inf), True, False),
+    ("softmax_rows", "h = softmax(x, dim=1)\n", lambda x, w, f: rnd(softmax(x), f), False, False),
+    ("softmax_cols", "h = softmax(x * w, dim=2)\n", lambda x, w, f: rnd(softmax(rnd(x * w, f).T).T, f), False, False),
+    ("layer_norm", "h = layer_norm(x, 16)\n", lambda x, w, f: rnd(layer_norm(x), f), False, False),
+    ("matmul", "h = x @ m\n", None, False, False),
+    ("pad", "h = pad(x, value=0.1)\n", None, True, True),
+    ("cast_i32", "h = cast(x * 4.0, \"i32\")\n", None, True, False),
+]
+
+
+def write_npy(path, a, descr=None):
+    """np.save, or with the header's descr as given (ml_dtypes' bf16 files say '<V2')."""
+    if descr is None:
+        np.save(path, a)
+        return
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": descr, "fortran_order": False, "shape": a.shape})
+        fh.write(np.ascontiguousarray(a).tobytes())
+
+
+def program(fmt):
+    """Every case in one program (one compile per target): case i's body with its value named
+    h<i>, reading x (edge values) or y (random values)."""
+    D = 16
+    text = ("ragged j1 : B\ninput x : {f}[B, j1, {D}]\ninput y : {f}[B, j1, {D}]\ninput w : {f}[{D}]\n"
+            "input m : {f}[{D}, 8]\n").format(f=fmt, D=D)
+    for i, (name, body, ref, exact, edges) in enumerate(CASES):
+        body = re.sub(r"\bh\b", "h%d" % i, body)
+        text += body if edges else re.sub(r"\bx\b", "y", body)
+    return text + "output " + ", ".join("h%d" % i for i in range(len(CASES))) + "\n"
+
+
+def check_case(i, fmt, target, got, inputs, failures):
+    name, body, ref, exact, edges = CASES[i]
+    x, y, w, m, off = inputs
+    x = x if edges else y
+    D = x.shape[1]
+    if name == "cast_i32":
+        assert got.dtype == np.int32, got.dtype
+        with np.errstate(invalid="ignore"):
+            want = np.trunc(rnd(x * 4.0, fmt))
+        want = np.where(np.isnan(want), 0, np.clip(want, -2**31, 2**31 - 1)).astype(np.int64)
+        if not np.array_equal(got.astype(np.int64), want):
+            failures.append("%s/%s/%s: casts differ" % (name, fmt, target))
+            return "fail"
+        return "ok"
+    gotv = from_file_array(got, fmt)
+    wants = []
+    for b in range(len(LENS)):
+        xb = x[off[b]:off[b + 1]]
+        if name == "matmul":
+            wants.append(rnd(xb @ m, fmt))
+        elif name == "pad":
+            p = np.full((max(LENS), D), np.ravel(rnd(0.1, fmt))[0])
+            p[:len(xb)] = xb
+            wants.append(p[None])
+        else:
+            with np.errstate(all="ignore"):
+                wants.append(np.asarray(ref(xb, w, fmt)))
+    want = np.concatenate([wv.reshape((-1,) + wv.shape[-1:]) if wv.ndim > 1 else wv[None] for wv in wants])
+    gotv = gotv.reshape(want.shape)
+    same = (gotv == want) & (np.signbit(gotv) == np.signbit(want)) | (np.isnan(gotv) & np.isnan(want))
+    if MEASURE:
+        fin = np.isfinite(want) & np.isfinite(gotv)
+        with np.errstate(invalid="ignore"):
+            ulps = np.abs(gotv - want)[fin] / ulp(want[fin], fmt)
+        MEASURE.append("%-13s %-5s %-11s %7d elements, %6.3f%% not the reference's rounding, at most %.0f ulp" %
+                       (name, fmt, target, same.size, 100.0 * (~same).sum() / max(same.size, 1), ulps.max() if ulps.size else 0))
+    if not exact:
+        with np.errstate(invalid="ignore"):
+            same |= np.abs(gotv - want) <= ulp(want, fmt)
+    if not same.all():
+        k = int(np.argmin(same.reshape(-1)))
+        failures.append("%s/%s/%s: %d of %d elements differ, first at %d: %r, reference %r" %
+                        (name, fmt, target, int((~same).sum()), same.size, k, gotv.reshape(-1)[k], want.reshape(-1)[k]))
+        return "fail"
+    return "ok"
+
+
+def run_format(ragjit, fmt, d, rng, failures, counts):
+    D = 16
+    rows = sum(LENS)
+    x = edge_values(fmt, rows * D, rng).reshape(rows, D)
+    y = rnd(rng.uniform(-3, 3, (rows, D)), fmt)
+    w = rnd(rng.uniform(-2, 2, D), fmt)
+    m = rnd(rng.uniform(-1, 1, (D, 8)), fmt)
+    off = np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64)
+    prog = os.path.join(d, fmt + ".rj")
+    with open(prog, "w") as fh:
+        fh.write(program(fmt))
+    data = os.path.join(d, "data-" + fmt)
+    os.makedirs(data, exist_ok=True)
+    # bf16: x and y through NumPy's own '|V2' writer, w as ml_dtypes writes it ('<V2'): both read
+    for name, a in (("x", x), ("y", y), ("m", m)):
+        write_npy(os.path.join(data, name + ".npy"), to_file_array(a, fmt))
+    write_npy(os.path.join(data, "w.npy"), to_file_array(w, fmt), "<V2" if fmt == "bf16" else None)
+    np.save(os.path.join(data, "j1.npy"), off)
+    # cpu-nof16c: the CPU's code for a machine without F16C (integer f16 conversions)
+    for target in ("cpu", "cpu-nof16c", "reference", "opencl"):
+        out = os.path.join(d, "out-%s-%s" % (fmt, target))
+        env = dict(os.environ, RAGJIT_LLVM_NO_F16C="1") if target == "cpu-nof16c" else None
+        r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
+                           capture_output=True, text=True, env=env)
+        if r.returncode:
+            if target == "opencl" and "device" in r.stderr.lower():
+                counts["skip"] += len(CASES)
+                continue
+            failures.append("%s/%s: ragjit run failed: %s" % (fmt, target, r.stderr.strip()))
+            counts["fail"] += len(CASES)
+            continue
+        for i in range(len(CASES)):
+            got = np.load(os.path.join(out, "h%d.npy" % i))
+            counts[check_case(i, fmt, target, got, (x, y, w, m, off), failures)] += 1
+
+
+def promotion(ragjit, d, failures):
+    """bf16 + f16 is f32; a 16-bit tensor with f32 is f32; mean keeps bf16 (emit --stage graph)."""
+    prog = os.path.join(d, "prom.rj")
+    with open(prog, "w") as fh:
+        fh.write("ragged j1 : B\ninput a : bf16[B, j1, 4]\ninput b : f16[B, j1, 4]\ninput c : f32[4]\n"
+                 "s = a + b\nt = a * c\nu = mean(a, dim=1)\nv = a * 2\noutput s, t, u, v\n")
+    r = subprocess.run([ragjit, "emit", prog, "--stage", "graph"], capture_output=True, text=True)
+    text = r.stdout
+    for name, want in (("s", "f32[B, j1, 4]"), ("t", "f32[B, j1, 4]"), ("u", "bf16[B, 4]"), ("v", "bf16[B, j1, 4]")):
+        if not any(line.startswith(name + " = ") and line.rstrip().endswith("# " + want) for line in text.splitlines()):
+            failures.append("promotion: %s should be %s:\n%s%s" % (name, want, text, r.stderr))
+
+
+def main():
+    ragjit = sys.argv[1]
+    if "--measure" in sys.argv:
+        MEASURE.append("accuracy against NumPy float64 rounded per op (ulp of the reference's format):")
+    failures = []
+    rng = np.random.default_rng(38)
+    counts = {"ok": 0, "fail": 0, "skip": 0}
+    with tempfile.TemporaryDirectory() as d:
+        promotion(ragjit, d, failures)
+        for fmt in ("bf16", "f16"):
+            run_format(ragjit, fmt, d, rng, failures, counts)
+    for line in MEASURE:
+        print(line)
+    for f in failures:
+        print("FAIL", f)
+    print("half_numpy: %(ok)d ok, %(fail)d failed, %(skip)d skipped" % counts)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
