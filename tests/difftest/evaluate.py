@@ -249,7 +249,9 @@ def safe_softmax(s, ft):
 def ev_sdpa(n, vals, env):
     """scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale) per item, PyTorch's
     semantics: scale None is 1/sqrt(E); causal is top-left (ones(L, S).tril(0)); a bool mask
-    keeps where True, a float one is added; an item without keys gives 0 (an empty sum)."""
+    keeps where True, a float one is added; an item without keys gives 0 (an empty sum), and so
+    does a fully masked row, whatever NaN its values hold (the guide's safe softmax); with
+    enable_gqa the key/value heads repeated (repeat_interleave) to the query heads."""
     ft = env.ft
     q, k, v = (ref.map_val(x, lambda a: np.asarray(a, ft)) for x in vals[:3])
     mask = vals[3] if len(vals) > 3 else None
@@ -258,6 +260,9 @@ def ev_sdpa(n, vals, env):
     out = []
     for b in range(env.B):
         x, y, z = q.data[b], k.data[b], v.data[b]
+        if n.attrs.get("gqa"):  # PyTorch's enable_gqa: key/value head h serves query heads h*g .. h*g+g-1
+            g = x.shape[0] // y.shape[0]
+            y, z = np.repeat(y, g, axis=0), np.repeat(z, g, axis=0)
         s = (x @ np.swapaxes(y, -1, -2)) * scale
         L, S = x.shape[-2], y.shape[-2]
         if n.attrs.get("causal"):
@@ -265,7 +270,10 @@ def ev_sdpa(n, vals, env):
         if mask is not None:
             m = mask.data[b]  # itemised: [B, j1, j2], [B, 1, j2], per head [B, 1, j1, j2]
             s = np.where(m, s, ft(-np.inf)) if mask.dtype == "bool" else s + np.asarray(m, ft)
-        out.append(np.asarray(safe_softmax(s, ft) @ z, ft))
+        o = safe_softmax(s, ft) @ z
+        if s.shape[-1]:  # a fully masked row is 0 (the guide), even where a value it weighs by 0 is NaN
+            o = np.where(np.isneginf(np.max(s, axis=-1, keepdims=True)), ft(0), o)
+        out.append(np.asarray(o, ft))
     return Val(kind(n.shape), n.dtype, out)
 
 

@@ -14,7 +14,8 @@ One program is one chain: inputs q, k, v (sometimes split into heads, [B, H, j1,
 input, the causal `positions(j1).unsqueeze(2) >= positions(j2).unsqueeze(1)`, a key-padding
 `positions(j2).unsqueeze(1) < n`), tanh-capped or biased by `pos_j - pos_i`, then softmax over
 the keys (or the queries), log_softmax or a reduction, and often `@ v`; or
-`scaled_dot_product_attention` with and without `is_causal`, a mask, a scale. The scores, the
+`scaled_dot_product_attention` with and without `is_causal`, a mask, a scale, and per head
+sometimes GQA (`enable_gqa=True`, 2 key/value heads for 4 query heads). The scores, the
 weights and the result become outputs at random, so the same chain runs fused (only the
 result read) and unfused (the scores an output too); a score output checks the blocks' order.
 The reference (evaluate.py) holds every value item by item in PyTorch's dims.
@@ -57,14 +58,15 @@ class CrossGen:
 
     # ---- operands -----------------------------------------------------------------------------
 
-    def operand(self, sym, inner):
+    def operand(self, sym, inner, H=None):
         """A float [B, sym, inner] input, per head [B, H, sym, Dh] (split as PyTorch code does)."""
-        if not self.H:
+        H = H or self.H
+        if not H:
             return self.input(self.dt, ["B", sym, inner])
-        x = self.input(self.dt, ["B", sym, self.H * inner])
-        v = self.add("view", [x], self.dt, ["B", sym, self.H, inner], to=["B", sym, self.H, inner],
+        x = self.input(self.dt, ["B", sym, H * inner])
+        v = self.add("view", [x], self.dt, ["B", sym, H, inner], to=["B", sym, H, inner],
                      inline=self.rng.random() < 0.5)
-        return self.add("transpose", [v], self.dt, ["B", self.H, sym, inner], d0=1, d1=2)
+        return self.add("transpose", [v], self.dt, ["B", H, sym, inner], d0=1, d1=2)
 
     def positions(self, sym, dim):
         pos = self.add("positions", [], "i64", ["B", sym], sym=sym)
@@ -134,10 +136,10 @@ class CrossGen:
         m = self.add(op, [s], s.dtype, shape, dim=d, keepdim=keep)
         return self.ew("sub", s, m) if keep else m
 
-    def sdpa(self, q, k, v):
+    def sdpa(self, q, k, v, gqa=False):
         r = self.rng
-        args, attrs = [q, k, v], {"causal": False, "scale": None}
-        form = r.randrange(3)
+        args, attrs = [q, k, v], {"causal": False, "scale": None, "gqa": gqa}
+        form = r.choice([0, 1, 1, 2, 2])
         if form == 1:
             attrs["causal"] = True
         elif form == 2:
@@ -156,10 +158,12 @@ class CrossGen:
         self.dt = r.choice(["f32", "f32", "f32", "f64"])
         self.H = r.choice([2, 3, 4]) if r.random() < 0.3 else None
         E, Dv = r.choice([1, 2, 3, 4, 8, 16]), r.choice([1, 2, 3, 5, 8])
-        q, k, v = self.operand("j1", E), self.operand("j2", E), self.operand("j2", Dv)
-        if r.random() < 0.35:
-            o = self.sdpa(q, k, v)
+        if r.random() < 0.4:
+            gqa = self.H == 4 and r.random() < 0.4  # 2 key/value heads for 4 query heads
+            q, k, v = (self.operand(s, d, 2 if gqa and s == "j2" else None) for s, d in (("j1", E), ("j2", E), ("j2", Dv)))
+            o = self.sdpa(q, k, v, gqa)
         else:
+            q, k, v = self.operand("j1", E), self.operand("j2", E), self.operand("j2", Dv)
             o = self.after(self.scores(q, k), v)
         self.outs.append(o)
         outs = list(dict.fromkeys(self.outs))

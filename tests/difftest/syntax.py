@@ -74,6 +74,8 @@ def expr(n):
         kw = [("is_causal", "True")] if at["causal"] else [("is_causal", "False")] if s % 3 == 0 else []
         if at.get("scale") is not None:
             kw.append(("scale", repr(at["scale"])))
+        if at.get("gqa"):
+            kw.append(("enable_gqa", "True"))
         if len(a) > 3 and s % 2:
             return call("scaled_dot_product_attention", a, 0, kw)
         return call("scaled_dot_product_attention", a[:3], 0, ([("attn_mask", a[3])] if len(a) > 3 else []) + kw)
