@@ -9,7 +9,8 @@ code. PyTorch's documented semantics win where the guide is silent.
 
 Per seed it generates a random program over every op family of the text format (tests/
 difftest/gen.py; about a third of them also split a value into attention heads, [B, H, j1, D],
-and work on it per head: gen_heads.py), a lengths pattern and data, packed or as a view with holes with garbage
+and work on it per head: gen_heads.py; about one in eight is instead cross attention over two
+ragged classes, queries of j1 and keys of j2 with lengths of their own: gen_cross.py), a lengths pattern and data, packed or as a view with holes with garbage
 in the holes (data.py), writes PROG.rj and a data directory of .npy files, runs
 `ragjit run PROG --data D --out O --target cpu|opencl` (CPU with --threads 1 and 2, which
 must also agree bit for bit), and judges every output against the reference with a
