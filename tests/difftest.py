@@ -9,7 +9,8 @@ code. PyTorch's documented semantics win where the guide is silent.
 
 Per seed it generates a random program over every op family of the text format (tests/
 difftest/gen.py; about a third of them also split a value into attention heads, [B, H, j1, D],
-and work on it per head: gen_heads.py), a lengths pattern and data, packed or as a view with holes with garbage
+and work on it per head: gen_heads.py; about one in eight is instead cross attention over two
+ragged classes, queries of j1 and keys of j2 with lengths of their own: gen_cross.py), a lengths pattern and data, packed or as a view with holes with garbage
 in the holes (data.py), writes PROG.rj and a data directory of .npy files, runs
 `ragjit run PROG --data D --out O --target cpu|opencl` (CPU with --threads 1 and 2, which
 must also agree bit for bit), and judges every output against the reference with a
@@ -36,7 +37,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from difftest import check, data, gen, invalid  # noqa: E402
+from difftest import check, data, gen, gen_cross, invalid  # noqa: E402
 from difftest.model import HEADED  # noqa: E402
 from difftest.shrink import Shrinker  # noqa: E402
 
@@ -58,6 +59,9 @@ class Tally:
             self.coverage["(heads)"] = self.coverage.get("(heads)", 0) + 1
             if any(n.kind in HEADED for n in prog.outputs):
                 self.coverage["(heads out)"] = self.coverage.get("(heads out)", 0) + 1
+        if gen_cross.is_cross(prog):  # two ragged classes
+            self.coverage["(cross)"] = self.coverage.get("(cross)", 0) + 1
+            pattern = "cross"
         key = f"{pattern}/{'holes' if holes else 'packed'}"
         self.patterns[key] = self.patterns.get(key, 0) + 1
 
@@ -68,6 +72,13 @@ def case_of(seed, usage):
     pattern = data.PATTERNS[seed % len(data.PATTERNS)]
     lens = data.lengths(pattern, rng)
     holes = (seed // len(data.PATTERNS)) % 2 == 1
+    crng = np.random.default_rng([seed, 2])  # its own stream: the other seeds' cases stay as they were
+    if crng.random() < gen_cross.SHARE:  # two ragged classes: j2 with lengths of its own pattern
+        pattern2 = data.PATTERNS[int(crng.integers(len(data.PATTERNS)))]
+        prog = gen_cross.generate(seed, usage)
+        dat = data.make(prog, lens, holes, rng, special=rng.random() < 0.1,
+                        lens2=data.lengths2(pattern2, len(lens), crng))
+        return prog, dat, f"{pattern}+{pattern2}"
     prog = gen.generate(seed, max(lens, default=0), usage)
     dat = data.make(prog, lens, holes, rng, special=rng.random() < 0.1)
     return prog, dat, pattern
@@ -82,7 +93,8 @@ def shape_of(v):
 
 def describe(prog, dat):
     sizes = ", ".join(f"{n.name}: {shape_of(dat.values[n.name])}" for n in prog.inputs)
-    return (f"B = {len(dat.lens)}, lengths {dat.lens}, {'view with holes (gaps ' + str(dat.gaps) + ')' if dat.holes else 'packed'}"
+    two = f", lengths of j2 {dat.lens2}" + (f" (gaps {dat.gaps2})" if dat.holes else "") if dat.lens2 is not None else ""
+    return (f"B = {len(dat.lens)}, lengths {dat.lens}{two}, {'view with holes (gaps ' + str(dat.gaps) + ')' if dat.holes else 'packed'}"
             f", sizes {dat.sizes}; inputs {sizes}")
 
 

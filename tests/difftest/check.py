@@ -52,8 +52,8 @@ class Failure(Exception):
 
 
 def references(prog, data):
-    env64 = Env(data.lens, data.sizes, np.float64)
-    env32 = Env(data.lens, data.sizes, np.float32)
+    env64 = Env(data.lens, data.sizes, np.float64, data.lens2)
+    env32 = Env(data.lens, data.sizes, np.float32, data.lens2)
     return evaluate(prog, data.values, env64), evaluate(prog, data.values, env32)
 
 

@@ -5,7 +5,9 @@ Every length pattern that has found bugs: all items empty, some empty, B = 1, on
 only) so that shrinking can drop items and cut rows. They are written packed, or as a view
 with holes: offsets with gaps before and between the items, garbage in the gaps (NaN for
 floats, a huge value for integers and indices, True for bools), and the lengths in
-<sym>.lengths.npy, so that any read of a hole shows in the result or as an index error.
+<sym>.lengths.npy, so that any read of a hole shows in the result or as an index error. A program of two ragged
+classes (gen_cross.py) has a second lengths list lens2 of the same B (drawn from its own pattern,
+so that items without queries meet items without keys) and, with holes, its own gaps.
 """
 import os
 
@@ -36,11 +38,19 @@ def lengths(pattern, rng):
     return lens
 
 
-class Data:
-    """One run's data: lengths, named sizes, each input's values, the layout."""
+def lengths2(pattern, B, rng):
+    """The second class's lengths for a batch of B items."""
+    lens = lengths(pattern, rng)
+    return [lens[b % len(lens)] if lens else 0 for b in range(B)]
 
-    def __init__(self, lens, sizes, values, holes, gaps):
+
+class Data:
+    """One run's data: lengths, named sizes, each input's values, the layout; lens2 and gaps2
+    for the second ragged class j2 (None without one)."""
+
+    def __init__(self, lens, sizes, values, holes, gaps, lens2=None, gaps2=None):
         self.lens, self.sizes, self.values, self.holes, self.gaps = lens, sizes, values, holes, gaps
+        self.lens2, self.gaps2 = lens2, gaps2
 
 
 def resolve_sizes(prog_sizes, lens):
@@ -80,7 +90,12 @@ def random_values(dtype, shape, rng, bound=None, special=False):
     return rng.integers(-10, 11, size=shape).astype(NP[dtype])
 
 
-def make(prog, lens, holes, rng, special=False):
+def item_shape(k, l1, l2):
+    """An item's leading dims for an itemised input kind."""
+    return {"pair": [l1, l1], "cpair": [l1, l2], "jagged2": [l2]}.get(k, [l1])
+
+
+def make(prog, lens, holes, rng, special=False, lens2=None):
     sizes = resolve_sizes(prog.sizes, lens)
     B, values = len(lens), {}
     for n in prog.inputs:
@@ -91,13 +106,14 @@ def make(prog, lens, holes, rng, special=False):
             values[n.name] = random_values(n.dtype, dims_of(n.shape, sizes, B), rng, bound, special)
             continue
         rows = []
-        for l in lens:
-            shape = [l, l] if k == "pair" else [l]
-            shape += dims_of(n.shape[3 if k == "pair" else 2:], sizes, B)
+        for b, l in enumerate(lens):
+            shape = item_shape(k, l, lens2[b] if lens2 else l)
+            shape += dims_of(n.shape[1 + len(shape):], sizes, B)
             rows.append(random_values(n.dtype, shape, rng, l if bound == "j1" else bound, special))
         values[n.name] = rows
     gaps = [int(g) for g in rng.integers(0, 4, len(lens) + 1)] if holes else None
-    return Data(list(lens), sizes, values, holes, gaps)
+    gaps2 = [int(g) for g in rng.integers(0, 4, len(lens) + 1)] if holes and lens2 is not None else None
+    return Data(list(lens), sizes, values, holes, gaps, None if lens2 is None else list(lens2), gaps2)
 
 
 def packed_with_holes(items, gaps, dtype):
@@ -125,10 +141,13 @@ def write(prog, data, d):
         if k == "dense":
             np.save(os.path.join(d, n.name + ".npy"), v)
             continue
-        inner = dims_of(n.shape[3 if k == "pair" else 2:], data.sizes, len(lens))
+        inner = dims_of(n.shape[3 if k in ("pair", "cpair") else 2:], data.sizes, len(lens))
         empty = np.zeros([0] + inner, dtype=NP[n.dtype])
-        if k == "pair":
+        if k in ("pair", "cpair"):
             arr = np.concatenate([x.reshape([-1] + inner) for x in v] + [empty])
+        elif k == "jagged2":
+            arr = packed_with_holes(v, data.gaps2, n.dtype)[0] if data.holes else np.concatenate(list(v) + [empty])
+            arr = empty if arr is None else arr
         elif data.holes:
             arr, offs = packed_with_holes(v, data.gaps, n.dtype)
             arr = empty if arr is None else arr
@@ -141,9 +160,22 @@ def write(prog, data, d):
             offsets = np.array(packed_with_holes([np.zeros((l, 1)) for l in lens], data.gaps, "f64")[1], np.int64)
         np.save(os.path.join(d, "j1.lengths.npy"), np.array(lens, dtype=np.int64))
     np.save(os.path.join(d, "j1.npy"), np.asarray(offsets, dtype=np.int64))
+    if data.lens2 is not None:
+        write_j2(data, d)
     for name, v in data.sizes.items():
         if name == "L":
             np.save(os.path.join(d, "L.npy"), np.array(v, dtype=np.int64))
+
+
+def write_j2(data, d):
+    """The second class's offsets (its own gaps with holes) and, with holes, its lengths."""
+    lens2 = data.lens2
+    if data.holes:
+        offs = packed_with_holes([np.zeros((l, 1)) for l in lens2], data.gaps2, "f64")[1]
+        np.save(os.path.join(d, "j2.lengths.npy"), np.array(lens2, dtype=np.int64))
+    else:
+        offs = np.concatenate([[0], np.cumsum(lens2)])
+    np.save(os.path.join(d, "j2.npy"), np.asarray(offs, dtype=np.int64))
 
 
 def shrink(prog, data, keep, new_lens):
@@ -156,7 +188,7 @@ def shrink(prog, data, keep, new_lens):
             continue
         out = []
         for i, l in zip(keep, new_lens):
-            x = v[i][:l, :l] if k == "pair" else v[i][:l]
+            x = v[i][:l, :l] if k == "pair" else v[i][:l] if k != "jagged2" else v[i]
             if n.attrs.get("bound") == "j1" and l:
                 x = np.minimum(x, l - 1)
             out.append(x)
@@ -165,4 +197,6 @@ def shrink(prog, data, keep, new_lens):
     sizes = dict(data.sizes)
     if "L" in sizes:
         sizes["L"] = max(sizes["L"] - max(data.lens, default=0) + max(new_lens, default=0), 0)
-    return Data(list(new_lens), sizes, values, data.holes, gaps)
+    lens2 = [data.lens2[i] for i in keep] if data.lens2 is not None else None
+    gaps2 = [data.gaps2[i] for i in keep] + [data.gaps2[-1]] if data.gaps2 else None
+    return Data(list(new_lens), sizes, values, data.holes, gaps, lens2, gaps2)

@@ -10,7 +10,7 @@ PyTorch's dim order ([H, len_b, D]), so every op on them is the NumPy op on the 
 import numpy as np
 
 from . import ref
-from .model import FLOATS, HEADED, kind
+from .model import FLOATS, HEADED, RAGGED, kind
 from .ref import Val
 
 
@@ -66,7 +66,7 @@ def ev_reduce(n, vals, env):
     f = lambda a, ax: ref.reduce(n.op, a, ax, keep, dt_in, env.ft)
     if not v.itemised:
         return Val("dense", n.dtype, f(src.data, d))
-    if v.kind == "jagged" and d == 1:
+    if v.kind in ("jagged", "jagged2") and d == 1:
         parts = [f(x, 0) for x in src.data]
         return Val("dense", n.dtype, stack(parts, n, env))
     return Val(kind(n.shape), n.dtype, [f(x, d - 1) for x in src.data])
@@ -76,7 +76,7 @@ def stack(parts, n, env):
     """Items' results as one dense [B, ...] array (an empty batch included)."""
     if parts:
         return np.stack(parts)
-    shape = [env.dim(d) if not isinstance(d, str) or d != "j1" else 0 for d in n.shape]
+    shape = [env.dim(d) if not isinstance(d, str) or d not in RAGGED else 0 for d in n.shape]
     return np.zeros(shape, dtype=parts_dtype(n, env))
 
 
@@ -133,7 +133,7 @@ def ev_matmul(n, vals, env):
         parts = [x.T @ y for x, y in zip(a.data, b.data)]
         return Val("dense", n.dtype, stack(parts, n, env).astype(ft))
     if b.kind == "jT":  # q @ k.transpose(1, 2): per-item blocks
-        return Val("pair", n.dtype, [x @ y.T for x, y in zip(a.data, b.data)])
+        return Val(kind(n.shape), n.dtype, [x @ y.T for x, y in zip(a.data, b.data)])
     if a.itemised and b.itemised:  # p @ v; per head (NumPy's matmul batches over H): q @ kT, p @ v
         return Val(kind(n.shape), n.dtype, [x @ y for x, y in zip(a.data, b.data)])
     return ref.map_val(a, lambda x: x @ b.data, dtype=n.dtype)
@@ -142,7 +142,8 @@ def ev_matmul(n, vals, env):
 def ev_index(n, vals, env):
     op = n.op
     if op == "positions":
-        return Val("jagged", "i64", [np.arange(l, dtype=np.int64) for l in env.lens])
+        sym = n.attrs.get("sym", "j1")
+        return Val(kind(n.shape), "i64", [np.arange(l, dtype=np.int64) for l in (env.lens2 if sym == "j2" else env.lens)])
     if op == "embedding":
         table, ids = vals
         return ref.map_val(ids, lambda i: table.data[i], dtype=n.dtype, kind_=kind(n.shape))
@@ -192,7 +193,7 @@ def ev_view(n, vals, env):
         return Val("dense", n.dtype, np.take(v.data, np.arange(a, b), axis=k))
     rank = len(n.shape)  # transpose
     d0, d1 = axis(rank, n.attrs["d0"]), axis(rank, n.attrs["d1"])
-    if v.kind == "jagged" and rank == 3:
+    if v.kind in ("jagged", "jagged2") and rank == 3:
         return Val("jT", n.dtype, v.data)
     if v.itemised:  # of two dims after B: the items' axes (a head split or merge changes the kind)
         return ref.map_val(v, lambda x: np.swapaxes(x, d0 - 1, d1 - 1), kind_=kind(n.shape))
@@ -237,7 +238,46 @@ def ev_const(n, vals, env):
     return map_conv(Val("dense", src, a), n.dtype, env.ft) if n.dtype != src else Val("dense", src, a)
 
 
-FAMILY = {}
+def safe_softmax(s, ft):
+    """PyTorch's SDPA softmax over the last dim: a row of -inf (fully masked) gives 0, not NaN."""
+    if s.shape[-1] == 0:
+        return s
+    p = ref.softmax("softmax", s, s.ndim - 1, ft)
+    return np.where(np.isneginf(np.max(s, axis=-1, keepdims=True)), ft(0), p)
+
+
+def ev_sdpa(n, vals, env):
+    """scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale) per item, PyTorch's
+    semantics: scale None is 1/sqrt(E); causal is top-left (ones(L, S).tril(0)); a bool mask
+    keeps where True, a float one is added; an item without keys gives 0 (an empty sum), and so
+    does a fully masked row, whatever NaN its values hold (the guide's safe softmax); with
+    enable_gqa the key/value heads repeated (repeat_interleave) to the query heads."""
+    ft = env.ft
+    q, k, v = (ref.map_val(x, lambda a: np.asarray(a, ft)) for x in vals[:3])
+    mask = vals[3] if len(vals) > 3 else None
+    E = n.args[0].shape[-1]
+    scale = ft(n.attrs["scale"]) if n.attrs.get("scale") is not None else ft(1 / np.sqrt(E))
+    out = []
+    for b in range(env.B):
+        x, y, z = q.data[b], k.data[b], v.data[b]
+        if n.attrs.get("gqa"):  # PyTorch's enable_gqa: key/value head h serves query heads h*g .. h*g+g-1
+            g = x.shape[0] // y.shape[0]
+            y, z = np.repeat(y, g, axis=0), np.repeat(z, g, axis=0)
+        s = (x @ np.swapaxes(y, -1, -2)) * scale
+        L, S = x.shape[-2], y.shape[-2]
+        if n.attrs.get("causal"):
+            s = np.where(np.tril(np.ones((L, S), dtype=bool)), s, ft(-np.inf))
+        if mask is not None:
+            m = mask.data[b]  # itemised: [B, j1, j2], [B, 1, j2], per head [B, 1, j1, j2]
+            s = np.where(m, s, ft(-np.inf)) if mask.dtype == "bool" else s + np.asarray(m, ft)
+        o = safe_softmax(s, ft) @ z
+        if s.shape[-1]:  # a fully masked row is 0 (the guide), even where a value it weighs by 0 is NaN
+            o = np.where(np.isneginf(np.max(s, axis=-1, keepdims=True)), ft(0), o)
+        out.append(np.asarray(o, ft))
+    return Val(kind(n.shape), n.dtype, out)
+
+
+FAMILY = {"sdpa": ev_sdpa}
 for _ops, _f in [
         (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",
           "rsqrt", "sin", "cos", "logical_not", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
@@ -271,13 +311,13 @@ def flatten(v, n, env):
         return np.asarray(v.data)
     if v.kind in HEADED:
         dims = n.shape[1:]
-        js = [k for k, d in enumerate(dims) if d == "j1"]
-        rest = [k for k, d in enumerate(dims) if d != "j1"]
+        js = [k for k, d in enumerate(dims) if d in RAGGED]
+        rest = [k for k, d in enumerate(dims) if d not in RAGGED]
         inner = [env.dim(dims[k]) for k in rest]
         rows = [np.transpose(x, js + rest).reshape([int(np.prod([x.shape[k] for k in js]))] + inner)
                 for x in v.data]
         return np.concatenate(rows) if rows else np.zeros([0] + inner, dtype=parts_dtype(n, env))
-    inner = [env.dim(d) for d in n.shape[3 if v.kind == "pair" else 2:]]
+    inner = [env.dim(d) for d in n.shape[3 if v.kind in ("pair", "cpair") else 2:]]
     # the rows of an item: the product of its dims before `inner` (not -1: it fails on 0 columns)
     rows = [x.reshape([int(np.prod(x.shape[:x.ndim - len(inner)]))] + inner) for x in v.data]
     return np.concatenate(rows) if rows else np.zeros([0] + inner, dtype=parts_dtype(n, env))

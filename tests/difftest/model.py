@@ -54,24 +54,30 @@ def is_pad(d):
     return isinstance(d, tuple) and d[0] == "pad"
 
 
-HEADED = ("hjag", "hkt", "hpair")
+HEADED = ("hjag", "hkt", "hpair", "hjag2", "hkt2", "hcpair")
+RAGGED = ("j1", "j2")
 
 
 def kind(shape):
     """'jagged', 'pair', 'rowcol', 'dense', or per head: 'hjag' [B, H, j1, ...], 'hkt'
-    [B, H, D, j1], 'hpair' [B, H, j1, j1]."""
-    if len(shape) >= 2 and shape[0] == "B" and shape[1] == "j1":
-        return "pair" if len(shape) >= 3 and shape[2] == "j1" else "jagged"
-    if len(shape) >= 3 and shape[0] == "B" and shape[1] == 1 and shape[2] == "j1":
-        return "rowcol"
+    [B, H, D, j1], 'hpair' [B, H, j1, j1]. A second ragged class j2 (gen_cross.py): 'jagged2'
+    [B, j2, ...], 'cpair' [B, j1, j2, ...] (each item a len1 x len2 block), 'rowcol2' [B, 1, j2,
+    ...], per head 'hjag2' [B, H, j2, D], 'hkt2' [B, H, D, j2], 'hcpair' [B, H, j1, j2]."""
+    if len(shape) >= 2 and shape[0] == "B" and shape[1] in RAGGED:
+        if len(shape) >= 3 and shape[2] in RAGGED:
+            return "pair" if shape[1] == shape[2] == "j1" else "cpair"
+        return "jagged" if shape[1] == "j1" else "jagged2"
+    if len(shape) >= 3 and shape[0] == "B" and shape[1] == 1 and shape[2] in RAGGED:
+        return "rowcol" if shape[2] == "j1" else "rowcol2"
     if len(shape) >= 4 and shape[0] == "B" and isinstance(shape[1], int) and shape[1] >= 2:
-        js = [k for k, d in enumerate(shape) if d == "j1"]
+        js = [k for k, d in enumerate(shape) if d in RAGGED]
+        two = "2" if "j2" in shape else ""
         if js == [2]:
-            return "hjag"
+            return "hjag" + two
         if js == [3] and len(shape) == 4:
-            return "hkt"
+            return "hkt" + two
         if js == [2, 3] and len(shape) == 4:
-            return "hpair"
+            return "hcpair" if two else "hpair"
     return "dense"
 
 
@@ -90,7 +96,7 @@ def broadcast(a, b):
             out.append(x)
         else:
             return None
-    if "j1" in out and kind(out) == "dense":
+    if any(j in out for j in RAGGED) and kind(out) == "dense":
         return None  # a ragged dim anywhere but positions 1-2
     return out
 
@@ -161,6 +167,8 @@ class Program:
     def text(self):
         from . import syntax
         lines = ["ragged j1 : B"]
+        if any("j2" in n.shape for n in self.inputs + self.stmts):
+            lines.append("ragged j2 : B")
         lines += [f"input {n.name} : {n.dtype}{shape_text(n.shape)}" for n in self.inputs]
         lines += [f"{n.name} = {syntax.expr(n)}" for n in self.stmts]
         lines.append("output " + ", ".join(n.name for n in self.outputs))

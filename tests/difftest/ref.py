@@ -4,7 +4,8 @@ semantics (docs/guide.md, DESIGN.md §1-2), never from ragjit's interpreter or i
 A value is held as a Val: for an itemised tensor (jagged [B, j1, ...], per-item blocks
 [B, j1, j1, ...], rows of columns [B, 1, j1, ...], tensors per head [B, H, j1, D] in
 PyTorch's dim order) a list of B NumPy arrays, item b's array having its real length len_b
-where the shape says j1 (per head: [H, len_b, D]); for a dense tensor one array. A padded
+where the shape says j1 (per head: [H, len_b, D]; where it says j2, the second class's
+len2_b: [B, j1, j2] items are len1_b x len2_b blocks); for a dense tensor one array. A padded
 tensor is dense: pad builds it exactly as DESIGN.md §2 defines it (rows past len_b hold the
 value), so every op on it has plain dense semantics with no special case.
 
@@ -31,14 +32,15 @@ class Val:
 
     @property
     def itemised(self):
-        return self.kind in ("jagged", "pair", "rowcol", "jT") + HEADED
+        return self.kind in ("jagged", "pair", "rowcol", "jT", "jagged2", "cpair", "rowcol2") + HEADED
 
 
 class Env:
     """What a run binds: B, the lengths, named sizes, and the float type to compute in."""
 
-    def __init__(self, lens, sizes, ft):
+    def __init__(self, lens, sizes, ft, lens2=None):
         self.lens, self.sizes, self.ft, self.B = list(lens), dict(sizes), ft, len(lens)
+        self.lens2 = list(lens2) if lens2 is not None else list(lens)  # the second class j2's lengths
 
     def dim(self, d):
         if isinstance(d, int):
@@ -158,7 +160,7 @@ def item_of(v, b, rank):
     """Operand v's part of item b, for a result of the given rank that is itemised."""
     if not isinstance(v, Val):
         return v  # a literal
-    if v.kind == "jT":  # x.transpose(1, 2) of [B, j1, 1]: a row of columns
+    if v.kind == "jT":  # x.transpose(1, 2) of [B, j1, 1] (or j2): a row of columns
         return np.swapaxes(v.data[b], 0, 1)
     if v.itemised:
         return v.data[b]

@@ -69,7 +69,16 @@ def expr(n):
     if op == "take_along_dim":
         return call(op, a, s, [("dim", at["dim"])])
     if op == "positions":
-        return "positions(j1)"
+        return f"positions({at.get('sym', 'j1')})"
+    if op == "sdpa":  # PyTorch's keywords; the mask positional now and then
+        kw = [("is_causal", "True")] if at["causal"] else [("is_causal", "False")] if s % 3 == 0 else []
+        if at.get("scale") is not None:
+            kw.append(("scale", repr(at["scale"])))
+        if at.get("gqa"):
+            kw.append(("enable_gqa", "True"))
+        if len(a) > 3 and s % 2:
+            return call("scaled_dot_product_attention", a, 0, kw)
+        return call("scaled_dot_product_attention", a[:3], 0, ([("attn_mask", a[3])] if len(a) > 3 else []) + kw)
     if op in ("reshape", "view"):
         if at.get("inline"):  # PyTorch's x.view(B, j1, H, D): the sizes one by one
             return f"{a[0]}.{op}(" + ", ".join(dim_text(d) for d in at["to"]) + ")"
