@@ -1072,6 +1072,18 @@ static void expect_types(rj_ctx *c, const char *head, const char *body, const ch
     rj_graph_free(g);
 }
 
+/* The method form of where is PyTorch's: x.where(cond, y) is where(cond, x, y), not
+ * where(x, cond, y) as the generic x.f(...) = f(x, ...) would read it. */
+static void test_where_method(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] = "ragged j1 : B\ninput x : f32[B, j1, 8]\ninput m : bool[B, j1, 8]\n";
+    char *dump = same_graph(c, head, "y = x.where(m, 0.5)\noutput y\n", "y = where(m, x, 0.5)\noutput y\n");
+    rj_string_free(c, dump);
+    expect_error_start(c, "ragged j1 : B\ninput x : f32[B, j1, 8]\ninput m : bool[B, j1, 8]\ny = m.where(x, 0.5)\n"
+                       "output y\n", "where", RJ_ERR_DTYPE, "t.rj:4:7: where: the condition must be bool, got f32[B, j1, 8]");
+}
+
 /* cat and stack (lists of tensors), and Python's ** with its precedence. */
 static void test_cat_stack_pow(void **state) {
     fixture *f = *state;
@@ -1192,7 +1204,7 @@ int main(void) {
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
         FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names),
-        FX(test_cat_stack_pow), FX(test_permute_flatten), FX(test_constants),
+        FX(test_cat_stack_pow), FX(test_where_method), FX(test_permute_flatten), FX(test_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

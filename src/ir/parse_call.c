@@ -617,6 +617,10 @@ value call_apply(parser *P, const token *fn, const char *name, args *a) {
         value r = P->run_def ? P->run_def(P, fn, name, a, &found) : node_value(RJ_NONE, *fn);
         return found ? r : unknown_function(P, fn, name, a);
     }
+    if (a->method && a->op == RJ_OP_WHERE && a->npos >= 2) { /* PyTorch: x.where(cond, y) is where(cond, x, y) */
+        value self = a->pos[0];
+        a->pos[0] = a->pos[1], a->pos[1] = self;
+    }
     value *v[MAX_PARAMS];
     int nparams = 0;
     while (nparams < MAX_PARAMS && f->params[nparams]) nparams++;

@@ -35,6 +35,10 @@ def expr(n):
         return f"(-{a[0]})"
     if op == "logical_not" and s % 2:
         return f"(~{a[0]})"
+    if op == "where":  # PyTorch's method form: x.where(cond, y) is where(cond, x, y)
+        if s % 2 and not a[1][0].isdigit() and not a[1].startswith("("):
+            return f"{a[1]}.where({a[0]}, {a[2]})"
+        return f"where({a[0]}, {a[1]}, {a[2]})"
     if op == "gelu":
         return call("gelu", a, s, [("approximate", '"none"')] if s % 4 == 2 else [])
     if op == "gelu_tanh":
