@@ -220,7 +220,8 @@ void fz_fill(void *data, rj_dtype t, int64_t n, uint64_t *rng) {
         case RJ_I32: ((int32_t *)data)[i] = r % 32 == 0 ? INT32_MIN : (int32_t)((r >> 8) % 9) - 4; break;
         case RJ_I64: ((int64_t *)data)[i] = r % 32 == 0 ? INT64_MIN : (int64_t)((r >> 8) % 9) - 4; break;
         case RJ_F32: ((float *)data)[i] = (float)v; break;
-        default: ((double *)data)[i] = v; break;
+        case RJ_F64: ((double *)data)[i] = v; break;
+        default: rj_value_set(t, data, i, v); break; /* f16, bf16: rounded to the format */
         }
     }
 }

@@ -139,7 +139,7 @@ static int64_t pick_i64(api *s) {
 }
 
 static rj_dtype pick_dtype(api *s) {
-    static const int v[] = {RJ_BOOL, RJ_I32, RJ_I64, RJ_F32, RJ_F64, RJ_DTYPE_COUNT, -1};
+    static const int v[] = {RJ_BOOL, RJ_I32, RJ_I64, RJ_F32, RJ_F64, RJ_F16, RJ_BF16, RJ_DTYPE_COUNT, -1};
     return (rj_dtype)v[byte(s) % FZ_LEN(v)];
 }
 
