@@ -22,7 +22,7 @@ saved under --keep DIR, and shrunk to a small reproducer (shrink.py).
 
   difftest.py RAGJIT                       CI mode: a fixed range of seeds, about 3 minutes
   difftest.py RAGJIT --campaign N --seed S N programs per target from seed S
-  options: --targets cpu,opencl  --keep DIR  --no-shrink  --timeout SEC
+  options: --targets cpu,opencl  --keep DIR  --no-shrink  --timeout SEC  --half-share P
 
 Exit status 0 iff nothing failed; the last line is `N passed, N failed[, N skipped]`.
 """
@@ -37,13 +37,14 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from difftest import check, data, gen, gen_cross, invalid  # noqa: E402
+from difftest import check, data, gen, gen_cross, half, invalid  # noqa: E402
 from difftest.model import HEADED  # noqa: E402
 from difftest.shrink import Shrinker  # noqa: E402
 
 CI_SEEDS = {"cpu": 200, "opencl": 18}  # programs per target in CI mode (OpenCL: heads compile more kernels)
 CI_INVALID = {"cpu": 26, "opencl": 4}   # invalid cases (26: every template once)
 OPS = [o for o in gen.OPS if o not in gen.PSEUDO]
+HALF_SHARE = 0.15  # programs whose f32 inputs become f16/bf16 (difftest/half.py)
 
 
 class Tally:
@@ -59,6 +60,9 @@ class Tally:
             self.coverage["(heads)"] = self.coverage.get("(heads)", 0) + 1
             if any(n.kind in HEADED for n in prog.outputs):
                 self.coverage["(heads out)"] = self.coverage.get("(heads out)", 0) + 1
+        for h in half.HALVES:
+            if any(n.dtype == h for n in prog.inputs):
+                self.coverage[f"({h})"] = self.coverage.get(f"({h})", 0) + 1
         if gen_cross.is_cross(prog):  # two ragged classes
             self.coverage["(cross)"] = self.coverage.get("(cross)", 0) + 1
             pattern = "cross"
@@ -66,7 +70,13 @@ class Tally:
         self.patterns[key] = self.patterns.get(key, 0) + 1
 
 
-def case_of(seed, usage):
+def maybe_halve(prog, seed, share):
+    """Some programs' f32 inputs made 16-bit (streams of their own, as crng's)."""
+    if np.random.default_rng([seed, 3]).random() < (HALF_SHARE if share is None else share):
+        half.halve(prog, np.random.default_rng([seed, 4]))
+
+
+def case_of(seed, usage, half_share=None):
     """The program and data of one seed (deterministic)."""
     rng = np.random.default_rng(seed)
     pattern = data.PATTERNS[seed % len(data.PATTERNS)]
@@ -76,10 +86,12 @@ def case_of(seed, usage):
     if crng.random() < gen_cross.SHARE:  # two ragged classes: j2 with lengths of its own pattern
         pattern2 = data.PATTERNS[int(crng.integers(len(data.PATTERNS)))]
         prog = gen_cross.generate(seed, usage)
+        maybe_halve(prog, seed, half_share)
         dat = data.make(prog, lens, holes, rng, special=rng.random() < 0.1,
                         lens2=data.lengths2(pattern2, len(lens), crng))
         return prog, dat, f"{pattern}+{pattern2}"
     prog = gen.generate(seed, max(lens, default=0), usage)
+    maybe_halve(prog, seed, half_share)
     dat = data.make(prog, lens, holes, rng, special=rng.random() < 0.1)
     return prog, dat, pattern
 
@@ -128,7 +140,7 @@ def report(args, tally, seed, target, threads, prog, dat, f, work):
 
 def run_seed(args, tally, seed, target, usage, work):
     try:
-        prog, dat, pattern = case_of(seed, usage)
+        prog, dat, pattern = case_of(seed, usage, args.half_share)
     except Exception:  # noqa: BLE001
         tally.failed += 1
         print(f"FAIL seed {seed}: the generator failed\n{traceback.format_exc()}")
@@ -205,6 +217,7 @@ def main():
     ap.add_argument("--targets", default="cpu,opencl")
     ap.add_argument("--keep", help="save failing cases here")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--half-share", type=float, help="share of programs made 16-bit (default %.2f)" % HALF_SHARE)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per ragjit run")
     args = ap.parse_args()
     args.ragjit = os.path.abspath(args.ragjit)

@@ -376,10 +376,17 @@ static rj_node matmul(rj_graph *g, rj_node x, rj_node w, bool weight_nk) {
 
 rj_node rj_graph_matmul(rj_graph *g, rj_node x, rj_node w) { return matmul(g, x, w, false); }
 
+/* F.linear. With a bias and a 16-bit result, the product and the bias meet in f32 and the sum
+ * is rounded once, as PyTorch's addmm does: the product rounded to 16 bits first and then the
+ * sum would round twice. (The nodes of the plain form stay behind unused, as any dead value.) */
 rj_node rj_graph_linear(rj_graph *g, rj_node x, rj_node weight, rj_node bias) {
     rj_node y = matmul(g, x, weight, true);
     if (y == RJ_NONE || bias == RJ_NONE) return y;
-    return rj_graph_binary(g, RJ_OP_ADD, y, bias);
+    rj_node sum = rj_graph_binary(g, RJ_OP_ADD, y, bias);
+    if (sum == RJ_NONE || !dtype_is_half(g->nodes[y].dtype)) return sum;
+    rj_dtype t = g->nodes[sum].dtype;
+    rj_node y32 = matmul(g, rj_graph_cast(g, x, RJ_F32), rj_graph_cast(g, weight, RJ_F32), true);
+    return rj_graph_cast(g, rj_graph_binary(g, RJ_OP_ADD, y32, bias), t);
 }
 
 /* softmax(scores, dim=-1) @ v as one op; ival: 1 for the safe softmax (a row of -inf gives 0) */

@@ -21,6 +21,15 @@ element must be accepted:
   value of the element's row, what cancellation inside a row (layer_norm's x - mean) leaves
   on its small values; signed zeros are equal.
 
+A program with 16-bit values (half.py) is judged against references that round every 16-bit
+node to its format (ref64 and ref32 both), with its coarsest format's ulps in place of f32's
+and no more than one of them: C * |ref32 - ref64| + ULPS16 * eps * |ref64| + ROW_ULPS16 * eps *
+max|ref64 over the row| (ULPS16 = ROW_ULPS16 = 1). ragjit computes in f32 and rounds at the same
+points, so it lands on the reference's rounding but where a sum in another order crosses a
+rounding tie; an extra rounding or a lost one (linear's bias added to a rounded product) moves
+far more elements than that. A store that overflows to infinity is accepted within an ulp of
+the format's largest value.
+
 For an f64 output ref32 overstates the conditioning by 2^29 unless the program computes
 in f32 somewhere; the term is scaled by eps(f64)/eps(f32) when no value of the program is f32.
 Where some value is f32, every float output gets f32's eps and atol: an f32 result cast to f64
@@ -33,13 +42,15 @@ import subprocess
 import numpy as np
 
 from . import data as datamod
+from . import half
 from .evaluate import evaluate
 from .model import FLOATS
 from .ref import Env
 
 C, ULPS, ROW_ULPS = 16.0, 64.0, 4.0
-EPS = {"f32": 2.0**-23, "f64": 2.0**-52}
-ATOL = {"f32": 1e-6, "f64": 1e-13}
+ULPS16, ROW_ULPS16 = 1.0, 1.0
+EPS = {"f32": 2.0**-23, "f64": 2.0**-52, "f16": 2.0**-10, "bf16": 2.0**-7}
+ATOL = {"f32": 1e-6, "f64": 1e-13, "f16": 2.0**-20, "bf16": 2.0**-20}
 NP_OUT = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
 
 
@@ -55,6 +66,12 @@ def references(prog, data):
     env64 = Env(data.lens, data.sizes, np.float64, data.lens2)
     env32 = Env(data.lens, data.sizes, np.float32, data.lens2)
     return evaluate(prog, data.values, env64), evaluate(prog, data.values, env32)
+
+
+def half_of(prog):
+    """The coarsest 16-bit format of the program, or None."""
+    dts = {n.dtype for n in prog.inputs + prog.stmts}
+    return "bf16" if "bf16" in dts else "f16" if "f16" in dts else None
 
 
 def run_ragjit(ragjit, prog_path, data_dir, out_dir, target, threads, timeout):
@@ -84,15 +101,20 @@ def row_max(r64, shape):
     return np.broadcast_to(a.max(axis=-1, keepdims=True), a.shape).reshape(-1)
 
 
-def judge(name, got, r64, r32, dtype, f32_program, float_casts=False):
-    """Raises Failure for the worst unaccepted element of one output."""
-    if got.dtype != NP_OUT[dtype]:
+def judge(name, got, r64, r32, dtype, f32_program, float_casts=False, h=None):
+    """Raises Failure for the worst unaccepted element of one output (h: the program's coarsest
+    16-bit format)."""
+    if dtype in half.HALVES:
+        if not half.is_half_file(got) or (dtype == "f16") != (got.dtype == np.float16):
+            raise Failure("shape", f"output {name}: dtype {got.dtype}, expected {dtype}")
+        got = half.from_file(got)
+    elif got.dtype != NP_OUT[dtype]:
         raise Failure("shape", f"output {name}: dtype {got.dtype}, expected {dtype}")
     if got.shape != r64.shape:
         raise Failure("shape", f"output {name}: shape {got.shape}, expected {r64.shape}")
     g = got.astype(np.float64).reshape(-1)
-    a = np.asarray(r64).astype(NP_OUT[dtype]).astype(np.float64).reshape(-1)
-    b = np.asarray(r32).astype(NP_OUT[dtype]).astype(np.float64).reshape(-1)
+    a = np.asarray(r64).astype(NP_OUT.get(dtype, np.float64)).astype(np.float64).reshape(-1)
+    b = np.asarray(r32).astype(NP_OUT.get(dtype, np.float64)).astype(np.float64).reshape(-1)
     if dtype not in FLOATS:
         if dtype in ("i64",):  # exact beyond 2^53: compare as integers
             gi, ai, bi = got.reshape(-1), np.asarray(r64).astype(np.int64).reshape(-1), np.asarray(r32).astype(np.int64).reshape(-1)
@@ -100,15 +122,22 @@ def judge(name, got, r64, r32, dtype, f32_program, float_casts=False):
         else:
             bad = (g != a) & (g != b)
         if float_casts:  # a large f32 value cast to an integer is as exact as the float was
-            bad &= ~(np.abs(g - a) <= C * EPS["f32"] * np.abs(a))
+            bad &= ~(np.abs(g - a) <= C * EPS[h or "f32"] * np.abs(a))
         err = bad.astype(np.float64)
     else:
         with np.errstate(all="ignore"):
             same = (g == a) | (g == b) | (np.isnan(g) & (np.isnan(a) | np.isnan(b)))
             prec = "f32" if f32_program else dtype  # f32 values cast to f64 keep f32's errors
             scale = 1.0 if prec == "f32" else EPS["f64"] / EPS["f32"]
-            tol = (C * scale * np.abs(b - a) + ULPS * EPS[prec] * np.abs(a)
-                   + ROW_ULPS * EPS[prec] * row_max(r64, got.shape) + ATOL[prec])
+            if h:
+                tol = (C * np.abs(b - a) + ULPS16 * EPS[h] * np.abs(a)
+                       + ROW_ULPS16 * EPS[h] * row_max(r64, got.shape) + ATOL[h])
+                big = (1 - 2 * EPS[h]) * half.MAX[h]  # a store that overflows on one side of a tie
+                same |= (np.isinf(g) & (np.abs(a) >= big) & (np.sign(g) == np.sign(a))) | (
+                    np.isinf(a) & (np.abs(g) >= big) & (np.sign(g) == np.sign(a)))
+            else:
+                tol = (C * scale * np.abs(b - a) + ULPS * EPS[prec] * np.abs(a)
+                       + ROW_ULPS * EPS[prec] * row_max(r64, got.shape) + ATOL[prec])
             tol = np.where(np.isnan(tol), np.inf, tol)
             finite = np.isfinite(g) & np.isfinite(a)
             err = np.where(same, 0.0, np.where(finite, np.abs(g - a) / tol, np.inf))
@@ -123,7 +152,7 @@ def judge(name, got, r64, r32, dtype, f32_program, float_casts=False):
 
 
 def casts_f32_to_int(prog):
-    return any(n.op == "cast" and n.args[0].dtype == "f32" and n.attrs["to"] in ("i32", "i64") for n in prog.stmts)
+    return any(n.op == "cast" and n.args[0].dtype in ("f32",) + half.HALVES and n.attrs["to"] in ("i32", "i64") for n in prog.stmts)
 
 
 def uses_f32(prog):
@@ -139,6 +168,7 @@ def run_case(ragjit, prog, dat, target, threads, work, timeout=60, refs=None):
     shutil.rmtree(ddir, ignore_errors=True)
     datamod.write(prog, dat, ddir)
     r64, r32 = refs or references(prog, dat)
+    h = half_of(prog)
     run_ragjit(ragjit, prog_path, ddir, odir, target, threads, timeout)
     outs = {}
     for n in prog.outputs:
@@ -146,5 +176,6 @@ def run_case(ragjit, prog, dat, target, threads, work, timeout=60, refs=None):
         if not os.path.exists(path):
             raise Failure("missing", f"output {n.name}: {path} was not written")
         outs[n.name] = np.load(path)
-        judge(n.name, outs[n.name], r64[n.name], r32[n.name], n.dtype, uses_f32(prog), casts_f32_to_int(prog))
+        judge(n.name, outs[n.name], r64[n.name], r32[n.name], n.dtype, uses_f32(prog), casts_f32_to_int(prog),
+              h)
     return outs

@@ -13,11 +13,15 @@ import os
 
 import numpy as np
 
+from . import half
 from .model import FLOATS, is_pad, kind
 
 PATTERNS = ["empty", "some_empty", "b1", "long", "uniform", "random"]
-NP = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
-GARBAGE = {"f32": np.nan, "f64": np.nan, "i32": 987654321, "i64": 10**15, "bool": True}
+# 16-bit values are held as float32 here (of the format's values) and converted on writing
+NP = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_,
+      "f16": np.float32, "bf16": np.float32}
+GARBAGE = {"f32": np.nan, "f64": np.nan, "i32": 987654321, "i64": 10**15, "bool": True, "f16": np.nan,
+           "bf16": np.nan}
 
 
 def lengths(pattern, rng):
@@ -80,6 +84,8 @@ def random_values(dtype, shape, rng, bound=None, special=False):
         return rng.integers(0, hi, size=shape).astype(NP[dtype])
     if dtype in FLOATS:
         a = rng.uniform(-2, 2, size=shape).astype(np.float32).astype(NP[dtype])
+        if dtype in half.HALVES:
+            a = half.round_to(a, dtype).astype(np.float32)
         if special and a.size and rng.random() < 0.5:
             flat = a.reshape(-1)
             for _ in range(int(rng.integers(1, 3))):
@@ -139,7 +145,7 @@ def write(prog, data, d):
     for n in prog.inputs:
         k, v = kind(n.shape), data.values[n.name]
         if k == "dense":
-            np.save(os.path.join(d, n.name + ".npy"), v)
+            np.save(os.path.join(d, n.name + ".npy"), on_file(v, n.dtype))
             continue
         inner = dims_of(n.shape[3 if k in ("pair", "cpair") else 2:], data.sizes, len(lens))
         empty = np.zeros([0] + inner, dtype=NP[n.dtype])
@@ -154,7 +160,7 @@ def write(prog, data, d):
             offsets = np.array(offs, dtype=np.int64)
         else:
             arr = np.concatenate(list(v) + [empty])
-        np.save(os.path.join(d, n.name + ".npy"), arr)
+        np.save(os.path.join(d, n.name + ".npy"), on_file(arr, n.dtype))
     if data.holes:
         if not any(kind(n.shape) == "jagged" for n in prog.inputs):
             offsets = np.array(packed_with_holes([np.zeros((l, 1)) for l in lens], data.gaps, "f64")[1], np.int64)
@@ -165,6 +171,10 @@ def write(prog, data, d):
     for name, v in data.sizes.items():
         if name == "L":
             np.save(os.path.join(d, "L.npy"), np.array(v, dtype=np.int64))
+
+
+def on_file(a, dtype):
+    return half.to_file(a, dtype) if dtype in half.HALVES else a
 
 
 def write_j2(data, d):

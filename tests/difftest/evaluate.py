@@ -9,7 +9,7 @@ PyTorch's dim order ([H, len_b, D]), so every op on them is the NumPy op on the 
 """
 import numpy as np
 
-from . import ref
+from . import half, ref
 from .model import FLOATS, HEADED, RAGGED, kind
 from .ref import Val
 
@@ -97,7 +97,8 @@ def ev_norm(n, vals, env):
     b = vals[2].data if len(vals) > 2 else None
     eps = n.attrs.get("eps")
     if eps is None:
-        eps = 1e-5 if n.op == "layer_norm" else float(np.finfo(np.float32 if n.dtype == "f32" else np.float64).eps)
+        eps = 1e-5 if n.op == "layer_norm" else half.EPS[n.dtype] if n.dtype in half.HALVES else float(
+            np.finfo(np.float32 if n.dtype == "f32" else np.float64).eps)  # rms_norm: finfo(dtype).eps
     return ref.map_val(vals[0], lambda x: ref.norm(n.op, x, k, w, b, eps, env.ft), dtype=n.dtype)
 
 
@@ -330,5 +331,8 @@ def evaluate(prog, data, env):
     with np.errstate(all="ignore"):  # NaN and infinities in the data are meant
         for n in prog.stmts:
             args = [vals.get(id(a)) for a in n.args]
-            vals[id(n)] = FAMILY[n.op](n, args, env)
+            v = FAMILY[n.op](n, args, env)
+            if n.dtype in half.HALVES:  # the value is stored in its format
+                v = ref.map_val(v, lambda x, dt=n.dtype: np.asarray(half.round_to(x, dt), env.ft))
+            vals[id(n)] = v
     return {n.name: flatten(vals[id(n)], n, env) for n in prog.outputs}

@@ -20,7 +20,7 @@ PyTorch's shape here, dims and all; only its output is written in the canonical 
 """
 
 DTYPES = ("bool", "i32", "i64", "f32", "f64")
-FLOATS = ("f32", "f64")
+FLOATS = ("f32", "f64", "f16", "bf16")  # the 16-bit ones only after half.halve
 INTS = ("i32", "i64")
 
 

@@ -252,15 +252,23 @@ void lower_attention(lower *L, const fuse_group *gr) {
     print_node_type(&w, g, c.v);
     set_what(L, &w);
     int32_t sc = -1;
-    if (!L->desc->simt && c.dv > 0 && c.dv <= 4096) {
+    bool cpu = !L->desc->simt && c.dv > 0 && c.dv <= 4096;
+    /* a 16-bit output row cannot hold O between keys (each update would round it): O goes in
+     * the thread's own f32 array on a SIMT target too, where Dv is a constant */
+    if (cpu || (dtype_is_half(c.t) && c.dv > 0 && c.dv <= 256)) {
         c.acc_loc = L->err ? -1 : lk_local(L->k, "acc", LL_THREAD, c.t);
-        sc = c.acc_loc < 0 ? -1 : lk_local(L->k, "sc", LL_THREAD, c.t);
-        if (sc < 0) {
+        sc = c.acc_loc < 0 || !cpu ? -1 : lk_local(L->k, "sc", LL_THREAD, c.t);
+        if (c.acc_loc < 0 || (cpu && sc < 0)) {
             if (!L->err) L->err = RJ_ERR_NOMEM;
             return;
         }
         L->k->locals[c.acc_loc].elems = c.dv;
-        L->k->locals[sc].elems = KEYS_CPU;
+        if (sc >= 0) L->k->locals[sc].elems = KEYS_CPU;
+    } else if (dtype_is_half(c.t)) {
+        L->err = RJ_ERR_UNSUPPORTED;
+        ctx_fail(L->ctx, RJ_ERR_UNSUPPORTED, "fused attention in %s on a GPU needs the value's last dim to be "
+                 "a constant of at most 256 (it is kept in f32 per thread)", rj_dtype_name(c.t));
+        return;
     } else {
         c.acc_buf = L->bufof[gr->root];
     }
