@@ -128,7 +128,8 @@ CASES = [
     ("layer_norm", "h = layer_norm(x, 16)\n", lambda x, w, f: rnd(layer_norm(x), f), False, False),
     ("matmul", "h = x @ m\n", None, False, False),
     # PyTorch's addmm: product and bias summed in f32, rounded once (not the product first)
-    ("linear_bias", "h = linear(x, m.t(), w.narrow(0, 0, 8))\n", None, False, False),
+    # (n is m transposed: the weight an input, which the CPU widens once and gives to the GEMM)
+    ("linear_bias", "h = linear(x, n, w.narrow(0, 0, 8))\n", None, False, False),
     ("pad", "h = pad(x, value=0.1)\n", None, True, True),
     # fused attention: the scores are values of ops (rounded), the weights, sums and O are f32
     # and the result is rounded once (the guide)
@@ -152,7 +153,7 @@ def program(fmt):
     h<i>, reading x (edge values) or y (random values)."""
     D = 16
     text = ("ragged j1 : B\ninput x : {f}[B, j1, {D}]\ninput y : {f}[B, j1, {D}]\ninput w : {f}[{D}]\n"
-            "input m : {f}[{D}, 8]\n").format(f=fmt, D=D)
+            "input m : {f}[{D}, 8]\ninput n : {f}[8, {D}]\n").format(f=fmt, D=D)
     for i, (name, body, ref, exact, edges) in enumerate(CASES):
         body = re.sub(r"\bh\b", "h%d" % i, body)
         text += body if edges else re.sub(r"\bx\b", "y", body)
@@ -235,10 +236,14 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
     data = os.path.join(d, "data-" + fmt)
     os.makedirs(data, exist_ok=True)
     # bf16: x and y through NumPy's own '|V2' writer, w as ml_dtypes writes it ('<V2'): both read
-    for name, a in (("x", x), ("y", y), ("m", m)):
+    for name, a in (("x", x), ("y", y), ("m", m), ("n", np.ascontiguousarray(m.T))):
         write_npy(os.path.join(data, name + ".npy"), to_file_array(a, fmt))
     write_npy(os.path.join(data, "w.npy"), to_file_array(w, fmt), "<V2" if fmt == "bf16" else None)
     np.save(os.path.join(data, "j1.npy"), off)
+    # linear's 16-bit weight is widened once, written, and read by the product (the GEMM's path)
+    r = subprocess.run([ragjit, "emit", prog, "--stage", "fused"], capture_output=True, text=True)
+    if not re.search(r'= cast\(n, dtype="f32"\)  \(written', r.stdout):
+        failures.append("%s: linear's weight n is not widened into a buffer of its own:\n%s" % (fmt, r.stdout + r.stderr))
     # cpu-nof16c: the CPU's code for a machine without F16C (integer f16 conversions)
     for target in ("cpu", "cpu-nof16c", "reference", "opencl"):
         out = os.path.join(d, "out-%s-%s" % (fmt, target))

@@ -163,6 +163,20 @@ static bool mark_products(const rj_graph *g, const uint8_t *live, uint8_t *in) {
     return true;
 }
 
+/* A 16-bit dense weight widened for a matrix product (linear's bias form in 16-bit multiplies
+ * cast(x, f32) by cast(w, f32)): the cast is written once per run, a small f32 tensor, so that
+ * the product reads w from a buffer (a GEMM reads its weight in place) instead of converting
+ * each element at every use; x's cast stays inline (the GEMM's prologue converts its rows). */
+static bool widened_weight(const rj_graph *g, const uint8_t *live, int32_t i) {
+    const node *n = &g->nodes[i];
+    if (n->op != RJ_OP_CAST || n->rank != 2 || !dtype_is_half(g->nodes[n->in[0]].dtype) ||
+        g->nodes[n->in[0]].op != RJ_OP_INPUT)
+        return false;
+    for (int32_t k = i + 1; k < g->n; k++) /* consumers come after their operands */
+        if (live[k] && op_table[g->nodes[k].op].kind == KIND_MATMUL && g->nodes[k].in[1] == i) return true;
+    return false;
+}
+
 rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
     rj_ctx *ctx = g->ctx;
     memset(p, 0, sizeof *p);
@@ -211,9 +225,10 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
             int32_t o = n->in[k], d = p->nodes[o].role == FR_ROOT ? 0 : chain[o];
             if (d > chain[i]) chain[i] = d;
         }
-        if (n->nin && ++chain[i] >= FUSE_CUT_DEPTH) {
-            /* the end of a long inline chain: computed by a map kernel of its own, in node
-             * order (a root, for everything that reads it), so the chain starts again here */
+        if (n->nin && (++chain[i] >= FUSE_CUT_DEPTH || widened_weight(g, live, i))) {
+            /* the end of a long inline chain (or a widened weight): computed by a map kernel
+             * of its own, in node order (a root, for everything that reads it), so the chain
+             * starts again here */
             f->role = FR_ROOT;
             if ((f->group = new_group(p, FG_MAP, i)) < 0 || add_member(p, &p->groups[f->group], i))
                 goto out;
