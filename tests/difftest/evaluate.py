@@ -97,8 +97,8 @@ def ev_norm(n, vals, env):
     b = vals[2].data if len(vals) > 2 else None
     eps = n.attrs.get("eps")
     if eps is None:
-        eps = 1e-5 if n.op == "layer_norm" else half.EPS[n.dtype] if n.dtype in half.HALVES else float(
-            np.finfo(np.float32 if n.dtype == "f32" else np.float64).eps)  # rms_norm: finfo(dtype).eps
+        # rms_norm: the eps of the type it computes in (f32 for 16-bit: PyTorch's opmath type)
+        eps = 1e-5 if n.op == "layer_norm" else float(np.finfo(np.float64 if n.dtype == "f64" else np.float32).eps)
     return ref.map_val(vals[0], lambda x: ref.norm(n.op, x, k, w, b, eps, env.ft), dtype=n.dtype)
 
 
@@ -264,13 +264,15 @@ def ev_sdpa(n, vals, env):
         if n.attrs.get("gqa"):  # PyTorch's enable_gqa: key/value head h serves query heads h*g .. h*g+g-1
             g = x.shape[0] // y.shape[0]
             y, z = np.repeat(y, g, axis=0), np.repeat(z, g, axis=0)
-        s = (x @ np.swapaxes(y, -1, -2)) * scale
+        r16 = (lambda a: np.asarray(half.round_to(a, n.dtype), ft)) if n.dtype in half.HALVES else (lambda a: a)
+        # in 16-bit the scores are values of ops, rounded as such (the guide): q kᵀ, the scaling
+        s = r16(r16(x @ np.swapaxes(y, -1, -2)) * scale)
         L, S = x.shape[-2], y.shape[-2]
         if n.attrs.get("causal"):
             s = np.where(np.tril(np.ones((L, S), dtype=bool)), s, ft(-np.inf))
         if mask is not None:
             m = mask.data[b]  # itemised: [B, j1, j2], [B, 1, j2], per head [B, 1, j1, j2]
-            s = np.where(m, s, ft(-np.inf)) if mask.dtype == "bool" else s + np.asarray(m, ft)
+            s = np.where(m, s, ft(-np.inf)) if mask.dtype == "bool" else r16(s + np.asarray(m, ft))
         o = safe_softmax(s, ft) @ z
         if s.shape[-1]:  # a fully masked row is 0 (the guide), even where a value it weighs by 0 is NaN
             o = np.where(np.isneginf(np.max(s, axis=-1, keepdims=True)), ft(0), o)

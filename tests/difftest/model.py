@@ -153,7 +153,8 @@ class Program:
     data must bind (named dense sizes and pad lengths); text() prints the .rj file."""
 
     def __init__(self, inputs, outputs, sizes=None):
-        self.inputs, self.outputs, self.sizes = list(inputs), list(outputs), dict(sizes or {})
+        # a node is output once (shrinking may replace two outputs by the same operand)
+        self.inputs, self.outputs, self.sizes = list(inputs), list({id(o): o for o in outputs}.values()), dict(sizes or {})
         self.stmts = topo(self.outputs)
         for i, n in enumerate(self.inputs):
             n.name = n.name or f"x{i}"
