@@ -5,8 +5,8 @@
  * semantics; this is its SIMT shape). A block is a unit: a piece of an item's query rows (the
  * runtime cuts long items into pieces, UD_PIECES, so one long item is many blocks) and, with
  * heads, one head: units are (piece, head) pairs. The block walks its piece in query tiles of
- * FA_BR rows, one row per thread, and for each query tile walks the item's keys in tiles of Bc
- * rows:
+ * FA_BR rows, one row per thread (or per ns threads: wide heads, below), and for each query
+ * tile walks the item's keys in tiles of Bc rows:
  *
  *     the block stages k's and v's Bc rows in shared memory (coalesced, each element loaded
  *     once for FA_BR query rows), barrier;
@@ -28,14 +28,37 @@
  * FA's semantics: a -inf maximum subtracts 0, a NaN or +inf score makes the row NaN as the
  * softmax written out does.
  *
+ * Wide heads. A thread's q and O take E + Dv registers (twice in f64); past FA_REGS words a
+ * row is split across ns = 2 (or 4) threads, its parts: part p holds q's and O's p-th slices
+ * (E / ns and Dv / ns elements), the block has FA_BR · ns threads, and a part's threads are
+ * whole warps (FA_BR apart), so each warp still reads one tile word at a time. The score needs
+ * all of q · k_t, so a key tile takes one more step: every part writes its partial dot for
+ * each key of the tile into shared memory, barrier, and every part of a row sums the ns
+ * partials in the same order, so the row's threads agree to the bit on x, m and l and each
+ * rescales and accumulates its own slice of O. One exchange per tile, not per key: PoCL and
+ * OpenCL 1.2 have no shuffles, and a barrier per key would cost more than the sums.
+ *
+ * Masks bound the keys. Where F hides keys with -inf through a mask of positions that
+ * keyrange.c can read (causal, sliding window), the query tile's rows [i0, ilast] can see at
+ * most the keys [lo, hi] of those bounds taken at the row where each is widest; the key tiles
+ * start at lo and stop at hi, and F still masks key by key inside them. A hidden key adds
+ * nothing to a row's sums, so the result is the same (but for an inf or NaN in a hidden v row,
+ * which is no longer read: keyrange.c's note).
+ *
+ * 16-bit storage. k and v are widened to f32 once, when staged, into f32 tiles (registers
+ * then match f32's; a 16-bit tile would halve the shared memory but convert on every read),
+ * q into f32 registers; m, l, O and the dots are f32; the product's value is rounded to the
+ * 16-bit format where the graph stores it (as the interpreter and attention_rows do), and the
+ * output is rounded once, when stored.
+ *
  * The key count is its own value, the length of item b in k's class (kcls), apart from the
  * query rows' class, so that keys of another ragged class slot in. Barriers stand in loops
  * whose bounds the whole block shares (the item's keys, the piece's query tiles); rows past
  * the piece's end take part in the staging and skip the rest.
  *
- * It applies where Dv and E (with a product) are constants whose registers fit (FA_REGS
- * words), and a key tile of at least FA_BC_MIN rows fits the descriptor's shared memory; else
- * attention_rows (attention.c) lowers the group.
+ * It applies where Dv and E (with a product) are constants that split evenly across a row's
+ * threads, and a key tile of at least FA_BC_MIN rows fits the descriptor's shared memory;
+ * else attention_rows (attention.c) lowers the group, and the dump's note says why.
  */
 #include <math.h>
 #include <stdio.h>
