@@ -201,11 +201,44 @@ static void test_opencl(void **state) {
     fixture *f = *state;
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++)
         check_program(f->ctx, programs[i][0], programs[i][1], RJ_TARGET_OPENCL, "attention_flash_simt");
-    /* where a thread's registers cannot hold q and O (E + Dv > 128) the per-row kernel stays */
+    /* where q and O exceed a thread's registers (E + Dv > 128) and do not split evenly across
+     * a row's threads (Dv odd), the per-row kernel stays (the dump's note says why) */
     check_program(f->ctx, "wide_dv_rows",
-                  "ragged j1 : B\ninput q : f32[B, j1, 8]\ninput k : f32[B, j1, 8]\ninput v : f32[B, j1, 136]\n"
+                  "ragged j1 : B\ninput q : f32[B, j1, 8]\ninput k : f32[B, j1, 8]\ninput v : f32[B, j1, 137]\n"
                   "out = scaled_dot_product_attention(q, k, v, is_causal=True)\noutput out\n",
                   RJ_TARGET_OPENCL, "attention_rows");
+}
+
+/* Masks that bound the key tiles of the SIMT kernel (lower/keyrange.c) and masks that must not:
+ * each program's loops dump on OpenCL has the note named (or no bound at all: "keys j" absent),
+ * and its results equal the interpreter's on every length pattern, the 1000-row item included. */
+static void test_mask_bounds(void **state) {
+    fixture *f = *state;
+#define MASK_HEAD                                                                                  \
+    "ragged j1 : B\ninput q : f32[B, j1, 16]\ninput k : f32[B, j1, 16]\ninput v : f32[B, j1, 8]\n" \
+    "pi = positions(j1).unsqueeze(2)\npj = positions(j1).unsqueeze(1)\ns = q @ k.transpose(1, 2) * 0.25\n"
+    static const char *const cases[][3] = {
+        /* not (j > i), the -inf first: j <= i */
+        {"not_later", MASK_HEAD "out = softmax(where(~(pj > pi), s, -inf), dim=-1) @ v\noutput out\n", "keys j <= i only"},
+        /* a window ahead of the row, no causal bound; and its mirror with both bounds */
+        {"ahead", MASK_HEAD "out = softmax(where(pj >= pi - 3, s, -inf), dim=-1) @ v\noutput out\n", "keys j >= i - 3 only"},
+        {"band", MASK_HEAD "hide = (pi - pj > 4) | (pj - pi >= 2)\n"
+                 "out = softmax(s.masked_fill(hide, -inf), dim=-1) @ v\noutput out\n", "keys j >= i - 4; keys j <= i + 1 only"},
+        /* an or of bounds bounds nothing: key 0 stays visible to every row */
+        {"or_first", MASK_HEAD "out = softmax(where((pi >= pj) | (pj == 0), s, -inf), dim=-1) @ v\noutput out\n", NULL},
+    };
+#undef MASK_HEAD
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rj_graph *g = rj_graph_parse(f->ctx, cases[i][1], "t.rj");
+        if (!g) fail_msg("%s: %s", cases[i][0], rj_ctx_error(f->ctx));
+        char *loops = rj_graph_dump(g, RJ_TARGET_OPENCL, "loops");
+        assert_non_null(loops);
+        if (cases[i][2] ? !strstr(loops, cases[i][2]) : strstr(loops, "keys j") != NULL)
+            fail_msg("%s: the note is not \"%s\":\n%.1500s", cases[i][0], cases[i][2] ? cases[i][2] : "(none)", loops);
+        rj_string_free(f->ctx, loops);
+        rj_graph_free(g);
+        check_program(f->ctx, cases[i][0], cases[i][1], RJ_TARGET_OPENCL, "attention_flash_simt");
+    }
 }
 
 /* A fully masked row: NaN when softmax is written out, 0 through SDPA (and attention(safe)). */
@@ -334,7 +367,7 @@ static void test_builder(void **state) {
 
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
-        FX(test_cpu), FX(test_both_products_by_gemm), FX(test_opencl), FX(test_fully_masked_rows), FX(test_fallback), FX(test_errors),
+        FX(test_cpu), FX(test_both_products_by_gemm), FX(test_opencl), FX(test_mask_bounds), FX(test_fully_masked_rows), FX(test_fallback), FX(test_errors),
         FX(test_builder),
     };
     return run_group(tests, NULL, NULL, argc, argv);

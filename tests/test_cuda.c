@@ -258,7 +258,8 @@ static void test_ptx(void **state) {
 
 /* The tiled attention (lower/attention_simt.c) where real models meet it: CoRa's MHA module
  * (8 heads of 64 from one QKV projection, no scale), causal GQA, a soft cap (tanh) under a
- * causal mask, f64 heads of 32 with a bool mask. Each must be lowered by attention_flash_simt for
+ * causal mask, f64 heads of 32 with a bool mask, causal heads of 128 (a row over 2 threads),
+ * f16 and bf16 storage (cross attention in bf16). Each must be lowered by attention_flash_simt for
  * CUDA, compile with NVRTC and assemble with ptxas without spills (q and O live in registers). */
 static void test_attention_tiles(void **state) {
     fixture *f = *state;
@@ -281,6 +282,23 @@ static void test_attention_tiles(void **state) {
         {"f64_bool_mask",
          "ragged j1 : B\ninput q : f64[B, j1, 32]\ninput k : f64[B, j1, 32]\ninput v : f64[B, j1, 16]\n"
          "input mb : bool[B, j1, j1]\nout = scaled_dot_product_attention(q, k, v, attn_mask=mb)\noutput out\n"},
+        /* head dim 128 (Llama's): a row over 2 threads; causal: key tiles bounded */
+        {"causal_d128",
+         "ragged j1 : B\ninput x : f32[B, j1, 768]\nq, k, v = x.split(256, dim=-1)\n"
+         "q = q.view(B, j1, 2, 128).transpose(1, 2)\nk = k.view(B, j1, 2, 128).transpose(1, 2)\n"
+         "v = v.view(B, j1, 2, 128).transpose(1, 2)\n"
+         "a = scaled_dot_product_attention(q, k, v, is_causal=True)\ny = a.transpose(1, 2).flatten(2)\noutput y\n"},
+        /* 16-bit storage, widened into f32 tiles: f16 heads of 64, bf16 cross attention of 128 */
+        {"f16_causal_d64",
+         "ragged j1 : B\ninput x : f16[B, j1, 768]\nq, k, v = x.split(256, dim=-1)\n"
+         "q = q.view(B, j1, 4, 64).transpose(1, 2)\nk = k.view(B, j1, 4, 64).transpose(1, 2)\n"
+         "v = v.view(B, j1, 4, 64).transpose(1, 2)\n"
+         "a = scaled_dot_product_attention(q, k, v, is_causal=True)\ny = a.transpose(1, 2).flatten(2)\noutput y\n"},
+        {"bf16_cross_d128",
+         "ragged j1 : B\nragged j2 : B\ninput xq : bf16[B, j1, 256]\ninput xkv : bf16[B, j2, 512]\n"
+         "k, v = xkv.split(256, dim=-1)\nq = xq.view(B, j1, 2, 128).transpose(1, 2)\n"
+         "k = k.view(B, j2, 2, 128).transpose(1, 2)\nv = v.view(B, j2, 2, 128).transpose(1, 2)\n"
+         "a = scaled_dot_product_attention(q, k, v, is_causal=True)\ny = a.transpose(1, 2).flatten(2)\noutput y\n"},
     };
     ptx_stats ps = {0};
     for (size_t i = 0; i < sizeof text / sizeof text[0]; i++) {

@@ -737,6 +737,7 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
         sbuf_putc(b, '\n');
         sbuf_printf(b, "// %s\n", k->what);
         if (k->tmpl[0]) sbuf_printf(b, "// template: %s\n", k->tmpl);
+        if (k->note[0]) sbuf_printf(b, "// %s\n", k->note);
         if (k->gemm.on) {
             const lgemm *gm = &k->gemm;
             if (gm->mode == GEMM_ROWS && gm->w_ld)

@@ -291,6 +291,8 @@ typedef struct lkernel {
     char name[32];
     char what[96];      /* one-line description for dumps */
     char tmpl[24];      /* the lowering template that made it (lower/lower.c's table) */
+    char note[96];      /* a line more for dumps: what the template chose, or why a more
+                         * specialised template of the table did not serve the group */
     lparam *params;
     int32_t nparams, capparams;
     lx *ex;

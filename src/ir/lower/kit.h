@@ -62,6 +62,10 @@ typedef struct lower {
      * template that serves the group is the table's choice, never a call between templates. */
     void (*lower_in_kernel)(struct lower *L, const fuse_group *gr);
     int32_t check_slot; /* the next index check's word in the checks buffer */
+    /* Why the last template whose applies() refused the group did (a static string), or NULL;
+     * the table names it in the note of the kernel that serves the group instead. */
+    const char *why;
+    const char *why_tmpl;
 } lower;
 
 typedef struct blk {
@@ -214,6 +218,16 @@ void kahan_add(lower *L, blk *b, rj_dtype t, place acc_at, place c_at, int32_t t
 at item_element(lower *L, const node *x, int32_t cls, int32_t b, int32_t i, int32_t flat, at *pad);
 bool rows_padded_out(lower *L, const fuse_group *gr);
 void axis_begin(lower *L, const fuse_group *gr, red_ctx *rc);
+
+/* ---- keyrange.c: the keys a mask leaves visible (bounds on j linear in the row i) ---- */
+typedef struct key_bound {
+    bool has;
+    int64_t a, b;  /* j <= a i + b (hi) or j >= a i + b (lo) */
+} key_bound;
+typedef struct key_range {
+    key_bound lo, hi;
+} key_range;
+key_range key_range_of(const rj_graph *g, int32_t scores);
 
 /* ---- the templates: what the table (lower.c) calls, and nothing else ---- */
 

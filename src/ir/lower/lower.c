@@ -141,8 +141,13 @@ static const lower_template templates[] = {
  * error). */
 static const lower_template *template_for(lower *L, const fuse_group *gr) {
     unsigned target = L->desc->simt ? TT_SIMT : TT_CPU;
-    for (size_t i = 0; i < sizeof templates / sizeof templates[0] && !L->err; i++)
-        if ((templates[i].targets & target) && templates[i].applies(L, gr)) return &templates[i];
+    L->why = L->why_tmpl = NULL;
+    for (size_t i = 0; i < sizeof templates / sizeof templates[0] && !L->err; i++) {
+        if (!(templates[i].targets & target)) continue;
+        const char *why = L->why;
+        if (templates[i].applies(L, gr)) return &templates[i];
+        if (L->why != why) L->why_tmpl = templates[i].name;
+    }
     if (!L->err) {
         L->err = RJ_ERR_INTERNAL;
         ctx_fail(L->ctx, RJ_ERR_INTERNAL, "lower: no template serves group %d (%s)", (int)(gr - L->plan->groups),
@@ -207,6 +212,7 @@ static void lower_group(lower *L, int32_t gi) {
     if (!t) return;
     L->tmpl = t->name;
     snprintf(L->k->tmpl, sizeof L->k->tmpl, "%s", t->name);
+    if (L->why) snprintf(L->k->note, sizeof L->k->note, "not %s: %s", L->why_tmpl, L->why);
     t->lower(L, gr);
     if (L->err) return; /* L->k may be gone (a template's extra kernel failed to allocate) */
     if (L->k->has_nt) xparam(L, PK_NT, 0, "nt");
