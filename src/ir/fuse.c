@@ -226,9 +226,8 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
             if (d > chain[i]) chain[i] = d;
         }
         if (n->nin && (++chain[i] >= FUSE_CUT_DEPTH || widened_weight(g, live, i))) {
-            /* the end of a long inline chain (or a widened weight): computed by a map kernel
-             * of its own, in node order (a root, for everything that reads it), so the chain
-             * starts again here */
+            /* a long inline chain's end, or a widened weight: a map kernel of its own, in node
+             * order (a root, for everything that reads it), so the chain starts again here */
             f->role = FR_ROOT;
             if ((f->group = new_group(p, FG_MAP, i)) < 0 || add_member(p, &p->groups[f->group], i))
                 goto out;
