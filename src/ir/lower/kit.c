@@ -446,7 +446,9 @@ int32_t chunk_index(lower *L, const at *a) {
 }
 
 int32_t chunk_value(lower *L, const at *a) {
-    return xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), L->g->nodes[L->chunk_root].dtype, -1);
+    /* C is f32 for a 16-bit product: its value is that rounded once */
+    int32_t v = xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), L->prog->bufs[L->chunk_buf].dtype, -1);
+    return xcast(L, L->g->nodes[L->chunk_root].dtype, v);
 }
 
 int32_t class_param(lower *L, param_kind kind, int32_t cls, const char *what) {
