@@ -26,11 +26,16 @@
  * O lives in a thread's local array where Dv is a constant and the target is a CPU (it stays in
  * cache, or in registers for small Dv); elsewhere in the attention's own output row, which each
  * lane reads and writes at the same elements on every key (fusion gives the attention no
- * epilogue, so that row always exists). Query head h reads kv head h / (H / Hkv) (GQA).
+ * epilogue, so that row always exists) — but for a 16-bit output, which would round O at
+ * every key (3-4 ulps off at 400 keys): there each SIMT thread keeps an f32 array of Dv (up to
+ * SIMT_HALF_ACC) and touches the elements of its own lanes only, private memory spent for
+ * exactness. Query head h reads kv head h / (H / Hkv) (GQA).
  */
 #include <math.h>
 
 #include "kit.h"
+
+#define SIMT_HALF_ACC 512 /* the largest Dv of a 16-bit SIMT attention's f32 accumulator array */
 
 typedef struct att_ctx {
     const node *r, *f, *v, *prod;
@@ -261,6 +266,15 @@ void lower_attention(lower *L, const fuse_group *gr) {
         }
         L->k->locals[c.acc_loc].elems = c.dv;
         L->k->locals[sc].elems = KEYS_CPU;
+    } else if (dtype_is_half(c.t) && c.dv > 0 && c.dv <= SIMT_HALF_ACC) {
+        /* SIMT, 16-bit: the output row would round O at every key; a thread's f32 array
+         * instead, of which it touches its own lanes' elements only */
+        c.acc_loc = L->err ? -1 : lk_local(L->k, "acc", LL_THREAD, c.t);
+        if (c.acc_loc < 0) {
+            if (!L->err) L->err = RJ_ERR_NOMEM;
+            return;
+        }
+        L->k->locals[c.acc_loc].elems = c.dv;
     } else {
         c.acc_buf = L->bufof[gr->root];
     }
