@@ -81,6 +81,7 @@ int32_t lk_var(lkernel *k, const char *name, rj_dtype type) {
     lvar *v = &k->vars[k->nvars];
     snprintf(v->name, sizeof v->name, "%s", name);
     v->type = (uint8_t)dtype_compute(type);
+    v->holds = 0;
     return k->nvars++;
 }
 

@@ -102,6 +102,9 @@ enum {
                         * (the index checks: any thread may find a bad index) */
     LF_NOUNROLL = 8,   /* FOR (serial): not to be unrolled, its body being large and its
                         * later iterations rare (softmax's retry, lower/items.c) */
+    LF_HELD = 16,      /* STORE to a 16-bit buffer: the value is one of its format's already
+                        * (rounded where it was made, or loaded), so the store narrows it
+                        * without rounding it again (set by s_store, lower/kit.c) */
 };
 
 typedef struct ls {
@@ -152,6 +155,9 @@ typedef struct lparam {
 typedef struct lvar {
     char name[24];
     uint8_t type;
+    uint8_t holds; /* RJ_F16 / RJ_BF16 where its one assignment is a value already rounded to
+                    * that format (a root's value, store_group), so that no store or op rounds
+                    * it again; 0 (RJ_BOOL) otherwise */
 } lvar;
 
 /* A local array: memory private to one thread or shared by one block, for the kernel's run. */

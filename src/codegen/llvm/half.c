@@ -113,6 +113,15 @@ LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t) {
     }
 }
 
+/* em_to_mem of a value its 16-bit format holds already (LF_HELD): bf16's top half as it is,
+ * without the rounding's add, select and mask (a second rounding changes nothing). */
+LLVMValueRef em_to_mem_held(em *E, LLVMValueRef v, int t, bool held) {
+    if (!held || t != RJ_BF16) return em_to_mem(E, v, t);
+    LLVMTypeRef i32 = like(E, v, LLVMInt32TypeInContext(E->c));
+    LLVMValueRef u = LLVMBuildLShr(E->b, LLVMBuildBitCast(E->b, v, i32, ""), kconst(i32, 16), "");
+    return LLVMBuildTrunc(E->b, u, like(E, v, LLVMInt16TypeInContext(E->c)), "");
+}
+
 LLVMValueRef em_round_half(em *E, LLVMValueRef v, bool bf16) {
     if (bf16) return LLVMBuildBitCast(E->b, bf16_top(E, v), LLVMTypeOf(v), "");
     return em_from_mem(E, em_to_mem(E, v, RJ_F16), RJ_F16);

@@ -187,6 +187,7 @@ static bool holds_half(lower *L, rj_dtype t, int32_t e) {
                          (x->b < 0 || holds_half(L, t, x->c));
     case LX_UNARY: return x->fn == (t == RJ_BF16 ? LOP_ROUND_BF16 : LOP_ROUND_F16);
     case LX_SELECT: return holds_half(L, t, x->b) && holds_half(L, t, x->c);
+    case LX_VAR: return L->k->vars[x->ref].holds == t;
     default: return false;
     }
 }
@@ -246,6 +247,8 @@ void s_set(lower *L, blk *b, int32_t var, int32_t val) {
 }
 
 void s_store(lower *L, blk *b, int32_t param, int32_t idx, int32_t val, uint8_t flags) {
+    rj_dtype t = L->err ? RJ_F32 : (rj_dtype)L->k->params[param].dtype;
+    if (dtype_is_half(t) && holds_half(L, t, val)) flags |= LF_HELD;
     put(L, b, (ls){.kind = LS_STORE, .flags = flags, .mem = MEM_PARAM, .var = -1, .a = idx, .b = val,
                    .ref = param, .body = -1, .els = -1});
     if (!L->err) L->k->params[param].written = 1;
