@@ -185,7 +185,11 @@ static bool holds_half(lower *L, rj_dtype t, int32_t e) {
     case LX_CONST: return x->type == RJ_F32 && (!isfinite(x->f) || half_round(x->f, t == RJ_BF16) == x->f);
     case LX_LOAD: return x->fn == MEM_PARAM && L->k->params[x->ref].dtype == t &&
                          (x->b < 0 || holds_half(L, t, x->c));
-    case LX_UNARY: return x->fn == (t == RJ_BF16 ? LOP_ROUND_BF16 : LOP_ROUND_F16);
+    case LX_UNARY: /* a rounding; or an exact op (a sign, a choice) of a value the format holds */
+        return x->fn == (t == RJ_BF16 ? LOP_ROUND_BF16 : LOP_ROUND_F16) ||
+               ((x->fn == RJ_OP_RELU || x->fn == RJ_OP_NEG || x->fn == RJ_OP_ABS) && holds_half(L, t, x->a));
+    case LX_BINARY:
+        return (x->fn == RJ_OP_MAXIMUM || x->fn == RJ_OP_MINIMUM) && holds_half(L, t, x->a) && holds_half(L, t, x->b);
     case LX_SELECT: return holds_half(L, t, x->b) && holds_half(L, t, x->c);
     case LX_VAR: return L->k->vars[x->ref].holds == t;
     default: return false;
