@@ -487,34 +487,68 @@ static double paired_ratios(rj_ctx *ctx, wl *w, int reps, double bytes, probes *
 /* Median time of a workload over reps runs (after a warm-up run), in seconds. */
 static double time_jit(rj_ctx *ctx, wl *w, int reps) { return paired_ratios(ctx, w, reps, 0, NULL, NULL, 0, NULL); }
 
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Workload `which` in f32 and in the 16-bit type run alternately, reps pairs (each run followed
+ * by the copy probe): into o the median f32 and 16-bit times, their fractions of the copy
+ * bandwidth (bytes moved per second over the probe's), the median of the pairs' f32/16 time
+ * ratios, and of their ratios of process CPU time (all threads: on a loaded machine what a run
+ * costs, where wall time is mostly the other jobs; read it with --threads 1, as idle workers
+ * may spin). */
+static void half_pairs(rj_ctx *ctx, const setup *s, int which, const double bytes[2], probes *pr, probe_kind ck,
+                       double o[6]) {
+    wl wk[2] = {make_workload_t(ctx, s, which, RJ_F32), make_workload_t(ctx, s, which, s->ht)};
+    int n = s->reps;
+    double *v = malloc(sizeof(double) * (size_t)n * 6);
+    if (!v) die(ctx, "out of memory");
+    for (int k = 0; k < 2; k++)
+        if (rj_program_run(wk[k].p, wk[k].b)) die(ctx, wk[k].name); /* warm-up: pages, caches */
+    for (int r = 0; r < n; r++) {
+        double wall[2], cpu[2];
+        for (int k = 0; k < 2; k++) {
+            double t0 = now(), c0 = cpu_now();
+            if (rj_program_run(wk[k].p, wk[k].b)) die(ctx, wk[k].name);
+            cpu[k] = cpu_now() - c0, wall[k] = now() - t0;
+            v[n * k + r] = wall[k];
+            v[n * (2 + k) + r] = (bytes[k] / wall[k]) / (probe_bytes(pr, ck) / probe_run(pr, ck));
+        }
+        v[n * 4 + r] = wall[0] / wall[1];
+        v[n * 5 + r] = cpu[0] / cpu[1];
+    }
+    for (int q = 0; q < 6; q++) o[q] = median(v + n * q, n);
+    free(v);
+    for (int k = 0; k < 2; k++) {
+        rj_bind_free(wk[k].b);
+        rj_program_free(wk[k].p);
+        rj_graph_free(wk[k].g);
+    }
+}
+
 /* --dtype bf16|f16: W1..W6 in the 16-bit type against the same workloads in f32, in the same
- * run: each one's time and GB/s of unique bytes (2 bytes an element against 4), both as the
- * median of pairs with the copy probe (the fraction of the copy bandwidth, which should be the
- * same for both), and the f32 / 16-bit time ratio (half the bytes: up to 2x). Then W7 in both
- * (f32 through the BLAS, 16-bit through the JIT's loops with f32 accumulators, having no bf16
- * GEMM to call). */
+ * run, alternating (half_pairs): each one's time and GB/s of unique bytes (2 bytes an element
+ * against 4), the fraction of the copy bandwidth (which should be the same for both), and the
+ * f32 / 16-bit ratios of time and of CPU time (half the bytes: up to 2x). Then W7 in both
+ * (f32 through the BLAS's sgemm, 16-bit through the same GEMM with its operands widened to f32,
+ * or sbgemm: lower/gemm_lib.c). */
 static void half_table(rj_ctx *ctx, setup *s, probes *pr, probe_kind copy_kind, unsigned only, int64_t w7n, int w7reps) {
     const char *tn = rj_dtype_name(s->ht);
     printf("\n%s against f32 (same run, same data rounded to %s; GB/s of unique bytes):\n", tn, tn);
-    printf("%-24s %9s %8s %7s %9s %8s %7s %9s\n", "workload", "f32 ms", "GB/s", "/copy", "16-bit ms", "GB/s", "/copy",
-           "f32/16");
+    printf("%-24s %9s %8s %7s %9s %8s %7s %9s %8s\n", "workload", "f32 ms", "GB/s", "/copy", "16-bit ms", "GB/s", "/copy",
+           "f32/16", "cpu f/16");
     double N = (double)s->rows * (double)s->D;
     for (int which = 1; which <= 6; which++) {
         if (!(only >> which & 1)) continue;
         double out_elems = which == 4 ? (double)(s->B * s->D) : which == 6 ? (double)(s->B * s->L * s->D) : N;
-        double t[2], r[2];
-        for (int k = 0; k < 2; k++) {
-            wl wk = make_workload_t(ctx, s, which, k ? s->ht : RJ_F32);
-            double bytes = (N + out_elems) * (k ? 2 : 4);
-            t[k] = paired_ratios(ctx, &wk, s->reps, bytes, pr, &copy_kind, 1, &r[k]);
-            rj_bind_free(wk.b);
-            rj_program_free(wk.p);
-            rj_graph_free(wk.g);
-        }
+        double o[6], bytes[2] = {(N + out_elems) * 4, (N + out_elems) * 2};
+        half_pairs(ctx, s, which, bytes, pr, copy_kind, o);
         static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)", "W3 unpad(pad(x)*2+1)",
                                             "W4 sum(x,1)", "W5 layer_norm(x,D)", "W6 pad(x) output"};
-        printf("%-24s %9.3f %8.2f %7.2f %9.3f %8.2f %7.2f %9.2f\n", names[which], t[0] * 1e3,
-               (N + out_elems) * 4 / t[0] / 1e9, r[0], t[1] * 1e3, (N + out_elems) * 2 / t[1] / 1e9, r[1], t[0] / t[1]);
+        printf("%-24s %9.3f %8.2f %7.2f %9.3f %8.2f %7.2f %9.2f %8.2f\n", names[which], o[0] * 1e3,
+               bytes[0] / o[0] / 1e9, o[2], o[1] * 1e3, bytes[1] / o[1] / 1e9, o[3], o[4], o[5]);
     }
     if (!(only >> 7 & 1)) return;
     int64_t K = s->D, Nn = w7n;

@@ -186,7 +186,10 @@ def run_and_compare(ragjit, prog, d, run_name, target, env, check):
         return ""
     if r.returncode:
         return "ragjit run: " + r.stderr.strip()
-    return check(np.load(os.path.join(out, "out.npy")).astype(np.float64))
+    got = np.load(os.path.join(out, "out.npy"))
+    if got.dtype.kind == "V" and got.dtype.itemsize == 2:  # bf16 (as ml_dtypes writes it): the top of an f32
+        got = (got.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return check(got.astype(np.float64))
 
 
 def main():

@@ -14,6 +14,10 @@ values (subnormals, the largest finite value, values that overflow to inf when s
 Data goes in as .npy: f16 as '<f2', bf16 as ml_dtypes writes it ('<V2' 2-byte items, read back
 by NumPy as '|V2'), so the file conventions are tested too.
 
+Matrix products shaped for the library GEMM (a linear layer with bias, x @ M, an inline x, a
+weight's slice, per-item x xᵀ and p x) are checked apart (run_gemm), on the CPU with the BLAS
+and with ragjit's own sgemm: within 2 ulp plus the bound of an f32 accumulation's error.
+
 Exact ops (+, *, max, relu, pad, casts) must match bit for bit (NaN as NaN); ops through f32
 maths or sums may differ by one unit in the last place of the 16-bit format where the f32
 result lies within an f32 rounding of a tie.
@@ -262,6 +266,110 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
             counts[check_case(i, fmt, target, got, (x, y, w, m, off), failures)] += 1
 
 
+# ---- matrix products by the GEMM (lower/gemm_lib.c: 16-bit operands widened for sgemm) ---------
+
+GEMM_K, GEMM_N = 64, 40
+GEMM = """ragged j1 : B
+input x : {f}[B, j1, 64]
+input W : {f}[48, 64]
+input bias : {f}[48]
+input M : {f}[64, 40]
+input s : {f}[64]
+g0 = relu(linear(x, W, bias))
+g1 = x @ M
+g2 = relu(x * s + 0.5) @ M
+g3 = linear(x, W.narrow(0, 8, 24))
+g4 = x @ x.transpose(1, 2)
+g5 = (g4 * 0.125) @ x
+output g0, g1, g2, g3, g4, g5
+"""
+
+
+def gemm_refs(x, W, bias, M, s, off, f):
+    """Per output, the float64 reference rounded as ragjit rounds (each op's result once) and
+    the bound of an f32 accumulation's error (K * 2^-24 * sum |a||b|) per element."""
+    out = {k: ([], []) for k in ("g0", "g1", "g2", "g3", "g4", "g5")}
+    eps = 2.0 ** -24
+
+    def add(k, want, bound):
+        out[k][0].append(want.reshape(-1))
+        out[k][1].append(bound.reshape(-1))
+
+    for b in range(len(off) - 1):
+        xb = x[off[b]:off[b + 1]]
+        K = xb.shape[1]
+        add("g0", np.maximum(rnd(rnd(xb @ W.T, f) + bias, f), 0), K * eps * (np.abs(xb) @ np.abs(W.T)))
+        add("g1", rnd(xb @ M, f), K * eps * (np.abs(xb) @ np.abs(M)))
+        a = np.maximum(rnd(rnd(xb * s, f) + 0.5, f), 0)
+        add("g2", rnd(a @ M, f), K * eps * (np.abs(a) @ np.abs(M)))
+        w3 = W[8:32]
+        add("g3", rnd(xb @ w3.T, f), K * eps * (np.abs(xb) @ np.abs(w3.T)))
+        p = rnd(xb @ xb.T, f)
+        add("g4", p, K * eps * (np.abs(xb) @ np.abs(xb.T)))
+        p8 = rnd(p * 0.125, f)
+        add("g5", rnd(p8 @ xb, f), max(len(xb), 1) * eps * (np.abs(p8) @ np.abs(xb)))
+    return {k: (np.concatenate(w), np.concatenate(e)) for k, (w, e) in out.items()}
+
+
+def run_gemm(ragjit, fmt, d, rng, failures, counts):
+    """The GEMM-shaped products of GEMM on the CPU (the BLAS, ragjit's own sgemm) and the
+    interpreter: every one through the library GEMM (the loops dump says so), each stored value
+    within 2 ulp of the reference plus the f32 accumulation's error bound (the order of the
+    sums differs from NumPy's)."""
+    lens = [3, 0, 1, 530, 0, 2, 17, 40]
+    off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    rows = int(off[-1])
+    x = rnd(rng.uniform(-2, 2, (rows, 64)), fmt)
+    W = rnd(rng.uniform(-1, 1, (48, 64)), fmt)
+    bias = rnd(rng.uniform(-1, 1, 48), fmt)
+    M = rnd(rng.uniform(-1, 1, (64, 40)), fmt)
+    s = rnd(rng.uniform(-1, 1, 64), fmt)
+    prog = os.path.join(d, "gemm-" + fmt + ".rj")
+    with open(prog, "w") as fh:
+        fh.write(GEMM.format(f=fmt))
+    data = os.path.join(d, "gemm-data-" + fmt)
+    os.makedirs(data, exist_ok=True)
+    for name, a in (("x", x), ("W", W), ("bias", bias), ("M", M), ("s", s)):
+        write_npy(os.path.join(data, name + ".npy"), to_file_array(a, fmt))
+    np.save(os.path.join(data, "j1.npy"), off)
+    refs = gemm_refs(x, W, bias, M, s, off, fmt)
+    runs = [("cpu", {}), ("cpu-own-sgemm", {"RAGJIT_BLAS": "off"}), ("reference", {})]
+    if os.environ.get("RAGJIT_TEST_SBGEMM"):  # a stand-in BLAS with sbgemm (tests/fake_sbgemm.c)
+        runs.append(("cpu-sbgemm", {"RAGJIT_BLAS": os.environ["RAGJIT_TEST_SBGEMM"]}))
+    for target, env in runs:
+        env = dict(os.environ, **env)
+        if target != "reference":
+            r = subprocess.run([ragjit, "emit", prog, "--stage", "loops"], capture_output=True, text=True, env=env)
+            n = r.stdout.count("template: gemm_lib")
+            how = "by the BLAS's sbgemm" if target == "cpu-sbgemm" and fmt == "bf16" else "widened to f32"
+            if target == "cpu" and fmt == "bf16" and "by the BLAS's sbgemm" in r.stdout:
+                how = "by the BLAS's sbgemm"  # the host's BLAS has one
+            if r.returncode or n != 6 or how not in r.stdout:
+                failures.append("gemm/%s/%s: %d of 6 products by the library GEMM, not all %s: %s" %
+                                (fmt, target, n, how, r.stderr.strip()))
+        out = os.path.join(d, "gemm-out-%s-%s" % (fmt, target))
+        r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
+                           capture_output=True, text=True, env=env)
+        if r.returncode:
+            failures.append("gemm/%s/%s: ragjit run failed: %s" % (fmt, target, r.stderr.strip()))
+            counts["fail"] += len(refs)
+            continue
+        for name, (want, bound) in refs.items():
+            got = from_file_array(np.load(os.path.join(out, name + ".npy")), fmt).reshape(-1)
+            tol = 2 * ulp(want, fmt) + bound
+            bad = ~(np.abs(got - want) <= tol) if got.shape == want.shape else np.ones(1, bool)
+            if MEASURE and got.shape == want.shape:
+                MEASURE.append("gemm %-8s %-5s %-13s %7d elements, %6.3f%% not the reference's rounding, at most %.0f ulp"
+                               % (name, fmt, target, got.size, 100.0 * (got != want).mean(),
+                                  (np.abs(got - want) / ulp(want, fmt)).max()))
+            if bad.any():
+                k = int(np.argmax(bad))
+                failures.append("gemm %s/%s/%s: %d of %d elements differ, first at %d: %r, reference %r" %
+                                (name, fmt, target, int(bad.sum()), bad.size, k,
+                                 got[k] if got.shape == want.shape else got.shape, want[k]))
+            counts["fail" if bad.any() else "ok"] += 1
+
+
 def promotion(ragjit, d, failures):
     """bf16 + f16 is f32; a 16-bit tensor with f32 is f32; mean keeps bf16 (emit --stage graph)."""
     prog = os.path.join(d, "prom.rj")
@@ -286,6 +394,7 @@ def main():
         promotion(ragjit, d, failures)
         for fmt in ("bf16", "f16"):
             run_format(ragjit, fmt, d, rng, failures, counts)
+            run_gemm(ragjit, fmt, d, rng, failures, counts)
     for line in MEASURE:
         print(line)
     for f in failures:

@@ -81,6 +81,7 @@ int32_t lk_var(lkernel *k, const char *name, rj_dtype type) {
     lvar *v = &k->vars[k->nvars];
     snprintf(v->name, sizeof v->name, "%s", name);
     v->type = (uint8_t)dtype_compute(type);
+    v->holds = 0;
     return k->nvars++;
 }
 
@@ -641,6 +642,12 @@ static const char *class_name(const rj_graph *g, const lkernel *k) {
 }
 
 /* "// launch: units = rows of j1; per thread: a chunk of units, lanes vectorised" */
+/* The routine a product's core runs, as dumps name it. */
+static const char *gemm_core_name(const lgemm *gm) {
+    return gm->core == GC_SBGEMM ? "sbgemm" : gm->core == GC_WIDEN ? "sgemm (16-bit operands widened to f32)"
+         : gm->dtype == RJ_F64   ? "dgemm" : "sgemm";
+}
+
 static void print_launch(sbuf *b, const rj_graph *g, const lkernel *k) {
     sbuf_puts(b, "// launch: units = ");
     switch (k->domain) {
@@ -742,24 +749,24 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
             const lgemm *gm = &k->gemm;
             if (gm->mode == GEMM_ROWS && gm->w_ld)
                 sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d from element %lld, rows "
-                            "%lld apart) by the BLAS's %cgemm, ", (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf,
-                            (long long)gm->w_off, (long long)gm->w_ld, gm->dtype == RJ_F64 ? 'd' : 's');
+                            "%lld apart) by the BLAS's %s, ", (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf,
+                            (long long)gm->w_off, (long long)gm->w_ld, gemm_core_name(gm));
             else if (gm->mode == GEMM_ROWS)
-                sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d) by the BLAS's %cgemm, ",
-                            (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
+                sbuf_printf(b, "// per chunk of rows [lo, hi): C (buffer %d) = A @ w%s (buffer %d) by the BLAS's %s, ",
+                            (int)gm->chunk_c, gm->w_nk ? "ᵀ" : "", (int)gm->w_buf, gemm_core_name(gm));
             else if (gm->mode == GEMM_ATTN)
                 sbuf_printf(b, "// per item, head h < %lld and chunk of its query rows [lo, hi): C (buffer %d) = q kᵀ by the BLAS's "
-                            "%cgemm (q, k: buffers %d, %d), this kernel's weights P in C, then o (buffer %d) = P v "
+                            "%s (q, k: buffers %d, %d), this kernel's weights P in C, then o (buffer %d) = P v "
                             "(buffer %d) by the BLAS; q's head h at column %lld + h·%lld of rows of %lld\n",
-                            (long long)gm->heads, (int)gm->chunk_c, gm->dtype == RJ_F64 ? 'd' : 's', (int)gm->att[0].buf,
+                            (long long)gm->heads, (int)gm->chunk_c, gemm_core_name(gm), (int)gm->att[0].buf,
                             (int)gm->att[1].buf, (int)gm->att[3].buf, (int)gm->att[2].buf, (long long)gm->att[0].off,
                             (long long)gm->att[0].hs, (long long)gm->att[0].ld);
             else if (gm->mode == GEMM_QK)
                 sbuf_printf(b, "// per chunk of an item's rows [lo, hi): C (buffer %d) = A @ (the item's rows of buffer "
-                            "%d)ᵀ by the BLAS's %cgemm, ", (int)gm->chunk_c, (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
+                            "%d)ᵀ by the BLAS's %s, ", (int)gm->chunk_c, (int)gm->w_buf, gemm_core_name(gm));
             else
                 sbuf_printf(b, "// per chunk of an item's rows [lo, hi): C (buffer %d) = A @ (the item's rows of buffer "
-                            "%d) by the BLAS's %cgemm, ", (int)gm->chunk_c, (int)gm->w_buf, gm->dtype == RJ_F64 ? 'd' : 's');
+                            "%d) by the BLAS's %s, ", (int)gm->chunk_c, (int)gm->w_buf, gemm_core_name(gm));
             if (gm->mode == GEMM_ATTN) {
             } else if (gm->prologue >= 0) {
                 sbuf_printf(b, "A written by kernel %s; then this kernel, which reads C\n", p->kernels[gm->prologue].name);
@@ -862,7 +869,7 @@ static void fp_kernel(sbuf *b, const lkernel *k, bool code) {
     const lgemm *g = &k->gemm;
     fp_int(b, g->on);
     if (g->on) {
-        fp_int(b, g->mode), fp_int(b, g->b_sym), fp_int(b, g->dtype), fp_int(b, g->w_nk);
+        fp_int(b, g->mode), fp_int(b, g->b_sym), fp_int(b, g->dtype), fp_int(b, g->core), fp_int(b, g->w_nk);
         fp_int(b, g->prologue), fp_int(b, g->a_buf), fp_int(b, g->a_sym), fp_int(b, g->a_cls), fp_int(b, g->b_cls);
         fp_int(b, g->w_buf), fp_int(b, g->chunk_a), fp_int(b, g->chunk_c), fp_int(b, g->K), fp_int(b, g->N);
         fp_int(b, g->w_off), fp_int(b, g->w_ld);

@@ -102,6 +102,9 @@ enum {
                         * (the index checks: any thread may find a bad index) */
     LF_NOUNROLL = 8,   /* FOR (serial): not to be unrolled, its body being large and its
                         * later iterations rare (softmax's retry, lower/items.c) */
+    LF_HELD = 16,      /* STORE to a 16-bit buffer: the value is one of its format's already
+                        * (rounded where it was made, or loaded), so the store narrows it
+                        * without rounding it again (set by s_store, lower/kit.c) */
 };
 
 typedef struct ls {
@@ -152,6 +155,9 @@ typedef struct lparam {
 typedef struct lvar {
     char name[24];
     uint8_t type;
+    uint8_t holds; /* RJ_F16 / RJ_BF16 where its one assignment is a value already rounded to
+                    * that format (a root's value, store_group), so that no store or op rounds
+                    * it again; 0 (RJ_BOOL) otherwise */
 } lvar;
 
 /* A local array: memory private to one thread or shared by one block, for the kernel's run. */
@@ -203,6 +209,16 @@ typedef struct launch_shape {
  * product never goes to memory unless it is an output. */
 typedef enum { GEMM_ROWS, GEMM_QK, GEMM_PV, GEMM_ATTN } gemm_mode;
 
+/* What multiplies a product's operands (lgemm.core). 16-bit operands are widened to f32 for
+ * sgemm (x's rows by the prologue into an f32 chunk A, w — k, v — once per run by the
+ * runtime, an attention's q, k and v tile by tile) or, bf16 where the BLAS exports it, given
+ * to sbgemm as they are; either way C is f32 and the epilogue rounds once on store. */
+typedef enum {
+    GC_SAME,   /* the product's dtype (sgemm, dgemm) */
+    GC_WIDEN,  /* 16-bit operands widened to f32, sgemm (ragjit's own or the BLAS's) */
+    GC_SBGEMM, /* bf16 operands, the BLAS's cblas_sbgemm, f32 C */
+} gemm_core_kind;
+
 /* GEMM_ATTN: one operand of the attention's products, read (or written) in place: element e
  * of head h in row i of item b is element (row_b + i) * ld + off + h * hs + e of buffer buf,
  * row_b the item's first row by symbol sym's offsets (-1: the class's logical offsets). A
@@ -223,7 +239,8 @@ typedef struct lgemm {
                           * att[1]); this kernel (PK_HEAD: h) turns C's rows into the softmax's
                           * weights P in place; then o = P v (v, o: att[2], att[3]) */
     int32_t b_sym;       /* QK, PV: the ragged symbol addressing w_buf's rows, or -1: logical */
-    uint8_t dtype;       /* f32 or f64: x, w and the product */
+    uint8_t dtype;       /* x, w and the product: f32, f64, or f16 / bf16 (core: how) */
+    uint8_t core;        /* gemm_core_kind; the chunk C is f32 unless the product is f64 */
     bool w_nk;           /* w is [N, K] (linear's weight): multiplied transposed */
     int32_t prologue;    /* the kernel writing the A chunk, or -1: x is read from a_buf */
     int32_t a_buf;       /* x's buffer (prologue < 0) */

@@ -7,6 +7,12 @@
  * unless it is an output. Chunks go to the context's pool like any kernel's units. The run's
  * scratch and the cache budget that sizes chunks and stashes live here too (cpu.c's kernels
  * use them), so that calls between the two files point one way.
+ *
+ * 16-bit products (lgemm.core, loopir.h) multiply in f32: the prologue has widened x's rows
+ * into the f32 chunk A, w (k, v) is widened here once per run into an f32 copy in the run's
+ * scratch, ahead of the chunks, and an attention's q, k and v are widened tile by tile in the
+ * worker's scratch (k and v once per item and head a worker meets in a row), its output
+ * rounded once as it is stored. bf16 with a BLAS's sbgemm multiplies the operands as they are.
  */
 #include <ffi.h>
 #include <string.h>
@@ -60,8 +66,17 @@ static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, const 
     ffi_call((ffi_cif *)&code->kern[ki].cif, FFI_FN(code->fns[ki]), NULL, argv);
 }
 
-/* Bytes per element of a product: dgemm's for f64, else sgemm's (gemm_full). */
+/* The element type the core multiplies (gemm_full): f64, f32 (16-bit operands widened too)
+ * or bf16 (sbgemm); its operands' bytes; and C's (f32 for every 16-bit product). */
+static uint8_t core_dtype(const lgemm *gm) {
+    return gm->core == GC_SBGEMM ? RJ_BF16 : gm->dtype == RJ_F64 ? RJ_F64 : RJ_F32;
+}
+
 static size_t gemm_es(const lgemm *gm) {
+    return rj_dtype_size((rj_dtype)core_dtype(gm));
+}
+
+static size_t gemm_esc(const lgemm *gm) {
     return gm->dtype == RJ_F64 ? sizeof(double) : sizeof(float);
 }
 
@@ -78,23 +93,31 @@ static int64_t gemm_pack_bytes(const blas_fns *bl, int64_t m, int64_t n, int64_t
 }
 
 /* C (rows x N, row stride ldc) = A (rows x K, lda) @ W (K x N, or N x K transposed, ldb). */
-static void gemm_full(const gemm_core *g, uint8_t dtype, bool tw, int64_t rows, int64_t K, int64_t N, const void *a,
+static void gemm_full(const gemm_core *g, uint8_t ct, bool tw, int64_t rows, int64_t K, int64_t N, const void *a,
                       int64_t lda, const void *w, int64_t ldb, void *c, int64_t ldc) {
     int tb = tw ? BLAS_TRANS : BLAS_NO_TRANS;
     int la = (int)(lda > 0 ? lda : 1), lb = (int)(ldb > 0 ? ldb : 1), lc = (int)(ldc > 0 ? ldc : 1);
     if (rows <= 0 || N <= 0) return;
-    if (g->bl->own) /* f32 only: gemm_lib leaves f64 products to the JIT's loops then */
+    if (ct == RJ_BF16) /* GC_SBGEMM: only where the BLAS has it */
+        g->bl->sbgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0f, a, la, w, lb, 0.0f, c, lc);
+    else if (g->bl->own) /* f32 only: gemm_lib leaves f64 products to the JIT's loops then */
         sgemm_run(g->bl->own, false, tw, rows, N, K, 1.0f, a, la, w, lb, 0.0f, c, lc, g->pack);
-    else if (dtype == RJ_F64)
+    else if (ct == RJ_F64)
         g->bl->dgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0, a, la, w, lb, 0.0, c, lc);
     else
         g->bl->sgemm(BLAS_ROW_MAJOR, BLAS_NO_TRANS, tb, (int)rows, (int)N, (int)K, 1.0f, a, la, w, lb, 0.0f, c, lc);
 }
 
+/* w as the core reads it: from element off of buffer p, rows ld apart (0: K or N). */
+typedef struct wsrc {
+    const char *p;
+    int64_t off, ld;
+} wsrc;
+
 static void gemm_call(const gemm_core *g, const lgemm *gm, int64_t rows, int64_t K, int64_t N, const void *a,
-                      const void *w, void *c) {
-    w = (const char *)w + (size_t)gm->w_off * gemm_es(gm); /* a slice of a weight: its first element */
-    gemm_full(g, gm->dtype, gm->w_nk, rows, K, N, a, K, w, gm->w_ld ? gm->w_ld : gm->w_nk ? K : N, c, N);
+                      const wsrc *w, void *c) {
+    const char *wp = w->p + (size_t)w->off * gemm_es(gm); /* a slice of a weight: its first element */
+    gemm_full(g, core_dtype(gm), gm->w_nk, rows, K, N, a, K, wp, w->ld ? w->ld : gm->w_nk ? K : N, c, N);
 }
 
 /* The first physical row of item b in a buffer addressed by symbol `sym`'s offsets (-1: the
@@ -104,29 +127,31 @@ static int64_t item_row(const run_view *v, int32_t rsym, int32_t cls, int64_t it
 }
 
 /* Per-item products (GEMM_QK, GEMM_PV): rows [i0, i1) of item `it` into C. */
-static void gemm_item_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t it,
-                            int64_t i0, int64_t i1, int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
+static void gemm_item_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, const launch_mem *m,
+                            const char *wbuf, int64_t it, int64_t i0, int64_t i1, int64_t K, int64_t N, size_t es,
+                            const void *chunk_a, void *chunk_c) {
     int32_t c = gm->a_cls, cb = gm->b_cls; /* the rows' class and the keys' (two in cross attention) */
     int64_t len = v->cls[cb].loff[it + 1] - v->cls[cb].loff[it];
-    const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf] + (size_t)item_row(v, gm->b_sym, cb, it) *
-                    (size_t)(gm->mode == GEMM_QK ? K : N) * es;
-    if (gm->mode == GEMM_QK) { /* q rows @ kᵀ: len columns */
-        const char *q = (const char *)(uintptr_t)m->buf[gm->a_buf] + (size_t)(item_row(v, gm->a_sym, c, it) + i0) * (size_t)K * es;
-        gemm_full(g, gm->dtype, true, i1 - i0, K, len, q, K, w, K, chunk_c, len);
+    const char *w = wbuf + (size_t)item_row(v, gm->b_sym, cb, it) * (size_t)(gm->mode == GEMM_QK ? K : N) * es;
+    uint8_t ct = core_dtype(gm);
+    if (gm->mode == GEMM_QK) { /* q rows @ kᵀ: len columns; q widened by the prologue */
+        const char *q = gm->prologue >= 0 ? chunk_a
+                        : (const char *)(uintptr_t)m->buf[gm->a_buf] + (size_t)(item_row(v, gm->a_sym, c, it) + i0) * (size_t)K * es;
+        gemm_full(g, ct, true, i1 - i0, K, len, q, K, w, K, chunk_c, len);
         return;
     }
     const char *p = gm->prologue >= 0 ? chunk_a
                                       : (const char *)(uintptr_t)m->buf[gm->a_buf] +
                                             (size_t)(run_pair_off(v, pair_key(v->plan->nsym, c, cb))[it] + i0 * len) *
                                                 es; /* the item's block */
-    gemm_full(g, gm->dtype, false, i1 - i0, len, N, p, len, w, N, chunk_c, N);
+    gemm_full(g, ct, false, i1 - i0, len, N, p, len, w, N, chunk_c, N);
 }
 
 /* C rows [lo, hi) of the product: x's rows from its buffer (split where items are not
  * adjacent in memory: a view with holes) or from the prologue's chunk A. */
-static void gemm_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, const launch_mem *m, int64_t lo,
-                       int64_t hi, int64_t K, int64_t N, size_t es, const void *chunk_a, void *chunk_c) {
-    const char *w = (const char *)(uintptr_t)m->buf[gm->w_buf];
+static void gemm_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, const launch_mem *m, const wsrc *w,
+                       int64_t lo, int64_t hi, int64_t K, int64_t N, size_t es, size_t esc, const void *chunk_a,
+                       void *chunk_c) {
     if (gm->prologue >= 0) {
         gemm_call(g, gm, hi - lo, K, N, chunk_a, w, chunk_c);
         return;
@@ -146,7 +171,7 @@ static void gemm_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, c
         int64_t s1 = loff[end + 1] < hi ? loff[end + 1] : hi;
         if (s1 > s0)
             gemm_call(g, gm, s1 - s0, K, N, x + (size_t)phys * (size_t)K * es, w,
-                      (char *)chunk_c + (size_t)(s0 - lo) * (size_t)N * es);
+                      (char *)chunk_c + (size_t)(s0 - lo) * (size_t)N * esc);
         it = end + 1;
     }
 }
@@ -155,8 +180,8 @@ static void gemm_chunk(const gemm_core *g, const lgemm *gm, const run_view *v, c
  * Smaller chunks keep them in L2 more surely, but every BLAS call packs all of w again: at
  * K = 256, N = 1024 on a 2 MiB L2, 64-row chunks ran at 0.73x the BLAS alone, 256 rows at
  * 0.97x, 512 rows (2 MiB of C) at 1.0-1.07x (bench W7). At least 16 rows, at most 4096. */
-static int64_t gemm_rows_per_chunk(int64_t N, int64_t K, size_t es, bool prologue, int64_t l2) {
-    int64_t row = (N + (prologue ? K : 0)) * (int64_t)es, r = row > 0 ? l2 / row : 4096;
+static int64_t gemm_rows_per_chunk(int64_t N, int64_t K, size_t es, size_t esc, bool prologue, int64_t l2) {
+    int64_t row = N * (int64_t)esc + (prologue ? K * (int64_t)es : 0), r = row > 0 ? l2 / row : 4096;
     return r < 16 ? 16 : r > 4096 ? 4096 : r;
 }
 
@@ -167,7 +192,10 @@ typedef struct gemm_job {
     const lprog *lp;
     const blas_fns *bl;
     int64_t K, N, R, units;
-    size_t es;
+    size_t es, esc;        /* the core's operand elements, C's */
+    wsrc w;                /* w as the core reads it (widened: the run's f32 copy) */
+    int64_t *seen;         /* GEMM_ATTN, 16-bit: per slot, the (item, kv head) whose k, v it holds */
+    int64_t maxlen, h_off; /* GEMM_ATTN, 16-bit: the longest item; where a slot's f32 tiles start */
     const int64_t *ch;     /* per-item chunks: item, first row, end row (GEMM_ATTN: and head) */
     char *sc;
     int64_t per, a_bytes, c_bytes; /* a slot's scratch: A's chunk, C's chunk, the own sgemm's packing */
@@ -187,7 +215,7 @@ static void gemm_items_task(void *arg, int64_t q, int slot) {
     char *ca = g->sc + g->per * slot, *cc = ca + g->a_bytes;
     gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes};
     if (gm->prologue >= 0) gemm_range(g, gm->prologue, lo[it] + i0, lo[it] + i1, slot);
-    gemm_item_chunk(&core, gm, g->r.v, g->r.m, it, i0, i1, g->K, g->N, g->es, ca, cc);
+    gemm_item_chunk(&core, gm, g->r.v, g->r.m, g->w.p, it, i0, i1, g->K, g->N, g->es, ca, cc);
     gemm_range(g, g->r.ki, lo[it] + i0, lo[it] + i1, slot);
 }
 
@@ -198,8 +226,68 @@ static void gemm_rows_task(void *arg, int64_t c, int slot) {
     char *ca = g->sc + g->per * slot, *cc = ca + g->a_bytes;
     gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes};
     if (gm->prologue >= 0) gemm_range(g, gm->prologue, lo, hi, slot);
-    gemm_chunk(&core, gm, g->r.v, g->r.m, lo, hi, g->K, g->N, g->es, ca, cc);
+    gemm_chunk(&core, gm, g->r.v, g->r.m, &g->w, lo, hi, g->K, g->N, g->es, g->esc, ca, cc);
     gemm_range(g, g->r.ki, lo, hi, slot);
+}
+
+/* ---- 16-bit operands widened to f32 (GC_WIDEN) ------------------------------------------- */
+
+/* w's 16-bit rows, widened once per run into dst: GEMM_ROWS the matrix (or a weight's slice)
+ * in pieces of WIDEN_ROWS rows, contiguous in dst; QK and PV each item's rows, at the same
+ * rows of dst as in the buffer (holes stay unwritten). */
+#define WIDEN_ROWS 256
+typedef struct widen_job {
+    const lgemm *gm;
+    const run_view *v;
+    const uint16_t *src;
+    float *dst;
+    int64_t rows, cols, lds; /* GEMM_ROWS */
+} widen_job;
+
+static void widen_task(void *arg, int64_t u, int slot) {
+    const widen_job *j = arg;
+    const lgemm *gm = j->gm;
+    bool bf16 = gm->dtype == RJ_BF16;
+    (void)slot;
+    if (gm->mode == GEMM_ROWS) {
+        int64_t r0 = u * WIDEN_ROWS, r1 = r0 + WIDEN_ROWS < j->rows ? r0 + WIDEN_ROWS : j->rows;
+        half_rows_to_f32(j->dst + r0 * j->cols, j->cols, j->src + r0 * j->lds, j->lds, r1 - r0, j->cols, bf16);
+        return;
+    }
+    const int64_t *lk = j->v->cls[gm->b_cls].loff;
+    int64_t row = item_row(j->v, gm->b_sym, gm->b_cls, u);
+    half_rows_to_f32(j->dst + row * j->cols, j->cols, j->src + row * j->cols, j->cols, lk[u + 1] - lk[u], j->cols, bf16);
+}
+
+/* The f32 copy's bytes (0 unless GC_WIDEN), and the job that fills it (units: *n). */
+static int64_t widen_plan(const lgemm *gm, const run_view *v, const launch_mem *m, int64_t K, int64_t N,
+                          widen_job *j, int64_t *n) {
+    *n = 0;
+    if (gm->core != GC_WIDEN) return 0;
+    *j = (widen_job){.gm = gm, .v = v, .src = (const uint16_t *)(uintptr_t)m->buf[gm->w_buf]};
+    if (gm->mode == GEMM_ROWS) {
+        j->rows = gm->w_nk ? N : K, j->cols = gm->w_nk ? K : N;
+        j->lds = gm->w_ld ? gm->w_ld : j->cols, j->src += gm->w_off;
+        *n = (j->rows + WIDEN_ROWS - 1) / WIDEN_ROWS;
+        return (j->rows * j->cols * (int64_t)sizeof(float) + 63) / 64 * 64;
+    }
+    int64_t B = v->cls[gm->b_cls].batch, end = 0;
+    const int64_t *lk = v->cls[gm->b_cls].loff;
+    for (int64_t it = 0; it < B; it++) {
+        int64_t e = item_row(v, gm->b_sym, gm->b_cls, it) + lk[it + 1] - lk[it];
+        end = e > end ? e : end;
+    }
+    j->cols = gm->mode == GEMM_QK ? K : N;
+    *n = B;
+    return (end * j->cols * (int64_t)sizeof(float) + 63) / 64 * 64;
+}
+
+/* Widens w into dst (the run's scratch, ahead of the chunk buffers) and points g->w at it. */
+static void widen_run(rj_ctx *ctx, int workers, widen_job *j, int64_t n, float *dst, gemm_job *g) {
+    if (!n) return;
+    j->dst = dst;
+    pool_run(ctx, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool, n, workers < n ? workers : (int)n, widen_task, j);
+    g->w = (wsrc){.p = (const char *)dst};
 }
 
 /* Per-item products: chunks never cross an item (its k or v multiplies every row of it), each
@@ -216,7 +304,7 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     int32_t c = gm->a_cls;
     int64_t B = v->cls[c].batch, K = run_dim(v, gm->K), N = run_dim(v, gm->N), maxlen = 0, n = 0;
     const int64_t *lo = v->cls[c].loff;
-    size_t es = gemm_es(gm);
+    size_t es = gemm_es(gm), esc = gemm_esc(gm);
     bool pro = gm->prologue >= 0;
     /* neither may depend on the thread count: chunk shapes change a BLAS's rounding */
     int64_t budget = cpu_stash_bytes(ctx->slot[SLOT_CPU].state, 1);
@@ -230,7 +318,8 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     }
     if (maxlen > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
         return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: a per-item GEMM exceeds the BLAS's int sizes", k->name);
-    int64_t wmax = (gm->mode == GEMM_QK ? maxlen : N) + (pro ? maxlen : 0), row = wmax * (int64_t)es;
+    int64_t acols = gm->mode == GEMM_QK ? K : maxlen; /* A: q's rows (widened) or p's */
+    int64_t row = (gm->mode == GEMM_QK ? maxlen : N) * (int64_t)esc + (pro ? acols * (int64_t)es : 0);
     int64_t R = row > 0 ? budget / row : 4096;
     /* and at least 16 chunks in all, so that one long item still feeds the workers */
     int64_t share = (lo[B] - lo[0]) / 16;
@@ -247,15 +336,19 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
             ch[3 * n] = it, ch[3 * n + 1] = i0, ch[3 * n + 2] = i1, n++;
         }
     int workers = o->workers < n ? o->workers : (int)n;
-    int64_t a_bytes = pro ? (R * maxlen * (int64_t)es + 63) / 64 * 64 : 0;
-    int64_t c_bytes = (R * (gm->mode == GEMM_QK ? maxlen : N) * (int64_t)es + 63) / 64 * 64;
-    int64_t big = maxlen > K ? maxlen : K, p_bytes = gemm_pack_bytes(bl, R, big > N ? big : N, big);
-    int64_t per = a_bytes + c_bytes + p_bytes, bytes = per * workers;
+    int64_t a_bytes = pro ? (R * acols * (int64_t)es + 63) / 64 * 64 : 0;
+    int64_t c_bytes = (R * (gm->mode == GEMM_QK ? maxlen : N) * (int64_t)esc + 63) / 64 * 64;
+    int64_t big = maxlen > K ? maxlen : K, p_bytes = gemm_pack_bytes(bl, R, big > N ? big : N, big), nw;
+    widen_job wj;
+    int64_t w_bytes = widen_plan(gm, v, m, K, N, &wj, &nw);
+    int64_t per = a_bytes + c_bytes + p_bytes, bytes = w_bytes + per * workers;
     rj_status s = RJ_OK;
     char *sc = cpu_run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) goto out;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl, .K = K,
-                  .N = N, .es = es, .ch = ch, .sc = sc, .per = per, .a_bytes = a_bytes, .c_bytes = c_bytes};
+                  .N = N, .es = es, .esc = esc, .w = {.p = (const char *)(uintptr_t)m->buf[gm->w_buf]}, .ch = ch,
+                  .sc = sc + w_bytes, .per = per, .a_bytes = a_bytes, .c_bytes = c_bytes};
+    widen_run(ctx, o->workers, &wj, nw, (float *)sc, &g);
     pool_run(ctx, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool, n, workers, gemm_items_task, &g);
 out:
     mem_free(ctx, ch, sizeof(int64_t) * 3 * (size_t)n);
@@ -271,6 +364,32 @@ static char *view_at(const run_view *v, const launch_mem *m, const lview *w, int
     return (char *)(uintptr_t)m->buf[w->buf] + (size_t)(row * w->ld + w->off + h * w->hs) * es;
 }
 
+/* attention_task for 16-bit q, k, v: the chunk's q rows widened, k and v of the item's kv head
+ * widened unless the slot holds them already (an item's heads and chunks come in a row), both
+ * products in f32, the output rounded once as it is stored. Per slot after C and the packing
+ * scratch (a_bytes of it): q [R x K], k [len x K], v [len x N], o [R x N], f32. */
+static void attention_half(const gemm_job *g, const gemm_core *core, int64_t it, int64_t h, int64_t hk, int64_t i0,
+                           int64_t i1, char *cc, int slot) {
+    const lgemm *gm = &g->r.k->gemm;
+    const run_view *v = g->r.v;
+    const lview *at = gm->att;
+    int32_t c = gm->a_cls;
+    int64_t len = v->cls[c].loff[it + 1] - v->cls[c].loff[it], K = g->K, N = g->N, R = g->R;
+    bool bf = gm->dtype == RJ_BF16;
+    float *q = (float *)(cc + g->h_off), *k = q + R * K, *vv = k + g->maxlen * K, *o = vv + g->maxlen * N;
+    half_rows_to_f32(q, K, (const uint16_t *)view_at(v, g->r.m, &at[0], c, it, i0, h, 2), at[0].ld, i1 - i0, K, bf);
+    if (g->seen[2 * slot] != it || g->seen[2 * slot + 1] != hk) {
+        half_rows_to_f32(k, K, (const uint16_t *)view_at(v, g->r.m, &at[1], c, it, 0, hk, 2), at[1].ld, len, K, bf);
+        half_rows_to_f32(vv, N, (const uint16_t *)view_at(v, g->r.m, &at[2], c, it, 0, hk, 2), at[2].ld, len, N, bf);
+        g->seen[2 * slot] = it, g->seen[2 * slot + 1] = hk;
+    }
+    gemm_full(core, RJ_F32, true, i1 - i0, K, len, q, K, k, K, cc, len);
+    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, v->cls[c].loff[it] + i0, v->cls[c].loff[it] + i1, slot,
+               NULL, cc, h);
+    gemm_full(core, RJ_F32, false, i1 - i0, len, N, cc, len, vv, N, o, N);
+    half_rows_from_f32((uint16_t *)view_at(v, g->r.m, &at[3], c, it, i0, h, 2), at[3].ld, o, N, i1 - i0, N, bf);
+}
+
 /* One unit: C = Q K_bᵀ for the chunk's query rows of one head, the kernel turns C into the
  * softmax's weights, O = P V_b into the head's columns of the result. */
 static void attention_task(void *arg, int64_t u, int slot) {
@@ -284,6 +403,10 @@ static void attention_task(void *arg, int64_t u, int slot) {
     char *cc = g->sc + g->per * slot;
     gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes};
     const lview *at = gm->att;
+    if (dtype_is_half((rj_dtype)gm->dtype)) {
+        attention_half(g, &core, it, h, hk, i0, i1, cc, slot);
+        return;
+    }
     gemm_full(&core, gm->dtype, true, i1 - i0, g->K, len, view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
               view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, cc, len);
     call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
@@ -309,7 +432,8 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     int32_t c = gm->a_cls;
     int64_t B = v->cls[c].batch, H = gm->heads, maxlen = 0, n = 0, rows = 0;
     const int64_t *lo = v->cls[c].loff;
-    size_t es = gemm_es(gm);
+    size_t es = gemm_esc(gm); /* C's, and the operands' but for 16-bit ones (widened, attention_half) */
+    bool half = dtype_is_half((rj_dtype)gm->dtype);
     if (!lo) return ctx_fail(ctx, RJ_ERR_INTERNAL, "kernel %s: attention GEMMs without host offsets", k->name);
     for (int64_t it = 0; it < B; it++) {
         int64_t len = lo[it + 1] - lo[it];
@@ -343,14 +467,21 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     int workers = o->workers < n ? o->workers : (int)n;
     int64_t K = run_dim(v, gm->K), N = run_dim(v, gm->N), big = maxlen > K ? maxlen : K;
     int64_t c_bytes = (R * maxlen * (int64_t)es + 63) / 64 * 64;
-    int64_t per = c_bytes + gemm_pack_bytes(bl, R, maxlen > N ? maxlen : N, big);
+    int64_t p_bytes = (gemm_pack_bytes(bl, R, maxlen > N ? maxlen : N, big) + 63) / 64 * 64;
+    int64_t h_bytes = half ? ((R + maxlen) * (K + N) * (int64_t)sizeof(float) + 63) / 64 * 64 : 0;
+    int64_t per = c_bytes + p_bytes + h_bytes;
     rj_status s = RJ_OK;
     char *sc = cpu_run_scratch(v, per * workers, scratch_reserved, "an attention's chunk buffers", &s);
-    if (sc) {
+    int64_t *seen = half ? mem_alloc(ctx, sizeof(int64_t) * 2 * (size_t)workers) : NULL;
+    if (half && !seen) s = RJ_ERR_NOMEM;
+    for (int w = 0; seen && w < 2 * workers; w++) seen[w] = -1;
+    if (sc && !s) {
         gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl, .K = K,
-                      .N = N, .es = es, .ch = ch, .sc = sc, .per = per, .c_bytes = c_bytes};
+                      .N = N, .R = R, .es = es, .ch = ch, .sc = sc, .per = per, .c_bytes = c_bytes, .seen = seen,
+                      .maxlen = maxlen, .h_off = c_bytes + p_bytes};
         pool_run(ctx, st->pool, n, workers, attention_task, &g);
     }
+    if (seen) mem_free(ctx, seen, sizeof(int64_t) * 2 * (size_t)workers);
     mem_free(ctx, ch, sizeof(int64_t) * (4 * (size_t)n + (size_t)B));
     return s;
 }
@@ -371,19 +502,24 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     if (K > INT32_MAX || N > INT32_MAX)
         return ctx_fail(ctx, RJ_ERR_UNSUPPORTED, "kernel %s: a GEMM with K = %lld, N = %lld exceeds the BLAS's int "
                         "sizes", k->name, (long long)K, (long long)N);
-    size_t es = gemm_es(gm);
+    size_t es = gemm_es(gm), esc = gemm_esc(gm);
     bool pro = gm->prologue >= 0;
-    int64_t R = gemm_rows_per_chunk(N, K, es, pro, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes);
+    int64_t R = gemm_rows_per_chunk(N, K, es, esc, pro, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes);
     int64_t nchunks = (units + R - 1) / R;
     int workers = o->workers < nchunks ? o->workers : (int)nchunks;
     if (units * (K + N) < o->small_work) workers = 1;
     /* per worker: A (with a prologue) and C, each 64-byte aligned */
-    int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)es + 63) / 64 * 64;
-    int64_t per = a_bytes + c_bytes + gemm_pack_bytes(bl, R, N, K), bytes = per * workers;
+    int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)esc + 63) / 64 * 64;
+    int64_t per = a_bytes + c_bytes + gemm_pack_bytes(bl, R, N, K), nw;
+    widen_job wj;
+    int64_t w_bytes = widen_plan(gm, v, m, K, N, &wj, &nw), bytes = w_bytes + per * workers;
     char *sc = cpu_run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) return s;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = m}, .lp = lp, .bl = bl, .K = K,
-                  .N = N, .R = R, .units = units, .es = es, .sc = sc, .per = per, .a_bytes = a_bytes, .c_bytes = c_bytes};
+                  .N = N, .R = R, .units = units, .es = es, .esc = esc, .sc = sc + w_bytes, .per = per,
+                  .a_bytes = a_bytes, .c_bytes = c_bytes,
+                  .w = {.p = (const char *)(uintptr_t)m->buf[gm->w_buf], .off = gm->w_off, .ld = gm->w_ld}};
+    widen_run(ctx, o->workers, &wj, nw, (float *)sc, &g);
     pool_run(ctx, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool, nchunks, workers, gemm_rows_task, &g);
     return RJ_OK;
 }

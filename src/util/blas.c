@@ -29,6 +29,11 @@
  * PyPI's scipy-openblas32 wheel ships exports its names so (so as not to clash with another
  * BLAS in the process), and the Python package, which depends on that wheel, points
  * RAGJIT_BLAS at it where the system has no OpenBLAS.
+ *
+ * A library built with bf16 support also exports cblas_sbgemm (bf16 operands, f32 products),
+ * which bf16 products then use in place of widening their operands for sgemm (lower/gemm_lib.c);
+ * neither Debian 12's OpenBLAS 0.3.21 nor the scipy-openblas32 wheel exports it. RAGJIT_NO_SBGEMM set
+ * ignores it (to compare the two paths).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -85,6 +90,7 @@ static bool try_load(const char *name, bool any, bool *reference) {
         dlclose(h);
         return false;
     }
+    if (!getenv("RAGJIT_NO_SBGEMM")) sym(h, "cblas_sbgemm", &f.sbgemm); /* optional (the tests' switch) */
     void (*threads)(int) = NULL;
     if (sym(h, "openblas_set_num_threads", &threads) || sym(h, "goto_set_num_threads", &threads) ||
         sym(h, "MKL_Set_Num_Threads", &threads))

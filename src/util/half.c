@@ -17,8 +17,19 @@
  * f32 -> f16: below 2^-14 the result is subnormal with a unit of 2^-24, which is exactly an f32
  * ulp at 0.5, so adding 0.5f lets the FPU's own nearest-even rounding do the work; above, the
  * same add-and-truncate as bf16 on the rebiased exponent; 65520 and above round to inf.
+ *
+ * Whole blocks of rows are converted too: a 16-bit matrix product widens its operands to f32
+ * for sgemm (the runtime's GEMM loops, runtime/cpu_gemm.c) and rounds a fused attention's
+ * output once. bf16 is a shift either way and vectorises as written; f16 goes through F16C
+ * (vcvtph2ps, vcvtps2ph with nearest even: the same bits as the scalar code) where the CPU
+ * has it, compiled with a target attribute so that the rest builds for baseline x86-64.
  */
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HALF_F16C 1
+#endif
 
 #include "util.h"
 
@@ -62,4 +73,53 @@ float half_to_f32(uint16_t h, bool bf16) {
 
 double half_round(double v, bool bf16) {
     return (double)half_to_f32(half_from_f32((float)v, bf16), bf16);
+}
+
+#ifdef HALF_F16C
+__attribute__((target("avx,f16c"))) static void f16_row_to_f32(float *d, const uint16_t *s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++) d[i] = half_to_f32(s[i], false);
+}
+
+__attribute__((target("avx,f16c"))) static void f16_row_from_f32(uint16_t *d, const float *s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) d[i] = half_from_f32(s[i], false);
+}
+
+static bool has_f16c(void) {
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+void half_rows_to_f32(float *dst, int64_t ldd, const uint16_t *src, int64_t lds, int64_t rows, int64_t cols,
+                      bool bf16) {
+#ifdef HALF_F16C
+    if (!bf16 && has_f16c()) {
+        for (int64_t r = 0; r < rows; r++) f16_row_to_f32(dst + r * ldd, src + r * lds, cols);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = dst + r * ldd;
+        const uint16_t *s = src + r * lds;
+        if (bf16)
+            for (int64_t c = 0; c < cols; c++) d[c] = bits_f32((uint32_t)s[c] << 16);
+        else
+            for (int64_t c = 0; c < cols; c++) d[c] = half_to_f32(s[c], false);
+    }
+}
+
+void half_rows_from_f32(uint16_t *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols,
+                        bool bf16) {
+#ifdef HALF_F16C
+    if (!bf16 && has_f16c()) {
+        for (int64_t r = 0; r < rows; r++) f16_row_from_f32(dst + r * ldd, src + r * lds, cols);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) dst[r * ldd + c] = half_from_f32(src[r * lds + c], bf16);
 }

@@ -148,6 +148,10 @@ typedef struct blas_fns {
                   const float *b, int ldb, float beta, float *c, int ldc);
     void (*dgemm)(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a, int lda,
                   const double *b, int ldb, double beta, double *c, int ldc);
+    /* OpenBLAS's bf16 GEMM (cblas_sbgemm, built with BUILD_BFLOAT16): bf16 operands, f32 C;
+     * NULL where the library lacks it (Debian's 0.3.21 does) */
+    void (*sbgemm)(int order, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                   const uint16_t *b, int ldb, float beta, float *c, int ldc);
     const sgemm_kernel *own;
 } blas_fns;
 enum { BLAS_ROW_MAJOR = 101, BLAS_NO_TRANS = 111, BLAS_TRANS = 112 };
@@ -232,6 +236,11 @@ double clock_ms(void);
 uint16_t half_from_f32(float f, bool bf16);
 float half_to_f32(uint16_t h, bool bf16);
 double half_round(double v, bool bf16);
+/* Blocks of rows x cols, rows ldd / lds elements apart, widened to f32 or rounded from it. */
+void half_rows_to_f32(float *dst, int64_t ldd, const uint16_t *src, int64_t lds, int64_t rows, int64_t cols,
+                      bool bf16);
+void half_rows_from_f32(uint16_t *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols,
+                        bool bf16);
 
 /* Shortest text that reads back as the same double ("0.5", "1e-05", "inf", "nan"). */
 void fmt_double(char *out, size_t n, double v);

@@ -106,6 +106,7 @@ static inline LLVMValueRef iconst(em *E, int t, long long v) {
 /* ---- half.c: memory's types to and from values (bool bytes, 16-bit floats' bits) ---- */
 LLVMValueRef em_from_mem(em *E, LLVMValueRef v, int t);
 LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t);
+LLVMValueRef em_to_mem_held(em *E, LLVMValueRef v, int t, bool held); /* LF_HELD stores */
 LLVMValueRef em_round_half(em *E, LLVMValueRef v, bool bf16);
 
 /* ---- ops.c: single operations, on scalars or on vectors of E->vw lanes ---- */

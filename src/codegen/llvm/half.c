@@ -30,6 +30,21 @@ static LLVMValueRef kconst(LLVMTypeRef t, unsigned long long v) {
 
 static bool has_f16c(em *E) { return E->f16c; }
 
+/* The top 16 bits of each i32 of u, as i16s. On a vector, a shuffle of u's 16-bit halves
+ * (the odd ones, little-endian), which x86 does in one vpermt2w per two registers where the
+ * shift and truncation took five instructions; on a scalar, the shift. */
+static LLVMValueRef top_halves(em *E, LLVMValueRef u) {
+    LLVMBuilderRef b = E->b;
+    LLVMTypeRef t = LLVMTypeOf(u), i16 = LLVMInt16TypeInContext(E->c);
+    if (LLVMGetTypeKind(t) != LLVMVectorTypeKind)
+        return LLVMBuildTrunc(b, LLVMBuildLShr(b, u, kconst(t, 16), ""), i16, "");
+    unsigned n = LLVMGetVectorSize(t);
+    if (n > 256) return LLVMBuildTrunc(b, LLVMBuildLShr(b, u, kconst(t, 16), ""), LLVMVectorType(i16, n), "");
+    LLVMValueRef h = LLVMBuildBitCast(b, u, LLVMVectorType(i16, 2 * n), ""), idx[256];
+    for (unsigned i = 0; i < n; i++) idx[i] = LLVMConstInt(LLVMInt32TypeInContext(E->c), 2 * i + 1, 0);
+    return LLVMBuildShuffleVector(b, h, LLVMGetUndef(LLVMTypeOf(h)), LLVMConstVector(idx, n), "");
+}
+
 /* f32 bits u (i32) of f32 value f, rounded to bf16 in the top half (low half zero). */
 static LLVMValueRef bf16_top(em *E, LLVMValueRef f) {
     LLVMBuilderRef b = E->b;
@@ -106,11 +121,16 @@ LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t) {
         if (!has_f16c(E)) return LLVMBuildTrunc(b, f16_bits_int(E, v), like(E, v, LLVMInt16TypeInContext(E->c)), "");
         return LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, v, like(E, v, LLVMHalfTypeInContext(E->c)), ""),
                                 like(E, v, LLVMInt16TypeInContext(E->c)), "");
-    case RJ_BF16:
-        return LLVMBuildTrunc(b, LLVMBuildLShr(b, bf16_top(E, v), kconst(like(E, v, LLVMInt32TypeInContext(E->c)), 16), ""),
-                              like(E, v, LLVMInt16TypeInContext(E->c)), "");
+    case RJ_BF16: return top_halves(E, bf16_top(E, v));
     default: return v;
     }
+}
+
+/* em_to_mem of a value its 16-bit format holds already (LF_HELD): bf16's top half as it is,
+ * without the rounding's add, select and mask (a second rounding changes nothing). */
+LLVMValueRef em_to_mem_held(em *E, LLVMValueRef v, int t, bool held) {
+    if (!held || t != RJ_BF16) return em_to_mem(E, v, t);
+    return top_halves(E, LLVMBuildBitCast(E->b, v, like(E, v, LLVMInt32TypeInContext(E->c)), ""));
 }
 
 LLVMValueRef em_round_half(em *E, LLVMValueRef v, bool bf16) {

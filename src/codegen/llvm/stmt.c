@@ -176,7 +176,7 @@ static void stmt(em *E, const ls *st) {
     case LS_BARRIER: break; /* a CPU block is one thread */
     case LS_STORE: {
         int t = st->mem == MEM_LOCAL ? k->locals[st->ref].dtype : k->params[st->ref].dtype;
-        LLVMValueRef v = em_to_mem(E, em_expr(E, st->b), t);
+        LLVMValueRef v = em_to_mem_held(E, em_expr(E, st->b), t, st->flags & LF_HELD);
         int sq = -1;
         for (int q = 0; q < E->nstage; q++)
             if (&k->st[E->stage_stmt[q]] == st) sq = q;

@@ -232,13 +232,13 @@ static void vstmt(em *E, const ls *st) {
                                    * scalar loop's last iteration leaves it */
             LLVMValueRef x = vexpr(E, st->b);
             if (LLVMGetTypeKind(LLVMTypeOf(x)) == LLVMVectorTypeKind) x = LLVMBuildExtractElement(b, x, E->vlast, "");
-            x = em_to_mem(E, x, t);
+            x = em_to_mem_held(E, x, t, st->flags & LF_HELD);
             LLVMSetAlignment(LLVMBuildStore(b, x, em_mem_addr(E, st->mem, st->ref, t, em_expr(E, st->a))), align);
             break;
         }
         LLVMTypeRef vt = LLVMVectorType(mty(E, t), (unsigned)E->vf), ptr = LLVMPointerTypeInContext(E->c, 0);
         LLVMValueRef v = vvec(E, st->b);
-        v = em_to_mem(E, v, t);
+        v = em_to_mem_held(E, v, t, st->flags & LF_HELD);
         int sq = -1;
         for (int q = 0; q < E->nstage; q++)
             if (&k->st[E->stage_stmt[q]] == st) sq = q;

@@ -26,11 +26,16 @@
  * O lives in a thread's local array where Dv is a constant and the target is a CPU (it stays in
  * cache, or in registers for small Dv); elsewhere in the attention's own output row, which each
  * lane reads and writes at the same elements on every key (fusion gives the attention no
- * epilogue, so that row always exists). Query head h reads kv head h / (H / Hkv) (GQA).
+ * epilogue, so that row always exists) — but for a 16-bit output, which would round O at
+ * every key (3-4 ulps off at 400 keys): there each SIMT thread keeps an f32 array of Dv (up to
+ * SIMT_HALF_ACC) and touches the elements of its own lanes only, private memory spent for
+ * exactness. Query head h reads kv head h / (H / Hkv) (GQA).
  */
 #include <math.h>
 
 #include "kit.h"
+
+#define SIMT_HALF_ACC 512 /* the largest Dv of a 16-bit SIMT attention's f32 accumulator array */
 
 typedef struct att_ctx {
     const node *r, *f, *v, *prod;
@@ -255,7 +260,7 @@ void lower_attention(lower *L, const fuse_group *gr) {
     bool cpu = !L->desc->simt && c.dv > 0 && c.dv <= 4096;
     /* a 16-bit output row cannot hold O between keys (each update would round it): O goes in
      * the thread's own f32 array on a SIMT target too, where Dv is a constant */
-    if (cpu || (dtype_is_half(c.t) && c.dv > 0 && c.dv <= 256)) {
+    if (cpu || (dtype_is_half(c.t) && c.dv > 0 && c.dv <= SIMT_HALF_ACC)) {
         c.acc_loc = L->err ? -1 : lk_local(L->k, "acc", LL_THREAD, c.t);
         sc = c.acc_loc < 0 || !cpu ? -1 : lk_local(L->k, "sc", LL_THREAD, c.t);
         if (c.acc_loc < 0 || (cpu && sc < 0)) {
@@ -267,7 +272,7 @@ void lower_attention(lower *L, const fuse_group *gr) {
     } else if (dtype_is_half(c.t)) {
         L->err = RJ_ERR_UNSUPPORTED;
         ctx_fail(L->ctx, RJ_ERR_UNSUPPORTED, "fused attention in %s on a GPU needs the value's last dim to be "
-                 "a constant of at most 256 (it is kept in f32 per thread)", rj_dtype_name(c.t));
+                 "a constant of at most %d (it is kept in f32 per thread)", rj_dtype_name(c.t), SIMT_HALF_ACC);
         return;
     } else {
         c.acc_buf = L->bufof[gr->root];

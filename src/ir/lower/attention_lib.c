@@ -21,6 +21,11 @@
  * in the safe form (PyTorch's SDPA). Memory stays O(len·D): C is a chunk per worker, not a
  * [B, H, j, j] tensor.
  *
+ * 16-bit attention multiplies in f32 (the runtime widens q, k and v tile by tile into the
+ * worker's scratch, cpu_gemm.c): C is f32, the scores and F's values are rounded once each as
+ * value() makes them, the weights P stay f32 (as the online softmax of attention_rows keeps
+ * them), and the output is rounded once as it is stored.
+ *
  * attention_gemm (below) is the earlier form, kept where an operand is computed inline (v not
  * in memory) or a size is not a constant: only q kᵀ by the BLAS, attention_rows as epilogue.
  */
@@ -116,7 +121,7 @@ bool attention_lib_applies(lower *L, const fuse_group *gr) {
     if (a->rank == 4 && (g->nodes[k].dims[2] != g->nodes[v].dims[2] || a->dims[2] % g->nodes[v].dims[2]))
         return false;
     const blas_fns *bl = blas_get(); /* ragjit's own sgemm has no dgemm: f64 stays attention_rows */
-    return bl && (t == RJ_F32 || (t == RJ_F64 && bl->dgemm));
+    return bl && (t == RJ_F32 || dtype_is_half(t) || (t == RJ_F64 && bl->dgemm));
 }
 
 static lview view_of(lower *L, int32_t id, int32_t gi) {
@@ -131,7 +136,7 @@ static lview view_of(lower *L, int32_t id, int32_t gi) {
  * m = max x, p = exp(x - m') (m' = 0 where m is -inf), l = sum p, P = p / l (safe: 0 where
  * l == 0). Three lanes loops over the row in cache. */
 static void weights_row(lower *L, blk *body, const node *f, int32_t cls, int32_t b, int32_t i, int32_t h, bool safe) {
-    rj_dtype t = f->dtype;
+    rj_dtype t = dtype_compute(f->dtype); /* C's: f32 for 16-bit attention */
     int32_t len = xlen(L, cls, b), vj = newvar(L, "j", RJ_I64), vx = newvar(L, "x", t), vm = newvar(L, "m", t);
     int32_t vr = newvar(L, "mr", t), vl = newvar(L, "l", t), vp = newvar(L, "p", t), vi = newvar(L, "inv", t);
     int32_t cb = buf_param(L, L->chunk_buf);
@@ -183,7 +188,7 @@ void lower_attention_lib(lower *L, const fuse_group *gr) {
     int32_t ob = result_buffer(L, gr);
     gm.att[3] = (lview){.buf = ob, .sym = buf_rows_sym(L, ob), .hs = heads ? dv : 0, .ld = H * dv};
     gm.a_buf = gm.att[0].buf, gm.w_buf = gm.att[1].buf; /* what the run's liveness plan reads */
-    gm.chunk_c = chunk_buf_add(L, 1, a->dtype, r->dims[2]);
+    gm.chunk_c = chunk_buf_add(L, 1, dtype_compute(a->dtype), r->dims[2]);
     if (L->err) return;
     sbuf w;
     sbuf_init(&w, L->ctx);

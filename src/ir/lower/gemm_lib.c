@@ -6,6 +6,15 @@
  * computes and stores everything fused after it. x is taken from its buffer where it has one;
  * an inline x (a prologue: relu(x * w + b) @ W) is evaluated by a second kernel into the
  * chunk buffer A first. The runtime runs the chunk loop (lgemm, cpu.c).
+ *
+ * 16-bit products (f16, bf16) multiply in f32, as PyTorch's CPU does: C is f32 and the
+ * epilogue rounds the product once where it reads it (value() rounds every 16-bit node's
+ * value where it is made), so what is stored equals the f32 product rounded once, as the
+ * JIT's loops compute it. The operands reach the f32 GEMM widened (GC_WIDEN): x's rows always
+ * through the prologue, which widens them into an f32 chunk A as it writes an inline x (in
+ * cache, like the product), and w (k, v) once per run by the runtime into an f32 copy (a few
+ * hundred KiB for a layer's weight, read by every chunk). Where the BLAS has a bf16 GEMM
+ * (sbgemm), bf16 operands go to it as they are (GC_SBGEMM) and only C is f32.
  */
 #include <stdio.h>
 
@@ -24,7 +33,7 @@ static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
     const gemm_ctx *c = ud;
     const node *r = &L->g->nodes[c->gr->root];
     int32_t idx = chunk_at(L, r, c->cols, a);
-    int32_t v = xload(L, buf_param(L, c->buf), idx, r->dtype, -1);
+    int32_t v = xcast(L, r->dtype, xload(L, buf_param(L, c->buf), idx, L->prog->bufs[c->buf].dtype, -1));
     store_group(L, b, c->gr->root, v, a, ROWS_ANY, LF_NT);
 }
 
@@ -97,7 +106,7 @@ static bool gemm_lib_group(const lower *L, int32_t gi) {
     bool qk = is_jagged_t(g, w);
     int64_t off, ld;
     int32_t wsrc = rows_source(g, r, qk, &off, &ld);
-    if (!L->desc->gemm_lib || dtype_is_half(r->dtype) || is_jagged_t(g, x) || x->dtype != r->dtype ||
+    if (!L->desc->gemm_lib || is_jagged_t(g, x) || x->dtype != r->dtype ||
         g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
         return false;
     if (qk && !will_have_buffer(L, r->in[0], gi)) return false;
@@ -105,6 +114,15 @@ static bool gemm_lib_group(const lower *L, int32_t gi) {
     return bl && (r->dtype != RJ_F64 || bl->dgemm);
 }
 
+
+/* How a product of dtype t multiplies (gemm_core_kind), and the dtypes of its chunks A and C. */
+static uint8_t gemm_core_of(rj_dtype t, rj_dtype *a_t, rj_dtype *c_t) {
+    const blas_fns *bl = blas_get();
+    uint8_t core = !dtype_is_half(t) ? GC_SAME : t == RJ_BF16 && bl && bl->sbgemm ? GC_SBGEMM : GC_WIDEN;
+    *a_t = core == GC_WIDEN ? RJ_F32 : t;
+    *c_t = dtype_compute(t);
+    return core;
+}
 
 bool gemm_lib_applies(lower *L, const fuse_group *gr) {
     return gemm_lib_group(L, (int32_t)(gr - L->plan->groups));
@@ -119,18 +137,20 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
     int32_t wsrc = rows_source(g, r, qk, &w_off, &w_ld); /* the tensor whose rows multiply: k, v or w */
     int32_t gi = (int32_t)(gr - L->plan->groups), sm = -1;
     int32_t epi = (int32_t)(L->k - L->prog->kernels);
-    lgemm gm = {.on = true, .mode = qk ? GEMM_QK : pv ? GEMM_PV : GEMM_ROWS, .dtype = (uint8_t)r->dtype,
+    rj_dtype a_t, c_t;
+    uint8_t core = gemm_core_of(r->dtype, &a_t, &c_t);
+    lgemm gm = {.on = true, .mode = qk ? GEMM_QK : pv ? GEMM_PV : GEMM_ROWS, .dtype = (uint8_t)r->dtype, .core = core,
                 .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1, .a_sym = -1, .b_sym = -1,
                 .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[wsrc], .chunk_a = -1,
                 .b_cls = item ? root_of(g, qk ? r->dims[2] : x->dims[2]) : -1,
                 .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1], .w_off = w_off, .w_ld = w_ld};
     if (item) gm.b_sym = buf_rows_sym(L, gm.w_buf);
-    if (in_buffer(L, r->in[0])) {
+    if (in_buffer(L, r->in[0]) && core != GC_WIDEN) { /* widened: x's rows through the prologue */
         gm.a_buf = L->bufof[r->in[0]];
         if (rp == 1 && !pv) gm.a_sym = buf_rows_sym(L, gm.a_buf);
     }
-    gm.chunk_c = chunk_buf_add(L, 1, r->dtype, gm.N);
-    if (gm.a_buf < 0) gm.chunk_a = chunk_buf_add(L, 0, r->dtype, gm.K);
+    gm.chunk_c = chunk_buf_add(L, 1, c_t, gm.N);
+    if (gm.a_buf < 0) gm.chunk_a = chunk_buf_add(L, 0, a_t, gm.K);
     if (L->err) return;
     sbuf what;
     sbuf_init(&what, L->ctx);

@@ -185,8 +185,13 @@ static bool holds_half(lower *L, rj_dtype t, int32_t e) {
     case LX_CONST: return x->type == RJ_F32 && (!isfinite(x->f) || half_round(x->f, t == RJ_BF16) == x->f);
     case LX_LOAD: return x->fn == MEM_PARAM && L->k->params[x->ref].dtype == t &&
                          (x->b < 0 || holds_half(L, t, x->c));
-    case LX_UNARY: return x->fn == (t == RJ_BF16 ? LOP_ROUND_BF16 : LOP_ROUND_F16);
+    case LX_UNARY: /* a rounding; or an exact op (a sign, a choice) of a value the format holds */
+        return x->fn == (t == RJ_BF16 ? LOP_ROUND_BF16 : LOP_ROUND_F16) ||
+               ((x->fn == RJ_OP_RELU || x->fn == RJ_OP_NEG || x->fn == RJ_OP_ABS) && holds_half(L, t, x->a));
+    case LX_BINARY:
+        return (x->fn == RJ_OP_MAXIMUM || x->fn == RJ_OP_MINIMUM) && holds_half(L, t, x->a) && holds_half(L, t, x->b);
     case LX_SELECT: return holds_half(L, t, x->b) && holds_half(L, t, x->c);
+    case LX_VAR: return L->k->vars[x->ref].holds == t;
     default: return false;
     }
 }
@@ -246,6 +251,8 @@ void s_set(lower *L, blk *b, int32_t var, int32_t val) {
 }
 
 void s_store(lower *L, blk *b, int32_t param, int32_t idx, int32_t val, uint8_t flags) {
+    rj_dtype t = L->err ? RJ_F32 : (rj_dtype)L->k->params[param].dtype;
+    if (dtype_is_half(t) && holds_half(L, t, val)) flags |= LF_HELD;
     put(L, b, (ls){.kind = LS_STORE, .flags = flags, .mem = MEM_PARAM, .var = -1, .a = idx, .b = val,
                    .ref = param, .body = -1, .els = -1});
     if (!L->err) L->k->params[param].written = 1;
@@ -446,7 +453,9 @@ int32_t chunk_index(lower *L, const at *a) {
 }
 
 int32_t chunk_value(lower *L, const at *a) {
-    return xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), L->g->nodes[L->chunk_root].dtype, -1);
+    /* C is f32 for a 16-bit product: its value is that rounded once */
+    int32_t v = xload(L, buf_param(L, L->chunk_buf), chunk_index(L, a), L->prog->bufs[L->chunk_buf].dtype, -1);
+    return xcast(L, L->g->nodes[L->chunk_root].dtype, v);
 }
 
 int32_t class_param(lower *L, param_kind kind, int32_t cls, const char *what) {
