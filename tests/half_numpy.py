@@ -298,7 +298,8 @@ def gemm_refs(x, W, bias, M, s, off, f):
     for b in range(len(off) - 1):
         xb = x[off[b]:off[b + 1]]
         K = xb.shape[1]
-        add("g0", np.maximum(rnd(rnd(xb @ W.T, f) + bias, f), 0), K * eps * (np.abs(xb) @ np.abs(W.T)))
+        # linear's bias meets the product in f32, one rounding (PyTorch's addmm; the guide)
+        add("g0", np.maximum(rnd(xb @ W.T + bias, f), 0), K * eps * (np.abs(xb) @ np.abs(W.T)))
         add("g1", rnd(xb @ M, f), K * eps * (np.abs(xb) @ np.abs(M)))
         a = np.maximum(rnd(rnd(xb * s, f) + 0.5, f), 0)
         add("g2", rnd(a @ M, f), K * eps * (np.abs(a) @ np.abs(M)))
