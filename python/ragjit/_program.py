@@ -17,7 +17,9 @@ checked by rj_program_run, whose message the exception carries.
 
 PyTorch tensors on the CPU get one more step: a call that repeats the argument names of a
 call that went this general way takes a plan made for them (_torch_io.Plan), whose inline
-checks fall back here on anything it did not plan.
+checks fall back here on anything it did not plan. Where the package's C helper was built
+(module _fastcall), __call__ hands the call to the plan's C twin first, which returns
+NotImplemented for what it does not take.
 
 Every kind of array goes through the same steps: an input becomes a pointer, a shape and, for
 a jagged input, the pointers of its offsets (and lengths). NumPy arrays and ragjit.Jagged are

@@ -651,6 +651,40 @@ def test_planned_c_calls_are_the_general_paths(ctx):
     assert not general and 0 in t._dynamo_dynamic_indices and y._max_seqlen == max(LENS)
 
 
+def test_c_caller_refuses_what_it_cannot_hold(ctx):
+    """The C helper's Caller checks the plan it is given (errors, never a crash), and takes one
+    dict of inputs."""
+    fc = ragjit._torch_io._fastcall
+    if fc is None:
+        pytest.skip("the C helper ragjit._fastcall was not built (no Python headers) or "
+                    "RAGJIT_FASTCALL=0")
+    tio = ragjit._torch_io
+    env = (vars(tio), tio._NT, tio._DENSE, torch.int64, torch.empty, torch.empty_like,
+           torch.Tensor._make_wrapper_subclass, tio._init, tio._init_needed, print, print)
+    fns = ragjit._lib.fastcall_addresses()
+    x = ("x", 0, torch.float32, (16,), 5, None, None)
+    y = (1, torch.float32, (16,), 0, True, (), tio._wrapper_args(torch.float32))
+    fc.Caller(1, fns, [x], [y], [None], env)  # the shape of a right one (never called)
+    for args, what in [((1, fns, [x], [], [], env), "1 to 32 ports"),
+                       ((1, fns, [x, ("z", 1, torch.float32, (16,), 5, 1, None)], [y], [None], env),
+                        "later one"),
+                       ((1, (0,) * 6, [x], [y], [None], env), "address is 0"),
+                       ((1, fns, [x], [y[:3] + (3,) + y[4:]], [None], env), "out of range"),
+                       ((1, fns, [x], [y[:5] + (((0, 2),),) + y[6:]], [None], env), "out of range"),
+                       ((1, fns, [x], [y], [], env), "one per output"),
+                       ((1, fns, [x[:3] + ((1,) * 9,) + x[4:]], [y], [None], env), "at most 8")]:
+        with pytest.raises(ValueError, match=what):
+            fc.Caller(*args)
+    with pytest.raises(TypeError):
+        fc.Caller(1, fns, [x], [y], [None], env[:-1])
+    prog = ctx.compile(SOFTMAX)
+    a, w = njt(LENS, (8,)), torch.rand(8)
+    prog(x=a, w=w)
+    with pytest.raises(TypeError, match="one dict"):
+        prog._fast([a, w])
+    assert prog._fast({"x": a}) is NotImplemented and prog._fast({"x": a, "v": w}) is NotImplemented
+
+
 def test_planned_calls_on_threads(ctx, planned):
     """Calls of one program on several threads at once (the run lets go of the interpreter):
     each thread's results are its own inputs'."""
