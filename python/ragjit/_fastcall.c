@@ -30,7 +30,7 @@
  * most (its symbolic sizes call back into Python), and the Python call around it was a fifth.
  * Where those steps are not yet checked against the constructor (_torch_io._fast_ok), or the
  * kept size is for another ragged size, Plan._njt makes it. The steps' arguments come from
- * _torch_io (_wrapper_args, _init_needed), and a test compares this module's NJTs with the
+ * _torch_io (_wrapper_args; init_needed is _init_needed's twin), and a test compares this module's NJTs with the
  * general path's attribute by attribute. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -101,10 +101,9 @@ typedef struct {
     int npool;
     /* Plan.shapes (shared, updated by Plan._njt), _torch_io's globals (for _fast_ok), the
      * nested tensor class, the dense tensor classes, torch.int64, torch.empty, torch.empty_like,
-     * torch.Tensor._make_wrapper_subclass, NestedTensor.__init__, _torch_io._init_needed,
-     * Plan._njt, the context's check */
-    PyObject *shapes, *globals, *nt, *dense, *int64, *empty, *empty_like, *mws, *init, *init_needed,
-        *slow, *check;
+     * torch.Tensor._make_wrapper_subclass, NestedTensor.__init__, Plan._njt, the context's
+     * check */
+    PyObject *shapes, *globals, *nt, *dense, *int64, *empty, *empty_like, *mws, *init, *slow, *check;
 } caller;
 
 /* what a call gathered about one input */
@@ -115,7 +114,7 @@ typedef struct {
 
 static PyObject *S_shape, *S_dtype, *S_is_cpu, *S_is_contiguous, *S_data_ptr, *S_numel, *S_values,
     *S_offsets, *S_lengths, *S_ragged_idx, *S_size, *S_strides, *S_metadata_cache, *S_dynamo, *S_fast_ok,
-    *S_kw_dtype, *S_kw_storage, *S_kw_init, *S_one;
+    *S_max_seqlen, *S_min_seqlen, *S_dynamic, *S_kw_dtype, *S_kw_storage, *S_kw_init, *S_one, *S_zero;
 static PyObject *trace; /* a list where binds are recorded (tests), or NULL */
 
 /* ---- reading tensors ------------------------------------------------------------------- */
@@ -309,9 +308,31 @@ static PyObject *make_out(caller *c, slot *s, int k, const seen *all, int64_t *n
     return buf;
 }
 
+/* _torch_io._init_needed in C: whether NestedTensor.__init__ would mark a cached max or min
+ * length dynamic (a tensor whose dim 0 is not marked yet): 1, 0, or -1 on error. */
+static int init_needed(PyObject *cache) {
+    if (!PyDict_Check(cache)) return 1; /* __init__ itself, whatever it is */
+    PyObject *keys[2] = {S_max_seqlen, S_min_seqlen};
+    for (int k = 0; k < 2; k++) {
+        PyObject *t = PyDict_GetItemWithError(cache, keys[k]);
+        if (!t && PyErr_Occurred()) return -1;
+        if (!t || t == Py_None) continue;
+        PyObject *marked = PyObject_GetAttr(t, S_dynamic);
+        if (!marked) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            return 1;
+        }
+        int in = PySequence_Contains(marked, S_zero);
+        Py_DECREF(marked);
+        if (in <= 0) return in < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
 /* _torch_io._fast's steps, in C: NestedTensor.__new__'s with the size and strides given,
  * then NestedTensor.__init__'s assignments where it has nothing to mark dynamic in like's
- * metadata cache (_init_needed), else __init__ itself (see _fast for why that is what the
+ * metadata cache (init_needed), else __init__ itself (see _fast for why that is what the
  * constructor makes). */
 static PyObject *fast_njt(caller *c, const out_spec *p, PyObject *values, int64_t nbytes, const seen *x,
                           PyObject *size, PyObject *strides) {
@@ -330,25 +351,20 @@ static PyObject *fast_njt(caller *c, const out_spec *p, PyObject *values, int64_
         PyObject_SetAttr(r, S_strides, strides) || !(cache = PyObject_GetAttr(x->x, S_metadata_cache)))
         goto fail;
     int full = PyObject_IsTrue(cache);
-    if (full > 0) {
-        PyObject *need = PyObject_CallOneArg(c->init_needed, cache);
-        full = need ? PyObject_IsTrue(need) : -1;
-        Py_XDECREF(need);
-    }
+    if (full > 0) full = init_needed(cache);
     if (full < 0) goto fail;
     if (full) {
         PyObject *init[5] = {r, values, x->off, x->len, cache}, *none;
         if (!(none = PyObject_Vectorcall(c->init, init, 3, S_kw_init))) goto fail;
         Py_DECREF(none);
     } else {
-        PyObject *one = PySet_New(NULL), *zero = PySet_New(NULL), *i1 = S_one, *i0 = PyLong_FromLong(0);
-        int bad = !one || !zero || !i0 || PySet_Add(one, i1) || PySet_Add(zero, i0) ||
+        PyObject *one = PySet_New(NULL), *zero = PySet_New(NULL); /* {1}, {0}: the dims marked */
+        int bad = !one || !zero || PySet_Add(one, S_one) || PySet_Add(zero, S_zero) ||
                   PyObject_SetAttr(r, S_values, values) || PyObject_SetAttr(r, S_offsets, x->off) ||
                   PyObject_SetAttr(r, S_lengths, x->len) || PyObject_SetAttr(r, S_metadata_cache, cache) ||
                   PyObject_SetAttr(r, S_dynamo, one) || PyObject_SetAttr(values, S_dynamo, zero);
         Py_XDECREF(one);
         Py_XDECREF(zero);
-        Py_XDECREF(i0);
         if (bad) goto fail;
     }
     Py_DECREF(cache);
@@ -599,7 +615,7 @@ static void close_pool(caller *c) {
  * a clear). The caller is in a cycle: Plan.fast is the caller, which holds Plan._njt. */
 static int caller_objects(caller *c, int (*f)(PyObject **, void *), void *arg) {
     PyObject **objs[] = {&c->shapes, &c->globals, &c->nt, &c->dense, &c->int64, &c->empty,
-                         &c->empty_like, &c->mws, &c->init, &c->init_needed, &c->slow, &c->check};
+                         &c->empty_like, &c->mws, &c->init, &c->slow, &c->check};
     int r = 0;
     for (size_t i = 0; !r && i < sizeof objs / sizeof *objs; i++) r = f(objs[i], arg);
     for (int i = 0; !r && i < c->nin; i++) r = f(&c->in[i].name, arg) || f(&c->in[i].dtype, arg);
@@ -643,8 +659,8 @@ static void caller_dealloc(PyObject *self) {
 /* Caller(program address, (rj_bind_new, rj_bind_free, rj_bind_offsets, rj_bind_input,
  * rj_bind_output, rj_program_run addresses), ins, outs, shapes, (globals of _torch_io, the
  * nested tensor class, the dense tensor classes, torch.int64, torch.empty, torch.empty_like,
- * torch.Tensor._make_wrapper_subclass, NestedTensor.__init__, _torch_io._init_needed,
- * Plan._njt, the context's check)) */
+ * torch.Tensor._make_wrapper_subclass, NestedTensor.__init__, Plan._njt, the context's
+ * check)) */
 static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     unsigned long long prog, f[6];
     PyObject *ins, *outs, *shapes, *env;
@@ -656,15 +672,15 @@ static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                           &PyList_Type, &ins, &PyList_Type, &outs, &PyList_Type, &shapes,
                           &PyTuple_Type, &env))
         return NULL;
-    PyObject *o[11];
-    if (!PyArg_ParseTuple(env, "O!OO!OOOOOOOO", &PyDict_Type, &o[0], &o[1], &PyTuple_Type, &o[2], &o[3],
-                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10]))
+    PyObject *o[10];
+    if (!PyArg_ParseTuple(env, "O!OO!OOOOOOO", &PyDict_Type, &o[0], &o[1], &PyTuple_Type, &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9]))
         return NULL;
     caller *c = (caller *)type->tp_alloc(type, 0);
     if (!c) return NULL;
     c->vectorcall = caller_call;
     PyObject **objs[] = {&c->globals, &c->nt, &c->dense, &c->int64, &c->empty, &c->empty_like,
-                         &c->mws, &c->init, &c->init_needed, &c->slow, &c->check};
+                         &c->mws, &c->init, &c->slow, &c->check};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) {
         Py_INCREF(o[i]);
         *objs[i] = o[i];
@@ -753,7 +769,8 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
         {&S_values, "_values"}, {&S_offsets, "_offsets"}, {&S_lengths, "_lengths"},
         {&S_ragged_idx, "_ragged_idx"}, {&S_size, "_size"}, {&S_strides, "_strides"},
         {&S_metadata_cache, "_metadata_cache"}, {&S_dynamo, "_dynamo_propagated_dynamic_indices"},
-        {&S_fast_ok, "_fast_ok"},
+        {&S_fast_ok, "_fast_ok"}, {&S_max_seqlen, "max_seqlen"}, {&S_min_seqlen, "min_seqlen"},
+        {&S_dynamic, "_dynamo_dynamic_indices"},
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!*names[i].s && !(*names[i].s = PyUnicode_InternFromString(names[i].text))) return NULL;
@@ -761,6 +778,7 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     if (!S_kw_storage && !(S_kw_storage = Py_BuildValue("(s)", "storage_size"))) return NULL;
     if (!S_kw_init && !(S_kw_init = Py_BuildValue("(sO)", "lengths", S_metadata_cache))) return NULL;
     if (!S_one && !(S_one = PyLong_FromLong(1))) return NULL;
+    if (!S_zero && !(S_zero = PyLong_FromLong(0))) return NULL;
     if (PyType_Ready(&caller_type) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;

@@ -283,7 +283,8 @@ _init = _NT.__init__ if _NT is not None else None
 def _init_needed(cache: Any) -> bool:
     """Whether NestedTensor.__init__ does more with a metadata cache than _fast's assignments:
     it marks the cached max and min lengths dynamic for torch.compile, once per tensor (a
-    tensor whose dim 0 is marked already is left as it is)."""
+    tensor whose dim 0 is marked already is left as it is). _fastcall.c's init_needed is its
+    twin."""
     for key in ("max_seqlen", "min_seqlen"):
         t = cache.get(key)
         if t is not None and 0 not in getattr(t, "_dynamo_dynamic_indices", ()):
@@ -463,7 +464,7 @@ def _caller(prog: "Program", p: "Plan") -> Any:
     if _fastcall is None or len(p.ins) > _MAX_PORTS or len(p.outs) > _MAX_PORTS:
         return None
     env = (globals(), _NT, _DENSE, torch.int64, torch.empty, torch.empty_like,
-           torch.Tensor._make_wrapper_subclass, _init, _init_needed, p._njt, p.check)
+           torch.Tensor._make_wrapper_subclass, _init, p._njt, p.check)
     outs = [o + (_wrapper_args(o[1]) if o[3] is not None else None,) for o in p.outs]
     try:
         return _fastcall.Caller(prog._prog, _lib.fastcall_addresses(), list(p.ins), outs, p.shapes,

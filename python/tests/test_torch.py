@@ -660,7 +660,7 @@ def test_c_caller_refuses_what_it_cannot_hold(ctx):
                     "RAGJIT_FASTCALL=0")
     tio = ragjit._torch_io
     env = (vars(tio), tio._NT, tio._DENSE, torch.int64, torch.empty, torch.empty_like,
-           torch.Tensor._make_wrapper_subclass, tio._init, tio._init_needed, print, print)
+           torch.Tensor._make_wrapper_subclass, tio._init, print, print)
     fns = ragjit._lib.fastcall_addresses()
     x = ("x", 0, torch.float32, (16,), 5, None, None)
     y = (1, torch.float32, (16,), 0, True, (), tio._wrapper_args(torch.float32))
