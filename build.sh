@@ -26,9 +26,10 @@ cd "$(dirname "$0")"
 # without it meson 1.0 falls back to lib64, and `meson install` puts the library in
 # /usr/local/lib64, where neither the loader nor pkg-config look (meson issue 7270)
 # python3-venv: the Python package's stage makes a venv, where pip brings meson-python, meson,
-# NumPy and pytest from PyPI
+# NumPy and pytest from PyPI; python3-dev: Python's headers, for the package's C helper of
+# planned calls (python/ragjit/_fastcall.c; without them the package calls through ctypes)
 PACKAGES=(gcc pkg-config meson ninja-build llvm-16-dev libffi-dev libcmocka-dev libdlpack-dev python3 python3-numpy
-          python3-venv ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev libopenblas0-pthread dpkg-dev)
+          python3-venv python3-dev ocl-icd-libopencl1 pocl-opencl-icd clang libclang-rt-14-dev libomp-dev libopenblas0-pthread dpkg-dev)
 FUZZERS=(parse npy api elf)
 
 install_missing() {

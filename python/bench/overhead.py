@@ -8,8 +8,11 @@ dense twin (relu over a 16 x 16 tensor) are called every way in one process:
   C rebind+run     rj_bind_offsets, rj_bind_input, rj_bind_output, rj_program_run: what a C
                    caller does for each new batch
   NumPy call       prog(x=ragjit.Jagged(...)): NumPy in, ragjit.Jagged out
-  NJT call         prog(x=nt): a PyTorch nested jagged tensor in, one out (the same nt)
+  NJT call         prog(x=nt): a PyTorch nested jagged tensor in, one out (the same nt), by
+                   the package's C helper (ragjit._fastcall), where it was built
   NJT call, 2 NJTs prog(x=nt) with two NJTs in turn (another buffer each call: bound again)
+  NJT call, ctypes the same call on a program planned without the C helper (_torch_io.Plan
+                   through ctypes: what calls cost where the helper is not built)
   dense torch call prog(x=t) on the dense program: a torch tensor in, one out
   torch NJT relu   torch.relu(nt), and torch NJT x+1, torch NJT softmax (over the ragged
                    dim, dim=1): PyTorch's eager ops on the same NJT
@@ -65,6 +68,7 @@ def c_cases(prog, values, offsets):
 
 def torch_cases(prog, dense, values, offsets, threads):
     import torch
+    from ragjit import _torch_io
     torch.set_num_threads(threads)
     nt = torch.nested.nested_tensor_from_jagged(torch.from_numpy(values), torch.from_numpy(offsets))
     nt2 = torch.nested.nested_tensor_from_jagged(torch.from_numpy(values.copy()), nt.offsets())
@@ -73,12 +77,19 @@ def torch_cases(prog, dense, values, offsets, threads):
     assert torch.equal(y.values(), torch.relu(nt).values()) and y.offsets() is nt.offsets()
     assert torch.equal(dense(x=t), torch.relu(t))
     pair = [nt, nt2]
+    helper, _torch_io._fastcall = _torch_io._fastcall, None  # planned without the C helper
+    slow = ragjit.compile(SOURCE, threads=threads)
+    slow(x=nt)
+    slow(x=nt)
+    _torch_io._fastcall = helper
+    assert slow._fast is None and (prog._fast is not None) == (helper is not None)
 
     def alternate():
         pair.reverse()
         return prog(x=pair[0])
 
     return {"NJT call": lambda: prog(x=nt), "NJT call, 2 NJTs": alternate,
+            "NJT call, ctypes": lambda: slow(x=nt),
             "dense torch call": lambda: dense(x=t), "torch NJT relu": lambda: torch.relu(nt),
             "torch NJT x+1": lambda: nt + 1, "torch NJT softmax": lambda: torch.softmax(nt, dim=1),
             "torch dense relu": lambda: torch.relu(t)}
@@ -125,10 +136,10 @@ def main():
     res = measure(cases, a.blocks, a.block, clock)
     _lib.LIB.rj_bind_free(b)
     c = res["C run"][0]
-    print("ragjit %s, PyTorch %s, %d thread(s), load average %.1f; median (10th percentile) of "
-          "%d blocks of %d calls, %s, us per call"
-          % (ragjit.__version__, torch.__version__ if torch else "-", a.threads,
-             os.getloadavg()[0], a.blocks, a.block,
+    print("ragjit %s (C helper: %s), PyTorch %s, %d thread(s), load average %.1f; median (10th "
+          "percentile) of %d blocks of %d calls, %s, us per call"
+          % (ragjit.__version__, "yes" if _lib.load_fastcall() else "no",
+             torch.__version__ if torch else "-", a.threads, os.getloadavg()[0], a.blocks, a.block,
              "thread CPU time" if a.clock == "thread" else "wall clock"))
     for k, (med, p10) in res.items():
         extra = "   over the C run: %6.2f" % (med - c) if "call" in k else ""

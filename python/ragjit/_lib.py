@@ -113,6 +113,10 @@ _SIGNATURES = {
 }
 
 
+# the functions module _fastcall calls, in the order it takes their addresses
+_FASTCALL_FNS = ("rj_bind_new", "rj_bind_free", "rj_bind_offsets", "rj_bind_input", "rj_bind_output",
+                 "rj_program_run")
+
 # What libragjit looks for first (src/util/blas.c): with one of these the system has a fast BLAS.
 _SYSTEM_BLAS = ("libopenblas.so.0", "libmkl_rt.so.2", "libmkl_rt.so", "libblis.so.4", "libblis.so.3",
                 "libflexiblas.so.3")
@@ -198,6 +202,45 @@ _blas = choose_blas(os.environ)
 if _blas:  # read by libragjit when it first multiplies (getenv: os.environ sets the C env)
     os.environ["RAGJIT_BLAS"] = _blas
 LIB = load()
+_ADDRESSES = tuple(ctypes.cast(getattr(LIB, n), c_void_p).value for n in _FASTCALL_FNS)
+
+
+def load_fastcall() -> Optional[object]:
+    """The package's C helper for planned calls (module ragjit._fastcall, built where Python's
+    headers were found), or None: then calls go through ctypes alone. It is the installed
+    package's, else the one built beside the libragjit that was loaded (a build tree, for the
+    package run from a checkout or with RAGJIT_LIB). RAGJIT_FASTCALL=0 leaves it out."""
+    if os.environ.get("RAGJIT_FASTCALL", "1") == "0":
+        return None
+    try:
+        from . import _fastcall  # type: ignore[attr-defined]
+        return _fastcall
+    except ImportError:
+        pass
+    import importlib.machinery
+    name = getattr(LIB, "_name", "") or ""
+    if os.sep not in name:
+        return None
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(os.path.dirname(os.path.abspath(name)), "_fastcall" + suffix)
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location((__package__ or "ragjit") + "._fastcall", path)
+            if spec is None or spec.loader is None:  # pragma: no cover
+                return None
+            mod = importlib.util.module_from_spec(spec)
+            try:
+                spec.loader.exec_module(mod)
+            except ImportError:  # built for another interpreter
+                return None
+            return mod
+    return None
+
+
+def fastcall_addresses() -> tuple:
+    """The addresses of the C functions _fastcall calls, in its order: those ctypes loaded, so
+    the helper and the package share one libragjit (taken when it was loaded: a test may
+    replace LIB's attributes since)."""
+    return _ADDRESSES
 
 
 def blas_info() -> str:

@@ -17,7 +17,9 @@ checked by rj_program_run, whose message the exception carries.
 
 PyTorch tensors on the CPU get one more step: a call that repeats the argument names of a
 call that went this general way takes a plan made for them (_torch_io.Plan), whose inline
-checks fall back here on anything it did not plan.
+checks fall back here on anything it did not plan. Where the package's C helper was built
+(module _fastcall), __call__ hands the call to the plan's C twin first, which returns
+NotImplemented for what it does not take.
 
 Every kind of array goes through the same steps: an input becomes a pointer, a shape and, for
 a jagged input, the pointers of its offsets (and lengths). NumPy arrays and ragjit.Jagged are
@@ -190,6 +192,7 @@ class Program:
         self._pools: Dict[Tuple[str, ...], List[_Binding]] = {}
         # per set of argument names: a torch Plan, False where none applies, absent: not yet
         self._plans: Dict[Tuple[str, ...], Any] = {}
+        self._fast: Any = None  # the C helper's planned call, once a plan has one
         self._life: Optional[List[Any]] = context._life
         with _life_lock:
             context._life[1] += 1
@@ -260,6 +263,11 @@ class Program:
         return _lib.take_string(self.context._ptr, ptr) or ""
 
     def __call__(self, **inputs: Any) -> Any:
+        fast = self._fast
+        if fast is not None:  # the planned call in C (_torch_io._caller)
+            outs = fast(inputs)
+            if outs is not NotImplemented:
+                return outs
         outs = self._run(inputs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -307,7 +315,9 @@ class Program:
         try:
             outs = self._bind_and_run(bnd, inputs, r)
             if plan is None and r.torch and r.device is None and not raw:
-                self._plans[key] = _torch_io().plan(self, key)
+                plan = self._plans[key] = _torch_io().plan(self, key)
+                if plan and self._fast is None:
+                    self._fast = plan.fast
             ok = True
             return outs
         finally:
@@ -538,6 +548,9 @@ class Program:
         life = getattr(self, "_life", None)
         if life is None or LIB is None:
             return
+        fast, self._fast = getattr(self, "_fast", None), None
+        if fast is not None:  # its bindings, before the program
+            fast.close()
         for pool in getattr(self, "_pools", {}).values():
             while pool:
                 LIB.rj_bind_free(pool.pop().ptr)

@@ -20,7 +20,10 @@ back into Python for the nested int a dozen times.
 
 Calls with CPU tensors that repeat a call's argument names take a Plan (below): the checks and
 binds of this module and of Program._bind_and_run, planned once, without their dispatch on
-kinds; anything unplanned goes the general way.
+kinds; anything unplanned goes the general way. A Plan is done in C by module _fastcall where
+it was built (python/ragjit/_fastcall.c: the same steps, 5 to 7 us less a call, most of what
+is left being the output NJT's construction here); Plan.call is its fallback and twin, and
+the tests run both.
 
 CUDA tensors are bound as device memory (rj_bind_*_device) for the CUDA target, which then
 runs on PyTorch's current stream, and the outputs are CUDA tensors; a CUDA tensor given to a
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import torch
 
+from . import _lib
 from ._errors import DtypeError, ShapeError, UnsupportedError
 from ._jagged import Jagged
 from ._lib import LIB
@@ -230,26 +234,38 @@ def shape_like(values: Any, like: Any) -> Tuple[Any, Any]:
 _KEYS = None
 
 
-def _fast(values: Any, nbytes: int, offsets: Any, lengths: Any, like: Any, size: Any,
-          strides: Any) -> Any:
-    """NestedTensor.__new__'s steps with the given size and strides (nbytes: the size of
-    values' storage), then NestedTensor.__init__'s: its assignments where like's metadata
-    cache is empty (where __init__ has nothing to mark dynamic: a third of the cost), else
-    __init__ itself. The cache is like's, which __init__ would replace by a new dict only
-    while it is empty: what is cached there (max and min lengths) depends on the offsets and
-    lengths alone, which the two share."""
+def _keys() -> Any:
+    """The dispatch keys of an NJT beyond its wrapper's (as NestedTensor.__new__ adds them)."""
     global _KEYS
     if _KEYS is None:
         ks = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensor)
         _KEYS = ks.add(torch._C.DispatchKey.AutogradNestedTensor)
+    return _KEYS
+
+
+def _wrapper_args(dtype: Any) -> Tuple[Any, ...]:
+    """_fast's arguments of _make_wrapper_subclass for CPU values of dtype, with None for the
+    size and strides (for module _fastcall, which makes NJTs as _fast does)."""
+    return (_NT, None, None, 0, torch.contiguous_format, dtype, torch.jagged, torch.device("cpu"),
+            False, False, "sizes", False, True, _keys())
+
+
+def _fast(values: Any, nbytes: int, offsets: Any, lengths: Any, like: Any, size: Any,
+          strides: Any) -> Any:
+    """NestedTensor.__new__'s steps with the given size and strides (nbytes: the size of
+    values' storage), then NestedTensor.__init__'s: its assignments where __init__ has nothing
+    to mark dynamic (_init_needed: a third of the cost), else __init__ itself. The cache is
+    like's, which __init__ would replace by a new dict only while it is empty: what is cached
+    there (max and min lengths) depends on the offsets and lengths alone, which the two
+    share. Module _fastcall does the same steps in C."""
     r = torch.Tensor._make_wrapper_subclass(
         _NT, size, strides, 0, torch.contiguous_format, values.dtype, torch.jagged,
-        values.device, False, False, "sizes", False, True, _KEYS, storage_size=nbytes)
+        values.device, False, False, "sizes", False, True, _keys(), storage_size=nbytes)
     r._ragged_idx = 1
     r._size = size
     r._strides = strides
     cache = like._metadata_cache
-    if cache:
+    if cache and _init_needed(cache):
         _init(r, values, offsets, lengths=lengths, _metadata_cache=cache)
         return r
     r._values = values
@@ -262,6 +278,18 @@ def _fast(values: Any, nbytes: int, offsets: Any, lengths: Any, like: Any, size:
 
 
 _init = _NT.__init__ if _NT is not None else None
+
+
+def _init_needed(cache: Any) -> bool:
+    """Whether NestedTensor.__init__ does more with a metadata cache than _fast's assignments:
+    it marks the cached max and min lengths dynamic for torch.compile, once per tensor (a
+    tensor whose dim 0 is marked already is left as it is). _fastcall.c's init_needed is its
+    twin."""
+    for key in ("max_seqlen", "min_seqlen"):
+        t = cache.get(key)
+        if t is not None and 0 not in getattr(t, "_dynamo_dynamic_indices", ()):
+            return True
+    return False
 
 
 def _same_as_constructor(out: Any, values: Any, offsets: Any, lengths: Any, like: Any) -> bool:
@@ -312,7 +340,7 @@ class Plan:
     first call.
     """
 
-    __slots__ = ("prog", "ins", "outs", "shapes", "check")
+    __slots__ = ("prog", "ins", "outs", "shapes", "check", "fast")
 
     def __init__(self, prog: "Program", ins: List[Any], outs: List[Any]) -> None:
         self.prog = prog._prog
@@ -329,6 +357,8 @@ class Plan:
         # strides)
         self.shapes: List[Any] = [(None, None, None)] * len(outs)
         self.check = prog.context._check
+        # the same call in C (module _fastcall), where it was built: Program.__call__ takes it
+        self.fast = _caller(prog, self)
 
     def call(self, bnd: Any, inputs: Any) -> Optional[List[Any]]:  # long: one pass, on purpose
         """The outputs, or None where the call is not what was planned (nothing has run).
@@ -425,6 +455,22 @@ class Plan:
 
 
 _DENSE = (torch.Tensor, torch.nn.Parameter)
+_fastcall: Any = _lib.load_fastcall()
+_MAX_PORTS = 32  # _fastcall.c's MAX_PORTS
+
+
+def _caller(prog: "Program", p: "Plan") -> Any:
+    """A _fastcall.Caller doing what p.call does, or None where the helper is not there."""
+    if _fastcall is None or len(p.ins) > _MAX_PORTS or len(p.outs) > _MAX_PORTS:
+        return None
+    env = (globals(), _NT, _DENSE, torch.int64, torch.empty, torch.empty_like,
+           torch.Tensor._make_wrapper_subclass, _init, p._njt, p.check)
+    outs = [o + (_wrapper_args(o[1]) if o[3] is not None else None,) for o in p.outs]
+    try:
+        return _fastcall.Caller(prog._prog, _lib.fastcall_addresses(), list(p.ins), outs, p.shapes,
+                                env)
+    except (TypeError, ValueError, OverflowError):  # a plan it cannot hold: Plan.call does it
+        return None
 
 
 def plan(prog: "Program", key: Any) -> Any:

@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed")
 
 import ragjit  # noqa: E402
 import ragjit.torch  # noqa: E402
+import ragjit._torch_io  # noqa: E402
 from ragjit import _core  # noqa: E402
 
 LENS = [3, 0, 5, 1, 7]
@@ -29,10 +30,27 @@ def close(got, want, tol):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
 
 
+class _Seen(dict):
+    """{"in": {node: address}, "out": {node: address}}, with what the C helper bound (its
+    trace) added on each look."""
+
+    def __init__(self):
+        super().__init__({"in": {}, "out": {}})
+        self.trace = []
+
+    def __getitem__(self, kind):
+        for what, node, ptr in self.trace:
+            if what in self:
+                dict.__getitem__(self, what)[node] = ptr
+        self.trace.clear()
+        return dict.__getitem__(self, kind)
+
+
 @pytest.fixture
 def bound(monkeypatch):
-    """The pointers bound to inputs and outputs, by node."""
-    seen = {"in": {}, "out": {}}
+    """The pointers bound to inputs and outputs, by node: through ctypes, and by the C helper
+    of planned calls (module _fastcall, where it was built)."""
+    seen = _Seen()
     lib = _core.LIB
     real_in, real_out = lib.rj_bind_input, lib.rj_bind_output
 
@@ -46,7 +64,24 @@ def bound(monkeypatch):
 
     monkeypatch.setattr(lib, "rj_bind_input", bind_input)
     monkeypatch.setattr(lib, "rj_bind_output", bind_output)
-    return seen
+    fastcall = ragjit._torch_io._fastcall
+    if fastcall is not None:
+        fastcall.set_trace(seen.trace)
+    yield seen
+    if fastcall is not None:
+        fastcall.set_trace(None)
+
+
+@pytest.fixture(params=["C", "ctypes"])
+def planned(request, monkeypatch):
+    """Planned calls made by the C helper (module _fastcall), or by Plan.call through ctypes
+    (the helper left out, as where it was not built)."""
+    if request.param == "ctypes":
+        monkeypatch.setattr(ragjit._torch_io, "_fastcall", None)
+    elif ragjit._torch_io._fastcall is None:
+        pytest.skip("the C helper ragjit._fastcall was not built (no Python headers) or "
+                    "RAGJIT_FASTCALL=0: planned calls go through ctypes")
+    return request.param
 
 
 SOFTMAX = """
@@ -399,7 +434,7 @@ def count_general(prog):
     return calls
 
 
-def test_planned_calls_match_pytorch(ctx, bound):
+def test_planned_calls_match_pytorch(ctx, bound, planned):
     """After a first call, calls of the same names take the planned path; each is compared with
     PyTorch in float64, over new NJTs (new offsets), the same NJT refilled in place (its
     pointers are not bound again), a weight given as an nn.Parameter, and an output whose
@@ -426,6 +461,7 @@ def test_planned_calls_match_pytorch(ctx, bound):
     x = njt(LENS, (8,), seed=9)
     check(x, prog(x=x, w=w, g=g))
     assert isinstance(plan_of(prog, "x", "w", "g"), ragjit._torch_io.Plan) and len(general) == 1
+    assert (prog._fast is not None) == (planned == "C")
     for seed, lens in [(10, [4, 1, 0, 2]), (11, LENS), (12, [9])]:
         x = njt(lens, (8,), seed=seed)
         check(x, prog(x=x, w=w, g=g))
@@ -438,7 +474,7 @@ def test_planned_calls_match_pytorch(ctx, bound):
     assert len(general) == 1  # every later call was planned
 
 
-def test_planned_outputs_are_what_the_constructor_makes(ctx):
+def test_planned_outputs_are_what_the_constructor_makes(ctx, planned):
     """The planned path's output NJT against PyTorch's constructor on the same tensors: the
     same attributes, size, strides and storage size; with the input's metadata cache empty
     and with max_seqlen cached (then NestedTensor.__init__ itself runs)."""
@@ -464,7 +500,7 @@ def test_planned_outputs_are_what_the_constructor_makes(ctx):
     assert ragjit._torch_io._fast_ok is True
 
 
-def test_planned_calls_fall_back(ctx):
+def test_planned_calls_fall_back(ctx, planned):
     """A call unlike the plan goes the general way and gets its results or its message: a
     NumPy input, another dtype, a non-contiguous values tensor, another shape, two inputs over
     one symbol with equal offsets in different tensors or with different offsets, bad offsets
@@ -509,6 +545,211 @@ def test_planned_calls_fall_back(ctx):
         close(tv[b], padded[b, :n].double().sum(0) * 2, 1e-5)
     y, t = prog(x=x, z=z)  # and back
     close(y.values(), x.values().double() + z.values().double(), 1e-6)
+
+
+def softmax_ref(x, w):
+    """SOFTMAX's outputs by PyTorch in float64, on a fresh NJT over copies of x's tensors (so
+    nothing PyTorch cached about x is used)."""
+    fresh = torch.nested.nested_tensor_from_jagged(x.values().clone().double(), x.offsets().clone())
+    y = torch.softmax(fresh * w.double(), dim=1)
+    return y.values(), torch.stack([i.sum(0) if len(i) else torch.zeros(8, dtype=torch.float64)
+                                    for i in y.unbind()])
+
+
+def test_planned_calls_see_every_change(ctx, bound, planned):
+    """Nothing of an earlier call is reused where it changed: offsets rewritten in place (same
+    tensor, same address), values rewritten in place, new NJTs, a view whose lengths change in
+    place, a weight swapped for another; each call against PyTorch in float64. Offsets made
+    wrong in place are refused by the planned call with ragjit's error."""
+    prog = ctx.compile(SOFTMAX)
+    general = count_general(prog)
+    w = torch.linspace(0.5, 2.0, 8)
+    x = njt(LENS, (8,), seed=21)
+
+    def check(x, w):
+        y, s = prog(x=x, w=w)
+        want_y, want_s = softmax_ref(x, w)
+        close(y.values(), want_y, 1e-5)
+        close(s, want_s, 1e-5)
+        assert y.offsets() is x.offsets() and y._size[1] is x._size[1]
+        assert bound["out"][prog.outputs[0].node] == y.values().data_ptr()  # no copy out
+        return y
+
+    check(x, w)
+    check(x, w)
+    assert len(general) == 1
+    x.offsets().copy_(torch.tensor([0, 1, 4, 9, 10, 16]))  # new lengths, the same tensor
+    check(x, w)
+    x.values().mul_(3.0).add_(0.25)
+    check(x, w)
+    check(x, torch.linspace(2.0, -1.0, 8))
+    for seed, lens in [(22, [7, 7, 0]), (23, LENS), (24, [1] * 9)]:
+        x = njt(lens, (8,), seed=seed)
+        check(x, w)
+        assert bound["in"][prog.inputs[0].node] == x.values().data_ptr()  # no copy in
+    view, padded = holes_view(lengths=(2, 0, 6, 3))
+    prog(x=view, w=w)
+    for lengths in [(1, 1, 1, 1), (6, 6, 0, 2)]:
+        view.lengths().copy_(torch.tensor(lengths))  # the view's holes move, in place
+        y, s = prog(x=view, w=w)
+        check_softmax_on_view(y, s, view, padded, w)
+    assert len(general) == 1  # all of them planned
+    x = njt(LENS, (8,), seed=25)
+    check(x, w)
+    x.offsets()[2] = 99  # past the values
+    with pytest.raises(ragjit.Error, match="offsets"):
+        prog(x=x, w=w)
+    x.offsets()[2] = 1  # below the one before
+    with pytest.raises(ragjit.OffsetsOrderError):
+        prog(x=x, w=w)
+    x.offsets()[2] = 3
+    check(x, w)
+
+
+def test_planned_c_calls_are_the_general_paths(ctx):
+    """The C helper's outputs against the general path's on the same tensors (a program's first
+    call goes the general way): equal values, the same offsets and ragged size, and NJTs alike
+    in every attribute PyTorch's constructor sets, with the metadata cache empty and full."""
+    if ragjit._torch_io._fastcall is None:
+        pytest.skip("the C helper ragjit._fastcall was not built (no Python headers) or "
+                    "RAGJIT_FASTCALL=0")
+    w, g = torch.rand(8, 4), torch.rand(8)
+    for x in [njt(LENS, (8,), seed=26), njt([0, 0, 4], (8,), seed=27),
+              torch.nested.nested_tensor_from_jagged(torch.rand(16, 8), torch.tensor([0, 5, 16]),
+                                                     max_seqlen=11)]:
+        fast = ctx.compile(LINEAR)
+        fast(x=x, w=w, g=g)
+        assert fast._fast is not None
+        general = count_general(fast)
+        got = fast(x=x, w=w, g=g)
+        assert not general  # the C helper made these
+        want = ctx.compile(LINEAR)(x=x, w=w, g=g)  # a fresh program: the general path
+        for a, b in zip(got, want):
+            assert type(a) is type(b)
+            if not a.is_nested:
+                torch.testing.assert_close(a, b, rtol=0, atol=0)
+                continue
+            torch.testing.assert_close(a.values(), b.values(), rtol=0, atol=0)
+            assert a.offsets() is b.offsets() is x.offsets() and a._lengths is b._lengths
+            assert set(vars(a)) == set(vars(b)) and a._metadata_cache is b._metadata_cache
+            assert a._size == b._size and a._strides == b._strides and a._size[1] is x._size[1]
+            assert a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+            assert a.untyped_storage().nbytes() == b.untyped_storage().nbytes()
+            assert vars(a._values) == vars(b._values) and a.requires_grad == b.requires_grad
+            close((a * 2 + b).values(), b.values() * 3, 0)  # an NJT op takes both together
+    # a max length PyTorch cached since, not yet marked dynamic: NestedTensor.__init__ runs
+    # (as in the constructor), and marks it
+    x = njt(LENS, (8,), seed=28)
+    fast = ctx.compile(LINEAR)
+    fast(x=x, w=w, g=g)
+    fast(x=x, w=w, g=g)
+    x._get_max_seqlen()
+    t = x._metadata_cache["max_seqlen"]
+    assert 0 not in getattr(t, "_dynamo_dynamic_indices", ())
+    general = count_general(fast)
+    y = fast(x=x, w=w, g=g)[0]
+    assert not general and 0 in t._dynamo_dynamic_indices and y._max_seqlen == max(LENS)
+
+
+def test_c_caller_refuses_what_it_cannot_hold(ctx):
+    """The C helper's Caller checks the plan it is given (errors, never a crash), and takes one
+    dict of inputs."""
+    fc = ragjit._torch_io._fastcall
+    if fc is None:
+        pytest.skip("the C helper ragjit._fastcall was not built (no Python headers) or "
+                    "RAGJIT_FASTCALL=0")
+    tio = ragjit._torch_io
+    env = (vars(tio), tio._NT, tio._DENSE, torch.int64, torch.empty, torch.empty_like,
+           torch.Tensor._make_wrapper_subclass, tio._init, print, print)
+    fns = ragjit._lib.fastcall_addresses()
+    x = ("x", 0, torch.float32, (16,), 5, None, None)
+    y = (1, torch.float32, (16,), 0, True, (), tio._wrapper_args(torch.float32))
+    fc.Caller(1, fns, [x], [y], [None], env)  # the shape of a right one (never called)
+    for args, what in [((1, fns, [x], [], [], env), "1 to 32 ports"),
+                       ((1, fns, [x, ("z", 1, torch.float32, (16,), 5, 1, None)], [y], [None], env),
+                        "later one"),
+                       ((1, (0,) * 6, [x], [y], [None], env), "address is 0"),
+                       ((1, fns, [x], [y[:3] + (3,) + y[4:]], [None], env), "out of range"),
+                       ((1, fns, [x], [y[:5] + (((0, 2),),) + y[6:]], [None], env), "out of range"),
+                       ((1, fns, [x], [y], [], env), "one per output"),
+                       ((1, fns, [x[:3] + ((1,) * 9,) + x[4:]], [y], [None], env), "at most 8")]:
+        with pytest.raises(ValueError, match=what):
+            fc.Caller(*args)
+    with pytest.raises(TypeError):
+        fc.Caller(1, fns, [x], [y], [None], env[:-1])
+    prog = ctx.compile(SOFTMAX)
+    a, w = njt(LENS, (8,)), torch.rand(8)
+    prog(x=a, w=w)
+    with pytest.raises(TypeError, match="one dict"):
+        prog._fast([a, w])
+    assert prog._fast({"x": a}) is NotImplemented and prog._fast({"x": a, "v": w}) is NotImplemented
+
+
+def test_planned_calls_on_threads(ctx, planned):
+    """Calls of one program on several threads at once (the run lets go of the interpreter):
+    each thread's results are its own inputs'."""
+    import threading
+    prog = ctx.compile(SOFTMAX)
+    w = torch.linspace(0.5, 2.0, 8)
+    xs = [njt([3 + t, t, 5, 2 * t], (8,), seed=30 + t) for t in range(4)]
+    wants = [softmax_ref(x, w) for x in xs]
+    prog(x=xs[0], w=w)
+    errors = []
+
+    def work(t):
+        try:
+            for _ in range(150):
+                y, s = prog(x=xs[t], w=w)
+                close(y.values(), wants[t][0], 1e-5)
+                close(s, wants[t][1], 1e-5)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[0]
+
+
+def test_planned_errors_and_a_freed_program(ctx, planned):
+    """Calls unlike the plan still raise ragjit's errors (another dtype, a missing input, an
+    unknown name, a dense tensor for a jagged input), and a planned call outliving its program
+    (the C helper's bindings are freed with it) does nothing."""
+    import gc
+    prog = ctx.compile(SOFTMAX)
+    x, w = njt(LENS, (8,), seed=40), torch.linspace(0.5, 2.0, 8)
+    prog(x=x, w=w)
+    prog(x=x, w=w)
+    with pytest.raises(ragjit.DtypeError, match="input w"):
+        prog(x=x, w=w.double())
+    with pytest.raises(ragjit.UnboundError, match="input w"):
+        prog(x=x)
+    with pytest.raises(ragjit.ArgumentError, match="'v'"):
+        prog(x=x, v=w)
+    with pytest.raises(ragjit.ShapeError, match="input x"):
+        prog(x=x.values(), w=w)
+    with pytest.raises(ragjit.ShapeError, match="input w"):
+        prog(x=x, w=torch.rand(9))
+    y, _ = prog(x=x, w=w)  # and still right after them
+    close(y.values(), softmax_ref(x, w)[0], 1e-5)
+    fast = prog._fast
+    del prog, y
+    gc.collect()
+    if fast is None:
+        return
+    assert fast({"x": x, "w": w}) is NotImplemented
+    # a program's plan and its C caller (a cycle) go with it
+    callers = [type(o) is type(fast) for o in gc.get_objects()].count(True)
+    for _ in range(3):
+        prog = ctx.compile(SOFTMAX)
+        prog(x=x, w=w)
+        prog(x=x, w=w)
+        assert prog._fast is not None
+        del prog
+    gc.collect()
+    assert [type(o) is type(fast) for o in gc.get_objects()].count(True) == callers
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)")
