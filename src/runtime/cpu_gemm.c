@@ -7,22 +7,71 @@
  * unless it is an output. Chunks go to the context's pool like any kernel's units. The run's
  * scratch and the cache budget that sizes chunks and stashes live here too (cpu.c's kernels
  * use them), so that calls between the two files point one way.
+ *
+ * So does the first touch of a run's host memory (cpu_block_get). Memory a binding keeps
+ * (the temporaries' arena, the scratch) is fresh when it is allocated or grown, and the
+ * kernels that wrote it first paid a page fault every 4 KiB, one at a time on whichever
+ * thread got there: about 3 us each on the machines of bench/NOTES.md, 10 ms for the
+ * encoder's 12 MB arena, most of what made a first run slower than the later ones. A grown
+ * block is touched at once instead, a slice per thread of the pool, after asking the kernel
+ * for huge pages where libc's allocator owns the memory (2 MiB pages: 1/512 of the faults;
+ * with transparent huge pages off or refused, only the parallel touch remains). The touch is
+ * an atomic add of 0: it faults the page in for writing and keeps what the block held.
  */
 #include <ffi.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cpu.h"
 
-/* The run's scratch, at least `bytes`: one block serves every kernel in turn, reserved against
- * the memory limit as it grows (*reserved: what this run reserved so far). NULL with *s set. */
-void *cpu_run_scratch(const run_view *v, int64_t bytes, int64_t *reserved, const char *what, rj_status *s) {
+#define TOUCH_SLICE ((size_t)2 << 20) /* a thread's share of a first touch, and a huge page */
+#define PAGE_STEP 4096                  /* touching every 4 KiB reaches every page of any size */
+
+typedef struct touch_job {
+    char *p;
+    size_t bytes;
+} touch_job;
+
+static void touch_task(void *arg, int64_t c, int slot) {
+    RJ_UNUSED(slot);
+    const touch_job *t = arg;
+    size_t lo = (size_t)c * TOUCH_SLICE, hi = lo + TOUCH_SLICE < t->bytes ? lo + TOUCH_SLICE : t->bytes;
+    for (size_t i = lo; i < hi; i += PAGE_STEP) __atomic_fetch_add(t->p + i, 0, __ATOMIC_RELAXED);
+}
+
+/* Every page of [p, p + bytes) faulted in, on the pool's threads (see the top of the file). */
+static void touch_pages(rj_ctx *ctx, char *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    if (bytes >= 2 * TOUCH_SLICE && ctx_alloc_is_libc(ctx)) { /* the aligned 2 MiB pages inside */
+        uintptr_t lo = ((uintptr_t)p + TOUCH_SLICE - 1) & ~(uintptr_t)(TOUCH_SLICE - 1);
+        uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(TOUCH_SLICE - 1);
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* advice: a refusal changes nothing */
+    }
+#endif
+    const cpu_state *st = ctx->slot[SLOT_CPU].state;
+    int64_t n = (int64_t)((bytes + TOUCH_SLICE - 1) / TOUCH_SLICE);
+    int threads = ctx_threads(ctx);
+    touch_job t = {.p = p, .bytes = bytes};
+    pool_run(ctx, st ? st->pool : NULL, n, threads < MAX_THREADS ? threads : MAX_THREADS, touch_task, &t);
+}
+
+void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, rj_status *s) {
+    size_t had = blk->p ? blk->bytes : 0;
+    void *p = host_block_get(v->ctx, blk, bytes);
+    if (!p) *s = RJ_ERR_NOMEM;
+    else if (blk->bytes > had) touch_pages(v->ctx, blk->p, blk->bytes); /* realloc may have moved all of it */
+    return p;
+}
+
+void *cpu_run_scratch(const run_view *v, const launch_opts *o, int64_t bytes, int64_t *reserved, const char *what,
+                      rj_status *s) {
+    *s = RJ_OK;
     if (bytes > *reserved) {
         if ((*s = run_reserve(v, bytes - *reserved, what, -1))) return NULL;
         *reserved = bytes;
     }
-    void *p = host_block_get(v->ctx, &v->mem->host->scratch, (size_t)bytes);
-    if (!p) *s = RJ_ERR_NOMEM;
-    return p;
+    if (o->dry) return NULL; /* sized; allocated once the largest is known (cpu.c, cpu_exec) */
+    return cpu_block_get(v, &v->mem->host->scratch, (size_t)bytes, s);
 }
 
 /* The bytes of a multi-pass item kernel's stash (softmax over the ragged dim keeps the
@@ -252,7 +301,7 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     int64_t big = maxlen > K ? maxlen : K, p_bytes = gemm_pack_bytes(bl, R, big > N ? big : N, big);
     int64_t per = a_bytes + c_bytes + p_bytes, bytes = per * workers;
     rj_status s = RJ_OK;
-    char *sc = cpu_run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
+    char *sc = cpu_run_scratch(v, o, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) goto out;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl, .K = K,
                   .N = N, .es = es, .ch = ch, .sc = sc, .per = per, .a_bytes = a_bytes, .c_bytes = c_bytes};
@@ -345,7 +394,7 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     int64_t c_bytes = (R * maxlen * (int64_t)es + 63) / 64 * 64;
     int64_t per = c_bytes + gemm_pack_bytes(bl, R, maxlen > N ? maxlen : N, big);
     rj_status s = RJ_OK;
-    char *sc = cpu_run_scratch(v, per * workers, scratch_reserved, "an attention's chunk buffers", &s);
+    char *sc = cpu_run_scratch(v, o, per * workers, scratch_reserved, "an attention's chunk buffers", &s);
     if (sc) {
         gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl, .K = K,
                       .N = N, .es = es, .ch = ch, .sc = sc, .per = per, .c_bytes = c_bytes};
@@ -380,7 +429,7 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     /* per worker: A (with a prologue) and C, each 64-byte aligned */
     int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)es + 63) / 64 * 64;
     int64_t per = a_bytes + c_bytes + gemm_pack_bytes(bl, R, N, K), bytes = per * workers;
-    char *sc = cpu_run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
+    char *sc = cpu_run_scratch(v, o, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) return s;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = m}, .lp = lp, .bl = bl, .K = K,
                   .N = N, .R = R, .units = units, .es = es, .sc = sc, .per = per, .a_bytes = a_bytes, .c_bytes = c_bytes};
