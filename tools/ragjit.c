@@ -1257,8 +1257,8 @@ static int cmd_run(rj_ctx *ctx, rj_graph *g, const opts *o) {
         mr = meter_since(m0);
     }
     if (!r && o->time)
-        fprintf(stderr, "ragjit: compile %.2f ms, bind %.3f ms, run %.3f ms (cpu %.3f ms, %ld page faults)\n", cms,
-                mb.wall, mr.wall, mr.cpu, mr.faults);
+        fprintf(stderr, "ragjit: compile %.2f ms, bind %.3f ms (cpu %.3f ms, %ld page faults), run %.3f ms (cpu %.3f ms, "
+                "%ld page faults)\n", cms, mb.wall, mb.cpu, mb.faults, mr.wall, mr.cpu, mr.faults);
     if (!r && o->time && o->reps_set) r = time_later_runs(ctx, p, b, o, mr);
     if (!r) r = write_outputs(ctx, g, b, o->out);
     if (!r && o->print) print_outputs(ctx, g, b, &d);
