@@ -13,18 +13,20 @@
  * kernels that wrote it first paid a page fault every 4 KiB, one at a time on whichever
  * thread got there: about 3 us each on the machines of bench/NOTES.md, 10 ms for the
  * encoder's 12 MB arena, most of what made a first run slower than the later ones. A grown
- * block is touched at once instead, a slice per thread of the pool, after asking the kernel
- * for huge pages where libc's allocator owns the memory (2 MiB pages: 1/512 of the faults;
- * with transparent huge pages off or refused, only the parallel touch remains). The touch is
- * an atomic add of 0: it faults the page in for writing and keeps what the block held.
+ * block is touched at once instead, a slice per thread of the pool: rj_bind_prepare does it
+ * before the first run, and a run that grows a block pays for its faults in parallel rather
+ * than one by one inside its kernels. The touch is an atomic add of 0: it faults the page in
+ * for writing and keeps what the block held. Huge pages were tried (madvise MADV_HUGEPAGE on
+ * the block's aligned 2 MiB pages): on the shared machine the kernel granted few of them and
+ * the first run's CPU time rose by 5-10% (compaction, with the default defrag=madvise), with
+ * no gain measurable in later runs, so memory stays as the allocator gives it.
  */
 #include <ffi.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "cpu.h"
 
-#define TOUCH_SLICE ((size_t)2 << 20) /* a thread's share of a first touch, and a huge page */
+#define TOUCH_SLICE ((size_t)2 << 20) /* a thread's share of a first touch */
 #define PAGE_STEP 4096                  /* touching every 4 KiB reaches every page of any size */
 
 typedef struct touch_job {
@@ -41,13 +43,6 @@ static void touch_task(void *arg, int64_t c, int slot) {
 
 /* Every page of [p, p + bytes) faulted in, on the pool's threads (see the top of the file). */
 static void touch_pages(rj_ctx *ctx, char *p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-    if (bytes >= 2 * TOUCH_SLICE && ctx_alloc_is_libc(ctx)) { /* the aligned 2 MiB pages inside */
-        uintptr_t lo = ((uintptr_t)p + TOUCH_SLICE - 1) & ~(uintptr_t)(TOUCH_SLICE - 1);
-        uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(TOUCH_SLICE - 1);
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* advice: a refusal changes nothing */
-    }
-#endif
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     int64_t n = (int64_t)((bytes + TOUCH_SLICE - 1) / TOUCH_SLICE);
     int threads = ctx_threads(ctx);

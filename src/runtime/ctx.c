@@ -99,10 +99,6 @@ rj_status rj_ctx_set_memory_limit(rj_ctx *ctx, int64_t bytes) {
     return RJ_OK;
 }
 
-bool ctx_alloc_is_libc(const rj_ctx *ctx) {
-    return ctx->alloc == default_alloc;
-}
-
 int ctx_threads(const rj_ctx *ctx) {
     int t = __atomic_load_n(&ctx->threads, __ATOMIC_RELAXED);
     return t > 0 ? t : cpus_usable(); /* read once per process (cpus.c), never per run */

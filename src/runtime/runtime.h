@@ -30,9 +30,6 @@ enum { SLOT_CACHE, SLOT_CPU, SLOT_CUDA, SLOT_OPENCL, SLOT_COUNT_ };
 _Static_assert((int)SLOT_COUNT_ <= (int)CTX_SLOTS, "more context slots than util.h provides");
 
 int ctx_threads(const rj_ctx *ctx);
-/* Whether the context allocates with libc (no rj_alloc_fn of the caller's): only then may ragjit
- * advise the kernel about its memory (cpu_gemm.c, cpu_block_get). */
-bool ctx_alloc_is_libc(const rj_ctx *ctx);
 
 struct rj_tensor {
     rj_ctx *ctx;
