@@ -17,9 +17,10 @@
  * before the first run, and a run that grows a block pays for its faults in parallel rather
  * than one by one inside its kernels. The touch is an atomic add of 0: it faults the page in
  * for writing and keeps what the block held. Huge pages were tried (madvise MADV_HUGEPAGE on
- * the block's aligned 2 MiB pages): on the shared machine the kernel granted few of them and
- * the first run's CPU time rose by 5-10% (compaction, with the default defrag=madvise), with
- * no gain measurable in later runs, so memory stays as the allocator gives it.
+ * the block's aligned 2 MiB pages): on the shared machine the kernel granted few of them, the
+ * first run's CPU time did not fall (1.02-1.10x the later runs' with them, 0.99-1.04x
+ * without), later runs gained nothing measurable, and with the usual defrag=madvise each
+ * refused one may cost a compaction: memory stays as the allocator gives it.
  */
 #include <ffi.h>
 #include <string.h>
