@@ -8,7 +8,7 @@
  * tests check that it did, by what can be observed from outside: rj_bind_stats reports the
  * arena before any run; the memory limit is met (or refused, with the run's message) at
  * prepare; the run after it allocates nothing through the context's allocator and faults in
- * few pages, while the same run on a binding that was not prepared faults in at least half of
+ * few pages (with its output bound by the caller or placed by ragjit), while the same run on a binding that was not prepared faults in at least half of
  * its arena (the control, which shows that the page count can see the difference); the workers
  * exist once prepare returns. Results are compared with the reference interpreter's.
  *
@@ -129,6 +129,21 @@ static void test_prepare_then_run(void **state) {
     if (pf < ARENA / 4096 / 2)
         fail_msg("a first run without rj_bind_prepare faulted in only %ld pages of %lld: the count "
                  "cannot tell", pf, (long long)(ARENA / 4096));
+
+    /* outputs ragjit places are allocated and touched at prepare too */
+    rj_bind *b3 = rj_bind_new(s.p);
+    assert_ok(f->ctx, rj_bind_offsets(b3, s.j, 4, offs, NULL));
+    assert_ok(f->ctx, rj_bind_input(b3, s.x, s.xs, ROWS * COLS));
+    assert_ok(f->ctx, rj_bind_prepare(b3));
+    pf = faults_now();
+    assert_ok(f->ctx, rj_program_run(s.p, b3));
+    pf = faults_now() - pf;
+    if (pf > (ARENA + ROWS * COLS * 4) / 4096 / 8)
+        fail_msg("a prepared run placing its output faulted in %ld pages", pf);
+    rj_tensor_info ti;
+    assert_ok(f->ctx, rj_tensor_get_info(rj_bind_result(b3, s.c), &ti));
+    assert_memory_equal(ti.values, s.y, sizeof(float) * ROWS * COLS);
+    rj_bind_free(b3);
 
     /* the result is the reference's */
     float *want = malloc(sizeof(float) * ROWS * COLS);

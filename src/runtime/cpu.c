@@ -597,12 +597,20 @@ static rj_status cpu_run(const run_view *v) {
     return cpu_exec(v, false);
 }
 
-/* The workers a run will want, started; then a dry run (cpu_exec). */
+/* The workers a run will want, started; a dry run (cpu_exec); the outputs ragjit placed (in
+ * resolve.c, which knows no pool) touched like the rest. */
 static rj_status cpu_prepare(const run_view *v) {
     const cpu_state *st = v->ctx->slot[SLOT_CPU].state;
     int threads = ctx_threads(v->ctx);
     if (st && !v->ctx->parallel) pool_start(st->pool, threads < MAX_THREADS ? threads : MAX_THREADS);
-    return cpu_exec(v, true);
+    rj_status s = cpu_exec(v, true);
+    for (int32_t i = 0; !s && i < v->plan->noutputs; i++) {
+        const run_out *o = &v->out[i];
+        const char *own = o->own;
+        if (own && (const char *)o->data >= own && (const char *)o->data < own + o->own_bytes)
+            cpu_touch(v->ctx, o->own, o->own_bytes);
+    }
+    return s;
 }
 
 const backend backend_cpu = {

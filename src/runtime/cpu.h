@@ -79,8 +79,10 @@ typedef struct run {
  * NULL with *s RJ_OK when o->dry (sized only). */
 void *cpu_run_scratch(const run_view *v, const launch_opts *o, int64_t bytes, int64_t *reserved, const char *what,
                       rj_status *s);
-/* host_block_get, with what it allocated anew touched by the pool's threads (cpu_gemm.c says
- * why). NULL with *s set. */
+/* Every page of [mem, mem + bytes) faulted in (for writing, contents kept), a slice per thread
+ * of the pool (cpu_gemm.c says why). */
+void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes);
+/* host_block_get, with what it allocated anew touched (cpu_touch). NULL with *s set. */
 void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, rj_status *s);
 /* The bytes of a multi-pass item kernel's stash a worker may fill (cpu.c says how). */
 int64_t cpu_stash_bytes(const cpu_state *st, int workers);

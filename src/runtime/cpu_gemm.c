@@ -42,8 +42,8 @@ static void touch_task(void *arg, int64_t c, int slot) {
     for (size_t i = lo; i < hi; i += PAGE_STEP) __atomic_fetch_add(t->p + i, 0, __ATOMIC_RELAXED);
 }
 
-/* Every page of [p, p + bytes) faulted in, on the pool's threads (see the top of the file). */
-static void touch_pages(rj_ctx *ctx, char *p, size_t bytes) {
+void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes) {
+    char *p = mem;
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     int64_t n = (int64_t)((bytes + TOUCH_SLICE - 1) / TOUCH_SLICE);
     int threads = ctx_threads(ctx);
@@ -55,7 +55,7 @@ void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, rj_status 
     size_t had = blk->p ? blk->bytes : 0;
     void *p = host_block_get(v->ctx, blk, bytes);
     if (!p) *s = RJ_ERR_NOMEM;
-    else if (blk->bytes > had) touch_pages(v->ctx, blk->p, blk->bytes); /* realloc may have moved all of it */
+    else if (blk->bytes > had) cpu_touch(v->ctx, blk->p, blk->bytes); /* realloc may have moved all of it */
     return p;
 }
 

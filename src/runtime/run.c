@@ -106,8 +106,11 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
 rj_status rj_bind_prepare(rj_bind *b) {
     if (!b) return RJ_ERR_ARG;
     run_state *rs = b->run;
+    bool checked;
+    rj_status s = device_settle(&rs->v, &checked); /* nothing is moved under a device run */
+    if (s) return s;
     rs->prepared = rs->ready = false; /* outputs may move: the last run's results go */
-    rj_status s = run_resolve(b);
+    s = run_resolve(b);
     if (s) return s;
     rs->stats = (rj_run_stats){0};
     if (b->be && b->be->prepare && (s = b->be->prepare(&rs->v))) return s;
