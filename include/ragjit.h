@@ -705,8 +705,9 @@ RJ_API rj_status rj_bind_output_numel(rj_bind *b, rj_node output, int64_t *numel
  * give), touches every page of it on the worker threads (started here, not by the run), and
  * compiles the kernels that are compiled on first use. Runs with the same or smaller sizes then
  * allocate nothing and fault no page in; rj_bind_stats reports temp_bytes before any run.
- * Optional: a run does whatever is not done yet. Binding anything again voids nothing of what
- * it made (memory is kept, and grown by the run if needed). On GPU targets it only checks. */
+ * Optional: a run does whatever is not done yet. Binding anything again keeps what it made (a
+ * run grows it if needed) but voids rj_bind_stats' report of it. On GPU targets and the
+ * reference interpreter it only checks. */
 RJ_API rj_status rj_bind_prepare(rj_bind *b);
 /* Runs the program: validates the bindings (offsets, sizes, `same` symbols), allocates or
  * checks outputs and computes them. */
