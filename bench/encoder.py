@@ -9,7 +9,12 @@ short text: a log-normal with median ~35 tokens and a long tail, clipped to 8..2
 
 Printed, for --sentences sentences in batches of --batch (2 threads by default):
   compile   cold (a fresh process, an empty kernel cache) and cached (a fresh process, the
-            cache warm), each the time of ragjit.compile plus the first run
+            cache warm), each the time of ragjit.compile
+  first run in a fresh process (the cache warm), the first call on the first batch against the
+            median of the next --reps + 2 calls on the same batch: wall and CPU time (every
+            thread's), page faults, and their ratios; once as a user calls it, once after
+            prog.prepare() on that batch (rj_bind_prepare: the run's memory and threads made
+            ready before the first call)
   run       ragjit on jagged batches; PyTorch padded to each batch's longest sentence; PyTorch
             sorted by length into batches (the whole set sorted once, then cut): total seconds
             for all sentences, median of --reps passes, and the ratios
@@ -89,6 +94,41 @@ def compile_time(cache, threads):
     return float(r.stdout.split()[-1])
 
 
+def first_run_child(a):
+    """--first-child: in this fresh process, the first call on batch 0 and the later ones on it."""
+    import resource
+    import ragjit
+    rng = np.random.default_rng(35)
+    lens = np.clip(np.round(np.exp(rng.normal(math.log(35), 0.6, a.sentences))), 8, 200).astype(np.int64)
+    w = weights(rng)
+    xs = [(0.5 * rng.standard_normal((n, E))).astype(np.float32) for n in lens]
+    prog = ragjit.compile(open(os.path.join(ROOT, "examples", "encoder.rj")).read(), threads=a.threads)
+    idx = range(min(a.batch, a.sentences))
+    off = np.concatenate([[0], np.cumsum(lens[idx])]).astype(np.int64)
+    x = ragjit.Jagged(np.concatenate([xs[i] for i in idx]), off)
+    if a.prepare:
+        prog.prepare(x=x, **w)
+    out = []
+    for _ in range(a.reps + 3):
+        f0, c0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.process_time(), time.perf_counter()
+        prog(x=x, **w)
+        out.append((time.perf_counter() - t0, time.process_time() - c0,
+                    resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0))
+    later = out[1:]
+    print(out[0][0], statistics.median(t for t, _, _ in later), out[0][1], statistics.median(c for _, c, _ in later),
+          out[0][2], max(f for _, _, f in later))
+
+
+def first_run(a, prepare):
+    """first_run_child's numbers, from a fresh process."""
+    args = [sys.executable, os.path.abspath(__file__), "--first-child", "--threads", str(a.threads), "--sentences",
+            str(a.sentences), "--batch", str(a.batch), "--reps", str(a.reps)] + (["--prepare"] if prepare else [])
+    r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+    if r.returncode:
+        sys.exit("first run failed: " + r.stderr)
+    return [float(v) for v in r.stdout.split()[-6:]]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -96,7 +136,11 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--busy", action="store_true")
+    ap.add_argument("--first-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.first_child:
+        return first_run_child(a)
     if a.busy:
         return busy(a)
     import torch
@@ -109,6 +153,7 @@ def main():
     with tempfile.TemporaryDirectory() as cache:
         cold = compile_time(cache, a.threads)
         warm = compile_time(cache, a.threads)
+    firsts = {p: first_run(a, p) for p in (False, True)}
     prog = ragjit.compile(open(os.path.join(ROOT, "examples", "encoder.rj")).read(), threads=a.threads)
     model = torch_model(torch, w)
     batches = [list(range(s, min(s + a.batch, a.sentences))) for s in range(0, a.sentences, a.batch)]
@@ -127,10 +172,7 @@ def main():
         return model(x, torch.from_numpy(lens[idx]))
 
     with torch.inference_mode():
-        t0 = time.perf_counter()
-        first = ragjit_batch(batches[0])
-        t_first = time.perf_counter() - t0
-        err = np.abs(np.asarray(first) - torch_batch(batches[0]).numpy()).max()
+        err = np.abs(np.asarray(ragjit_batch(batches[0])) - torch_batch(batches[0]).numpy()).max()
         timings = {}
         for name, fn, bs in (("ragjit", ragjit_batch, batches), ("padded", torch_batch, batches),
                              ("sorted", torch_batch, sorted_batches)):
@@ -141,13 +183,15 @@ def main():
                     fn(idx)
                 ts.append(time.perf_counter() - t)
             timings[name] = statistics.median(ts)
-    t_batch = timings["ragjit"] / len(batches)
     print("encoder (6 layers, hidden %d, %d heads of %d, FFN %d), %d sentences (median %d tokens, max %d, %d in "
           "all), batches of %d, %d threads, torch %s" % (E, H, D, F, a.sentences, int(np.median(lens)), lens.max(),
                                                        lens.sum(), a.batch, a.threads, torch.__version__))
     print("max |ragjit - PyTorch| on the first batch: %.2g" % err)
-    print("compile: cold %.3f s, cached %.3f s (fresh processes); first run %.1f ms, later runs %.1f ms a batch"
-          % (cold, warm, 1e3 * t_first, 1e3 * t_batch))
+    print("compile: cold %.3f s, cached %.3f s (fresh processes)" % (cold, warm))
+    for p, (t1, t2, c1, c2, f1, f2) in firsts.items():
+        print("first run%s: %.1f ms against %.1f ms later on the same batch (first/later %.2f); CPU %.1f against "
+              "%.1f ms (%.2f); %d page faults against %d" % (" after prepare()" if p else " (fresh process)", 1e3 * t1,
+                                                             1e3 * t2, t1 / t2, 1e3 * c1, 1e3 * c2, c1 / c2, f1, f2))
     print("run, all batches: ragjit %.3f s, PyTorch padded %.3f s (%.2fx), PyTorch length-sorted %.3f s (%.2fx)"
           % (timings["ragjit"], timings["padded"], timings["padded"] / timings["ragjit"], timings["sorted"],
              timings["sorted"] / timings["ragjit"]))

@@ -698,6 +698,17 @@ RJ_API rj_status rj_bind_tensor(rj_bind *b, rj_node input, const rj_tensor *t);
  * holes, its rows up to the furthest row, holes included): the capacity to give
  * rj_bind_output. Checks the bindings as a run would (offsets, sizes), allocates nothing. */
 RJ_API rj_status rj_bind_output_numel(rj_bind *b, rj_node output, int64_t *numel);
+/* Gets the binding's next run ready, so that it starts as warm as a later one: checks the
+ * bindings as a run would, then, on the CPU, plans the temporaries for the bound sizes and
+ * allocates them with the run's scratch and the outputs ragjit places, counting all of it
+ * against the memory limit (a plan above the limit fails here, with the message a run would
+ * give), touches every page of it on the worker threads (started here, not by the run), and
+ * compiles the kernels that are compiled on first use. Runs with the same or smaller sizes then
+ * allocate nothing and fault no page in; rj_bind_stats reports temp_bytes before any run.
+ * Optional: a run does whatever is not done yet. Binding anything again keeps what it made (a
+ * run grows it if needed) but voids rj_bind_stats' report of it. On GPU targets and the
+ * reference interpreter it only checks. */
+RJ_API rj_status rj_bind_prepare(rj_bind *b);
 /* Runs the program: validates the bindings (offsets, sizes, `same` symbols), allocates or
  * checks outputs and computes them. */
 RJ_API rj_status rj_program_run(rj_program *p, rj_bind *b);
@@ -781,7 +792,8 @@ RJ_API rj_status rj_bind_export_dlpack(rj_bind *b, rj_node output, struct DLMana
 /* Where the time of a binding's last successful run went, for benchmarks and profiling. On a
  * GPU target the kernels are timed by the device (CUDA events, OpenCL profiling), apart from
  * the copies between host and device memory that a run with host pointers makes; on the CPU
- * and the reference target the kernels' time is the run's. Milliseconds. */
+ * and the reference target the kernels' time is the run's. Milliseconds. After
+ * rj_bind_prepare and before a run: the memory planned (temp_bytes), and zero times. */
 typedef struct rj_run_stats {
     double run_ms;     /* rj_program_run, host clock */
     double kernel_ms;  /* the kernels, first start to last end */

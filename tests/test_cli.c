@@ -347,6 +347,24 @@ static void test_usage_errors(void **state) {
     assert_non_null(strstr(r->err, "bad.rj:5:7: mul: f32[B, j, 4] and f32[B, k, 4] differ in dim 1 (ragged j vs k)"));
 }
 
+/* run --time: one line of the phases with their CPU time and page faults; with --reps, a second
+ * with the later runs and the first run's time over theirs (test_prepare checks what the
+ * bind phase's rj_bind_prepare does). */
+static void test_run_time(void **state) {
+    (void)state;
+    result *r = run("ragjit run examples/reductions.rj --random B=64,maxlen=600,seed=2 --out %s/t --time --reps 3",
+                    tmpdir);
+    expect_ok(r);
+    static const char *const want[] = {"ragjit: compile ", ", bind ", " page faults), run ", "ragjit: later runs ",
+                                       " median of 3 (cpu ", "first/later "};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(r->err, want[i])) fail_msg("run --time: no \"%s\" in:\n%s", want[i], r->err);
+    assert_int_equal(count_lines(r->err), 2);
+    r = run("ragjit run examples/softmax.rj --random B=2 --out %s/t --time", tmpdir);
+    expect_ok(r);
+    assert_int_equal(count_lines(r->err), 1);
+}
+
 static void test_run_failures(void **state) {
     (void)state;
     const char *S = "examples/softmax.rj";
@@ -899,7 +917,7 @@ int main(void) {
         cmocka_unit_test(test_bad_data),        cmocka_unit_test(test_golden),
         cmocka_unit_test(test_vector_widths), cmocka_unit_test(test_pass_pipeline),   cmocka_unit_test(test_hostile_inputs),
         cmocka_unit_test(test_data_lengths), cmocka_unit_test(test_from_pytorch), cmocka_unit_test(test_sliced_weight),
-        cmocka_unit_test(test_cat_views),
+        cmocka_unit_test(test_cat_views),       cmocka_unit_test(test_run_time),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -128,7 +129,9 @@ static const char run_help[] =
     "  --out DIR           where to write the outputs (created if missing)\n"
     "  --target T          cpu (default), cuda, opencl, or reference (the interpreter)\n"
     "  --threads N         CPU worker threads (default: the processors this process may use)\n"
-    "  --time              print compile and run times to stderr\n"
+    "  --time              print compile, bind and run times to stderr (the run's CPU time, all\n"
+    "                      threads, and page faults too); with --reps N, also run N more times\n"
+    "                      and print their median and the first run's time over it\n"
     "  --print             also print the outputs, item by item (abridged)\n"
     "%s"
     "\n"
@@ -223,7 +226,7 @@ typedef struct opts {
     const char *cmd, *prog, *data, *random, *out, *save, *stage, *ab;
     rj_target target;
     int threads, reps;
-    bool time, print;
+    bool time, print, reps_set;
     double atol, rtol;
     sizeopt sizes[32];
     int nsizes;
@@ -313,6 +316,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (parse_int(val, &n) || n < 1 || n > 1000000)
                 return die_usage("%s: --reps must be a positive integer, got '%s'", o->cmd, val);
             o->reps = (int)n;
+            o->reps_set = true;
         } else if (!strcmp(key, "--atol") || !strcmp(key, "--rtol")) {
             char *end;
             double d = strtod(val, &end);
@@ -1004,11 +1008,15 @@ static int bind_data(rj_ctx *ctx, rj_bind *b, const dataset *d) {
     return 0;
 }
 
-static int run_once(rj_ctx *ctx, rj_program *p, rj_bind *b) {
-    rj_status s = rj_program_run(p, b);
-    if (!s) return 0;
+/* A failed run's (or rj_bind_prepare's) exit: bad data is a usage error. */
+static int run_failure(rj_ctx *ctx, rj_status s) {
     if (is_data_status(s)) return die_usage("bad input data: %s", rj_ctx_error(ctx));
     return die_run("run failed: %s", rj_ctx_error(ctx));
+}
+
+static int run_once(rj_ctx *ctx, rj_program *p, rj_bind *b) {
+    rj_status s = rj_program_run(p, b);
+    return s ? run_failure(ctx, s) : 0;
 }
 
 static int64_t info_numel(const rj_tensor_info *t) {
@@ -1177,23 +1185,83 @@ static void print_outputs(rj_ctx *ctx, const rj_graph *g, rj_bind *b, const data
     }
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What a phase of a command cost: wall time, the process's CPU time (every thread's) and its
+ * page faults (first touches of fresh memory), for `run --time`. */
+typedef struct meter {
+    double wall, cpu;
+    long faults;
+} meter;
+
+static meter meter_now(void) {
+    struct timespec c;
+    struct rusage ru;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+    getrusage(RUSAGE_SELF, &ru);
+    return (meter){.wall = now_ms(), .cpu = (double)c.tv_sec * 1e3 + (double)c.tv_nsec * 1e-6,
+                   .faults = ru.ru_minflt + ru.ru_majflt};
+}
+
+static meter meter_since(meter m0) {
+    meter m = meter_now();
+    return (meter){.wall = m.wall - m0.wall, .cpu = m.cpu - m0.cpu, .faults = m.faults - m0.faults};
+}
+
+/* The first run against the later ones of the same binding and data (--time with --reps): the
+ * same process, moments apart, so the ratio holds on a loaded machine better than either time. */
+static int time_later_runs(rj_ctx *ctx, rj_program *p, rj_bind *b, const opts *o, meter first) {
+    double *w = malloc(sizeof *w * (size_t)o->reps), *c = malloc(sizeof *c * (size_t)o->reps);
+    int r = w && c ? 0 : die_run("out of memory");
+    long faults = 0;
+    for (int i = 0; !r && i < o->reps; i++) {
+        meter m0 = meter_now();
+        r = run_once(ctx, p, b);
+        meter m = meter_since(m0);
+        w[i] = m.wall, c[i] = m.cpu, faults += m.faults;
+    }
+    if (!r) {
+        qsort(w, (size_t)o->reps, sizeof *w, cmp_double);
+        qsort(c, (size_t)o->reps, sizeof *c, cmp_double);
+        double mw = w[o->reps / 2], mc = c[o->reps / 2];
+        fprintf(stderr, "ragjit: later runs %.3f ms median of %d (cpu %.3f ms, %.0f page faults a run); "
+                "first/later %.2f (cpu %.2f)\n", mw, o->reps, mc, (double)faults / o->reps,
+                mw > 0 ? first.wall / mw : 0, mc > 0 ? first.cpu / mc : 0);
+    }
+    free(w), free(c);
+    return r;
+}
+
 static int cmd_run(rj_ctx *ctx, rj_graph *g, const opts *o) {
     if (!o->out) return die_usage("run: --out DIR is required (where the outputs go)");
     dataset d;
     int r = get_data(&d, ctx, g, o);
-    double cms = 0, rms = 0;
+    double cms = 0;
+    meter mb = {0}, mr = {0};
     rj_program *p = NULL;
     rj_bind *b = NULL;
-    if (!r && (p = compile(ctx, g, o->target, &r, &cms)) && !(b = rj_bind_new(p))) r = die_run("%s", rj_ctx_error(ctx));
-    if (!r) r = bind_data(ctx, b, &d);
-    if (!r) {
-        double t0 = now_ms();
-        r = run_once(ctx, p, b);
-        rms = now_ms() - t0;
+    if (!r && (p = compile(ctx, g, o->target, &r, &cms))) {
+        meter m0 = meter_now();
+        if (!(b = rj_bind_new(p))) r = die_run("%s", rj_ctx_error(ctx));
+        if (!r) r = bind_data(ctx, b, &d);
+        rj_status s = r ? RJ_OK : rj_bind_prepare(b); /* the run's memory, threads: a warm first run */
+        if (s) r = run_failure(ctx, s);
+        mb = meter_since(m0);
     }
+    if (!r) {
+        meter m0 = meter_now();
+        r = run_once(ctx, p, b);
+        mr = meter_since(m0);
+    }
+    if (!r && o->time)
+        fprintf(stderr, "ragjit: compile %.2f ms, bind %.3f ms (cpu %.3f ms, %ld page faults), run %.3f ms (cpu %.3f ms, "
+                "%ld page faults)\n", cms, mb.wall, mb.cpu, mb.faults, mr.wall, mr.cpu, mr.faults);
+    if (!r && o->time && o->reps_set) r = time_later_runs(ctx, p, b, o, mr);
     if (!r) r = write_outputs(ctx, g, b, o->out);
     if (!r && o->print) print_outputs(ctx, g, b, &d);
-    if (!r && o->time) fprintf(stderr, "ragjit: compile %.2f ms, run %.3f ms\n", cms, rms);
     rj_bind_free(b);
     rj_program_free(p);
     dataset_free(&d);
@@ -1286,10 +1354,6 @@ static int cmd_emit(rj_ctx *ctx, rj_graph *g, const opts *o) {
     return r;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* PROGRAM compiled in a context of its own (bench's threads, the persistent cache off): the
  * program, or NULL with *status set. */

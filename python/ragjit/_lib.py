@@ -101,6 +101,7 @@ _SIGNATURES = {
     "rj_bind_output": (c_int, [c_void_p, ctypes.c_int32, c_void_p, c_int64]),
     "rj_bind_output_numel": (c_int, [c_void_p, ctypes.c_int32, c_int64_p]),
     "rj_program_run": (c_int, [c_void_p, c_void_p]),
+    "rj_bind_prepare": (c_int, [c_void_p]),
     "rj_bind_result": (c_void_p, [c_void_p, ctypes.c_int32]),
     "rj_tensor_get_info": (c_int, [c_void_p, ctypes.POINTER(TensorInfo)]),
     "rj_bind_input_device": (c_int, [c_void_p, ctypes.c_int32, ctypes.c_uint64, c_int64]),

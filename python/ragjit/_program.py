@@ -276,10 +276,20 @@ class Program:
         in output order."""
         return dict(zip(self._out_names, self._run(inputs)))
 
+    def prepare(self, **inputs: Any) -> None:
+        """Gets the program ready for calls like ``prog(**inputs)`` without running it, so that
+        the first of them is as fast as the later ones: checks the inputs as a call would, then
+        (rj_bind_prepare) allocates the memory of a run of their sizes, touches every page of it
+        and starts the worker threads. Later calls with the same argument names, in the same
+        order, and inputs no larger use that memory; larger ones grow it. Optional: a call does
+        whatever was not done."""
+        self._run(inputs, prepare=True)
+
     # ---- a run --------------------------------------------------------------------------
 
-    def _run(self, inputs: Dict[str, Any], raw: bool = False) -> List[Any]:
-        """The outputs in order; raw: a jagged output as its values alone."""
+    def _run(self, inputs: Dict[str, Any], raw: bool = False, prepare: bool = False) -> List[Any]:
+        """The outputs in order; raw: a jagged output as its values alone; prepare: bind and
+        prepare (rj_bind_prepare) instead of running, no outputs."""
         key = tuple(inputs)
         pool = self._pools.get(key)
         if pool is None:
@@ -296,7 +306,7 @@ class Program:
                 raise self.context._error()
             bnd = _Binding(p)
         plan = self._plans.get(key)
-        if plan and not raw:
+        if plan and not raw and not prepare:
             try:
                 outs = plan.call(bnd, inputs)
             except BaseException:
@@ -313,8 +323,8 @@ class Program:
         bnd.last = None  # the general path binds everything
         ok = False
         try:
-            outs = self._bind_and_run(bnd, inputs, r)
-            if plan is None and r.torch and r.device is None and not raw:
+            outs = self._bind_and_run(bnd, inputs, r, prepare)
+            if plan is None and r.torch and r.device is None and not raw and not prepare:
                 plan = self._plans[key] = _torch_io().plan(self, key)
                 if plan and self._fast is None:
                     self._fast = plan.fast
@@ -331,7 +341,8 @@ class Program:
                     LIB.rj_bind_wait(bnd.ptr)
                 LIB.rj_bind_free(bnd.ptr)
 
-    def _bind_and_run(self, bnd: _Binding, inputs: Dict[str, Any], r: _Run) -> List[Any]:
+    def _bind_and_run(self, bnd: _Binding, inputs: Dict[str, Any], r: _Run,
+                      prepare: bool = False) -> List[Any]:
         b = bnd.ptr
         check = self.context._check
         for port in self.inputs:
@@ -368,6 +379,9 @@ class Program:
             buf, ptr = empty(n, shape, port, r)
             check(bind(b, port.node, ptr, n))
             bufs.append((buf, shape))
+        if prepare:  # the next call binds every output again: none is left pointing here
+            check(LIB.rj_bind_prepare(b))
+            return []
         check(LIB.rj_program_run(self._prog, b))
         return [self._result(bnd, port, buf, shape, r) for port, (buf, shape) in zip(self.outputs, bufs)]
 

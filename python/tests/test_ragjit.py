@@ -550,3 +550,22 @@ output a, b
     for i in range(3):
         exact = y[off[i]:off[i + 1]].sum(axis=0)
         assert np.all(np.abs(got[i] - exact) <= np.abs(exact) * 2.0 ** -8 + 1e-30)
+
+
+def test_prepare(ctx, rng):
+    """Program.prepare binds and makes a run's memory ready without running: errors as a call
+    gives them, nothing computed, and the calls after it (same names and order) match NumPy,
+    on the prepared sizes and on larger ones."""
+    p = ctx.compile("ragged j1 : B\ninput x : f32[B, j1, 8]\ninput w : f32[8]\n"
+                    "s = softmax(x * w, dim=1)\noutput s\n")
+    w = rng.standard_normal(8).astype(np.float32)
+    x = jagged(rng, LENS, (8,))
+    assert p.prepare(x=x, w=w) is None
+    with pytest.raises(ragjit.DtypeError):
+        p.prepare(x=x, w=w.astype(np.float64))
+    for lens in (LENS, [40, 2, 0, 33]):
+        x = jagged(rng, lens, (8,))
+        got = p(x=x, w=w)
+        want = np.concatenate([softmax64(x.values[a:b] * w, 0)
+                               for a, b in zip(x.offsets[:-1], x.offsets[1:]) if b > a])
+        close(got.values, want, 1e-5)

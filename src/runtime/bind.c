@@ -55,7 +55,7 @@ void rj_bind_free(rj_bind *b) {
 
 /* Results describe the memory of the bindings they were made with: a new binding voids them. */
 static void rebound(rj_bind *b) {
-    b->run->prepared = false;
+    b->run->prepared = b->run->ready = false;
 }
 
 static const plan_sym *bound_sym(rj_bind *b, rj_dim d, const char *call) {

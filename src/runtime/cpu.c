@@ -500,8 +500,8 @@ static rj_status host_temps(const run_view *v, const lprog *lp, host_mem *hm, ui
     int64_t total = place_temps(v->plan, size, off, off + lp->nbufs);
     rj_status s = run_reserve(v, total, "the temporaries", -1);
     if (s) return s;
-    char *arena = host_block_get(ctx, &hm->arena, (size_t)(total ? total : 64));
-    if (!arena) return RJ_ERR_NOMEM;
+    char *arena = cpu_block_get(v, &hm->arena, (size_t)(total ? total : 64), &s);
+    if (!arena) return s;
     for (int32_t i = 0; i < lp->nbufs; i++)
         if (size[i] >= 0) a[i] = (uint64_t)(uintptr_t)(arena + off[i]);
     hm->temp_bytes = total;
@@ -545,7 +545,9 @@ static bool streams(const run_view *v, const lprog *lp, const lkernel *k) {
     return bytes > stream_threshold(v->ctx);
 }
 
-static rj_status cpu_run(const run_view *v) {
+/* A run, or with dry everything of one but the kernels (cpu_prepare): the same walk sizes the
+ * scratch, so that what a prepared binding holds is what its runs use. */
+static rj_status cpu_exec(const run_view *v, bool dry) {
     rj_ctx *ctx = v->ctx;
     const lprog *lp = v->lp;
     const cpu_code *code = v->code;
@@ -558,7 +560,7 @@ static rj_status cpu_run(const run_view *v) {
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
     launch_opts o = {.workers = threads < MAX_THREADS ? threads : MAX_THREADS,
                      .chunks_per_worker = CHUNKS_PER_THREAD, .small_work = SMALL_WORK,
-                     .tile_bytes = cpu_stash_bytes(st, threads), .split_items = true};
+                     .tile_bytes = cpu_stash_bytes(st, threads), .split_items = true, .dry = dry};
     int64_t scratch_reserved = 0;
     for (int32_t ki = 0; !s && ki < lp->nkernels; ki++) {
         const lkernel *k = &lp->kernels[ki];
@@ -575,14 +577,39 @@ static rj_status cpu_run(const run_view *v) {
             int64_t bytes;
             if (!mul_i64(pl.scratch_bytes, pl.workers, &bytes))
                 return ctx_fail(ctx, RJ_ERR_OVERFLOW, "kernel %s: scratch size overflows", k->name);
-            void *sc = cpu_run_scratch(v, bytes, &scratch_reserved, "per-thread scratch", &s);
-            if (!sc) return s;
+            void *sc = cpu_run_scratch(v, &o, bytes, &scratch_reserved, "per-thread scratch", &s);
+            if (!sc) {
+                if (s) return s;
+                continue; /* dry */
+            }
             m.scratch = (uint64_t)(uintptr_t)sc;
         }
+        if (dry) continue;
         run r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = &m, .nt = streams(v, lp, k)};
         pool_run(ctx, st->pool, pl.nchunks, pl.workers, call_chunk, &r);
     }
-    if (!s && lp->nchecks) s = index_verdict(v, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
+    if (!s && dry && scratch_reserved) cpu_block_get(v, &rm->host->scratch, (size_t)scratch_reserved, &s);
+    if (!s && !dry && lp->nchecks) s = index_verdict(v, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
+    return s;
+}
+
+static rj_status cpu_run(const run_view *v) {
+    return cpu_exec(v, false);
+}
+
+/* The workers a run will want, started; a dry run (cpu_exec); the outputs ragjit placed (in
+ * resolve.c, which knows no pool) touched like the rest. */
+static rj_status cpu_prepare(const run_view *v) {
+    const cpu_state *st = v->ctx->slot[SLOT_CPU].state;
+    int threads = ctx_threads(v->ctx);
+    if (st && !v->ctx->parallel) pool_start(st->pool, threads < MAX_THREADS ? threads : MAX_THREADS);
+    rj_status s = cpu_exec(v, true);
+    for (int32_t i = 0; !s && i < v->plan->noutputs; i++) {
+        const run_out *o = &v->out[i];
+        const char *own = o->own;
+        if (own && (const char *)o->data >= own && (const char *)o->data < own + o->own_bytes)
+            cpu_touch(v->ctx, o->own, o->own_bytes);
+    }
     return s;
 }
 
@@ -594,4 +621,5 @@ const backend backend_cpu = {
     .code_free = cpu_code_free,
     .dump = cpu_dump,
     .run = cpu_run,
+    .prepare = cpu_prepare,
 };

@@ -75,8 +75,15 @@ typedef struct run {
 } run;
 
 /* The run's scratch, at least `bytes`: one block serves every kernel in turn, reserved against
- * the memory limit as it grows (*reserved: what this run reserved so far). NULL with *s set. */
-void *cpu_run_scratch(const run_view *v, int64_t bytes, int64_t *reserved, const char *what, rj_status *s);
+ * the memory limit as it grows (*reserved: what this run reserved so far). NULL with *s set;
+ * NULL with *s RJ_OK when o->dry (sized only). */
+void *cpu_run_scratch(const run_view *v, const launch_opts *o, int64_t bytes, int64_t *reserved, const char *what,
+                      rj_status *s);
+/* Every page of [mem, mem + bytes) faulted in (for writing, contents kept), a slice per thread
+ * of the pool (cpu_gemm.c says why). */
+void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes);
+/* host_block_get, with what it allocated anew touched (cpu_touch). NULL with *s set. */
+void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, rj_status *s);
 /* The bytes of a multi-pass item kernel's stash a worker may fill (cpu.c says how). */
 int64_t cpu_stash_bytes(const cpu_state *st, int workers);
 /* Kernel ki, the epilogue of a library GEMM (lkernel.gemm): its chunk loop (cpu_gemm.c). */

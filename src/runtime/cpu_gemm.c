@@ -8,6 +8,20 @@
  * scratch and the cache budget that sizes chunks and stashes live here too (cpu.c's kernels
  * use them), so that calls between the two files point one way.
  *
+ * So does the first touch of a run's host memory (cpu_block_get). Memory a binding keeps
+ * (the temporaries' arena, the scratch) is fresh when it is allocated or grown, and the
+ * kernels that wrote it first paid a page fault every 4 KiB, one at a time on whichever
+ * thread got there: about 3 us each on the machines of bench/NOTES.md, 10 ms for the
+ * encoder's 12 MB arena, most of what made a first run slower than the later ones. A grown
+ * block is touched at once instead, a slice per thread of the pool: rj_bind_prepare does it
+ * before the first run, and a run that grows a block pays for its faults in parallel rather
+ * than one by one inside its kernels. The touch is an atomic add of 0: it faults the page in
+ * for writing and keeps what the block held. Huge pages were tried (madvise MADV_HUGEPAGE on
+ * the block's aligned 2 MiB pages): on the shared machine the kernel granted few of them, the
+ * first run's CPU time did not fall (1.02-1.10x the later runs' with them, 0.99-1.04x
+ * without), later runs gained nothing measurable, and with the usual defrag=madvise each
+ * refused one may cost a compaction: memory stays as the allocator gives it.
+ *
  * 16-bit products (lgemm.core, loopir.h) multiply in f32: the prologue has widened x's rows
  * into the f32 chunk A, w (k, v) is widened here once per run into an f32 copy in the run's
  * scratch, ahead of the chunks, and an attention's q, k and v are widened tile by tile in the
@@ -19,16 +33,47 @@
 
 #include "cpu.h"
 
-/* The run's scratch, at least `bytes`: one block serves every kernel in turn, reserved against
- * the memory limit as it grows (*reserved: what this run reserved so far). NULL with *s set. */
-void *cpu_run_scratch(const run_view *v, int64_t bytes, int64_t *reserved, const char *what, rj_status *s) {
+#define TOUCH_SLICE ((size_t)2 << 20) /* a thread's share of a first touch */
+#define PAGE_STEP 4096                  /* touching every 4 KiB reaches every page of any size */
+
+typedef struct touch_job {
+    char *p;
+    size_t bytes;
+} touch_job;
+
+static void touch_task(void *arg, int64_t c, int slot) {
+    RJ_UNUSED(slot);
+    const touch_job *t = arg;
+    size_t lo = (size_t)c * TOUCH_SLICE, hi = lo + TOUCH_SLICE < t->bytes ? lo + TOUCH_SLICE : t->bytes;
+    for (size_t i = lo; i < hi; i += PAGE_STEP) __atomic_fetch_add(t->p + i, 0, __ATOMIC_RELAXED);
+}
+
+void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes) {
+    char *p = mem;
+    const cpu_state *st = ctx->slot[SLOT_CPU].state;
+    int64_t n = (int64_t)((bytes + TOUCH_SLICE - 1) / TOUCH_SLICE);
+    int threads = ctx_threads(ctx);
+    touch_job t = {.p = p, .bytes = bytes};
+    pool_run(ctx, st ? st->pool : NULL, n, threads < MAX_THREADS ? threads : MAX_THREADS, touch_task, &t);
+}
+
+void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, rj_status *s) {
+    size_t had = blk->p ? blk->bytes : 0;
+    void *p = host_block_get(v->ctx, blk, bytes);
+    if (!p) *s = RJ_ERR_NOMEM;
+    else if (blk->bytes > had) cpu_touch(v->ctx, blk->p, blk->bytes); /* realloc may have moved all of it */
+    return p;
+}
+
+void *cpu_run_scratch(const run_view *v, const launch_opts *o, int64_t bytes, int64_t *reserved, const char *what,
+                      rj_status *s) {
+    *s = RJ_OK;
     if (bytes > *reserved) {
         if ((*s = run_reserve(v, bytes - *reserved, what, -1))) return NULL;
         *reserved = bytes;
     }
-    void *p = host_block_get(v->ctx, &v->mem->host->scratch, (size_t)bytes);
-    if (!p) *s = RJ_ERR_NOMEM;
-    return p;
+    if (o->dry) return NULL; /* sized; allocated once the largest is known (cpu.c, cpu_exec) */
+    return cpu_block_get(v, &v->mem->host->scratch, (size_t)bytes, s);
 }
 
 /* The bytes of a multi-pass item kernel's stash (softmax over the ragged dim keeps the
@@ -343,7 +388,7 @@ static rj_status run_gemm_items(const cpu_code *code, const lprog *lp, int32_t k
     int64_t w_bytes = widen_plan(gm, v, m, K, N, &wj, &nw);
     int64_t per = a_bytes + c_bytes + p_bytes, bytes = w_bytes + per * workers;
     rj_status s = RJ_OK;
-    char *sc = cpu_run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
+    char *sc = cpu_run_scratch(v, o, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) goto out;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl, .K = K,
                   .N = N, .es = es, .esc = esc, .w = {.p = (const char *)(uintptr_t)m->buf[gm->w_buf]}, .ch = ch,
@@ -471,7 +516,7 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     int64_t h_bytes = half ? ((R + maxlen) * (K + N) * (int64_t)sizeof(float) + 63) / 64 * 64 : 0;
     int64_t per = c_bytes + p_bytes + h_bytes;
     rj_status s = RJ_OK;
-    char *sc = cpu_run_scratch(v, per * workers, scratch_reserved, "an attention's chunk buffers", &s);
+    char *sc = cpu_run_scratch(v, o, per * workers, scratch_reserved, "an attention's chunk buffers", &s);
     int64_t *seen = half ? mem_alloc(ctx, sizeof(int64_t) * 2 * (size_t)workers) : NULL;
     if (half && !seen) s = RJ_ERR_NOMEM;
     for (int w = 0; seen && w < 2 * workers; w++) seen[w] = -1;
@@ -513,7 +558,7 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     int64_t per = a_bytes + c_bytes + gemm_pack_bytes(bl, R, N, K), nw;
     widen_job wj;
     int64_t w_bytes = widen_plan(gm, v, m, K, N, &wj, &nw), bytes = w_bytes + per * workers;
-    char *sc = cpu_run_scratch(v, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
+    char *sc = cpu_run_scratch(v, o, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) return s;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = m}, .lp = lp, .bl = bl, .K = K,
                   .N = N, .R = R, .units = units, .es = es, .esc = esc, .sc = sc + w_bytes, .per = per,

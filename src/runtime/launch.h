@@ -28,6 +28,7 @@ typedef struct launch_opts {
     bool split_items;        /* tile columns so that one long item is shared by workers */
     int64_t scratch_budget;  /* most scratch bytes for all workers together (0: no limit) */
     const int64_t *pieces;   /* UD_PIECES: pieces of each class root (launch_pieces) */
+    bool dry;                /* CPU: size the run's memory and launch nothing (rj_bind_prepare) */
 } launch_opts;
 
 typedef struct launch_plan {

@@ -226,6 +226,13 @@ static bool start_worker(pool *p) {
     return ok;
 }
 
+void pool_start(pool *p, int n) {
+    if (!p || n <= 1) return;
+    pthread_mutex_lock(&p->lock);
+    while (p->nthreads < n - 1 && p->nthreads < p->max_threads && start_worker(p)) p->nthreads++;
+    pthread_mutex_unlock(&p->lock);
+}
+
 /* A free job entry, filled and published, with the workers it wants started and (*woken)
  * woken; NULL when every entry is taken. Under the pool's lock. */
 static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *arg, bool *woken) {
@@ -234,7 +241,8 @@ static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *a
         if (!__atomic_load_n(&p->jobs[i].refs, __ATOMIC_ACQUIRE)) j = &p->jobs[i];
     if (!j) return NULL;
     *j = (job){.task = task, .arg = arg, .nchunks = nchunks, .slots = slots, .slot_next = 1, .refs = 1};
-    /* workers are started as runs first want them; one that cannot be started is done without */
+    /* workers are started as runs first want them (or rj_bind_prepare); one that cannot be
+     * started is done without */
     while (p->nthreads < slots - 1 && p->nthreads < p->max_threads && start_worker(p)) p->nthreads++;
     unsigned gen = __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
     /* Sleeping workers are woken now unless the last long jobs ran without them: on a machine

@@ -16,6 +16,10 @@ typedef struct pool pool;
 /* A pool of at most max_threads - 1 workers, none started yet (the first run that wants them
  * starts them). NULL on failure, with the error recorded. */
 pool *pool_new(rj_ctx *ctx, int max_threads);
+/* Starts workers up to n - 1 (n: the threads a run will want), so that the first run does not
+ * wait for threads to be created (rj_bind_prepare); one that cannot be started is done without,
+ * as in a run. */
+void pool_start(pool *p, int n);
 /* Stops and joins the workers; no run may be in flight. Accepts NULL. */
 void pool_free(rj_ctx *ctx, pool *p);
 

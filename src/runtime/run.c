@@ -88,7 +88,7 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
         return ctx_fail(p->ctx, RJ_ERR_ARG, "rj_program_run: the binding belongs to another "
                         "program");
     run_state *rs = b->run;
-    rs->prepared = false;
+    rs->prepared = rs->ready = false;
     double t0 = clock_ms();
     rj_status s = run_resolve(b);
     if (s) return run_failed(rs, s);
@@ -101,6 +101,21 @@ rj_status rj_program_run(rj_program *p, rj_bind *b) {
     if (rs->stats.kernel_ms < 0 && !rs->async.pending) rs->stats.kernel_ms = rs->stats.run_ms;
     if (!rs->stats.kernels && rs->v.lp) rs->stats.kernels = rs->v.lp->nkernels;
     return s;
+}
+
+rj_status rj_bind_prepare(rj_bind *b) {
+    if (!b) return RJ_ERR_ARG;
+    run_state *rs = b->run;
+    bool checked;
+    rj_status s = device_settle(&rs->v, &checked); /* nothing is moved under a device run */
+    if (s) return s;
+    rs->prepared = rs->ready = false; /* outputs may move: the last run's results go */
+    s = run_resolve(b);
+    if (s) return s;
+    rs->stats = (rj_run_stats){0};
+    if (b->be && b->be->prepare && (s = b->be->prepare(&rs->v))) return s;
+    rs->ready = true;
+    return RJ_OK;
 }
 
 rj_status rj_bind_wait(rj_bind *b) {
@@ -160,7 +175,8 @@ rj_status rj_bind_result_device(rj_bind *b, rj_node n, rj_devptr *data, int64_t 
 
 rj_status rj_bind_stats(const rj_bind *b, rj_run_stats *stats) {
     if (!b || !stats) return b ? ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_stats: stats is NULL") : RJ_ERR_ARG;
-    if (!b->run->prepared) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_stats: the binding has no successful run");
+    if (!b->run->prepared && !b->run->ready)
+        return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_stats: the binding has no successful run (nor rj_bind_prepare)");
     *stats = b->run->stats;
     return RJ_OK;
 }

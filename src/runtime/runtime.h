@@ -341,6 +341,7 @@ typedef struct run_state {
     rj_run_stats stats;       /* of the last run (rj_bind_stats) */
     bool prepared;            /* the last run succeeded: results are valid */
     bool sizing;              /* resolving for rj_bind_output_numel: sizes only, no memory */
+    bool ready;               /* rj_bind_prepare succeeded since the last run: stats hold its plan */
     bool failed;              /* the last run failed: rj_bind_result repeats its error */
     rj_status status;         /* ... its status and message */
     char msg[512];
@@ -483,6 +484,11 @@ typedef struct backend {
     rj_status (*dump)(rj_ctx *ctx, const lprog *lp, const void *code, int st, char **text);
     /* Runs the compiled program on a resolved run. */
     rj_status (*run)(const run_view *v);
+    /* rj_bind_prepare: everything of a run on v but its kernels (the memory it will use, sized,
+     * allocated and touched; threads started; kernels compiled late), so that the first run
+     * starts as warm as the later ones; stats->temp_bytes as a run sets it (NULL: nothing to
+     * prepare beyond resolving). */
+    rj_status (*prepare)(const run_view *v);
     /* rj_device_copy_bandwidth: ms for one device-to-device copy of `bytes` (NULL: none). */
     rj_status (*copy_probe)(rj_ctx *ctx, int64_t bytes, double *ms);
     /* Device memory of bindings (NULL on targets without a device): reads device memory into
