@@ -160,6 +160,19 @@ static int64_t gemm_rows_per_chunk(int64_t N, int64_t K, size_t es, bool prologu
     return r < 16 ? 16 : r > 4096 ? 4096 : r;
 }
 
+/* The chunks of `units` rows at most R each: an even number of equal chunks (at least 16 rows
+ * each). Chunks of R and a remainder left one worker of two idle for most of a short batch:
+ * CoLA's 455 rows through the QKV projection (R = 341) ran as 341 rows on one worker and 114
+ * on the other, and the output projection (R = 512) on one worker alone. Even, not a multiple
+ * of the thread count: a chunk's shape may change the BLAS's rounding, and results must not
+ * depend on the threads (2 is the common count; more threads split longer runs anyway). */
+static int64_t gemm_even_chunks(int64_t units, int64_t *R) {
+    int64_t n = (units + *R - 1) / *R;
+    if (n % 2 && units >= 32) n++;
+    *R = (units + n - 1) / n;
+    return (units + *R - 1) / *R;
+}
+
 /* A GEMM's chunk loop, as the pool's task: each thread's chunk buffers (A with a prologue,
  * then C) at sc + per * slot. */
 typedef struct gemm_job {
@@ -341,6 +354,13 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
                 ch[4 * u] = it, ch[4 * u + 1] = h, ch[4 * u + 2] = i0, ch[4 * u + 3] = i0 + R < len ? i0 + R : len;
     }
     int workers = o->workers < n ? o->workers : (int)n;
+    /* f32: ragjit's own sgemm even where a BLAS serves. Its kernels read A (q's rows, then the
+     * weights in C) in place, where a BLAS packs both operands of every call: at K = 64 (q kᵀ)
+     * and N = 64 (P v) that packing, and the BLAS zeroing C for beta = 0, were a fifth of the
+     * attention's time on SQuAD's lengths (perf, OpenBLAS 0.3.21), and the same-run fused/BLAS
+     * ratio of bench_attention rose from 0.59-0.92 to 0.84-0.96. */
+    blas_fns own = {.name = "ragjit", .own = sgemm_kernel_get(SGEMM_BEST)};
+    if (gm->dtype == RJ_F32 && !bl->own) bl = &own;
     int64_t K = run_dim(v, gm->K), N = run_dim(v, gm->N), big = maxlen > K ? maxlen : K;
     int64_t c_bytes = (R * maxlen * (int64_t)es + 63) / 64 * 64;
     int64_t per = c_bytes + gemm_pack_bytes(bl, R, maxlen > N ? maxlen : N, big);
@@ -374,7 +394,7 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     size_t es = gemm_es(gm);
     bool pro = gm->prologue >= 0;
     int64_t R = gemm_rows_per_chunk(N, K, es, pro, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes);
-    int64_t nchunks = (units + R - 1) / R;
+    int64_t nchunks = gemm_even_chunks(units, &R);
     int workers = o->workers < nchunks ? o->workers : (int)nchunks;
     if (units * (K + N) < o->small_work) workers = 1;
     /* per worker: A (with a prologue) and C, each 64-byte aligned */
