@@ -5,7 +5,9 @@
  * epilogue fused); this measures the kernel alone, on one thread, on the shapes ragjit gives
  * it: W7's chunk (512 rows of x [., 256] times Wᵀ, W [1024, 256]), MiniLM's projections and
  * FFN in chunks (K, N of 384 and 1536), per-item products of attention (q kᵀ and p v at
- * lengths 35 and 200, a head of 32), and small and odd ones. Each shape runs the two in
+ * lengths 35 and 200, a head of 32), CoRa's MHA module (its projections' chunks, attention at
+ * lengths 13 and 128, a head of 64: where run_attention switches to ragjit's own sgemm), and
+ * small and odd ones. Each shape runs the two in
  * alternating pairs; it prints the medians' GFLOP/s and the median of the pairs' ratios, which
  * stays fair on a machine that other work shares.
  *
@@ -50,6 +52,9 @@ static const shape shapes[] = {
     {"q kt, len 35, head 32", 35, 35, 32, true},   {"p v, len 35, head 32", 35, 32, 35, false},
     {"q kt, len 200, head 32", 200, 200, 32, true}, {"p v, len 200, head 32", 200, 32, 200, false},
     {"64 cube", 64, 64, 64, false},                {"odd 300 x 65 x 17", 300, 65, 17, false},
+    {"CoRa qkv chunk", 341, 1536, 512, true},      {"CoRa out chunk", 1024, 512, 512, true},
+    {"q kt, len 13, head 64", 13, 13, 64, true},   {"p v, len 13, head 64", 13, 64, 13, false},
+    {"q kt, len 128, head 64", 128, 128, 64, true}, {"p v, len 128, head 64", 128, 64, 128, false},
 };
 
 int main(int argc, char **argv) {

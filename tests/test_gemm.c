@@ -141,6 +141,38 @@ static void test_shapes(void **state) {
             }
 }
 
+/* B packed once (sgemm_pack_b_block, blocks in reverse order), then products of several
+ * chunks of rows of A against it (sgemm_run_packed), as the CPU runtime runs a projection:
+ * every chunk against float64, and the packed buffer's guard untouched. */
+static void test_packed_b(void **state) {
+    (void)state;
+    sgemm_kernel ks[6];
+    int nk = kernels(ks);
+    uint64_t rng = 53;
+    static const int64_t shapes[][3] = {{300, 65, 17}, {64, 300, 63}, {17, 7, 300}, {65, 64, 1}, {7, 1, 65}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int tb = 0; tb < 2; tb++) {
+            problem p = {.m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2], .tb = tb, .alpha = 1, .beta = 0};
+            problem_fill(&p, &rng);
+            for (int v = 0; v < nk; v++) {
+                size_t pb = sgemm_packed_b_bytes(&ks[v], p.n, p.k), sb = sgemm_scratch_bytes(&ks[v], p.m, p.n, p.k);
+                unsigned char *packed = aligned_alloc(64, (pb + 64 + 63) / 64 * 64), *scratch = malloc(sb);
+                assert_true(packed && scratch);
+                memset(packed + pb, 0xA5, 64);
+                for (int64_t blk = sgemm_packed_b_blocks(&ks[v], p.n, p.k) - 1; blk >= 0; blk--)
+                    sgemm_pack_b_block(&ks[v], p.tb, p.n, p.k, p.b, p.ldb, blk, (float *)packed);
+                for (int i = 0; i < 64; i++) assert_int_equal(packed[pb + i], 0xA5);
+                c_init(&p, (uint64_t)v);
+                for (int64_t i0 = 0, step = p.m / 3 + 1; i0 < p.m; i0 += step) /* three chunks of rows */
+                    sgemm_run_packed(&ks[v], i0 + step < p.m ? step : p.m - i0, p.n, p.k, p.a + i0 * p.lda, p.lda,
+                                     (const float *)packed, p.c + i0 * p.ldc, p.ldc, scratch);
+                check(&p, NULL, ks[v].name);
+                free(packed), free(scratch);
+            }
+            problem_free(&p);
+        }
+}
+
 /* NaN and inf in A and B, and the degenerate calls (k = 0, alpha = 0) a BLAS defines. */
 static void test_special_values(void **state) {
     (void)state;
@@ -248,6 +280,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX_SLICED(test_shapes),
         FX(test_special_values),
+        FX(test_packed_b),
         FX(test_blas_info),
         FX(test_programs),
     };

@@ -130,6 +130,8 @@ static size_t gemm_esc(const lgemm *gm) {
 typedef struct gemm_core {
     const blas_fns *bl;
     void *pack;
+    const sgemm_kernel *pk; /* with w packed once for every chunk (packed_w), this kernel */
+    const float *packed_w;
 } gemm_core;
 
 /* Bytes of a worker's packing scratch for products of at most m x n x k (0 with a BLAS). */
@@ -161,6 +163,10 @@ typedef struct wsrc {
 
 static void gemm_call(const gemm_core *g, const lgemm *gm, int64_t rows, int64_t K, int64_t N, const void *a,
                       const wsrc *w, void *c) {
+    if (g->packed_w) {
+        sgemm_run_packed(g->pk, rows, N, K, a, K, g->packed_w, c, N, g->pack);
+        return;
+    }
     const char *wp = w->p + (size_t)w->off * gemm_es(gm); /* a slice of a weight: its first element */
     gemm_full(g, core_dtype(gm), gm->w_nk, rows, K, N, a, K, wp, w->ld ? w->ld : gm->w_nk ? K : N, c, N);
 }
@@ -230,12 +236,25 @@ static int64_t gemm_rows_per_chunk(int64_t N, int64_t K, size_t es, size_t esc, 
     return r < 16 ? 16 : r > 4096 ? 4096 : r;
 }
 
+/* The chunks of `units` rows at most R each: an even number of equal chunks (at least 16 rows
+ * each). Chunks of R and a remainder left one worker of two idle for most of a short batch:
+ * CoLA's 455 rows through the QKV projection (R = 341) ran as 341 rows on one worker and 114
+ * on the other, and the output projection (R = 512) on one worker alone. Even, not a multiple
+ * of the thread count: a chunk's shape may change the BLAS's rounding, and results must not
+ * depend on the threads (2 is the common count; more threads split longer runs anyway). */
+static int64_t gemm_even_chunks(int64_t units, int64_t *R) {
+    int64_t n = (units + *R - 1) / *R;
+    if (n % 2 && units >= 32) n++;
+    *R = (units + n - 1) / n;
+    return (units + *R - 1) / *R;
+}
+
 /* A GEMM's chunk loop, as the pool's task: each thread's chunk buffers (A with a prologue,
  * then C) at sc + per * slot. */
 typedef struct gemm_job {
     run r; /* the GEMM's kernel (its epilogue) */
     const lprog *lp;
-    const blas_fns *bl;
+    const blas_fns *bl, *own; /* own: ragjit's sgemm for an attention's longer items, or NULL */
     int64_t K, N, R, units;
     size_t es, esc;        /* the core's operand elements, C's */
     wsrc w;                /* w as the core reads it (widened: the run's f32 copy) */
@@ -244,6 +263,8 @@ typedef struct gemm_job {
     const int64_t *ch;     /* per-item chunks: item, first row, end row (GEMM_ATTN: and head) */
     char *sc;
     int64_t per, a_bytes, c_bytes; /* a slot's scratch: A's chunk, C's chunk, the own sgemm's packing */
+    const sgemm_kernel *pk; /* w packed once for all chunks (rows_prepack) by this kernel, into packed_w */
+    float *packed_w;
 } gemm_job;
 
 /* Rows [lo, hi) of the product's kernels (prologue, epilogue) with the slot's chunk buffers. */
@@ -269,7 +290,7 @@ static void gemm_rows_task(void *arg, int64_t c, int slot) {
     const lgemm *gm = &g->r.k->gemm;
     int64_t lo = c * g->R, hi = lo + g->R < g->units ? lo + g->R : g->units;
     char *ca = g->sc + g->per * slot, *cc = ca + g->a_bytes;
-    gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes};
+    gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes, .pk = g->pk, .packed_w = g->packed_w};
     if (gm->prologue >= 0) gemm_range(g, gm->prologue, lo, hi, slot);
     gemm_chunk(&core, gm, g->r.v, g->r.m, &g->w, lo, hi, g->K, g->N, g->es, g->esc, ca, cc);
     gemm_range(g, g->r.ki, lo, hi, slot);
@@ -333,6 +354,28 @@ static void widen_run(rj_ctx *ctx, int workers, widen_job *j, int64_t n, float *
     j->dst = dst;
     pool_run(ctx, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool, n, workers < n ? workers : (int)n, widen_task, j);
     g->w = (wsrc){.p = (const char *)dst};
+}
+
+/* Rows in chunks pack w once per chunk in a BLAS's sgemm: 10-17% of the CoRa module's time
+ * (perf: OpenBLAS 0.3.21's sgemm_incopy on the QKV and output projections, 2 threads, SQuAD's
+ * and CoLA's lengths), as much as the epilogues and the attention's softmax together. An f32
+ * product of several chunks therefore runs on ragjit's own sgemm with w packed once, by the
+ * pool, before the chunks (its kernel is within a few percent of OpenBLAS's on these chunks,
+ * bench_gemm), unless only the portable kernel runs here. */
+static const sgemm_kernel *rows_prepack(const blas_fns *bl, const lgemm *gm, int64_t nchunks) {
+    if (gm->dtype != RJ_F32 || nchunks < 2) return NULL;
+    if (bl->own) return bl->own;
+    const sgemm_kernel *k = sgemm_kernel_get(SGEMM_BEST);
+    return k->isa == SGEMM_PORTABLE ? NULL : k;
+}
+
+static void pack_w_task(void *arg, int64_t block, int slot) {
+    (void)slot;
+    const gemm_job *g = arg;
+    const lgemm *gm = &g->r.k->gemm;
+    const float *w = (const float *)(uintptr_t)g->r.m->buf[gm->w_buf] + gm->w_off;
+    sgemm_pack_b_block(g->pk, gm->w_nk, g->N, g->K, w, gm->w_ld ? gm->w_ld : gm->w_nk ? g->K : g->N, block,
+                       g->packed_w);
 }
 
 /* Per-item products: chunks never cross an item (its k or v multiplies every row of it), each
@@ -435,6 +478,15 @@ static void attention_half(const gemm_job *g, const gemm_core *core, int64_t it,
     half_rows_from_f32((uint16_t *)view_at(v, g->r.m, &at[3], c, it, i0, h, 2), at[3].ld, o, N, i1 - i0, N, bf);
 }
 
+/* An f32 attention's products on items of at least this many keys go to ragjit's own sgemm
+ * even where a BLAS serves: its kernels read A (q's rows, then the weights in C) in place,
+ * where OpenBLAS 0.3.21 packs both operands of every call and zeroes C for beta = 0 (a fifth of
+ * the attention's time on SQuAD's lengths, perf). bench_gemm, one thread, head of 64, own over
+ * OpenBLAS: q kᵀ 0.77 / 0.96 / 1.06 / 1.07 / 1.12 and P v 0.80 / 0.84 / 0.90 / 1.26 / 1.28 at
+ * 48 / 64 / 96 / 128 / 192 keys; on short items OpenBLAS's small-matrix kernels win by far
+ * (13 keys: 0.10 and 0.51), so those stay with the BLAS. */
+#define ATTN_OWN_LEN 128
+
 /* One unit: C = Q K_bᵀ for the chunk's query rows of one head, the kernel turns C into the
  * softmax's weights, O = P V_b into the head's columns of the result. */
 static void attention_task(void *arg, int64_t u, int slot) {
@@ -446,7 +498,7 @@ static void attention_task(void *arg, int64_t u, int slot) {
     int64_t it = ch[0], h = ch[1], i0 = ch[2], i1 = ch[3], len = lo[it + 1] - lo[it];
     int64_t hk = h / (gm->heads / gm->kv_heads);
     char *cc = g->sc + g->per * slot;
-    gemm_core core = {.bl = g->bl, .pack = cc + g->c_bytes};
+    gemm_core core = {.bl = g->own && len >= ATTN_OWN_LEN ? g->own : g->bl, .pack = cc + g->c_bytes};
     const lview *at = gm->att;
     if (dtype_is_half((rj_dtype)gm->dtype)) {
         attention_half(g, &core, it, h, hk, i0, i1, cc, slot);
@@ -510,9 +562,11 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
                 ch[4 * u] = it, ch[4 * u + 1] = h, ch[4 * u + 2] = i0, ch[4 * u + 3] = i0 + R < len ? i0 + R : len;
     }
     int workers = o->workers < n ? o->workers : (int)n;
+    blas_fns own = {.name = "ragjit", .own = sgemm_kernel_get(SGEMM_BEST)};
+    const blas_fns *own_fns = gm->dtype == RJ_F32 && !bl->own && maxlen >= ATTN_OWN_LEN ? &own : NULL;
     int64_t K = run_dim(v, gm->K), N = run_dim(v, gm->N), big = maxlen > K ? maxlen : K;
     int64_t c_bytes = (R * maxlen * (int64_t)es + 63) / 64 * 64;
-    int64_t p_bytes = (gemm_pack_bytes(bl, R, maxlen > N ? maxlen : N, big) + 63) / 64 * 64;
+    int64_t p_bytes = (gemm_pack_bytes(own_fns ? own_fns : bl, R, maxlen > N ? maxlen : N, big) + 63) / 64 * 64;
     int64_t h_bytes = half ? ((R + maxlen) * (K + N) * (int64_t)sizeof(float) + 63) / 64 * 64 : 0;
     int64_t per = c_bytes + p_bytes + h_bytes;
     rj_status s = RJ_OK;
@@ -521,9 +575,9 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     if (half && !seen) s = RJ_ERR_NOMEM;
     for (int w = 0; seen && w < 2 * workers; w++) seen[w] = -1;
     if (sc && !s) {
-        gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl, .K = K,
-                      .N = N, .R = R, .es = es, .ch = ch, .sc = sc, .per = per, .c_bytes = c_bytes, .seen = seen,
-                      .maxlen = maxlen, .h_off = c_bytes + p_bytes};
+        gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl,
+                      .own = own_fns, .K = K, .N = N, .R = R, .es = es, .ch = ch, .sc = sc, .per = per,
+                      .c_bytes = c_bytes, .seen = seen, .maxlen = maxlen, .h_off = c_bytes + p_bytes};
         pool_run(ctx, st->pool, n, workers, attention_task, &g);
     }
     if (seen) mem_free(ctx, seen, sizeof(int64_t) * 2 * (size_t)workers);
@@ -550,21 +604,30 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     size_t es = gemm_es(gm), esc = gemm_esc(gm);
     bool pro = gm->prologue >= 0;
     int64_t R = gemm_rows_per_chunk(N, K, es, esc, pro, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes);
-    int64_t nchunks = (units + R - 1) / R;
+    int64_t nchunks = gemm_even_chunks(units, &R);
     int workers = o->workers < nchunks ? o->workers : (int)nchunks;
     if (units * (K + N) < o->small_work) workers = 1;
-    /* per worker: A (with a prologue) and C, each 64-byte aligned */
+    /* per worker: A (with a prologue) and C, each 64-byte aligned; then w packed once, if so
+     * (f32 only: a 16-bit w is widened once into its f32 copy ahead of them instead) */
+    const sgemm_kernel *pk = rows_prepack(bl, gm, nchunks);
     int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)esc + 63) / 64 * 64;
-    int64_t per = a_bytes + c_bytes + gemm_pack_bytes(bl, R, N, K), nw;
+    int64_t pack = pk ? ((int64_t)sgemm_scratch_bytes(pk, R, N, K) + 63) / 64 * 64 : gemm_pack_bytes(bl, R, N, K);
+    int64_t per = a_bytes + c_bytes + pack, wp = pk ? (int64_t)sgemm_packed_b_bytes(pk, N, K) : 0, nw;
     widen_job wj;
-    int64_t w_bytes = widen_plan(gm, v, m, K, N, &wj, &nw), bytes = w_bytes + per * workers;
+    int64_t w_bytes = widen_plan(gm, v, m, K, N, &wj, &nw), bytes = w_bytes + per * workers + wp;
     char *sc = cpu_run_scratch(v, o, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) return s;
+    pool *team = ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = m}, .lp = lp, .bl = bl, .K = K,
                   .N = N, .R = R, .units = units, .es = es, .esc = esc, .sc = sc + w_bytes, .per = per,
                   .a_bytes = a_bytes, .c_bytes = c_bytes,
-                  .w = {.p = (const char *)(uintptr_t)m->buf[gm->w_buf], .off = gm->w_off, .ld = gm->w_ld}};
+                  .w = {.p = (const char *)(uintptr_t)m->buf[gm->w_buf], .off = gm->w_off, .ld = gm->w_ld},
+                  .pk = pk, .packed_w = pk ? (float *)(sc + w_bytes + per * workers) : NULL};
     widen_run(ctx, o->workers, &wj, nw, (float *)sc, &g);
-    pool_run(ctx, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool, nchunks, workers, gemm_rows_task, &g);
+    if (pk) {
+        int64_t blocks = sgemm_packed_b_blocks(pk, N, K);
+        pool_run(ctx, team, blocks, workers < blocks ? workers : (int)blocks, pack_w_task, &g);
+    }
+    pool_run(ctx, team, nchunks, workers, gemm_rows_task, &g);
     return RJ_OK;
 }

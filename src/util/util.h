@@ -184,6 +184,16 @@ size_t sgemm_scratch_bytes(const sgemm_kernel *kn, int64_t m, int64_t n, int64_t
 void sgemm_run(const sgemm_kernel *kn, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
                void *scratch);
+/* The same with op(B) packed once for many calls (every chunk of rows of one product): its
+ * sgemm_packed_b_blocks blocks, each packed by sgemm_pack_b_block (any thread, any order) into
+ * sgemm_packed_b_bytes at `packed` (64-byte aligned), for products of n x k; then
+ * sgemm_run_packed computes C = A op(B) (alpha 1, beta 0, A not transposed) for any m. */
+int64_t sgemm_packed_b_blocks(const sgemm_kernel *kn, int64_t n, int64_t k);
+size_t sgemm_packed_b_bytes(const sgemm_kernel *kn, int64_t n, int64_t k);
+void sgemm_pack_b_block(const sgemm_kernel *kn, bool tb, int64_t n, int64_t k, const float *b, int64_t ldb,
+                        int64_t block, float *packed);
+void sgemm_run_packed(const sgemm_kernel *kn, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                      const float *packed, float *c, int64_t ldc, void *scratch);
 
 /* Growable text. */
 typedef struct sbuf {

@@ -53,6 +53,21 @@ static bool in_buffer(lower *L, int32_t id) {
     return elsewhere && L->bufof[id] >= 0;
 }
 
+/* x itself, or the node x's rows are a view of where x only merges trailing dense dims of it
+ * (a reshape keeping [B, j1]: the head merge a.transpose(1, 2).flatten(2) of an attention's
+ * [B, j1, H, D] result is [B, j1, H·D], the same bytes): the GEMM then reads that node's
+ * buffer in place, where a prologue kernel copied every row into the chunk A (1.5-2% of the
+ * CoRa module's time) and took L2 from C. */
+static int32_t x_source(const rj_graph *g, int32_t x) {
+    const node *n = &g->nodes[x];
+    if (n->op != RJ_OP_RESHAPE || n->rank != 3) return x;
+    const node *s = &g->nodes[n->in[0]];
+    int64_t row = 1;
+    for (int k = 2; k < s->rank; k++) row = s->dims[k] > 0 ? row * s->dims[k] : -1;
+    bool merge = s->rank > 3 && row > 0 && row == n->dims[2] && s->dims[0] == n->dims[0] && s->dims[1] == n->dims[1];
+    return merge && s->dtype == n->dtype ? n->in[0] : x;
+}
+
 /* A dense 2-D w read through narrows of a tensor of constant dims (a weight sliced:
  * W.narrow(0, s, n), W[:, a:b], and a layer's slice W[i] of stacked weights [L, N, K], which
  * is a narrow then a reshape that drops the leading 1): the node whose buffer the BLAS reads
@@ -145,8 +160,9 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
                 .b_cls = item ? root_of(g, qk ? r->dims[2] : x->dims[2]) : -1,
                 .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1], .w_off = w_off, .w_ld = w_ld};
     if (item) gm.b_sym = buf_rows_sym(L, gm.w_buf);
-    if (in_buffer(L, r->in[0]) && core != GC_WIDEN) { /* widened: x's rows through the prologue */
-        gm.a_buf = L->bufof[r->in[0]];
+    int32_t xsrc = in_buffer(L, r->in[0]) || pv ? r->in[0] : x_source(g, r->in[0]);
+    if (in_buffer(L, xsrc) && core != GC_WIDEN) { /* widened: x's rows through the prologue */
+        gm.a_buf = L->bufof[xsrc];
         if (rp == 1 && !pv) gm.a_sym = buf_rows_sym(L, gm.a_buf);
     }
     gm.chunk_c = chunk_buf_add(L, 1, c_t, gm.N);
