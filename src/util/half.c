@@ -27,6 +27,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HALF_F16C 1
 #endif
@@ -89,8 +90,20 @@ __attribute__((target("avx,f16c"))) static void f16_row_from_f32(uint16_t *d, co
     for (; i < n; i++) d[i] = half_from_f32(s[i], false);
 }
 
+/* CPUID and XGETBV directly: clang 14's __builtin_cpu_supports does not know "f16c". The
+ * answer is kept (a benign race: every thread computes the same value). */
 static bool has_f16c(void) {
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    static _Atomic int known = -1;
+    int k = known;
+    if (k < 0) {
+        unsigned a, b, c, d, lo = 0, hi = 0;
+        k = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX) && (c & bit_F16C);
+        if (k) __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0)); /* the OS saves AVX state */
+        (void)hi;
+        k = k && (lo & 6) == 6;
+        known = k;
+    }
+    return k;
 }
 #endif
 
