@@ -179,6 +179,7 @@ static void init_target(void) {
 static void init_codegen(void) {
     pthread_once(&target_once, init_target);
     LLVMInitializeNativeAsmPrinter();
+    LLVMInitializeNativeAsmParser(); /* nt_half.c's inline assembly */
     memcpy(llvm_words, llvm_args, sizeof llvm_words);
     const char *args[1 + MAX_LLVM_ARGS] = {"ragjit"};
     int n = 1;
@@ -454,6 +455,7 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef 
     LLVMDisposePassBuilderOptions(o);
     if (!err) {
         llvm_reduce_trees(m);
+        if (strstr(j->triple, "x86_64")) llvm_nt_half_stores(m, LLVMGetMDKindIDInContext(LLVMGetModuleContext(m), "nontemporal", 11));
         return RJ_OK;
     }
     char what[320];

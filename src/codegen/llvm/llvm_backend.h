@@ -31,7 +31,7 @@ typedef struct mathlib {
 /* ML_EXPF_TERM: exp of softmax's terms x - m, which need no handling of overflow or NaN
  * (LOP_EXP_TERM in loopir.h), see mathlib.c */
 typedef enum { ML_EXPF, ML_LOGF, ML_TANHF, ML_ERFCF, ML_EXPF_TERM, ML_IPOW32, ML_IPOW64, ML_NTCOPY4, ML_NTCOPY8,
-               ML_COUNT } ml_func;
+               ML_NTCOPY2, ML_COUNT } ml_func;
 
 /* Calls function f on args (declaring or building it in the module on first use). */
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n);
@@ -89,6 +89,8 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, in
 /* Rewrites the module's llvm.vector.reduce.fadd/fmul calls as shuffle trees (see the file);
  * returns how many. Run after optimisation, before code generation. */
 int llvm_reduce_trees(LLVMModuleRef m);
+/* Streamed stores of f16 vectors (metadata kind md_nt) as stores of i16 vectors (nt_half.c). */
+int llvm_nt_half_stores(LLVMModuleRef m, unsigned md_nt);
 
 /* ---- elfload.c ---- */
 /* The address of an external symbol (a runtime routine, libm), NULL if there is none. */

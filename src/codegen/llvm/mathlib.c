@@ -464,14 +464,15 @@ static void build_f32(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef x) 
 }
 
 static const char *const names[ML_COUNT] = {"rj.expf", "rj.logf", "rj.tanhf", "rj.erfcf", "rj.expf.term",
-                                            "rj.ipow.i32", "rj.ipow.i64", "rj.ntcopy.4", "rj.ntcopy.8"};
+                                            "rj.ipow.i32", "rj.ipow.i64", "rj.ntcopy.4", "rj.ntcopy.8",
+                                            "rj.ntcopy.2"};
 
 LLVMValueRef ml_call(mathlib *ml, LLVMBuilderRef b, ml_func f, LLVMValueRef *args, unsigned n) {
     bool scaled = (f == ML_EXPF || f == ML_EXPF_TERM) && ml->scalef;
     char *abi = ml->abi[f == ML_EXPF ? 0 : 1];
     if (!ml->fn[f]) {
         LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
-        if (f == ML_NTCOPY4 || f == ML_NTCOPY8) {
+        if (f == ML_NTCOPY2 || f == ML_NTCOPY4 || f == ML_NTCOPY8) {
             /* rt.c's copy, compiled with the library: (dst, src, n, nt), touching only the
              * n elements at its two pointers */
             LLVMTypeRef ptr = LLVMPointerTypeInContext(ml->c, 0), i64 = LLVMInt64TypeInContext(ml->c);

@@ -2,7 +2,7 @@
  * rt.c — routines that JIT-compiled CPU code calls instead of carrying its own copy.
  *
  * A kernel whose loop writes an output once, in a run that streams, stages its stores in an L1
- * buffer and flushes each chunk with rj.ntcopy.4 / rj.ntcopy.8 (stream.c, em_stage_close):
+ * buffer and flushes each chunk with rj.ntcopy.2 / .4 / .8 (stream.c, em_stage_close):
  * streaming (non-temporal) stores for whole cache lines (given nt = 0, the routines copy
  * plainly; stream.c calls them only with nt set, and loops of a constant extent that is a
  * multiple of the vector width store directly instead: stream.c, em_stream_test). The flush
@@ -74,21 +74,25 @@
     for (int q = 0; q < LINE; q += 16)                                                    \
     _mm_stream_si128((__m128i *)((d) + q), _mm_loadu_si128((const __m128i *)((s) + q)))
 
+DEFINE_COPY(copy2_avx512, 2, __attribute__((target("avx512f"))), LINE_AVX512)
 DEFINE_COPY(copy4_avx512, 4, __attribute__((target("avx512f"))), LINE_AVX512)
 DEFINE_COPY(copy8_avx512, 8, __attribute__((target("avx512f"))), LINE_AVX512)
+DEFINE_COPY(copy2_avx, 2, __attribute__((target("avx"))), LINE_AVX)
 DEFINE_COPY(copy4_avx, 4, __attribute__((target("avx"))), LINE_AVX)
 DEFINE_COPY(copy8_avx, 8, __attribute__((target("avx"))), LINE_AVX)
+DEFINE_COPY(copy2_sse2, 2, , LINE_SSE2)
 DEFINE_COPY(copy4_sse2, 4, , LINE_SSE2)
 DEFINE_COPY(copy8_sse2, 8, , LINE_SSE2)
 
 #define FN(f) ((void (*)(void))(f))
-static rt_symbol table[] = {{"rj.ntcopy.4", NULL}, {"rj.ntcopy.8", NULL}, LIBC_FUNCTIONS};
+static rt_symbol table[] = {{"rj.ntcopy.4", NULL}, {"rj.ntcopy.8", NULL}, {"rj.ntcopy.2", NULL}, LIBC_FUNCTIONS};
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 static void pick(void) {
     __builtin_cpu_init();
     bool avx512 = __builtin_cpu_supports("avx512f"), avx = __builtin_cpu_supports("avx");
     table[0].fn = avx512 ? FN(copy4_avx512) : avx ? FN(copy4_avx) : FN(copy4_sse2);
     table[1].fn = avx512 ? FN(copy8_avx512) : avx ? FN(copy8_avx) : FN(copy8_sse2);
+    table[2].fn = avx512 ? FN(copy2_avx512) : avx ? FN(copy2_avx) : FN(copy2_sse2);
 }
 #else
 static void copy4(void *dst, const void *src, int64_t n, int64_t nt) {
@@ -99,8 +103,12 @@ static void copy8(void *dst, const void *src, int64_t n, int64_t nt) {
     (void)nt;
     memcpy(dst, src, (size_t)n * 8);
 }
+static void copy2(void *dst, const void *src, int64_t n, int64_t nt) {
+    (void)nt;
+    memcpy(dst, src, (size_t)n * 2);
+}
 static rt_symbol table[] = {{"rj.ntcopy.4", (void (*)(void))copy4}, {"rj.ntcopy.8", (void (*)(void))copy8},
-                            LIBC_FUNCTIONS};
+                            {"rj.ntcopy.2", (void (*)(void))copy2}, LIBC_FUNCTIONS};
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 static void pick(void) {}
 #endif
