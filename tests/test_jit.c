@@ -1093,7 +1093,7 @@ static void test_streaming_rows(void **state) {
                   {64, "f64", "relu(x * 2 - 1)", 'y'},            {19, "f32", "relu(x * 2 - 1)", 'n'},
                   {48, "f32", "relu(x * 2 - 1)", '?'},            {600, "f32", "relu(x * 2 - 1)", 'n'},
                   {256, "bf16", "relu(x * 2 - 1)", 'y'},          {64, "f16", "relu(x * 2 - 1)", 'y'},
-                  {19, "bf16", "relu(x * 2 - 1)", 'n'},           {1200, "f16", "relu(x * 2 - 1)", 'n'},
+                  {19, "bf16", "relu(x * 2 - 1)", 'n'},           {1100, "f16", "relu(x * 2 - 1)", 'n'},
                   {256, "bf16", "softmax(x, dim=1) * 2 + 1", '?'}, {40, "f16", "log_softmax(x, dim=1)", '?'}};
     static const int64_t off[] = {0, 3, 3, 700, 701, 733, 1200};
     enum { NB = 6, NROW = 1200 };
