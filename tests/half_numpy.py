@@ -7,7 +7,7 @@ reductions, softmax statistics and norms accumulate in f32, a literal is an f32 
 reference here is written from that description, not from ragjit's C: every op in float64 on
 the widened inputs, its result rounded to f32 and then to the 16-bit format (bf16's rounding
 written with uint32 bit operations, f16's by NumPy's float16). Each program runs with `ragjit
-run` on the CPU (also as compiled for a CPU without F16C), on OpenCL (PoCL; skipped without a
+run` on the CPU (also as compiled for a CPU without F16C and without AVX512-BF16), on OpenCL (PoCL; skipped without a
 device) and on the reference interpreter,
 on lengths with empty items, items of length 1 and one long item; inputs hold the formats' edge
 values (subnormals, the largest finite value, values that overflow to inf when stored, NaN, -0).
@@ -117,6 +117,10 @@ CASES = [
     ("chain", "h = relu(x * w + 0.5)\n",
      lambda x, w, f: rnd(np.maximum(rnd(rnd(x * w, f) + 0.5, f), 0), f), True, True),
     ("neg_scale", "h = -x * 2.0\n", lambda x, w, f: rnd(rnd(-x, f) * 2.0, f), True, True),
+    # x * 2^k (k >= 0) of a bf16 value is exact and its rounding left out (lower/kit.c); x * 0.5
+    # is not (subnormals lose their last bit), and the next * 2.0 is again
+    ("scale_add", "h = x * 2.0 + 1.0\n", lambda x, w, f: rnd(rnd(x * 2.0, f) + 1.0, f), True, True),
+    ("scale_half", "h = x * 0.5 * -4.0\n", lambda x, w, f: rnd(rnd(x * 0.5, f) * -4.0, f), True, True),
     ("literal_f32", "h = x * 0.1\n", lambda x, w, f: rnd(x * np.float64(np.float32(0.1)), f), True, True),
     ("maximum_div", "h = maximum(x, w) / 3.0\n",
      lambda x, w, f: rnd(np.where(np.isnan(x) | np.isnan(w), np.nan, np.maximum(x, w)) / np.float64(np.float32(3.0)), f),
@@ -248,10 +252,13 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
     r = subprocess.run([ragjit, "emit", prog, "--stage", "fused"], capture_output=True, text=True)
     if not re.search(r'= cast\(n, dtype="f32"\)  \(written', r.stdout):
         failures.append("%s: linear's weight n is not widened into a buffer of its own:\n%s" % (fmt, r.stdout + r.stderr))
-    # cpu-nof16c: the CPU's code for a machine without F16C (integer f16 conversions)
-    for target in ("cpu", "cpu-nof16c", "reference", "opencl"):
+    # cpu-nof16c: the CPU's code for a machine without F16C (integer f16 conversions);
+    # cpu-nobf16: without AVX512-BF16 (integer bf16 rounding; on a CPU with it, plain "cpu"
+    # narrows with vcvtne2ps2bf16)
+    for target in ("cpu", "cpu-nof16c", "cpu-nobf16", "reference", "opencl"):
         out = os.path.join(d, "out-%s-%s" % (fmt, target))
         env = dict(os.environ, RAGJIT_LLVM_NO_F16C="1") if target == "cpu-nof16c" else None
+        env = dict(os.environ, RAGJIT_LLVM_NO_BF16="1") if target == "cpu-nobf16" else env
         r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
                            capture_output=True, text=True, env=env)
         if r.returncode:

@@ -13,8 +13,18 @@
  * even; overflow carries into inf); a NaN keeps its top bits with the quiet bit set. These are
  * the same conversions as util/half.c's, which the interpreter and the host use.
  * Everything works on scalars and on vectors alike: the types follow the operand's.
+ *
+ * Where the CPU has AVX512-BF16, a vector stored to bf16 (a stored round_bf16, vector.c) is
+ * narrowed by vcvtne2ps2bf16, which rounds and packs two registers in one instruction where
+ * the integer rounding took seven per register and a vpermt2w; it flushes subnormal inputs,
+ * so those lanes go through bf16_cvt's fix and the result stays bit for bit the integer one.
+ * A rounding whose result is used as f32 (LOP_ROUND_BF16 inside a chain) stays integer: the
+ * conversion, its fix and the widening back cost three shuffles per register on the one port
+ * that runs them (port 5 on Intel), against one compare (bench/NOTES.md, 2026-11-28).
  */
 #include "emit.h"
+
+#include <string.h>
 
 /* t's integer type of `bits` with v's shape (scalar, or a vector of as many lanes). */
 static LLVMTypeRef like(em *E, LLVMValueRef v, LLVMTypeRef scalar) {
@@ -55,6 +65,70 @@ static LLVMValueRef bf16_top(em *E, LLVMValueRef f) {
     LLVMValueRef q = LLVMBuildOr(b, u, kconst(i32, 0x400000), ""); /* NaN: quiet */
     LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, f, f, "");
     return LLVMBuildAnd(b, LLVMBuildSelect(b, nan, q, r, ""), kconst(i32, 0xffff0000u), "");
+}
+
+/* Lanes [from, from + n) of vector v. */
+static LLVMValueRef lanes(em *E, LLVMValueRef v, unsigned from, unsigned n) {
+    LLVMValueRef idx[64];
+    for (unsigned i = 0; i < n; i++) idx[i] = LLVMConstInt(LLVMInt32TypeInContext(E->c), from + i, 0);
+    return LLVMBuildShuffleVector(E->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, n), "");
+}
+
+/* a's lanes then b's (same type). */
+static LLVMValueRef concat(em *E, LLVMValueRef a, LLVMValueRef b) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(a));
+    LLVMValueRef idx[128];
+    for (unsigned i = 0; i < 2 * n; i++) idx[i] = LLVMConstInt(LLVMInt32TypeInContext(E->c), i, 0);
+    return LLVMBuildShuffleVector(E->b, a, b, LLVMConstVector(idx, 2 * n), "");
+}
+
+static LLVMValueRef x86(em *E, const char *name, LLVMValueRef *a, unsigned n) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(E->m, id, NULL, 0);
+    return LLVMBuildCall2(E->b, LLVMIntrinsicGetType(E->c, id, NULL, 0), fn, a, n, "");
+}
+
+/* Whether f (f32 lanes) narrows to bf16 through AVX512-BF16: a vector of whole registers'
+ * halves (8 lanes on 256-bit code, 16 otherwise; LLVM splits wider ones). */
+static unsigned bf16_cvt_chunk(em *E, LLVMValueRef f) {
+    LLVMTypeRef t = LLVMTypeOf(f);
+    if (!E->bf16cvt || LLVMGetTypeKind(t) != LLVMVectorTypeKind) return 0;
+    unsigned n = LLVMGetVectorSize(t), c = E->vbits == 256 ? 8 : 16;
+    return n % c == 0 && n <= 64 && (!E->vbits || E->vbits >= 256) ? c : 0;
+}
+
+/* bf16 bits (<n x i16>) of f32 lanes f by vcvtne(2)ps2bf16: the rounding and the pack in one
+ * instruction per register pair. The instruction flushes subnormal inputs to zero, so lanes
+ * with a zero exponent field get the exponent's lowest bit first (a normal number whose bits
+ * round at the same position, and +-0 becomes +-2^-126, exact in bf16) and lose it again in
+ * the 16-bit result (0x0080; a carry into the exponent gives the smallest normal, which is
+ * the integer rounding's answer too): bit for bit bf16_top's result, NaN included. */
+static LLVMValueRef bf16_cvt(em *E, LLVMValueRef f, unsigned chunk) {
+    LLVMBuilderRef b = E->b;
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(f));
+    LLVMTypeRef i32 = like(E, f, LLVMInt32TypeInContext(E->c)), i16 = like(E, f, LLVMInt16TypeInContext(E->c));
+    LLVMValueRef u = LLVMBuildBitCast(b, f, i32, "");
+    LLVMValueRef k = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, u, kconst(i32, 0x7f800000), ""), kconst(i32, 0), "");
+    u = LLVMBuildSelect(b, k, LLVMBuildOr(b, u, kconst(i32, 0x00800000), ""), u, "");
+    LLVMValueRef x = LLVMBuildBitCast(b, u, LLVMTypeOf(f), ""), part[4];
+    unsigned np = 0;
+    const char *one = chunk == 8 ? "llvm.x86.avx512bf16.cvtneps2bf16.256" : "llvm.x86.avx512bf16.cvtneps2bf16.512";
+    const char *two = chunk == 8 ? "llvm.x86.avx512bf16.cvtne2ps2bf16.256" : "llvm.x86.avx512bf16.cvtne2ps2bf16.512";
+    for (unsigned at = 0; at < n; at += 2 * chunk) {
+        LLVMValueRef r;
+        if (at + chunk == n) { /* an odd register out */
+            LLVMValueRef a = n == chunk ? x : lanes(E, x, at, chunk);
+            r = x86(E, one, &a, 1);
+        } else { /* the second operand fills the low half */
+            LLVMValueRef a[2] = {lanes(E, x, at + chunk, chunk), lanes(E, x, at, chunk)};
+            r = x86(E, two, a, 2);
+        }
+        unsigned w = LLVMGetVectorSize(LLVMTypeOf(r));
+        part[np++] = LLVMBuildBitCast(b, r, LLVMVectorType(LLVMInt16TypeInContext(E->c), w), "");
+    }
+    LLVMValueRef r = np == 1 ? part[0] : np == 2 ? concat(E, part[0], part[1])
+                                                 : concat(E, concat(E, part[0], part[1]), concat(E, part[2], part[3]));
+    return LLVMBuildSelect(b, k, LLVMBuildSub(b, r, kconst(i16, 0x80), ""), r, "");
 }
 
 /* f16 from an f32 in integer operations (no F16C): util/half.c's algorithm. */
@@ -121,7 +195,10 @@ LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t) {
         if (!has_f16c(E)) return LLVMBuildTrunc(b, f16_bits_int(E, v), like(E, v, LLVMInt16TypeInContext(E->c)), "");
         return LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, v, like(E, v, LLVMHalfTypeInContext(E->c)), ""),
                                 like(E, v, LLVMInt16TypeInContext(E->c)), "");
-    case RJ_BF16: return top_halves(E, bf16_top(E, v));
+    case RJ_BF16: {
+        unsigned chunk = bf16_cvt_chunk(E, v);
+        return chunk ? bf16_cvt(E, v, chunk) : top_halves(E, bf16_top(E, v));
+    }
     default: return v;
     }
 }

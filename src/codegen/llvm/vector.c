@@ -237,8 +237,12 @@ static void vstmt(em *E, const ls *st) {
             break;
         }
         LLVMTypeRef vt = LLVMVectorType(mty(E, t), (unsigned)E->vf), ptr = LLVMPointerTypeInContext(E->c, 0);
-        LLVMValueRef v = vvec(E, st->b);
-        v = em_to_mem_held(E, v, t, st->flags & LF_HELD);
+        const lx *sx = &k->ex[st->b];
+        LLVMValueRef v;
+        if (t == RJ_BF16 && E->bf16cvt && sx->kind == LX_UNARY && sx->fn == LOP_ROUND_BF16)
+            v = em_to_mem(E, vvec(E, sx->a), t); /* the rounding and the packing in one (half.c) */
+        else
+            v = em_to_mem_held(E, vvec(E, st->b), t, st->flags & LF_HELD);
         int sq = -1;
         for (int q = 0; q < E->nstage; q++)
             if (&k->st[E->stage_stmt[q]] == st) sq = q;
