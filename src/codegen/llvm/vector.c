@@ -203,13 +203,23 @@ unsigned em_nt_align(const em *E, int t) {
 
 static void vblock(em *E, int32_t s);
 
+/* A lanes variable's new value. A bf16 rounding kept in a variable (the rows templates' r =
+ * round_bf16(...), then stored) goes through vcvtne2ps2bf16 and is widened back: the store of
+ * the variable then packs the widened value, which LLVM folds to the conversion's own bits,
+ * so rounding and packing cost the conversion alone (half.c). */
+static LLVMValueRef vset_value(em *E, int32_t id) {
+    const lx *x = &E->k->ex[id];
+    if (!E->bf16cvt || x->kind != LX_UNARY || x->fn != LOP_ROUND_BF16) return vvec(E, id);
+    return em_from_mem(E, em_to_mem(E, vvec(E, x->a), RJ_BF16), RJ_BF16);
+}
+
 static void vstmt(em *E, const ls *st) {
     LLVMBuilderRef b = E->b;
     const lkernel *k = E->k;
     em_forget_to(E, 0);
     switch (st->kind) {
     case LS_SET:
-        if (E->vvar[st->var] == VV_PRIVATE) LLVMBuildStore(b, vvec(E, st->a), E->vvals[st->var]);
+        if (E->vvar[st->var] == VV_PRIVATE) LLVMBuildStore(b, vset_value(E, st->a), E->vvals[st->var]);
         else LLVMBuildStore(b, em_expr(E, st->a), E->vars[st->var]); /* uniform, or an index's first lane */
         break;
     case LS_REDUCE: {
