@@ -121,6 +121,9 @@ CASES = [
     # is not (subnormals lose their last bit), and the next * 2.0 is again
     ("scale_add", "h = x * 2.0 + 1.0\n", lambda x, w, f: rnd(rnd(x * 2.0, f) + 1.0, f), True, True),
     ("scale_half", "h = x * 0.5 * -4.0\n", lambda x, w, f: rnd(rnd(x * 0.5, f) * -4.0, f), True, True),
+    # a choice on the sign of a rounded value: with AVX512-BF16 the store tests its bits
+    ("where_pos", "h = where(x * w > 0.0, x * w, -x)\n",
+     lambda x, w, f: np.where(rnd(x * w, f) > 0, rnd(x * w, f), rnd(-x, f)), True, True),
     ("literal_f32", "h = x * 0.1\n", lambda x, w, f: rnd(x * np.float64(np.float32(0.1)), f), True, True),
     ("maximum_div", "h = maximum(x, w) / 3.0\n",
      lambda x, w, f: rnd(np.where(np.isnan(x) | np.isnan(w), np.nan, np.maximum(x, w)) / np.float64(np.float32(3.0)), f),
