@@ -382,6 +382,62 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
             counts["fail" if bad.any() else "ok"] += 1
 
 
+# ---- f32 bit patterns to bf16 (every NaN kind, subnormals, ties, overflow) -------------------
+
+BITS = """ragged j1 : B
+input a : f32[B, j1, 48]
+c0 = a.cast("bf16")
+c1 = relu(a.cast("bf16"))
+c2 = a.cast("bf16") * 3.0
+output c0, c1, c2
+"""
+
+
+def run_bits(ragjit, d, rng, failures, counts):
+    """f32 inputs of any bits, rounded to bf16 as stored (c0: AVX512-BF16's conversion where
+    the CPU has it), under relu (c1: the sign tested on the bits) and inside a chain (c2: the
+    integer rounding, then * 3.0), each against bf16_bits of the f32 value, bit for bit: NaNs
+    quiet with their sign and payload's top bits, subnormals kept."""
+    special = [0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00008000, 0x00018000, 0x007F8000,
+               0x007FC000, 0x7F800001, 0xFF800001, 0x7FBFFFFF, 0xFFBFFFFF, 0x7FC00000, 0xFFC00001,
+               0x7FFFFFFF, 0xFFFFFFFF, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000, 0x7F7F7FFF, 0, 0x80000000,
+               0x7F800000, 0xFF800000, 0x3F808000, 0x3F818000]
+    n = sum(LENS) * 48
+    u = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
+    u[:len(special)] = special
+    k = min(1000, n - 100)  # subnormals and the smallest normals, either sign
+    u[100:100 + k] = (rng.integers(0, 1 << 24, k, dtype=np.uint64) | (rng.integers(0, 2, k, dtype=np.uint64) << 31)).astype(np.uint32)
+    f = u.view(np.float32)
+    prog, data = os.path.join(d, "bits.rj"), os.path.join(d, "data-bits")
+    os.makedirs(data, exist_ok=True)
+    with open(prog, "w") as fh:
+        fh.write(BITS)
+    np.save(os.path.join(data, "a.npy"), f.reshape(-1, 48))
+    np.save(os.path.join(data, "j1.npy"), np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64))
+    with np.errstate(invalid="ignore", over="ignore"):  # signalling NaNs become quiet ones
+        h = bf16_bits(f.astype(np.float64))
+        v = bf16_value(h)
+        relu = np.where(v < 0, 0.0, v)
+        want = {"c0": h, "c1": bf16_bits(relu), "c2": bf16_bits(v * 3.0)}
+    for target in ("cpu", "cpu-nobf16", "reference"):
+        env = dict(os.environ, RAGJIT_LLVM_NO_BF16="1") if target == "cpu-nobf16" else None
+        out = os.path.join(d, "out-bits-" + target)
+        r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
+                           capture_output=True, text=True, env=env)
+        if r.returncode:
+            failures.append("bits/%s: ragjit run failed: %s" % (target, r.stderr.strip()))
+            counts["fail"] += len(want)
+            continue
+        for name, w in want.items():
+            got = np.load(os.path.join(out, name + ".npy")).view(np.uint16).reshape(-1)
+            bad = np.nonzero(got != w)[0]
+            if len(bad):
+                i = bad[0]
+                failures.append("bits %s/%s: %d of %d differ, first f32 0x%08X: got 0x%04X, want 0x%04X"
+                                % (name, target, len(bad), n, u[i], got[i], w[i]))
+            counts["fail" if len(bad) else "ok"] += 1
+
+
 def promotion(ragjit, d, failures):
     """bf16 + f16 is f32; a 16-bit tensor with f32 is f32; mean keeps bf16 (emit --stage graph)."""
     prog = os.path.join(d, "prom.rj")
@@ -404,6 +460,7 @@ def main():
     counts = {"ok": 0, "fail": 0, "skip": 0}
     with tempfile.TemporaryDirectory() as d:
         promotion(ragjit, d, failures)
+        run_bits(ragjit, d, rng, failures, counts)
         for fmt in ("bf16", "f16"):
             run_format(ragjit, fmt, d, rng, failures, counts)
             run_gemm(ragjit, fmt, d, rng, failures, counts)
