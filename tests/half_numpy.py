@@ -7,7 +7,7 @@ reductions, softmax statistics and norms accumulate in f32, a literal is an f32 
 reference here is written from that description, not from ragjit's C: every op in float64 on
 the widened inputs, its result rounded to f32 and then to the 16-bit format (bf16's rounding
 written with uint32 bit operations, f16's by NumPy's float16). Each program runs with `ragjit
-run` on the CPU (also as compiled for a CPU without F16C), on OpenCL (PoCL; skipped without a
+run` on the CPU (also as compiled for a CPU without F16C and without AVX512-BF16), on OpenCL (PoCL; skipped without a
 device) and on the reference interpreter,
 on lengths with empty items, items of length 1 and one long item; inputs hold the formats' edge
 values (subnormals, the largest finite value, values that overflow to inf when stored, NaN, -0).
@@ -117,6 +117,13 @@ CASES = [
     ("chain", "h = relu(x * w + 0.5)\n",
      lambda x, w, f: rnd(np.maximum(rnd(rnd(x * w, f) + 0.5, f), 0), f), True, True),
     ("neg_scale", "h = -x * 2.0\n", lambda x, w, f: rnd(rnd(-x, f) * 2.0, f), True, True),
+    # x * 2^k (k >= 0) of a bf16 value is exact and its rounding left out (lower/kit.c); x * 0.5
+    # is not (subnormals lose their last bit), and the next * 2.0 is again
+    ("scale_add", "h = x * 2.0 + 1.0\n", lambda x, w, f: rnd(rnd(x * 2.0, f) + 1.0, f), True, True),
+    ("scale_half", "h = x * 0.5 * -4.0\n", lambda x, w, f: rnd(rnd(x * 0.5, f) * -4.0, f), True, True),
+    # a choice on the sign of a rounded value: with AVX512-BF16 the store tests its bits
+    ("where_pos", "h = where(x * w > 0.0, x * w, -x)\n",
+     lambda x, w, f: np.where(rnd(x * w, f) > 0, rnd(x * w, f), rnd(-x, f)), True, True),
     ("literal_f32", "h = x * 0.1\n", lambda x, w, f: rnd(x * np.float64(np.float32(0.1)), f), True, True),
     ("maximum_div", "h = maximum(x, w) / 3.0\n",
      lambda x, w, f: rnd(np.where(np.isnan(x) | np.isnan(w), np.nan, np.maximum(x, w)) / np.float64(np.float32(3.0)), f),
@@ -129,7 +136,7 @@ CASES = [
     ("max_rows", "h = max(x, dim=1)\n", lambda x, w, f: x.max(axis=0) if len(x) else np.full(x.shape[1:], -np.inf), True, False),
     ("softmax_rows", "h = softmax(x, dim=1)\n", lambda x, w, f: rnd(softmax(x), f), False, False),
     ("softmax_cols", "h = softmax(x * w, dim=2)\n", lambda x, w, f: rnd(softmax(rnd(x * w, f).T).T, f), False, False),
-    ("layer_norm", "h = layer_norm(x, 16)\n", lambda x, w, f: rnd(layer_norm(x), f), False, False),
+    ("layer_norm", "h = layer_norm(x, {D})\n", lambda x, w, f: rnd(layer_norm(x), f), False, False),
     ("matmul", "h = x @ m\n", None, False, False),
     # PyTorch's addmm: product and bias summed in f32, rounded once (not the product first)
     # (n is m transposed: the weight an input, which the CPU widens once and gives to the GEMM)
@@ -152,14 +159,13 @@ def write_npy(path, a, descr=None):
         fh.write(np.ascontiguousarray(a).tobytes())
 
 
-def program(fmt):
+def program(fmt, D):
     """Every case in one program (one compile per target): case i's body with its value named
-    h<i>, reading x (edge values) or y (random values)."""
-    D = 16
+    h<i>, reading x (edge values) or y (random values), rows of D."""
     text = ("ragged j1 : B\ninput x : {f}[B, j1, {D}]\ninput y : {f}[B, j1, {D}]\ninput w : {f}[{D}]\n"
             "input m : {f}[{D}, 8]\ninput n : {f}[8, {D}]\n").format(f=fmt, D=D)
     for i, (name, body, ref, exact, edges) in enumerate(CASES):
-        body = re.sub(r"\bh\b", "h%d" % i, body)
+        body = re.sub(r"\bh\b", "h%d" % i, body).replace("{D}", str(D))
         text += body if edges else re.sub(r"\bx\b", "y", body)
     return text + "output " + ", ".join("h%d" % i for i in range(len(CASES))) + "\n"
 
@@ -227,7 +233,9 @@ def check_case(i, fmt, target, got, inputs, failures):
 
 
 def run_format(ragjit, fmt, d, rng, failures, counts):
-    D = 16
+    # bf16 rows of 48: 32 lanes a step on AVX-512, so stores narrow two registers at once
+    # (vcvtne2ps2bf16) and a masked tail step follows
+    D = 48 if fmt == "bf16" else 16
     rows = sum(LENS)
     x = edge_values(fmt, rows * D, rng).reshape(rows, D)
     y = rnd(rng.uniform(-3, 3, (rows, D)), fmt)
@@ -236,7 +244,7 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
     off = np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64)
     prog = os.path.join(d, fmt + ".rj")
     with open(prog, "w") as fh:
-        fh.write(program(fmt))
+        fh.write(program(fmt, D))
     data = os.path.join(d, "data-" + fmt)
     os.makedirs(data, exist_ok=True)
     # bf16: x and y through NumPy's own '|V2' writer, w as ml_dtypes writes it ('<V2'): both read
@@ -248,10 +256,13 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
     r = subprocess.run([ragjit, "emit", prog, "--stage", "fused"], capture_output=True, text=True)
     if not re.search(r'= cast\(n, dtype="f32"\)  \(written', r.stdout):
         failures.append("%s: linear's weight n is not widened into a buffer of its own:\n%s" % (fmt, r.stdout + r.stderr))
-    # cpu-nof16c: the CPU's code for a machine without F16C (integer f16 conversions)
-    for target in ("cpu", "cpu-nof16c", "reference", "opencl"):
+    # cpu-nof16c: the CPU's code for a machine without F16C (integer f16 conversions);
+    # cpu-nobf16: without AVX512-BF16 (integer bf16 rounding; on a CPU with it, plain "cpu"
+    # narrows with vcvtne2ps2bf16)
+    for target in ("cpu", "cpu-nof16c", "cpu-nobf16", "reference", "opencl"):
         out = os.path.join(d, "out-%s-%s" % (fmt, target))
         env = dict(os.environ, RAGJIT_LLVM_NO_F16C="1") if target == "cpu-nof16c" else None
+        env = dict(os.environ, RAGJIT_LLVM_NO_BF16="1") if target == "cpu-nobf16" else env
         r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
                            capture_output=True, text=True, env=env)
         if r.returncode:
@@ -371,6 +382,62 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
             counts["fail" if bad.any() else "ok"] += 1
 
 
+# ---- f32 bit patterns to bf16 (every NaN kind, subnormals, ties, overflow) -------------------
+
+BITS = """ragged j1 : B
+input a : f32[B, j1, 48]
+c0 = a.cast("bf16")
+c1 = relu(a.cast("bf16"))
+c2 = a.cast("bf16") * 3.0
+output c0, c1, c2
+"""
+
+
+def run_bits(ragjit, d, rng, failures, counts):
+    """f32 inputs of any bits, rounded to bf16 as stored (c0: AVX512-BF16's conversion where
+    the CPU has it), under relu (c1: the sign tested on the bits) and inside a chain (c2: the
+    integer rounding, then * 3.0), each against bf16_bits of the f32 value, bit for bit: NaNs
+    quiet with their sign and payload's top bits, subnormals kept."""
+    special = [0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00008000, 0x00018000, 0x007F8000,
+               0x007FC000, 0x7F800001, 0xFF800001, 0x7FBFFFFF, 0xFFBFFFFF, 0x7FC00000, 0xFFC00001,
+               0x7FFFFFFF, 0xFFFFFFFF, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000, 0x7F7F7FFF, 0, 0x80000000,
+               0x7F800000, 0xFF800000, 0x3F808000, 0x3F818000]
+    n = sum(LENS) * 48
+    u = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
+    u[:len(special)] = special
+    k = min(1000, n - 100)  # subnormals and the smallest normals, either sign
+    u[100:100 + k] = (rng.integers(0, 1 << 24, k, dtype=np.uint64) | (rng.integers(0, 2, k, dtype=np.uint64) << 31)).astype(np.uint32)
+    f = u.view(np.float32)
+    prog, data = os.path.join(d, "bits.rj"), os.path.join(d, "data-bits")
+    os.makedirs(data, exist_ok=True)
+    with open(prog, "w") as fh:
+        fh.write(BITS)
+    np.save(os.path.join(data, "a.npy"), f.reshape(-1, 48))
+    np.save(os.path.join(data, "j1.npy"), np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64))
+    with np.errstate(invalid="ignore", over="ignore"):  # signalling NaNs become quiet ones
+        h = bf16_bits(f.astype(np.float64))
+        v = bf16_value(h)
+        relu = np.where(v < 0, 0.0, v)
+        want = {"c0": h, "c1": bf16_bits(relu), "c2": bf16_bits(v * 3.0)}
+    for target in ("cpu", "cpu-nobf16", "reference"):
+        env = dict(os.environ, RAGJIT_LLVM_NO_BF16="1") if target == "cpu-nobf16" else None
+        out = os.path.join(d, "out-bits-" + target)
+        r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
+                           capture_output=True, text=True, env=env)
+        if r.returncode:
+            failures.append("bits/%s: ragjit run failed: %s" % (target, r.stderr.strip()))
+            counts["fail"] += len(want)
+            continue
+        for name, w in want.items():
+            got = np.load(os.path.join(out, name + ".npy")).view(np.uint16).reshape(-1)
+            bad = np.nonzero(got != w)[0]
+            if len(bad):
+                i = bad[0]
+                failures.append("bits %s/%s: %d of %d differ, first f32 0x%08X: got 0x%04X, want 0x%04X"
+                                % (name, target, len(bad), n, u[i], got[i], w[i]))
+            counts["fail" if len(bad) else "ok"] += 1
+
+
 def promotion(ragjit, d, failures):
     """bf16 + f16 is f32; a 16-bit tensor with f32 is f32; mean keeps bf16 (emit --stage graph)."""
     prog = os.path.join(d, "prom.rj")
@@ -393,6 +460,7 @@ def main():
     counts = {"ok": 0, "fail": 0, "skip": 0}
     with tempfile.TemporaryDirectory() as d:
         promotion(ragjit, d, failures)
+        run_bits(ragjit, d, rng, failures, counts)
         for fmt in ("bf16", "f16"):
             run_format(ragjit, fmt, d, rng, failures, counts)
             run_gemm(ragjit, fmt, d, rng, failures, counts)

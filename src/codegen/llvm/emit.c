@@ -135,6 +135,9 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, in
     E.ml = (mathlib){.c = c, .m = E.m};
     ml_set_features(&E.ml, t->features);
     E.f16c = t->features && strstr(t->features, "+f16c");
+    /* without F16C (RAGJIT_LLVM_NO_F16C) LLVM drops every AVX-512 feature, whatever the string says */
+    E.avx512 = E.f16c && strstr(t->features, "+avx512f") && strstr(t->features, "+avx512vl");
+    E.bf16cvt = E.f16c && strstr(t->features, "+avx512bf16") && strstr(t->features, "+avx512vl");
     E.vbits = t->vector_bits;
     if (E.vbits && E.vbits < 512) E.ml.scalef = 0, E.ml.scalef_vl = false; /* as on a CPU without AVX-512 */
     E.md_nt = LLVMGetMDKindIDInContext(c, "nontemporal", 11);

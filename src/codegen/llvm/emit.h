@@ -54,6 +54,8 @@ typedef struct em {
     LLVMValueRef t0;       /* the step's first lane */
     int nvec, nscalar;     /* lanes loops emitted as vectors, and left to LLVM (!ragjit.lanes) */
     bool f16c;             /* the target converts f16 in hardware (half.c) */
+    bool bf16cvt;          /* and narrows f32 to bf16 in hardware (AVX512-BF16, half.c) */
+    bool avx512;           /* AVX-512F: vfixupimmps for the integer bf16 rounding's NaNs (half.c) */
 } em;
 
 /* ---- types and constants ---- */

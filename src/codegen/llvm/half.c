@@ -13,8 +13,20 @@
  * even; overflow carries into inf); a NaN keeps its top bits with the quiet bit set. These are
  * the same conversions as util/half.c's, which the interpreter and the host use.
  * Everything works on scalars and on vectors alike: the types follow the operand's.
+ *
+ * Where the CPU has AVX512-BF16, a vector stored to bf16 (a stored round_bf16, vector.c) is
+ * narrowed by vcvtne2ps2bf16, which rounds and packs two registers in one instruction where
+ * the integer rounding took seven per register and a vpermt2w; it flushes subnormal inputs,
+ * so those lanes go through bf16_cvt's fix and the result stays bit for bit the integer one.
+ * A rounding whose result is used as f32 (LOP_ROUND_BF16 inside a chain) stays integer: the
+ * conversion, its fix and the widening back cost three shuffles per register on the one port
+ * that runs them (port 5 on Intel), against one compare (bench/NOTES.md, 2026-11-28). On
+ * AVX-512 the integer rounding's NaN lanes come from one vfixupimmps instead of that compare
+ * and a masked or.
  */
 #include "emit.h"
+
+#include <string.h>
 
 /* t's integer type of `bits` with v's shape (scalar, or a vector of as many lanes). */
 static LLVMTypeRef like(em *E, LLVMValueRef v, LLVMTypeRef scalar) {
@@ -45,6 +57,68 @@ static LLVMValueRef top_halves(em *E, LLVMValueRef u) {
     return LLVMBuildShuffleVector(b, h, LLVMGetUndef(LLVMTypeOf(h)), LLVMConstVector(idx, n), "");
 }
 
+/* Lanes [from, from + n) of vector v. */
+static LLVMValueRef lanes(em *E, LLVMValueRef v, unsigned from, unsigned n) {
+    LLVMValueRef idx[64];
+    for (unsigned i = 0; i < n; i++) idx[i] = LLVMConstInt(LLVMInt32TypeInContext(E->c), from + i, 0);
+    return LLVMBuildShuffleVector(E->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, n), "");
+}
+
+/* a's lanes then b's (same type). */
+static LLVMValueRef concat(em *E, LLVMValueRef a, LLVMValueRef b) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(a));
+    LLVMValueRef idx[128];
+    for (unsigned i = 0; i < 2 * n; i++) idx[i] = LLVMConstInt(LLVMInt32TypeInContext(E->c), i, 0);
+    return LLVMBuildShuffleVector(E->b, a, b, LLVMConstVector(idx, 2 * n), "");
+}
+
+/* parts[0..np) (np a power of two, equal types) end to end. */
+static LLVMValueRef join(em *E, LLVMValueRef *parts, unsigned np) {
+    for (; np > 1; np /= 2)
+        for (unsigned i = 0; i < np / 2; i++) parts[i] = concat(E, parts[2 * i], parts[2 * i + 1]);
+    return parts[0];
+}
+
+/* The register width in f32 lanes (16; 8 on 256-bit code; 0 on narrower) that whole-register
+ * x86 intrinsics take f's lanes in, if f is a vector of a power of two of them. */
+static unsigned reg_chunk(em *E, LLVMValueRef f) {
+    LLVMTypeRef t = LLVMTypeOf(f);
+    if (LLVMGetTypeKind(t) != LLVMVectorTypeKind || (E->vbits && E->vbits < 256)) return 0;
+    unsigned n = LLVMGetVectorSize(t), c = E->vbits == 256 ? 8 : 16;
+    return n % c == 0 && n / c <= 8 && !((n / c) & (n / c - 1)) ? c : 0;
+}
+
+static LLVMValueRef x86(em *E, const char *name, LLVMValueRef *a, unsigned n) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(E->m, id, NULL, 0);
+    return LLVMBuildCall2(E->b, LLVMIntrinsicGetType(E->c, id, NULL, 0), fn, a, n, "");
+}
+
+/* Whether the NaN lanes of f's rounding can be made by vfixupimmps (AVX-512): a vector of
+ * whole registers (16 lanes; 8 on 256-bit code). */
+static unsigned fixup_chunk(em *E, LLVMValueRef f) { return E->avx512 ? reg_chunk(E, f) : 0; }
+
+/* r (i32 lanes) with f's NaN lanes replaced by f's bits with the quiet bit set, by one
+ * vfixupimmps per register: its table maps the quiet and the signalling NaN classes to
+ * QNaN(f) and every other class to r, which replaces the NaN compare (a port-5 instruction
+ * into a mask register) and the masked or. */
+static LLVMValueRef quiet_nans(em *E, LLVMValueRef r, LLVMValueRef f, unsigned chunk) {
+    LLVMBuilderRef b = E->b;
+    LLVMTypeRef ft = LLVMTypeOf(f), i32 = LLVMInt32TypeInContext(E->c);
+    unsigned n = LLVMGetVectorSize(ft);
+    LLVMValueRef rf = LLVMBuildBitCast(b, r, ft, ""), part[8];
+    unsigned np = 0;
+    LLVMValueRef table = ml_splat(LLVMConstInt(i32, 0x22, 0), chunk); /* QNaN, SNaN tokens: 2 */
+    for (unsigned at = 0; at < n; at += chunk) {
+        LLVMValueRef a[6] = {n == chunk ? rf : lanes(E, rf, at, chunk), n == chunk ? f : lanes(E, f, at, chunk), table,
+                             LLVMConstInt(i32, 0, 0), NULL, LLVMConstInt(i32, 4, 0)}; /* current rounding */
+        a[4] = LLVMConstAllOnes(chunk == 16 ? LLVMInt16TypeInContext(E->c) : LLVMInt8TypeInContext(E->c));
+        part[np++] = chunk == 16 ? x86(E, "llvm.x86.avx512.mask.fixupimm.ps.512", a, 6)
+                                 : x86(E, "llvm.x86.avx512.mask.fixupimm.ps.256", a, 5);
+    }
+    return LLVMBuildBitCast(b, join(E, part, np), LLVMTypeOf(r), "");
+}
+
 /* f32 bits u (i32) of f32 value f, rounded to bf16 in the top half (low half zero). */
 static LLVMValueRef bf16_top(em *E, LLVMValueRef f) {
     LLVMBuilderRef b = E->b;
@@ -52,9 +126,51 @@ static LLVMValueRef bf16_top(em *E, LLVMValueRef f) {
     LLVMValueRef u = LLVMBuildBitCast(b, f, i32, "");
     LLVMValueRef odd = LLVMBuildAnd(b, LLVMBuildLShr(b, u, kconst(i32, 16), ""), kconst(i32, 1), "");
     LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildAdd(b, u, kconst(i32, 0x7fff), ""), odd, "");
-    LLVMValueRef q = LLVMBuildOr(b, u, kconst(i32, 0x400000), ""); /* NaN: quiet */
-    LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, f, f, "");
-    return LLVMBuildAnd(b, LLVMBuildSelect(b, nan, q, r, ""), kconst(i32, 0xffff0000u), "");
+    if (fixup_chunk(E, f)) {
+        r = quiet_nans(E, r, f, fixup_chunk(E, f));
+    } else {
+        LLVMValueRef q = LLVMBuildOr(b, u, kconst(i32, 0x400000), ""); /* NaN: quiet */
+        LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, f, f, "");
+        r = LLVMBuildSelect(b, nan, q, r, "");
+    }
+    return LLVMBuildAnd(b, r, kconst(i32, 0xffff0000u), "");
+}
+
+/* Whether f (f32 lanes) narrows to bf16 through AVX512-BF16: a vector of whole registers'
+ * halves (8 lanes on 256-bit code, 16 otherwise; LLVM splits wider ones). */
+static unsigned bf16_cvt_chunk(em *E, LLVMValueRef f) { return E->bf16cvt ? reg_chunk(E, f) : 0; }
+
+/* bf16 bits (<n x i16>) of f32 lanes f by vcvtne(2)ps2bf16: the rounding and the pack in one
+ * instruction per register pair. The instruction flushes subnormal inputs to zero, so lanes
+ * with a zero exponent field get the exponent's lowest bit first (a normal number whose bits
+ * round at the same position, and +-0 becomes +-2^-126, exact in bf16) and lose it again in
+ * the 16-bit result (0x0080; a carry into the exponent gives the smallest normal, which is
+ * the integer rounding's answer too): bit for bit bf16_top's result, NaN included. */
+static LLVMValueRef bf16_cvt(em *E, LLVMValueRef f, unsigned chunk) {
+    LLVMBuilderRef b = E->b;
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(f));
+    LLVMTypeRef i32 = like(E, f, LLVMInt32TypeInContext(E->c)), i16 = like(E, f, LLVMInt16TypeInContext(E->c));
+    LLVMValueRef u = LLVMBuildBitCast(b, f, i32, "");
+    LLVMValueRef k = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, u, kconst(i32, 0x7f800000), ""), kconst(i32, 0), "");
+    u = LLVMBuildSelect(b, k, LLVMBuildOr(b, u, kconst(i32, 0x00800000), ""), u, "");
+    LLVMValueRef x = LLVMBuildBitCast(b, u, LLVMTypeOf(f), ""), part[8];
+    unsigned np = 0;
+    const char *one = chunk == 8 ? "llvm.x86.avx512bf16.cvtneps2bf16.256" : "llvm.x86.avx512bf16.cvtneps2bf16.512";
+    const char *two = chunk == 8 ? "llvm.x86.avx512bf16.cvtne2ps2bf16.256" : "llvm.x86.avx512bf16.cvtne2ps2bf16.512";
+    for (unsigned at = 0; at < n; at += 2 * chunk) {
+        LLVMValueRef r;
+        if (at + chunk == n) { /* an odd register out */
+            LLVMValueRef a = n == chunk ? x : lanes(E, x, at, chunk);
+            r = x86(E, one, &a, 1);
+        } else { /* the second operand fills the low half */
+            LLVMValueRef a[2] = {lanes(E, x, at + chunk, chunk), lanes(E, x, at, chunk)};
+            r = x86(E, two, a, 2);
+        }
+        unsigned w = LLVMGetVectorSize(LLVMTypeOf(r));
+        part[np++] = LLVMBuildBitCast(b, r, LLVMVectorType(LLVMInt16TypeInContext(E->c), w), "");
+    }
+    LLVMValueRef r = join(E, part, np);
+    return LLVMBuildSelect(b, k, LLVMBuildSub(b, r, kconst(i16, 0x80), ""), r, "");
 }
 
 /* f16 from an f32 in integer operations (no F16C): util/half.c's algorithm. */
@@ -121,7 +237,10 @@ LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t) {
         if (!has_f16c(E)) return LLVMBuildTrunc(b, f16_bits_int(E, v), like(E, v, LLVMInt16TypeInContext(E->c)), "");
         return LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, v, like(E, v, LLVMHalfTypeInContext(E->c)), ""),
                                 like(E, v, LLVMInt16TypeInContext(E->c)), "");
-    case RJ_BF16: return top_halves(E, bf16_top(E, v));
+    case RJ_BF16: {
+        unsigned chunk = bf16_cvt_chunk(E, v);
+        return chunk ? bf16_cvt(E, v, chunk) : top_halves(E, bf16_top(E, v));
+    }
     default: return v;
     }
 }

@@ -158,6 +158,10 @@ static void init_llvm(void) {
      * any machine; the features are the cache key's, so such code is cached apart */
     char *f16c = getenv("RAGJIT_LLVM_NO_F16C") ? strstr(host_features, "+f16c") : NULL;
     if (f16c) *f16c = '-';
+    /* RAGJIT_LLVM_NO_BF16=1: likewise without AVX512-BF16, so that bf16 narrows with integer
+     * operations (half.c) on a CPU that has the instructions */
+    char *bf16 = getenv("RAGJIT_LLVM_NO_BF16") ? strstr(host_features, "+avx512bf16") : NULL;
+    if (bf16) *bf16 = '-';
     /* Loop strength reduction costs a quarter of code generation time on ragjit's kernels
      * and gains nothing measurable on them (bench/); it is a process-wide LLVM option, so an
      * embedding that uses LLVM for other work can keep LLVM's defaults with

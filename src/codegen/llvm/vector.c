@@ -203,13 +203,51 @@ unsigned em_nt_align(const em *E, int t) {
 
 static void vblock(em *E, int32_t s);
 
+/* For a bf16 store with AVX512-BF16: the bits of expression id, a value the format holds
+ * (LF_HELD), computed in the 16-bit domain where that saves the f32 rounding: a rounding is
+ * vcvtne2ps2bf16's rounding and packing in one (half.c), a choice between held values chooses
+ * between their bits. relu(x), expanded to (x < 0) ? 0 : x, tests the sign on x's bits, so
+ * relu(x * w + b)'s last rounding is never done in f32: bf16 x < 0 iff its bits, as an i16,
+ * lie in [0x8001, 0xFF80] (not -0, not a NaN), and x > 0 iff in [0x0001, 0x7F80]. Anything
+ * else is rounded in f32 and packed (em_to_mem_held). */
+static LLVMValueRef vheld_bits(em *E, int32_t id) {
+    const lx *x = &E->k->ex[id];
+    if (em_varying(E, id) && x->kind == LX_UNARY && x->fn == LOP_ROUND_BF16)
+        return em_to_mem(E, vvec(E, x->a), RJ_BF16);
+    if (em_varying(E, id) && x->kind == LX_SELECT && em_varying(E, x->a)) {
+        const lx *c = &E->k->ex[x->a], *z = c->kind == LX_CMP ? &E->k->ex[c->b] : NULL;
+        LLVMValueRef cond;
+        if (z && (c->fn == RJ_OP_LT || c->fn == RJ_OP_GT) && (c->a == x->b || c->a == x->c) &&
+            E->k->ex[c->a].type == RJ_F32 && z->kind == LX_CONST && z->f == 0) {
+            LLVMValueRef h = vheld_bits(E, c->a);
+            LLVMValueRef lo = LLVMConstInt(LLVMInt16TypeInContext(E->c), c->fn == RJ_OP_LT ? 0x8001 : 0x0001, 0);
+            LLVMValueRef d = LLVMBuildSub(E->b, h, splat_const(lo, E->vf), "");
+            cond = LLVMBuildICmp(E->b, LLVMIntULE, d, splat_const(LLVMConstInt(LLVMInt16TypeInContext(E->c), 0x7f7f, 0), E->vf), "");
+        } else {
+            cond = vvec(E, x->a);
+        }
+        return LLVMBuildSelect(E->b, cond, vheld_bits(E, x->b), vheld_bits(E, x->c), "");
+    }
+    return em_to_mem_held(E, vvec(E, id), RJ_BF16, true);
+}
+
+/* A lanes variable's new value. A bf16 rounding kept in a variable (the rows templates' r =
+ * round_bf16(...), then stored) goes through vcvtne2ps2bf16 and is widened back: the store of
+ * the variable then packs the widened value, which LLVM folds to the conversion's own bits,
+ * so rounding and packing cost the conversion alone (half.c). */
+static LLVMValueRef vset_value(em *E, int32_t id) {
+    const lx *x = &E->k->ex[id];
+    if (!E->bf16cvt || x->kind != LX_UNARY || x->fn != LOP_ROUND_BF16) return vvec(E, id);
+    return em_from_mem(E, em_to_mem(E, vvec(E, x->a), RJ_BF16), RJ_BF16);
+}
+
 static void vstmt(em *E, const ls *st) {
     LLVMBuilderRef b = E->b;
     const lkernel *k = E->k;
     em_forget_to(E, 0);
     switch (st->kind) {
     case LS_SET:
-        if (E->vvar[st->var] == VV_PRIVATE) LLVMBuildStore(b, vvec(E, st->a), E->vvals[st->var]);
+        if (E->vvar[st->var] == VV_PRIVATE) LLVMBuildStore(b, vset_value(E, st->a), E->vvals[st->var]);
         else LLVMBuildStore(b, em_expr(E, st->a), E->vars[st->var]); /* uniform, or an index's first lane */
         break;
     case LS_REDUCE: {
@@ -237,8 +275,9 @@ static void vstmt(em *E, const ls *st) {
             break;
         }
         LLVMTypeRef vt = LLVMVectorType(mty(E, t), (unsigned)E->vf), ptr = LLVMPointerTypeInContext(E->c, 0);
-        LLVMValueRef v = vvec(E, st->b);
-        v = em_to_mem_held(E, v, t, st->flags & LF_HELD);
+        LLVMValueRef v;
+        if (t == RJ_BF16 && E->bf16cvt && (st->flags & LF_HELD)) v = vheld_bits(E, st->b);
+        else v = em_to_mem_held(E, vvec(E, st->b), t, st->flags & LF_HELD);
         int sq = -1;
         for (int q = 0; q < E->nstage; q++)
             if (&k->st[E->stage_stmt[q]] == st) sq = q;

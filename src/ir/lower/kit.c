@@ -178,6 +178,17 @@ int32_t xsel(lower *L, int32_t c, int32_t a, int32_t b) {
     return X(L, (lx){.kind = LX_SELECT, .type = E(L, a)->type, .a = c, .b = a, .c = b, .ref = -1});
 }
 
+/* Is x the literal +-2^k, k >= 0? A bf16 value times it is a bf16 value: the f32 product is
+ * exact (8 significant bits at most, and bf16 has f32's exponent range, subnormals included)
+ * or overflows to inf, which bf16 holds too, and a NaN stays the same NaN with the quiet bit
+ * set, which the rounding would set. Not for f16, whose range ends at 65504: 2 * 40000 is an
+ * f32 that rounds to inf. */
+static bool scales_exactly(const lx *x) {
+    if (x->kind != LX_CONST || x->type != RJ_F32 || !isfinite(x->f) || x->f == 0) return false;
+    int e;
+    return fabs(frexp(x->f, &e)) == 0.5 && e >= 1;
+}
+
 /* Is e's value one of 16-bit format t's (so rounding it again changes nothing)? */
 static bool holds_half(lower *L, rj_dtype t, int32_t e) {
     const lx *x = E(L, e);
@@ -189,6 +200,9 @@ static bool holds_half(lower *L, rj_dtype t, int32_t e) {
         return x->fn == (t == RJ_BF16 ? LOP_ROUND_BF16 : LOP_ROUND_F16) ||
                ((x->fn == RJ_OP_RELU || x->fn == RJ_OP_NEG || x->fn == RJ_OP_ABS) && holds_half(L, t, x->a));
     case LX_BINARY:
+        if (x->fn == RJ_OP_MUL && t == RJ_BF16 && x->type == RJ_F32)
+            return (scales_exactly(E(L, x->b)) && holds_half(L, t, x->a)) ||
+                   (scales_exactly(E(L, x->a)) && holds_half(L, t, x->b));
         return (x->fn == RJ_OP_MAXIMUM || x->fn == RJ_OP_MINIMUM) && holds_half(L, t, x->a) && holds_half(L, t, x->b);
     case LX_SELECT: return holds_half(L, t, x->b) && holds_half(L, t, x->c);
     case LX_VAR: return L->k->vars[x->ref].holds == t;
