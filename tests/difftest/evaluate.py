@@ -326,7 +326,18 @@ def flatten(v, n, env):
     return np.concatenate(rows) if rows else np.zeros([0] + inner, dtype=parts_dtype(n, env))
 
 
-def evaluate(prog, data, env):
+def attention_weights(prog):
+    """The 16-bit softmax nodes that are the left operand of a matrix product: the explicit
+    attention `softmax(f(q @ kT)) @ v`, which ragjit may fuse; the fused kernel keeps the
+    weights in f32 and never rounds them (docs/guide.md, 16-bit floats), so a reference that
+    leaves their rounding out is the fused form's."""
+    return {id(a) for n in prog.stmts if n.op == "matmul" for a in n.args[:1]
+            if a.op == "softmax" and a.dtype in half.HALVES}
+
+
+def evaluate(prog, data, env, unrounded=frozenset()):
+    """Every output of prog in env's float type; the nodes in `unrounded` (ids) keep their
+    16-bit value unrounded (attention_weights)."""
     vals = {}
     for n in prog.inputs:
         vals[id(n)] = input_val(n, data, env)
@@ -334,7 +345,7 @@ def evaluate(prog, data, env):
         for n in prog.stmts:
             args = [vals.get(id(a)) for a in n.args]
             v = FAMILY[n.op](n, args, env)
-            if n.dtype in half.HALVES:  # the value is stored in its format
+            if n.dtype in half.HALVES and id(n) not in unrounded:  # the value is stored in its format
                 v = ref.map_val(v, lambda x, dt=n.dtype: np.asarray(half.round_to(x, dt), env.ft))
             vals[id(n)] = v
     return {n.name: flatten(vals[id(n)], n, env) for n in prog.outputs}
