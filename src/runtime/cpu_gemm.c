@@ -524,12 +524,28 @@ __attribute__((always_inline)) static inline void prefetch_rows(const gemm_job *
     }
 }
 
+/* Rows [i0, i1) of item it, head h, by the BLAS (or the own sgemm, core): C = Q Kᵀ, the
+ * kernel's weights in C, O = P V into the head's columns of the result. */
+static void attention_blas(const gemm_job *g, const gemm_core *core, int64_t it, int64_t h, int64_t i0, int64_t i1,
+                           char *cc, int slot) {
+    const lgemm *gm = &g->r.k->gemm;
+    const run_view *v = g->r.v;
+    const lview *at = gm->att;
+    int32_t c = gm->a_cls;
+    const int64_t *lo = v->cls[c].loff;
+    int64_t len = lo[it + 1] - lo[it], hk = h / (gm->heads / gm->kv_heads);
+    gemm_full(core, gm->dtype, true, i1 - i0, g->K, len, view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
+              view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, cc, len);
+    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
+    gemm_full(core, gm->dtype, false, i1 - i0, len, g->N, cc, len, view_at(v, g->r.m, &at[2], c, it, 0, hk, g->es),
+              at[2].ld, view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
+}
+
 /* All heads of a short item's rows [i0, i1), one after another, the next head's q, k and v
  * asked into the cache while this one computes: a head's columns are 256 bytes of rows
  * 6 KiB apart (the QKV projection's), a stride no hardware prefetcher follows, so each
  * head's first reads waited on memory (perf: the loads of K's transpose and of V's rows). */
-static void attention_small_heads(const gemm_job *g, int64_t it, int64_t i0, int64_t i1, char *cc, void *pack,
-                                  int slot) {
+static void attention_heads(const gemm_job *g, int64_t it, int64_t i0, int64_t i1, char *cc, void *pack, int slot) {
     const lgemm *gm = &g->r.k->gemm;
     const int64_t *lo = g->r.v->cls[gm->a_cls].loff;
     int64_t len = lo[it + 1] - lo[it], per = gm->heads / gm->kv_heads;
@@ -555,20 +571,12 @@ static void attention_task(void *arg, int64_t u, int slot) {
     int64_t hk = h / (gm->heads / gm->kv_heads);
     char *cc = g->sc + g->per * slot;
     gemm_core core = {.bl = g->own && len >= ATTN_OWN_LEN ? g->own : g->bl, .pack = cc + g->c_bytes};
-    const lview *at = gm->att;
     if (dtype_is_half((rj_dtype)gm->dtype)) {
         attention_half(g, &core, it, h, hk, i0, i1, cc, slot);
         return;
     }
-    if (h < 0) {
-        attention_small_heads(g, it, i0, i1, cc, core.pack, slot);
-        return;
-    }
-    gemm_full(&core, gm->dtype, true, i1 - i0, g->K, len, view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
-              view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, cc, len);
-    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
-    gemm_full(&core, gm->dtype, false, i1 - i0, len, g->N, cc, len, view_at(v, g->r.m, &at[2], c, it, 0, hk, g->es),
-              at[2].ld, view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
+    if (h < 0) attention_heads(g, it, i0, i1, cc, core.pack, slot);
+    else attention_blas(g, &core, it, h, i0, i1, cc, slot);
 }
 
 /* Units of (item, head, chunk of R query rows): R rows of the longest item's scores fill at
