@@ -127,6 +127,7 @@ TOL = {"f32": (1e-4, 2e-4), "f64": (1e-12, 1e-10), "f16": (2.0 ** -12, 2.0 ** -9
 
 LENGTHS = {
     "empty_and_one": [0, 1, 5, 0, 3, 1, 0],
+    "mid": [47, 65, 127, 128, 7, 100],  # across head_gemm's blocks and its 128-key limit
     "one_long": [3, 400, 2, 0, 5, 1],
 }
 

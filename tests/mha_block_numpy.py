@@ -50,6 +50,9 @@ output out
 LENGTHS = {
     "many": [0, 1, 300, 7, 0, 260] + [140 + (37 * i) % 160 for i in range(40)] + [1, 0, 299],
     "short": [0, 1, 5, 0, 3, 1, 13, 0, 2, 9],
+    # MNLI-like: short items by head_gemm (6-row blocks, 16-column vectors, 64-column blocks,
+    # every head one unit) beside the first items of 128 keys by the BLAS
+    "mid": [47, 65, 0, 127, 128, 16, 17, 6, 7, 100, 33, 64],
     "one_long": [3, 513, 2, 0, 5, 1],
 }
 

@@ -275,12 +275,48 @@ static void test_programs(void **state) {
         }
 }
 
+/* head_gemm (util/head_gemm.c), an attention head's products on short items: C = A Bᵀ (B
+ * stored n x k, transposed into the scratch) and C = A B, for shapes across its 6-row blocks,
+ * 16-column vectors and 64-column blocks, leading dimensions wider than the rows (NaN in the
+ * gaps, C's gaps must keep their 7s), against float64 with the bound of run_check; the scratch
+ * is exactly head_gemm_scratch_bytes with a guard after it. Skipped without AVX-512. */
+static void test_head_gemm(void **state) {
+    (void)state;
+    if (!head_gemm_ok()) {
+        printf("no AVX-512: head_gemm not tested\n");
+        return;
+    }
+    static const int64_t ms[] = {1, 5, 6, 7, 13, 47, 64, 65, 127}, ks[] = {1, 17, 64};
+    uint64_t rng = 35;
+    for (int mi = 0; mi < 9; mi++)
+        for (int ni = 0; ni < 9; ni++)
+            for (int ki = 0; ki < 3; ki++)
+                for (int tb = 0; tb < 2; tb++) {
+                    problem p = {.m = ms[mi], .n = ms[(ni + mi) % 9], .k = ks[ki], .tb = tb, .alpha = 1};
+                    problem_fill(&p, &rng);
+                    c_init(&p, 0);
+                    size_t sb = head_gemm_scratch_bytes(p.n, p.k);
+                    unsigned char *scratch = malloc(sb + 64);
+                    assert_true(scratch);
+                    memset(scratch + sb, 0xA5, 64);
+                    if (tb)
+                        head_gemm_nt(p.m, p.n, p.k, p.a, p.lda, p.b, p.ldb, p.c, p.ldc, scratch);
+                    else
+                        head_gemm_nn(p.m, p.n, p.k, p.a, p.lda, p.b, p.ldb, p.c, p.ldc);
+                    for (int i = 0; i < 64; i++) assert_int_equal(scratch[sb + i], 0xA5);
+                    check(&p, NULL, tb ? "head_gemm_nt" : "head_gemm_nn");
+                    free(scratch);
+                    problem_free(&p);
+                }
+}
+
 int main(int argc, char **argv) {
     setenv("RAGJIT_BLAS", "off", 1); /* read once, at ragjit's first product or rj_blas_info */
     const struct CMUnitTest tests[] = {
         FX_SLICED(test_shapes),
         FX(test_special_values),
         FX(test_packed_b),
+        FX(test_head_gemm),
         FX(test_blas_info),
         FX(test_programs),
     };

@@ -22,6 +22,12 @@
  * without), later runs gained nothing measurable, and with the usual defrag=madvise each
  * refused one may cost a compaction: memory stays as the allocator gives it.
  *
+ * An f32 attention's short items (fewer than 128 keys: MNLI's, CoLA's) multiply by
+ * util/head_gemm.c, blocks shaped for a head's few dozen rows and columns, instead of a BLAS
+ * call per (item, head) that was mostly fixed costs and packing; all heads of an item are one
+ * unit, so that the next head's q, k and v are prefetched while one computes (a head's columns
+ * of the QKV projection's rows are 6 KiB apart, a stride the hardware prefetchers miss).
+ *
  * 16-bit products (lgemm.core, loopir.h) multiply in f32: the prologue has widened x's rows
  * into the f32 chunk A, w (k, v) is widened here once per run into an f32 copy in the run's
  * scratch, ahead of the chunks, and an attention's q, k and v are widened tile by tile in the
@@ -265,6 +271,7 @@ typedef struct gemm_job {
     int64_t per, a_bytes, c_bytes; /* a slot's scratch: A's chunk, C's chunk, the own sgemm's packing */
     const sgemm_kernel *pk; /* w packed once for all chunks (rows_prepack) by this kernel, into packed_w */
     float *packed_w;
+    bool small; /* GEMM_ATTN, f32: items of fewer than ATTN_OWN_LEN keys by head_gemm (util/head_gemm.c) */
 } gemm_job;
 
 /* Rows [lo, hi) of the product's kernels (prologue, epilogue) with the slot's chunk buffers. */
@@ -484,8 +491,73 @@ static void attention_half(const gemm_job *g, const gemm_core *core, int64_t it,
  * the attention's time on SQuAD's lengths, perf). bench_gemm, one thread, head of 64, own over
  * OpenBLAS: q kᵀ 0.77 / 0.96 / 1.06 / 1.07 / 1.12 and P v 0.80 / 0.84 / 0.90 / 1.26 / 1.28 at
  * 48 / 64 / 96 / 128 / 192 keys; on short items OpenBLAS's small-matrix kernels win by far
- * (13 keys: 0.10 and 0.51), so those stay with the BLAS. */
+ * (13 keys: 0.10 and 0.51), so those stay with the BLAS, or rather go to head_gemm where the
+ * CPU has AVX-512 (attention_small below). */
 #define ATTN_OWN_LEN 128
+
+/* Rows [i0, i1) of item it, head h, by head_gemm (f32, a short item): S = Q Kᵀ into C, the
+ * kernel's weights in C, O = P V into the head's columns of the result. */
+static void attention_small(const gemm_job *g, int64_t it, int64_t h, int64_t i0, int64_t i1, char *cc, void *pack,
+                            int slot) {
+    const lgemm *gm = &g->r.k->gemm;
+    const run_view *v = g->r.v;
+    const lview *at = gm->att;
+    int32_t c = gm->a_cls;
+    const int64_t *lo = v->cls[c].loff;
+    int64_t len = lo[it + 1] - lo[it], hk = h / (gm->heads / gm->kv_heads);
+    head_gemm_nt(i1 - i0, len, g->K, (const float *)view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
+                 (const float *)view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, (float *)cc, len, pack);
+    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
+    head_gemm_nn(i1 - i0, g->N, len, (const float *)cc, len,
+                 (const float *)view_at(v, g->r.m, &at[2], c, it, 0, hk, g->es), at[2].ld,
+                 (float *)view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
+}
+
+/* Rows [r0, r1) of an operand's head h (cols floats each) asked into the cache. Inlined: a
+ * static function of nothing but prefetches is found free of side effects (GCC's ipa-pure-const)
+ * and its calls are dropped. */
+__attribute__((always_inline)) static inline void prefetch_rows(const gemm_job *g, const lview *w, int64_t it,
+                                                                int64_t r0, int64_t r1, int64_t h, int64_t cols) {
+    for (int64_t r = r0; r < r1; r++) {
+        const char *p = view_at(g->r.v, g->r.m, w, g->r.k->gemm.a_cls, it, r, h, g->es);
+        for (int64_t e = 0; e < cols * (int64_t)g->es; e += 64) __builtin_prefetch(p + e, 0, 2);
+    }
+}
+
+/* Rows [i0, i1) of item it, head h, by the BLAS (or the own sgemm, core): C = Q Kᵀ, the
+ * kernel's weights in C, O = P V into the head's columns of the result. */
+static void attention_blas(const gemm_job *g, const gemm_core *core, int64_t it, int64_t h, int64_t i0, int64_t i1,
+                           char *cc, int slot) {
+    const lgemm *gm = &g->r.k->gemm;
+    const run_view *v = g->r.v;
+    const lview *at = gm->att;
+    int32_t c = gm->a_cls;
+    const int64_t *lo = v->cls[c].loff;
+    int64_t len = lo[it + 1] - lo[it], hk = h / (gm->heads / gm->kv_heads);
+    gemm_full(core, gm->dtype, true, i1 - i0, g->K, len, view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
+              view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, cc, len);
+    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
+    gemm_full(core, gm->dtype, false, i1 - i0, len, g->N, cc, len, view_at(v, g->r.m, &at[2], c, it, 0, hk, g->es),
+              at[2].ld, view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
+}
+
+/* All heads of a short item's rows [i0, i1), one after another, the next head's q, k and v
+ * asked into the cache while this one computes: a head's columns are 256 bytes of rows
+ * 6 KiB apart (the QKV projection's), a stride no hardware prefetcher follows, so each
+ * head's first reads waited on memory (perf: the loads of K's transpose and of V's rows). */
+static void attention_heads(const gemm_job *g, int64_t it, int64_t i0, int64_t i1, char *cc, void *pack, int slot) {
+    const lgemm *gm = &g->r.k->gemm;
+    const int64_t *lo = g->r.v->cls[gm->a_cls].loff;
+    int64_t len = lo[it + 1] - lo[it], per = gm->heads / gm->kv_heads;
+    for (int64_t h = 0; h < gm->heads; h++) {
+        if (h + 1 < gm->heads) {
+            prefetch_rows(g, &gm->att[0], it, i0, i1, h + 1, g->K);
+            prefetch_rows(g, &gm->att[1], it, 0, len, (h + 1) / per, g->K);
+            prefetch_rows(g, &gm->att[2], it, 0, len, (h + 1) / per, g->N);
+        }
+        attention_small(g, it, h, i0, i1, cc, pack, slot);
+    }
+}
 
 /* One unit: C = Q K_bᵀ for the chunk's query rows of one head, the kernel turns C into the
  * softmax's weights, O = P V_b into the head's columns of the result. */
@@ -499,16 +571,12 @@ static void attention_task(void *arg, int64_t u, int slot) {
     int64_t hk = h / (gm->heads / gm->kv_heads);
     char *cc = g->sc + g->per * slot;
     gemm_core core = {.bl = g->own && len >= ATTN_OWN_LEN ? g->own : g->bl, .pack = cc + g->c_bytes};
-    const lview *at = gm->att;
     if (dtype_is_half((rj_dtype)gm->dtype)) {
         attention_half(g, &core, it, h, hk, i0, i1, cc, slot);
         return;
     }
-    gemm_full(&core, gm->dtype, true, i1 - i0, g->K, len, view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
-              view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, cc, len);
-    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
-    gemm_full(&core, gm->dtype, false, i1 - i0, len, g->N, cc, len, view_at(v, g->r.m, &at[2], c, it, 0, hk, g->es),
-              at[2].ld, view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
+    if (h < 0) attention_heads(g, it, i0, i1, cc, core.pack, slot);
+    else attention_blas(g, &core, it, h, i0, i1, cc, slot);
 }
 
 /* Units of (item, head, chunk of R query rows): R rows of the longest item's scores fill at
@@ -518,7 +586,8 @@ static void attention_task(void *arg, int64_t u, int slot) {
  * serialises the run (R at least 16 rows all the same). Items go longest first, so the pool's
  * dynamic claiming ends on short units; an item's heads and chunks follow each other, so its
  * k and v stay in cache. Neither depends on the thread count (chunk shapes change a BLAS's
- * rounding). */
+ * rounding). An f32 item of fewer than ATTN_OWN_LEN keys is one unit per chunk for all its
+ * heads (head -1) by head_gemm: the next head's operands are fetched while one computes. */
 static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v,
                                const launch_opts *o, launch_mem *m, int64_t *scratch_reserved, const blas_fns *bl,
                                const launch_plan *pl) {
@@ -546,7 +615,9 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     R = R > share ? share : R;
     R = R > cap ? cap : R;
     R = R < 16 ? 16 : R > 4096 ? 4096 : R;
-    for (int64_t it = 0; it < B; it++) n += (lo[it + 1] - lo[it] + R - 1) / R * H;
+    bool small = gm->dtype == RJ_F32 && head_gemm_ok();
+    for (int64_t it = 0; it < B; it++)
+        n += (lo[it + 1] - lo[it] + R - 1) / R * (small && lo[it + 1] - lo[it] < ATTN_OWN_LEN ? 1 : H);
     int64_t *ch = mem_alloc(ctx, sizeof(int64_t) * (4 * (size_t)n + (size_t)B));
     if (!ch) return RJ_ERR_NOMEM;
     int64_t *order = ch + 4 * n, u = 0;
@@ -557,7 +628,8 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     }
     for (int64_t x = 0; x < B; x++) {
         int64_t it = order[x], len = lo[it + 1] - lo[it];
-        for (int64_t h = 0; h < H; h++)
+        bool all = small && len < ATTN_OWN_LEN; /* h = -1: every head in one unit */
+        for (int64_t h = all ? -1 : 0; h < (all ? 0 : H); h++)
             for (int64_t i0 = 0; i0 < len; i0 += R, u++)
                 ch[4 * u] = it, ch[4 * u + 1] = h, ch[4 * u + 2] = i0, ch[4 * u + 3] = i0 + R < len ? i0 + R : len;
     }
@@ -567,6 +639,8 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     int64_t K = run_dim(v, gm->K), N = run_dim(v, gm->N), big = maxlen > K ? maxlen : K;
     int64_t c_bytes = (R * maxlen * (int64_t)es + 63) / 64 * 64;
     int64_t p_bytes = (gemm_pack_bytes(own_fns ? own_fns : bl, R, maxlen > N ? maxlen : N, big) + 63) / 64 * 64;
+    int64_t hg = (int64_t)head_gemm_scratch_bytes(maxlen < ATTN_OWN_LEN ? maxlen : ATTN_OWN_LEN, K); /* K's transpose */
+    p_bytes = small && p_bytes < hg ? (hg + 63) / 64 * 64 : p_bytes;
     int64_t h_bytes = half ? ((R + maxlen) * (K + N) * (int64_t)sizeof(float) + 63) / 64 * 64 : 0;
     int64_t per = c_bytes + p_bytes + h_bytes;
     rj_status s = RJ_OK;
@@ -577,7 +651,8 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     if (sc && !s) {
         gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl,
                       .own = own_fns, .K = K, .N = N, .R = R, .es = es, .ch = ch, .sc = sc, .per = per,
-                      .c_bytes = c_bytes, .seen = seen, .maxlen = maxlen, .h_off = c_bytes + p_bytes};
+                      .c_bytes = c_bytes, .seen = seen, .maxlen = maxlen, .h_off = c_bytes + p_bytes,
+                      .small = small};
         pool_run(ctx, st->pool, n, workers, attention_task, &g);
     }
     if (seen) mem_free(ctx, seen, sizeof(int64_t) * 2 * (size_t)workers);
@@ -610,6 +685,11 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     /* per worker: A (with a prologue) and C, each 64-byte aligned; then w packed once, if so
      * (f32 only: a 16-bit w is widened once into its f32 copy ahead of them instead) */
     const sgemm_kernel *pk = rows_prepack(bl, gm, nchunks);
+    /* chunks of whole slivers of the kernel's mr rows, where that keeps their number: only the
+     * last chunk ends in an edge sliver (computed whole, stored in part), not every one; the
+     * edges were 2% of MNLI's samples (edge_avx512) */
+    int64_t Rr = pk ? (R + pk->mr - 1) / pk->mr * pk->mr : R;
+    if ((units + Rr - 1) / Rr == nchunks) R = Rr;
     int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)esc + 63) / 64 * 64;
     int64_t pack = pk ? ((int64_t)sgemm_scratch_bytes(pk, R, N, K) + 63) / 64 * 64 : gemm_pack_bytes(bl, R, N, K);
     int64_t per = a_bytes + c_bytes + pack, wp = pk ? (int64_t)sgemm_packed_b_bytes(pk, N, K) : 0, nw;

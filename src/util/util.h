@@ -195,6 +195,17 @@ void sgemm_pack_b_block(const sgemm_kernel *kn, bool tb, int64_t n, int64_t k, c
 void sgemm_run_packed(const sgemm_kernel *kn, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *packed, float *c, int64_t ldc, void *scratch);
 
+/* head_gemm.c: an attention head's products on short items, AVX-512 only (head_gemm_ok false
+ * elsewhere): C (m x n, ldc) = A (m x k, lda) Bᵀ (B stored n x k, ldb; scratch of
+ * head_gemm_scratch_bytes(n, k)), and C = A B (B stored k x n, ldb). A and B read in place;
+ * each element one in-order sum over k, whatever m, n and the thread count. One thread. */
+bool head_gemm_ok(void);
+size_t head_gemm_scratch_bytes(int64_t n, int64_t k);
+void head_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                  int64_t ldc, void *scratch);
+void head_gemm_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                  int64_t ldc);
+
 /* Growable text. */
 typedef struct sbuf {
     rj_ctx *ctx;
