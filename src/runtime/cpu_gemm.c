@@ -16,11 +16,11 @@
  * block is touched at once instead, a slice per thread of the pool: rj_bind_prepare does it
  * before the first run, and a run that grows a block pays for its faults in parallel rather
  * than one by one inside its kernels. The touch is an atomic add of 0: it faults the page in
- * for writing and keeps what the block held. Huge pages were tried (madvise MADV_HUGEPAGE on
- * the block's aligned 2 MiB pages): on the shared machine the kernel granted few of them, the
- * first run's CPU time did not fall (1.02-1.10x the later runs' with them, 0.99-1.04x
- * without), later runs gained nothing measurable, and with the usual defrag=madvise each
- * refused one may cost a compaction: memory stays as the allocator gives it.
+ * for writing. Then the block asks for transparent huge pages (runmem.c says why): a run's
+ * first touch stays in small pages, the cheapest there is to get for fresh memory, and the
+ * kernel merges them into huge ones in the background (khugepaged) for the runs after;
+ * rj_bind_prepare asks before it touches, paying for huge pages at bind time so that every
+ * run has them.
  *
  * 16-bit products (lgemm.core, loopir.h) multiply in f32: the prologue has widened x's rows
  * into the f32 chunk A, w (k, v) is widened here once per run into an f32 copy in the run's
@@ -57,11 +57,15 @@ void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes) {
     pool_run(ctx, st ? st->pool : NULL, n, threads < MAX_THREADS ? threads : MAX_THREADS, touch_task, &t);
 }
 
-void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, rj_status *s) {
-    size_t had = blk->p ? blk->bytes : 0;
-    void *p = host_block_get(v->ctx, blk, bytes);
+void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, bool early, rj_status *s) {
+    bool fresh;
+    void *p = host_block_fresh(v->ctx, blk, bytes, host_huge_pages(), &fresh);
     if (!p) *s = RJ_ERR_NOMEM;
-    else if (blk->bytes > had) cpu_touch(v->ctx, blk->p, blk->bytes); /* realloc may have moved all of it */
+    else if (fresh) {
+        if (early) host_block_advise(blk);
+        cpu_touch(v->ctx, p, bytes);
+        if (!early) host_block_advise(blk);
+    }
     return p;
 }
 
@@ -73,7 +77,7 @@ void *cpu_run_scratch(const run_view *v, const launch_opts *o, int64_t bytes, in
         *reserved = bytes;
     }
     if (o->dry) return NULL; /* sized; allocated once the largest is known (cpu.c, cpu_exec) */
-    return cpu_block_get(v, &v->mem->host->scratch, (size_t)bytes, s);
+    return cpu_block_get(v, &v->mem->host->scratch, (size_t)bytes, false, s);
 }
 
 /* The bytes of a multi-pass item kernel's stash (softmax over the ragged dim keeps the
