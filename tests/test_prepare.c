@@ -128,7 +128,7 @@ static bool thp_on(void) {
 }
 
 /* A prepared arena of 16 MiB is advised as huge pages (all 8 of them: the block starts at a huge
- * page), and the advice is gone with the binding. */
+ * page), and the advice is gone with the binding; so is an arena that a later run grows. */
 static void test_prepare_huge_pages(void **state) {
     fixture *f = *state;
     if (!thp_on() || huge_advised_bytes() < 0) skip();
@@ -142,9 +142,33 @@ static void test_prepare_huge_pages(void **state) {
         fail_msg("after rj_bind_prepare %lld bytes more are advised as huge pages; the arena has %lld", advised,
                  (long long)ARENA);
     assert_ok(f->ctx, rj_program_run(s.p, b));
+    float *want = malloc(sizeof(float) * ROWS * COLS);
+    assert_non_null(want);
+    memcpy(want, s.y, sizeof(float) * ROWS * COLS);
     rj_bind_free(b);
     if (huge_advised_bytes() - before >= ARENA)
         fail_msg("%lld bytes are still advised as huge pages after rj_bind_free", huge_advised_bytes() - before);
+
+    /* a binding's first run on 8 rows, then on all: the arena grows into huge pages at once,
+     * and the second run's result is the prepared one's */
+    static const int64_t small[2] = {0, 8};
+    b = rj_bind_new(s.p);
+    assert_ok(f->ctx, rj_bind_offsets(b, s.j, 1, small, NULL));
+    assert_ok(f->ctx, rj_bind_input(b, s.x, s.xs, 8 * COLS));
+    assert_ok(f->ctx, rj_bind_output(b, s.c, s.y, 8 * COLS));
+    assert_ok(f->ctx, rj_program_run(s.p, b));
+    assert_ok(f->ctx, rj_bind_offsets(b, s.j, 4, offs, NULL));
+    assert_ok(f->ctx, rj_bind_input(b, s.x, s.xs, ROWS * COLS));
+    assert_ok(f->ctx, rj_bind_output(b, s.c, s.y, ROWS * COLS));
+    memset(s.y, 0, sizeof(float) * ROWS * COLS);
+    assert_ok(f->ctx, rj_program_run(s.p, b));
+    advised = huge_advised_bytes() - before;
+    if (advised < ARENA)
+        fail_msg("after a run that grew the arena %lld bytes more are advised as huge pages; it has %lld", advised,
+                 (long long)ARENA);
+    assert_memory_equal(want, s.y, sizeof(float) * ROWS * COLS);
+    free(want);
+    rj_bind_free(b);
     setup_free(&s);
 }
 

@@ -16,11 +16,13 @@
  * block is touched at once instead, a slice per thread of the pool: rj_bind_prepare does it
  * before the first run, and a run that grows a block pays for its faults in parallel rather
  * than one by one inside its kernels. The touch is an atomic add of 0: it faults the page in
- * for writing. Then the block asks for transparent huge pages (runmem.c says why): a run's
- * first touch stays in small pages, the cheapest there is to get for fresh memory, and the
- * kernel merges them into huge ones in the background (khugepaged) for the runs after;
- * rj_bind_prepare asks before it touches, paying for huge pages at bind time so that every
- * run has them.
+ * for writing. Then the block asks for transparent huge pages (runmem.c says why): a
+ * binding's first run touches its blocks in small pages, the cheapest there is to get for
+ * fresh memory in a VM, and the kernel merges them into huge ones in the background
+ * (khugepaged) for the runs after; rj_bind_prepare, and a later run whose larger data grows a
+ * block, ask before they touch: huge pages at once, so that the runs after have them (4-9%
+ * less CPU for the encoder), paid for at bind time or by a run that pays for fresh memory
+ * anyway.
  *
  * 16-bit products (lgemm.core, loopir.h) multiply in f32: the prologue has widened x's rows
  * into the f32 chunk A, w (k, v) is widened here once per run into an f32 copy in the run's
@@ -59,6 +61,7 @@ void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes) {
 
 void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, bool early, rj_status *s) {
     bool fresh;
+    early = early || blk->p; /* a block that grows: not the binding's first run (cpu.h) */
     void *p = host_block_fresh(v->ctx, blk, bytes, host_huge_pages(), &fresh);
     if (!p) *s = RJ_ERR_NOMEM;
     else if (fresh) {
