@@ -590,6 +590,7 @@ static rj_status cpu_exec(const run_view *v, bool dry) {
     }
     if (!s && dry && scratch_reserved) cpu_block_get(v, &rm->host->scratch, (size_t)scratch_reserved, true, &s);
     if (!s && !dry && lp->nchecks) s = index_verdict(v, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
+    if (!dry) rm->host->ran = true;
     return s;
 }
 

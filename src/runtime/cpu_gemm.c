@@ -61,7 +61,7 @@ void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes) {
 
 void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, bool early, rj_status *s) {
     bool fresh;
-    early = early || blk->p; /* a block that grows: not the binding's first run (cpu.h) */
+    early = early || v->mem->host->ran; /* a block that grows after the binding's first run (cpu.h) */
     void *p = host_block_fresh(v->ctx, blk, bytes, host_huge_pages(), &fresh);
     if (!p) *s = RJ_ERR_NOMEM;
     else if (fresh) {

@@ -266,6 +266,7 @@ typedef struct host_mem {
     int64_t temp_bytes;       /* the arena's bytes in the last run */
     host_block scratch;
     host_block addrs;         /* the launch_mem arrays */
+    bool ran;                 /* a run has completed with these blocks (cpu_block_get) */
 } host_mem;
 
 typedef struct run_mem {
