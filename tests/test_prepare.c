@@ -14,6 +14,11 @@
  *
  * Page faults are counted with getrusage, with glibc's mmap threshold pinned (mallopt) so
  * that every large block is a fresh mapping, never heap memory an earlier test touched.
+ *
+ * Where the kernel gives transparent huge pages to memory that asks (enabled `always` or
+ * `madvise`), a prepared arena of 16 MiB must be advised as such (/proc/self/smaps: the `hg`
+ * flag on mappings covering its whole 2 MiB pages), and the advice withdrawn when the binding
+ * is freed; whether the kernel then grants the pages is its business, not checked.
  */
 #include "stdenv.h"
 
@@ -92,6 +97,79 @@ static int thread_count(void) {
     for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
     closedir(d);
     return n;
+}
+
+/* Bytes of this process's mappings advised as huge pages (VmFlags `hg` in /proc/self/smaps),
+ * or -1 where smaps cannot be read. */
+static long long huge_advised_bytes(void) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    long long total = 0, size_kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "Size:", 5)) size_kb = atoll(line + 5);
+        else if (!strncmp(line, "VmFlags:", 8) && strstr(line, " hg")) total += size_kb * 1024;
+    }
+    fclose(f);
+    return total;
+}
+
+/* Whether this kernel gives huge pages to memory that asks, and ragjit is not told otherwise. */
+static bool thp_on(void) {
+    const char *off = getenv("RAGJIT_HUGE_PAGES");
+    if (off && !strcmp(off, "0")) return false;
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char buf[128] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, "[always]") || strstr(buf, "[madvise]");
+}
+
+/* A prepared arena of 16 MiB is advised as huge pages (all 8 of them: the block starts at a huge
+ * page), and the advice is gone with the binding; so is an arena that a later run grows. */
+static void test_prepare_huge_pages(void **state) {
+    fixture *f = *state;
+    if (!thp_on() || huge_advised_bytes() < 0) skip();
+    setup s;
+    setup_new(f, &s, RJ_TARGET_CPU);
+    long long before = huge_advised_bytes();
+    rj_bind *b = bound(f, &s);
+    assert_ok(f->ctx, rj_bind_prepare(b));
+    long long advised = huge_advised_bytes() - before;
+    if (advised < ARENA)
+        fail_msg("after rj_bind_prepare %lld bytes more are advised as huge pages; the arena has %lld", advised,
+                 (long long)ARENA);
+    assert_ok(f->ctx, rj_program_run(s.p, b));
+    float *want = malloc(sizeof(float) * ROWS * COLS);
+    assert_non_null(want);
+    memcpy(want, s.y, sizeof(float) * ROWS * COLS);
+    rj_bind_free(b);
+    if (huge_advised_bytes() - before >= ARENA)
+        fail_msg("%lld bytes are still advised as huge pages after rj_bind_free", huge_advised_bytes() - before);
+
+    /* a binding's first run on 8 rows, then on all: the arena grows into huge pages at once,
+     * and the second run's result is the prepared one's */
+    static const int64_t small[2] = {0, 8};
+    b = rj_bind_new(s.p);
+    assert_ok(f->ctx, rj_bind_offsets(b, s.j, 1, small, NULL));
+    assert_ok(f->ctx, rj_bind_input(b, s.x, s.xs, 8 * COLS));
+    assert_ok(f->ctx, rj_bind_output(b, s.c, s.y, 8 * COLS));
+    assert_ok(f->ctx, rj_program_run(s.p, b));
+    assert_ok(f->ctx, rj_bind_offsets(b, s.j, 4, offs, NULL));
+    assert_ok(f->ctx, rj_bind_input(b, s.x, s.xs, ROWS * COLS));
+    assert_ok(f->ctx, rj_bind_output(b, s.c, s.y, ROWS * COLS));
+    memset(s.y, 0, sizeof(float) * ROWS * COLS);
+    assert_ok(f->ctx, rj_program_run(s.p, b));
+    advised = huge_advised_bytes() - before;
+    if (advised < ARENA)
+        fail_msg("after a run that grew the arena %lld bytes more are advised as huge pages; it has %lld", advised,
+                 (long long)ARENA);
+    assert_memory_equal(want, s.y, sizeof(float) * ROWS * COLS);
+    free(want);
+    rj_bind_free(b);
+    setup_free(&s);
 }
 
 /* The run's memory is planned, allocated and faulted in at prepare; the run adds nothing. */
@@ -210,6 +288,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX(test_prepare_then_run),
         FX(test_prepare_limit_and_errors),
+        FX(test_prepare_huge_pages),
     };
     return run_group(tests, NULL, NULL, argc, argv);
 }

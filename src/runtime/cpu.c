@@ -476,7 +476,7 @@ static int64_t place_temps(const run_plan *pl, const int64_t *size, int64_t *off
 
 /* The temporaries' addresses in a: sizes from the run's dims, placed in the binding's arena
  * (kept and grown across runs), counted against the memory limit as one block. */
-static rj_status host_temps(const run_view *v, const lprog *lp, host_mem *hm, uint64_t *a) {
+static rj_status host_temps(const run_view *v, const lprog *lp, host_mem *hm, uint64_t *a, bool dry) {
     rj_ctx *ctx = v->ctx;
     size_t per = sizeof(int64_t) * 6;
     if (lp->nbufs > hm->nplace) {
@@ -500,7 +500,7 @@ static rj_status host_temps(const run_view *v, const lprog *lp, host_mem *hm, ui
     int64_t total = place_temps(v->plan, size, off, off + lp->nbufs);
     rj_status s = run_reserve(v, total, "the temporaries", -1);
     if (s) return s;
-    char *arena = cpu_block_get(v, &hm->arena, (size_t)(total ? total : 64), &s);
+    char *arena = cpu_block_get(v, &hm->arena, (size_t)(total ? total : 64), dry, &s);
     if (!arena) return s;
     for (int32_t i = 0; i < lp->nbufs; i++)
         if (size[i] >= 0) a[i] = (uint64_t)(uintptr_t)(arena + off[i]);
@@ -509,7 +509,7 @@ static rj_status host_temps(const run_view *v, const lprog *lp, host_mem *hm, ui
 }
 
 /* Host addresses of every buffer, offsets and logical offsets. */
-static rj_status host_addresses(const run_view *v, const lprog *lp, host_mem *hm, launch_mem *m) {
+static rj_status host_addresses(const run_view *v, const lprog *lp, host_mem *hm, launch_mem *m, bool dry) {
     rj_ctx *ctx = v->ctx;
     size_t n = (size_t)lp->nbufs + 2 * (size_t)v->plan->nsym + (size_t)v->plan->npairs;
     uint64_t *a = host_block_get(ctx, &hm->addrs, sizeof(uint64_t) * (n ? n : 1));
@@ -520,7 +520,7 @@ static rj_status host_addresses(const run_view *v, const lprog *lp, host_mem *hm
              : lb->kind == LB_OUTPUT ? (uint64_t)(uintptr_t)v->out[lb->index].data
              : 0; /* chunks: per worker, from the GEMM's chunk loop (run_gemm); temporaries below */
     }
-    rj_status s = host_temps(v, lp, hm, a);
+    rj_status s = host_temps(v, lp, hm, a, dry);
     if (s) return s;
     uint64_t *off = a + lp->nbufs, *loff = off + v->plan->nsym, *sq = loff + v->plan->nsym;
     for (int32_t y = 0; y < v->plan->nsym; y++) {
@@ -554,7 +554,7 @@ static rj_status cpu_exec(const run_view *v, bool dry) {
     run_mem *rm = v->mem;
     if (!rm->host && !(rm->host = mem_zalloc(ctx, sizeof(host_mem)))) return RJ_ERR_NOMEM;
     launch_mem m;
-    rj_status s = host_addresses(v, lp, rm->host, &m);
+    rj_status s = host_addresses(v, lp, rm->host, &m, dry);
     v->stats->temp_bytes = rm->host->temp_bytes;
     int threads = ctx_threads(ctx);
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
@@ -588,8 +588,9 @@ static rj_status cpu_exec(const run_view *v, bool dry) {
         run r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = &m, .nt = streams(v, lp, k)};
         pool_run(ctx, st->pool, pl.nchunks, pl.workers, call_chunk, &r);
     }
-    if (!s && dry && scratch_reserved) cpu_block_get(v, &rm->host->scratch, (size_t)scratch_reserved, &s);
+    if (!s && dry && scratch_reserved) cpu_block_get(v, &rm->host->scratch, (size_t)scratch_reserved, true, &s);
     if (!s && !dry && lp->nchecks) s = index_verdict(v, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
+    if (!dry) rm->host->ran = true;
     return s;
 }
 

@@ -82,8 +82,12 @@ void *cpu_run_scratch(const run_view *v, const launch_opts *o, int64_t bytes, in
 /* Every page of [mem, mem + bytes) faulted in (for writing, contents kept), a slice per thread
  * of the pool (cpu_gemm.c says why). */
 void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes);
-/* host_block_get, with what it allocated anew touched (cpu_touch). NULL with *s set. */
-void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, rj_status *s);
+/* host_block_fresh, with what it allocated anew touched (cpu_touch) and advised as huge pages
+ * (host_block_advise): before the touch when early (rj_bind_prepare) or in a run after the
+ * binding's first (host_mem.ran: huge pages at once), after it in the first run (small pages
+ * now, merged later; cpu_gemm.c says why); what the block held before is not kept. NULL with
+ * *s set. */
+void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, bool early, rj_status *s);
 /* The bytes of a multi-pass item kernel's stash a worker may fill (cpu.c says how). */
 int64_t cpu_stash_bytes(const cpu_state *st, int workers);
 /* Kernel ki, the epilogue of a library GEMM (lkernel.gemm): its chunk loop (cpu_gemm.c). */

@@ -16,11 +16,13 @@
  * block is touched at once instead, a slice per thread of the pool: rj_bind_prepare does it
  * before the first run, and a run that grows a block pays for its faults in parallel rather
  * than one by one inside its kernels. The touch is an atomic add of 0: it faults the page in
- * for writing and keeps what the block held. Huge pages were tried (madvise MADV_HUGEPAGE on
- * the block's aligned 2 MiB pages): on the shared machine the kernel granted few of them, the
- * first run's CPU time did not fall (1.02-1.10x the later runs' with them, 0.99-1.04x
- * without), later runs gained nothing measurable, and with the usual defrag=madvise each
- * refused one may cost a compaction: memory stays as the allocator gives it.
+ * for writing. Then the block asks for transparent huge pages (runmem.c says why): a
+ * binding's first run touches its blocks in small pages, the cheapest there is to get for
+ * fresh memory in a VM, and the kernel merges them into huge ones in the background
+ * (khugepaged) for the runs after; rj_bind_prepare, and a later run whose larger data grows a
+ * block, ask before they touch: huge pages at once, so that the runs after have them (4-9%
+ * less CPU for the encoder), paid for at bind time or by a run that pays for fresh memory
+ * anyway.
  *
  * An f32 attention's short items (fewer than 128 keys: MNLI's, CoLA's) multiply by
  * util/head_gemm.c, blocks shaped for a head's few dozen rows and columns, instead of a BLAS
@@ -63,11 +65,16 @@ void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes) {
     pool_run(ctx, st ? st->pool : NULL, n, threads < MAX_THREADS ? threads : MAX_THREADS, touch_task, &t);
 }
 
-void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, rj_status *s) {
-    size_t had = blk->p ? blk->bytes : 0;
-    void *p = host_block_get(v->ctx, blk, bytes);
+void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, bool early, rj_status *s) {
+    bool fresh;
+    early = early || v->mem->host->ran; /* a block that grows after the binding's first run (cpu.h) */
+    void *p = host_block_fresh(v->ctx, blk, bytes, host_huge_pages(), &fresh);
     if (!p) *s = RJ_ERR_NOMEM;
-    else if (blk->bytes > had) cpu_touch(v->ctx, blk->p, blk->bytes); /* realloc may have moved all of it */
+    else if (fresh) {
+        if (early) host_block_advise(blk);
+        cpu_touch(v->ctx, p, bytes);
+        if (!early) host_block_advise(blk);
+    }
     return p;
 }
 
@@ -79,7 +86,7 @@ void *cpu_run_scratch(const run_view *v, const launch_opts *o, int64_t bytes, in
         *reserved = bytes;
     }
     if (o->dry) return NULL; /* sized; allocated once the largest is known (cpu.c, cpu_exec) */
-    return cpu_block_get(v, &v->mem->host->scratch, (size_t)bytes, s);
+    return cpu_block_get(v, &v->mem->host->scratch, (size_t)bytes, false, s);
 }
 
 /* The bytes of a multi-pass item kernel's stash (softmax over the ragged dim keeps the

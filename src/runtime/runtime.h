@@ -255,6 +255,7 @@ typedef struct dev_block {
 typedef struct host_block {
     void *p;
     size_t bytes;
+    size_t huge;              /* the huge pages advised in it (host_block_fresh), or 0 */
 } host_block;
 
 typedef struct host_mem {
@@ -265,6 +266,7 @@ typedef struct host_mem {
     int64_t temp_bytes;       /* the arena's bytes in the last run */
     host_block scratch;
     host_block addrs;         /* the launch_mem arrays */
+    bool ran;                 /* a run has completed with these blocks (cpu_block_get) */
 } host_mem;
 
 typedef struct run_mem {
@@ -409,6 +411,21 @@ rj_status device_verdict(const run_view *v, device_check which, uint64_t addr, d
 rj_status run_reserve(const run_view *v, int64_t bytes, const char *what, int index);
 /* At least `bytes` (plus 64 for alignment) in blk; the address, 64-byte aligned. */
 void *host_block_get(rj_ctx *ctx, host_block *blk, size_t bytes);
+/* Transparent huge pages' size where the kernel may give them to memory that asks
+ * (/sys/kernel/mm/transparent_hugepage: enabled `always` or `madvise`), 0 where it never does,
+ * RAGJIT_HUGE_PAGES=0 is set, or elsewhere than Linux. Read once per process. */
+size_t host_huge_pages(void);
+/* At least `bytes` in blk, whose content need not be kept: a block that grows is allocated
+ * afresh (nothing copied), and with huge > 0 a block of a huge page or more is allocated a
+ * huge page larger and used from a huge page boundary (host_block_advise). The address
+ * (64-byte aligned, or huge-aligned); *fresh: the block is new, not one page of it touched. */
+void *host_block_fresh(rj_ctx *ctx, host_block *blk, size_t bytes, size_t huge, bool *fresh);
+/* Advises the whole huge pages of a block host_block_fresh aligned as such (madvise
+ * MADV_HUGEPAGE): pages faulted in later are huge ones, and those already there may be merged
+ * into huge ones by the kernel in the background (khugepaged). */
+void host_block_advise(host_block *blk);
+/* Frees blk (huge pages advised in it withdrawn first). */
+void host_block_free(rj_ctx *ctx, host_block *blk);
 /* Frees what rm holds (device slots through be->dev_free). */
 void run_mem_free(rj_ctx *ctx, const struct backend *be, run_mem *rm);
 
