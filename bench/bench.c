@@ -940,6 +940,20 @@ static unsigned only_arg(const char *s) {
     return m;
 }
 
+/* The load average beside the figures (when: "before" or "after"): on a machine whose other
+ * processes want more processors than it has, absolute times and GB/s are the load's, and only
+ * the same-run ratios say something about ragjit (bench/NOTES.md's loaded sections). */
+static void print_load(const char *when) {
+    double l[3];
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return;
+    if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) == 3)
+        printf("load average %s: %.2f %.2f %.2f on %ld processors%s\n", when, l[0], l[1], l[2], ncpu,
+               l[0] > (double)ncpu + 0.5 ? " (LOADED: read only the same-run ratios)" : "");
+    fclose(f);
+}
+
 int main(int argc, char **argv) {
     bool quick = false;
     unsigned only = ~0u;
@@ -1028,6 +1042,7 @@ int main(int argc, char **argv) {
     printf("ragjit bench: B=%lld, lengths 1..%lld (total %lld rows), D=%lld, f32, %d threads, "
            "median of %d%s\nBLAS: %s\n\n", (long long)s.B, (long long)maxlen, (long long)s.rows,
            (long long)s.D, s.threads, s.reps, quick ? " (QUICK: numbers are meaningless)" : "", rj_blas_info());
+    print_load("before");
 
     probes pr = {.n = s.rows * s.D, .threads = s.threads};
     pr.a = falloc(pr.n), pr.b = falloc(pr.n), pr.c = falloc(pr.n);
@@ -1190,5 +1205,6 @@ int main(int argc, char **argv) {
     free(s.off), free(s.x), free(s.w), free(s.bias);
     free(pr.a), free(pr.b), free(pr.c);
     rj_ctx_free(ctx);
+    print_load("after");
     return 0;
 }

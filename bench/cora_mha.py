@@ -88,6 +88,13 @@ def padded_batch(torch, xs):
     return xp, mask
 
 
+def print_load(when):
+    """The load average beside the figures: above the processor count, only same-run ratios mean much."""
+    l1, l5, l15 = os.getloadavg()
+    print("load average %s: %.2f %.2f %.2f on %d processors%s" % (when, l1, l5, l15, os.cpu_count(),
+          " (LOADED: read only the same-run ratios)" if l1 > os.cpu_count() + 0.5 else ""))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -150,4 +157,6 @@ def main():
 
 
 if __name__ == "__main__":
+    print_load("before")
     main()
+    print_load("after")
