@@ -502,22 +502,30 @@ static void attention_half(const gemm_job *g, const gemm_core *core, int64_t it,
  * CPU has AVX-512 (attention_small below). */
 #define ATTN_OWN_LEN 128
 
+/* Where rows [i0, i1) of item it, head h read and write (q at[0] from row i0, k at[1] and v at[2]
+ * of its kv head from row 0, o at[3] from row i0), and the item's length. */
+static int64_t head_views(const gemm_job *g, int64_t it, int64_t h, int64_t i0, char *p[4]) {
+    const lgemm *gm = &g->r.k->gemm;
+    const run_view *v = g->r.v;
+    int32_t c = gm->a_cls;
+    int64_t hk = h / (gm->heads / gm->kv_heads);
+    for (int x = 0; x < 4; x++)
+        p[x] = view_at(v, g->r.m, &gm->att[x], c, it, x == 0 || x == 3 ? i0 : 0, x == 0 || x == 3 ? h : hk, g->es);
+    return v->cls[c].loff[it + 1] - v->cls[c].loff[it];
+}
+
 /* Rows [i0, i1) of item it, head h, by head_gemm (f32, a short item): S = Q Kᵀ into C, the
  * kernel's weights in C, O = P V into the head's columns of the result. */
 static void attention_small(const gemm_job *g, int64_t it, int64_t h, int64_t i0, int64_t i1, char *cc, void *pack,
                             int slot) {
-    const lgemm *gm = &g->r.k->gemm;
-    const run_view *v = g->r.v;
-    const lview *at = gm->att;
-    int32_t c = gm->a_cls;
-    const int64_t *lo = v->cls[c].loff;
-    int64_t len = lo[it + 1] - lo[it], hk = h / (gm->heads / gm->kv_heads);
-    head_gemm_nt(i1 - i0, len, g->K, (const float *)view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
-                 (const float *)view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, (float *)cc, len, pack);
-    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
-    head_gemm_nn(i1 - i0, g->N, len, (const float *)cc, len,
-                 (const float *)view_at(v, g->r.m, &at[2], c, it, 0, hk, g->es), at[2].ld,
-                 (float *)view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
+    const lview *at = g->r.k->gemm.att;
+    const int64_t *lo = g->r.v->cls[g->r.k->gemm.a_cls].loff;
+    char *p[4];
+    int64_t len = head_views(g, it, h, i0, p);
+    head_gemm_nt(i1 - i0, len, g->K, (const float *)p[0], at[0].ld, (const float *)p[1], at[1].ld, (float *)cc, len,
+                 pack);
+    call_range(g->r.code, g->lp, g->r.ki, g->r.v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
+    head_gemm_nn(i1 - i0, g->N, len, (const float *)cc, len, (const float *)p[2], at[2].ld, (float *)p[3], at[3].ld);
 }
 
 /* Rows [r0, r1) of an operand's head h (cols floats each) asked into the cache. Inlined: a
@@ -536,16 +544,13 @@ __attribute__((always_inline)) static inline void prefetch_rows(const gemm_job *
 static void attention_blas(const gemm_job *g, const gemm_core *core, int64_t it, int64_t h, int64_t i0, int64_t i1,
                            char *cc, int slot) {
     const lgemm *gm = &g->r.k->gemm;
-    const run_view *v = g->r.v;
     const lview *at = gm->att;
-    int32_t c = gm->a_cls;
-    const int64_t *lo = v->cls[c].loff;
-    int64_t len = lo[it + 1] - lo[it], hk = h / (gm->heads / gm->kv_heads);
-    gemm_full(core, gm->dtype, true, i1 - i0, g->K, len, view_at(v, g->r.m, &at[0], c, it, i0, h, g->es), at[0].ld,
-              view_at(v, g->r.m, &at[1], c, it, 0, hk, g->es), at[1].ld, cc, len);
-    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
-    gemm_full(core, gm->dtype, false, i1 - i0, len, g->N, cc, len, view_at(v, g->r.m, &at[2], c, it, 0, hk, g->es),
-              at[2].ld, view_at(v, g->r.m, &at[3], c, it, i0, h, g->es), at[3].ld);
+    const int64_t *lo = g->r.v->cls[gm->a_cls].loff;
+    char *p[4];
+    int64_t len = head_views(g, it, h, i0, p);
+    gemm_full(core, gm->dtype, true, i1 - i0, g->K, len, p[0], at[0].ld, p[1], at[1].ld, cc, len);
+    call_range(g->r.code, g->lp, g->r.ki, g->r.v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
+    gemm_full(core, gm->dtype, false, i1 - i0, len, g->N, cc, len, p[2], at[2].ld, p[3], at[3].ld);
 }
 
 /* All heads of a short item's rows [i0, i1), one after another, the next head's q, k and v
