@@ -23,6 +23,13 @@
  * that runs them (port 5 on Intel), against one compare (bench/NOTES.md, 2026-11-28). On
  * AVX-512 the integer rounding's NaN lanes come from one vfixupimmps instead of that compare
  * and a masked or.
+ *
+ * A lanes loop whose memory accesses are all unit-stride bf16 keeps its lanes in even/odd order
+ * (E->vpair, vplan.c): a step's vf elements, read as vf/2 i32, hold element 2i in the low half
+ * of word i and 2i+1 in its high half, so a shift gives the even elements as f32 and an and the
+ * odd ones, where widening in memory's order took a port-5 zero-extension (vpmovzxwd) and a
+ * shift per register. A store packs them back the same way: the rounded even lanes shifted
+ * down, or'ed with the odd ones (whose low halves the rounding cleared).
  */
 #include "emit.h"
 
@@ -250,6 +257,39 @@ LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t) {
 LLVMValueRef em_to_mem_held(em *E, LLVMValueRef v, int t, bool held) {
     if (!held || t != RJ_BF16) return em_to_mem(E, v, t);
     return top_halves(E, LLVMBuildBitCast(E->b, v, like(E, v, LLVMInt32TypeInContext(E->c)), ""));
+}
+
+/* With E->vpair: bf16 bits v (<vf x i16>, memory's order) as f32 lanes in even/odd order,
+ * no shuffle. */
+LLVMValueRef em_from_pairs(em *E, LLVMValueRef v) {
+    LLVMBuilderRef b = E->b;
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
+    LLVMTypeRef w = LLVMVectorType(LLVMInt32TypeInContext(E->c), n / 2);
+    LLVMValueRef u = LLVMBuildBitCast(b, v, w, "");
+    LLVMValueRef even = LLVMBuildShl(b, u, kconst(w, 16), ""), odd = LLVMBuildAnd(b, u, kconst(w, 0xffff0000u), "");
+    return LLVMBuildBitCast(b, concat(E, even, odd), LLVMVectorType(LLVMFloatTypeInContext(E->c), n), "");
+}
+
+/* bf16 bits in even/odd lane order (<n x i16>) in memory's order: one word shuffle. */
+LLVMValueRef em_pairs_interleave(em *E, LLVMValueRef h) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(h));
+    LLVMValueRef idx[64];
+    for (unsigned j = 0; j < n; j++) idx[j] = LLVMConstInt(LLVMInt32TypeInContext(E->c), (j & 1 ? n / 2 : 0) + j / 2, 0);
+    return LLVMBuildShuffleVector(E->b, h, LLVMGetUndef(LLVMTypeOf(h)), LLVMConstVector(idx, n), "");
+}
+
+/* With E->vpair: f32 lanes v in even/odd order as bf16 bits in memory's order (<n x i16>),
+ * rounded unless held (a value bf16 holds: its low halves are zero). Where the CPU has
+ * AVX512-BF16 a rounding is vcvtne2ps2bf16's and the words are interleaved by one shuffle;
+ * else the even lanes' top halves shift down into the odd lanes' low halves. */
+LLVMValueRef em_to_pairs(em *E, LLVMValueRef v, bool held) {
+    LLVMBuilderRef b = E->b;
+    if (!held && bf16_cvt_chunk(E, v)) return em_pairs_interleave(E, em_to_mem(E, v, RJ_BF16));
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
+    LLVMValueRef u = held ? LLVMBuildBitCast(b, v, like(E, v, LLVMInt32TypeInContext(E->c)), "") : bf16_top(E, v);
+    LLVMValueRef even = LLVMBuildLShr(b, lanes(E, u, 0, n / 2), kconst(LLVMVectorType(LLVMInt32TypeInContext(E->c), n / 2), 16), "");
+    LLVMValueRef r = LLVMBuildOr(b, even, lanes(E, u, n / 2, n / 2), "");
+    return LLVMBuildBitCast(b, r, LLVMVectorType(LLVMInt16TypeInContext(E->c), n), "");
 }
 
 LLVMValueRef em_round_half(em *E, LLVMValueRef v, bool bf16) {
