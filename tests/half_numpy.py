@@ -440,13 +440,16 @@ def run_bits(ragjit, d, rng, failures, counts):
 
 def lanes_program(fmt, widths):
     """Per width D: an elementwise chain, reductions across the lanes (exact max, sum, softmax)
-    and a product with an f32 operand, each its own output, rows of D."""
+    and f32 operands (a product with an f32 output; a loop of 16-bit loads with an f32 load or an
+    f32 store among them, which the CPU shuffles into the 16-bit lanes' order), each its own
+    output, rows of D."""
     text = "ragged j1 : B\n"
     for D in widths:
         text += "input x%d : %s[B, j1, %d]\ninput w%d : %s[%d]\ninput c%d : f32[%d]\n" % (D, fmt, D, D, fmt, D, D, D)
         text += ("a{D} = relu(x{D} * w{D} + 0.5)\ns{D} = sum(x{D}, dim=2)\nmx{D} = max(x{D}, dim=2)\n"
-                 "m{D} = x{D} * c{D}\nsm{D} = softmax(x{D} * w{D}, dim=2)\n").format(D=D)
-    outs = ["%s%d" % (o, D) for D in widths for o in ("a", "s", "mx", "m", "sm")]
+                 "m{D} = x{D} * c{D}\nsm{D} = softmax(x{D} * w{D}, dim=2)\n"
+                 "mb{D} = cast(x{D} * w{D} + c{D}, \"{f}\")\nmf{D} = x{D} * w{D} + cast(x{D}, \"f32\")\n").format(D=D, f=fmt)
+    outs = ["%s%d" % (o, D) for D in widths for o in ("a", "s", "mx", "m", "sm", "mb", "mf")]
     return text + "output " + ", ".join(outs) + "\n"
 
 
@@ -489,10 +492,11 @@ def run_lanes(ragjit, fmt, d, rng, failures, counts):
                 want = {"a": (rnd(np.maximum(rnd(xw + 0.5, fmt), 0), fmt), True),
                         "s": (rnd(x.sum(axis=1), fmt), False), "mx": (x.max(axis=1), True),
                         "m": ((x * c).astype(np.float32).astype(np.float64), True),
-                        "sm": (rnd(e / e.sum(axis=1, keepdims=True), fmt), False)}
+                        "sm": (rnd(e / e.sum(axis=1, keepdims=True), fmt), False),
+                        "mb": (rnd(xw + c, fmt), True), "mf": ((xw + x).astype(np.float32).astype(np.float64), True)}
             for o, (wv, exact) in want.items():
                 got = np.load(os.path.join(out, "%s%d.npy" % (o, D)))
-                gotv = got.astype(np.float64) if o == "m" else from_file_array(got, fmt)
+                gotv = got.astype(np.float64) if o in ("m", "mf") else from_file_array(got, fmt)
                 gotv = gotv.reshape(wv.shape)
                 same = gotv == wv
                 if not exact:

@@ -59,6 +59,17 @@ static LLVMValueRef all_lanes(em *E) {
     return LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(E->c), (unsigned)E->vf));
 }
 
+/* v's lanes from memory's order into E->vpair's (the even elements, then the odd ones), or
+ * back (to_pairs false): the 4-byte elements of a loop kept in that order for its bf16 ones,
+ * two shuffles a step. */
+static LLVMValueRef vpair_order(em *E, LLVMValueRef v, bool to_pairs) {
+    LLVMValueRef idx[64];
+    int h = E->vf / 2;
+    for (int i = 0; i < E->vf; i++)
+        idx[i] = i32c(E, (unsigned)(to_pairs ? (i < h ? 2 * i : 2 * (i - h) + 1) : (i & 1 ? h : 0) + i / 2));
+    return LLVMBuildShuffleVector(E->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)E->vf), "");
+}
+
 /* A vector of memory `mem`/`ref` elements of type t at index idx (an expression): contiguous
  * from the first lane's element when idx runs along the lanes, else gathered; lanes off in
  * mask (NULL: all on) are not read and take passthru's values. */
@@ -88,7 +99,8 @@ static LLVMValueRef vload_at(em *E, int mem, int32_t ref, int t, int32_t idx, LL
         LLVMValueRef a[4] = {ps, i32c(E, align), mask ? mask : all_lanes(E), passthru ? passthru : LLVMGetPoison(vt)};
         v = vintrinsic(E, "llvm.masked.gather", tys, 2, a, 4);
     }
-    return E->vpair ? em_from_pairs(E, v) : em_from_mem(E, v, t);
+    if (!E->vpair) return em_from_mem(E, v, t);
+    return t == RJ_BF16 ? em_from_pairs(E, v) : vpair_order(E, v, true);
 }
 
 static LLVMValueRef vload(em *E, const lx *e) {
@@ -308,7 +320,8 @@ static void vstmt(em *E, const ls *st) {
         }
         LLVMTypeRef vt = LLVMVectorType(mty(E, t), (unsigned)E->vf), ptr = LLVMPointerTypeInContext(E->c, 0);
         LLVMValueRef v;
-        if (E->vpair) v = vpair_bits(E, st->b, st->flags & LF_HELD);
+        if (E->vpair && t == RJ_BF16) v = vpair_bits(E, st->b, st->flags & LF_HELD);
+        else if (E->vpair) v = vpair_order(E, em_to_mem(E, vvec(E, st->b), t), false);
         else if (t == RJ_BF16 && E->bf16cvt && (st->flags & LF_HELD)) v = vheld_bits(E, st->b);
         else v = em_to_mem_held(E, vvec(E, st->b), t, st->flags & LF_HELD);
         int sq = -1;
