@@ -17,7 +17,8 @@
  * Where the CPU has AVX512-BF16, a vector stored to bf16 (a stored round_bf16, vector.c) is
  * narrowed by vcvtne2ps2bf16, which rounds and packs two registers in one instruction where
  * the integer rounding took seven per register and a vpermt2w; it flushes subnormal inputs,
- * so those lanes go through bf16_cvt's fix and the result stays bit for bit the integer one.
+ * so a step holding one (a vfpclassps a register tells, and a branch rarely taken) goes
+ * through bf16_cvt's fix and the result stays bit for bit the integer one.
  * A rounding whose result is used as f32 (LOP_ROUND_BF16 inside a chain) stays integer: the
  * conversion, its fix and the widening back cost three shuffles per register on the one port
  * that runs them (port 5 on Intel), against one compare (bench/NOTES.md, 2026-11-28). On
@@ -147,21 +148,10 @@ static LLVMValueRef bf16_top(em *E, LLVMValueRef f) {
  * halves (8 lanes on 256-bit code, 16 otherwise; LLVM splits wider ones). */
 static unsigned bf16_cvt_chunk(em *E, LLVMValueRef f) { return E->bf16cvt ? reg_chunk(E, f) : 0; }
 
-/* bf16 bits (<n x i16>) of f32 lanes f by vcvtne(2)ps2bf16: the rounding and the pack in one
- * instruction per register pair. The instruction flushes subnormal inputs to zero, so lanes
- * with a zero exponent field get the exponent's lowest bit first (a normal number whose bits
- * round at the same position, and +-0 becomes +-2^-126, exact in bf16) and lose it again in
- * the 16-bit result (0x0080; a carry into the exponent gives the smallest normal, which is
- * the integer rounding's answer too): bit for bit bf16_top's result, NaN included. */
-static LLVMValueRef bf16_cvt(em *E, LLVMValueRef f, unsigned chunk) {
-    LLVMBuilderRef b = E->b;
-    unsigned n = LLVMGetVectorSize(LLVMTypeOf(f));
-    LLVMTypeRef i32 = like(E, f, LLVMInt32TypeInContext(E->c)), i16 = like(E, f, LLVMInt16TypeInContext(E->c));
-    LLVMValueRef u = LLVMBuildBitCast(b, f, i32, "");
-    LLVMValueRef k = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, u, kconst(i32, 0x7f800000), ""), kconst(i32, 0), "");
-    u = LLVMBuildSelect(b, k, LLVMBuildOr(b, u, kconst(i32, 0x00800000), ""), u, "");
-    LLVMValueRef x = LLVMBuildBitCast(b, u, LLVMTypeOf(f), ""), part[8];
-    unsigned np = 0;
+/* vcvtne(2)ps2bf16 on the f32 lanes x, register by register: <n x i16>. */
+static LLVMValueRef bf16_pack(em *E, LLVMValueRef x, unsigned chunk) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(x)), np = 0;
+    LLVMValueRef part[8];
     const char *one = chunk == 8 ? "llvm.x86.avx512bf16.cvtneps2bf16.256" : "llvm.x86.avx512bf16.cvtneps2bf16.512";
     const char *two = chunk == 8 ? "llvm.x86.avx512bf16.cvtne2ps2bf16.256" : "llvm.x86.avx512bf16.cvtne2ps2bf16.512";
     for (unsigned at = 0; at < n; at += 2 * chunk) {
@@ -174,10 +164,55 @@ static LLVMValueRef bf16_cvt(em *E, LLVMValueRef f, unsigned chunk) {
             r = x86(E, two, a, 2);
         }
         unsigned w = LLVMGetVectorSize(LLVMTypeOf(r));
-        part[np++] = LLVMBuildBitCast(b, r, LLVMVectorType(LLVMInt16TypeInContext(E->c), w), "");
+        part[np++] = LLVMBuildBitCast(E->b, r, LLVMVectorType(LLVMInt16TypeInContext(E->c), w), "");
     }
-    LLVMValueRef r = join(E, part, np);
-    return LLVMBuildSelect(b, k, LLVMBuildSub(b, r, kconst(i16, 0x80), ""), r, "");
+    return join(E, part, np);
+}
+
+/* The lanes of f in the classes of vfpclassps's imm (0x20 subnormal, 0x06 zero), one
+ * instruction a register: <n x i1>. */
+static LLVMValueRef fpclass(em *E, LLVMValueRef f, unsigned chunk, unsigned imm) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(f)), np = 0;
+    LLVMValueRef part[8];
+    for (unsigned at = 0; at < n; at += chunk) {
+        LLVMValueRef a[2] = {n == chunk ? f : lanes(E, f, at, chunk), LLVMConstInt(LLVMInt32TypeInContext(E->c), imm, 0)};
+        part[np++] = x86(E, chunk == 16 ? "llvm.x86.avx512.fpclass.ps.512" : "llvm.x86.avx512.fpclass.ps.256", a, 2);
+    }
+    return join(E, part, np);
+}
+
+/* Whether any lane of f is subnormal: a vfpclassps a register and one test of the masks. */
+static LLVMValueRef any_subnormal(em *E, LLVMValueRef f, unsigned chunk) {
+    LLVMValueRef k = fpclass(E, f, chunk, 0x20);
+    LLVMTypeRef bits = LLVMIntTypeInContext(E->c, LLVMGetVectorSize(LLVMTypeOf(f)));
+    return LLVMBuildICmp(E->b, LLVMIntNE, LLVMBuildBitCast(E->b, k, bits, ""), LLVMConstInt(bits, 0, 0), "");
+}
+
+/* bf16 bits (<n x i16>) of f32 lanes f by vcvtne(2)ps2bf16: the rounding and the pack in one
+ * instruction per register pair. The instruction flushes subnormal inputs to zero, so where
+ * a step holds one (a branch, rarely taken) lanes with a zero exponent field get the
+ * exponent's lowest bit first (a normal number whose bits round at the same position, and +-0
+ * becomes +-2^-126, exact in bf16) and lose it again in the 16-bit result (0x0080; a carry
+ * into the exponent gives the smallest normal, which is the integer rounding's answer too):
+ * bit for bit bf16_top's result, NaN included. The test is one vfpclassps a register where
+ * the fix took a test, a masked or and a masked subtraction on every step. */
+static LLVMValueRef bf16_cvt(em *E, LLVMValueRef f, unsigned chunk) {
+    LLVMBuilderRef b = E->b;
+    LLVMTypeRef i32 = like(E, f, LLVMInt32TypeInContext(E->c)), i16 = like(E, f, LLVMInt16TypeInContext(E->c));
+    LLVMValueRef fast = bf16_pack(E, f, chunk);
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(b), fix = LLVMAppendBasicBlockInContext(E->c, E->fn, "bf16.sub");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(E->c, E->fn, "bf16.done");
+    LLVMBuildCondBr(b, any_subnormal(E, f, chunk), fix, done);
+    LLVMPositionBuilderAtEnd(b, fix);
+    LLVMValueRef u = LLVMBuildBitCast(b, f, i32, ""), k = fpclass(E, f, chunk, 0x26); /* exponent field 0 */
+    u = LLVMBuildSelect(b, k, LLVMBuildOr(b, u, kconst(i32, 0x00800000), ""), u, "");
+    LLVMValueRef r = bf16_pack(E, LLVMBuildBitCast(b, u, LLVMTypeOf(f), ""), chunk);
+    r = LLVMBuildSelect(b, k, LLVMBuildSub(b, r, kconst(i16, 0x80), ""), r, "");
+    LLVMBuildBr(b, done);
+    LLVMPositionBuilderAtEnd(b, done);
+    LLVMValueRef phi = LLVMBuildPhi(b, LLVMTypeOf(r), "");
+    LLVMAddIncoming(phi, (LLVMValueRef[]){r, fast}, (LLVMBasicBlockRef[]){fix, from}, 2);
+    return phi;
 }
 
 /* f16 from an f32 in integer operations (no F16C): util/half.c's algorithm. */

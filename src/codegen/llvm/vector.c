@@ -240,17 +240,18 @@ static LLVMValueRef vheld_bits(em *E, int32_t id) {
         return em_to_mem(E, vvec(E, x->a), RJ_BF16);
     if (em_varying(E, id) && x->kind == LX_SELECT && em_varying(E, x->a)) {
         const lx *c = &E->k->ex[x->a], *z = c->kind == LX_CMP ? &E->k->ex[c->b] : NULL;
-        LLVMValueRef cond;
+        LLVMValueRef cond, h = NULL;
         if (z && (c->fn == RJ_OP_LT || c->fn == RJ_OP_GT) && (c->a == x->b || c->a == x->c) &&
             E->k->ex[c->a].type == RJ_F32 && z->kind == LX_CONST && z->f == 0) {
-            LLVMValueRef h = vheld_bits(E, c->a);
+            h = vheld_bits(E, c->a); /* made once: its conversion may branch (half.c) */
             LLVMValueRef lo = LLVMConstInt(LLVMInt16TypeInContext(E->c), c->fn == RJ_OP_LT ? 0x8001 : 0x0001, 0);
             LLVMValueRef d = LLVMBuildSub(E->b, h, splat_const(lo, E->vf), "");
             cond = LLVMBuildICmp(E->b, LLVMIntULE, d, splat_const(LLVMConstInt(LLVMInt16TypeInContext(E->c), 0x7f7f, 0), E->vf), "");
         } else {
             cond = vvec(E, x->a);
         }
-        return LLVMBuildSelect(E->b, cond, vheld_bits(E, x->b), vheld_bits(E, x->c), "");
+        LLVMValueRef yes = h && x->b == c->a ? h : vheld_bits(E, x->b), no = h && x->c == c->a ? h : vheld_bits(E, x->c);
+        return LLVMBuildSelect(E->b, cond, yes, no, "");
     }
     return em_to_mem_held(E, vvec(E, id), RJ_BF16, true);
 }
