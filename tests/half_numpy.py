@@ -386,17 +386,21 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
 
 BITS = """ragged j1 : B
 input a : f32[B, j1, 48]
+input h : bf16[B, j1, 48]
 c0 = a.cast("bf16")
 c1 = relu(a.cast("bf16"))
 c2 = a.cast("bf16") * 3.0
-output c0, c1, c2
+c3 = h * 0.5 * 3.0
+output c0, c1, c2, c3
 """
 
 
 def run_bits(ragjit, d, rng, failures, counts):
     """f32 inputs of any bits, rounded to bf16 as stored (c0: AVX512-BF16's conversion where
     the CPU has it), under relu (c1: the sign tested on the bits) and inside a chain (c2: the
-    integer rounding, then * 3.0), each against bf16_bits of the f32 value, bit for bit: NaNs
+    integer rounding, then * 3.0; c3: bf16 inputs of the same bits' top halves, rounded inside
+    a chain where the lanes are in even/odd order), each against bf16_bits of the f32 value, bit
+    for bit: NaNs
     quiet with their sign and payload's top bits, subnormals kept."""
     special = [0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00008000, 0x00018000, 0x007F8000,
                0x007FC000, 0x7F800001, 0xFF800001, 0x7FBFFFFF, 0xFFBFFFFF, 0x7FC00000, 0xFFC00001,
@@ -413,12 +417,16 @@ def run_bits(ragjit, d, rng, failures, counts):
     with open(prog, "w") as fh:
         fh.write(BITS)
     np.save(os.path.join(data, "a.npy"), f.reshape(-1, 48))
+    hb = (u >> 16).astype(np.uint16)
+    write_npy(os.path.join(data, "h.npy"), hb.reshape(-1, 48).view("V2"), "<V2")
     np.save(os.path.join(data, "j1.npy"), np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64))
     with np.errstate(invalid="ignore", over="ignore"):  # signalling NaNs become quiet ones
         h = bf16_bits(f.astype(np.float64))
         v = bf16_value(h)
         relu = np.where(v < 0, 0.0, v)
-        want = {"c0": h, "c1": bf16_bits(relu), "c2": bf16_bits(v * 3.0)}
+        hv = bf16_value(hb)
+        want = {"c0": h, "c1": bf16_bits(relu), "c2": bf16_bits(v * 3.0),
+                "c3": bf16_bits(bf16_value(bf16_bits(hv * 0.5)) * 3.0)}
     for target in ("cpu", "cpu-nobf16", "reference"):
         env = dict(os.environ, RAGJIT_LLVM_NO_BF16="1") if target == "cpu-nobf16" else None
         out = os.path.join(d, "out-bits-" + target)
