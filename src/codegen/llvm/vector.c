@@ -18,7 +18,9 @@
  * a guarded load whose condition is the same in every lane is a branch, so only the arm taken
  * is computed. A reduction's vector of partial results starts at its operation's identity and
  * is folded after the loop (a tree of shuffles) into the variable, as the vectoriser's
- * reductions are.
+ * reductions are. With E->vpair a step's lanes hold its even elements, then its odd ones:
+ * memory is read and written in memory's order (its masks too), and the fold pairs the same
+ * elements as in memory's order.
  */
 #include <llvm-c/DebugInfo.h>
 #include <string.h>

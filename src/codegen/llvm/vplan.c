@@ -17,6 +17,12 @@
  * reduced variable read inside the loop, a private one read after it) leaves the loop to
  * LLVM's vectoriser. A step covers two vector registers of the widest element the loop loads,
  * stores or reduces, halved while the loop has fewer lanes than that.
+ *
+ * A loop that reads and writes bf16 along the lanes may keep them in even/odd order (E->vpair,
+ * half.c): widening a bf16 vector is then a shift and an and instead of a port-5 shuffle and a
+ * shift. It qualifies when nothing sees the order: every access unit-stride (bf16, or 4-byte
+ * elements, which are shuffled into that order and back, so bf16 ones must outnumber them),
+ * no guard that varies by lane, no lane position used as a value.
  */
 #include <string.h>
 
