@@ -386,17 +386,21 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
 
 BITS = """ragged j1 : B
 input a : f32[B, j1, 48]
+input h : bf16[B, j1, 48]
 c0 = a.cast("bf16")
 c1 = relu(a.cast("bf16"))
 c2 = a.cast("bf16") * 3.0
-output c0, c1, c2
+c3 = h * 0.5 * 3.0
+output c0, c1, c2, c3
 """
 
 
 def run_bits(ragjit, d, rng, failures, counts):
     """f32 inputs of any bits, rounded to bf16 as stored (c0: AVX512-BF16's conversion where
     the CPU has it), under relu (c1: the sign tested on the bits) and inside a chain (c2: the
-    integer rounding, then * 3.0), each against bf16_bits of the f32 value, bit for bit: NaNs
+    integer rounding, then * 3.0; c3: bf16 inputs of the same bits' top halves, rounded inside
+    a chain where the lanes are in even/odd order), each against bf16_bits of the f32 value, bit
+    for bit: NaNs
     quiet with their sign and payload's top bits, subnormals kept."""
     special = [0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00008000, 0x00018000, 0x007F8000,
                0x007FC000, 0x7F800001, 0xFF800001, 0x7FBFFFFF, 0xFFBFFFFF, 0x7FC00000, 0xFFC00001,
@@ -413,12 +417,16 @@ def run_bits(ragjit, d, rng, failures, counts):
     with open(prog, "w") as fh:
         fh.write(BITS)
     np.save(os.path.join(data, "a.npy"), f.reshape(-1, 48))
+    hb = (u >> 16).astype(np.uint16)
+    write_npy(os.path.join(data, "h.npy"), hb.reshape(-1, 48).view("V2"), "<V2")
     np.save(os.path.join(data, "j1.npy"), np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64))
     with np.errstate(invalid="ignore", over="ignore"):  # signalling NaNs become quiet ones
         h = bf16_bits(f.astype(np.float64))
         v = bf16_value(h)
         relu = np.where(v < 0, 0.0, v)
-        want = {"c0": h, "c1": bf16_bits(relu), "c2": bf16_bits(v * 3.0)}
+        hv = bf16_value(hb)
+        want = {"c0": h, "c1": bf16_bits(relu), "c2": bf16_bits(v * 3.0),
+                "c3": bf16_bits(bf16_value(bf16_bits(hv * 0.5)) * 3.0)}
     for target in ("cpu", "cpu-nobf16", "reference"):
         env = dict(os.environ, RAGJIT_LLVM_NO_BF16="1") if target == "cpu-nobf16" else None
         out = os.path.join(d, "out-bits-" + target)
@@ -436,6 +444,76 @@ def run_bits(ragjit, d, rng, failures, counts):
                 failures.append("bits %s/%s: %d of %d differ, first f32 0x%08X: got 0x%04X, want 0x%04X"
                                 % (name, target, len(bad), n, u[i], got[i], w[i]))
             counts["fail" if len(bad) else "ok"] += 1
+
+
+def lanes_program(fmt, widths):
+    """Per width D: an elementwise chain, reductions across the lanes (exact max, sum, softmax)
+    and f32 operands (a product with an f32 output; a loop of 16-bit loads with an f32 load or an
+    f32 store among them, which the CPU shuffles into the 16-bit lanes' order), each its own
+    output, rows of D."""
+    text = "ragged j1 : B\n"
+    for D in widths:
+        text += "input x%d : %s[B, j1, %d]\ninput w%d : %s[%d]\ninput c%d : f32[%d]\n" % (D, fmt, D, D, fmt, D, D, D)
+        text += ("a{D} = relu(x{D} * w{D} + 0.5)\ns{D} = sum(x{D}, dim=2)\nmx{D} = max(x{D}, dim=2)\n"
+                 "m{D} = x{D} * c{D}\nsm{D} = softmax(x{D} * w{D}, dim=2)\n"
+                 "mb{D} = cast(x{D} * w{D} + c{D}, \"{f}\")\nmf{D} = x{D} * w{D} + cast(x{D}, \"f32\")\n").format(D=D, f=fmt)
+    outs = ["%s%d" % (o, D) for D in widths for o in ("a", "s", "mx", "m", "sm", "mb", "mf")]
+    return text + "output " + ", ".join(outs) + "\n"
+
+
+def run_lanes(ragjit, fmt, d, rng, failures, counts):
+    """Rows of every width 1..33 (a step is 32 lanes of bf16 on AVX-512, 16 or 32 of f16), so
+    that each tail length is met, in loops whose lanes the CPU may keep in even/odd order
+    (half.c): a lane order or tail mask wrong shows as values in the wrong place."""
+    widths = list(range(1, 34))
+    off = np.concatenate([[0], np.cumsum(LENS)]).astype(np.int64)
+    rows = int(off[-1])
+    data = os.path.join(d, "data-lanes-" + fmt)
+    os.makedirs(data, exist_ok=True)
+    np.save(os.path.join(data, "j1.npy"), off)
+    inputs = {}
+    for D in widths:
+        x = rnd(rng.uniform(-3, 3, (rows, D)), fmt)
+        w = rnd(rng.uniform(-2, 2, D), fmt)
+        c = rng.uniform(-2, 2, D).astype(np.float32).astype(np.float64)
+        inputs[D] = (x, w, c)
+        write_npy(os.path.join(data, "x%d.npy" % D), to_file_array(x, fmt))
+        write_npy(os.path.join(data, "w%d.npy" % D), to_file_array(w, fmt))
+        np.save(os.path.join(data, "c%d.npy" % D), c.astype(np.float32))
+    prog = os.path.join(d, "lanes-%s.rj" % fmt)
+    with open(prog, "w") as fh:
+        fh.write(lanes_program(fmt, widths))
+    for target in ("cpu", "cpu-nobf16", "reference"):
+        env = dict(os.environ, RAGJIT_LLVM_NO_BF16="1") if target == "cpu-nobf16" else None
+        out = os.path.join(d, "out-lanes-%s-%s" % (fmt, target))
+        r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
+                           capture_output=True, text=True, env=env)
+        if r.returncode:
+            failures.append("lanes %s/%s: ragjit run failed: %s" % (fmt, target, r.stderr.strip()))
+            counts["fail"] += 1
+            continue
+        for D in widths:
+            x, w, c = inputs[D]
+            with np.errstate(all="ignore"):
+                xw = rnd(x * w, fmt)
+                e = np.exp(xw - xw.max(axis=1, keepdims=True))
+                want = {"a": (rnd(np.maximum(rnd(xw + 0.5, fmt), 0), fmt), True),
+                        "s": (rnd(x.sum(axis=1), fmt), False), "mx": (x.max(axis=1), True),
+                        "m": ((x * c).astype(np.float32).astype(np.float64), True),
+                        "sm": (rnd(e / e.sum(axis=1, keepdims=True), fmt), False),
+                        "mb": (rnd(xw + c, fmt), True), "mf": ((xw + x).astype(np.float32).astype(np.float64), True)}
+            for o, (wv, exact) in want.items():
+                got = np.load(os.path.join(out, "%s%d.npy" % (o, D)))
+                gotv = got.astype(np.float64) if o in ("m", "mf") else from_file_array(got, fmt)
+                gotv = gotv.reshape(wv.shape)
+                same = gotv == wv
+                if not exact:
+                    same |= np.abs(gotv - wv) <= ulp(wv, fmt)
+                if not same.all():
+                    k = int(np.argmin(same.reshape(-1)))
+                    failures.append("lanes %s%d/%s/%s: %d of %d differ, first at %d: %r, reference %r" %
+                                    (o, D, fmt, target, int((~same).sum()), same.size, k, gotv.reshape(-1)[k], wv.reshape(-1)[k]))
+                counts["ok" if same.all() else "fail"] += 1
 
 
 def promotion(ragjit, d, failures):
@@ -463,6 +541,7 @@ def main():
         run_bits(ragjit, d, rng, failures, counts)
         for fmt in ("bf16", "f16"):
             run_format(ragjit, fmt, d, rng, failures, counts)
+            run_lanes(ragjit, fmt, d, rng, failures, counts)
             run_gemm(ragjit, fmt, d, rng, failures, counts)
     for line in MEASURE:
         print(line)

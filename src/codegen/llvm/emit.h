@@ -50,6 +50,12 @@ typedef struct em {
     LLVMValueRef *vvals;   /* per variable: its vector (an alloca) for VV_PRIVATE and VV_REDUCE */
     LLVMValueRef *vcache;  /* per expression: its vector value within the statement */
     LLVMValueRef vmask;    /* the last, partial step's lanes; NULL in full steps */
+    LLVMValueRef vmask_mem; /* the same lanes in memory's order (differs from vmask with vpair) */
+    int nheld;             /* with vpair: lanes variables set to a bf16 rounding in this stretch of */
+    int32_t held_var[8];   /* straight-line code, and that rounding's bits in memory's order */
+    LLVMValueRef held_bits[8];
+    bool vpair;            /* the step's lanes in even/odd order: the even elements, then the odd
+                            * ones (vplan.c: vpair_block; half.c: em_from_pairs) */
     LLVMValueRef vlast;    /* the step's last lane on (i32) */
     LLVMValueRef t0;       /* the step's first lane */
     int nvec, nscalar;     /* lanes loops emitted as vectors, and left to LLVM (!ragjit.lanes) */
@@ -110,6 +116,9 @@ LLVMValueRef em_from_mem(em *E, LLVMValueRef v, int t);
 LLVMValueRef em_to_mem(em *E, LLVMValueRef v, int t);
 LLVMValueRef em_to_mem_held(em *E, LLVMValueRef v, int t, bool held); /* LF_HELD stores */
 LLVMValueRef em_round_half(em *E, LLVMValueRef v, bool bf16);
+LLVMValueRef em_from_pairs(em *E, LLVMValueRef v);                /* vpair loads (half.c) */
+LLVMValueRef em_to_pairs(em *E, LLVMValueRef v, bool held);       /* vpair stores */
+LLVMValueRef em_pairs_interleave(em *E, LLVMValueRef h);
 
 /* ---- ops.c: single operations, on scalars or on vectors of E->vw lanes ---- */
 LLVMValueRef em_convert(em *E, LLVMValueRef v, int from, int to);

@@ -17,12 +17,20 @@
  * Where the CPU has AVX512-BF16, a vector stored to bf16 (a stored round_bf16, vector.c) is
  * narrowed by vcvtne2ps2bf16, which rounds and packs two registers in one instruction where
  * the integer rounding took seven per register and a vpermt2w; it flushes subnormal inputs,
- * so those lanes go through bf16_cvt's fix and the result stays bit for bit the integer one.
+ * so a step holding one (a vfpclassps a register tells, and a branch rarely taken) goes
+ * through bf16_cvt's fix and the result stays bit for bit the integer one.
  * A rounding whose result is used as f32 (LOP_ROUND_BF16 inside a chain) stays integer: the
  * conversion, its fix and the widening back cost three shuffles per register on the one port
  * that runs them (port 5 on Intel), against one compare (bench/NOTES.md, 2026-11-28). On
  * AVX-512 the integer rounding's NaN lanes come from one vfixupimmps instead of that compare
  * and a masked or.
+ *
+ * A lanes loop whose memory accesses are all unit-stride bf16 keeps its lanes in even/odd order
+ * (E->vpair, vplan.c): a step's vf elements, read as vf/2 i32, hold element 2i in the low half
+ * of word i and 2i+1 in its high half, so a shift gives the even elements as f32 and an and the
+ * odd ones, where widening in memory's order took a port-5 zero-extension (vpmovzxwd) and a
+ * shift per register. A store packs them back the same way: the rounded even lanes shifted
+ * down, or'ed with the odd ones (whose low halves the rounding cleared).
  */
 #include "emit.h"
 
@@ -140,21 +148,10 @@ static LLVMValueRef bf16_top(em *E, LLVMValueRef f) {
  * halves (8 lanes on 256-bit code, 16 otherwise; LLVM splits wider ones). */
 static unsigned bf16_cvt_chunk(em *E, LLVMValueRef f) { return E->bf16cvt ? reg_chunk(E, f) : 0; }
 
-/* bf16 bits (<n x i16>) of f32 lanes f by vcvtne(2)ps2bf16: the rounding and the pack in one
- * instruction per register pair. The instruction flushes subnormal inputs to zero, so lanes
- * with a zero exponent field get the exponent's lowest bit first (a normal number whose bits
- * round at the same position, and +-0 becomes +-2^-126, exact in bf16) and lose it again in
- * the 16-bit result (0x0080; a carry into the exponent gives the smallest normal, which is
- * the integer rounding's answer too): bit for bit bf16_top's result, NaN included. */
-static LLVMValueRef bf16_cvt(em *E, LLVMValueRef f, unsigned chunk) {
-    LLVMBuilderRef b = E->b;
-    unsigned n = LLVMGetVectorSize(LLVMTypeOf(f));
-    LLVMTypeRef i32 = like(E, f, LLVMInt32TypeInContext(E->c)), i16 = like(E, f, LLVMInt16TypeInContext(E->c));
-    LLVMValueRef u = LLVMBuildBitCast(b, f, i32, "");
-    LLVMValueRef k = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, u, kconst(i32, 0x7f800000), ""), kconst(i32, 0), "");
-    u = LLVMBuildSelect(b, k, LLVMBuildOr(b, u, kconst(i32, 0x00800000), ""), u, "");
-    LLVMValueRef x = LLVMBuildBitCast(b, u, LLVMTypeOf(f), ""), part[8];
-    unsigned np = 0;
+/* vcvtne(2)ps2bf16 on the f32 lanes x, register by register: <n x i16>. */
+static LLVMValueRef bf16_pack(em *E, LLVMValueRef x, unsigned chunk) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(x)), np = 0;
+    LLVMValueRef part[8];
     const char *one = chunk == 8 ? "llvm.x86.avx512bf16.cvtneps2bf16.256" : "llvm.x86.avx512bf16.cvtneps2bf16.512";
     const char *two = chunk == 8 ? "llvm.x86.avx512bf16.cvtne2ps2bf16.256" : "llvm.x86.avx512bf16.cvtne2ps2bf16.512";
     for (unsigned at = 0; at < n; at += 2 * chunk) {
@@ -167,10 +164,55 @@ static LLVMValueRef bf16_cvt(em *E, LLVMValueRef f, unsigned chunk) {
             r = x86(E, two, a, 2);
         }
         unsigned w = LLVMGetVectorSize(LLVMTypeOf(r));
-        part[np++] = LLVMBuildBitCast(b, r, LLVMVectorType(LLVMInt16TypeInContext(E->c), w), "");
+        part[np++] = LLVMBuildBitCast(E->b, r, LLVMVectorType(LLVMInt16TypeInContext(E->c), w), "");
     }
-    LLVMValueRef r = join(E, part, np);
-    return LLVMBuildSelect(b, k, LLVMBuildSub(b, r, kconst(i16, 0x80), ""), r, "");
+    return join(E, part, np);
+}
+
+/* The lanes of f in the classes of vfpclassps's imm (0x20 subnormal, 0x06 zero), one
+ * instruction a register: <n x i1>. */
+static LLVMValueRef fpclass(em *E, LLVMValueRef f, unsigned chunk, unsigned imm) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(f)), np = 0;
+    LLVMValueRef part[8];
+    for (unsigned at = 0; at < n; at += chunk) {
+        LLVMValueRef a[2] = {n == chunk ? f : lanes(E, f, at, chunk), LLVMConstInt(LLVMInt32TypeInContext(E->c), imm, 0)};
+        part[np++] = x86(E, chunk == 16 ? "llvm.x86.avx512.fpclass.ps.512" : "llvm.x86.avx512.fpclass.ps.256", a, 2);
+    }
+    return join(E, part, np);
+}
+
+/* Whether any lane of f is subnormal: a vfpclassps a register and one test of the masks. */
+static LLVMValueRef any_subnormal(em *E, LLVMValueRef f, unsigned chunk) {
+    LLVMValueRef k = fpclass(E, f, chunk, 0x20);
+    LLVMTypeRef bits = LLVMIntTypeInContext(E->c, LLVMGetVectorSize(LLVMTypeOf(f)));
+    return LLVMBuildICmp(E->b, LLVMIntNE, LLVMBuildBitCast(E->b, k, bits, ""), LLVMConstInt(bits, 0, 0), "");
+}
+
+/* bf16 bits (<n x i16>) of f32 lanes f by vcvtne(2)ps2bf16: the rounding and the pack in one
+ * instruction per register pair. The instruction flushes subnormal inputs to zero, so where
+ * a step holds one (a branch, rarely taken) lanes with a zero exponent field get the
+ * exponent's lowest bit first (a normal number whose bits round at the same position, and +-0
+ * becomes +-2^-126, exact in bf16) and lose it again in the 16-bit result (0x0080; a carry
+ * into the exponent gives the smallest normal, which is the integer rounding's answer too):
+ * bit for bit bf16_top's result, NaN included. The test is one vfpclassps a register where
+ * the fix took a test, a masked or and a masked subtraction on every step. */
+static LLVMValueRef bf16_cvt(em *E, LLVMValueRef f, unsigned chunk) {
+    LLVMBuilderRef b = E->b;
+    LLVMTypeRef i32 = like(E, f, LLVMInt32TypeInContext(E->c)), i16 = like(E, f, LLVMInt16TypeInContext(E->c));
+    LLVMValueRef fast = bf16_pack(E, f, chunk);
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(b), fix = LLVMAppendBasicBlockInContext(E->c, E->fn, "bf16.sub");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(E->c, E->fn, "bf16.done");
+    LLVMBuildCondBr(b, any_subnormal(E, f, chunk), fix, done);
+    LLVMPositionBuilderAtEnd(b, fix);
+    LLVMValueRef u = LLVMBuildBitCast(b, f, i32, ""), k = fpclass(E, f, chunk, 0x26); /* exponent field 0 */
+    u = LLVMBuildSelect(b, k, LLVMBuildOr(b, u, kconst(i32, 0x00800000), ""), u, "");
+    LLVMValueRef r = bf16_pack(E, LLVMBuildBitCast(b, u, LLVMTypeOf(f), ""), chunk);
+    r = LLVMBuildSelect(b, k, LLVMBuildSub(b, r, kconst(i16, 0x80), ""), r, "");
+    LLVMBuildBr(b, done);
+    LLVMPositionBuilderAtEnd(b, done);
+    LLVMValueRef phi = LLVMBuildPhi(b, LLVMTypeOf(r), "");
+    LLVMAddIncoming(phi, (LLVMValueRef[]){r, fast}, (LLVMBasicBlockRef[]){fix, from}, 2);
+    return phi;
 }
 
 /* f16 from an f32 in integer operations (no F16C): util/half.c's algorithm. */
@@ -252,7 +294,46 @@ LLVMValueRef em_to_mem_held(em *E, LLVMValueRef v, int t, bool held) {
     return top_halves(E, LLVMBuildBitCast(E->b, v, like(E, v, LLVMInt32TypeInContext(E->c)), ""));
 }
 
+/* With E->vpair: bf16 bits v (<vf x i16>, memory's order) as f32 lanes in even/odd order,
+ * no shuffle. */
+LLVMValueRef em_from_pairs(em *E, LLVMValueRef v) {
+    LLVMBuilderRef b = E->b;
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
+    LLVMTypeRef w = LLVMVectorType(LLVMInt32TypeInContext(E->c), n / 2);
+    LLVMValueRef u = LLVMBuildBitCast(b, v, w, "");
+    LLVMValueRef even = LLVMBuildShl(b, u, kconst(w, 16), ""), odd = LLVMBuildAnd(b, u, kconst(w, 0xffff0000u), "");
+    return LLVMBuildBitCast(b, concat(E, even, odd), LLVMVectorType(LLVMFloatTypeInContext(E->c), n), "");
+}
+
+/* bf16 bits in even/odd lane order (<n x i16>) in memory's order: one word shuffle. */
+LLVMValueRef em_pairs_interleave(em *E, LLVMValueRef h) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(h));
+    LLVMValueRef idx[64];
+    for (unsigned j = 0; j < n; j++) idx[j] = LLVMConstInt(LLVMInt32TypeInContext(E->c), (j & 1 ? n / 2 : 0) + j / 2, 0);
+    return LLVMBuildShuffleVector(E->b, h, LLVMGetUndef(LLVMTypeOf(h)), LLVMConstVector(idx, n), "");
+}
+
+/* With E->vpair: f32 lanes v in even/odd order as bf16 bits in memory's order (<n x i16>),
+ * rounded unless held (a value bf16 holds: its low halves are zero). Where the CPU has
+ * AVX512-BF16 a rounding is vcvtne2ps2bf16's and the words are interleaved by one shuffle;
+ * else the even lanes' top halves shift down into the odd lanes' low halves. */
+LLVMValueRef em_to_pairs(em *E, LLVMValueRef v, bool held) {
+    LLVMBuilderRef b = E->b;
+    if (!held && bf16_cvt_chunk(E, v)) return em_pairs_interleave(E, em_to_mem(E, v, RJ_BF16));
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(v));
+    LLVMValueRef u = held ? LLVMBuildBitCast(b, v, like(E, v, LLVMInt32TypeInContext(E->c)), "") : bf16_top(E, v);
+    LLVMValueRef even = LLVMBuildLShr(b, lanes(E, u, 0, n / 2), kconst(LLVMVectorType(LLVMInt32TypeInContext(E->c), n / 2), 16), "");
+    LLVMValueRef r = LLVMBuildOr(b, even, lanes(E, u, n / 2, n / 2), "");
+    return LLVMBuildBitCast(b, r, LLVMVectorType(LLVMInt16TypeInContext(E->c), n), "");
+}
+
 LLVMValueRef em_round_half(em *E, LLVMValueRef v, bool bf16) {
+    /* in a vpair step with AVX512-BF16, the conversion's words interleaved into memory's order
+     * widen with a shift and an and: fewer instructions than the integer rounding's twelve a
+     * register pair (in memory's order the widening back cost two port-5 shuffles more) */
+    if (bf16 && E->vpair && E->vloop >= 0 && LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind &&
+        LLVMGetVectorSize(LLVMTypeOf(v)) == (unsigned)E->vf && bf16_cvt_chunk(E, v))
+        return em_from_pairs(E, em_pairs_interleave(E, em_to_mem(E, v, RJ_BF16)));
     if (bf16) return LLVMBuildBitCast(E->b, bf16_top(E, v), LLVMTypeOf(v), "");
     return em_from_mem(E, em_to_mem(E, v, RJ_F16), RJ_F16);
 }

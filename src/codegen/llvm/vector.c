@@ -18,7 +18,9 @@
  * a guarded load whose condition is the same in every lane is a branch, so only the arm taken
  * is computed. A reduction's vector of partial results starts at its operation's identity and
  * is folded after the loop (a tree of shuffles) into the variable, as the vectoriser's
- * reductions are.
+ * reductions are. With E->vpair a step's lanes hold its even elements, then its odd ones:
+ * memory is read and written in memory's order (its masks too), and the fold pairs the same
+ * elements as in memory's order.
  */
 #include <llvm-c/DebugInfo.h>
 #include <string.h>
@@ -59,6 +61,17 @@ static LLVMValueRef all_lanes(em *E) {
     return LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(E->c), (unsigned)E->vf));
 }
 
+/* v's lanes from memory's order into E->vpair's (the even elements, then the odd ones), or
+ * back (to_pairs false): the 4-byte elements of a loop kept in that order for its bf16 ones,
+ * two shuffles a step. */
+static LLVMValueRef vpair_order(em *E, LLVMValueRef v, bool to_pairs) {
+    LLVMValueRef idx[64];
+    int h = E->vf / 2;
+    for (int i = 0; i < E->vf; i++)
+        idx[i] = i32c(E, (unsigned)(to_pairs ? (i < h ? 2 * i : 2 * (i - h) + 1) : (i & 1 ? h : 0) + i / 2));
+    return LLVMBuildShuffleVector(E->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)E->vf), "");
+}
+
 /* A vector of memory `mem`/`ref` elements of type t at index idx (an expression): contiguous
  * from the first lane's element when idx runs along the lanes, else gathered; lanes off in
  * mask (NULL: all on) are not read and take passthru's values. */
@@ -66,6 +79,10 @@ static LLVMValueRef vload_at(em *E, int mem, int32_t ref, int t, int32_t idx, LL
     LLVMTypeRef et = mty(E, t), vt = LLVMVectorType(et, (unsigned)E->vf);
     LLVMTypeRef ptr = LLVMPointerTypeInContext(E->c, 0);
     unsigned align = (unsigned)rj_dtype_size((rj_dtype)t);
+    if (E->vpair) { /* memory's order (the lanes off are past the end: any value will do) */
+        mask = mask ? E->vmask_mem : NULL;
+        passthru = NULL;
+    }
     if (passthru) passthru = em_to_mem(E, passthru, t);
     LLVMValueRef v;
     if (em_vunit(E, idx)) {
@@ -84,7 +101,8 @@ static LLVMValueRef vload_at(em *E, int mem, int32_t ref, int t, int32_t idx, LL
         LLVMValueRef a[4] = {ps, i32c(E, align), mask ? mask : all_lanes(E), passthru ? passthru : LLVMGetPoison(vt)};
         v = vintrinsic(E, "llvm.masked.gather", tys, 2, a, 4);
     }
-    return em_from_mem(E, v, t);
+    if (!E->vpair) return em_from_mem(E, v, t);
+    return t == RJ_BF16 ? em_from_pairs(E, v) : vpair_order(E, v, true);
 }
 
 static LLVMValueRef vload(em *E, const lx *e) {
@@ -180,11 +198,19 @@ static LLVMValueRef videntity(em *E, int fn, int t) {
     return v;
 }
 
-/* The lanes of v combined by fn: halves folded onto each other, a tree. */
+/* Which lane of a step holds its element j: j itself, or with E->vpair the even elements
+ * first, then the odd ones. */
+static unsigned lane_of(const em *E, int j) { return E->vpair ? (unsigned)((j & 1 ? E->vf / 2 : 0) + j / 2) : (unsigned)j; }
+
+/* The lanes of v combined by fn: halves folded onto each other, a tree. Elements j and j + w
+ * are combined at each level whatever the lanes' order (the first level takes them from where
+ * vpair put them), so the bits do not depend on it. */
 static LLVMValueRef vfold(em *E, int fn, int t, LLVMValueRef v) {
     for (int w = E->vf / 2; w >= 1; w /= 2) {
         LLVMValueRef lo[32], hi[32];
-        for (int i = 0; i < w; i++) lo[i] = i32c(E, (unsigned)i), hi[i] = i32c(E, (unsigned)(i + w));
+        bool first = w == E->vf / 2;
+        for (int i = 0; i < w; i++)
+            lo[i] = i32c(E, first ? lane_of(E, i) : (unsigned)i), hi[i] = i32c(E, first ? lane_of(E, i + w) : (unsigned)(i + w));
         LLVMValueRef a = LLVMBuildShuffleVector(E->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(lo, (unsigned)w), "");
         LLVMValueRef c = LLVMBuildShuffleVector(E->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(hi, (unsigned)w), "");
         E->vw = w;
@@ -216,29 +242,50 @@ static LLVMValueRef vheld_bits(em *E, int32_t id) {
         return em_to_mem(E, vvec(E, x->a), RJ_BF16);
     if (em_varying(E, id) && x->kind == LX_SELECT && em_varying(E, x->a)) {
         const lx *c = &E->k->ex[x->a], *z = c->kind == LX_CMP ? &E->k->ex[c->b] : NULL;
-        LLVMValueRef cond;
+        LLVMValueRef cond, h = NULL;
         if (z && (c->fn == RJ_OP_LT || c->fn == RJ_OP_GT) && (c->a == x->b || c->a == x->c) &&
             E->k->ex[c->a].type == RJ_F32 && z->kind == LX_CONST && z->f == 0) {
-            LLVMValueRef h = vheld_bits(E, c->a);
+            h = vheld_bits(E, c->a); /* made once: its conversion may branch (half.c) */
             LLVMValueRef lo = LLVMConstInt(LLVMInt16TypeInContext(E->c), c->fn == RJ_OP_LT ? 0x8001 : 0x0001, 0);
             LLVMValueRef d = LLVMBuildSub(E->b, h, splat_const(lo, E->vf), "");
             cond = LLVMBuildICmp(E->b, LLVMIntULE, d, splat_const(LLVMConstInt(LLVMInt16TypeInContext(E->c), 0x7f7f, 0), E->vf), "");
         } else {
             cond = vvec(E, x->a);
         }
-        return LLVMBuildSelect(E->b, cond, vheld_bits(E, x->b), vheld_bits(E, x->c), "");
+        LLVMValueRef yes = h && x->b == c->a ? h : vheld_bits(E, x->b), no = h && x->c == c->a ? h : vheld_bits(E, x->c);
+        return LLVMBuildSelect(E->b, cond, yes, no, "");
     }
     return em_to_mem_held(E, vvec(E, id), RJ_BF16, true);
+}
+
+/* With E->vpair, the bf16 bits of expression id in memory's order (held: a value the format
+ * holds): a rounding or a choice that vheld_bits makes on 16-bit bits there, interleaved by
+ * one shuffle; anything else packed from the f32 lanes by a shift and an or (half.c). */
+static LLVMValueRef vpair_bits(em *E, int32_t id, bool held) {
+    const lx *x = &E->k->ex[id];
+    if (E->bf16cvt && held && (x->kind == LX_SELECT || (x->kind == LX_UNARY && x->fn == LOP_ROUND_BF16)))
+        return em_pairs_interleave(E, vheld_bits(E, id));
+    for (int i = 0; held && x->kind == LX_VAR && i < E->nheld; i++)
+        if (E->held_var[i] == x->ref) return E->held_bits[i];
+    return em_to_pairs(E, vvec(E, id), held);
 }
 
 /* A lanes variable's new value. A bf16 rounding kept in a variable (the rows templates' r =
  * round_bf16(...), then stored) goes through vcvtne2ps2bf16 and is widened back: the store of
  * the variable then packs the widened value, which LLVM folds to the conversion's own bits,
- * so rounding and packing cost the conversion alone (half.c). */
-static LLVMValueRef vset_value(em *E, int32_t id) {
+ * so rounding and packing cost the conversion alone (half.c). With vpair LLVM does not see
+ * through the packing, so the conversion's bits, interleaved, are kept for the store
+ * (E->held_bits, vpair_bits). */
+static LLVMValueRef vset_value(em *E, int32_t var, int32_t id) {
     const lx *x = &E->k->ex[id];
+    for (int i = 0; i < E->nheld; i++) /* its bits from an earlier value are stale */
+        if (E->held_var[i] == var) E->held_var[i] = -1;
     if (!E->bf16cvt || x->kind != LX_UNARY || x->fn != LOP_ROUND_BF16) return vvec(E, id);
-    return em_from_mem(E, em_to_mem(E, vvec(E, x->a), RJ_BF16), RJ_BF16);
+    LLVMValueRef h = em_to_mem(E, vvec(E, x->a), RJ_BF16);
+    if (E->vpair) { /* LLVM does not fold the store's packing here: the store takes these bits */
+        if (E->nheld < 8) E->held_var[E->nheld] = var, E->held_bits[E->nheld++] = em_pairs_interleave(E, h);
+    }
+    return em_from_mem(E, h, RJ_BF16);
 }
 
 static void vstmt(em *E, const ls *st) {
@@ -247,7 +294,7 @@ static void vstmt(em *E, const ls *st) {
     em_forget_to(E, 0);
     switch (st->kind) {
     case LS_SET:
-        if (E->vvar[st->var] == VV_PRIVATE) LLVMBuildStore(b, vset_value(E, st->a), E->vvals[st->var]);
+        if (E->vvar[st->var] == VV_PRIVATE) LLVMBuildStore(b, vset_value(E, st->var, st->a), E->vvals[st->var]);
         else LLVMBuildStore(b, em_expr(E, st->a), E->vars[st->var]); /* uniform, or an index's first lane */
         break;
     case LS_REDUCE: {
@@ -276,7 +323,9 @@ static void vstmt(em *E, const ls *st) {
         }
         LLVMTypeRef vt = LLVMVectorType(mty(E, t), (unsigned)E->vf), ptr = LLVMPointerTypeInContext(E->c, 0);
         LLVMValueRef v;
-        if (t == RJ_BF16 && E->bf16cvt && (st->flags & LF_HELD)) v = vheld_bits(E, st->b);
+        if (E->vpair && t == RJ_BF16) v = vpair_bits(E, st->b, st->flags & LF_HELD);
+        else if (E->vpair) v = vpair_order(E, em_to_mem(E, vvec(E, st->b), t), false);
+        else if (t == RJ_BF16 && E->bf16cvt && (st->flags & LF_HELD)) v = vheld_bits(E, st->b);
         else v = em_to_mem_held(E, vvec(E, st->b), t, st->flags & LF_HELD);
         int sq = -1;
         for (int q = 0; q < E->nstage; q++)
@@ -299,7 +348,7 @@ static void vstmt(em *E, const ls *st) {
             LLVMSetAlignment(sv, align);
         } else if (p) {
             LLVMTypeRef tys[2] = {vt, ptr};
-            LLVMValueRef a[4] = {v, p, i32c(E, align), E->vmask};
+            LLVMValueRef a[4] = {v, p, i32c(E, align), E->vpair ? E->vmask_mem : E->vmask};
             vintrinsic(E, "llvm.masked.store", tys, 2, a, 4);
         } else {
             LLVMValueRef ps = em_mem_addr(E, st->mem, st->ref, t, vvec(E, st->a));
@@ -310,11 +359,14 @@ static void vstmt(em *E, const ls *st) {
         break;
     }
     case LS_IF: { /* a uniform condition (em_vector_plan) */
+        E->nheld = 0; /* bits made in one arm are not there after the join */
         em_if r = em_if_open(E, st->a);
         vblock(E, st->body);
         em_if_else(E, &r);
+        E->nheld = 0;
         vblock(E, st->els);
         em_if_close(E, &r);
+        E->nheld = 0;
         break;
     }
     default: break; /* BARRIER: one thread; FOR: not planned */
@@ -343,25 +395,27 @@ static LLVMValueRef vloop_md(em *E) {
  * lanes_max lanes, so that its accumulators stay in registers across the row loops. */
 #define VSTRAIGHT 2
 
-/* One step of the body over lanes t0 .. t0 + vf - 1 (t0: an i64), those off in mask (NULL:
- * all on) neither read nor written; last: the last lane on (an i32). */
-static void vstep(em *E, const ls *st, LLVMValueRef t0, LLVMValueRef mask, LLVMValueRef last) {
+/* The lanes holding elements below n (an i32), as a mask; pair: in vpair's order. */
+static LLVMValueRef lanes_below(em *E, LLVMValueRef n, bool pair) {
+    LLVMValueRef lanes[64];
+    for (int i = 0; i < E->vf; i++) lanes[i] = i32c(E, pair ? (unsigned)(i < E->vf / 2 ? 2 * i : 2 * (i - E->vf / 2) + 1) : (unsigned)i);
+    return LLVMBuildICmp(E->b, LLVMIntULT, LLVMConstVector(lanes, (unsigned)E->vf), splat(E, n, E->vf), "");
+}
+
+/* One step of the body over elements t0 .. t0 + vf - 1 (t0: an i64), those from t0 + left
+ * on (left: an i32; NULL: none) neither read nor written; last: the last lane on (an i32). */
+static void vstep(em *E, const ls *st, LLVMValueRef t0, LLVMValueRef left, LLVMValueRef last) {
     LLVMBuildStore(E->b, t0, E->vars[st->var]); /* scalar index expressions read the first lane */
     E->t0 = t0;
     if (E->nstage) E->stage_idx = t0;
-    E->vmask = mask;
+    E->vmask = E->vmask_mem = left ? lanes_below(E, left, false) : NULL;
+    if (left && E->vpair) E->vmask = lanes_below(E, left, true);
     E->vlast = last;
+    E->nheld = 0;
     em_forget_to(E, 0);
     vblock(E, st->body);
-    E->vmask = NULL;
+    E->vmask = E->vmask_mem = NULL;
     em_forget_to(E, 0);
-}
-
-/* The lanes below n (an i32), as a mask. */
-static LLVMValueRef lanes_below(em *E, LLVMValueRef n) {
-    LLVMValueRef lanes[64];
-    for (int i = 0; i < E->vf; i++) lanes[i] = i32c(E, (unsigned)i);
-    return LLVMBuildICmp(E->b, LLVMIntULT, LLVMConstVector(lanes, (unsigned)E->vf), splat(E, n, E->vf), "");
 }
 
 /* for t in [lo, hi) lanes, planned by em_vector_plan: full steps of vf lanes, then steps of at
@@ -391,7 +445,7 @@ void em_vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
         int64_t t = clo->i;
         for (; t + vf <= chi->i; t += vf) vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), NULL, i32c(E, (unsigned)vf - 1));
         if (t < chi->i)
-            vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), lanes_below(E, i32c(E, (unsigned)(chi->i - t))),
+            vstep(E, st, LLVMConstInt(i64, (unsigned long long)t, 1), i32c(E, (unsigned)(chi->i - t)),
                   i32c(E, (unsigned)(chi->i - t - 1)));
     } else {
         LLVMBuildStore(b, lo, var);
@@ -420,7 +474,7 @@ void em_vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
             LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, t0, hi, ""), part, exit);
             LLVMPositionBuilderAtEnd(b, part);
             LLVMValueRef left = LLVMBuildTrunc(b, LLVMBuildSub(b, hi, t0, ""), i32, "");
-            vstep(E, st, t0, lanes_below(E, left), LLVMBuildSub(b, left, i32c(E, 1), ""));
+            vstep(E, st, t0, left, LLVMBuildSub(b, left, i32c(E, 1), ""));
             LLVMBuildBr(b, exit);
         }
         LLVMPositionBuilderAtEnd(b, exit);
@@ -436,5 +490,5 @@ void em_vector_loop(em *E, const ls *st, LLVMValueRef lo, LLVMValueRef hi) {
         LLVMBuildStore(b, em_binary(E, fn, t, cur, vfold(E, fn, t, acc), NULL), E->vars[x->var]);
         E->vvar[x->var] = VV_UNIFORM; /* folded once, however many statements reduce into it */
     }
-    E->vloop = -1;
+    E->vloop = -1; /* E->vpair stays: stream.c runs one plan's loop twice */
 }

@@ -17,6 +17,12 @@
  * reduced variable read inside the loop, a private one read after it) leaves the loop to
  * LLVM's vectoriser. A step covers two vector registers of the widest element the loop loads,
  * stores or reduces, halved while the loop has fewer lanes than that.
+ *
+ * A loop that reads and writes bf16 along the lanes may keep them in even/odd order (E->vpair,
+ * half.c): widening a bf16 vector is then a shift and an and instead of a port-5 shuffle and a
+ * shift. It qualifies when nothing sees the order: every access unit-stride (bf16, or 4-byte
+ * elements, which are shuffled into that order and back, so bf16 ones must outnumber them),
+ * no guard that varies by lane, no lane position used as a value.
  */
 #include <string.h>
 
@@ -200,10 +206,54 @@ static int64_t lanes_bound(em *E, const ls *st) {
  * independent ones, interleaved, as its vectoriser's interleaving does. */
 #define VREGS 2
 
+/* Can varying expression id be computed with the lanes in even/odd order? Its loads must be
+ * unit-stride, bf16 or of 4-byte elements (n[0], n[1] count them), under a guard the same in
+ * every lane, and it must not use a lane's position as a value (the loop's index or an index
+ * variable outside a load's index). */
+static bool vpair_expr(em *E, int32_t id, vscan *v, int n[2]) {
+    if (id < 0 || !em_varying(E, id) || v->seen[id] == v->mark) return true;
+    v->seen[id] = v->mark;
+    const lx *e = &E->k->ex[id];
+    if (e->kind == LX_VAR) return e->ref != E->vloop && E->vvar[e->ref] == VV_PRIVATE;
+    if (e->kind == LX_LOAD) {
+        int t = mem_dtype(E->k, e->fn, e->ref);
+        if (t != RJ_BF16 && rj_dtype_size((rj_dtype)t) != 4) return false;
+        n[t != RJ_BF16]++;
+        return em_vunit(E, e->a) && (e->b < 0 || !em_varying(E, e->b)) && (e->b < 0 || vpair_expr(E, e->c, v, n));
+    }
+    int32_t kids[3];
+    int nk = lx_children(e, kids);
+    for (int i = 0; i < nk; i++)
+        if (!vpair_expr(E, kids[i], v, n)) return false;
+    return true;
+}
+
+/* Does every statement from s on keep to vpair_expr's rules, and every store go along the lanes
+ * to bf16 or 4-byte elements? */
+static bool vpair_block(em *E, int32_t s, vscan *v, int n[2]) {
+    const lkernel *k = E->k;
+    for (; s >= 0; s = k->st[s].next) {
+        const ls *st = &k->st[s];
+        if (st->kind == LS_IF && (!vpair_block(E, st->body, v, n) || !vpair_block(E, st->els, v, n))) return false;
+        if (st->kind == LS_STORE) {
+            int t = st->mem == MEM_LOCAL ? k->locals[st->ref].dtype : k->params[st->ref].dtype;
+            if ((t != RJ_BF16 && rj_dtype_size((rj_dtype)t) != 4) || !em_varying(E, st->a) || !em_vunit(E, st->a)) return false;
+            n[t != RJ_BF16]++;
+        }
+        if (st->kind == LS_SET && E->vvar[st->var] == VV_AFFINE) continue; /* an index */
+        int32_t ex[2];
+        for (int i = 0, ne = ls_exprs(st, ex); i < ne; i++)
+            if (st->kind != LS_STORE || ex[i] != st->a)
+                if (!vpair_expr(E, ex[i], v, n)) return false;
+    }
+    return true;
+}
+
 /* Sets up E for emitting the lanes loop st as vectors; false leaves it to LLVM. */
 bool em_vector_plan(em *E, const ls *st) {
     const lkernel *k = E->k;
     if (!E->vbits || E->vloop >= 0) return false;
+    E->vpair = false;
     size_t nv = (size_t)k->nvars + 1, ne = (size_t)k->nex + 1;
     vscan v = {.set = mem_zalloc(E->ctx, nv), .red = mem_zalloc(E->ctx, nv),
                .def = mem_zalloc(E->ctx, sizeof(int32_t) * nv),
@@ -247,6 +297,12 @@ bool em_vector_plan(em *E, const ls *st) {
             if ((E->vvar[i] == VV_PRIVATE || E->vvar[i] == VV_AFFINE) && block_reads(E, k->body, i, (int32_t)(st - k->st), v.seen, &mark))
                 ok = false;
         if (!ok) E->vloop = -1;
+        /* the lanes in even/odd order where every access is unit-stride, and bf16 ones (each
+         * saving two shuffles of a widening) outnumber those of 4-byte elements (each costing
+         * two shuffles into or out of that order; vector.c) */
+        int n[2] = {0, 0};
+        v.mark = mark + 1;
+        E->vpair = ok && E->vf >= 4 && vpair_block(E, st->body, &v, n) && n[0] > n[1];
     }
     mem_free(E->ctx, v.set, nv);
     mem_free(E->ctx, v.red, nv);
