@@ -9,7 +9,7 @@
  * weight (two products over different columns of v) and a 16-bit weight widened to f32.
  *
  * That the copies are kept is checked from outside: rj_bind_stats' const_bytes covers every
- * weight, and a weight changed in place without binding it again (breaking the promise) still
+ * weight (after rj_bind_prepare too), and a weight changed in place without binding it again (breaking the promise) still
  * gives the old results, so the run did use what it kept. Binding it again (the same pointer),
  * or renewing the promise, must give the new results: a cache that is not dropped fails there.
  */
@@ -170,6 +170,15 @@ static void test_const_same_bits(void **state) {
         assert_true(st.const_bytes >= widened + packed);
         assert_true(st.const_bytes <= (widened + packed) * 3 / 2);
 #endif
+        /* rj_bind_prepare lays out and allocates the copies (packed by the first run) */
+        rj_bind *ready = bound(f, &m, m.p, true);
+        rj_run_stats sp;
+        assert_ok(f->ctx, rj_bind_prepare(ready));
+        assert_ok(f->ctx, rj_bind_stats(ready, &sp));
+        assert_int_equal(sp.const_bytes, st.const_bytes);
+        run_into(f, &m, m.p, ready, b);
+        assert_same_bits(a, b, "the first run after rj_bind_prepare with the promise");
+        rj_bind_free(ready);
         outs_free(a), outs_free(b);
         rj_bind_free(plain), rj_bind_free(kept);
     }

@@ -143,7 +143,7 @@ static void host_mem_free(rj_ctx *ctx, host_mem *m) {
     mem_free(ctx, m->place, sizeof(int64_t) * 6 * (size_t)(m->nplace ? m->nplace : 1));
     host_block_free(ctx, &m->scratch);
     mem_free(ctx, m->addrs.p, m->addrs.bytes);
-    for (int32_t i = 0; i < m->nconsts; i++) host_block_free(ctx, &m->consts[i].blk);
+    host_block_free(ctx, &m->const_block);
     mem_free(ctx, m->consts, sizeof(const_copy) * (size_t)m->nconsts);
     mem_free(ctx, m, sizeof *m);
 }

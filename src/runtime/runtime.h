@@ -266,14 +266,13 @@ typedef struct host_block {
 } host_block;
 
 /* What a product keeps of a constant input's contents across runs (cpu_gemm.c: its weight
- * packed, or widened to f32), and what it was made from: the input, which binding of it
- * (in_bind.gen), and the shape and view it was read through. */
+ * packed, or widened to f32): where in the binding's block of copies, and what it was made
+ * from: which binding of the input (in_bind.gen), and the shape and view it was read through. */
 typedef struct const_copy {
-    host_block blk;
-    int64_t bytes;            /* used of blk (0: nothing kept) */
-    int32_t input;
+    int64_t off, bytes;       /* in host_mem.const_block (bytes 0: none) */
+    bool valid;               /* made, from binding gen of the input, as key says */
     uint64_t gen;
-    int64_t key[7];           /* how it was made (cpu_gemm.c: const_key) */
+    int64_t key[7];           /* how it was made (cpu_gemm.c: cpu_run_gemm) */
 } const_copy;
 
 typedef struct host_mem {
@@ -288,6 +287,8 @@ typedef struct host_mem {
     struct const_copy *consts; /* per kernel: what its product keeps of a constant input's
                                  contents (cpu_gemm.c), or NULL */
     int32_t nconsts;
+    host_block const_block;   /* the copies, laid out for the last run (cpu_consts_settle) */
+    char *const_at;           /* where they start in it */
     int64_t const_bytes;      /* their bytes */
 } host_mem;
 
