@@ -13,7 +13,8 @@ pins down:
     products by ragjit's own sgemm, runtime/cpu_gemm.c: run_attention);
   - the projections' chunks of rows (an even number of equal chunks, cpu_gemm.c:
     gemm_even_chunks) give the same bits on 1 and 2 threads: enough rows for several chunks
-    on any L2, with empty items, items of length 1 and long ones.
+    on any L2, with empty items, items of length 1 and long ones; and shorter products ("mid",
+    "one_long": one chunk on one thread) cut finer on 2 threads (cpu_gemm.c: rows_fine).
 
 Each case runs with the default BLAS and with ragjit's own sgemm (RAGJIT_BLAS=off). The
 reference is written here from PyTorch's documented semantics, item by item in float64.

@@ -373,14 +373,34 @@ static void widen_run(rj_ctx *ctx, int workers, widen_job *j, int64_t n, float *
 /* Rows in chunks pack w once per chunk in a BLAS's sgemm: 10-17% of the CoRa module's time
  * (perf: OpenBLAS 0.3.21's sgemm_incopy on the QKV and output projections, 2 threads, SQuAD's
  * and CoLA's lengths), as much as the epilogues and the attention's softmax together. An f32
- * product of several chunks therefore runs on ragjit's own sgemm with w packed once, by the
- * pool, before the chunks (its kernel is within a few percent of OpenBLAS's on these chunks,
+ * product of several chunks (or large enough to be split among workers: rows_fine) therefore
+ * runs on ragjit's own sgemm with w packed once, by the pool, before the chunks (its kernel is within a few percent of OpenBLAS's on these chunks,
  * bench_gemm), unless only the portable kernel runs here. */
 static const sgemm_kernel *rows_prepack(const blas_fns *bl, const lgemm *gm, int64_t nchunks) {
     if (gm->dtype != RJ_F32 || nchunks < 2) return NULL;
     if (bl->own) return bl->own;
     const sgemm_kernel *k = sgemm_kernel_get(SGEMM_BEST);
     return k->isa == SGEMM_PORTABLE ? NULL : k;
+}
+
+/* A short product's chunks on several workers, finer: at least ROWS_FINE_PER_WORKER a worker,
+ * of whole slivers (at least two each), where the L2 rule above gave fewer. CoLA's QKV
+ * projection (416 rows) ran as 2 chunks on 2 threads, so a worker that woke late — or lost its
+ * processor to another process — held up half the product, or left the caller to run both
+ * (issue 36: a late worker should delay only the small piece it holds). With w packed once
+ * (pk) a chunk's rows change no element's sum, so the bits stay the same; the chunks re-read
+ * the packed w from L3 more often, which measured within ±2% of the CPU time on one thread
+ * (CoLA, MNLI, SQuAD; bench/NOTES.md). Whether R changed. */
+#define ROWS_FINE_PER_WORKER 4
+static bool rows_fine(const sgemm_kernel *pk, int64_t units, int workers, int64_t *R) {
+    int64_t want = (int64_t)workers * ROWS_FINE_PER_WORKER;
+    if ((units + *R - 1) / *R >= want) return false;
+    int64_t r = (units + want - 1) / want;
+    r = (r + pk->mr - 1) / pk->mr * pk->mr;
+    if (r < 2 * pk->mr) r = 2 * pk->mr;
+    if (r >= *R) return false;
+    *R = r;
+    return true;
 }
 
 /* ---- what a product keeps of a constant input (rj_bind_constant) ------------------------- */
@@ -779,16 +799,19 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     bool pro = gm->prologue >= 0;
     int64_t R = gemm_rows_per_chunk(N, K, es, esc, pro, ((const cpu_state *)ctx->slot[SLOT_CPU].state)->l2_bytes);
     int64_t nchunks = gemm_even_chunks(units, &R);
-    int workers = o->workers < nchunks ? o->workers : (int)nchunks;
-    if (units * (K + N) < o->small_work) workers = 1;
+    bool splits = units * (K + N) >= o->small_work; /* worth more than one worker */
+    int team_w = splits ? o->workers : 1;
     /* per worker: A (with a prologue) and C, each 64-byte aligned; then w packed once, if so
-     * (f32 only: a 16-bit w is widened once into its f32 copy ahead of them instead) */
-    const sgemm_kernel *pk = rows_prepack(bl, gm, nchunks);
+     * (f32 only: a 16-bit w is widened once into its f32 copy ahead of them instead); whatever
+     * the thread count, so that the bits do not depend on it */
+    const sgemm_kernel *pk = rows_prepack(bl, gm, splits && nchunks < 2 ? 2 : nchunks);
     /* chunks of whole slivers of the kernel's mr rows, where that keeps their number: only the
      * last chunk ends in an edge sliver (computed whole, stored in part), not every one; the
      * edges were 2% of MNLI's samples (edge_avx512) */
     int64_t Rr = pk ? (R + pk->mr - 1) / pk->mr * pk->mr : R;
     if ((units + Rr - 1) / Rr == nchunks) R = Rr;
+    if (pk && team_w > 1 && rows_fine(pk, units, team_w, &R)) nchunks = (units + R - 1) / R;
+    int workers = team_w < nchunks ? team_w : (int)nchunks;
     int64_t a_bytes = pro ? (R * K * (int64_t)es + 63) / 64 * 64 : 0, c_bytes = (R * N * (int64_t)esc + 63) / 64 * 64;
     int64_t pack = pk ? ((int64_t)sgemm_scratch_bytes(pk, R, N, K) + 63) / 64 * 64 : gemm_pack_bytes(bl, R, N, K);
     int64_t per = a_bytes + c_bytes + pack, wp = pk ? (int64_t)sgemm_packed_b_bytes(pk, N, K) : 0, nw;

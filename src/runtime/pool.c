@@ -62,6 +62,8 @@ struct pool {
     pthread_cond_t fin;    /* callers wait here for their job's last chunks */
     unsigned gen;          /* jobs published (atomic): what spinning workers watch */
     int missed;            /* long jobs in a row the caller ran alone, up to MISSES (atomic) */
+    int ready;             /* workers that have entered their loop (atomic): until all have, a
+                            * job the caller ran alone says nothing of them */
     int sleepers, waiters; /* workers on `work`, callers on `fin` */
     bool stop;
     int nthreads, max_threads;
@@ -139,6 +141,7 @@ static void *worker_main(void *arg) {
      * else. */
     struct sched_param sp = {0};
     pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+    __atomic_add_fetch(&p->ready, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
         job *j = NULL;
@@ -234,8 +237,9 @@ void pool_start(pool *p, int n) {
 }
 
 /* A free job entry, filled and published, with the workers it wants started and (*woken)
- * woken; NULL when every entry is taken. Under the pool's lock. */
-static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *arg, bool *woken) {
+ * woken, (*started) whether every worker had entered its loop; NULL when every entry is taken.
+ * Under the pool's lock. */
+static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *arg, bool *woken, bool *started) {
     job *j = NULL;
     for (int i = 0; i < POOL_JOBS && !j; i++)
         if (!__atomic_load_n(&p->jobs[i].refs, __ATOMIC_ACQUIRE)) j = &p->jobs[i];
@@ -244,6 +248,7 @@ static job *publish(pool *p, int64_t nchunks, int slots, pool_task task, void *a
     /* workers are started as runs first want them (or rj_bind_prepare); one that cannot be
      * started is done without */
     while (p->nthreads < slots - 1 && p->nthreads < p->max_threads && start_worker(p)) p->nthreads++;
+    *started = __atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) >= p->nthreads;
     unsigned gen = __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
     /* Sleeping workers are woken now unless the last long jobs ran without them: on a machine
      * busier than its processors a woken worker may get none before the caller is done, and a
@@ -264,10 +269,10 @@ void pool_run(rj_ctx *ctx, pool *p, int64_t nchunks, int slots, pool_task task, 
         return;
     }
     job *j = NULL;
-    bool woken = false;
+    bool woken = false, started = false;
     if (slots > 1 && p) {
         pthread_mutex_lock(&p->lock);
-        j = publish(p, nchunks, slots, task, arg, &woken);
+        j = publish(p, nchunks, slots, task, arg, &woken, &started);
         pthread_mutex_unlock(&p->lock);
     }
     if (!j) { /* one thread, or every job entry taken by other runs */
@@ -290,8 +295,11 @@ void pool_run(rj_ctx *ctx, pool *p, int64_t nchunks, int slots, pool_task task, 
         pthread_mutex_unlock(&p->lock);
     }
     __atomic_sub_fetch(&j->refs, 1, __ATOMIC_RELEASE);
-    /* whether woken workers took part in a job long enough for them to (see publish) */
+    /* whether woken workers took part in a job long enough for them to (see publish); not
+     * while a worker is still starting: a fresh process's first jobs, which a new thread
+     * misses while it is created (hundreds of microseconds in a VM), would otherwise count,
+     * and after MISSES of them the pool stopped waking workers that were by then ready */
     if (mine < nchunks) __atomic_store_n(&p->missed, 0, __ATOMIC_RELAXED);
-    else if (!wake_at && now_ns() - t0 > SHORT_JOB_NS && __atomic_load_n(&p->missed, __ATOMIC_RELAXED) < MISSES)
+    else if (started && !wake_at && now_ns() - t0 > SHORT_JOB_NS && __atomic_load_n(&p->missed, __ATOMIC_RELAXED) < MISSES)
         __atomic_add_fetch(&p->missed, 1, __ATOMIC_RELAXED);
 }
