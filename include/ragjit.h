@@ -688,6 +688,21 @@ RJ_API rj_status rj_bind_offsets(rj_bind *b, rj_dim ragged, int64_t batch,
                                  const int64_t *offsets, const int64_t *lengths);
 /* An input buffer holding numel elements (for a jagged input: rows x inner). Borrowed. */
 RJ_API rj_status rj_bind_input(rj_bind *b, rj_node input, const void *data, int64_t numel);
+/* A promise that the contents of the buffer bound to `input` do not change from one run to the
+ * next until the input is bound again (constant true), or its withdrawal (false). Model
+ * weights are the use: a runtime binds them once and runs many batches. Under the promise a
+ * binding may keep what it derives from the input's contents across runs: on the CPU, the
+ * weights of a matrix product packed for ragjit's sgemm (and a 16-bit weight widened to f32),
+ * made by the first run that needs them and reused by the later ones, as oneDNN's prepacked
+ * weights and TensorRT's constants are. The promise stays with the input: binding it again
+ * (rj_bind_input, rj_bind_tensor, rj_bind_dlpack; another pointer or the same one, which is how
+ * a caller says that the contents changed) drops what was kept, and the next run makes it
+ * again; so does calling rj_bind_constant again. The kept copies are the binding's memory:
+ * counted against the memory limit, reported by rj_bind_stats (const_bytes) and freed with
+ * the binding. Results are the same bits with and without the promise; an input without it
+ * behaves as if this call did not exist. Any input may be promised (RJ_ERR_ARG for a node that
+ * is not an input of the program); other targets accept the promise and keep nothing yet. */
+RJ_API rj_status rj_bind_constant(rj_bind *b, rj_node input, bool constant);
 /* Caller memory for an output, with room for capacity elements; without it ragjit allocates
  * (and reuses) the output memory. */
 RJ_API rj_status rj_bind_output(rj_bind *b, rj_node output, void *data, int64_t capacity);
@@ -802,6 +817,8 @@ typedef struct rj_run_stats {
     int64_t temp_bytes; /* memory of the run's temporaries: on the CPU one arena in which
                          * temporaries whose kernels do not overlap share bytes (planned by
                          * liveness); 0 on other targets */
+    int64_t const_bytes; /* memory the binding keeps across runs for inputs promised constant
+                          * (rj_bind_constant): weights packed or widened once; CPU only */
 } rj_run_stats;
 RJ_API rj_status rj_bind_stats(const rj_bind *b, rj_run_stats *stats);
 

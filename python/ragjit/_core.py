@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 from ._errors import Error, error_for
 from ._jagged import Jagged
@@ -90,10 +90,13 @@ class Context:
         self._check(LIB.rj_ctx_set_cache_dir(self._ptr, arg))
         self._cache_dir = None if path is None else os.fsdecode(path)
 
-    def compile(self, source: str, target: str = "cpu", filename: str = "<string>") -> "Program":
+    def compile(self, source: str, target: str = "cpu", filename: str = "<string>",
+                constants: Iterable[str] = ()) -> "Program":
         """Compiles a program in ragjit's text format (docs/guide.md) for ``target``:
-        ``"cpu"`` (LLVM), ``"reference"`` (the interpreter), ``"opencl"`` or ``"cuda"``."""
-        return Program(self, source, target, filename)
+        ``"cpu"`` (LLVM), ``"reference"`` (the interpreter), ``"opencl"`` or ``"cuda"``;
+        ``constants``: the inputs whose contents do not change between calls (see
+        :class:`Program`)."""
+        return Program(self, source, target, filename, constants)
 
     def __del__(self) -> None:
         life = getattr(self, "_life", None)
@@ -126,19 +129,22 @@ def _context_for_threads(threads: int) -> Context:
 
 
 def compile(source: str, target: str = "cpu", threads: Optional[int] = None,
-            context: Optional[Context] = None, filename: str = "<string>") -> "Program":
+            context: Optional[Context] = None, filename: str = "<string>",
+            constants: Iterable[str] = ()) -> "Program":
     """Compiles ``source`` (ragjit's text format) for ``target`` and returns a
     :class:`Program`.
 
     ``threads`` runs the program with that many CPU worker threads (programs compiled with the
     same ``threads`` share a context); ``context`` gives a :class:`Context` of your own
-    (``threads`` must then be left out). Raises a :class:`ragjit.Error` subclass
+    (``threads`` must then be left out). ``constants`` names the inputs whose contents do not
+    change between calls, a model's weights: their products' packed weights are made once
+    and kept (see :class:`Program`). Raises a :class:`ragjit.Error` subclass
     (``ParseError``, ``ShapeError``, ...) with ragjit's message when the program is wrong."""
     if context is not None and threads is not None:
         raise TypeError("ragjit.compile: give threads or context, not both")
     if context is None:
         context = default_context() if threads is None else _context_for_threads(int(threads))
-    return Program(context, source, target, filename)
+    return Program(context, source, target, filename, constants)
 
 
 

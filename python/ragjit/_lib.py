@@ -110,6 +110,7 @@ _SIGNATURES = {
     "rj_bind_stream": (c_int, [c_void_p, c_void_p]),
     "rj_bind_wait": (c_int, [c_void_p]),
     "rj_bind_stats": (c_int, [c_void_p, c_void_p]),
+    "rj_bind_constant": (c_int, [c_void_p, ctypes.c_int32, ctypes.c_bool]),
     "rj_blas_info": (c_char_p, []),
 }
 

@@ -28,13 +28,18 @@ CUDA target, on the GPU) by module _torch_io, imported once a torch tensor is se
 other DLPack producer through np.from_dlpack. Outputs come back as the inputs' kind: PyTorch
 tensors (a nested jagged tensor over the input's offsets) when any input was one, else NumPy
 (a ragjit.Jagged over the input's offsets arrays).
+
+Inputs named constant (a model's weights) are promised to every binding (rj_bind_constant), and
+a binding binds one again only when a call gives other memory for it, holding the array it
+bound so that its memory cannot be reused under it: the weights its products packed in its
+first run are then kept for the next ones, which a binding that rebinds everything would drop.
 """
 from __future__ import annotations
 
 import ctypes
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -129,7 +134,7 @@ class _Run:
     outputs' offsets and for comparing inputs over one symbol), what must stay alive, and
     whether outputs are PyTorch tensors (and on which device)."""
 
-    __slots__ = ("sizes", "ragged", "like", "keep", "torch", "device", "raw")
+    __slots__ = ("sizes", "ragged", "like", "keep", "torch", "device", "raw", "consts")
 
     def __init__(self) -> None:
         self.sizes: Dict[int, Tuple[int, str]] = {}
@@ -141,6 +146,9 @@ class _Run:
         self.torch = False
         self.device: Any = None  # a torch.device for device-resident (CUDA) runs
         self.raw = False  # jagged outputs as their values alone (a custom operator's results)
+        # per constant input's node: (address, numel, array) last bound on this binding; kept
+        # across calls (clear leaves it), so the array stays alive while it is bound
+        self.consts: Dict[int, Tuple[int, int, Any]] = {}
 
     def clear(self) -> None:
         self.sizes.clear()
@@ -178,10 +186,20 @@ class Program:
 
     ``prog.run(**inputs)`` returns a dict of every output, in the program's output order;
     ``prog(**inputs)`` returns the output itself for a program of one output, else a tuple in
-    output order. One program may run on many threads at once."""
+    output order. One program may run on many threads at once.
+
+    ``constants`` names inputs whose contents do not change from one call to the next, as a
+    model's weights and biases: pass the same arrays (or tensors) in every call. ragjit then
+    packs the weights of their matrix products once per binding, in its first call, and keeps
+    them (rj_bind_constant): a call that gives the same memory (address and size) as the last
+    call on a binding does not bind it again, and the program holds the array so that its
+    memory is not reused while it is bound. A call that gives another array for a constant
+    binds it, and its products are packed again. After changing a constant's contents in
+    place, call :meth:`constants_changed` (otherwise calls may go on with the old weights).
+    Results are the same bits with and without constants; only the time differs."""
 
     def __init__(self, context: "Context", source: str, target: str = "cpu",
-                 filename: str = "<string>") -> None:
+                 filename: str = "<string>", constants: Iterable[str] = ()) -> None:
         if target not in _TARGETS:
             raise ArgumentError("ragjit: unknown target %r (one of %s)" % (target, ", ".join(_TARGETS)))
         self.context = context
@@ -228,6 +246,44 @@ class Program:
         self._parent = {d: parent for d, (kind, _, parent) in self._dims.items()
                         if kind == _lib.DIM_RAGGED}
         self._parents = frozenset(self._parent.values())
+        self._const_nodes: FrozenSet[int] = self._constant_nodes(constants)
+
+    def _constant_nodes(self, constants: Iterable[str]) -> FrozenSet[int]:
+        if isinstance(constants, str):
+            constants = [constants]
+        nodes = []
+        by_name = {p.name: p.node for p in self.inputs}
+        for name in constants:
+            if name not in by_name:
+                what = "a size of the program, not an input" if name in self._accepted else \
+                    "not an input of the program"
+                raise ArgumentError("ragjit: constants: %r is %s (inputs: %s)"
+                                    % (name, what, ", ".join(self.input_names)))
+            nodes.append(by_name[name])
+        return frozenset(nodes)
+
+    @property
+    def constants(self) -> List[str]:
+        """The inputs promised constant (``constants=``), in declaration order."""
+        return [p.name for p in self.inputs if p.node in self._const_nodes]
+
+    def constants_changed(self) -> None:
+        """Says that the contents of constant inputs changed in place: the next call of every
+        binding packs their weights again (rj_bind_constant renewed). Call it while no call of
+        the program is running."""
+        for pool in self._pools.values():
+            for bnd in pool:
+                for node in self._const_nodes:
+                    self.context._check(LIB.rj_bind_constant(bnd.ptr, node, True))
+
+    def _same_const(self, r: _Run, port: _Port, ptr: int, n: int, arr: Any) -> bool:
+        """For a constant input: whether (ptr, n) is what this binding bound last (then nothing
+        is bound); otherwise it is recorded, with arr, for the caller to bind."""
+        last = r.consts.get(port.node)
+        if last is not None and last[0] == ptr and last[1] == n:
+            return True
+        r.consts[port.node] = (ptr, n, arr)
+        return False
 
     def _port(self, node: int, name: str, used: bool) -> _Port:
         g = self._graph
@@ -305,6 +361,10 @@ class Program:
             if not p:
                 raise self.context._error()
             bnd = _Binding(p)
+            for node in self._const_nodes:
+                if LIB.rj_bind_constant(p, node, True):
+                    LIB.rj_bind_free(p)
+                    raise self.context._error()
         plan = self._plans.get(key)
         if plan and not raw and not prepare:
             try:
@@ -449,7 +509,10 @@ class Program:
         if arr.shape != port.fixed:
             self._check_dims(port, arr.shape, r.sizes, "an array")
         r.keep.append(arr)
-        self.context._check(LIB.rj_bind_input(b, port.node, _ptr(arr), arr.size))
+        ptr = _ptr(arr)
+        if port.node in self._const_nodes and self._same_const(r, port, ptr, arr.size, arr):
+            return
+        self.context._check(LIB.rj_bind_input(b, port.node, ptr, arr.size))
 
     def _bind_jagged(self, b: int, port: _Port, x: Any, r: _Run) -> None:
         if type(x) is not Jagged:

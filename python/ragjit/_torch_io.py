@@ -98,8 +98,11 @@ def bind_dense(prog: "Program", b: int, port: "_Port", x: Any, r: "_Run") -> Non
     if x.shape != port.fixed:
         prog._check_dims(port, tuple(x.shape), r.sizes, "an array")
     r.keep.append(x)
+    p, n = x.data_ptr(), x.numel()
+    if port.node in prog._const_nodes and prog._same_const(r, port, p, n, x):
+        return
     bind = LIB.rj_bind_input_device if dev else LIB.rj_bind_input
-    prog.context._check(bind(b, port.node, x.data_ptr(), x.numel()))
+    prog.context._check(bind(b, port.node, p, n))
 
 
 def bind_jagged(prog: "Program", b: int, port: "_Port", x: Any, r: "_Run") -> None:
@@ -340,7 +343,7 @@ class Plan:
     first call.
     """
 
-    __slots__ = ("prog", "ins", "outs", "shapes", "check", "fast")
+    __slots__ = ("prog", "ins", "outs", "shapes", "check", "fast", "consts")
 
     def __init__(self, prog: "Program", ins: List[Any], outs: List[Any]) -> None:
         self.prog = prog._prog
@@ -357,8 +360,11 @@ class Plan:
         # strides)
         self.shapes: List[Any] = [(None, None, None)] * len(outs)
         self.check = prog.context._check
-        # the same call in C (module _fastcall), where it was built: Program.__call__ takes it
-        self.fast = _caller(prog, self)
+        # the inputs promised constant: the binding holds the tensor last bound for each
+        self.consts = prog._const_nodes
+        # the same call in C (module _fastcall), where it was built: Program.__call__ takes it;
+        # not with constants, whose tensors it would not hold while they are bound
+        self.fast = None if self.consts else _caller(prog, self)
 
     def call(self, bnd: Any, inputs: Any) -> Optional[List[Any]]:  # long: one pass, on purpose
         """The outputs, or None where the call is not what was planned (nothing has run).
@@ -407,8 +413,12 @@ class Plan:
                 return None
             p, n = v.data_ptr(), v.numel()
             if p != last[i] or n != last[i + 1]:
-                if lib.rj_bind_input(b, node, p, n):
+                if node in self.consts and bnd.run.consts.get(node, (0, -1))[:2] == (p, n):
+                    pass  # bound by the general path: its packed weights stay
+                elif lib.rj_bind_input(b, node, p, n):
                     return None
+                if node in self.consts:
+                    bnd.run.consts[node] = (p, n, v)
                 last[i], last[i + 1] = p, n
             xs.append(x)
             vals.append(v)

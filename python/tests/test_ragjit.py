@@ -2,6 +2,7 @@
 (docs/guide.md), on packed jagged arrays, views with holes, dense arrays and every dtype;
 errors with their status and message; inputs and outputs bound without copies."""
 import os
+import platform
 import threading
 
 import numpy as np
@@ -569,3 +570,68 @@ def test_prepare(ctx, rng):
         want = np.concatenate([softmax64(x.values[a:b] * w, 0)
                                for a, b in zip(x.offsets[:-1], x.offsets[1:]) if b > a])
         close(got.values, want, 1e-5)
+
+
+CONST_SRC = ("ragged j1 : B\ninput x : f32[B, j1, 64]\ninput w : f32[96, 64]\ninput b : f32[96]\n"
+             "y = gelu(linear(x, w, b))\noutput y\n")
+
+
+def linear_gelu64(x, w, b):
+    h = x.astype(np.float64) @ w.astype(np.float64).T + b
+    return 0.5 * h * (1.0 + np.vectorize(__import__("math").erf)(h / np.sqrt(2.0)))
+
+
+def test_constants_same_results_and_new_contents(ctx, rng):
+    """Weights promised constant (constants=): the same bits as without the promise over many
+    calls; another array for a weight, or constants_changed() after a change in place, gives
+    the new results (a kept packing that is not dropped fails here)."""
+    plain = ctx.compile(CONST_SRC)
+    const = ctx.compile(CONST_SRC, constants=["w", "b"])
+    assert const.constants == ["w", "b"] and plain.constants == []
+    lens = [700, 0, 900, 1500]  # several chunks of rows: w is packed once for all of them
+    w = rng.standard_normal((96, 64)).astype(np.float32)
+    b = rng.standard_normal(96).astype(np.float32)
+    for _ in range(3):
+        x = jagged(rng, lens, (64,))
+        want = plain(x=x, w=w, b=b)
+        got = const(x=x, w=w, b=b)
+        assert np.array_equal(want.values, got.values)
+        close(got.values, linear_gelu64(x.values, w, b), 2e-5)
+    # another array (a copy with new contents): bound again, packed again
+    w2 = (w * -0.5).astype(np.float32)
+    x = jagged(rng, lens, (64,))
+    assert np.array_equal(const(x=x, w=w2, b=b).values, plain(x=x, w=w2, b=b).values)
+    # the same array changed in place: constants_changed() says so
+    w2 += 1.0
+    const.constants_changed()
+    assert np.array_equal(const(x=x, w=w2, b=b).values, plain(x=x, w=w2, b=b).values)
+
+
+def test_constants_kept_until_changed(ctx, rng):
+    """The promise is what makes the packing stay: changed in place without constants_changed()
+    (the promise broken) the calls go on with the kept weights, which shows they were kept."""
+    const = ctx.compile(CONST_SRC, constants=["w"])
+    lens = [1200, 1300, 1500]
+    w = rng.standard_normal((96, 64)).astype(np.float32)
+    b = np.zeros(96, np.float32)
+    x = jagged(rng, lens, (64,))
+    first = const(x=x, w=w, b=b).values.copy()
+    w *= 2.0
+    stale = const(x=x, w=w, b=b).values
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("ragjit's sgemm may run its portable kernel here, which packs nothing")
+    assert np.array_equal(first, stale)
+    const.constants_changed()
+    assert not np.array_equal(const(x=x, w=w, b=b).values, first)
+
+
+def test_constants_errors(ctx):
+    with pytest.raises(ragjit.ArgumentError) as e:
+        ctx.compile(CONST_SRC, constants=["nosuch"])
+    assert "constants: 'nosuch' is not an input of the program" in str(e.value)
+    with pytest.raises(ragjit.ArgumentError) as e:
+        ctx.compile(CONST_SRC, constants=["B"])
+    assert "'B' is a size of the program, not an input" in str(e.value)
+    with pytest.raises(ragjit.ArgumentError):
+        ragjit.compile(CONST_SRC, constants=["j1"])
+    assert ragjit.compile(CONST_SRC, constants="w").constants == ["w"]

@@ -788,3 +788,23 @@ def test_cuda_target_without_a_device(ctx):
     """Without a GPU the CUDA target says so at compile, by name, rather than failing later."""
     with pytest.raises(ragjit.NoDeviceError, match="CUDA"):
         ctx.compile(SOFTMAX, target="cuda")
+
+
+def test_constants_on_the_planned_path(ctx):
+    """Weights promised constant through PyTorch tensors: the planned calls (Plan.call) keep the
+    packed weights while the same tensors come, with the same bits as a program without the
+    promise; a new weight tensor is bound and packed again."""
+    src = ("ragged j1 : B\ninput x : f32[B, j1, 64]\ninput w : f32[96, 64]\ninput b : f32[96]\n"
+           "y = linear(x, w, b)\noutput y\n")
+    plain, const = ctx.compile(src), ctx.compile(src, constants=["w", "b"])
+    g = torch.Generator().manual_seed(3)
+    w, b = torch.randn(96, 64, generator=g), torch.randn(96, generator=g)
+    for k in range(4):
+        x = njt([900, 0, 1300, 1100], (64,), seed=k)
+        assert torch.equal(const(x=x, w=w, b=b).values(), plain(x=x, w=w, b=b).values())
+    torch.testing.assert_close(const(x=x, w=w, b=b).values(), x.values() @ w.T + b, rtol=1e-5, atol=1e-5)
+    w2 = w * 3.0
+    assert torch.equal(const(x=x, w=w2, b=b).values(), plain(x=x, w=w2, b=b).values())
+    w2.mul_(-1.0)
+    const.constants_changed()
+    assert torch.equal(const(x=x, w=w2, b=b).values(), plain(x=x, w=w2, b=b).values())

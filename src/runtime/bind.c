@@ -8,6 +8,8 @@
  * and resolves the run, and everything a run makes of them (sizes, offsets,
  * placed outputs, memory kept across runs, a device run in flight, the last error) lives in
  * the binding's run state (run.c), which rj_bind_new creates and rj_bind_free gives back.
+ * An input promised constant (rj_bind_constant) carries the number of its latest binding, so
+ * that what runs keep of its contents is dropped when it is bound again.
  */
 #include <stdio.h>
 #include <string.h>
@@ -173,7 +175,8 @@ rj_status rj_bind_input_device(rj_bind *b, rj_node n, rj_devptr data, int64_t nu
         return ctx_fail(b->ctx, RJ_ERR_SIZE, "rj_bind_input_device: %s: numel %lld is negative", name,
                         (long long)numel);
     if (!data && numel > 0) return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_input_device: %s: data is 0", name);
-    b->in[i] = (in_bind){.numel = numel, .set = true, .dev = true, .ddata = data};
+    b->in[i] = (in_bind){.numel = numel, .set = true, .dev = true, .ddata = data, .constant = b->in[i].constant,
+                         .gen = ++b->gens};
     b->has_dev = true;
     rebound(b);
     return RJ_OK;
@@ -217,8 +220,19 @@ rj_status rj_bind_input(rj_bind *b, rj_node n, const void *data, int64_t numel) 
                         (long long)numel);
     if (!data && numel > 0)
         return ctx_fail(b->ctx, RJ_ERR_ARG, "rj_bind_input: %s: data is NULL", name);
-    b->in[i] = (in_bind){.data = data, .numel = numel, .set = true};
+    b->in[i] = (in_bind){.data = data, .numel = numel, .set = true, .constant = b->in[i].constant, .gen = ++b->gens};
     rebound(b);
+    return RJ_OK;
+}
+
+/* The promise is a flag on the input; a new number says that what runs kept of its contents
+ * is stale (cpu_gemm.c compares it), whether the promise is given, renewed or withdrawn. */
+rj_status rj_bind_constant(rj_bind *b, rj_node n, bool constant) {
+    if (!b) return RJ_ERR_ARG;
+    int i = input_index(b, n, "rj_bind_constant");
+    if (i < 0) return RJ_ERR_ARG;
+    b->in[i].constant = constant;
+    b->in[i].gen = ++b->gens;
     return RJ_OK;
 }
 

@@ -555,6 +555,7 @@ static rj_status cpu_exec(const run_view *v, bool dry) {
     if (!rm->host && !(rm->host = mem_zalloc(ctx, sizeof(host_mem)))) return RJ_ERR_NOMEM;
     launch_mem m;
     rj_status s = host_addresses(v, lp, rm->host, &m, dry);
+    if (!s) s = cpu_consts_settle(v);
     v->stats->temp_bytes = rm->host->temp_bytes;
     int threads = ctx_threads(ctx);
     const cpu_state *st = ctx->slot[SLOT_CPU].state;
@@ -591,6 +592,7 @@ static rj_status cpu_exec(const run_view *v, bool dry) {
     if (!s && dry && scratch_reserved) cpu_block_get(v, &rm->host->scratch, (size_t)scratch_reserved, true, &s);
     if (!s && !dry && lp->nchecks) s = index_verdict(v, (const int64_t *)(uintptr_t)m.buf[lp->checks_buf]);
     if (!dry) rm->host->ran = true;
+    v->stats->const_bytes = rm->host->const_bytes;
     return s;
 }
 

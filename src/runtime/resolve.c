@@ -63,7 +63,8 @@ static rj_status take_inputs(rj_bind *b, run_state *rs) {
         if (!ib->set && !pi->idle)
             return ctx_fail(b->ctx, RJ_ERR_UNBOUND, "input %s is not bound (rj_bind_input or "
                             "rj_bind_tensor)", pi->name);
-        rs->in[i] = (run_in){.data = ib->data, .ddata = ib->ddata, .numel = ib->numel, .set = ib->set, .dev = ib->dev};
+        rs->in[i] = (run_in){.data = ib->data, .ddata = ib->ddata, .numel = ib->numel, .set = ib->set, .dev = ib->dev,
+                             .constant = ib->constant, .gen = ib->gen};
     }
     for (int32_t s = 0; s < pl->nsym; s++) {
         const rag_bind *r = &b->rag[s];

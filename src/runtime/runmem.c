@@ -6,7 +6,8 @@
  * against the context's memory limit by run_reserve, which formats its message only on
  * failure, off the dispatch path. What runs allocate is kept by the binding's run state and
  * reused by the next run (host blocks grow, device slots grow), so a warm run allocates
- * nothing; run_mem_free gives it all back when the binding is freed. This file sits below
+ * nothing; run_mem_free gives it all back when the binding is freed, with the copies kept of
+ * inputs promised constant (rj_bind_constant, cpu_gemm.c). This file sits below
  * everything else of a run and calls nothing above it.
  *
  * The large blocks a CPU run keeps (the temporaries' arena, the scratch: 16 MB for the
@@ -142,6 +143,8 @@ static void host_mem_free(rj_ctx *ctx, host_mem *m) {
     mem_free(ctx, m->place, sizeof(int64_t) * 6 * (size_t)(m->nplace ? m->nplace : 1));
     host_block_free(ctx, &m->scratch);
     mem_free(ctx, m->addrs.p, m->addrs.bytes);
+    host_block_free(ctx, &m->const_block);
+    mem_free(ctx, m->consts, sizeof(const_copy) * (size_t)m->nconsts);
     mem_free(ctx, m, sizeof *m);
 }
 

@@ -161,7 +161,9 @@ typedef struct in_bind {
     int64_t numel;
     bool set;
     bool dev;            /* device memory: ddata */
+    bool constant;       /* rj_bind_constant: its contents stay until it is bound again */
     uint64_t ddata;
+    uint64_t gen;        /* which binding of the binding's inputs this is (rj_bind.gens) */
 } in_bind;
 
 typedef struct out_bind {
@@ -186,6 +188,9 @@ struct rj_bind {
     void *stream;         /* the caller's CUstream / cl_command_queue, or NULL */
     bool has_dev;         /* something is bound as device memory */
     bool trusted;         /* rj_bind_trust_offsets: device offsets are neither read nor checked */
+    uint64_t gens;        /* binds of inputs so far: each gets the next number (in_bind.gen), so
+                             that what a run kept of a constant input's contents knows whether
+                             it is still the contents of the input bound now */
     struct run_state *run; /* its runs (run.c) */
 };
 
@@ -223,6 +228,8 @@ typedef struct run_in {
     uint64_t ddata;
     int64_t numel;
     bool set, dev;
+    bool constant;            /* promised constant (rj_bind_constant) */
+    uint64_t gen;             /* its in_bind.gen */
 } run_in;
 
 typedef struct run_out {
@@ -258,6 +265,16 @@ typedef struct host_block {
     size_t huge;              /* the huge pages advised in it (host_block_fresh), or 0 */
 } host_block;
 
+/* What a product keeps of a constant input's contents across runs (cpu_gemm.c: its weight
+ * packed, or widened to f32): where in the binding's block of copies, and what it was made
+ * from: which binding of the input (in_bind.gen), and the shape and view it was read through. */
+typedef struct const_copy {
+    int64_t off, bytes;       /* in host_mem.const_block (bytes 0: none) */
+    bool valid;               /* made, from binding gen of the input, as key says */
+    uint64_t gen;
+    int64_t key[7];           /* how it was made (cpu_gemm.c: cpu_run_gemm) */
+} const_copy;
+
 typedef struct host_mem {
     host_block arena;         /* the temporaries, placed by liveness (cpu.c: place_temps) */
     int64_t *place;           /* 6 per buffer: a temporary's bytes and offset, and room for
@@ -267,6 +284,12 @@ typedef struct host_mem {
     host_block scratch;
     host_block addrs;         /* the launch_mem arrays */
     bool ran;                 /* a run has completed with these blocks (cpu_block_get) */
+    struct const_copy *consts; /* per kernel: what its product keeps of a constant input's
+                                 contents (cpu_gemm.c), or NULL */
+    int32_t nconsts;
+    host_block const_block;   /* the copies, laid out for the last run (cpu_consts_settle) */
+    char *const_at;           /* where they start in it */
+    int64_t const_bytes;      /* their bytes */
 } host_mem;
 
 typedef struct run_mem {
