@@ -90,6 +90,8 @@ void cpu_touch(rj_ctx *ctx, void *mem, size_t bytes);
 void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, bool early, rj_status *s);
 /* The bytes of a multi-pass item kernel's stash a worker may fill (cpu.c says how). */
 int64_t cpu_stash_bytes(const cpu_state *st, int workers);
+/* Bytes a kernel writes above which its streaming stores bypass the cache (RAGJIT_NT_BYTES). */
+int64_t cpu_stream_threshold(rj_ctx *ctx);
 /* Kernel ki, the epilogue of a library GEMM (lkernel.gemm): its chunk loop (cpu_gemm.c). */
 rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v, const launch_opts *o,
                        launch_mem *m, int64_t *scratch_reserved);
