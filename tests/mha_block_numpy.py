@@ -10,7 +10,10 @@ pins down:
     bytes as [B, j1, H·D]): the loops dump must show its GEMM taking A from the attention's
     buffer and no prologue kernel (gemm_lib.c: x_source);
   - the attention runs both products by a GEMM (attention_lib; on a CPU with a BLAS, its
-    products by ragjit's own sgemm, runtime/cpu_gemm.c: run_attention);
+    products by ragjit's own sgemm, runtime/cpu_gemm.c: run_attention), and its scores are
+    seen as the product times 1/sqrt(D), whose weights the runtime computes itself where the
+    CPU has AVX-512 (util/head_softmax.c) — the results below check those weights;
+  - the epilogues' streaming stores, the QKV rows' included (a run with RAGJIT_NT_BYTES=0);
   - the projections' chunks of rows (an even number of equal chunks, cpu_gemm.c:
     gemm_even_chunks) give the same bits on 1 and 2 threads: enough rows for several chunks
     on any L2, with empty items, items of length 1 and long ones; and shorter products ("mid",
@@ -57,7 +60,9 @@ LENGTHS = {
     "one_long": [3, 513, 2, 0, 5, 1],
 }
 
-RUNS = [("blas", {}), ("own-sgemm", {"RAGJIT_BLAS": "off"})]
+# "stream": every store of the projections' epilogues non-temporal (the QKV rows the attention
+# reads back and the output; cpu_gemm.c streams past RAGJIT_NT_BYTES)
+RUNS = [("blas", {}), ("own-sgemm", {"RAGJIT_BLAS": "off"}), ("stream", {"RAGJIT_NT_BYTES": "0"})]
 
 
 def reference(x, w, off):
@@ -89,6 +94,8 @@ def check_plan(ragjit, prog, env):
         return "no temporary buffer for the attention's result a\n" + dump[:3000]
     if "template: attention_lib" not in dump:
         return "the attention is not attention_lib\n" + dump[:3000]
+    if "F = the scores times 0.25:" not in dump:  # 1/sqrt(D): the runtime's own softmax may serve
+        return "the attention's scores are not seen as the product times 1/sqrt(D)\n" + dump[:3000]
     if "prologue" in dump:
         return "a GEMM still copies its rows through a prologue kernel\n" + dump[:3000]
     if f"A the rows of buffer {m.group(1)};" not in dump:

@@ -310,6 +310,75 @@ static void test_head_gemm(void **state) {
                 }
 }
 
+/* The softmax's weights of one row of n scores, in float64 from the f32 x = s * scale (s /
+ * scale where div) that F's f32 op gives: the reference head_softmax_rows must meet. */
+static void softmax_ref(const float *s, int64_t n, float scale, bool div, bool safe, double *p) {
+    double m = -INFINITY, l = 0;
+    for (int64_t j = 0; j < n; j++) {
+        float x = div ? s[j] / scale : s[j] * scale;
+        p[j] = x, m = x > m ? x : m;
+    }
+    if (m == -INFINITY) m = 0;
+    for (int64_t j = 0; j < n; j++) l += p[j] = exp(p[j] - m);
+    for (int64_t j = 0; j < n; j++) p[j] = safe && l == 0 ? 0 : p[j] / l; /* 0/0: NaN */
+}
+
+/* head_softmax_rows (util/head_softmax.c), an attention head's weights over rows of scores in
+ * place: rows of 1 to 300 scores (its 16-lane vectors and their masked tails), rows ldc apart
+ * (the gaps' 7s must stay), a scale, a divisor or none, scores of -inf (weights exactly 0), a
+ * row all -inf (NaN, or 0 in the safe form), a row whose scores overflow exp without the shift,
+ * against float64 within (n + 8) eps of each weight. Skipped without AVX-512. */
+static void test_head_softmax(void **state) {
+    (void)state;
+    if (!head_softmax_ok()) {
+        printf("no AVX-512: head_softmax not tested\n");
+        return;
+    }
+    static const int64_t ns[] = {1, 5, 16, 17, 45, 64, 300};
+    static const float scales[] = {1.0f, 0.125f, 8.0f};
+    uint64_t rng = 36;
+    for (int ni = 0; ni < 7; ni++)
+        for (int si = 0; si < 3; si++)
+            for (int div = 0; div < 2; div++)
+                for (int safe = 0; safe < 2; safe++) {
+                    int64_t n = ns[ni], ldc = n + 3, m = 5;
+                    float *c = malloc(sizeof(float) * (size_t)(m * ldc)), *s = malloc(sizeof(float) * (size_t)(m * ldc));
+                    double *want = malloc(sizeof(double) * (size_t)n);
+                    assert_true(c && s && want);
+                    for (int64_t i = 0; i < m * ldc; i++) {
+                        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+                        float u = (float)((rng >> 40) & 0xFFFF) / 65536.0f;
+                        s[i] = i % ldc >= n ? 7.0f : 40.0f * u - 20.0f;
+                        if (i % ldc < n && (rng >> 20) % 7 == 0) s[i] = -INFINITY; /* masked keys */
+                    }
+                    for (int64_t j = 0; j < n; j++) s[ldc + j] = -INFINITY; /* row 1: every key masked */
+                    for (int64_t j = 0; j < n; j++) s[2 * ldc + j] = 1000.0f + (float)j; /* row 2: exp(x) overflows */
+                    memcpy(c, s, sizeof(float) * (size_t)(m * ldc));
+                    head_softmax_rows(m, n, c, ldc, scales[si], div, safe);
+                    for (int64_t i = 0; i < m; i++) {
+                        softmax_ref(s + i * ldc, n, scales[si], div, safe, want);
+                        for (int64_t j = 0; j < ldc; j++) {
+                            float got = c[i * ldc + j];
+                            if (j >= n) {
+                                assert_true(got == 7.0f);
+                                continue;
+                            }
+                            if (isnan(want[j])) {
+                                assert_true(isnan(got));
+                                continue;
+                            }
+                            double tol = (double)(n + 8) * FLT_EPSILON * fabs(want[j]) + 1e-38;
+                            if (!(fabs((double)got - want[j]) <= tol))
+                                fail_msg("n %lld scale %g div %d safe %d row %lld col %lld: %.9g, want %.9g",
+                                         (long long)n, (double)scales[si], div, safe, (long long)i, (long long)j,
+                                         (double)got, want[j]);
+                            if (want[j] == 0) assert_true(got == 0.0f);
+                        }
+                    }
+                    free(c), free(s), free(want);
+                }
+}
+
 int main(int argc, char **argv) {
     setenv("RAGJIT_BLAS", "off", 1); /* read once, at ragjit's first product or rj_blas_info */
     const struct CMUnitTest tests[] = {
@@ -317,6 +386,7 @@ int main(int argc, char **argv) {
         FX(test_special_values),
         FX(test_packed_b),
         FX(test_head_gemm),
+        FX(test_head_softmax),
         FX(test_blas_info),
         FX(test_programs),
     };

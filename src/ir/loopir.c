@@ -768,6 +768,10 @@ void print_lprog(sbuf *b, const rj_graph *g, const lprog *p) {
                 sbuf_printf(b, "// per chunk of an item's rows [lo, hi): C (buffer %d) = A @ (the item's rows of buffer "
                             "%d) by the BLAS's %s, ", (int)gm->chunk_c, (int)gm->w_buf, gemm_core_name(gm));
             if (gm->mode == GEMM_ATTN) {
+                if (gm->att_plain)
+                    sbuf_printf(b, "// F = the scores %s %.9g: the runtime's own softmax stands in for this kernel "
+                                "where the CPU has one (util/head_softmax.c)\n", gm->att_div ? "over" : "times",
+                                (double)gm->att_scale);
             } else if (gm->prologue >= 0) {
                 sbuf_printf(b, "A written by kernel %s; then this kernel, which reads C\n", p->kernels[gm->prologue].name);
             } else {

@@ -105,6 +105,8 @@ enum {
     LF_HELD = 16,      /* STORE to a 16-bit buffer: the value is one of its format's already
                         * (rounded where it was made, or loaded), so the store narrows it
                         * without rounding it again (set by s_store, lower/kit.c) */
+    LF_NT_TEMP = 32,   /* store_node's flags only, with LF_NT: streaming into temporaries too (a
+                        * GEMM's epilogue, lower/gemm_lib.c); never on a STORE itself */
 };
 
 typedef struct ls {
@@ -257,6 +259,12 @@ typedef struct lgemm {
     rj_dim K, N;         /* GEMM_ATTN: E (q's and k's columns a head) and Dv, constants */
     lview att[4];        /* GEMM_ATTN: q, k, v and the attention's result o */
     int64_t heads, kv_heads; /* GEMM_ATTN: H (1 without heads) and Hkv, dividing H */
+    bool att_plain;      /* GEMM_ATTN, f32: the scores' function F is the product times att_scale
+                          * (over it where att_div; 1: the product itself), so the runtime may
+                          * compute the weights itself (util/head_softmax.c), not this kernel */
+    bool att_div;
+    bool att_safe;       /* GEMM_ATTN: a row of zero sum gives 0 weights, not NaN (SDPA's) */
+    float att_scale;
 } lgemm;
 
 /* CPU runs narrow the column tiles of item kernels to multiples of this (launch.c), so a

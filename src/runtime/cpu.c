@@ -116,12 +116,6 @@ void cpu_late_counts(const rj_ctx *ctx, uint64_t *compiles, uint64_t *disk_hits)
     *disk_hits = st ? __atomic_load_n(&st->late_disk_hits, __ATOMIC_RELAXED) : 0;
 }
 
-static int64_t stream_threshold(rj_ctx *ctx) {
-    const cpu_state *st = ctx->slot[SLOT_CPU].state;
-    int64_t set = __atomic_load_n(&st->stream_bytes, __ATOMIC_RELAXED);
-    return set ? set : st->env_stream_bytes;
-}
-
 /* ---- compile --------------------------------------------------------------------------------- */
 
 static rj_status cpu_available(rj_ctx *ctx) {
@@ -542,7 +536,7 @@ static bool streams(const run_view *v, const lprog *lp, const lkernel *k) {
         const lbuf *lb = &lp->bufs[pm->ref];
         if (lb->kind == LB_OUTPUT) bytes += v->out[lb->index].numel * v->plan->buf[pm->ref].es;
     }
-    return bytes > stream_threshold(v->ctx);
+    return bytes > cpu_stream_threshold(v->ctx);
 }
 
 /* A run, or with dry everything of one but the kernels (cpu_prepare): the same walk sizes the

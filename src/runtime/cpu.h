@@ -94,6 +94,8 @@ int64_t cpu_stash_bytes(const cpu_state *st, int workers);
  * that were bound again since, or no longer promised, and counts the rest against the memory
  * limit (cpu_gemm.c). */
 rj_status cpu_consts_settle(const run_view *v);
+/* Bytes a kernel writes above which its streaming stores bypass the cache (RAGJIT_NT_BYTES). */
+int64_t cpu_stream_threshold(rj_ctx *ctx);
 /* Kernel ki, the epilogue of a library GEMM (lkernel.gemm): its chunk loop (cpu_gemm.c). */
 rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v, const launch_opts *o,
                        launch_mem *m, int64_t *scratch_reserved);

@@ -5,8 +5,8 @@
  * each chunk's product into a per-worker buffer C that the cache holds, followed by the
  * group's JIT kernel over the same rows as its epilogue: the product never goes to memory
  * unless it is an output. Chunks go to the context's pool like any kernel's units. The run's
- * scratch and the cache budget that sizes chunks and stashes live here too (cpu.c's kernels
- * use them), so that calls between the two files point one way.
+ * scratch, the cache budget that sizes chunks and stashes and the stream threshold live here
+ * too (cpu.c's kernels use them), so that calls between the two files point one way.
  *
  * So does the first touch of a run's host memory (cpu_block_get). Memory a binding keeps
  * (the temporaries' arena, the scratch) is fresh when it is allocated or grown, and the
@@ -29,6 +29,13 @@
  * call per (item, head) that was mostly fixed costs and packing; all heads of an item are one
  * unit, so that the next head's q, k and v are prefetched while one computes (a head's columns
  * of the QKV projection's rows are 6 KiB apart, a stride the hardware prefetchers miss).
+ *
+ * Between an f32 attention's two products, the softmax's weights come from util/head_softmax.c
+ * where the scores' function is the product times or over a constant (lgemm.att_plain) and the
+ * CPU has AVX-512: a plain loop over each row's vectors, where the JIT's kernel paid a loop nest
+ * per row (any other function keeps the kernel). A projection's epilogue streams its rows past
+ * the cache where it writes more than the stream threshold, temporaries too (gemm_lib.c says
+ * why).
  *
  * 16-bit products (lgemm.core, loopir.h) multiply in f32: the prologue has widened x's rows
  * into the f32 chunk A, w (k, v) is widened here once per run into an f32 copy in the run's
@@ -105,15 +112,21 @@ int64_t cpu_stash_bytes(const cpu_state *st, int workers) {
     return share > st->l2_bytes / 2 ? share : st->l2_bytes / 2;
 }
 
+int64_t cpu_stream_threshold(rj_ctx *ctx) {
+    const cpu_state *st = ctx->slot[SLOT_CPU].state;
+    int64_t set = __atomic_load_n(&st->stream_bytes, __ATOMIC_RELAXED);
+    return set ? set : st->env_stream_bytes;
+}
+
 /* Kernel ki over rows [lo, hi) with the worker's chunk buffers in place of the shared ones
- * (and, for an attention's epilogue, the head). */
+ * (and, for an attention's epilogue, the head); nt: its streaming stores bypass the cache. */
 static void call_range(const cpu_code *code, const lprog *lp, int32_t ki, const run_view *v, const launch_plan *pl,
                        const launch_mem *m, int64_t lo, int64_t hi, int worker, void *chunk_a, void *chunk_c,
-                       int64_t head) {
+                       int64_t head, bool nt) {
     const lkernel *k = &lp->kernels[ki];
     uint64_t vals[MAX_PARAMS];
     void *argv[MAX_PARAMS];
-    launch_args(v, k, pl, m, lo, hi, worker, false, vals);
+    launch_args(v, k, pl, m, lo, hi, worker, nt, vals);
     for (int32_t a = 0; a < k->nparams; a++) {
         const lparam *pm = &k->params[a];
         if (pm->kind == PK_BUF && lp->bufs[pm->ref].kind == LB_CHUNK)
@@ -279,12 +292,14 @@ typedef struct gemm_job {
     const sgemm_kernel *pk; /* w packed once for all chunks (rows_prepack) by this kernel, into packed_w */
     float *packed_w;
     bool small; /* GEMM_ATTN, f32: items of fewer than ATTN_OWN_LEN keys by head_gemm (util/head_gemm.c) */
+    bool native; /* GEMM_ATTN, f32: the weights by util/head_softmax.c, not the kernel (lgemm.att_plain) */
+    bool nt;     /* GEMM_ROWS: the epilogue's streaming stores bypass the cache (cpu_run_gemm) */
 } gemm_job;
 
 /* Rows [lo, hi) of the product's kernels (prologue, epilogue) with the slot's chunk buffers. */
 static void gemm_range(const gemm_job *g, int32_t ki, int64_t lo, int64_t hi, int slot) {
     char *ca = g->sc + g->per * slot;
-    call_range(g->r.code, g->lp, ki, g->r.v, g->r.pl, g->r.m, lo, hi, slot, ca, ca + g->a_bytes, 0);
+    call_range(g->r.code, g->lp, ki, g->r.v, g->r.pl, g->r.m, lo, hi, slot, ca, ca + g->a_bytes, 0, g->nt);
 }
 
 static void gemm_items_task(void *arg, int64_t q, int slot) {
@@ -594,7 +609,7 @@ static void attention_half(const gemm_job *g, const gemm_core *core, int64_t it,
     }
     gemm_full(core, RJ_F32, true, i1 - i0, K, len, q, K, k, K, cc, len);
     call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, v->cls[c].loff[it] + i0, v->cls[c].loff[it] + i1, slot,
-               NULL, cc, h);
+               NULL, cc, h, false);
     gemm_full(core, RJ_F32, false, i1 - i0, len, N, cc, len, vv, N, o, N);
     half_rows_from_f32((uint16_t *)view_at(v, g->r.m, &at[3], c, it, i0, h, 2), at[3].ld, o, N, i1 - i0, N, bf);
 }
@@ -621,17 +636,27 @@ static int64_t head_views(const gemm_job *g, int64_t it, int64_t h, int64_t i0, 
     return v->cls[c].loff[it + 1] - v->cls[c].loff[it];
 }
 
+/* C's rows [i0, i1) of item it (len scores each), head h, into the softmax's weights: by the
+ * runtime's own code where F is the scores times a constant (g->native), else by the kernel. */
+static void attention_weights(const gemm_job *g, int64_t it, int64_t h, int64_t i0, int64_t i1, int64_t len, char *cc,
+                              int slot) {
+    const lgemm *gm = &g->r.k->gemm;
+    const int64_t *lo = g->r.v->cls[gm->a_cls].loff;
+    if (g->native) head_softmax_rows(i1 - i0, len, (float *)cc, len, gm->att_scale, gm->att_div, gm->att_safe);
+    else call_range(g->r.code, g->lp, g->r.ki, g->r.v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h,
+                    false);
+}
+
 /* Rows [i0, i1) of item it, head h, by head_gemm (f32, a short item): S = Q Kᵀ into C, the
  * kernel's weights in C, O = P V into the head's columns of the result. */
 static void attention_small(const gemm_job *g, int64_t it, int64_t h, int64_t i0, int64_t i1, char *cc, void *pack,
                             int slot) {
     const lview *at = g->r.k->gemm.att;
-    const int64_t *lo = g->r.v->cls[g->r.k->gemm.a_cls].loff;
     char *p[4];
     int64_t len = head_views(g, it, h, i0, p);
     head_gemm_nt(i1 - i0, len, g->K, (const float *)p[0], at[0].ld, (const float *)p[1], at[1].ld, (float *)cc, len,
                  pack);
-    call_range(g->r.code, g->lp, g->r.ki, g->r.v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
+    attention_weights(g, it, h, i0, i1, len, cc, slot);
     head_gemm_nn(i1 - i0, g->N, len, (const float *)cc, len, (const float *)p[2], at[2].ld, (float *)p[3], at[3].ld);
 }
 
@@ -652,11 +677,10 @@ static void attention_blas(const gemm_job *g, const gemm_core *core, int64_t it,
                            char *cc, int slot) {
     const lgemm *gm = &g->r.k->gemm;
     const lview *at = gm->att;
-    const int64_t *lo = g->r.v->cls[gm->a_cls].loff;
     char *p[4];
     int64_t len = head_views(g, it, h, i0, p);
     gemm_full(core, gm->dtype, true, i1 - i0, g->K, len, p[0], at[0].ld, p[1], at[1].ld, cc, len);
-    call_range(g->r.code, g->lp, g->r.ki, g->r.v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h);
+    attention_weights(g, it, h, i0, i1, len, cc, slot);
     gemm_full(core, gm->dtype, false, i1 - i0, len, g->N, cc, len, p[2], at[2].ld, p[3], at[3].ld);
 }
 
@@ -735,6 +759,7 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     R = R > cap ? cap : R;
     R = R < 16 ? 16 : R > 4096 ? 4096 : R;
     bool small = gm->dtype == RJ_F32 && head_gemm_ok();
+    bool native = gm->att_plain && gm->dtype == RJ_F32 && head_softmax_ok();
     for (int64_t it = 0; it < B; it++)
         n += (lo[it + 1] - lo[it] + R - 1) / R * (small && lo[it + 1] - lo[it] < ATTN_OWN_LEN ? 1 : H);
     int64_t *ch = mem_alloc(ctx, sizeof(int64_t) * (4 * (size_t)n + (size_t)B));
@@ -771,7 +796,7 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
         gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = pl, .m = m}, .lp = lp, .bl = bl,
                       .own = own_fns, .K = K, .N = N, .R = R, .es = es, .ch = ch, .sc = sc, .per = per,
                       .c_bytes = c_bytes, .seen = seen, .maxlen = maxlen, .h_off = c_bytes + p_bytes,
-                      .small = small};
+                      .small = small, .native = native};
         pool_run(ctx, st->pool, n, workers, attention_task, &g);
     }
     if (seen) mem_free(ctx, seen, sizeof(int64_t) * 2 * (size_t)workers);
@@ -821,6 +846,7 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
      * scratch, ahead of the chunk buffers (widened) or after them (packed) */
     char *kc = pk || nw ? const_room(v, ki, pk ? wp : w_bytes) : NULL;
     int64_t sw = kc ? 0 : w_bytes, bytes = sw + per * workers + (kc ? 0 : wp);
+    bool nt = k->has_nt && units * N * (int64_t)rj_dtype_size((rj_dtype)gm->dtype) > cpu_stream_threshold(ctx);
     char *sc = cpu_run_scratch(v, o, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc) return s;
     int64_t key[7] = {pk ? 1 : 2, (int64_t)(uintptr_t)pk, N, K, gm->w_off, gm->w_ld, gm->w_nk};
@@ -830,7 +856,8 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
                   .N = N, .R = R, .units = units, .es = es, .esc = esc, .sc = sc + sw, .per = per,
                   .a_bytes = a_bytes, .c_bytes = c_bytes,
                   .w = {.p = (const char *)(uintptr_t)m->buf[gm->w_buf], .off = gm->w_off, .ld = gm->w_ld},
-                  .pk = pk, .packed_w = pk ? (float *)(kc ? kc : sc + sw + per * workers) : NULL};
+                  .pk = pk, .packed_w = pk ? (float *)(kc ? kc : sc + sw + per * workers) : NULL,
+                  .nt = nt};
     if (fresh) widen_run(ctx, o->workers, &wj, nw, (float *)(kc ? kc : sc), &g);
     else if (nw) g.w = (wsrc){.p = kc};
     if (pk && fresh) {

@@ -206,6 +206,13 @@ void head_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, 
 void head_gemm_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                   int64_t ldc);
 
+/* head_softmax.c: rows of an attention head's scores turned into the softmax's weights in place,
+ * AVX-512 only (head_softmax_ok false elsewhere): per row of m, x = c * scale (c / scale where
+ * divide), m' its max (0 where -inf), p = exp(x - m'), P = p / sum p; a row of zero sum is NaN,
+ * or 0 where safe. */
+bool head_softmax_ok(void);
+void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe);
+
 /* Growable text. */
 typedef struct sbuf {
     rj_ctx *ctx;

@@ -171,6 +171,23 @@ static void weights_row(lower *L, blk *body, const node *f, int32_t cls, int32_t
     close_body(L, fs, &sb);
 }
 
+/* Whether F (node f) is the product (node r) itself, or the product times (or over) a float
+ * constant, and that constant as F's f32 op reads it: then the runtime may turn the scores into
+ * weights with its own code (util/head_softmax.c), which knows no other F. */
+static bool plain_scores(const rj_graph *g, const node *f, int32_t r, lgemm *gm) {
+    gm->att_scale = 1.0f;
+    if (f == &g->nodes[r]) return true;
+    if ((f->op != RJ_OP_MUL && f->op != RJ_OP_DIV) || f->dtype != RJ_F32 || f->nin != 2) return false;
+    for (int x = 0; x < (f->op == RJ_OP_DIV ? 1 : 2); x++) { /* s / c, not c / s */
+        const node *c = &g->nodes[f->in[1 - x]];
+        if (f->in[x] == r && c->op == RJ_OP_SCALAR && dtype_is_float(c->dtype)) { /* a literal: F's f32 */
+            gm->att_scale = (float)c->fval, gm->att_div = f->op == RJ_OP_DIV;
+            return true;
+        }
+    }
+    return false;
+}
+
 void lower_attention_lib(lower *L, const fuse_group *gr) {
     const rj_graph *g = L->g;
     const node *a = &g->nodes[gr->root], *r = &g->nodes[gr->product], *f = &g->nodes[a->in[0]];
@@ -182,6 +199,8 @@ void lower_attention_lib(lower *L, const fuse_group *gr) {
     lgemm gm = {.on = true, .mode = GEMM_ATTN, .dtype = (uint8_t)a->dtype, .prologue = -1, .a_sym = -1,
                 .b_sym = -1, .a_cls = cls, .chunk_a = -1, .K = g->nodes[q].dims[g->nodes[q].rank - 1], .N = dv,
                 .heads = H, .kv_heads = heads ? g->nodes[v].dims[2] : 1};
+    gm.att_plain = a->dtype == RJ_F32 && plain_scores(g, f, gr->product, &gm);
+    gm.att_safe = a->ival != 0;
     gm.att[0] = view_of(L, q, gi);
     gm.att[1] = view_of(L, k, gi);
     gm.att[2] = view_of(L, v, gi);

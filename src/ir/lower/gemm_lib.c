@@ -34,7 +34,12 @@ static void gemm_epilogue_body(lower *L, blk *b, at *a, void *ud) {
     const node *r = &L->g->nodes[c->gr->root];
     int32_t idx = chunk_at(L, r, c->cols, a);
     int32_t v = xcast(L, r->dtype, xload(L, buf_param(L, c->buf), idx, L->prog->bufs[c->buf].dtype, -1));
-    store_group(L, b, c->gr->root, v, a, ROWS_ANY, LF_NT);
+    /* streaming into temporaries too: a projection's rows go to the next kernel (the attention,
+     * the next product) only after the whole product, so where they are more than the runtime's
+     * threshold they leave the cache before they are read, and a store that fetches each line
+     * first (the cache's write-allocate) doubles the traffic. The CoRa module's QKV rows
+     * (bench/NOTES.md, 2026-11-28 23:00): 1.02-1.05x on RACE, SQuAD and MNLI (1 thread) */
+    store_group(L, b, c->gr->root, v, a, ROWS_ANY, LF_NT | LF_NT_TEMP);
 }
 
 static void gemm_prologue_body(lower *L, blk *b, at *a, void *ud) {

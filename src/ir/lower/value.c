@@ -322,12 +322,15 @@ bool expr_cheap(lower *L, int32_t e) {
 /* ---- stores of a group's results ----------------------------------------------------------- */
 
 /* Stores node n's value v at index a into every buffer written for it. LF_NT (streaming) is
- * kept only for outputs: temporaries are read again by later kernels, from cache. */
+ * kept only for outputs: temporaries are read again by later kernels, from cache. Unless
+ * LF_NT_TEMP says otherwise (a GEMM's epilogue: gemm_lib.c says why); the runtime streams only
+ * where the kernel writes more than its threshold anyway. */
 void store_node(lower *L, blk *b, int32_t n, int32_t v, const at *a, uint8_t flags) {
     for (int32_t bi = 0; bi < L->prog->nbufs; bi++) {
         const lbuf *lb = &L->prog->bufs[bi];
         if (lb->node != n || lb->kind == LB_INPUT) continue;
-        uint8_t f = lb->kind == LB_OUTPUT ? flags : (uint8_t)(flags & ~LF_NT);
+        bool nt = lb->kind == LB_OUTPUT || (flags & LF_NT_TEMP);
+        uint8_t f = (uint8_t)(flags & ~LF_NT_TEMP & (nt ? 0xFF : ~LF_NT));
         s_store(L, b, buf_param(L, bi), xaddr(L, bi, a), xcast(L, (rj_dtype)lb->dtype, v), f);
         if (f & LF_NT) L->k->has_nt = true;
     }

@@ -1,0 +1,103 @@
+/*
+ * head_softmax.c — an attention head's softmax weights over rows of scores in cache (AVX-512).
+ *
+ * Between its two products the fused attention (runtime/cpu_gemm.c) turns each row of the
+ * scores C into the softmax's weights. The JIT's kernel for that (lower/attention_lib.c:
+ * weights_row) serves any score function F, but pays a loop nest per row: item offsets
+ * reloaded, three lanes loops each with its set-up and a masked tail, and its exp a call of
+ * the JIT's vector routine. On MNLI's lengths (rows of ~45 scores) it was 29% of the
+ * short-item attention (bench/NOTES.md), most of it per-row overhead, not exp. Where F is the
+ * product itself, or the product times or over a constant (CoRa's module, SDPA without a mask,
+ * q kᵀ / sqrt(d) written out), this
+ * file does the row instead: the scale and the max in one pass, exp and its sum in a second,
+ * the scale by 1/l in a third, each a plain loop over whole vectors of the row that L1 holds.
+ *
+ * Semantics are weights_row's: x = s * scale or s / scale (rounded once, as F's f32 op is), the
+ * shift m' is the row's max (0 where it is -inf), p = exp(x - m'), l = sum of p, P = p * (1/l),
+ * and where l is 0 (every score -inf) the row is NaN, or 0 in the safe form (PyTorch's SDPA).
+ * exp is this file's own (below): within 2 ulp of the correctly rounded value, exactly 0 at -inf
+ * and below f32's range, inf above it, NaN for NaN. The sum's order is fixed by the row's
+ * length alone (16 lanes, then the lanes' tree), so results do not depend on the threads.
+ */
+#include <math.h>
+
+#include "util.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define HS_TARGET __attribute__((target("avx512f")))
+
+/* exp(x) lane by lane: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so r is exact to a
+ * few ulp), exp(r) by its Taylor polynomial to r^7 (error under 1e-8 relative on that range),
+ * times 2^n by scalef, which rounds to the denormals and to 0 below them, and to inf above
+ * f32's range. x is clamped to [-104, 89] first: exp is 0 below (f32's least denormal is
+ * e^-103.3) and inf above, and -inf must give 0, not the NaN of -inf - (-inf). A NaN passes the
+ * clamp (max and min return their second operand for a NaN) and stays NaN. */
+HS_TARGET static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x); /* ln2's upper bits: n·hi is exact */
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* The mask of the first `left` lanes of a vector (all of them from 16 on). */
+static inline __mmask16 lanes(int64_t left) {
+    return (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1);
+}
+
+/* One row of n scores, in place. */
+HS_TARGET static void softmax_row(float *c, int64_t n, float scale, bool divide, bool safe) {
+    __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(-INFINITY), vl = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) { /* x = s * scale (or s / scale), its max */
+        __mmask16 k = lanes(n - j);
+        __m512 s = _mm512_maskz_loadu_ps(k, c + j), x = divide ? _mm512_div_ps(s, vs) : _mm512_mul_ps(s, vs);
+        if (scale != 1.0f) _mm512_mask_storeu_ps(c + j, k, x);
+        vm = _mm512_mask_max_ps(vm, k, vm, x);
+    }
+    float m = _mm512_reduce_max_ps(vm);
+    __m512 mr = _mm512_set1_ps(m == -INFINITY ? 0.0f : m);
+    for (int64_t j = 0; j < n; j += 16) { /* p = exp(x - m'), their sum */
+        __mmask16 k = lanes(n - j);
+        __m512 p = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, c + j), mr));
+        _mm512_mask_storeu_ps(c + j, k, p);
+        vl = _mm512_mask_add_ps(vl, k, vl, p);
+    }
+    float l = _mm512_reduce_add_ps(vl);
+    __m512 inv = _mm512_set1_ps(safe && l == 0.0f ? 0.0f : 1.0f / l);
+    for (int64_t j = 0; j < n; j += 16) { /* P = p / l */
+        __mmask16 k = lanes(n - j);
+        _mm512_mask_storeu_ps(c + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, c + j), inv));
+    }
+}
+
+bool head_softmax_ok(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+
+void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe) {
+    for (int64_t i = 0; i < m && n > 0; i++) softmax_row(c + i * ldc, n, scale, divide, safe);
+}
+
+#else
+
+bool head_softmax_ok(void) {
+    return false;
+}
+
+void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe) {
+    (void)m, (void)n, (void)c, (void)ldc, (void)scale, (void)divide, (void)safe;
+}
+
+#endif
