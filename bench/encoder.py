@@ -14,7 +14,9 @@ Printed, for --sentences sentences in batches of --batch (2 threads by default):
             median of the next --reps + 2 calls on the same batch: wall and CPU time (every
             thread's), page faults, and their ratios; once as a user calls it, once after
             prog.prepare() on that batch (rj_bind_prepare: the run's memory and threads made
-            ready before the first call)
+            ready before the first call), both with the weights bound once (constants=: the
+            first call packs them, later calls reuse them); and once without the promise (every
+            call packs them)
   run       ragjit on jagged batches; PyTorch padded to each batch's longest sentence; PyTorch
             sorted by length into batches (the whole set sorted once, then cut): total seconds
             for all sentences, median of --reps passes, and the ratios
@@ -109,7 +111,7 @@ def first_run_child(a):
     w = weights(rng)
     xs = [(0.5 * rng.standard_normal((n, E))).astype(np.float32) for n in lens]
     prog = ragjit.compile(open(os.path.join(ROOT, "examples", "encoder.rj")).read(), threads=a.threads,
-                          constants=list(w))
+                          constants=[] if a.no_constants else list(w))
     idx = range(min(a.batch, a.sentences))
     off = np.concatenate([[0], np.cumsum(lens[idx])]).astype(np.int64)
     x = ragjit.Jagged(np.concatenate([xs[i] for i in idx]), off)
@@ -126,10 +128,11 @@ def first_run_child(a):
           out[0][2], max(f for _, _, f in later))
 
 
-def first_run(a, prepare):
+def first_run(a, prepare, constants=True):
     """first_run_child's numbers, from a fresh process."""
     args = [sys.executable, os.path.abspath(__file__), "--first-child", "--threads", str(a.threads), "--sentences",
-            str(a.sentences), "--batch", str(a.batch), "--reps", str(a.reps)] + (["--prepare"] if prepare else [])
+            str(a.sentences), "--batch", str(a.batch), "--reps", str(a.reps)] + (["--prepare"] if prepare else []) + \
+           ([] if constants else ["--no-constants"])
     r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
     if r.returncode:
         sys.exit("first run failed: " + r.stderr)
@@ -152,6 +155,7 @@ def main():
     ap.add_argument("--busy", action="store_true")
     ap.add_argument("--first-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-constants", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.first_child:
         return first_run_child(a)
@@ -167,7 +171,7 @@ def main():
     with tempfile.TemporaryDirectory() as cache:
         cold = compile_time(cache, a.threads)
         warm = compile_time(cache, a.threads)
-    firsts = {p: first_run(a, p) for p in (False, True)}
+    firsts = {p: first_run(a, p == "prepare", p != "packed") for p in ("fresh", "prepare", "packed")}
     src = open(os.path.join(ROOT, "examples", "encoder.rj")).read()
     prog = ragjit.compile(src, threads=a.threads, constants=list(w))  # weights bound once
     repack = ragjit.compile(src, threads=a.threads)  # the same, packing the weights in every call
@@ -216,10 +220,12 @@ def main():
                                                        lens.sum(), a.batch, a.threads, torch.__version__))
     print("max |ragjit - PyTorch| on the first batch: %.2g" % err)
     print("compile: cold %.3f s, cached %.3f s (fresh processes)" % (cold, warm))
+    what = {"fresh": " (fresh process)", "prepare": " after prepare()",
+            "packed": " (fresh process, no constants=: weights packed in every call)"}
     for p, (t1, t2, c1, c2, f1, f2) in firsts.items():
         print("first run%s: %.1f ms against %.1f ms later on the same batch (first/later %.2f); CPU %.1f against "
-              "%.1f ms (%.2f); %d page faults against %d" % (" after prepare()" if p else " (fresh process)", 1e3 * t1,
-                                                             1e3 * t2, t1 / t2, 1e3 * c1, 1e3 * c2, c1 / c2, f1, f2))
+              "%.1f ms (%.2f); %d page faults against %d" % (what[p], 1e3 * t1, 1e3 * t2, t1 / t2, 1e3 * c1, 1e3 * c2,
+                                                             c1 / c2, f1, f2))
     print("run, all batches: ragjit %.3f s, PyTorch padded %.3f s (%.2fx), PyTorch length-sorted %.3f s (%.2fx)"
           % (timings["ragjit"], timings["padded"], timings["padded"] / timings["ragjit"], timings["sorted"],
              timings["sorted"] / timings["ragjit"]))
