@@ -139,7 +139,10 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, in
     E.avx512 = E.f16c && strstr(t->features, "+avx512f") && strstr(t->features, "+avx512vl");
     E.bf16cvt = E.f16c && strstr(t->features, "+avx512bf16") && strstr(t->features, "+avx512vl");
     E.vbits = t->vector_bits;
-    if (E.vbits && E.vbits < 512) E.ml.scalef = 0, E.ml.scalef_vl = false; /* as on a CPU without AVX-512 */
+    /* as on a CPU without AVX-512: narrower vectors, or no F16C, where LLVM has dropped AVX-512
+     * (vscalefps would not select: with RAGJIT_LLVM_VECTOR=0 an exp still asked for it, and
+     * LLVM ended the process) */
+    if ((E.vbits && E.vbits < 512) || !E.f16c) E.ml.scalef = 0, E.ml.scalef_vl = false;
     E.md_nt = LLVMGetMDKindIDInContext(c, "nontemporal", 11);
     E.md_loop = LLVMGetMDKindIDInContext(c, "llvm.loop", 9);
     E.md_group = LLVMGetMDKindIDInContext(c, "llvm.access.group", 17);
