@@ -632,6 +632,59 @@ static void test_vectorized(void **state) {
     }
 }
 
+/* How many times the program's assembly names s. */
+static int asm_count(rj_ctx *ctx, rj_program *p, const char *s) {
+    char *as = rj_program_dump(p, "asm");
+    assert_non_null(as);
+    int n = 0;
+    for (const char *q = as; (q = strstr(q, s)); q++) n++;
+    rj_string_free(ctx, as);
+    return n;
+}
+
+/* RAGJIT_LLVM_PREFETCH (jit.c, vector.c: vprefetch): a vector loop's loads that stream through
+ * memory (x, its index moving with the row) prefetch ahead, those of row-invariant operands
+ * (w, v: indexed by the lanes alone) do not, and 0 turns prefetching off; the answers are
+ * the interpreter's every way. In relu(x*w+v) in f32, a full step loads 128 bytes of x (two
+ * lines: two prefetches) and multiplies two registers; had w or v been prefetched too, the
+ * full steps alone would prefetch more than the kernel multiplies. */
+static void test_prefetch(void **state) {
+    (void)state;
+    const char *vec = getenv("RAGJIT_LLVM_VECTOR");
+#if defined(__x86_64__)
+    bool x86 = true;
+#else
+    bool x86 = false;
+#endif
+    static const char *const dist[] = {"0", "64", "2048", "65536"};
+    for (size_t d = 0; d < sizeof dist / sizeof dist[0]; d++) {
+        setenv("RAGJIT_LLVM_PREFETCH", dist[d], 1);
+        rj_ctx *ctx = rj_ctx_new(NULL, NULL);
+        assert_non_null(ctx);
+        assert_ok(ctx, rj_ctx_set_cache_dir(ctx, "off"));
+        env e = env_new(ctx, RJ_F32);
+        std_chain_add(&e, "relu(x*w+v)");
+        rj_program *p = rj_program_new(e.g, RJ_TARGET_CPU); /* creates the context's JIT: reads the setting */
+        unsetenv("RAGJIT_LLVM_PREFETCH");
+        assert_non_null(p);
+        if (x86 && !(vec && !strcmp(vec, "0"))) {
+            int pf = asm_count(ctx, p, "prefetch"), mul = asm_count(ctx, p, "vmulps");
+            if (d == 0 ? pf != 0 : pf == 0) fail_msg("RAGJIT_LLVM_PREFETCH=%s: %d prefetches", dist[d], pf);
+            if (pf > mul) fail_msg("RAGJIT_LLVM_PREFETCH=%s: %d prefetches for %d multiplications", dist[d], pf, mul);
+        }
+        rj_program_free(p);
+        check_graph(ctx, &e, "relu(x*w+v)"); /* frees the graph */
+        static const char *const chains[] = {"gelu(layer_norm(x)+0.1)", "softmax(x*w+v, dim=2)*4", "mean(pad(x,0),1)",
+                                             "unpad(pad(x,0)*2+1)", "sum(unpad(relu(pad(x)*w)),1)"};
+        for (size_t c = 0; c < sizeof chains / sizeof chains[0]; c++) {
+            env e2 = env_new(ctx, c & 1 ? RJ_BF16 : RJ_F32);
+            std_chain_add(&e2, chains[c]);
+            check_graph(ctx, &e2, chains[c]);
+        }
+        rj_ctx_free(ctx);
+    }
+}
+
 /* How many times the program's assembly names a 512-bit register. */
 static int zmm_uses(rj_ctx *ctx, rj_program *p) {
     char *as = rj_program_dump(p, "asm");
@@ -1600,7 +1653,7 @@ int main(int argc, char **argv) {
         FX(test_reduce_ops),      FX(test_softmax_norm_ops),  FX(test_pad_ops), FX(test_index_ops), FX(test_matmul_ops), FX_SLICED(test_pair_ops), FX(test_pair_result), FX(test_index_errors), FX(test_fuzz_int_fill_out_of_range),
         FX_SLICED(test_fused_chains), FX_SLICED(test_half_corpus), FX_SLICED(test_random_chains), FX(test_activation_tails), FX(test_empty_identities),
         FX(test_no_padded_buffer),  FX(test_cache_no_recompile),
-        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_function_kernels_shared), FX(test_context_kernels_shared), FX(test_dlpack), FX(test_dlpack_half),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width),
+        FX(test_vectorized),      FX(test_run_errors), FX(test_run_stats), FX(test_temp_planning), FX(test_function_kernels_shared), FX(test_context_kernels_shared), FX(test_dlpack), FX(test_dlpack_half),        FX(test_math_special_values), FX(test_softmax_nonfinite_columns), FX(test_exp_lanes_agree), FX(test_softmax_speculative_max), FX(test_streaming_rows), FX(test_norm_large_values), FX(test_perf_map), FX(test_stream_width), FX(test_prefetch),
         FX(test_dumps_and_lifetimes), FX(test_long_sums),  FX(test_memory_limit),
         FX(test_pow_literals),    FX(test_layer_norm_constant_rows),
     };

@@ -139,6 +139,7 @@ LLVMModuleRef llvm_emit_module(rj_ctx *ctx, LLVMContextRef c, const lprog *p, in
     E.avx512 = E.f16c && strstr(t->features, "+avx512f") && strstr(t->features, "+avx512vl");
     E.bf16cvt = E.f16c && strstr(t->features, "+avx512bf16") && strstr(t->features, "+avx512vl");
     E.vbits = t->vector_bits;
+    E.prefetch = t->prefetch;
     /* as on a CPU without AVX-512: narrower vectors, or no F16C, where LLVM has dropped AVX-512
      * (vscalefps would not select: with RAGJIT_LLVM_VECTOR=0 an exp still asked for it, and
      * LLVM ended the process) */

@@ -62,6 +62,7 @@ typedef struct em {
     bool f16c;             /* the target converts f16 in hardware (half.c) */
     bool bf16cvt;          /* and narrows f32 to bf16 in hardware (AVX512-BF16, half.c) */
     bool avx512;           /* AVX-512F: vfixupimmps for the integer bf16 rounding's NaNs (half.c) */
+    int prefetch;          /* bytes ahead a streaming vector load prefetches (vector.c), 0: none */
 } em;
 
 /* ---- types and constants ---- */

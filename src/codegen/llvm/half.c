@@ -181,11 +181,20 @@ static LLVMValueRef fpclass(em *E, LLVMValueRef f, unsigned chunk, unsigned imm)
     return join(E, part, np);
 }
 
-/* Whether any lane of f is subnormal: a vfpclassps a register and one test of the masks. */
+/* Whether any lane of f is subnormal: a vfpclassps a register and one test of the masks (the
+ * registers' masks or-ed, which is one kortest for two, where joining them took a kunpck
+ * more). */
 static LLVMValueRef any_subnormal(em *E, LLVMValueRef f, unsigned chunk) {
-    LLVMValueRef k = fpclass(E, f, chunk, 0x20);
-    LLVMTypeRef bits = LLVMIntTypeInContext(E->c, LLVMGetVectorSize(LLVMTypeOf(f)));
-    return LLVMBuildICmp(E->b, LLVMIntNE, LLVMBuildBitCast(E->b, k, bits, ""), LLVMConstInt(bits, 0, 0), "");
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(f));
+    LLVMTypeRef bits = LLVMIntTypeInContext(E->c, chunk);
+    LLVMValueRef any = NULL;
+    for (unsigned at = 0; at < n; at += chunk) {
+        LLVMValueRef a[2] = {n == chunk ? f : lanes(E, f, at, chunk), LLVMConstInt(LLVMInt32TypeInContext(E->c), 0x20, 0)};
+        LLVMValueRef k = x86(E, chunk == 16 ? "llvm.x86.avx512.fpclass.ps.512" : "llvm.x86.avx512.fpclass.ps.256", a, 2);
+        k = LLVMBuildBitCast(E->b, k, bits, "");
+        any = any ? LLVMBuildOr(E->b, any, k, "") : k;
+    }
+    return LLVMBuildICmp(E->b, LLVMIntNE, any, LLVMConstInt(bits, 0, 0), "");
 }
 
 /* bf16 bits (<n x i16>) of f32 lanes f by vcvtne(2)ps2bf16: the rounding and the pack in one

@@ -94,6 +94,7 @@ struct llvm_jit {
     int vector_bits;    /* lanes loops emitted as vectors of this width (vector.c), 0 with
                          * RAGJIT_LLVM_VECTOR=0: left to LLVM's loop vectoriser */
     int stream_bits;    /* the width for kernels that stream their input through additions */
+    int prefetch;       /* bytes ahead streaming vector loads prefetch (RAGJIT_LLVM_PREFETCH) */
 };
 
 struct llvm_module_code {
@@ -328,6 +329,13 @@ static void *resolve_symbol(const char *name, void *ud) {
 
 enum { TIER_LIGHT, TIER_VECTOR, TIER_MEDIUM, TIER_FULL };
 
+/* How far ahead a vector load that streams through memory prefetches (vector.c: vload_at). A
+ * loop of many instructions per cache line (bf16's widenings and roundings) keeps too few
+ * lines in flight for one core to reach the memory's bandwidth by out-of-order execution
+ * alone; 2 KiB ahead measured best for bf16 and f32 alike (bench/NOTES.md, "Prefetching
+ * streamed loads"). RAGJIT_LLVM_PREFETCH=N sets it (0: none). */
+#define PREFETCH_BYTES 2048
+
 /* The widest vectors the kernels use: 512 bits with AVX-512 (the functions prefer them:
  * emit.c, kernel), 256 with AVX, else 128 (SSE2 and NEON, the baselines of x86-64 and
  * AArch64). */
@@ -368,6 +376,9 @@ rj_status llvm_jit_new(rj_ctx *ctx, struct llvm_jit **out) {
     int bits = vec ? atoi(vec) : -1; /* 0, or 128/256/512 in place of the host's width */
     j->vector_bits = bits == 0 || bits == 128 || bits == 256 || bits == 512 ? bits : host_vector_bits(j->triple, j->features);
     j->stream_bits = stream_bits(j->cpu, j->vector_bits);
+    const char *pf = getenv("RAGJIT_LLVM_PREFETCH");
+    j->prefetch = pf && *pf ? atoi(pf) : PREFETCH_BYTES;
+    if (j->prefetch < 0 || j->prefetch > (1 << 16)) j->prefetch = PREFETCH_BYTES;
     const char *pm = getenv("RAGJIT_PERF_MAP");
     j->perf_map = pm && *pm && strcmp(pm, "0");
     const char *unroll = getenv("RAGJIT_LLVM_UNROLL");
@@ -470,7 +481,8 @@ static rj_status optimise(rj_ctx *ctx, struct llvm_jit *j, LLVMTargetMachineRef 
 
 static emit_target target_of(const struct llvm_jit *j) {
     return (emit_target){.triple = j->triple, .layout = j->layout, .cpu = j->cpu, .features = j->features,
-                         .vector_bits = j->vector_bits, .stream_bits = j->stream_bits};
+                         .vector_bits = j->vector_bits, .stream_bits = j->stream_bits,
+                         .prefetch = j->prefetch};
 }
 
 void llvm_identity(const struct llvm_jit *j, sbuf *b) {
@@ -479,7 +491,7 @@ void llvm_identity(const struct llvm_jit *j, sbuf *b) {
     sbuf_printf(b, "llvm %u.%u.%u\n%s\n%s\n%s\n%s\nunroll %d light %d %s\nmedium %s\nargs %s\nsmall-pic\nvector %d %d\n",
                 major, minor, patch, j->triple, j->cpu, j->features, j->passes, j->unroll, j->light, j->light_passes,
                 MEDIUM_PASSES, llvm_args, j->vector_bits, j->stream_bits);
-    sbuf_printf(b, "%s\n", VECTOR_PASSES);
+    sbuf_printf(b, "%s\nprefetch %d\n", VECTOR_PASSES, j->prefetch);
 }
 
 /* Kernels [first, first + count) of p compiled by tm into one object file (*out). */

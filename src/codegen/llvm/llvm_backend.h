@@ -77,6 +77,8 @@ typedef struct emit_target {
     int vector_bits; /* lanes loops as vectors of this many bits (vector.c); 0: LLVM's vectoriser */
     int stream_bits; /* the same for a kernel that streams its input through additions
                       * (lkernel.streams); 0: vector_bits */
+    int prefetch;    /* vector loads that stream through memory prefetch this many bytes ahead
+                      * (vector.c); 0: none */
 } emit_target;
 
 /* A module holding kernels [first, first + count) of p, named <prefix><kernel name>; the

@@ -72,6 +72,35 @@ static LLVMValueRef vpair_order(em *E, LLVMValueRef v, bool to_pairs) {
     return LLVMBuildShuffleVector(E->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)E->vf), "");
 }
 
+/* Does index idx move with something besides the lanes (a row, an item: a variable set
+ * outside the loop, an offset loaded)? Then the loop's loads at it stream through memory
+ * from one execution of the loop to the next; a weight indexed by the lanes alone does not. */
+static bool streams(em *E, int32_t id) {
+    const lx *e = &E->k->ex[id];
+    if (e->kind == LX_VAR) return e->ref != E->vloop && E->vvar[e->ref] != VV_AFFINE;
+    if (e->kind == LX_LOAD) return true;
+    int32_t kids[3];
+    int n = lx_children(e, kids);
+    for (int i = 0; i < n; i++)
+        if (streams(E, kids[i])) return true;
+    return false;
+}
+
+/* Prefetches for a full step's contiguous load at p (bytes bytes) of a buffer parameter that
+ * streams: a line E->prefetch bytes ahead of each of the step's lines. Prefetches never fault,
+ * so those past the buffer's end are harmless; those of lines already cached cost an issue
+ * slot each. */
+static void vprefetch(em *E, LLVMValueRef p, unsigned bytes) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(E->c), i32 = LLVMInt32TypeInContext(E->c);
+    LLVMTypeRef ptr = LLVMPointerTypeInContext(E->c, 0);
+    for (unsigned o = 0; o < bytes; o += 64) {
+        LLVMValueRef off = LLVMConstInt(LLVMInt64TypeInContext(E->c), (unsigned long long)E->prefetch + o, 0);
+        LLVMValueRef a[4] = {LLVMBuildGEP2(E->b, i8, p, &off, 1, ""), LLVMConstInt(i32, 0, 0), LLVMConstInt(i32, 3, 0),
+                             LLVMConstInt(i32, 1, 0)};
+        vintrinsic(E, "llvm.prefetch", &ptr, 1, a, 4);
+    }
+}
+
 /* A vector of memory `mem`/`ref` elements of type t at index idx (an expression): contiguous
  * from the first lane's element when idx runs along the lanes, else gathered; lanes off in
  * mask (NULL: all on) are not read and take passthru's values. */
@@ -88,6 +117,7 @@ static LLVMValueRef vload_at(em *E, int mem, int32_t ref, int t, int32_t idx, LL
     if (em_vunit(E, idx)) {
         LLVMValueRef p = em_mem_addr(E, mem, ref, t, em_expr(E, idx));
         if (!mask) {
+            if (E->prefetch && mem == MEM_PARAM && streams(E, idx)) vprefetch(E, p, (unsigned)E->vf * align);
             v = LLVMBuildLoad2(E->b, vt, p, "");
             LLVMSetAlignment(v, align);
         } else {
