@@ -33,8 +33,12 @@ binding's first call and kept. The run line also times the same program without 
 (every call packs every layer's weights again), passes interleaved with the promised ones in the
 same process: wall and CPU time (every thread's), and the ratio.
 
+With --dtype bf16 the same model runs in bf16 on both sides (ragjit's program with bf16 types,
+its products by AMX tiles where the CPU has them; PyTorch's weights and batches in bf16), the
+first-run lines left out.
+
     RAGJIT_LIB=build/libragjit.so python bench/encoder.py [--threads 2] [--sentences 512]
-        [--batch 32] [--reps 3] [--busy]
+        [--batch 32] [--reps 3] [--busy] [--dtype f32|bf16]
 """
 import argparse
 import math
@@ -68,9 +72,9 @@ def weights(rng):
     return out
 
 
-def torch_model(torch, w):
+def torch_model(torch, w, dtype=None):
     Fn = torch.nn.functional
-    tw = {k: torch.from_numpy(v) for k, v in w.items()}
+    tw = {k: torch.from_numpy(v).to(dtype or torch.float32) for k, v in w.items()}
 
     def run(x, lens):  # x [b, T, E] padded, lens [b]
         b, T, _ = x.shape
@@ -153,6 +157,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--busy", action="store_true")
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                    help="bf16: the model in bf16 (ragjit's program with bf16 types, PyTorch's in bf16)")
     ap.add_argument("--first-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-constants", action="store_true", help=argparse.SUPPRESS)
@@ -171,31 +177,40 @@ def main():
     with tempfile.TemporaryDirectory() as cache:
         cold = compile_time(cache, a.threads)
         warm = compile_time(cache, a.threads)
-    firsts = {p: first_run(a, p == "prepare", p != "packed") for p in ("fresh", "prepare", "packed")}
+    bf16 = a.dtype == "bf16"
+    firsts = {} if bf16 else {p: first_run(a, p == "prepare", p != "packed") for p in ("fresh", "prepare", "packed")}
     src = open(os.path.join(ROOT, "examples", "encoder.rj")).read()
+    tdt = torch.bfloat16 if bf16 else torch.float32
+    if bf16:  # the same program in bf16; the weights and the batches as PyTorch bf16 tensors
+        src = src.replace("f32[", "bf16[")
+        w = {k: torch.from_numpy(v).to(tdt) for k, v in weights(np.random.default_rng(35)).items()}
     prog = ragjit.compile(src, threads=a.threads, constants=list(w))  # weights bound once
     repack = ragjit.compile(src, threads=a.threads)  # the same, packing the weights in every call
-    model = torch_model(torch, w)
+    model = torch_model(torch, weights(np.random.default_rng(35)), tdt)
     batches = [list(range(s, min(s + a.batch, a.sentences))) for s in range(0, a.sentences, a.batch)]
     order = np.argsort(lens, kind="stable")
     sorted_batches = [list(order[s:s + a.batch]) for s in range(0, a.sentences, a.batch)]
 
     def ragjit_batch(idx, p=prog):
         off = np.concatenate([[0], np.cumsum(lens[idx])]).astype(np.int64)
-        return p(x=ragjit.Jagged(np.concatenate([xs[i] for i in idx]), off), **w)
+        vals = np.concatenate([xs[i] for i in idx])
+        if bf16:  # a nested jagged tensor (NumPy has no bf16 without ml_dtypes)
+            out = p(x=torch.nested.nested_tensor_from_jagged(torch.from_numpy(vals).to(tdt), torch.from_numpy(off)), **w)
+            return out.float().numpy()
+        return p(x=ragjit.Jagged(vals, off), **w)
 
     def repack_batch(idx):
         return ragjit_batch(idx, repack)
 
     def torch_batch(idx):
         T = int(lens[idx].max())
-        x = torch.zeros(len(idx), T, E)
+        x = torch.zeros(len(idx), T, E, dtype=tdt)
         for r, i in enumerate(idx):
-            x[r, :lens[i]] = torch.from_numpy(xs[i])
+            x[r, :lens[i]] = torch.from_numpy(xs[i]).to(tdt)
         return model(x, torch.from_numpy(lens[idx]))
 
     with torch.inference_mode():
-        err = np.abs(np.asarray(ragjit_batch(batches[0])) - torch_batch(batches[0]).numpy()).max()
+        err = np.abs(np.asarray(ragjit_batch(batches[0])) - torch_batch(batches[0]).float().numpy()).max()
         same = all(np.array_equal(ragjit_batch(i), repack_batch(i)) for i in batches[:2])
         timings, cpu = {}, {}
         runs = (("ragjit", ragjit_batch, batches), ("repack", repack_batch, batches),
@@ -215,9 +230,12 @@ def main():
                     cs[name].append(time.process_time() - c)
             for name in ts:
                 timings[name], cpu[name] = statistics.median(ts[name]), statistics.median(cs[name])
-    print("encoder (6 layers, hidden %d, %d heads of %d, FFN %d), %d sentences (median %d tokens, max %d, %d in "
-          "all), batches of %d, %d threads, torch %s" % (E, H, D, F, a.sentences, int(np.median(lens)), lens.max(),
-                                                       lens.sum(), a.batch, a.threads, torch.__version__))
+    print("encoder (6 layers, hidden %d, %d heads of %d, FFN %d, %s), %d sentences (median %d tokens, max %d, %d in "
+          "all), batches of %d, %d threads, torch %s" % (E, H, D, F, a.dtype, a.sentences, int(np.median(lens)),
+                                                       lens.max(), lens.sum(), a.batch, a.threads, torch.__version__))
+    print("BLAS: %s" % ragjit.blas_info())
+    if bf16:
+        print("first runs: measured in f32 (bench/encoder.py without --dtype)")
     print("max |ragjit - PyTorch| on the first batch: %.2g" % err)
     print("compile: cold %.3f s, cached %.3f s (fresh processes)" % (cold, warm))
     what = {"fresh": " (fresh process)", "prepare": " after prepare()",

@@ -252,10 +252,16 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
         write_npy(os.path.join(data, name + ".npy"), to_file_array(a, fmt))
     write_npy(os.path.join(data, "w.npy"), to_file_array(w, fmt), "<V2" if fmt == "bf16" else None)
     np.save(os.path.join(data, "j1.npy"), off)
-    # linear's 16-bit weight is widened once, written, and read by the product (the GEMM's path)
+    # linear's 16-bit weight is widened once, written, and read by the product (the GEMM's path),
+    # except where bf16 products take their operands as they are (AMX tiles, a BLAS's sbgemm):
+    # then the product reads n itself and nothing widens it
     r = subprocess.run([ragjit, "emit", prog, "--stage", "fused"], capture_output=True, text=True)
-    if not re.search(r'= cast\(n, dtype="f32"\)  \(written', r.stdout):
-        failures.append("%s: linear's weight n is not widened into a buffer of its own:\n%s" % (fmt, r.stdout + r.stderr))
+    loops = subprocess.run([ragjit, "emit", prog, "--stage", "loops"], capture_output=True, text=True).stdout
+    direct = fmt == "bf16" and "by the BLAS's sbgemm" in loops
+    widened = re.search(r'= cast\(n, dtype="f32"\)  \(written', r.stdout)
+    if direct == bool(widened):
+        failures.append("%s: linear's weight n is %s into a buffer of its own:\n%s"
+                        % (fmt, "widened" if widened else "not widened", r.stdout + r.stderr))
     # cpu-nof16c: the CPU's code for a machine without F16C (integer f16 conversions);
     # cpu-nobf16: without AVX512-BF16 (integer bf16 rounding; on a CPU with it, plain "cpu"
     # narrows with vcvtne2ps2bf16); cpu-nof16c-scalar: without F16C and without the vectoriser
@@ -348,7 +354,10 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
         write_npy(os.path.join(data, name + ".npy"), to_file_array(a, fmt))
     np.save(os.path.join(data, "j1.npy"), off)
     refs = gemm_refs(x, W, bias, M, s, off, fmt)
-    runs = [("cpu", {}), ("cpu-own-sgemm", {"RAGJIT_BLAS": "off"}), ("reference", {})]
+    # cpu: the host's BLAS, bf16 by AMX tiles where the CPU has them (util/amx.c); cpu-widened:
+    # the BLAS's sgemm on widened operands; cpu-own-sgemm: ragjit's own sgemm, widened
+    runs = [("cpu", {}), ("cpu-widened", {"RAGJIT_AMX": "0"}), ("cpu-own-sgemm", {"RAGJIT_BLAS": "off", "RAGJIT_AMX": "0"}),
+            ("cpu-own-amx", {"RAGJIT_BLAS": "off"}), ("reference", {})]
     if os.environ.get("RAGJIT_TEST_SBGEMM"):  # a stand-in BLAS with sbgemm (tests/fake_sbgemm.c)
         runs.append(("cpu-sbgemm", {"RAGJIT_BLAS": os.environ["RAGJIT_TEST_SBGEMM"]}))
     for target, env in runs:
@@ -357,8 +366,8 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
             r = subprocess.run([ragjit, "emit", prog, "--stage", "loops"], capture_output=True, text=True, env=env)
             n = r.stdout.count("template: gemm_lib")
             how = "by the BLAS's sbgemm" if target == "cpu-sbgemm" and fmt == "bf16" else "widened to f32"
-            if target == "cpu" and fmt == "bf16" and "by the BLAS's sbgemm" in r.stdout:
-                how = "by the BLAS's sbgemm"  # the host's BLAS has one
+            if target in ("cpu", "cpu-own-amx") and fmt == "bf16" and "by the BLAS's sbgemm" in r.stdout:
+                how = "by the BLAS's sbgemm"  # the host's BLAS has one, or the CPU has AMX
             if r.returncode or n != 6 or how not in r.stdout:
                 failures.append("gemm/%s/%s: %d of 6 products by the library GEMM, not all %s: %s" %
                                 (fmt, target, n, how, r.stderr.strip()))

@@ -379,6 +379,91 @@ static void test_head_softmax(void **state) {
                 }
 }
 
+/* bf16 by the definition: the top 16 bits, rounded to nearest even (no NaN here). */
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7FFF + (u >> 16 & 1)) >> 16);
+}
+static float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* amx.c's sbgemm, and its packed calls (mode 2), where the CPU and the OS give AMX-BF16, against float64 products of the same
+ * bf16 values: shapes across its 16-row and 16-column tiles, its 32-step tiles (k of 1, 31,
+ * 33: A's edge copy) and its 512-step blocks (k = 1100: C accumulated over three), B as a
+ * linear's weight (n x k) and as k x n, leading dims wider than the rows with NaN in the gaps
+ * (a tile that read them would make NaN of C), and the arguments ragjit never passes (A
+ * transposed, beta != 0), which go by the definition. */
+static void test_amx_sbgemm(void **state) {
+    (void)state;
+    amx_sbgemm_fn *f = amx_sbgemm_get();
+    if (!f) {
+        printf("no AMX-BF16 on this CPU (or the OS refuses it, or RAGJIT_AMX=0): amx.c not tested\n");
+        return;
+    }
+    static const int64_t ms[] = {1, 15, 16, 17, 33, 70}, ns[] = {1, 16, 31, 48, 65}, ks[] = {1, 31, 32, 33, 100, 1100};
+    uint64_t rng = 99;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++)
+                for (int mode = 0; mode < 4; mode++) {
+                    int64_t m = ms[a], n = ns[b], k = ks[q];
+                    if (mode == 3 && (m > 17 || k > 100)) continue; /* the definition's path: small shapes */
+                    bool tb = (mode & 1) || mode == 2, ta = mode == 3; /* 2: packed, B a linear's weight */
+                    float beta = mode == 3 ? 0.5f : 0.0f;
+                    int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
+                    int64_t ar = ta ? k : m, br = tb ? n : k;
+                    uint16_t *A = malloc(sizeof(uint16_t) * (size_t)(ar * lda)), *B = malloc(sizeof(uint16_t) * (size_t)(br * ldb));
+                    float *C = malloc(sizeof(float) * (size_t)(m * ldc));
+                    assert_true(A && B && C);
+                    for (int64_t i = 0; i < ar * lda; i++) A[i] = i % lda < lda - 3 ? to_bf16((float)rng_uniform(&rng, -1, 1)) : 0x7FC0;
+                    for (int64_t i = 0; i < br * ldb; i++) B[i] = i % ldb < ldb - 5 ? to_bf16((float)rng_uniform(&rng, -1, 1)) : 0x7FC0;
+                    for (int64_t i = 0; i < m * ldc; i++) C[i] = i % ldc >= n ? 7.0f : beta != 0 ? 0.25f : NAN;
+                    const sgemm_kernel *pk = amx_kernel();
+                    assert_non_null(pk);
+                    if (mode == 2) { /* the packed calls (cpu_gemm.c: op(B) packed once for all chunks) */
+                        size_t pb = sgemm_packed_b_bytes(pk, n, k);
+                        unsigned char *packed = aligned_alloc(64, (pb + 64 + 63) / 64 * 64);
+                        assert_non_null(packed);
+                        memset(packed + pb, 0xA5, 64);
+                        for (int64_t blk = sgemm_packed_b_blocks(pk, n, k) - 1; blk >= 0; blk--) /* any order */
+                            sgemm_pack_b_block(pk, true, n, k, (const float *)(const void *)B, ldb, blk, (float *)(void *)packed);
+                        for (int i = 0; i < 64; i++) assert_int_equal(packed[pb + (size_t)i], 0xA5);
+                        sgemm_run_packed(pk, m, n, k, (const float *)(const void *)A, lda, (const float *)(const void *)packed,
+                                         C, ldc, NULL);
+                        free(packed);
+                        tb = true;
+                    } else {
+                        f(BLAS_ROW_MAJOR, ta ? BLAS_TRANS : BLAS_NO_TRANS, tb ? BLAS_TRANS : BLAS_NO_TRANS, (int)m, (int)n,
+                          (int)k, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+                    }
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < ldc; j++) {
+                            float got = C[i * ldc + j];
+                            if (j >= n) {
+                                if (got != 7.0f) fail_msg("amx: C's gap at (%lld, %lld) was written", (long long)i, (long long)j);
+                                continue;
+                            }
+                            double ref = beta != 0 ? 0.25 * beta : 0, mag = fabs(ref);
+                            for (int64_t p = 0; p < k; p++) {
+                                double t = (double)from_bf16(ta ? A[p * lda + i] : A[i * lda + p]) *
+                                           (double)from_bf16(tb ? B[j * ldb + p] : B[p * ldb + j]);
+                                ref += t, mag += fabs(t);
+                            }
+                            if (!(fabs((double)got - ref) <= (double)(k + 3) * FLT_EPSILON * mag + 1e-30))
+                                fail_msg("amx: C(%lld, %lld) = %.9g, float64 gives %.9g (m %lld n %lld k %lld, ta %d tb %d)",
+                                         (long long)i, (long long)j, (double)got, ref, (long long)m, (long long)n,
+                                         (long long)k, ta, tb);
+                        }
+                    free(A), free(B), free(C);
+                }
+    printf("amx.c's sbgemm matches float64 on %d shapes\n", 4 * 6 * 5 * 6);
+}
+
 int main(int argc, char **argv) {
     setenv("RAGJIT_BLAS", "off", 1); /* read once, at ragjit's first product or rj_blas_info */
     const struct CMUnitTest tests[] = {
@@ -389,6 +474,7 @@ int main(int argc, char **argv) {
         FX(test_head_softmax),
         FX(test_blas_info),
         FX(test_programs),
+        FX(test_amx_sbgemm),
     };
     return run_group(tests, NULL, NULL, argc, argv);
 }

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "passes.h"
+#include "target.h"
 
 static bool is_root_kind(op_kind k) {
     return k == KIND_REDUCE || k == KIND_SOFTMAX || k == KIND_NORM || k == KIND_MATMUL || k == KIND_ATTENTION;
@@ -166,18 +167,39 @@ static bool mark_products(const rj_graph *g, const uint8_t *live, uint8_t *in) {
 /* A 16-bit dense weight widened for a matrix product (linear's bias form in 16-bit multiplies
  * cast(x, f32) by cast(w, f32)): the cast is written once per run, a small f32 tensor, so that
  * the product reads w from a buffer (a GEMM reads its weight in place) instead of converting
- * each element at every use; x's cast stays inline (the GEMM's prologue converts its rows). */
-static bool widened_weight(const rj_graph *g, const uint8_t *live, int32_t i) {
+ * each element at every use; x's cast stays inline (the GEMM's prologue converts its rows).
+ * Not where the target multiplies bf16 operands as they are (a CPU with AMX tiles or a BLAS's
+ * sbgemm: lower/gemm_lib.c reads the bf16 weight itself). */
+static bool widened_weight(const rj_graph *g, const target_desc *desc, const uint8_t *live, int32_t i) {
     const node *n = &g->nodes[i];
     if (n->op != RJ_OP_CAST || n->rank != 2 || !dtype_is_half(g->nodes[n->in[0]].dtype) ||
         g->nodes[n->in[0]].op != RJ_OP_INPUT)
         return false;
+    int32_t x16, w16;
     for (int32_t k = i + 1; k < g->n; k++) /* consumers come after their operands */
-        if (live[k] && op_table[g->nodes[k].op].kind == KIND_MATMUL && g->nodes[k].in[1] == i) return true;
+        if (live[k] && op_table[g->nodes[k].op].kind == KIND_MATMUL && g->nodes[k].in[1] == i)
+            /* unless the GEMM reads the bf16 weight as it is (lower/gemm_lib.c) */
+            return !(product_of_bf16(g, k, &x16, &w16) && target_sbgemm(desc));
     return false;
 }
 
-rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
+bool product_of_bf16(const rj_graph *g, int32_t mm, int32_t *x16, int32_t *w16) {
+    const node *r = &g->nodes[mm];
+    if (op_table[r->op].kind != KIND_MATMUL || r->dtype != RJ_F32) return false;
+    const node *x = &g->nodes[r->in[0]], *w = &g->nodes[r->in[1]];
+    if (x->op != RJ_OP_CAST || w->op != RJ_OP_CAST || g->nodes[x->in[0]].dtype != RJ_BF16 ||
+        g->nodes[w->in[0]].dtype != RJ_BF16)
+        return false;
+    *x16 = x->in[0], *w16 = w->in[0];
+    return true;
+}
+
+bool target_sbgemm(const target_desc *desc) {
+    const blas_fns *bl = desc && desc->gemm_lib ? blas_get() : NULL;
+    return bl && bl->sbgemm;
+}
+
+rj_status pass_fuse(const rj_graph *g, const target_desc *desc, fuse_plan *p) {
     rj_ctx *ctx = g->ctx;
     memset(p, 0, sizeof *p);
     p->ctx = ctx;
@@ -225,7 +247,7 @@ rj_status pass_fuse(const rj_graph *g, fuse_plan *p) {
             int32_t o = n->in[k], d = p->nodes[o].role == FR_ROOT ? 0 : chain[o];
             if (d > chain[i]) chain[i] = d;
         }
-        if (n->nin && (++chain[i] >= FUSE_CUT_DEPTH || widened_weight(g, live, i))) {
+        if (n->nin && (++chain[i] >= FUSE_CUT_DEPTH || widened_weight(g, desc, live, i))) {
             /* a long inline chain's end, or a widened weight: a map kernel of its own, in node
              * order (a root, for everything that reads it), so the chain starts again here */
             f->role = FR_ROOT;

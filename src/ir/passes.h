@@ -72,7 +72,17 @@ void fuse_kernel_uses(const rj_graph *g, const fuse_plan *p, int32_t gi, uint8_t
  * maximum, which then fails with RJ_ERR_UNSUPPORTED (see check_depth in fuse.c). */
 enum { FUSE_MAX_DEPTH = 1000, FUSE_CUT_DEPTH = 500 };
 
-rj_status pass_fuse(const rj_graph *g, fuse_plan *plan);
+/* desc: the target (a CPU whose products may go to a GEMM with bf16 operands reads a bf16
+ * weight as it is, where other targets widen it once: widened_weight) */
+typedef struct target_desc target_desc;
+rj_status pass_fuse(const rj_graph *g, const target_desc *desc, fuse_plan *plan);
+/* A matrix product of two bf16 values widened to f32 (linear with a bias in bf16 is built as
+ * cast(x) @ cast(w)ᵀ, so that the sum rounds once): the casts' operands in *x16 and *w16. A
+ * GEMM of bf16 operands with f32 products computes it as they are. */
+bool product_of_bf16(const rj_graph *g, int32_t mm, int32_t *x16, int32_t *w16);
+/* Does the target multiply bf16 operands as they are (a CPU whose BLAS, or ragjit's AMX
+ * tiles, give sbgemm)? */
+bool target_sbgemm(const target_desc *desc);
 void fuse_plan_free(fuse_plan *plan);
 void print_fuse_plan(sbuf *b, const rj_graph *g, const fuse_plan *plan);
 /* dot.c: the graph as Graphviz, kernels as clusters */

@@ -31,7 +31,7 @@ rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *
         (s = pass_eliminate_pads(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_find_attention(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
-        (s = pass_fuse(c->opt, &c->plan)) ||
+        (s = pass_fuse(c->opt, desc, &c->plan)) ||
         (s = pass_lower(c->opt, user, &c->plan, desc, &c->lp)) || (s = pass_expand(&c->lp)) ||
         (s = VERIFY_LOOPS(&c->lp))) {
         compiled_free(c);

@@ -392,7 +392,10 @@ static void widen_run(rj_ctx *ctx, int workers, widen_job *j, int64_t n, float *
  * runs on ragjit's own sgemm with w packed once, by the pool, before the chunks (its kernel is within a few percent of OpenBLAS's on these chunks,
  * bench_gemm), unless only the portable kernel runs here. */
 static const sgemm_kernel *rows_prepack(const blas_fns *bl, const lgemm *gm, int64_t nchunks) {
-    if (gm->dtype != RJ_F32 || nchunks < 2) return NULL;
+    if (nchunks < 2) return NULL;
+    /* bf16 operands by AMX tiles (util/amx.c, the sbgemm that serves): w in their layout */
+    if (gm->core == GC_SBGEMM) return bl->sbgemm && bl->sbgemm == amx_sbgemm_get() ? amx_kernel() : NULL;
+    if (gm->dtype != RJ_F32) return NULL;
     if (bl->own) return bl->own;
     const sgemm_kernel *k = sgemm_kernel_get(SGEMM_BEST);
     return k->isa == SGEMM_PORTABLE ? NULL : k;
@@ -509,9 +512,9 @@ static void pack_w_task(void *arg, int64_t block, int slot) {
     (void)slot;
     const gemm_job *g = arg;
     const lgemm *gm = &g->r.k->gemm;
-    const float *w = (const float *)(uintptr_t)g->r.m->buf[gm->w_buf] + gm->w_off;
-    sgemm_pack_b_block(g->pk, gm->w_nk, g->N, g->K, w, gm->w_ld ? gm->w_ld : gm->w_nk ? g->K : g->N, block,
-                       g->packed_w);
+    const char *w = (const char *)(uintptr_t)g->r.m->buf[gm->w_buf] + (size_t)gm->w_off * g->es; /* f32, or bf16 (AMX) */
+    sgemm_pack_b_block(g->pk, gm->w_nk, g->N, g->K, (const float *)(uintptr_t)w,
+                       gm->w_ld ? gm->w_ld : gm->w_nk ? g->K : g->N, block, g->packed_w);
 }
 
 /* Per-item products: chunks never cross an item (its k or v multiplies every row of it), each

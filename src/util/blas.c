@@ -32,8 +32,9 @@
  *
  * A library built with bf16 support also exports cblas_sbgemm (bf16 operands, f32 products),
  * which bf16 products then use in place of widening their operands for sgemm (lower/gemm_lib.c);
- * neither Debian 12's OpenBLAS 0.3.21 nor the scipy-openblas32 wheel exports it. RAGJIT_NO_SBGEMM set
- * ignores it (to compare the two paths).
+ * neither Debian 12's OpenBLAS 0.3.21 nor the scipy-openblas32 wheel exports it. Where the
+ * library has none and the CPU has AMX-BF16, amx.c's serves instead (RAGJIT_AMX=0: not).
+ * RAGJIT_NO_SBGEMM set ignores both (to compare the two paths).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -146,12 +147,23 @@ static void load(void) {
                 "ragjit's own sgemm serves instead (install libopenblas0-pthread, or set RAGJIT_BLAS)\n");
 }
 
+/* bf16 products by AMX tiles (amx.c) where the library has no sbgemm of its own. */
+static void load_all(void) {
+    load();
+    amx_sbgemm_fn *amx = (blas.sgemm || blas.own) && !blas.sbgemm && !getenv("RAGJIT_NO_SBGEMM") ? amx_sbgemm_get() : NULL;
+    if (amx) {
+        blas.sbgemm = amx;
+        size_t n = strlen(blas_desc);
+        snprintf(blas_desc + n, sizeof blas_desc - n, "; bf16 products by AMX");
+    }
+}
+
 const blas_fns *blas_get(void) {
-    pthread_once(&blas_once, load);
+    pthread_once(&blas_once, load_all);
     return blas.sgemm || blas.own ? &blas : NULL;
 }
 
 const char *blas_info(void) {
-    pthread_once(&blas_once, load);
+    pthread_once(&blas_once, load_all);
     return blas_desc;
 }

@@ -107,6 +107,7 @@ static sgemm_blocks blocks_for(const sgemm_kernel *kn, int64_t m, int64_t n, int
 /* Enough for every product of at most m x n x k: a block is at most min(extent, cap) rounded
  * up (block_of), which grows with the extent, where block_of itself does not (257 -> 129). */
 size_t sgemm_scratch_bytes(const sgemm_kernel *kn, int64_t m, int64_t n, int64_t k) {
+    if (kn->run_packed) return 0; /* a kernel of its own (amx.c) keeps its edges on its stack */
     int64_t kb = min64(k > 0 ? k : 1, kn->kc), mb = round_up(min64(m > 0 ? m : 1, kn->mc), kn->mr);
     int64_t nb = round_up(min64(n > 0 ? n : 1, kn->nc), kn->nr), f = (int64_t)sizeof(float);
     return (size_t)(round_up(mb * kb * f, 64) + round_up(kb * nb * f, 64) + round_up((int64_t)kn->mr * kn->nr * f, 64) +
@@ -289,17 +290,23 @@ void sgemm_run(const sgemm_kernel *kn, bool ta, bool tb, int64_t m, int64_t n, i
  * packed once a run instead of once a chunk: 10-17% of the CoRa module's time was OpenBLAS
  * packing the weight again for every chunk). */
 int64_t sgemm_packed_b_blocks(const sgemm_kernel *kn, int64_t n, int64_t k) {
+    if (kn->packed_blocks) return kn->packed_blocks(n, k);
     sgemm_blocks bk = blocks_for(kn, 1, n, k);
     return ((n + bk.nb - 1) / bk.nb) * ((k + bk.kb - 1) / bk.kb);
 }
 
 size_t sgemm_packed_b_bytes(const sgemm_kernel *kn, int64_t n, int64_t k) {
+    if (kn->packed_bytes) return kn->packed_bytes(n, k);
     sgemm_blocks bk = blocks_for(kn, 1, n, k);
     return (size_t)sgemm_packed_b_blocks(kn, n, k) * (size_t)(bk.kb * bk.nb) * sizeof(float);
 }
 
 void sgemm_pack_b_block(const sgemm_kernel *kn, bool tb, int64_t n, int64_t k, const float *b, int64_t ldb,
                         int64_t block, float *packed) {
+    if (kn->pack_block) {
+        kn->pack_block(tb, n, k, b, ldb, block, packed);
+        return;
+    }
     sgemm_blocks bk = blocks_for(kn, 1, n, k);
     int64_t nk = (k + bk.kb - 1) / bk.kb, j0 = block / nk * bk.nb, p0 = block % nk * bk.kb;
     if (j0 >= n || p0 >= k) return;
@@ -308,6 +315,10 @@ void sgemm_pack_b_block(const sgemm_kernel *kn, bool tb, int64_t n, int64_t k, c
 
 void sgemm_run_packed(const sgemm_kernel *kn, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *packed, float *c, int64_t ldc, void *scratch) {
+    if (kn->run_packed) {
+        kn->run_packed(m, n, k, a, lda, packed, c, ldc);
+        return;
+    }
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         scale_c(m, n, 0.0f, c, ldc);

@@ -156,13 +156,23 @@ typedef struct blas_fns {
 } blas_fns;
 enum { BLAS_ROW_MAJOR = 101, BLAS_NO_TRANS = 111, BLAS_TRANS = 112 };
 const blas_fns *blas_get(void);
+/* amx.c: a cblas_sbgemm by AMX tiles (C = A op(B), row-major, A not transposed, alpha 1, beta
+ * 0 fast; other arguments by the definition), NULL where the CPU or the OS has no AMX-BF16 or
+ * RAGJIT_AMX=0. blas.c gives it to bf16 products where the BLAS exports no sbgemm. */
+typedef void amx_sbgemm_fn(int order, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                           const uint16_t *b, int ldb, float beta, float *c, int ldc);
+amx_sbgemm_fn *amx_sbgemm_get(void);
+/* The same as a kernel of gemm.c's packed calls (bf16 A rows and op(B), f32 C; its own layout),
+ * for a product's chunks with op(B) packed once (cpu_gemm.c); NULL as amx_sbgemm_get. */
+typedef struct sgemm_kernel sgemm_kernel;
+const sgemm_kernel *amx_kernel(void);
 /* Which serves ("OpenBLAS 0.3.21 ... (libopenblas.so.0)", "ragjit's own sgemm (...): why"). */
 const char *blas_info(void);
 
 /* gemm.c: ragjit's own packed sgemm, for CPU products where no optimised BLAS serves.
  * sgemm_kernel_get(SGEMM_BEST) is the best micro-kernel this CPU runs (never NULL: the portable
  * one at worst); a named ISA the CPU lacks gives NULL (tests run each one the CPU has). */
-enum { SGEMM_BEST, SGEMM_PORTABLE, SGEMM_AVX2, SGEMM_AVX512 };
+enum { SGEMM_BEST, SGEMM_PORTABLE, SGEMM_AVX2, SGEMM_AVX512, SGEMM_AMX_BF16 /* amx.c: bf16 operands */ };
 typedef void sgemm_micro(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int load,
                          int h, int w);
 struct sgemm_kernel {
@@ -173,6 +183,13 @@ struct sgemm_kernel {
      * steps; run reads A packed, rows (NULL: none) in place, row r at a + r lda; the _edge
      * twins (NULL: none) write only the block's first h rows and w columns */
     sgemm_micro *run, *rows, *run_edge, *rows_edge;
+    /* a kernel with a packed layout and operands of its own (amx.c: bf16 A and B): the packed
+     * calls below are these, where set (a and b then point to its element type) */
+    int64_t (*packed_blocks)(int64_t n, int64_t k);
+    size_t (*packed_bytes)(int64_t n, int64_t k);
+    void (*pack_block)(bool tb, int64_t n, int64_t k, const void *b, int64_t ldb, int64_t block, void *packed);
+    void (*run_packed)(int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *packed, float *c,
+                       int64_t ldc);
 };
 const sgemm_kernel *sgemm_kernel_get(int isa);
 const sgemm_kernel *sgemm_x86_kernel(int isa); /* gemm_x86.c: NULL off x86 or without the ISA */

@@ -14,7 +14,10 @@
  * through the prologue, which widens them into an f32 chunk A as it writes an inline x (in
  * cache, like the product), and w (k, v) once per run by the runtime into an f32 copy (a few
  * hundred KiB for a layer's weight, read by every chunk). Where the BLAS has a bf16 GEMM
- * (sbgemm), bf16 operands go to it as they are (GC_SBGEMM) and only C is f32.
+ * (sbgemm: a library's, or util/amx.c's AMX tiles), bf16 operands go to it as they are
+ * (GC_SBGEMM) and only C is f32; so does linear's bias form in bf16, cast(x) @ cast(w)ᵀ in f32
+ * (bf16_pair: the same products, each exact in f32), whose weight fusion then leaves unwidened
+ * (fuse.c: widened_weight).
  */
 #include <stdio.h>
 
@@ -117,6 +120,15 @@ static int32_t rows_source(const rj_graph *g, const node *r, bool qk, int64_t *o
  * and the merge of a softmax into the GEMM's epilogue (before the buffers exist) agree: x and
  * w come from memory (will_have_buffer). */
 
+/* A product of bf16 values widened to f32 (fuse.c: product_of_bf16: linear's bias form in
+ * bf16) where the target multiplies bf16 operands as they are (GC_SBGEMM): the bf16 x and w
+ * (a 2-D weight, through its narrows as w_source reads it). The product is the same: each
+ * product of two bf16 values is exact in f32, and sbgemm sums them in f32. */
+static bool bf16_pair(const lower *L, const node *r, int32_t root, int32_t *x16, int32_t *w16) {
+    return !is_jagged_t(L->g, &L->g->nodes[r->in[1]]) && product_of_bf16(L->g, root, x16, w16) &&
+           L->g->nodes[*w16].rank == 2 && !node_is_pair(L->g, &L->g->nodes[*x16]) && target_sbgemm(L->desc);
+}
+
 static bool gemm_lib_group(const lower *L, int32_t gi) {
     const rj_graph *g = L->g;
     const fuse_group *gr = &L->plan->groups[gi];
@@ -125,9 +137,11 @@ static bool gemm_lib_group(const lower *L, int32_t gi) {
     int rp = dim_ragged_pos(g, r);
     bool qk = is_jagged_t(g, w);
     int64_t off, ld;
-    int32_t wsrc = rows_source(g, r, qk, &off, &ld);
+    int32_t x16, w16;
+    bool pair = bf16_pair(L, r, gr->root, &x16, &w16);
+    int32_t wsrc = pair ? w_source(g, w16, &off, &ld) : rows_source(g, r, qk, &off, &ld);
     if (!L->desc->gemm_lib || is_jagged_t(g, x) || x->dtype != r->dtype ||
-        g->nodes[wsrc].dtype != r->dtype || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
+        g->nodes[wsrc].dtype != (pair ? RJ_BF16 : r->dtype) || (rp >= 0 && r->rank != 3) || !will_have_buffer(L, wsrc, gi))
         return false;
     if (qk && !will_have_buffer(L, r->in[0], gi)) return false;
     const blas_fns *bl = blas_get(); /* ragjit's own sgemm has no f64 twin: those stay loops */
@@ -154,18 +168,23 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
     int rp = dim_ragged_pos(g, r);
     bool qk = is_jagged_t(g, w), pv = node_is_pair(g, x), item = qk || pv;
     int64_t w_off, w_ld;
-    int32_t wsrc = rows_source(g, r, qk, &w_off, &w_ld); /* the tensor whose rows multiply: k, v or w */
+    int32_t x16, w16;
+    bool pair = bf16_pair(L, r, gr->root, &x16, &w16); /* bf16 x and w widened: sbgemm takes them as they are */
+    int32_t wsrc = pair ? w_source(g, w16, &w_off, &w_ld) /* the tensor whose rows multiply: k, v or w */
+                        : rows_source(g, r, qk, &w_off, &w_ld);
     int32_t gi = (int32_t)(gr - L->plan->groups), sm = -1;
     int32_t epi = (int32_t)(L->k - L->prog->kernels);
     rj_dtype a_t, c_t;
     uint8_t core = gemm_core_of(r->dtype, &a_t, &c_t);
+    if (pair) core = GC_SBGEMM, a_t = RJ_BF16, c_t = RJ_F32;
     lgemm gm = {.on = true, .mode = qk ? GEMM_QK : pv ? GEMM_PV : GEMM_ROWS, .dtype = (uint8_t)r->dtype, .core = core,
                 .w_nk = r->ival != 0, .prologue = -1, .a_buf = -1, .a_sym = -1, .b_sym = -1,
                 .a_cls = rp == 1 ? root_of(g, r->dims[1]) : -1, .w_buf = L->bufof[wsrc], .chunk_a = -1,
                 .b_cls = item ? root_of(g, qk ? r->dims[2] : x->dims[2]) : -1,
                 .K = x->dims[x->rank - 1], .N = r->dims[r->rank - 1], .w_off = w_off, .w_ld = w_ld};
     if (item) gm.b_sym = buf_rows_sym(L, gm.w_buf);
-    int32_t xsrc = in_buffer(L, r->in[0]) || pv ? r->in[0] : x_source(g, r->in[0]);
+    int32_t xsrc = pair ? (in_buffer(L, x16) ? x16 : x_source(g, x16)) /* else the prologue: exact in bf16 */
+                        : in_buffer(L, r->in[0]) || pv ? r->in[0] : x_source(g, r->in[0]);
     if (in_buffer(L, xsrc) && core != GC_WIDEN) { /* widened: x's rows through the prologue */
         gm.a_buf = L->bufof[xsrc];
         if (rp == 1 && !pv) gm.a_sym = buf_rows_sym(L, gm.a_buf);
@@ -176,7 +195,7 @@ void lower_matmul_lib(lower *L, const fuse_group *gr) {
     sbuf what;
     sbuf_init(&what, L->ctx);
     sbuf_puts(&what, item ? "epilogue of the per-item GEMMs " : "epilogue of the GEMM ");
-    print_node_type(&what, g, x);
+    print_node_type(&what, g, pair ? &g->nodes[x16] : x);
     sbuf_puts(&what, qk ? " @ the transpose of " : r->ival ? " @ weightᵀ " : " @ ");
     print_node_type(&what, g, &g->nodes[wsrc]);
     set_what(L, &what);
