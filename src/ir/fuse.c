@@ -183,6 +183,30 @@ static bool widened_weight(const rj_graph *g, const target_desc *desc, const uin
     return false;
 }
 
+/* A bf16 value widened only to be x of products that take bf16 operands as they are (the
+ * target's sbgemm: product_of_bf16): not written by its producer's kernel as an f32 epilogue,
+ * so that the bf16 value is what is written (half the bytes) and the GEMM reads its rows in
+ * place; otherwise the f32 copy was written beside the bf16 value and a prologue narrowed it
+ * back for the product. */
+static bool bf16_operand(const rj_graph *g, const target_desc *desc, const uint8_t *live, int32_t i) {
+    const node *n = &g->nodes[i];
+    if (n->op != RJ_OP_CAST || n->dtype != RJ_F32 || g->nodes[n->in[0]].dtype != RJ_BF16 || !target_sbgemm(desc))
+        return false;
+    int32_t x16, w16, uses = 0;
+    for (int32_t k = i + 1; k < g->n; k++) {
+        if (!live[k]) continue;
+        const node *c = &g->nodes[k];
+        for (int q = 0; q < c->nin; q++) {
+            if (c->in[q] != i) continue;
+            if (q != 0 || !product_of_bf16(g, k, &x16, &w16)) return false;
+            uses++;
+        }
+    }
+    for (int32_t o = 0; o < g->noutputs; o++)
+        if (g->outputs[o].node == i) return false;
+    return uses > 0;
+}
+
 bool product_of_bf16(const rj_graph *g, int32_t mm, int32_t *x16, int32_t *w16) {
     const node *r = &g->nodes[mm];
     if (op_table[r->op].kind != KIND_MATMUL || r->dtype != RJ_F32) return false;
@@ -260,7 +284,7 @@ rj_status pass_fuse(const rj_graph *g, const target_desc *desc, fuse_plan *p) {
         if (op_table[n->op].kind == KIND_INDEX && n->nin == 2 && !checked(g, p, n) && new_group(p, FG_CHECK, i) < 0)
             goto out;
         int32_t r = maxroot[i];
-        if (r >= 0 && !seen[i] && fits_epilogue(g, n, &g->nodes[r])) {
+        if (r >= 0 && !seen[i] && fits_epilogue(g, n, &g->nodes[r]) && !bf16_operand(g, desc, live, i)) {
             /* every path to r must run through r's epilogue: an inline node in between has
              * another shape and is evaluated elsewhere */
             bool ok = true;

@@ -40,8 +40,11 @@
  * 16-bit products (lgemm.core, loopir.h) multiply in f32: the prologue has widened x's rows
  * into the f32 chunk A, w (k, v) is widened here once per run into an f32 copy in the run's
  * scratch, ahead of the chunks, and an attention's q, k and v are widened tile by tile in the
- * worker's scratch (k and v once per item and head a worker meets in a row), its output
- * rounded once as it is stored. bf16 with a BLAS's sbgemm multiplies the operands as they are.
+ * worker's scratch (k and v once per item and head a worker meets in a row; then multiplied as
+ * f32 ones are: head_gemm on short items, the own sgemm on long ones), its output rounded once
+ * as it is stored. bf16 with an sbgemm (a BLAS's, or util/amx.c's AMX tiles) multiplies the
+ * operands as they are; with AMX, w goes into the tiles' layout once a run like an f32 w
+ * (rows_prepack).
  */
 #include <ffi.h>
 #include <string.h>
@@ -591,6 +594,16 @@ static char *view_at(const run_view *v, const launch_mem *m, const lview *w, int
     return (char *)(uintptr_t)m->buf[w->buf] + (size_t)(row * w->ld + w->off + h * w->hs) * es;
 }
 
+/* An f32 attention's products on items of at least this many keys go to ragjit's own sgemm
+ * even where a BLAS serves: its kernels read A (q's rows, then the weights in C) in place,
+ * where OpenBLAS 0.3.21 packs both operands of every call and zeroes C for beta = 0 (a fifth of
+ * the attention's time on SQuAD's lengths, perf). bench_gemm, one thread, head of 64, own over
+ * OpenBLAS: q kᵀ 0.77 / 0.96 / 1.06 / 1.07 / 1.12 and P v 0.80 / 0.84 / 0.90 / 1.26 / 1.28 at
+ * 48 / 64 / 96 / 128 / 192 keys; on short items OpenBLAS's small-matrix kernels win by far
+ * (13 keys: 0.10 and 0.51), so those stay with the BLAS, or rather go to head_gemm where the
+ * CPU has AVX-512 (attention_small below). */
+#define ATTN_OWN_LEN 128
+
 /* attention_task for 16-bit q, k, v: the chunk's q rows widened, k and v of the item's kv head
  * widened unless the slot holds them already (an item's heads and chunks come in a row), both
  * products in f32, the output rounded once as it is stored. Per slot after C and the packing
@@ -610,22 +623,15 @@ static void attention_half(const gemm_job *g, const gemm_core *core, int64_t it,
         half_rows_to_f32(vv, N, (const uint16_t *)view_at(v, g->r.m, &at[2], c, it, 0, hk, 2), at[2].ld, len, N, bf);
         g->seen[2 * slot] = it, g->seen[2 * slot + 1] = hk;
     }
-    gemm_full(core, RJ_F32, true, i1 - i0, K, len, q, K, k, K, cc, len);
+    bool small = g->small && len < ATTN_OWN_LEN; /* as f32 ones: short items by head_gemm */
+    if (small) head_gemm_nt(i1 - i0, len, K, q, K, k, K, (float *)cc, len, core->pack);
+    else gemm_full(core, RJ_F32, true, i1 - i0, K, len, q, K, k, K, cc, len);
     call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, v->cls[c].loff[it] + i0, v->cls[c].loff[it] + i1, slot,
                NULL, cc, h, false);
-    gemm_full(core, RJ_F32, false, i1 - i0, len, N, cc, len, vv, N, o, N);
+    if (small) head_gemm_nn(i1 - i0, N, len, (const float *)cc, len, vv, N, o, N);
+    else gemm_full(core, RJ_F32, false, i1 - i0, len, N, cc, len, vv, N, o, N);
     half_rows_from_f32((uint16_t *)view_at(v, g->r.m, &at[3], c, it, i0, h, 2), at[3].ld, o, N, i1 - i0, N, bf);
 }
-
-/* An f32 attention's products on items of at least this many keys go to ragjit's own sgemm
- * even where a BLAS serves: its kernels read A (q's rows, then the weights in C) in place,
- * where OpenBLAS 0.3.21 packs both operands of every call and zeroes C for beta = 0 (a fifth of
- * the attention's time on SQuAD's lengths, perf). bench_gemm, one thread, head of 64, own over
- * OpenBLAS: q kᵀ 0.77 / 0.96 / 1.06 / 1.07 / 1.12 and P v 0.80 / 0.84 / 0.90 / 1.26 / 1.28 at
- * 48 / 64 / 96 / 128 / 192 keys; on short items OpenBLAS's small-matrix kernels win by far
- * (13 keys: 0.10 and 0.51), so those stay with the BLAS, or rather go to head_gemm where the
- * CPU has AVX-512 (attention_small below). */
-#define ATTN_OWN_LEN 128
 
 /* Where rows [i0, i1) of item it, head h read and write (q at[0] from row i0, k at[1] and v at[2]
  * of its kv head from row 0, o at[3] from row i0), and the item's length. */
@@ -761,10 +767,12 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     R = R > share ? share : R;
     R = R > cap ? cap : R;
     R = R < 16 ? 16 : R > 4096 ? 4096 : R;
-    bool small = gm->dtype == RJ_F32 && head_gemm_ok();
+    /* short items by head_gemm: f32 ones all heads in one unit, 16-bit ones head by head on their
+     * widened tiles (attention_half) */
+    bool small = (gm->dtype == RJ_F32 || half) && head_gemm_ok(), all_heads = small && !half;
     bool native = gm->att_plain && gm->dtype == RJ_F32 && head_softmax_ok();
     for (int64_t it = 0; it < B; it++)
-        n += (lo[it + 1] - lo[it] + R - 1) / R * (small && lo[it + 1] - lo[it] < ATTN_OWN_LEN ? 1 : H);
+        n += (lo[it + 1] - lo[it] + R - 1) / R * (all_heads && lo[it + 1] - lo[it] < ATTN_OWN_LEN ? 1 : H);
     int64_t *ch = mem_alloc(ctx, sizeof(int64_t) * (4 * (size_t)n + (size_t)B));
     if (!ch) return RJ_ERR_NOMEM;
     int64_t *order = ch + 4 * n, u = 0;
@@ -775,14 +783,14 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     }
     for (int64_t x = 0; x < B; x++) {
         int64_t it = order[x], len = lo[it + 1] - lo[it];
-        bool all = small && len < ATTN_OWN_LEN; /* h = -1: every head in one unit */
+        bool all = all_heads && len < ATTN_OWN_LEN; /* h = -1: every head in one unit */
         for (int64_t h = all ? -1 : 0; h < (all ? 0 : H); h++)
             for (int64_t i0 = 0; i0 < len; i0 += R, u++)
                 ch[4 * u] = it, ch[4 * u + 1] = h, ch[4 * u + 2] = i0, ch[4 * u + 3] = i0 + R < len ? i0 + R : len;
     }
     int workers = o->workers < n ? o->workers : (int)n;
     blas_fns own = {.name = "ragjit", .own = sgemm_kernel_get(SGEMM_BEST)};
-    const blas_fns *own_fns = gm->dtype == RJ_F32 && !bl->own && maxlen >= ATTN_OWN_LEN ? &own : NULL;
+    const blas_fns *own_fns = (gm->dtype == RJ_F32 || half) && !bl->own && maxlen >= ATTN_OWN_LEN ? &own : NULL;
     int64_t K = run_dim(v, gm->K), N = run_dim(v, gm->N), big = maxlen > K ? maxlen : K;
     int64_t c_bytes = (R * maxlen * (int64_t)es + 63) / 64 * 64;
     int64_t p_bytes = (gemm_pack_bytes(own_fns ? own_fns : bl, R, maxlen > N ? maxlen : N, big) + 63) / 64 * 64;
