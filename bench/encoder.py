@@ -181,12 +181,13 @@ def main():
     firsts = {} if bf16 else {p: first_run(a, p == "prepare", p != "packed") for p in ("fresh", "prepare", "packed")}
     src = open(os.path.join(ROOT, "examples", "encoder.rj")).read()
     tdt = torch.bfloat16 if bf16 else torch.float32
+    w_np = w
     if bf16:  # the same program in bf16; the weights and the batches as PyTorch bf16 tensors
         src = src.replace("f32[", "bf16[")
-        w = {k: torch.from_numpy(v).to(tdt) for k, v in weights(np.random.default_rng(35)).items()}
+        w = {k: torch.from_numpy(v).to(tdt) for k, v in w_np.items()}
     prog = ragjit.compile(src, threads=a.threads, constants=list(w))  # weights bound once
     repack = ragjit.compile(src, threads=a.threads)  # the same, packing the weights in every call
-    model = torch_model(torch, weights(np.random.default_rng(35)), tdt)
+    model = torch_model(torch, w_np, tdt)
     batches = [list(range(s, min(s + a.batch, a.sentences))) for s in range(0, a.sentences, a.batch)]
     order = np.argsort(lens, kind="stable")
     sorted_batches = [list(order[s:s + a.batch]) for s in range(0, a.sentences, a.batch)]
