@@ -533,7 +533,7 @@ static void half_pairs(rj_ctx *ctx, const setup *s, int which, const double byte
  * against 4), the fraction of the copy bandwidth (which should be the same for both), and the
  * f32 / 16-bit ratios of time and of CPU time (half the bytes: up to 2x). Then W7 in both
  * (f32 through the BLAS's sgemm, 16-bit through the same GEMM with its operands widened to f32,
- * or sbgemm: lower/gemm_lib.c). */
+ * or an sbgemm — the BLAS's, or AMX tiles (util/amx.c) where the CPU has them: lower/gemm_lib.c). */
 static void half_table(rj_ctx *ctx, setup *s, probes *pr, probe_kind copy_kind, unsigned only, int64_t w7n, int w7reps) {
     const char *tn = rj_dtype_name(s->ht);
     printf("\n%s against f32 (same run, same data rounded to %s; GB/s of unique bytes):\n", tn, tn);
