@@ -51,6 +51,9 @@ typedef struct tile_config {
     uint8_t rows[16];
 } tile_config;
 
+/* Steps k rounded up to whole 32-step tiles. */
+static int64_t amx_kq(int64_t k) { return (k + 31) / 32 * 32; }
+
 /* The pair-interleaved tiles of B's columns [j0, j0 + 32) and steps [p0, p0 + kb): tile t of
  * step pair q at dst[(t * kq + q) * 32 + 2 * c + s] = op(B)[p0 + 2q + s][j0 + 16t + c], zeros
  * past n and past kb (kq = kb rounded up to 32, in pairs). */
@@ -165,7 +168,7 @@ AMX_TARGET static void amx_sbgemm(int order, int ta, int tb, int m, int n, int k
     uint16_t pb[2 * 32 * KMAX] __attribute__((aligned(64)));
     uint16_t edge[2 * 16 * 32] __attribute__((aligned(64)));
     for (int64_t p0 = 0; p0 < k; p0 += KMAX) {
-        int64_t kb = k - p0 < KMAX ? k - p0 : KMAX, kq = (kb + 31) / 32 * 32;
+        int64_t kb = k - p0 < KMAX ? k - p0 : KMAX, kq = amx_kq(kb);
         for (int64_t j0 = 0; j0 < n; j0 += 32) {
             pack_b(tb == BLAS_TRANS, b, ldb, n, j0, p0, kb, kq, pb);
             for (int64_t i = 0; i < m; i += 32)
@@ -178,8 +181,6 @@ AMX_TARGET static void amx_sbgemm(int order, int ta, int tb, int m, int n, int k
 /* The packed form of op(B) for many calls (every chunk of rows of one product, packed once a
  * run by the pool, or once a binding for a constant weight: cpu_gemm.c), through the packed
  * calls of gemm.c: a block of 32 columns over all of k per unit. */
-static int64_t amx_kq(int64_t k) { return (k + 31) / 32 * 32; }
-
 static int64_t amx_packed_blocks(int64_t n, int64_t k) {
     (void)k;
     return (n + 31) / 32;

@@ -164,7 +164,6 @@ typedef void amx_sbgemm_fn(int order, int ta, int tb, int m, int n, int k, float
 amx_sbgemm_fn *amx_sbgemm_get(void);
 /* The same as a kernel of gemm.c's packed calls (bf16 A rows and op(B), f32 C; its own layout),
  * for a product's chunks with op(B) packed once (cpu_gemm.c); NULL as amx_sbgemm_get. */
-typedef struct sgemm_kernel sgemm_kernel;
 const sgemm_kernel *amx_kernel(void);
 /* Which serves ("OpenBLAS 0.3.21 ... (libopenblas.so.0)", "ragjit's own sgemm (...): why"). */
 const char *blas_info(void);
