@@ -14,9 +14,9 @@ Printed, for --sentences sentences in batches of --batch (2 threads by default):
             median of the next --reps + 2 calls on the same batch: wall and CPU time (every
             thread's), page faults, and their ratios; once as a user calls it, once after
             prog.prepare() on that batch (rj_bind_prepare: the run's memory and threads made
-            ready before the first call), both with the weights bound once (constants=: the
-            first call packs them, later calls reuse them); and once without the promise (every
-            call packs them)
+            ready and the weights packed before the first call), both with the weights bound
+            once (constants=: packed by prepare() or else by the first call, reused by the later
+            ones); and once without the promise (every call packs them)
   run       ragjit on jagged batches; PyTorch padded to each batch's longest sentence; PyTorch
             sorted by length into batches (the whole set sorted once, then cut): total seconds
             for all sentences, median of --reps passes, and the ratios

@@ -693,8 +693,8 @@ RJ_API rj_status rj_bind_input(rj_bind *b, rj_node input, const void *data, int6
  * weights are the use: a runtime binds them once and runs many batches. Under the promise a
  * binding may keep what it derives from the input's contents across runs: on the CPU, the
  * weights of a matrix product packed for ragjit's sgemm (and a 16-bit weight widened to f32),
- * made by the first run that needs them and reused by the later ones, as oneDNN's prepacked
- * weights and TensorRT's constants are. The promise stays with the input: binding it again
+ * made by rj_bind_prepare or else by the first run that needs them, and reused by the later
+ * ones, as oneDNN's prepacked weights and TensorRT's constants are. The promise stays with the input: binding it again
  * (rj_bind_input, rj_bind_tensor, rj_bind_dlpack; another pointer or the same one, which is how
  * a caller says that the contents changed) drops what was kept, and the next run makes it
  * again; so does calling rj_bind_constant again. The kept copies are the binding's memory:
@@ -718,8 +718,9 @@ RJ_API rj_status rj_bind_output_numel(rj_bind *b, rj_node output, int64_t *numel
  * allocates them with the run's scratch and the outputs ragjit places, counting all of it
  * against the memory limit (a plan above the limit fails here, with the message a run would
  * give), touches every page of it on the worker threads (started here, not by the run), and
- * compiles the kernels that are compiled on first use. Runs with the same or smaller sizes then
- * allocate nothing and fault no page in; rj_bind_stats reports temp_bytes before any run.
+ * compiles the kernels that are compiled on first use, and makes the copies kept of inputs
+ * promised constant (rj_bind_constant). Runs with the same or smaller sizes then allocate
+ * nothing and fault no page in; rj_bind_stats reports temp_bytes before any run.
  * Optional: a run does whatever is not done yet. Binding anything again keeps what it made (a
  * run grows it if needed) but voids rj_bind_stats' report of it. On GPU targets and the
  * reference interpreter it only checks. */

@@ -9,8 +9,9 @@
  * weight (two products over different columns of v) and a 16-bit weight widened to f32.
  *
  * That the copies are kept is checked from outside: rj_bind_stats' const_bytes covers every
- * weight (after rj_bind_prepare too), and a weight changed in place without binding it again (breaking the promise) still
- * gives the old results, so the run did use what it kept. Binding it again (the same pointer),
+ * weight (after rj_bind_prepare too), and a weight changed in place without binding it again
+ * (breaking the promise) still gives the old results, so the run did use what it kept, and
+ * rj_bind_prepare made the copies (a weight changed between it and the first run is not seen). Binding it again (the same pointer),
  * or renewing the promise, must give the new results: a cache that is not dropped fails there.
  */
 #include "stdenv.h"
@@ -170,7 +171,7 @@ static void test_const_same_bits(void **state) {
         assert_true(st.const_bytes >= widened + packed);
         assert_true(st.const_bytes <= (widened + packed) * 3 / 2);
 #endif
-        /* rj_bind_prepare lays out and allocates the copies (packed by the first run) */
+        /* rj_bind_prepare lays out, allocates and makes the copies */
         rj_bind *ready = bound(f, &m, m.p, true);
         rj_run_stats sp;
         assert_ok(f->ctx, rj_bind_prepare(ready));
@@ -195,6 +196,8 @@ static void test_const_rebind(void **state) {
     rj_bind *kept = bound(f, &m, m.p, true);
     void *old[4] = {0}, *now[4] = {0}, *want[4] = {0};
     run_into(f, &m, m.p, kept, old);
+    rj_bind *ready = bound(f, &m, m.p, true); /* its copies made by rj_bind_prepare, before any run */
+    assert_ok(f->ctx, rj_bind_prepare(ready));
     float *w = m.data[1], *v = m.data[3];
     uint16_t *h = m.data[5];
     for (int64_t i = 0; i < NY * K; i++) w[i] = -w[i] * 0.5f;
@@ -206,6 +209,9 @@ static void test_const_rebind(void **state) {
     /* the promise broken (contents changed, nothing bound): the kept copies are what runs use */
     run_into(f, &m, m.p, kept, now);
     assert_same_bits(old, now, "a run whose constant weights changed unannounced");
+    run_into(f, &m, m.p, ready, now);
+    assert_same_bits(old, now, "the first run after rj_bind_prepare, the weights changed unannounced since");
+    rj_bind_free(ready);
     /* bound again, at the same addresses: the new contents */
     assert_ok(f->ctx, rj_bind_input(kept, m.in[1], w, NY * K));
     assert_ok(f->ctx, rj_bind_input(kept, m.in[3], v, K * NV));

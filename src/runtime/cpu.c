@@ -539,8 +539,9 @@ static bool streams(const run_view *v, const lprog *lp, const lkernel *k) {
     return bytes > cpu_stream_threshold(v->ctx);
 }
 
-/* A run, or with dry everything of one but the kernels (cpu_prepare): the same walk sizes the
- * scratch, so that what a prepared binding holds is what its runs use. */
+/* A run, or with dry everything of one but the kernels (cpu_prepare; the copies of constant
+ * weights are made): the same walk sizes the scratch, so that what a prepared binding holds is
+ * what its runs use. */
 static rj_status cpu_exec(const run_view *v, bool dry) {
     rj_ctx *ctx = v->ctx;
     const lprog *lp = v->lp;

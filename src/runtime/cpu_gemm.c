@@ -429,8 +429,8 @@ static bool rows_fine(const sgemm_kernel *pk, int64_t units, int workers, int64_
 /* A model's weights are the same in every run, yet every run packed (or widened) each
  * product's w again: 4.6% of the encoder's run, 42 MB read and written for six layers, and
  * ~10% of a CoLA-sized attention module's. Where w is an input promised constant, the packed
- * (widened) w is made by the first run that needs it into a copy the binding keeps, and later
- * runs use it as it is. Packing does not change the arithmetic: the same kernel multiplies the
+ * (widened) w is made by rj_bind_prepare, or else by the first run that needs it, into a copy
+ * the binding keeps, and later runs use it as it is. Packing does not change the arithmetic: the same kernel multiplies the
  * same panels, so results are the same bits with and without the promise.
  *
  * The copies of all products share one block of the binding, laid out once for the products
@@ -859,22 +859,25 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     int64_t sw = kc ? 0 : w_bytes, bytes = sw + per * workers + (kc ? 0 : wp);
     bool nt = k->has_nt && units * N * (int64_t)rj_dtype_size((rj_dtype)gm->dtype) > cpu_stream_threshold(ctx);
     char *sc = cpu_run_scratch(v, o, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
-    if (!sc) return s;
+    if (!sc && (s || !kc)) return s; /* sized only (dry), unless a constant's copy is to be made */
     int64_t key[7] = {pk ? 1 : 2, (int64_t)(uintptr_t)pk, N, K, gm->w_off, gm->w_ld, gm->w_nk};
     bool fresh = !kc || const_stale(v, ki, key);
+    if (!sc && !fresh) return RJ_OK;
     pool *team = ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = m}, .lp = lp, .bl = bl, .K = K,
-                  .N = N, .R = R, .units = units, .es = es, .esc = esc, .sc = sc + sw, .per = per,
+                  .N = N, .R = R, .units = units, .es = es, .esc = esc, .sc = sc ? sc + sw : NULL, .per = per,
                   .a_bytes = a_bytes, .c_bytes = c_bytes,
                   .w = {.p = (const char *)(uintptr_t)m->buf[gm->w_buf], .off = gm->w_off, .ld = gm->w_ld},
                   .pk = pk, .packed_w = pk ? (float *)(kc ? kc : sc + sw + per * workers) : NULL,
                   .nt = nt};
+    /* a constant's copy is made by the first run that needs it, or ahead of it by
+     * rj_bind_prepare (dry: sc is NULL, the copy all that is made) */
     if (fresh) widen_run(ctx, o->workers, &wj, nw, (float *)(kc ? kc : sc), &g);
     else if (nw) g.w = (wsrc){.p = kc};
     if (pk && fresh) {
         int64_t blocks = sgemm_packed_b_blocks(pk, N, K);
         pool_run(ctx, team, blocks, workers < blocks ? workers : (int)blocks, pack_w_task, &g);
     }
-    pool_run(ctx, team, nchunks, workers, gemm_rows_task, &g);
+    if (sc) pool_run(ctx, team, nchunks, workers, gemm_rows_task, &g);
     return RJ_OK;
 }
