@@ -400,18 +400,21 @@ static double probe_bytes(const probes *pr, probe_kind k) {
     return (k == P_READ ? 1.0 : k < P_TRIAD ? 2.0 : 3.0) * (double)pr->n * 4;
 }
 
-/* One run of probe k, in seconds. */
-static double probe_run(probes *pr, probe_kind k) {
+/* One run of probe k over the arrays' first n elements, in seconds. */
+static double probe_run_n(probes *pr, probe_kind k, int64_t n) {
     double t0 = now();
     switch (k) {
-    case P_COPY: base_copy(pr->a, pr->b, pr->n, pr->threads); break;
-    case P_COPY_NT: base_copy_nt(pr->a, pr->b, pr->n, pr->threads); break;
-    case P_TRIAD: base_triad(pr->a, pr->b, pr->c, 3.0f, pr->n, pr->threads); break;
-    case P_TRIAD_NT: base_triad_nt(pr->a, pr->b, pr->c, 3.0f, pr->n, pr->threads); break;
-    default: pr->sink += base_read(pr->b, pr->n, pr->threads); break;
+    case P_COPY: base_copy(pr->a, pr->b, n, pr->threads); break;
+    case P_COPY_NT: base_copy_nt(pr->a, pr->b, n, pr->threads); break;
+    case P_TRIAD: base_triad(pr->a, pr->b, pr->c, 3.0f, n, pr->threads); break;
+    case P_TRIAD_NT: base_triad_nt(pr->a, pr->b, pr->c, 3.0f, n, pr->threads); break;
+    default: pr->sink += base_read(pr->b, n, pr->threads); break;
     }
     return now() - t0;
 }
+
+/* One run of probe k, in seconds. */
+static double probe_run(probes *pr, probe_kind k) { return probe_run_n(pr, k, pr->n); }
 
 /* W4 and the hand-written sums of base_w4_rows, each run followed by a read probe: the
  * medians of their read GB/s over the probe's. What separates ragjit's kernel from the probe
@@ -494,32 +497,36 @@ static double cpu_now(void) {
 }
 
 /* Workload `which` in f32 and in the 16-bit type run alternately, reps pairs (each run followed
- * by the copy probe): into o the median f32 and 16-bit times, their fractions of the copy
- * bandwidth (bytes moved per second over the probe's), the median of the pairs' f32/16 time
- * ratios, and of their ratios of process CPU time (all threads: on a loaded machine what a run
- * costs, where wall time is mostly the other jobs; read it with --threads 1, as idle workers
- * may spin). */
+ * by the copy probe over as many bytes as its input: the f32 arrays, or their first half):
+ * into o the median f32 and 16-bit times, their fractions of the copy bandwidth (bytes moved
+ * per second over the probe's), the median of the pairs' f32/16 time ratios, of their ratios
+ * of process CPU time, and of the two copies' time ratio (what half the bytes gives the
+ * machine's own copy at the same moments). CPU time is all threads': on a loaded machine what
+ * a run costs, where wall time is mostly the other jobs; read it with --threads 1, as idle
+ * workers may spin. */
 static void half_pairs(rj_ctx *ctx, const setup *s, int which, const double bytes[2], probes *pr, probe_kind ck,
                        double o[6]) {
     wl wk[2] = {make_workload_t(ctx, s, which, RJ_F32), make_workload_t(ctx, s, which, s->ht)};
     int n = s->reps;
-    double *v = malloc(sizeof(double) * (size_t)n * 6);
+    double *v = malloc(sizeof(double) * (size_t)n * 7);
     if (!v) die(ctx, "out of memory");
     for (int k = 0; k < 2; k++)
         if (rj_program_run(wk[k].p, wk[k].b)) die(ctx, wk[k].name); /* warm-up: pages, caches */
     for (int r = 0; r < n; r++) {
-        double wall[2], cpu[2];
+        double wall[2], cpu[2], copy[2];
         for (int k = 0; k < 2; k++) {
             double t0 = now(), c0 = cpu_now();
             if (rj_program_run(wk[k].p, wk[k].b)) die(ctx, wk[k].name);
             cpu[k] = cpu_now() - c0, wall[k] = now() - t0;
             v[n * k + r] = wall[k];
-            v[n * (2 + k) + r] = (bytes[k] / wall[k]) / (probe_bytes(pr, ck) / probe_run(pr, ck));
+            copy[k] = probe_run_n(pr, ck, k ? pr->n / 2 : pr->n); /* the copy of as many bytes */
+            v[n * (2 + k) + r] = (bytes[k] / wall[k]) / (probe_bytes(pr, ck) / (k ? 2 : 1) / copy[k]);
         }
         v[n * 4 + r] = wall[0] / wall[1];
         v[n * 5 + r] = cpu[0] / cpu[1];
+        v[n * 6 + r] = copy[0] / copy[1];
     }
-    for (int q = 0; q < 6; q++) o[q] = median(v + n * q, n);
+    for (int q = 0; q < 7; q++) o[q] = median(v + n * q, n);
     free(v);
     for (int k = 0; k < 2; k++) {
         rj_bind_free(wk[k].b);
@@ -530,25 +537,27 @@ static void half_pairs(rj_ctx *ctx, const setup *s, int which, const double byte
 
 /* --dtype bf16|f16: W1..W6 in the 16-bit type against the same workloads in f32, in the same
  * run, alternating (half_pairs): each one's time and GB/s of unique bytes (2 bytes an element
- * against 4), the fraction of the copy bandwidth (which should be the same for both), and the
- * f32 / 16-bit ratios of time and of CPU time (half the bytes: up to 2x). Then W7 in both
+ * against 4), the fraction of the copy bandwidth of as many bytes (which should be the same for
+ * both), the f32 / 16-bit ratios of time and of CPU time (half the bytes: up to 2x), and the
+ * same ratio for the copies themselves (half the bytes is not half the time where a copy's
+ * fixed costs, such as writing back what the cache holds dirty, do not halve). Then W7 in both
  * (f32 through the BLAS's sgemm, 16-bit through the same GEMM with its operands widened to f32,
  * or an sbgemm — the BLAS's, or AMX tiles (util/amx.c) where the CPU has them: lower/gemm_lib.c). */
 static void half_table(rj_ctx *ctx, setup *s, probes *pr, probe_kind copy_kind, unsigned only, int64_t w7n, int w7reps) {
     const char *tn = rj_dtype_name(s->ht);
     printf("\n%s against f32 (same run, same data rounded to %s; GB/s of unique bytes):\n", tn, tn);
-    printf("%-24s %9s %8s %7s %9s %8s %7s %9s %8s\n", "workload", "f32 ms", "GB/s", "/copy", "16-bit ms", "GB/s", "/copy",
-           "f32/16", "cpu f/16");
+    printf("%-24s %9s %8s %7s %9s %8s %7s %9s %8s %9s\n", "workload", "f32 ms", "GB/s", "/copy", "16-bit ms", "GB/s",
+           "/copy", "f32/16", "cpu f/16", "copy f/16");
     double N = (double)s->rows * (double)s->D;
     for (int which = 1; which <= 6; which++) {
         if (!(only >> which & 1)) continue;
         double out_elems = which == 4 ? (double)(s->B * s->D) : which == 6 ? (double)(s->B * s->L * s->D) : N;
-        double o[6], bytes[2] = {(N + out_elems) * 4, (N + out_elems) * 2};
+        double o[7], bytes[2] = {(N + out_elems) * 4, (N + out_elems) * 2};
         half_pairs(ctx, s, which, bytes, pr, copy_kind, o);
         static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)", "W3 unpad(pad(x)*2+1)",
                                             "W4 sum(x,1)", "W5 layer_norm(x,D)", "W6 pad(x) output"};
-        printf("%-24s %9.3f %8.2f %7.2f %9.3f %8.2f %7.2f %9.2f %8.2f\n", names[which], o[0] * 1e3,
-               bytes[0] / o[0] / 1e9, o[2], o[1] * 1e3, bytes[1] / o[1] / 1e9, o[3], o[4], o[5]);
+        printf("%-24s %9.3f %8.2f %7.2f %9.3f %8.2f %7.2f %9.2f %8.2f %9.2f\n", names[which], o[0] * 1e3,
+               bytes[0] / o[0] / 1e9, o[2], o[1] * 1e3, bytes[1] / o[1] / 1e9, o[3], o[4], o[5], o[6]);
     }
     if (!(only >> 7 & 1)) return;
     int64_t K = s->D, Nn = w7n;
@@ -961,6 +970,16 @@ int main(int argc, char **argv) {
     rj_target target = RJ_TARGET_CPU;
     rj_dtype half = RJ_F32; /* --dtype: a 16-bit type also measured against f32 (half_table) */
     if (argc == 4 && !strcmp(argv[1], "--disk-hit-child")) return disk_hit_child(argv[2], argv[3]);
+    /* The probes and C loops run on OpenMP (libgomp), whose idle threads spin by default after a
+     * parallel loop, on the very processors ragjit's run after it needs: W1 took 1.25x longer on
+     * 2 threads (9.1 ms against 7.3, f32 and bf16 alike), ragjit's worker sharing its core with
+     * a spinning OpenMP thread. libgomp reads the policy once, before main: so bench starts
+     * itself again with idle OpenMP threads asleep, as ragjit's own workers sleep, unless the
+     * caller chose a policy. */
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        execv("/proc/self/exe", argv); /* on failure, go on as started */
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
@@ -1040,8 +1059,9 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < s.D; i++) s.w[i] = 1.0f + (float)i / (float)s.D, s.bias[i] = 0.25f;
     double N = (double)s.rows * (double)s.D;
     printf("ragjit bench: B=%lld, lengths 1..%lld (total %lld rows), D=%lld, f32, %d threads, "
-           "median of %d%s\nBLAS: %s\n\n", (long long)s.B, (long long)maxlen, (long long)s.rows,
-           (long long)s.D, s.threads, s.reps, quick ? " (QUICK: numbers are meaningless)" : "", rj_blas_info());
+           "median of %d%s\nBLAS: %s\nOMP_WAIT_POLICY=%s (the probes' and C loops' idle threads)\n\n",
+           (long long)s.B, (long long)maxlen, (long long)s.rows, (long long)s.D, s.threads, s.reps,
+           quick ? " (QUICK: numbers are meaningless)" : "", rj_blas_info(), getenv("OMP_WAIT_POLICY"));
     print_load("before");
 
     probes pr = {.n = s.rows * s.D, .threads = s.threads};
