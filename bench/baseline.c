@@ -84,6 +84,33 @@ void base_w1(float *restrict y, const float *restrict x, const float *restrict w
         }
 }
 
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Round to nearest even; a NaN stays a (quiet) NaN. */
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)(u >> 16 | 0x40) : (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+/* W1 in bf16 with PyTorch's rounding per op (x * w rounded, then + b, relu, rounded): the same
+ * bits as ragjit's, in plain C that GCC vectorises. */
+void base_w1_bf16(uint16_t *restrict y, const uint16_t *restrict x, const uint16_t *restrict w,
+                  const uint16_t *restrict b, int64_t rows, int64_t D, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++) {
+            float p = bf16_to_f32(f32_to_bf16(bf16_to_f32(x[r * D + d]) * bf16_to_f32(w[d])));
+            float v = p + bf16_to_f32(b[d]);
+            y[r * D + d] = f32_to_bf16(v < 0 ? 0 : v);
+        }
+}
+
 void base_w2(float *restrict y, const float *restrict x, const int64_t *off, int64_t B, int64_t D,
              int threads) {
 #pragma omp parallel num_threads(threads)

@@ -12,6 +12,8 @@ void base_copy_nt(float *dst, const float *src, int64_t n, int threads);
 void base_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);
 void base_triad_nt(float *a, const float *b, const float *c, float s, int64_t n, int threads);
 void base_w1(float *y, const float *x, const float *w, const float *b, int64_t rows, int64_t D, int threads);
+void base_w1_bf16(uint16_t *y, const uint16_t *x, const uint16_t *w, const uint16_t *b, int64_t rows, int64_t D,
+                  int threads);
 void base_w2(float *y, const float *x, const int64_t *off, int64_t B, int64_t D, int threads);
 void base_w3(float *y, const float *x, int64_t n, int threads);
 void base_w4(float *y, const float *x, const int64_t *off, int64_t B, int64_t D, int threads);

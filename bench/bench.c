@@ -28,7 +28,8 @@
  *   bench [--quick] [--threads N] [--reps N] [--only W2,W8,...] [--target cpu|cuda|opencl] [--dtype bf16|f16]
  * --quick shrinks everything (CI runs it as a smoke test; its numbers mean nothing).
  * --only runs just the named CPU workloads (the bandwidth probes and compile lines still run).
- * --dtype bf16 (or f16) adds a table of W1..W6 and W7 in that type against f32 (half_table).
+ * --dtype bf16 (or f16) adds a table of W1..W6 and W7 in that type against f32 (half_table);
+ * with bf16, W1 also as plain C loops in both types (its bits checked against ragjit's).
  *
  * With --target cuda or opencl the same workloads run on the device at the GPU issue's size
  * (B = 2048, lengths 1..1024, D = 256: 1.08 GB a tensor), plus W2 and W4 with one item 1000x
@@ -535,6 +536,47 @@ static void half_pairs(rj_ctx *ctx, const setup *s, int which, const double byte
     }
 }
 
+/* W1 as hand-written C in f32 and in bf16 (bench/baseline.c), run alternately as half_pairs
+ * runs ragjit's, each followed by the copy probe: how much half the bytes gives a plain loop on
+ * this machine at the same moments. The C loop's bf16 output must equal ragjit's bit for bit
+ * (PyTorch's rounding per op on both sides). */
+static void half_c_w1(rj_ctx *ctx, const setup *s, probes *pr, probe_kind ck, double ragjit_ratio) {
+    int64_t n = s->rows * s->D;
+    float *yf = falloc(n);
+    uint16_t *yh = malloc(sizeof(uint16_t) * (size_t)n);
+    double *v = malloc(sizeof(double) * (size_t)s->reps * 3);
+    if (!yh || !v) die(ctx, "out of memory");
+    wl wk = make_workload_t(ctx, s, 1, RJ_BF16);
+    rj_tensor_info ti;
+    if (rj_program_run(wk.p, wk.b) || rj_tensor_get_info(rj_bind_result(wk.b, wk.out), &ti)) die(ctx, "W1 bf16");
+    base_w1_bf16(yh, s->xh, s->wh, s->biash, s->rows, s->D, s->threads);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += ((const uint16_t *)ti.values)[i] != yh[i];
+    if (bad) {
+        fprintf(stderr, "bench: W1 in bf16: %lld elements of the C loop differ from ragjit's\n", (long long)bad);
+        exit(1);
+    }
+    base_w1(yf, s->x, s->w, s->bias, s->rows, s->D, s->threads); /* warm-up */
+    for (int r = 0; r < s->reps; r++) {
+        double t0 = now();
+        base_w1(yf, s->x, s->w, s->bias, s->rows, s->D, s->threads);
+        double tf = now() - t0;
+        probe_run(pr, ck);
+        t0 = now();
+        base_w1_bf16(yh, s->xh, s->wh, s->biash, s->rows, s->D, s->threads);
+        double th = now() - t0;
+        probe_run_n(pr, ck, pr->n / 2);
+        v[r] = tf, v[s->reps + r] = th, v[2 * s->reps + r] = tf / th;
+    }
+    printf("%-24s %9.3f %8s %7s %9.3f %8s %7s %9.2f   (ragjit's %.2f; the same bits as ragjit's bf16)\n", "W1 as C loops",
+           median(v, s->reps) * 1e3, "", "", median(v + s->reps, s->reps) * 1e3, "", "", median(v + 2 * s->reps, s->reps),
+           ragjit_ratio);
+    rj_bind_free(wk.b);
+    rj_program_free(wk.p);
+    rj_graph_free(wk.g);
+    free(v), free(yh), free(yf);
+}
+
 /* --dtype bf16|f16: W1..W6 in the 16-bit type against the same workloads in f32, in the same
  * run, alternating (half_pairs): each one's time and GB/s of unique bytes (2 bytes an element
  * against 4), the fraction of the copy bandwidth of as many bytes (which should be the same for
@@ -558,6 +600,7 @@ static void half_table(rj_ctx *ctx, setup *s, probes *pr, probe_kind copy_kind, 
                                             "W4 sum(x,1)", "W5 layer_norm(x,D)", "W6 pad(x) output"};
         printf("%-24s %9.3f %8.2f %7.2f %9.3f %8.2f %7.2f %9.2f %8.2f %9.2f\n", names[which], o[0] * 1e3,
                bytes[0] / o[0] / 1e9, o[2], o[1] * 1e3, bytes[1] / o[1] / 1e9, o[3], o[4], o[5], o[6]);
+        if (which == 1 && s->ht == RJ_BF16) half_c_w1(ctx, s, pr, copy_kind, o[4]);
     }
     if (!(only >> 7 & 1)) return;
     int64_t K = s->D, Nn = w7n;
