@@ -147,7 +147,7 @@ def run_seed(args, tally, seed, target, usage, work):
         return
     tally.count_program(prog, pattern, dat.holes)
     try:
-        refs = check.references(prog, dat)
+        refs = check.references(prog, dat, target)
     except Exception:  # noqa: BLE001
         tally.failed += 1
         print(f"FAIL seed {seed}: the reference failed (a tester bug)\n{prog.text()}{traceback.format_exc()}")

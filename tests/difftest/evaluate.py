@@ -136,6 +136,8 @@ def ev_matmul(n, vals, env):
     if b.kind == "jT":  # q @ k.transpose(1, 2): per-item blocks
         return Val(kind(n.shape), n.dtype, [x @ y.T for x, y in zip(a.data, b.data)])
     if a.itemised and b.itemised:  # p @ v; per head (NumPy's matmul batches over H): q @ kT, p @ v
+        if n.args[0].op == "softmax":  # an explicit attention, which may run fused
+            return Val(kind(n.shape), n.dtype, [weigh(x, y, env) for x, y in zip(a.data, b.data)])
         return Val(kind(n.shape), n.dtype, [x @ y for x, y in zip(a.data, b.data)])
     return ref.map_val(a, lambda x: x @ b.data, dtype=n.dtype)
 
@@ -239,6 +241,18 @@ def ev_const(n, vals, env):
     return map_conv(Val("dense", src, a), n.dtype, env.ft) if n.dtype != src else Val("dense", src, a)
 
 
+def weigh(p, z, env):
+    """p @ z for attention weights p and values z; with env.hidden_v a key weighed by 0 adds 0
+    whatever its value (no 0 * inf), as a kernel that does not read it."""
+    if not env.hidden_v or np.all(np.isfinite(z)):
+        return p @ z
+    out = np.empty(p.shape[:-1] + z.shape[-1:], dtype=np.result_type(p, z))
+    for i0 in range(0, p.shape[-2], 32):  # rows in blocks: the terms are [.., rows, S, C]
+        pb = p[..., i0:i0 + 32, :, None]
+        out[..., i0:i0 + 32, :] = np.where(pb == 0, 0, pb * z[..., None, :, :]).sum(axis=-2)
+    return out
+
+
 def safe_softmax(s, ft):
     """PyTorch's SDPA softmax over the last dim: a row of -inf (fully masked) gives 0, not NaN."""
     if s.shape[-1] == 0:
@@ -273,7 +287,7 @@ def ev_sdpa(n, vals, env):
         if mask is not None:
             m = mask.data[b]  # itemised: [B, j1, j2], [B, 1, j2], per head [B, 1, j1, j2]
             s = np.where(m, s, ft(-np.inf)) if mask.dtype == "bool" else r16(s + np.asarray(m, ft))
-        o = safe_softmax(s, ft) @ z
+        o = weigh(safe_softmax(s, ft), z, env)
         if s.shape[-1]:  # a fully masked row is 0 (the guide), even where a value it weighs by 0 is NaN
             o = np.where(np.isneginf(np.max(s, axis=-1, keepdims=True)), ft(0), o)
         out.append(np.asarray(o, ft))

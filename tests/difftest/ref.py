@@ -38,9 +38,12 @@ class Val:
 class Env:
     """What a run binds: B, the lengths, named sizes, and the float type to compute in."""
 
-    def __init__(self, lens, sizes, ft, lens2=None):
+    def __init__(self, lens, sizes, ft, lens2=None, hidden_v=False):
         self.lens, self.sizes, self.ft, self.B = list(lens), dict(sizes), ft, len(lens)
         self.lens2 = list(lens2) if lens2 is not None else list(lens)  # the second class j2's lengths
+        # the GPU tiles' reading of a mask (the guide, "Masks bound the key tiles"): a key an
+        # attention row weighs by 0 may not be read, so its v adds 0 even where it is inf or NaN
+        self.hidden_v = hidden_v
 
     def dim(self, d):
         if isinstance(d, int):
