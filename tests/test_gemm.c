@@ -310,16 +310,43 @@ static void test_head_gemm(void **state) {
                 }
 }
 
+/* x rounded to bf16 by the definition: of the two bf16 values around it (its bits truncated, and
+ * the next one up in magnitude) the nearer, the one with an even last bit on a tie; past the
+ * largest finite value the next one is 2^128, which rounds to inf. */
+static float bf16_nearest(float x) {
+    if (isnan(x) || isinf(x)) return x;
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t lo = u & 0xFFFF0000u, hi = lo + 0x10000u;
+    float flo, fhi;
+    memcpy(&flo, &lo, sizeof flo);
+    memcpy(&fhi, &hi, sizeof fhi);
+    double dlo = fabs((double)x - (double)flo);
+    double dhi = fabs((double)x - (isinf(fhi) ? copysign(ldexp(1.0, 128), (double)x) : (double)fhi));
+    return dlo < dhi || (dlo == dhi && !(lo & 0x10000u)) ? flo : fhi;
+}
+
+/* x rounded to the 16-bit format of round (HS_ROUND_*), by the compiler's _Float16 for f16
+ * (test_head_softmax leaves f16 out where the compiler has none). */
+static float round16_ref(float x, int round) {
+#if defined(__FLT16_MAX__)
+    if (round == HS_ROUND_F16) return __extension__(float)(_Float16)x;
+#endif
+    return round == HS_ROUND_BF16 ? bf16_nearest(x) : x;
+}
+
 /* The softmax's weights of one row of n scores, in float64 from the f32 x = s * scale (s /
- * scale where div) that F's f32 op gives: the reference head_softmax_rows must meet. */
-static void softmax_ref(const float *s, int64_t n, float scale, bool div, bool safe, double *p) {
+ * scale where div) that F's f32 op gives (in 16-bit, s rounded to the format and x rounded
+ * again): the reference head_softmax_rows must meet. */
+static void softmax_ref(const float *s, int64_t n, float scale, bool div, bool safe, int round, double *p,
+                        double *shift) {
     double m = -INFINITY, l = 0;
     for (int64_t j = 0; j < n; j++) {
-        float x = div ? s[j] / scale : s[j] * scale;
+        float r = round16_ref(s[j], round), x = round16_ref(div ? r / scale : r * scale, round);
         p[j] = x, m = x > m ? x : m;
     }
     if (m == -INFINITY) m = 0;
-    for (int64_t j = 0; j < n; j++) l += p[j] = exp(p[j] - m);
+    for (int64_t j = 0; j < n; j++) shift[j] = isfinite(p[j]) ? fabs(p[j] - m) : 0, l += p[j] = exp(p[j] - m);
     for (int64_t j = 0; j < n; j++) p[j] = safe && l == 0 ? 0 : p[j] / l; /* 0/0: NaN */
 }
 
@@ -327,7 +354,10 @@ static void softmax_ref(const float *s, int64_t n, float scale, bool div, bool s
  * place: rows of 1 to 300 scores (its 16-lane vectors and their masked tails), rows ldc apart
  * (the gaps' 7s must stay), a scale, a divisor or none, scores of -inf (weights exactly 0), a
  * row all -inf (NaN, or 0 in the safe form), a row whose scores overflow exp without the shift,
- * against float64 within (n + 8) eps of each weight. Skipped without AVX-512. */
+ * scores as they are or as 16-bit values (rounded to bf16 or f16 before and after the scale),
+ * against float64 within (n + 8 + |x - m'|) eps of each weight (x - m' rounds in f32): a
+ * rounding left out moves weights by hundreds of eps. Row 3 of 16-bit scores holds ties, the largest values and subnormals of the
+ * format. Skipped without AVX-512. */
 static void test_head_softmax(void **state) {
     (void)state;
     if (!head_softmax_ok()) {
@@ -335,16 +365,20 @@ static void test_head_softmax(void **state) {
         return;
     }
     static const int64_t ns[] = {1, 5, 16, 17, 45, 64, 300};
-    static const float scales[] = {1.0f, 0.125f, 8.0f};
+    static const float scales[] = {1.0f, 0.125f, 8.0f, 0.17677669f}; /* the last one, 1/sqrt(32), inexact */
     uint64_t rng = 36;
     for (int ni = 0; ni < 7; ni++)
-        for (int si = 0; si < 3; si++)
+        for (int si = 0; si < 4; si++)
             for (int div = 0; div < 2; div++)
-                for (int safe = 0; safe < 2; safe++) {
+                for (int safe = 0; safe < 4; safe++) {
+                    int round = safe < 2 ? HS_ROUND_NONE : ni % 2 ? HS_ROUND_BF16 : HS_ROUND_F16;
+#if !defined(__FLT16_MAX__)
+                    if (round == HS_ROUND_F16) continue;
+#endif
                     int64_t n = ns[ni], ldc = n + 3, m = 5;
                     float *c = malloc(sizeof(float) * (size_t)(m * ldc)), *s = malloc(sizeof(float) * (size_t)(m * ldc));
-                    double *want = malloc(sizeof(double) * (size_t)n);
-                    assert_true(c && s && want);
+                    double *want = malloc(sizeof(double) * (size_t)n), *shift = malloc(sizeof(double) * (size_t)n);
+                    assert_true(c && s && want && shift);
                     for (int64_t i = 0; i < m * ldc; i++) {
                         rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
                         float u = (float)((rng >> 40) & 0xFFFF) / 65536.0f;
@@ -353,10 +387,14 @@ static void test_head_softmax(void **state) {
                     }
                     for (int64_t j = 0; j < n; j++) s[ldc + j] = -INFINITY; /* row 1: every key masked */
                     for (int64_t j = 0; j < n; j++) s[2 * ldc + j] = 1000.0f + (float)j; /* row 2: exp(x) overflows */
+                    static const float edges[] = {1.00390625f, 1.01171875f, 3.3895314e38f, 6.5504e4f, 6.5519e4f,
+                                                  1e-40f, 5.9604645e-8f, -2.9802322e-8f, 1.0009766f, -7.0f};
+                    if (round) /* row 3: ties, the largest values, subnormals (of bf16, of f16) */
+                        for (int64_t j = 0; j < n; j++) s[3 * ldc + j] = edges[j % 10];
                     memcpy(c, s, sizeof(float) * (size_t)(m * ldc));
-                    head_softmax_rows(m, n, c, ldc, scales[si], div, safe);
+                    head_softmax_rows(m, n, c, ldc, scales[si], div, safe & 1, round);
                     for (int64_t i = 0; i < m; i++) {
-                        softmax_ref(s + i * ldc, n, scales[si], div, safe, want);
+                        softmax_ref(s + i * ldc, n, scales[si], div, safe & 1, round, want, shift);
                         for (int64_t j = 0; j < ldc; j++) {
                             float got = c[i * ldc + j];
                             if (j >= n) {
@@ -367,15 +405,16 @@ static void test_head_softmax(void **state) {
                                 assert_true(isnan(got));
                                 continue;
                             }
-                            double tol = (double)(n + 8) * FLT_EPSILON * fabs(want[j]) + 1e-38;
+                            /* x - m' rounds in f32: exp's relative error grows with |x - m'| */
+                            double tol = ((double)(n + 8) + shift[j]) * FLT_EPSILON * fabs(want[j]) + 1e-38;
                             if (!(fabs((double)got - want[j]) <= tol))
-                                fail_msg("n %lld scale %g div %d safe %d row %lld col %lld: %.9g, want %.9g",
-                                         (long long)n, (double)scales[si], div, safe, (long long)i, (long long)j,
-                                         (double)got, want[j]);
+                                fail_msg("n %lld scale %g div %d safe %d round %d row %lld col %lld: %.9g, want %.9g",
+                                         (long long)n, (double)scales[si], div, safe & 1, round, (long long)i,
+                                         (long long)j, (double)got, want[j]);
                             if (want[j] == 0) assert_true(got == 0.0f);
                         }
                     }
-                    free(c), free(s), free(want);
+                    free(c), free(s), free(want), free(shift);
                 }
 }
 

@@ -259,9 +259,10 @@ typedef struct lgemm {
     rj_dim K, N;         /* GEMM_ATTN: E (q's and k's columns a head) and Dv, constants */
     lview att[4];        /* GEMM_ATTN: q, k, v and the attention's result o */
     int64_t heads, kv_heads; /* GEMM_ATTN: H (1 without heads) and Hkv, dividing H */
-    bool att_plain;      /* GEMM_ATTN, f32: the scores' function F is the product times att_scale
-                          * (over it where att_div; 1: the product itself), so the runtime may
-                          * compute the weights itself (util/head_softmax.c), not this kernel */
+    bool att_plain;      /* GEMM_ATTN: the scores' function F is the product times att_scale
+                          * (over it where att_div; 1: the product itself), each rounded to the
+                          * attention's type, so the runtime may compute the weights itself
+                          * (util/head_softmax.c), not this kernel */
     bool att_div;
     bool att_safe;       /* GEMM_ATTN: a row of zero sum gives 0 weights, not NaN (SDPA's) */
     float att_scale;

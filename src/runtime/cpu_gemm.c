@@ -30,10 +30,12 @@
  * unit, so that the next head's q, k and v are prefetched while one computes (a head's columns
  * of the QKV projection's rows are 6 KiB apart, a stride the hardware prefetchers miss).
  *
- * Between an f32 attention's two products, the softmax's weights come from util/head_softmax.c
- * where the scores' function is the product times or over a constant (lgemm.att_plain) and the
- * CPU has AVX-512: a plain loop over each row's vectors, where the JIT's kernel paid a loop nest
- * per row (any other function keeps the kernel). A projection's epilogue streams its rows past
+ * Between an attention's two products, the softmax's weights come from util/head_softmax.c
+ * where the scores' function is the product times or over a constant (lgemm.att_plain; in a
+ * 16-bit attention each rounded to the format, as the kernel rounds them) and the CPU has
+ * AVX-512: a plain loop over each row's vectors, where the JIT's kernel paid a loop nest per
+ * row (any other function keeps the kernel; in the bf16 encoder the kernel was 9% of the run,
+ * and head_softmax made the run 5% faster). A projection's epilogue streams its rows past
  * the cache where it writes more than the stream threshold, temporaries too (gemm_lib.c says
  * why).
  *
@@ -295,7 +297,7 @@ typedef struct gemm_job {
     const sgemm_kernel *pk; /* w packed once for all chunks (rows_prepack) by this kernel, into packed_w */
     float *packed_w;
     bool small; /* GEMM_ATTN, f32: items of fewer than ATTN_OWN_LEN keys by head_gemm (util/head_gemm.c) */
-    bool native; /* GEMM_ATTN, f32: the weights by util/head_softmax.c, not the kernel (lgemm.att_plain) */
+    bool native; /* GEMM_ATTN: the weights by util/head_softmax.c, not the kernel (lgemm.att_plain) */
     bool nt;     /* GEMM_ROWS: the epilogue's streaming stores bypass the cache (cpu_run_gemm) */
 } gemm_job;
 
@@ -604,6 +606,19 @@ static char *view_at(const run_view *v, const launch_mem *m, const lview *w, int
  * CPU has AVX-512 (attention_small below). */
 #define ATTN_OWN_LEN 128
 
+/* C's rows [i0, i1) of item it (len scores each), head h, into the softmax's weights: by the
+ * runtime's own code where F is the scores times a constant (g->native; a 16-bit attention's
+ * scores rounded as its ops round them), else by the kernel. */
+static void attention_weights(const gemm_job *g, int64_t it, int64_t h, int64_t i0, int64_t i1, int64_t len, char *cc,
+                              int slot) {
+    const lgemm *gm = &g->r.k->gemm;
+    const int64_t *lo = g->r.v->cls[gm->a_cls].loff;
+    int round = gm->dtype == RJ_BF16 ? HS_ROUND_BF16 : gm->dtype == RJ_F16 ? HS_ROUND_F16 : HS_ROUND_NONE;
+    if (g->native) head_softmax_rows(i1 - i0, len, (float *)cc, len, gm->att_scale, gm->att_div, gm->att_safe, round);
+    else call_range(g->r.code, g->lp, g->r.ki, g->r.v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h,
+                    false);
+}
+
 /* attention_task for 16-bit q, k, v: the chunk's q rows widened, k and v of the item's kv head
  * widened unless the slot holds them already (an item's heads and chunks come in a row), both
  * products in f32, the output rounded once as it is stored. Per slot after C and the packing
@@ -626,8 +641,7 @@ static void attention_half(const gemm_job *g, const gemm_core *core, int64_t it,
     bool small = g->small && len < ATTN_OWN_LEN; /* as f32 ones: short items by head_gemm */
     if (small) head_gemm_nt(i1 - i0, len, K, q, K, k, K, (float *)cc, len, core->pack);
     else gemm_full(core, RJ_F32, true, i1 - i0, K, len, q, K, k, K, cc, len);
-    call_range(g->r.code, g->lp, g->r.ki, v, g->r.pl, g->r.m, v->cls[c].loff[it] + i0, v->cls[c].loff[it] + i1, slot,
-               NULL, cc, h, false);
+    attention_weights(g, it, h, i0, i1, len, cc, slot);
     if (small) head_gemm_nn(i1 - i0, N, len, (const float *)cc, len, vv, N, o, N);
     else gemm_full(core, RJ_F32, false, i1 - i0, len, N, cc, len, vv, N, o, N);
     half_rows_from_f32((uint16_t *)view_at(v, g->r.m, &at[3], c, it, i0, h, 2), at[3].ld, o, N, i1 - i0, N, bf);
@@ -643,17 +657,6 @@ static int64_t head_views(const gemm_job *g, int64_t it, int64_t h, int64_t i0, 
     for (int x = 0; x < 4; x++)
         p[x] = view_at(v, g->r.m, &gm->att[x], c, it, x == 0 || x == 3 ? i0 : 0, x == 0 || x == 3 ? h : hk, g->es);
     return v->cls[c].loff[it + 1] - v->cls[c].loff[it];
-}
-
-/* C's rows [i0, i1) of item it (len scores each), head h, into the softmax's weights: by the
- * runtime's own code where F is the scores times a constant (g->native), else by the kernel. */
-static void attention_weights(const gemm_job *g, int64_t it, int64_t h, int64_t i0, int64_t i1, int64_t len, char *cc,
-                              int slot) {
-    const lgemm *gm = &g->r.k->gemm;
-    const int64_t *lo = g->r.v->cls[gm->a_cls].loff;
-    if (g->native) head_softmax_rows(i1 - i0, len, (float *)cc, len, gm->att_scale, gm->att_div, gm->att_safe);
-    else call_range(g->r.code, g->lp, g->r.ki, g->r.v, g->r.pl, g->r.m, lo[it] + i0, lo[it] + i1, slot, NULL, cc, h,
-                    false);
 }
 
 /* Rows [i0, i1) of item it, head h, by head_gemm (f32, a short item): S = Q Kᵀ into C, the
@@ -770,7 +773,7 @@ static rj_status run_attention(const cpu_code *code, const lprog *lp, int32_t ki
     /* short items by head_gemm: f32 ones all heads in one unit, 16-bit ones head by head on their
      * widened tiles (attention_half) */
     bool small = (gm->dtype == RJ_F32 || half) && head_gemm_ok(), all_heads = small && !half;
-    bool native = gm->att_plain && gm->dtype == RJ_F32 && head_softmax_ok();
+    bool native = gm->att_plain && (gm->dtype == RJ_F32 || half) && head_softmax_ok();
     for (int64_t it = 0; it < B; it++)
         n += (lo[it + 1] - lo[it] + R - 1) / R * (all_heads && lo[it + 1] - lo[it] < ATTN_OWN_LEN ? 1 : H);
     int64_t *ch = mem_alloc(ctx, sizeof(int64_t) * (4 * (size_t)n + (size_t)B));

@@ -15,6 +15,10 @@
  * Semantics are weights_row's: x = s * scale or s / scale (rounded once, as F's f32 op is), the
  * shift m' is the row's max (0 where it is -inf), p = exp(x - m'), l = sum of p, P = p * (1/l),
  * and where l is 0 (every score -inf) the row is NaN, or 0 in the safe form (PyTorch's SDPA).
+ * In a 16-bit attention the scores are values of 16-bit ops (the guide): the product is
+ * rounded to the format, and so is x, to nearest even (f16 by vcvtps2ph, bf16 by integer
+ * operations, NaN kept quiet), as the kernel's round_bf16/round_f16 do; the weights, their max
+ * and sum stay f32.
  * exp is this file's own (below): within 2 ulp of the correctly rounded value, exactly 0 at -inf
  * and below f32's range, inf above it, NaN for NaN. The sum's order is fixed by the row's
  * length alone (16 lanes, then the lanes' tree), so results do not depend on the threads.
@@ -51,18 +55,35 @@ HS_TARGET static inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
+/* x rounded to the 16-bit format `round` (HS_ROUND_BF16, HS_ROUND_F16) and widened back: to
+ * nearest even, overflow to inf, subnormals kept, a NaN stays a (quiet) NaN. bf16 adds 0x7FFF
+ * plus the lowest kept bit and clears the low half; a NaN's quiet bit is set first, or a
+ * payload in the low half alone would carry into an infinity. */
+HS_TARGET static inline __m512 round16(__m512 x, int round) {
+    if (round == HS_ROUND_F16)
+        return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m512i u = _mm512_castps_si512(x);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
+                                                     _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+    r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), u, _mm512_set1_epi32(0x400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
 /* The mask of the first `left` lanes of a vector (all of them from 16 on). */
 static inline __mmask16 lanes(int64_t left) {
     return (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1);
 }
 
 /* One row of n scores, in place. */
-HS_TARGET static void softmax_row(float *c, int64_t n, float scale, bool divide, bool safe) {
+HS_TARGET static void softmax_row(float *c, int64_t n, float scale, bool divide, bool safe, int round) {
     __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(-INFINITY), vl = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j += 16) { /* x = s * scale (or s / scale), its max */
         __mmask16 k = lanes(n - j);
-        __m512 s = _mm512_maskz_loadu_ps(k, c + j), x = divide ? _mm512_div_ps(s, vs) : _mm512_mul_ps(s, vs);
-        if (scale != 1.0f) _mm512_mask_storeu_ps(c + j, k, x);
+        __m512 s = _mm512_maskz_loadu_ps(k, c + j);
+        if (round) s = round16(s, round);
+        __m512 x = scale == 1.0f ? s : divide ? _mm512_div_ps(s, vs) : _mm512_mul_ps(s, vs);
+        if (round && scale != 1.0f) x = round16(x, round);
+        if (scale != 1.0f || round) _mm512_mask_storeu_ps(c + j, k, x);
         vm = _mm512_mask_max_ps(vm, k, vm, x);
     }
     float m = _mm512_reduce_max_ps(vm);
@@ -86,8 +107,8 @@ bool head_softmax_ok(void) {
     return __builtin_cpu_supports("avx512f");
 }
 
-void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe) {
-    for (int64_t i = 0; i < m && n > 0; i++) softmax_row(c + i * ldc, n, scale, divide, safe);
+void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe, int round) {
+    for (int64_t i = 0; i < m && n > 0; i++) softmax_row(c + i * ldc, n, scale, divide, safe, round);
 }
 
 #else
@@ -96,8 +117,8 @@ bool head_softmax_ok(void) {
     return false;
 }
 
-void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe) {
-    (void)m, (void)n, (void)c, (void)ldc, (void)scale, (void)divide, (void)safe;
+void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe, int round) {
+    (void)m, (void)n, (void)c, (void)ldc, (void)scale, (void)divide, (void)safe, (void)round;
 }
 
 #endif

@@ -225,9 +225,12 @@ void head_gemm_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, 
 /* head_softmax.c: rows of an attention head's scores turned into the softmax's weights in place,
  * AVX-512 only (head_softmax_ok false elsewhere): per row of m, x = c * scale (c / scale where
  * divide), m' its max (0 where -inf), p = exp(x - m'), P = p / sum p; a row of zero sum is NaN,
- * or 0 where safe. */
+ * or 0 where safe. With round HS_ROUND_BF16 or HS_ROUND_F16 the scores are 16-bit values of
+ * ops: c rounded to the format first, and x rounded again (to nearest even; the weights stay
+ * f32). */
+enum { HS_ROUND_NONE, HS_ROUND_BF16, HS_ROUND_F16 };
 bool head_softmax_ok(void);
-void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe);
+void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe, int round);
 
 /* Growable text. */
 typedef struct sbuf {

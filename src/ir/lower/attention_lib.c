@@ -172,12 +172,14 @@ static void weights_row(lower *L, blk *body, const node *f, int32_t cls, int32_t
 }
 
 /* Whether F (node f) is the product (node r) itself, or the product times (or over) a float
- * constant, and that constant as F's f32 op reads it: then the runtime may turn the scores into
+ * constant, and that constant as F's f32 op reads it, the product and F of the attention's type
+ * t (f32, or a 16-bit one: each rounded to it): then the runtime may turn the scores into
  * weights with its own code (util/head_softmax.c), which knows no other F. */
-static bool plain_scores(const rj_graph *g, const node *f, int32_t r, lgemm *gm) {
+static bool plain_scores(const rj_graph *g, const node *f, int32_t r, rj_dtype t, lgemm *gm) {
     gm->att_scale = 1.0f;
+    if (g->nodes[r].dtype != t) return false;
     if (f == &g->nodes[r]) return true;
-    if ((f->op != RJ_OP_MUL && f->op != RJ_OP_DIV) || f->dtype != RJ_F32 || f->nin != 2) return false;
+    if ((f->op != RJ_OP_MUL && f->op != RJ_OP_DIV) || f->dtype != t || f->nin != 2) return false;
     for (int x = 0; x < (f->op == RJ_OP_DIV ? 1 : 2); x++) { /* s / c, not c / s */
         const node *c = &g->nodes[f->in[1 - x]];
         if (f->in[x] == r && c->op == RJ_OP_SCALAR && dtype_is_float(c->dtype)) { /* a literal: F's f32 */
@@ -199,7 +201,7 @@ void lower_attention_lib(lower *L, const fuse_group *gr) {
     lgemm gm = {.on = true, .mode = GEMM_ATTN, .dtype = (uint8_t)a->dtype, .prologue = -1, .a_sym = -1,
                 .b_sym = -1, .a_cls = cls, .chunk_a = -1, .K = g->nodes[q].dims[g->nodes[q].rank - 1], .N = dv,
                 .heads = H, .kv_heads = heads ? g->nodes[v].dims[2] : 1};
-    gm.att_plain = a->dtype == RJ_F32 && plain_scores(g, f, gr->product, &gm);
+    gm.att_plain = (a->dtype == RJ_F32 || dtype_is_half(a->dtype)) && plain_scores(g, f, gr->product, a->dtype, &gm);
     gm.att_safe = a->ival != 0;
     gm.att[0] = view_of(L, q, gi);
     gm.att[1] = view_of(L, k, gi);
