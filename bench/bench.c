@@ -568,9 +568,9 @@ static void half_c_w1(rj_ctx *ctx, const setup *s, probes *pr, probe_kind ck, do
         probe_run_n(pr, ck, pr->n / 2);
         v[r] = tf, v[s->reps + r] = th, v[2 * s->reps + r] = tf / th;
     }
-    printf("%-24s %9.3f %8s %7s %9.3f %8s %7s %9.2f   (ragjit's %.2f; the same bits as ragjit's bf16)\n", "W1 as C loops",
-           median(v, s->reps) * 1e3, "", "", median(v + s->reps, s->reps) * 1e3, "", "", median(v + 2 * s->reps, s->reps),
-           ragjit_ratio);
+    printf("%-24s %9.3f %8s %7s %9.3f %8s %7s %9.2f   (ragjit's %.2f; the same bits as ragjit's bf16)\n",
+           "W1 as C loops", median(v, s->reps) * 1e3, "", "", median(v + s->reps, s->reps) * 1e3, "", "",
+           median(v + 2 * s->reps, s->reps), ragjit_ratio);
     rj_bind_free(wk.b);
     rj_program_free(wk.p);
     rj_graph_free(wk.g);

@@ -432,8 +432,9 @@ static bool rows_fine(const sgemm_kernel *pk, int64_t units, int workers, int64_
  * product's w again: 4.6% of the encoder's run, 42 MB read and written for six layers, and
  * ~10% of a CoLA-sized attention module's. Where w is an input promised constant, the packed
  * (widened) w is made by rj_bind_prepare, or else by the first run that needs it, into a copy
- * the binding keeps, and later runs use it as it is. Packing does not change the arithmetic: the same kernel multiplies the
- * same panels, so results are the same bits with and without the promise.
+ * the binding keeps, and later runs use it as it is. Packing does not change the arithmetic:
+ * the same kernel multiplies the same panels, so results are the same bits with and without
+ * the promise.
  *
  * The copies of all products share one block of the binding, laid out once for the products
  * and shapes of the run (cpu_consts_settle), in huge pages like the scratch: each in its own
