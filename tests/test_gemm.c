@@ -335,6 +335,55 @@ static float round16_ref(float x, int round) {
     return round == HS_ROUND_BF16 ? bf16_nearest(x) : x;
 }
 
+/* half_rows_to_f32 / half_rows_from_f32 (util/half.c), the 16-bit tiles' conversions (F16C for
+ * f16, AVX2 for bf16 where the CPU has them), against the scalar half_to_f32 / half_from_f32
+ * bit for bit: every 16-bit pattern widened, and 2^20 f32 patterns spread over all of them
+ * (every sign, exponent and NaN payload) plus ties, the largest values and subnormals rounded,
+ * in rows of 37 (8-lane steps and a tail) with wider strides whose gaps must stay. */
+static void test_half_rows(void **state) {
+    (void)state;
+    enum { COLS = 37, LD = 41, ROWS = (1 << 20) / COLS };
+    uint16_t *h = malloc(sizeof(uint16_t) * LD * (ROWS + 1));
+    float *f = malloc(sizeof(float) * LD * (ROWS + 1));
+    assert_true(h && f);
+    for (int bf = 0; bf < 2; bf++) {
+        for (int64_t i = 0; i < (int64_t)LD * ROWS; i++) h[i] = (uint16_t)(i % LD < COLS ? i / LD * COLS + i % LD : 0xBEEF);
+        memset(f, 0x5A, sizeof(float) * LD * ROWS);
+        half_rows_to_f32(f, LD, h, LD, 65536 / COLS + 1, COLS, bf);
+        for (int64_t r = 0; r <= 65536 / COLS; r++)
+            for (int64_t c = 0; c < LD; c++) {
+                uint32_t got, want = 0x5A5A5A5Au;
+                memcpy(&got, &f[r * LD + c], sizeof got);
+                if (c < COLS) {
+                    float w = half_to_f32(h[r * LD + c], bf);
+                    memcpy(&want, &w, sizeof want);
+                }
+                if (got != want)
+                    fail_msg("%s widened 0x%04x: 0x%08x, want 0x%08x", bf ? "bf16" : "f16", h[r * LD + c], got, want);
+            }
+        static const uint32_t edges[] = {0x3F808000u, 0x3F818000u, 0x3F807FFFu, 0x7F7FFFFFu, 0x7F7F8000u, 0x477FF000u,
+                                         0x477FEFFFu, 0x00000001u, 0x00008000u, 0x33000000u, 0x33000001u, 0x7F800001u,
+                                         0xFF800001u, 0x7FFFFFFFu, 0x80000000u, 0x387FE000u};
+        for (int64_t i = 0; i < (int64_t)LD * ROWS; i++) {
+            uint32_t u = (uint32_t)(i * 4099u) ^ (uint32_t)(i << 20); /* spread over every pattern */
+            if (i % 97 < 16) u = edges[i % 97];
+            memcpy(&f[i], &u, sizeof u);
+        }
+        memset(h, 0xA5, sizeof(uint16_t) * LD * ROWS);
+        half_rows_from_f32(h, LD, f, LD, ROWS, COLS, bf);
+        for (int64_t r = 0; r < ROWS; r++)
+            for (int64_t c = 0; c < LD; c++) {
+                uint16_t got = h[r * LD + c], want = c < COLS ? half_from_f32(f[r * LD + c], bf) : 0xA5A5;
+                if (got != want) {
+                    uint32_t u;
+                    memcpy(&u, &f[r * LD + c], sizeof u);
+                    fail_msg("%s rounded 0x%08x: 0x%04x, want 0x%04x", bf ? "bf16" : "f16", u, got, want);
+                }
+            }
+    }
+    free(h), free(f);
+}
+
 /* The softmax's weights of one row of n scores, in float64 from the f32 x = s * scale (s /
  * scale where div) that F's f32 op gives (in 16-bit, s rounded to the format and x rounded
  * again): the reference head_softmax_rows must meet. */
@@ -511,6 +560,7 @@ int main(int argc, char **argv) {
         FX(test_packed_b),
         FX(test_head_gemm),
         FX(test_head_softmax),
+        FX(test_half_rows),
         FX(test_blas_info),
         FX(test_programs),
         FX(test_amx_sbgemm),
