@@ -625,6 +625,23 @@ def test_constants_kept_until_changed(ctx, rng):
     assert not np.array_equal(const(x=x, w=w, b=b).values, first)
 
 
+def test_constants_packed_by_prepare(ctx, rng):
+    """prepare() packs the weights promised constant (rj_bind_prepare): changed in place after
+    it (the promise broken), the first call still computes with the weights prepare() saw."""
+    const = ctx.compile(CONST_SRC, constants=["w"])
+    plain = ctx.compile(CONST_SRC)
+    lens = [1200, 1300, 1500]
+    w = rng.standard_normal((96, 64)).astype(np.float32)
+    b = np.zeros(96, np.float32)
+    x = jagged(rng, lens, (64,))
+    want = plain(x=x, w=w, b=b).values.copy()
+    const.prepare(x=x, w=w, b=b)
+    w *= 2.0
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("ragjit's sgemm may run its portable kernel here, which packs nothing")
+    assert np.array_equal(const(x=x, w=w, b=b).values, want)
+
+
 def test_constants_errors(ctx):
     with pytest.raises(ragjit.ArgumentError) as e:
         ctx.compile(CONST_SRC, constants=["nosuch"])
