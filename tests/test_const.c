@@ -11,8 +11,9 @@
  * That the copies are kept is checked from outside: rj_bind_stats' const_bytes covers every
  * weight (after rj_bind_prepare too), and a weight changed in place without binding it again
  * (breaking the promise) still gives the old results, so the run did use what it kept, and
- * rj_bind_prepare made the copies (a weight changed between it and the first run is not seen). Binding it again (the same pointer),
- * or renewing the promise, must give the new results: a cache that is not dropped fails there.
+ * rj_bind_prepare made the copies (a weight changed between it and the first run is not
+ * seen). Binding it again (the same pointer), or renewing the promise, must give the new
+ * results: a cache that is not dropped fails there.
  */
 #include "stdenv.h"
 

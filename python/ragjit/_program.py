@@ -336,9 +336,9 @@ class Program:
         """Gets the program ready for calls like ``prog(**inputs)`` without running it, so that
         the first of them is as fast as the later ones: checks the inputs as a call would, then
         (rj_bind_prepare) allocates the memory of a run of their sizes, touches every page of it,
-        starts the worker threads and packs the weights promised constant (``constants=``). Later calls with the same argument names, in the same
-        order, and inputs no larger use that memory; larger ones grow it. Optional: a call does
-        whatever was not done."""
+        starts the worker threads and packs the weights promised constant (``constants=``).
+        Later calls with the same argument names, in the same order, and inputs no larger use
+        that memory; larger ones grow it. Optional: a call does whatever was not done."""
         self._run(inputs, prepare=True)
 
     # ---- a run --------------------------------------------------------------------------

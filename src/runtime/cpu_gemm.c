@@ -598,8 +598,8 @@ static char *view_at(const run_view *v, const launch_mem *m, const lview *w, int
 }
 
 /* An attention's products (a 16-bit one's on its widened tiles) on items of at least this
- * many keys go to ragjit's own sgemm even where a BLAS serves: its kernels read A (q's rows, then the weights in C) in place,
- * where OpenBLAS 0.3.21 packs both operands of every call and zeroes C for beta = 0 (a fifth of
+ * many keys go to ragjit's own sgemm even where a BLAS serves: its kernels read A (q's rows,
+ * then the weights in C) in place, where OpenBLAS 0.3.21 packs both operands of every call and zeroes C for beta = 0 (a fifth of
  * the attention's time on SQuAD's lengths, perf). bench_gemm, one thread, head of 64, own over
  * OpenBLAS: q kᵀ 0.77 / 0.96 / 1.06 / 1.07 / 1.12 and P v 0.80 / 0.84 / 0.90 / 1.26 / 1.28 at
  * 48 / 64 / 96 / 128 / 192 keys; on short items OpenBLAS's small-matrix kernels win by far
