@@ -581,7 +581,9 @@ typedef struct rj_tensor_info {
 } rj_tensor_info;
 
 /* Values that ragjit allocates (rj_tensor_dense with data == NULL, from_components, to_padded,
- * contiguous, rj_npy_read, and the outputs a binding allocates) start on a 64-byte boundary.
+ * contiguous, rj_npy_read, and the outputs a binding allocates) start on a 64-byte boundary,
+ * and from 64 KiB on half a page (2048 bytes) past a page boundary (no 4K aliasing against
+ * inputs from malloc or NumPy, 16 bytes past one: docs/guide.md, rj_bind_output).
  * A dense tensor over caller memory (borrowed) or, with data == NULL, zero-filled owned memory. */
 RJ_API rj_tensor *rj_tensor_dense(rj_ctx *ctx, rj_dtype dtype, int rank, const int64_t *shape,
                                   void *data);

@@ -286,6 +286,11 @@ output y, s
     big = ragjit.Jagged(np.ones((300, 8), np.float32), [0, 100, 300])
     yb, _ = prog(x=big, w=w)
     assert yb.values.ctypes.data % 64 == 0
+    # from 64 KiB on, half a page past a page (4K aliasing against NumPy's inputs: _jagged.py)
+    huge = ragjit.Jagged(np.ones((3000, 8), np.float32), [0, 1000, 3000])
+    yh, _ = prog(x=huge, w=w)
+    assert yh.values.ctypes.data % 4096 == 2048
+    close(yh.values, np.maximum(huge.values.astype(np.float64) * w, 0), 1e-6)
     assert y.offsets is x.offsets
     close(y.values, np.maximum(x.values.astype(np.float64) * w, 0), 1e-6)
     # a non-contiguous input is copied (and still right)

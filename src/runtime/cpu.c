@@ -435,9 +435,15 @@ static bool is_temp(const lbuf *lb) {
 /* Offsets of the temporaries in one arena, planned by liveness (run_plan.live): largest first,
  * each at the lowest offset where no temporary placed before it and alive in a kernel of its
  * span lies (first fit over the spans that meet; temporaries of one kernel never share, nor
- * does one that a kernel writes with one a later kernel still reads). size[i]: a temporary's
- * bytes (64-byte multiples), -1 for other buffers. work: room for 4 nbufs. Returns the arena's
- * bytes, and the offsets in off. */
+ * does one that a kernel writes with one a later kernel still reads). One of 64 KiB or more
+ * starts on a multiple of 4096 bytes: in memory half a page past a page, as the arena starts
+ * (host_block_fresh) and as outputs do (util/mem.c: no 4K aliasing against the inputs). size[i]: a
+ * temporary's bytes (64-byte multiples), -1 for other buffers. work: room for 4 nbufs. Returns
+ * the arena's bytes, and the offsets in off. */
+static int64_t temp_at(int64_t at, int64_t size) {
+    return size >= (64 << 10) ? (at + 4095) / 4096 * 4096 : at;
+}
+
 static int64_t place_temps(const run_plan *pl, const int64_t *size, int64_t *off, int64_t *work) {
     int64_t *order = work, *conf = work + pl->nbufs, total = 0;
     int32_t n = 0;
@@ -449,7 +455,7 @@ static int64_t place_temps(const run_plan *pl, const int64_t *size, int64_t *off
             order[j] = order[j - 1], order[j - 1] = t;
         }
     for (int32_t i = 0; i < n; i++) {
-        int64_t t = order[i], at = 0;
+        int64_t t = order[i], at = temp_at(0, size[t]);
         const int32_t *lt = &pl->live[2 * t];
         int32_t nc = 0;
         for (int32_t j = 0; j < i; j++) { /* placed before t and alive with it, by start */
@@ -461,7 +467,7 @@ static int64_t place_temps(const run_plan *pl, const int64_t *size, int64_t *off
             conf[2 * y] = off[order[j]], conf[2 * y + 1] = off[order[j]] + size[order[j]];
         }
         for (int32_t x = 0; x < nc && conf[2 * x] < at + size[t]; x++)
-            if (conf[2 * x + 1] > at) at = conf[2 * x + 1];
+            if (conf[2 * x + 1] > at) at = temp_at(conf[2 * x + 1], size[t]);
         off[t] = at;
         if (at + size[t] > total) total = at + size[t];
     }

@@ -475,15 +475,16 @@ static rj_status place_outputs(rj_bind *b, run_state *rs) {
         } else if ((s = run_reserve(&rs->v, (int64_t)bytes, what, -1))) {
             return s;
         } else {
-            /* 64-byte aligned: whole cache lines per row for streaming stores and vectors */
-            if (bytes + 64 > o->own_bytes || !o->own) {
-                size_t nb = bytes + 64;
+            /* placed as tensor data (mem.c): 64-byte aligned, whole cache lines per row for
+             * streaming stores and vectors; large ones half a page off the inputs' pages */
+            size_t nb = bytes + mem_data_pad(bytes);
+            if (nb > o->own_bytes || !o->own) {
                 void *m = mem_realloc(b->ctx, o->own, o->own_bytes, nb);
                 if (!m) return RJ_ERR_NOMEM;
                 o->own = m;
                 o->own_bytes = nb;
             }
-            o->data = (void *)(((uintptr_t)o->own + 63) & ~(uintptr_t)63);
+            o->data = mem_data_place(o->own, bytes);
         }
         o->numel = need;
         describe_output(rs, sh, o);

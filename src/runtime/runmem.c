@@ -109,20 +109,26 @@ static void advise(host_block *blk, bool huge) {
 }
 
 void *host_block_fresh(rj_ctx *ctx, host_block *blk, size_t bytes, size_t huge, bool *fresh) {
-    size_t align = huge && bytes >= huge ? huge : 64;
+    /* from a huge page's boundary, or a small page's for a block of 64 KiB on, else a cache
+     * line; a large block half a page past it, as tensor data (util/mem.c: no 4K aliasing
+     * against the inputs), so that what is placed in it on page multiples is too (cpu.c,
+     * place_temps) */
+    bool large = bytes >= ((size_t)64 << 10);
+    size_t align = huge && bytes >= huge ? huge : large ? 4096 : 64, skew = large ? 2048 : 0;
     *fresh = false;
     if (blk->p) {
-        size_t a = blk->huge ? blk->huge : 64;
-        uintptr_t at = ((uintptr_t)blk->p + a - 1) & ~(uintptr_t)(a - 1);
+        size_t a = blk->align ? blk->align : 64;
+        uintptr_t at = (((uintptr_t)blk->p + a - 1) & ~(uintptr_t)(a - 1)) + blk->skew;
         if (at + bytes <= (uintptr_t)blk->p + blk->bytes) return (void *)at;
         host_block_free(ctx, blk);
     }
-    if (bytes > SIZE_MAX - align) return NULL;
-    void *p = mem_alloc(ctx, bytes + align);
+    if (bytes > SIZE_MAX - align - skew) return NULL;
+    void *p = mem_alloc(ctx, bytes + align + skew);
     if (!p) return NULL;
-    *blk = (host_block){.p = p, .bytes = bytes + align, .huge = align > 64 ? align : 0};
+    *blk = (host_block){.p = p, .bytes = bytes + align + skew, .huge = align > 4096 ? align : 0, .align = align,
+                        .skew = skew};
     *fresh = true;
-    return (void *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+    return (void *)((((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1)) + skew);
 }
 
 void host_block_advise(host_block *blk) {

@@ -263,6 +263,7 @@ typedef struct host_block {
     void *p;
     size_t bytes;
     size_t huge;              /* the huge pages advised in it (host_block_fresh), or 0 */
+    size_t align, skew;       /* its use starts skew bytes past a multiple of align (host_block_fresh) */
 } host_block;
 
 /* What a product keeps of a constant input's contents across runs (cpu_gemm.c: its weight

@@ -37,28 +37,57 @@ void mem_free(rj_ctx *ctx, void *p, size_t n) {
     if (p) ctx->alloc(ctx->ud, p, n ? n : 1, 0);
 }
 
-/* The hook's block is n + DATA_ALIGN bytes; the data starts at the first aligned address past
- * its start (1 to DATA_ALIGN bytes in), and the byte before the data holds that distance. The
- * hook sees the same size at the allocation and at the free. */
+/* Tensor data is 64-byte aligned, and a large block starts half a page past a page boundary.
+ * The second is for the loads and stores of one kernel: a CPU checks a load against the
+ * stores still in flight by the low 12 bits of their addresses first, and a load whose bits
+ * match a recent store's waits for it (4K aliasing). A kernel streaming an input x into an
+ * output y loads x + p shortly after it stored y + p - d for small d; when y - x is a small
+ * multiple of the vector, modulo 4096, every load matches. Large blocks from malloc (mmap)
+ * start 16 bytes past a page, from posix_memalign(64) (PyTorch's tensors) 64, from mmap 0:
+ * with ragjit's outputs 64 bytes past a page (what aligning malloc's block gave), y - x was
+ * 48 against a malloc'd input, and bf16 W1 took 1.9x as long on an AMD Zen 4 as with
+ * y - x = -16 (bench/NOTES.md, "4K aliasing"). Half a page is as far as any of those can be.
+ * ragjit's outputs share the offset, so one fed to the next program is 0 from its output: a
+ * load and a store of the same step, which do not wait. */
 #define DATA_ALIGN 64
+#define DATA_PAGE 4096
+#define DATA_LARGE ((size_t)64 << 10) /* smaller blocks: 64-byte aligned only */
+
+size_t mem_data_pad(size_t n) { return DATA_ALIGN + (n >= DATA_LARGE ? DATA_PAGE : 0); }
+
+void *mem_data_place(void *raw, size_t n) {
+    uintptr_t at = ((uintptr_t)raw + DATA_ALIGN - 1) & ~(uintptr_t)(DATA_ALIGN - 1);
+    if (n >= DATA_LARGE) at += ((uintptr_t)DATA_PAGE / 2 - (at & (DATA_PAGE - 1))) & (DATA_PAGE - 1);
+    return (void *)at;
+}
+
+/* The hook's block is n + mem_data_pad(n) + a header's room: the distance from the block's
+ * start to the data, a size_t just before the data. The hook sees the same size at the
+ * allocation and at the free. */
+#define DATA_HEADER 64
 
 void *mem_alloc_data(rj_ctx *ctx, size_t n) {
     if (n == 0) n = 1;
-    if (n > SIZE_MAX - DATA_ALIGN) {
+    size_t pad = mem_data_pad(n) + DATA_HEADER;
+    if (n > SIZE_MAX - pad) {
         ctx_fail(ctx, RJ_ERR_NOMEM, "out of memory (allocating %zu bytes)", n);
         return NULL;
     }
-    unsigned char *raw = mem_alloc(ctx, n + DATA_ALIGN);
+    unsigned char *raw = mem_alloc(ctx, n + pad);
     if (!raw) return NULL;
-    unsigned char *p = (unsigned char *)(((uintptr_t)raw + DATA_ALIGN) & ~(uintptr_t)(DATA_ALIGN - 1));
-    p[-1] = (unsigned char)(p - raw);
-    return p;
+    unsigned char *at = mem_data_place(raw + sizeof(size_t), n);
+    size_t dist = (size_t)(at - raw);
+    memcpy(at - sizeof dist, &dist, sizeof dist);
+    return at;
 }
 
 void mem_free_data(rj_ctx *ctx, void *p, size_t n) {
     if (!p) return;
+    size_t dist;
     unsigned char *d = p;
-    mem_free(ctx, d - d[-1], (n ? n : 1) + DATA_ALIGN);
+    memcpy(&dist, d - sizeof dist, sizeof dist);
+    if (n == 0) n = 1;
+    mem_free(ctx, d - dist, n + mem_data_pad(n) + DATA_HEADER);
 }
 
 char *mem_strdup(rj_ctx *ctx, const char *s) {

@@ -110,8 +110,13 @@ void *mem_zalloc(rj_ctx *ctx, size_t n);
 void *mem_realloc(rj_ctx *ctx, void *p, size_t osize, size_t nsize);
 void mem_free(rj_ctx *ctx, void *p, size_t n);
 /* Tensor data: 64-byte aligned (whole cache lines per row for vector loads and streaming
- * stores; a block from malloc is 16 bytes past one), freed with mem_free_data and the same n. */
+ * stores; a block from malloc is 16 bytes past one), 64 KiB or more starting half a page past
+ * a page (no 4K aliasing against the inputs: mem.c), freed with mem_free_data and the same n. */
 void *mem_alloc_data(rj_ctx *ctx, size_t n);
+/* The same placement in a block of the caller's: n bytes of data fit from mem_data_place(raw, n)
+ * on in a block of n + mem_data_pad(n) bytes at raw. */
+size_t mem_data_pad(size_t n);
+void *mem_data_place(void *raw, size_t n);
 void mem_free_data(rj_ctx *ctx, void *p, size_t n);
 char *mem_strdup(rj_ctx *ctx, const char *s);
 void mem_strfree(rj_ctx *ctx, char *s);
