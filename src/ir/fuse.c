@@ -164,16 +164,30 @@ static bool mark_products(const rj_graph *g, const uint8_t *live, uint8_t *in) {
     return true;
 }
 
+/* An input, or a slice of one: narrows, and reshapes that drop a leading 1 (a model's stacked
+ * weights, w[i] of [layers, N, K], as gemm_lib.c's w_source reads them). */
+static bool input_slice(const rj_graph *g, int32_t id) {
+    for (;;) {
+        const node *n = &g->nodes[id], *x = n->nin ? &g->nodes[n->in[0]] : NULL;
+        if (n->op == RJ_OP_INPUT) return true;
+        if (n->op != RJ_OP_NARROW && !(n->op == RJ_OP_RESHAPE && x->rank == n->rank + 1 && x->dims[0] == 1 &&
+                                       !memcmp(x->dims + 1, n->dims, sizeof(rj_dim) * (size_t)n->rank)))
+            return false;
+        id = n->in[0];
+    }
+}
+
 /* A 16-bit dense weight widened for a matrix product (linear's bias form in 16-bit multiplies
  * cast(x, f32) by cast(w, f32)): the cast is written once per run, a small f32 tensor, so that
  * the product reads w from a buffer (a GEMM reads its weight in place) instead of converting
  * each element at every use; x's cast stays inline (the GEMM's prologue converts its rows).
- * Not where the target multiplies bf16 operands as they are (a CPU with AMX tiles or a BLAS's
- * sbgemm: lower/gemm_lib.c reads the bf16 weight itself). */
+ * The weight is an input or a slice of one (input_slice: a layer's weight of a stacked model,
+ * which otherwise left the product to the JIT's loops, 50x slower in the bf16 encoder). Not
+ * where the target multiplies bf16 operands as they are (a CPU with AMX tiles or AVX512-BF16, a
+ * BLAS's sbgemm: lower/gemm_lib.c reads the bf16 weight itself). */
 static bool widened_weight(const rj_graph *g, const target_desc *desc, const uint8_t *live, int32_t i) {
     const node *n = &g->nodes[i];
-    if (n->op != RJ_OP_CAST || n->rank != 2 || !dtype_is_half(g->nodes[n->in[0]].dtype) ||
-        g->nodes[n->in[0]].op != RJ_OP_INPUT)
+    if (n->op != RJ_OP_CAST || n->rank != 2 || !dtype_is_half(g->nodes[n->in[0]].dtype) || !input_slice(g, n->in[0]))
         return false;
     int32_t x16, w16;
     for (int32_t k = i + 1; k < g->n; k++) /* consumers come after their operands */
