@@ -354,10 +354,14 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
         write_npy(os.path.join(data, name + ".npy"), to_file_array(a, fmt))
     np.save(os.path.join(data, "j1.npy"), off)
     refs = gemm_refs(x, W, bias, M, s, off, fmt)
-    # cpu: the host's BLAS, bf16 by AMX tiles where the CPU has them (util/amx.c); cpu-widened:
-    # the BLAS's sgemm on widened operands; cpu-own-sgemm: ragjit's own sgemm, widened
-    runs = [("cpu", {}), ("cpu-widened", {"RAGJIT_AMX": "0"}), ("cpu-own-sgemm", {"RAGJIT_BLAS": "off", "RAGJIT_AMX": "0"}),
-            ("cpu-own-amx", {"RAGJIT_BLAS": "off"}), ("reference", {})]
+    # cpu: the host's BLAS, bf16 by AMX tiles where the CPU has them (util/amx.c), else by
+    # AVX512-BF16 where it has that (util/bf16dot.c); cpu-widened: the BLAS's sgemm on widened
+    # operands; cpu-own-sgemm: ragjit's own sgemm, widened; cpu-own-amx: ragjit's own sgemm and
+    # own sbgemm (AMX, or AVX512-BF16); cpu-own-dot: AVX512-BF16 even where AMX serves
+    own = {"RAGJIT_AMX": "0", "RAGJIT_AVX512BF16": "0"}
+    runs = [("cpu", {}), ("cpu-widened", own), ("cpu-own-sgemm", dict(own, RAGJIT_BLAS="off")),
+            ("cpu-own-amx", {"RAGJIT_BLAS": "off"}), ("cpu-own-dot", {"RAGJIT_BLAS": "off", "RAGJIT_AMX": "0"}),
+            ("reference", {})]
     if os.environ.get("RAGJIT_TEST_SBGEMM"):  # a stand-in BLAS with sbgemm (tests/fake_sbgemm.c)
         runs.append(("cpu-sbgemm", {"RAGJIT_BLAS": os.environ["RAGJIT_TEST_SBGEMM"]}))
     for target, env in runs:
@@ -366,8 +370,8 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
             r = subprocess.run([ragjit, "emit", prog, "--stage", "loops"], capture_output=True, text=True, env=env)
             n = r.stdout.count("template: gemm_lib")
             how = "by the BLAS's sbgemm" if target == "cpu-sbgemm" and fmt == "bf16" else "widened to f32"
-            if target in ("cpu", "cpu-own-amx") and fmt == "bf16" and "by the BLAS's sbgemm" in r.stdout:
-                how = "by the BLAS's sbgemm"  # the host's BLAS has one, or the CPU has AMX
+            if target in ("cpu", "cpu-own-amx", "cpu-own-dot") and fmt == "bf16" and "by the BLAS's sbgemm" in r.stdout:
+                how = "by the BLAS's sbgemm"  # the host's BLAS has one, or the CPU has AMX or AVX512-BF16
             if r.returncode or n != 6 or how not in r.stdout:
                 failures.append("gemm/%s/%s: %d of 6 products by the library GEMM, not all %s: %s" %
                                 (fmt, target, n, how, r.stderr.strip()))

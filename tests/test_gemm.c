@@ -482,20 +482,17 @@ static float from_bf16(uint16_t h) {
     return f;
 }
 
-/* amx.c's sbgemm, and its packed calls (mode 2), where the CPU and the OS give AMX-BF16, against float64 products of the same
- * bf16 values: shapes across its 16-row and 16-column tiles, its 32-step tiles (k of 1, 31,
- * 33: A's edge copy) and its 512-step blocks (k = 1100: C accumulated over three), B as a
- * linear's weight (n x k) and as k x n, leading dims wider than the rows with NaN in the gaps
- * (a tile that read them would make NaN of C), and the arguments ragjit never passes (A
- * transposed, beta != 0), which go by the definition. */
-static void test_amx_sbgemm(void **state) {
-    (void)state;
-    amx_sbgemm_fn *f = amx_sbgemm_get();
-    if (!f) {
-        printf("no AMX-BF16 on this CPU (or the OS refuses it, or RAGJIT_AMX=0): amx.c not tested\n");
-        return;
-    }
-    static const int64_t ms[] = {1, 15, 16, 17, 33, 70}, ns[] = {1, 16, 31, 48, 65}, ks[] = {1, 31, 32, 33, 100, 1100};
+/* One of ragjit's own sbgemms (amx.c, bf16dot.c) and its packed calls (mode 2) against float64
+ * products of the same bf16 values: shapes across AMX's 16-row and 16-column tiles and
+ * bf16dot's 14 x 32 blocks (m of 13-15, 28-29: the zero-padded copy of the last rows; n of 31-33),
+ * odd k (a last step alone: k of 1, 31, 33, 257), AMX's 32-step tiles, the 256- and 512-step
+ * blocks (k = 257, 1100: C accumulated over two and three), B as a linear's weight (n x k) and
+ * as k x n, leading dims wider than the rows with NaN in the gaps (a kernel that read them
+ * would make NaN of C), and the arguments ragjit never passes (A transposed, beta != 0), which
+ * go by the definition. */
+static void check_own_sbgemm(const char *what, amx_sbgemm_fn *f, const sgemm_kernel *pk) {
+    static const int64_t ms[] = {1, 13, 14, 15, 16, 17, 29, 70}, ns[] = {1, 16, 31, 33, 48, 65},
+                         ks[] = {1, 31, 32, 33, 100, 257, 1100};
     uint64_t rng = 99;
     for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
         for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
@@ -513,8 +510,6 @@ static void test_amx_sbgemm(void **state) {
                     for (int64_t i = 0; i < ar * lda; i++) A[i] = i % lda < lda - 3 ? to_bf16((float)rng_uniform(&rng, -1, 1)) : 0x7FC0;
                     for (int64_t i = 0; i < br * ldb; i++) B[i] = i % ldb < ldb - 5 ? to_bf16((float)rng_uniform(&rng, -1, 1)) : 0x7FC0;
                     for (int64_t i = 0; i < m * ldc; i++) C[i] = i % ldc >= n ? 7.0f : beta != 0 ? 0.25f : NAN;
-                    const sgemm_kernel *pk = amx_kernel();
-                    assert_non_null(pk);
                     if (mode == 2) { /* the packed calls (cpu_gemm.c: op(B) packed once for all chunks) */
                         size_t pb = sgemm_packed_b_bytes(pk, n, k);
                         unsigned char *packed = aligned_alloc(64, (pb + 64 + 63) / 64 * 64);
@@ -535,7 +530,7 @@ static void test_amx_sbgemm(void **state) {
                         for (int64_t j = 0; j < ldc; j++) {
                             float got = C[i * ldc + j];
                             if (j >= n) {
-                                if (got != 7.0f) fail_msg("amx: C's gap at (%lld, %lld) was written", (long long)i, (long long)j);
+                                if (got != 7.0f) fail_msg("%s: C's gap at (%lld, %lld) was written", what, (long long)i, (long long)j);
                                 continue;
                             }
                             double ref = beta != 0 ? 0.25 * beta : 0, mag = fabs(ref);
@@ -545,13 +540,35 @@ static void test_amx_sbgemm(void **state) {
                                 ref += t, mag += fabs(t);
                             }
                             if (!(fabs((double)got - ref) <= (double)(k + 3) * FLT_EPSILON * mag + 1e-30))
-                                fail_msg("amx: C(%lld, %lld) = %.9g, float64 gives %.9g (m %lld n %lld k %lld, ta %d tb %d)",
-                                         (long long)i, (long long)j, (double)got, ref, (long long)m, (long long)n,
+                                fail_msg("%s: C(%lld, %lld) = %.9g, float64 gives %.9g (m %lld n %lld k %lld, ta %d tb %d)",
+                                         what, (long long)i, (long long)j, (double)got, ref, (long long)m, (long long)n,
                                          (long long)k, ta, tb);
                         }
                     free(A), free(B), free(C);
                 }
-    printf("amx.c's sbgemm matches float64 on %d shapes\n", 4 * 6 * 5 * 6);
+    printf("%s's sbgemm matches float64 on %d shapes\n", what, 4 * 8 * 6 * 7);
+}
+
+static void test_amx_sbgemm(void **state) {
+    (void)state;
+    amx_sbgemm_fn *f = amx_sbgemm_get();
+    if (!f) {
+        printf("no AMX-BF16 on this CPU (or the OS refuses it, or RAGJIT_AMX=0): amx.c not tested\n");
+        return;
+    }
+    assert_non_null(amx_kernel());
+    check_own_sbgemm("amx.c", f, amx_kernel());
+}
+
+static void test_bf16dot_sbgemm(void **state) {
+    (void)state;
+    amx_sbgemm_fn *f = bf16dot_sbgemm_get();
+    if (!f) {
+        printf("no AVX512-BF16 on this CPU (or RAGJIT_AVX512BF16=0): bf16dot.c not tested\n");
+        return;
+    }
+    assert_non_null(bf16dot_kernel());
+    check_own_sbgemm("bf16dot.c", f, bf16dot_kernel());
 }
 
 int main(int argc, char **argv) {
@@ -566,6 +583,7 @@ int main(int argc, char **argv) {
         FX(test_blas_info),
         FX(test_programs),
         FX(test_amx_sbgemm),
+        FX(test_bf16dot_sbgemm),
     };
     return run_group(tests, NULL, NULL, argc, argv);
 }

@@ -398,8 +398,8 @@ static void widen_run(rj_ctx *ctx, int workers, widen_job *j, int64_t n, float *
  * bench_gemm), unless only the portable kernel runs here. */
 static const sgemm_kernel *rows_prepack(const blas_fns *bl, const lgemm *gm, int64_t nchunks) {
     if (nchunks < 2) return NULL;
-    /* bf16 operands by AMX tiles (util/amx.c, the sbgemm that serves): w in their layout */
-    if (gm->core == GC_SBGEMM) return bl->sbgemm && bl->sbgemm == amx_sbgemm_get() ? amx_kernel() : NULL;
+    /* bf16 operands by ragjit's own sbgemm (util/amx.c's tiles, util/bf16dot.c): w in its layout */
+    if (gm->core == GC_SBGEMM) return bl->sbgemm_kernel;
     if (gm->dtype != RJ_F32) return NULL;
     if (bl->own) return bl->own;
     const sgemm_kernel *k = sgemm_kernel_get(SGEMM_BEST);

@@ -149,19 +149,8 @@ AMX_TARGET static void amx_sbgemm(int order, int ta, int tb, int m, int n, int k
                                   int lda, const uint16_t *b, int ldb, float beta, float *c, int ldc) {
     if (m <= 0 || n <= 0) return;
     if (order != BLAS_ROW_MAJOR || ta != BLAS_NO_TRANS || alpha != 1.0f || beta != 0.0f || k <= 0) {
-        /* not what ragjit asks for (gemm_full: row-major, A as it is, C = A op(B)): by the definition */
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) {
-                float s = 0;
-                for (int p = 0; p < k; p++) {
-                    uint32_t x = (uint32_t)a[ta == BLAS_NO_TRANS ? i * lda + p : p * lda + i] << 16;
-                    uint32_t y = (uint32_t)b[tb == BLAS_NO_TRANS ? p * ldb + j : j * ldb + p] << 16;
-                    float fx, fy;
-                    memcpy(&fx, &x, 4), memcpy(&fy, &y, 4);
-                    s += fx * fy;
-                }
-                c[i * ldc + j] = alpha * s + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
-            }
+        /* not what ragjit asks for (gemm_full: row-major, A as it is, C = A op(B)) */
+        sbgemm_by_definition(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     load_tiles();

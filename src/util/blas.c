@@ -33,7 +33,8 @@
  * A library built with bf16 support also exports cblas_sbgemm (bf16 operands, f32 products),
  * which bf16 products then use in place of widening their operands for sgemm (lower/gemm_lib.c);
  * neither Debian 12's OpenBLAS 0.3.21 nor the scipy-openblas32 wheel exports it. Where the
- * library has none and the CPU has AMX-BF16, amx.c's serves instead (RAGJIT_AMX=0: not).
+ * library has none and the CPU has AMX-BF16, amx.c's serves instead (RAGJIT_AMX=0: not), and
+ * on a CPU with AVX512-BF16 and no AMX (AMD Zen 4), bf16dot.c's (RAGJIT_AVX512BF16=0: not).
  * RAGJIT_NO_SBGEMM set ignores both (to compare the two paths).
  */
 #include <dlfcn.h>
@@ -147,15 +148,17 @@ static void load(void) {
                 "ragjit's own sgemm serves instead (install libopenblas0-pthread, or set RAGJIT_BLAS)\n");
 }
 
-/* bf16 products by AMX tiles (amx.c) where the library has no sbgemm of its own. */
+/* bf16 products by AMX tiles (amx.c), else by AVX512-BF16 (bf16dot.c), where the library has
+ * no sbgemm of its own. */
 static void load_all(void) {
     load();
-    amx_sbgemm_fn *amx = (blas.sgemm || blas.own) && !blas.sbgemm && !getenv("RAGJIT_NO_SBGEMM") ? amx_sbgemm_get() : NULL;
-    if (amx) {
-        blas.sbgemm = amx;
-        size_t n = strlen(blas_desc);
-        snprintf(blas_desc + n, sizeof blas_desc - n, "; bf16 products by AMX");
-    }
+    if (!(blas.sgemm || blas.own) || blas.sbgemm || getenv("RAGJIT_NO_SBGEMM")) return;
+    const char *how = "AMX";
+    if ((blas.sbgemm = amx_sbgemm_get())) blas.sbgemm_kernel = amx_kernel();
+    else if ((blas.sbgemm = bf16dot_sbgemm_get())) blas.sbgemm_kernel = bf16dot_kernel(), how = "AVX512-BF16";
+    if (!blas.sbgemm) return;
+    size_t n = strlen(blas_desc);
+    snprintf(blas_desc + n, sizeof blas_desc - n, "; bf16 products by %s", how);
 }
 
 const blas_fns *blas_get(void) {

@@ -181,3 +181,17 @@ void half_rows_from_f32(uint16_t *dst, int64_t ldd, const float *src, int64_t ld
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dst[r * ldd + c] = half_from_f32(src[r * lds + c], bf16);
 }
+
+/* The arguments of a cblas_sbgemm that ragjit's own kernels (amx.c, bf16dot.c) do not take
+ * (column-major aside: A transposed, alpha != 1, beta != 0, k of 0), by the definition. */
+void sbgemm_by_definition(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                          const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float s = 0;
+            for (int p = 0; p < k; p++)
+                s += half_to_f32(a[ta == BLAS_NO_TRANS ? i * lda + p : p * lda + i], true) *
+                     half_to_f32(b[tb == BLAS_NO_TRANS ? p * ldb + j : j * ldb + p], true);
+            c[i * ldc + j] = alpha * s + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
+        }
+}

@@ -158,6 +158,9 @@ typedef struct blas_fns {
     void (*sbgemm)(int order, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                    const uint16_t *b, int ldb, float beta, float *c, int ldc);
     const sgemm_kernel *own;
+    /* where sbgemm is one of ragjit's own (amx.c, bf16dot.c): the same as a kernel of packed
+     * calls, for op(B) packed once for a product's chunks; else NULL */
+    const sgemm_kernel *sbgemm_kernel;
 } blas_fns;
 enum { BLAS_ROW_MAJOR = 101, BLAS_NO_TRANS = 111, BLAS_TRANS = 112 };
 const blas_fns *blas_get(void);
@@ -170,13 +173,18 @@ amx_sbgemm_fn *amx_sbgemm_get(void);
 /* The same as a kernel of gemm.c's packed calls (bf16 A rows and op(B), f32 C; its own layout),
  * for a product's chunks with op(B) packed once (cpu_gemm.c); NULL as amx_sbgemm_get. */
 const sgemm_kernel *amx_kernel(void);
+/* bf16dot.c: the same by AVX512-BF16's VDPBF16PS (Zen 4, Cooper Lake), NULL where the CPU lacks
+ * it or RAGJIT_AVX512BF16=0; blas.c's choice where the BLAS has no sbgemm and there is no AMX. */
+amx_sbgemm_fn *bf16dot_sbgemm_get(void);
+const sgemm_kernel *bf16dot_kernel(void);
 /* Which serves ("OpenBLAS 0.3.21 ... (libopenblas.so.0)", "ragjit's own sgemm (...): why"). */
 const char *blas_info(void);
 
 /* gemm.c: ragjit's own packed sgemm, for CPU products where no optimised BLAS serves.
  * sgemm_kernel_get(SGEMM_BEST) is the best micro-kernel this CPU runs (never NULL: the portable
  * one at worst); a named ISA the CPU lacks gives NULL (tests run each one the CPU has). */
-enum { SGEMM_BEST, SGEMM_PORTABLE, SGEMM_AVX2, SGEMM_AVX512, SGEMM_AMX_BF16 /* amx.c: bf16 operands */ };
+enum { SGEMM_BEST, SGEMM_PORTABLE, SGEMM_AVX2, SGEMM_AVX512, SGEMM_AMX_BF16 /* amx.c: bf16 operands */,
+       SGEMM_AVX512_BF16 /* bf16dot.c: bf16 operands */ };
 typedef void sgemm_micro(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int load,
                          int h, int w);
 struct sgemm_kernel {
@@ -293,6 +301,10 @@ void half_rows_to_f32(float *dst, int64_t ldd, const uint16_t *src, int64_t lds,
                       bool bf16);
 void half_rows_from_f32(uint16_t *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols,
                         bool bf16);
+/* Row-major C = alpha op(A) op(B) + beta C of bf16 operands, as cblas_sbgemm, by the definition
+ * (the arguments ragjit's own sbgemms leave to it). */
+void sbgemm_by_definition(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                          const uint16_t *b, int ldb, float beta, float *c, int ldc);
 
 /* Shortest text that reads back as the same double ("0.5", "1e-05", "inf", "nan"). */
 void fmt_double(char *out, size_t n, double v);
