@@ -490,7 +490,7 @@ static float from_bf16(uint16_t h) {
  * as k x n, leading dims wider than the rows with NaN in the gaps (a kernel that read them
  * would make NaN of C), and the arguments ragjit never passes (A transposed, beta != 0), which
  * go by the definition. */
-static void check_own_sbgemm(const char *what, amx_sbgemm_fn *f, const sgemm_kernel *pk) {
+static void check_own_sbgemm(const char *what, sbgemm_fn *f, const sgemm_kernel *pk) {
     static const int64_t ms[] = {1, 13, 14, 15, 16, 17, 29, 70}, ns[] = {1, 16, 31, 33, 48, 65},
                          ks[] = {1, 31, 32, 33, 100, 257, 1100};
     uint64_t rng = 99;
@@ -549,26 +549,26 @@ static void check_own_sbgemm(const char *what, amx_sbgemm_fn *f, const sgemm_ker
     printf("%s's sbgemm matches float64 on %d shapes\n", what, 4 * 8 * 6 * 7);
 }
 
-static void test_amx_sbgemm(void **state) {
+/* Each own sbgemm this CPU runs (the others say why they are not tested). */
+static void test_own_sbgemm(void **state) {
     (void)state;
-    amx_sbgemm_fn *f = amx_sbgemm_get();
-    if (!f) {
-        printf("no AMX-BF16 on this CPU (or the OS refuses it, or RAGJIT_AMX=0): amx.c not tested\n");
-        return;
+    static const struct {
+        const char *name, *absent;
+        sbgemm_fn *(*get)(void);
+        const sgemm_kernel *(*kernel)(void);
+    } own[] = {
+        {"amx.c", "no AMX-BF16 on this CPU (or the OS refuses it, or RAGJIT_AMX=0)", amx_sbgemm_get, amx_kernel},
+        {"bf16dot.c", "no AVX512-BF16 on this CPU (or RAGJIT_AVX512BF16=0)", bf16dot_sbgemm_get, bf16dot_kernel},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        sbgemm_fn *f = own[i].get();
+        if (!f) {
+            printf("%s: %s not tested\n", own[i].absent, own[i].name);
+            continue;
+        }
+        assert_non_null(own[i].kernel());
+        check_own_sbgemm(own[i].name, f, own[i].kernel());
     }
-    assert_non_null(amx_kernel());
-    check_own_sbgemm("amx.c", f, amx_kernel());
-}
-
-static void test_bf16dot_sbgemm(void **state) {
-    (void)state;
-    amx_sbgemm_fn *f = bf16dot_sbgemm_get();
-    if (!f) {
-        printf("no AVX512-BF16 on this CPU (or RAGJIT_AVX512BF16=0): bf16dot.c not tested\n");
-        return;
-    }
-    assert_non_null(bf16dot_kernel());
-    check_own_sbgemm("bf16dot.c", f, bf16dot_kernel());
 }
 
 int main(int argc, char **argv) {
@@ -582,8 +582,7 @@ int main(int argc, char **argv) {
         FX(test_half_rows),
         FX(test_blas_info),
         FX(test_programs),
-        FX(test_amx_sbgemm),
-        FX(test_bf16dot_sbgemm),
+        FX(test_own_sbgemm),
     };
     return run_group(tests, NULL, NULL, argc, argv);
 }

@@ -219,7 +219,7 @@ static void amx_probe(void) {
 
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
 
-amx_sbgemm_fn *amx_sbgemm_get(void) {
+sbgemm_fn *amx_sbgemm_get(void) {
     pthread_once(&amx_once, amx_probe);
     return amx_usable ? amx_sbgemm : NULL;
 }
@@ -231,7 +231,7 @@ const sgemm_kernel *amx_kernel(void) {
 
 #else
 
-amx_sbgemm_fn *amx_sbgemm_get(void) {
+sbgemm_fn *amx_sbgemm_get(void) {
     return NULL;
 }
 

@@ -269,13 +269,13 @@ static const sgemm_kernel *dp_get(void) {
     return dp_usable ? &dp_kern : NULL;
 }
 
-amx_sbgemm_fn *bf16dot_sbgemm_get(void) { return dp_get() ? dp_sbgemm : NULL; }
+sbgemm_fn *bf16dot_sbgemm_get(void) { return dp_get() ? dp_sbgemm : NULL; }
 
 const sgemm_kernel *bf16dot_kernel(void) { return dp_get(); }
 
 #else
 
-amx_sbgemm_fn *bf16dot_sbgemm_get(void) { return NULL; }
+sbgemm_fn *bf16dot_sbgemm_get(void) { return NULL; }
 
 const sgemm_kernel *bf16dot_kernel(void) { return NULL; }
 

@@ -35,7 +35,7 @@
  * neither Debian 12's OpenBLAS 0.3.21 nor the scipy-openblas32 wheel exports it. Where the
  * library has none and the CPU has AMX-BF16, amx.c's serves instead (RAGJIT_AMX=0: not), and
  * on a CPU with AVX512-BF16 and no AMX (AMD Zen 4), bf16dot.c's (RAGJIT_AVX512BF16=0: not).
- * RAGJIT_NO_SBGEMM set ignores both (to compare the two paths).
+ * RAGJIT_NO_SBGEMM set ignores all three (to compare with the widened path).
  */
 #include <dlfcn.h>
 #include <pthread.h>

@@ -164,18 +164,18 @@ typedef struct blas_fns {
 } blas_fns;
 enum { BLAS_ROW_MAJOR = 101, BLAS_NO_TRANS = 111, BLAS_TRANS = 112 };
 const blas_fns *blas_get(void);
-/* amx.c: a cblas_sbgemm by AMX tiles (C = A op(B), row-major, A not transposed, alpha 1, beta
- * 0 fast; other arguments by the definition), NULL where the CPU or the OS has no AMX-BF16 or
- * RAGJIT_AMX=0. blas.c gives it to bf16 products where the BLAS exports no sbgemm. */
-typedef void amx_sbgemm_fn(int order, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
-                           const uint16_t *b, int ldb, float beta, float *c, int ldc);
-amx_sbgemm_fn *amx_sbgemm_get(void);
+/* A cblas_sbgemm. amx.c's by AMX tiles (C = A op(B), row-major, A not transposed, alpha 1,
+ * beta 0 fast; other arguments by the definition), NULL where the CPU or the OS has no AMX-BF16
+ * or RAGJIT_AMX=0. blas.c gives it to bf16 products where the BLAS exports no sbgemm. */
+typedef void sbgemm_fn(int order, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                       const uint16_t *b, int ldb, float beta, float *c, int ldc);
+sbgemm_fn *amx_sbgemm_get(void);
 /* The same as a kernel of gemm.c's packed calls (bf16 A rows and op(B), f32 C; its own layout),
  * for a product's chunks with op(B) packed once (cpu_gemm.c); NULL as amx_sbgemm_get. */
 const sgemm_kernel *amx_kernel(void);
 /* bf16dot.c: the same by AVX512-BF16's VDPBF16PS (Zen 4, Cooper Lake), NULL where the CPU lacks
  * it or RAGJIT_AVX512BF16=0; blas.c's choice where the BLAS has no sbgemm and there is no AMX. */
-amx_sbgemm_fn *bf16dot_sbgemm_get(void);
+sbgemm_fn *bf16dot_sbgemm_get(void);
 const sgemm_kernel *bf16dot_kernel(void);
 /* Which serves ("OpenBLAS 0.3.21 ... (libopenblas.so.0)", "ragjit's own sgemm (...): why"). */
 const char *blas_info(void);
