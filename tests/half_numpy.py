@@ -137,6 +137,9 @@ CASES = [
     ("softmax_rows", "h = softmax(x, dim=1)\n", lambda x, w, f: rnd(softmax(x), f), False, False),
     ("softmax_cols", "h = softmax(x * w, dim=2)\n", lambda x, w, f: rnd(softmax(rnd(x * w, f).T).T, f), False, False),
     ("layer_norm", "h = layer_norm(x, {D})\n", lambda x, w, f: rnd(layer_norm(x), f), False, False),
+    # weight and bias in f32 inside the op, the result rounded once (w read from its f32 copy
+    # on a CPU: ir/widen16.c)
+    ("layer_norm_wb", "h = layer_norm(x, {D}, w, w)\n", lambda x, w, f: rnd(layer_norm(x) * w + w, f), False, False),
     ("matmul", "h = x @ m\n", None, False, False),
     # PyTorch's addmm: product and bias summed in f32, rounded once (not the product first)
     # (n is m transposed: the weight an input, which the CPU widens once and gives to the GEMM)
@@ -258,6 +261,9 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
     r = subprocess.run([ragjit, "emit", prog, "--stage", "fused"], capture_output=True, text=True)
     loops = subprocess.run([ragjit, "emit", prog, "--stage", "loops"], capture_output=True, text=True).stdout
     direct = fmt == "bf16" and "by the BLAS's sbgemm" in loops
+    # a 16-bit vector every row reads (w) is widened once a call into an f32 copy (ir/widen16.c)
+    if "local thread f32 w_f32[" not in loops:
+        failures.append("%s: w is not read from an f32 copy in the CPU's loops" % fmt)
     widened = re.search(r'= cast\(n, dtype="f32"\)  \(written', r.stdout)
     if direct == bool(widened):
         failures.append("%s: linear's weight n is %s into a buffer of its own:\n%s"

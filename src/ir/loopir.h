@@ -471,6 +471,10 @@ void print_kernel_signature(sbuf *b, const lkernel *k);
  * exponent) rewritten as primitives, so the backends spell only those */
 rj_status pass_expand(lprog *p);
 
+/* widen16.c: on a CPU, 16-bit vectors every unit reads alike (w[t] in a units loop) widened
+ * once a call into an f32 copy, which the loads read instead */
+rj_status pass_widen16(lprog *p, const target_desc *desc);
+
 /* lower/lower.c: the fused graph as loop IR, shaped for the target `desc` describes */
 struct fuse_plan;
 rj_status pass_lower(const rj_graph *g, const rj_graph *orig, const struct fuse_plan *plan,

@@ -33,6 +33,7 @@ rj_status pipeline_run(const rj_graph *user, const target_desc *desc, compiled *
         (s = pass_canonicalize(c->opt)) || (s = VERIFY(c->opt)) ||
         (s = pass_fuse(c->opt, desc, &c->plan)) ||
         (s = pass_lower(c->opt, user, &c->plan, desc, &c->lp)) || (s = pass_expand(&c->lp)) ||
+        (s = pass_widen16(&c->lp, desc)) ||
         (s = VERIFY_LOOPS(&c->lp))) {
         compiled_free(c);
         return s;
