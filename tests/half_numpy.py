@@ -264,6 +264,8 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
     # a 16-bit vector every row reads (w) is widened once a call into an f32 copy (ir/widen16.c)
     if "local thread f32 w_f32[" not in loops:
         failures.append("%s: w is not read from an f32 copy in the CPU's loops" % fmt)
+    if re.search(r"local thread f32 [xy]_f32\[", loops):  # ragged: its size is not a constant
+        failures.append("%s: the ragged x or y was given an f32 copy" % fmt)
     widened = re.search(r'= cast\(n, dtype="f32"\)  \(written', r.stdout)
     if direct == bool(widened):
         failures.append("%s: linear's weight n is %s into a buffer of its own:\n%s"

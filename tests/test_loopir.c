@@ -10,7 +10,8 @@
  * lowering does not produce yet (a block-scope local, barrier, a max reduce): it prints, it
  * JIT-compiles and computes the right values on the CPU, and it prints as CUDA C that NVRTC
  * compiles (skipped without NVRTC). The loop-IR checker rejects a reduce outside a lanes loop
- * and one that reads its own accumulator. Composite ops reach no backend (expand.c).
+ * and one that reads its own accumulator. Composite ops reach no backend (expand.c). A 16-bit
+ * vector read alike by every row gets an f32 copy on the CPU alone (widen16.c).
  */
 #include "harness.h"
 
@@ -370,6 +371,53 @@ static void test_expand_composites(void **state) {
     rj_graph_free(g);
 }
 
+/* A 16-bit vector every row reads alike gets an f32 copy, filled once a call (widen16.c): on
+ * the CPU only, for constant shapes only, and within the stack budget. */
+static bool has_copy(const lprog *p, const char *name) {
+    for (int32_t k = 0; k < p->nkernels; k++)
+        for (int32_t l = 0; l < p->kernels[k].nlocals; l++)
+            if (!strcmp(p->kernels[k].locals[l].name, name)) return true;
+    return false;
+}
+
+static void test_widen16(void **state) {
+    fixture *f = *state;
+    char *t = must_dump(f->ctx,
+                        "ragged j1 : B\n"
+                        "input x : bf16[B, j1, 128]\n"
+                        "input gamma : bf16[128]\n"
+                        "input beta : bf16[128]\n"
+                        "input big : bf16[9000]\n"
+                        "input z : bf16[B, j1, 9000]\n"
+                        "input h : f32[128]\n"
+                        "y = layer_norm(x, 128, weight=gamma, bias=beta) * h\n"
+                        "u = z * big\n"
+                        "output y, u\n");
+    expect_in(t, "\n  local thread f32 gamma_f32[128]\n");
+    expect_in(t, "\n  local thread f32 beta_f32[128]\n");
+    expect_in(t, " lanes {\n    gamma_f32[ws] = gamma[ws]\n  }\n");
+    expect_in(t, " * gamma_f32[d2]) + beta_f32[d2])");
+    assert_null(strstr(t, "x_f32"));   /* ragged: not a constant size */
+    assert_null(strstr(t, "h_f32"));   /* f32 already */
+    assert_null(strstr(t, "big_f32")); /* 9000 elements: over the budget of 8192 */
+    rj_string_free(f->ctx, t);
+    rj_graph *g = rj_graph_parse(f->ctx,
+                                 "ragged j1 : B\n"
+                                 "input x : f16[B, j1, 64]\n"
+                                 "input w : f16[64]\n"
+                                 "y = relu(x * w)\n"
+                                 "output y\n",
+                                 "test.rj");
+    assert_non_null(g);
+    for (rj_target tg = RJ_TARGET_CPU; tg <= RJ_TARGET_OPENCL; tg++) {
+        compiled c;
+        assert_int_equal(pipeline_run(g, target_desc_for(tg), &c), RJ_OK);
+        assert_int_equal(has_copy(&c.lp, "w_f32"), tg == RJ_TARGET_CPU); /* SIMT targets keep their loads */
+        compiled_free(&c);
+    }
+    rj_graph_free(g);
+}
+
 /* An index tensor is checked once a run per bound, however many index ops use it: two
  * embeddings of the same ids in tables of the same rows share one check; a table of another
  * row count, or other ids, gets its own. */
@@ -665,6 +713,7 @@ int main(void) {
         FX(test_target_descriptors),   FX(test_dump_two_threads), FX(test_print_softmax_ragged),
         FX(test_print_layer_norm),     FX(test_print_dense_axis), FX(test_print_simt_launch),
         FX(test_simt_item_products_tiled), FX(test_expand_composites), FX(test_checks_once),
+        FX(test_widen16),
         FX(test_hand_built_kernel),    FX(test_verify_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
