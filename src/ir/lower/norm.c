@@ -18,6 +18,8 @@ typedef struct norm_pass {
     int32_t scale;     /* variable s: 1, or the power of two that keeps a big row's squares finite */
     bool scaled;       /* the statistics pass reads s (norm_unit's second try), else takes s = 1 */
     int32_t mean, rstd; /* variables: m1, the mean of x s - k (layer_norm), and 1 / sqrt(var + eps) */
+    int32_t row;       /* layer_norm of one line of a constant length: a thread-local array the
+                        * statistics passes store x s - k in, which the write pass reads (-1: none) */
 } norm_pass;
 
 static void norm_inner(lower *L, blk *b, at *a, void *ud) {
@@ -25,14 +27,25 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
     const node *root = np->nc->root;
     const rj_graph *g = L->g;
     rj_dtype t = root->dtype;
+    bool layer = root->op == RJ_OP_LAYER_NORM;
+    int32_t at_row = np->row >= 0 ? a->idx[np->nc->x->rank - 1] : -1;
+    if (np->pass == 1 && np->row >= 0) { /* x s - k as the statistics pass left it */
+        int32_t y = xbin(L, RJ_OP_MUL, t, xbin(L, RJ_OP_SUB, t, xlocal(L, np->row, at_row), xvar(L, np->mean)),
+                         xvar(L, np->rstd));
+        int k = 1;
+        if (root->ival & 1) y = xbin(L, RJ_OP_MUL, t, y, operand(L, root, k++, a, t));
+        if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
+        store_group(L, b, (int32_t)(root - g->nodes), y, a, ROWS_ANY, LF_NT);
+        return;
+    }
     L->memo_n = 0;
     int32_t v = xcast(L, t, value(L, root->in[0], a));
-    bool layer = root->op == RJ_OP_LAYER_NORM;
     /* layer_norm: x s - k in one fma (with s = 1, x - k rounded once) */
     int32_t c = !layer ? -1
               : np->pass == 0 && !np->scaled ? xbin(L, RJ_OP_SUB, t, v, xvar(L, np->shift))
               : xfma(L, t, v, xvar(L, np->scale), xun(L, RJ_OP_NEG, t, xvar(L, np->shift)));
     if (np->pass == 0) {
+        if (np->row >= 0) s_store_local(L, b, np->row, at_row, c);
         if (layer) {
             s_accum(L, b, np->part, RJ_OP_ADD, c);
             s_accum_fma(L, b, np->part2, c, c);
@@ -124,6 +137,14 @@ static void norm_stats(lower *L, blk *b, at *a, norm_pass *np) {
     s_set(L, b, np->acc2, xbin(L, RJ_OP_SUB, t, xvar(L, np->acc2), xvar(L, np->c2)));
 }
 
+/* layer_norm over one line of at most this many elements keeps the line's x s - k (in f32) in
+ * a thread-local array (on the stack) from its statistics pass for the write pass, which then
+ * neither reads x again nor recomputes it (a fused producer: layer_norm(h + a); a 16-bit input's
+ * widening) nor the fma: the write pass is the subtraction of the mean, the scaling and the
+ * store. CPU only: on a SIMT target the array would be each thread's registers or local
+ * memory. */
+#define ROW_STASH 4096
+
 /* One row: its statistics in one pass over the normalised block, then the write pass.
  *
  * layer_norm's variance comes from sums shifted by k, the row's first element,
@@ -162,7 +183,13 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     double small = t == RJ_F32 ? 0x1p-80 : 0x1p-600;
     norm_pass np = {.nc = nc, .acc = newvar(L, "acc", t), .acc2 = newvar(L, "acc2", t), .c = -1,
                     .shift = newvar(L, "k", t), .scale = newvar(L, "s", t), .mean = newvar(L, "m1", t),
-                    .rstd = newvar(L, "rstd", t)};
+                    .rstd = newvar(L, "rstd", t), .row = -1};
+    int last = x->rank - 1;
+    if (layer && !L->desc->simt && nc->lead == last && x->dims[last] > 0 && x->dims[last] <= ROW_STASH && !L->err) {
+        np.row = lk_local(L->k, "row", LL_THREAD, t);
+        if (np.row < 0) L->err = RJ_ERR_NOMEM;
+        else L->k->locals[np.row].elems = x->dims[last];
+    }
     int32_t vk0 = -1;
     if (layer) {
         at first = *a; /* guarded: the block may be empty */
