@@ -231,6 +231,13 @@ static void test_print_layer_norm(void **state) {
      * neither x nor anything fused into it again */
     expect_in(t, "\n  local thread f32 row[128]\n");
     expect_in(t, "\n        r = ((((row[d2] - m1) * rstd) * gamma[d2]) + beta[d2])\n");
+    rj_string_free(f->ctx, t);
+    /* rms_norm keeps the row itself, here its fused producer's value */
+    t = must_dump(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 96]\ninput a : f32[B, j1, 96]\n"
+                          "y = rms_norm(x + a, 96)\noutput y\n");
+    expect_in(t, "\n  local thread f32 row[96]\n");
+    expect_in(t, "\n        row[d2] = (x[");
+    expect_in(t, " = (row[d2] * rstd)");
     assert_null(strstr(t, "acc = (acc"));
     rj_string_free(f->ctx, t);
 }

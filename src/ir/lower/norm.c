@@ -29,9 +29,10 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
     rj_dtype t = root->dtype;
     bool layer = root->op == RJ_OP_LAYER_NORM;
     int32_t at_row = np->row >= 0 ? a->idx[np->nc->x->rank - 1] : -1;
-    if (np->pass == 1 && np->row >= 0) { /* x s - k as the statistics pass left it */
-        int32_t y = xbin(L, RJ_OP_MUL, t, xbin(L, RJ_OP_SUB, t, xlocal(L, np->row, at_row), xvar(L, np->mean)),
-                         xvar(L, np->rstd));
+    if (np->pass == 1 && np->row >= 0) { /* x s - k (rms_norm: x) as the statistics pass left it */
+        int32_t r = xlocal(L, np->row, at_row);
+        int32_t y = layer ? xbin(L, RJ_OP_MUL, t, xbin(L, RJ_OP_SUB, t, r, xvar(L, np->mean)), xvar(L, np->rstd))
+                          : xbin(L, RJ_OP_MUL, t, r, xvar(L, np->rstd));
         int k = 1;
         if (root->ival & 1) y = xbin(L, RJ_OP_MUL, t, y, operand(L, root, k++, a, t));
         if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
@@ -45,7 +46,7 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
               : np->pass == 0 && !np->scaled ? xbin(L, RJ_OP_SUB, t, v, xvar(L, np->shift))
               : xfma(L, t, v, xvar(L, np->scale), xun(L, RJ_OP_NEG, t, xvar(L, np->shift)));
     if (np->pass == 0) {
-        if (np->row >= 0) s_store_local(L, b, np->row, at_row, c);
+        if (np->row >= 0) s_store_local(L, b, np->row, at_row, layer ? c : v);
         if (layer) {
             s_accum(L, b, np->part, RJ_OP_ADD, c);
             s_accum_fma(L, b, np->part2, c, c);
@@ -137,11 +138,11 @@ static void norm_stats(lower *L, blk *b, at *a, norm_pass *np) {
     s_set(L, b, np->acc2, xbin(L, RJ_OP_SUB, t, xvar(L, np->acc2), xvar(L, np->c2)));
 }
 
-/* layer_norm over one line of at most this many elements keeps the line's x s - k (in f32) in
- * a thread-local array (on the stack) from its statistics pass for the write pass, which then
- * neither reads x again nor recomputes it (a fused producer: layer_norm(h + a); a 16-bit input's
- * widening) nor the fma: the write pass is the subtraction of the mean, the scaling and the
- * store. CPU only: on a SIMT target the array would be each thread's registers or local
+/* A norm over one line of at most this many elements keeps the line's x s - k (rms_norm: x),
+ * in f32, in a thread-local array (on the stack) from its statistics pass for the write pass,
+ * which then neither reads x again nor recomputes it (a fused producer: layer_norm(h + a); a
+ * 16-bit input's widening) nor layer_norm's fma: the write pass is the subtraction of the mean,
+ * the scaling and the store. CPU only: on a SIMT target the array would be each thread's registers or local
  * memory. */
 #define ROW_STASH 4096
 
@@ -185,7 +186,7 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
                     .shift = newvar(L, "k", t), .scale = newvar(L, "s", t), .mean = newvar(L, "m1", t),
                     .rstd = newvar(L, "rstd", t), .row = -1};
     int last = x->rank - 1;
-    if (layer && !L->desc->simt && nc->lead == last && x->dims[last] > 0 && x->dims[last] <= ROW_STASH && !L->err) {
+    if (!L->desc->simt && nc->lead == last && x->dims[last] > 0 && x->dims[last] <= ROW_STASH && !L->err) {
         np.row = lk_local(L->k, "row", LL_THREAD, t);
         if (np.row < 0) L->err = RJ_ERR_NOMEM;
         else L->k->locals[np.row].elems = x->dims[last];
