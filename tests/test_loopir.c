@@ -221,22 +221,31 @@ static void test_print_layer_norm(void **state) {
     char *t = must_dump(f->ctx, layernorm_src);
     expect_in(t, "// launch: units = rows of j1; per thread: a chunk of units, lanes vectorised\n");
     expect_in(t, "\n  for b in blo .. bhi units {\n");
-    expect_in(t, " units {\n      k0 = ");
-    /* rows whose sums overflowed or whose first element is far from their mean: again */
-    expect_in(t, "\n      if (retry != 0) {\n        for pass in 0 .. 2 serial nounroll {\n");
-    expect_in(t, "\n      for d2 in 0 .. 128 lanes {\n        row[d2] = (x[");
-    expect_in(t, "\n        reduce acc += (x[");
-    expect_in(t, "\n        reduce acc2 += %0 * %0  // fused multiply-add\n");
-    /* the statistics are scalars; x - k of the row is kept for the write pass, which reads
+    /* two rows a unit, phase by phase: statistics of both, then both rstd, then both writes */
+    expect_in(t, "\n    for ip in 0 .. idiv((n + 1), 2) units {\n      two = ");
+    expect_in(t, "\n        for d2 in 0 .. 128 lanes {\n          row[d2] = (x[");
+    expect_in(t, "\n          reduce acc += (x[");
+    expect_in(t, "\n          reduce acc2 += %0 * %0  // fused multiply-add\n");
+    expect_in(t, "\n          row_2[d2] = (x[");
+    expect_in(t, "\n        slow = maximum(retry, retry_2)\n        if (slow == 0) {\n          rstd = ");
+    expect_in(t, "\n          rstd_2 = ");
+    /* the statistics are scalars; x - k of each row is kept for the write pass, which reads
      * neither x nor anything fused into it again */
-    expect_in(t, "\n  local thread f32 row[128]\n");
-    expect_in(t, "\n        r = ((((row[d2] - m1) * rstd) * gamma[d2]) + beta[d2])\n");
+    expect_in(t, "\n  local thread f32 row[128]\n  local thread f32 row_2[128]\n");
+    expect_in(t, "\n            r = ((((row[d2] - m1) * rstd) * gamma[d2]) + beta[d2])\n");
+    expect_in(t, "\n            r = ((((row_2[d2] - m1_2) * rstd_2) * gamma[d2]) + beta[d2])\n");
+    /* a pair that must be summed again, or an odd last row: row by row, one copy of the code,
+     * where rows whose sums overflowed or whose first element is far from their mean are
+     * summed again */
+    expect_in(t, "\n      for q in 0 .. ((slow != 0) ? (two + 1) : 0) serial nounroll {\n        k0 = ");
+    expect_in(t, "\n        if (retry != 0) {\n          for pass in 0 .. 2 serial nounroll {\n");
+    assert_null(strstr(t, "retry_2 != 0"));
     rj_string_free(f->ctx, t);
     /* rms_norm keeps the row itself, here its fused producer's value */
     t = must_dump(f->ctx, "ragged j1 : B\ninput x : f32[B, j1, 96]\ninput a : f32[B, j1, 96]\n"
                           "y = rms_norm(x + a, 96)\noutput y\n");
     expect_in(t, "\n  local thread f32 row[96]\n");
-    expect_in(t, "\n        row[d2] = (x[");
+    expect_in(t, "\n          row[d2] = (x[");
     expect_in(t, " = (row[d2] * rstd)");
     assert_null(strstr(t, "acc = (acc"));
     rj_string_free(f->ctx, t);

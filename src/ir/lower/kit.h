@@ -90,7 +90,9 @@ typedef void (*body_fn)(lower *L, blk *b, at *a, void *ud);
 typedef struct rows_nest {
     blk item;      /* body of the b loop */
     blk row;       /* body of the i loop: filled by the caller */
+    int32_t for_b; /* the b loop statement */
     int32_t for_i; /* the i loop statement */
+    int32_t left;  /* rows_open_pairs: the rows from the pair's first to the item's end here */
 } rows_nest;
 
 typedef struct axis_info {
@@ -204,6 +206,7 @@ void loops(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end, body_fn 
 blk *rows_open(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn);
 void unit_extent(lower *L, const rj_dim *dims, int first, int stop);
 void rows_close(lower *L, rows_nest *rn);
+blk *rows_open_pairs(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn);
 blk *dense_loop(lower *L, blk *b, at *a, const rj_dim *dims, int n, blk *inner, int32_t *fstmt);
 void element_nest(lower *L, const node *shape, const rj_dim *dims, body_fn fn, void *ud);
 int leading_units(lower *L, blk *top, const rj_dim *dims, int rank, int upto, int stop, body_fn fn, void *ud);

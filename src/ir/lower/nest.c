@@ -40,25 +40,55 @@ void loops(lower *L, blk *b, at *a, const rj_dim *dims, int k, int end, body_fn 
     loops_v(L, b, a, dims, k, end, fn, ud, true);
 }
 
-blk *rows_open(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn) {
+/* The item loop of a UD_ROWS kernel over class cls, opened in b (its body rn->item); the item
+ * variable, the first and one past the last of its rows in [lo, hi) (*i0, *i1), and in *vrow a
+ * variable named row for the caller's row loop. */
+static int32_t rows_item(lower *L, blk *b, int32_t cls, rows_nest *rn, int32_t *i0, int32_t *i1, const char *row,
+                         int32_t *vrow) {
     lkernel *k = L->k;
     k->domain = UD_ROWS;
     k->dom_class = cls;
     int32_t lo = xparam(L, PK_LO, 0, "lo"), hi = xparam(L, PK_HI, 0, "hi");
     int32_t blo = xparam(L, PK_BLO, 0, "blo"), bhi = xparam(L, PK_BHI, 0, "bhi");
-    int32_t vb = newvar(L, "b", RJ_I64), vi = newvar(L, "i", RJ_I64);
-    int32_t fb = s_for(L, b, vb, blo, bhi, LM_UNITS);
+    int32_t vb = newvar(L, "b", RJ_I64);
+    *vrow = newvar(L, row, RJ_I64);
+    rn->for_b = s_for(L, b, vb, blo, bhi, LM_UNITS);
     rn->item = rn->row = NEWBLK;
     int32_t xb = xvar(L, vb);
     int32_t vlb = newvar(L, "start", RJ_I64);
     s_set(L, &rn->item, vlb, xloff(L, cls, xb));
     int32_t start = xvar(L, vlb);
-    int32_t i0 = xmax(L, xsub(L, lo, start), xi(L, 0));
-    int32_t i1 = xmin(L, xsub(L, hi, start), xsub(L, xloff(L, cls, xadd(L, xb, xi(L, 1))), start));
+    *i0 = xmax(L, xsub(L, lo, start), xi(L, 0));
+    *i1 = xmin(L, xsub(L, hi, start), xsub(L, xloff(L, cls, xadd(L, xb, xi(L, 1))), start));
+    return xb;
+}
+
+blk *rows_open(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn) {
+    int32_t i0, i1, vi, xb = rows_item(L, b, cls, rn, &i0, &i1, "i", &vi);
     rn->for_i = s_for(L, &rn->item, vi, i0, i1, LM_UNITS);
-    close_body(L, fb, &rn->item);
+    close_body(L, rn->for_b, &rn->item);
     a->idx[0] = xb;
     a->idx[1] = xvar(L, vi);
+    a->inclass = cls;
+    return &rn->row;
+}
+
+/* rows_open with the rows taken two at a time: the loop runs over the pairs of the item's rows
+ * in [lo, hi), the last one a single row where their number is odd; a->idx[1] is the pair's
+ * first row, and rn->left the rows from it to the end (1 in a last single row, else at least
+ * 2). rows_close closes it. */
+blk *rows_open_pairs(lower *L, blk *b, at *a, int32_t cls, rows_nest *rn) {
+    int32_t i0, i1, vp, xb = rows_item(L, b, cls, rn, &i0, &i1, "ip", &vp);
+    int32_t vi0 = newvar(L, "i0", RJ_I64), vn = newvar(L, "n", RJ_I64);
+    s_set(L, &rn->item, vi0, i0);
+    s_set(L, &rn->item, vn, xsub(L, i1, xvar(L, vi0))); /* the item's rows here (none: <= 0) */
+    int32_t pairs = xbin(L, LOP_IDIV, RJ_I64, xadd(L, xvar(L, vn), xi(L, 1)), xi(L, 2));
+    rn->for_i = s_for(L, &rn->item, vp, xi(L, 0), pairs, LM_UNITS);
+    close_body(L, rn->for_b, &rn->item);
+    int32_t twice = xmul(L, xvar(L, vp), xi(L, 2));
+    rn->left = xsub(L, xvar(L, vn), twice);
+    a->idx[0] = xb;
+    a->idx[1] = xadd(L, xvar(L, vi0), twice);
     a->inclass = cls;
     return &rn->row;
 }

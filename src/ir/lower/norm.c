@@ -20,7 +20,15 @@ typedef struct norm_pass {
     int32_t mean, rstd; /* variables: m1, the mean of x s - k (layer_norm), and 1 / sqrt(var + eps) */
     int32_t row;       /* layer_norm of one line of a constant length: a thread-local array the
                         * statistics passes store x s - k in, which the write pass reads (-1: none) */
+    char sfx[4];       /* the variables' names end in it: "" or, for a pair's second row, "_2" */
 } norm_pass;
+
+/* A variable of the row np works on: name, and np's suffix. */
+static int32_t pvar(lower *L, const norm_pass *np, const char *name, rj_dtype t) {
+    char n[24];
+    snprintf(n, sizeof n, "%s%s", name, np->sfx);
+    return newvar(L, n, t);
+}
 
 static void norm_inner(lower *L, blk *b, at *a, void *ud) {
     norm_pass *np = ud;
@@ -126,10 +134,10 @@ static void norm_stats(lower *L, blk *b, at *a, norm_pass *np) {
         return;
     }
     if (np->c < 0) { /* the first statistics pass of the row makes them, the second reuses them */
-        np->part = newvar(L, "part", t);
-        np->part2 = newvar(L, "part2", t);
-        np->c = newvar(L, "c", t);
-        np->c2 = newvar(L, "c2", t);
+        np->part = pvar(L, np, "part", t);
+        np->part2 = pvar(L, np, "part2", t);
+        np->c = pvar(L, np, "c", t);
+        np->c2 = pvar(L, np, "c2", t);
     }
     if (layer) s_set(L, b, np->c, xconst(L, t, 0));
     s_set(L, b, np->c2, xconst(L, t, 0));
@@ -171,52 +179,83 @@ static void norm_stats(lower *L, blk *b, at *a, norm_pass *np) {
  * digits, above): a few percent of W5 from the caches. The second statistics loop makes the
  * kernel's code longer and its compile a few ms longer: paid once per graph (the disk cache
  * keeps the code), where the row's speed is paid at every run (bench/NOTES.md, "Row norms"). */
-static void norm_unit(lower *L, blk *b, at *a, void *ud) {
-    norm_ctx *nc = ud;
-    const node *root = nc->root, *x = nc->x;
-    rj_dtype t = dtype_compute(root->dtype); /* 16-bit: f32 statistics (PyTorch's opmath) */
+typedef struct norm_row {
+    norm_pass np;
+    at a;          /* the row's index */
+    int32_t vk0;   /* layer_norm: its first element */
+    int32_t retry; /* variable: 1 where the first sums must be taken again (row_stats) */
+} norm_row;
+
+/* A row's variables (their names ending in sfx), for the phases below, and its stash: `stash`,
+ * or one of its own (-2). */
+static void row_begin(lower *L, norm_ctx *nc, norm_row *r, const at *a, int32_t stash, const char *sfx) {
+    const node *x = nc->x;
+    rj_dtype t = dtype_compute(nc->root->dtype); /* 16-bit: f32 statistics (PyTorch's opmath) */
+    r->a = *a;
+    r->vk0 = -1;
+    r->np = (norm_pass){.nc = nc, .c = -1, .row = -1};
+    snprintf(r->np.sfx, sizeof r->np.sfx, "%s", sfx);
+    norm_pass *np = &r->np;
+    np->acc = pvar(L, np, "acc", t), np->acc2 = pvar(L, np, "acc2", t), np->shift = pvar(L, np, "k", t);
+    np->scale = pvar(L, np, "s", t), np->mean = pvar(L, np, "m1", t), np->rstd = pvar(L, np, "rstd", t);
+    int last = x->rank - 1;
+    if (stash >= 0) {
+        r->np.row = stash;
+    } else if (!L->desc->simt && nc->lead == last && x->dims[last] > 0 && x->dims[last] <= ROW_STASH && !L->err) {
+        char name[8];
+        snprintf(name, sizeof name, "row%s", sfx);
+        r->np.row = lk_local(L->k, name, LL_THREAD, t);
+        if (r->np.row < 0) L->err = RJ_ERR_NOMEM;
+        else L->k->locals[r->np.row].elems = x->dims[last];
+    }
+}
+
+/* The row's elements, as a float of the statistics' type. */
+static int32_t row_count(lower *L, const norm_ctx *nc, rj_dtype t) {
     int32_t n = xi(L, 1);
-    for (int d = nc->lead; d < x->rank; d++) n = xmul(L, n, xsize(L, x->dims[d]));
-    int32_t fn = xcast(L, t, n);
+    for (int d = nc->lead; d < nc->x->rank; d++) n = xmul(L, n, xsize(L, nc->x->dims[d]));
+    return xcast(L, t, n);
+}
+
+/* Phase: the row's statistics, summed again where they must be (below; with `again` false r->retry
+ * says so and nothing is summed again). */
+static void row_stats(lower *L, blk *b, norm_row *r, bool again) {
+    norm_ctx *nc = r->np.nc;
+    norm_pass *np = &r->np;
+    const node *root = nc->root, *x = nc->x;
+    rj_dtype t = dtype_compute(root->dtype);
+    int32_t fn = row_count(L, nc, t);
     bool layer = root->op == RJ_OP_LAYER_NORM;
-    double eps = root->fval >= 0 ? root->fval : (t == RJ_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
     double big = t == RJ_F32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
     double small = t == RJ_F32 ? 0x1p-80 : 0x1p-600;
-    norm_pass np = {.nc = nc, .acc = newvar(L, "acc", t), .acc2 = newvar(L, "acc2", t), .c = -1,
-                    .shift = newvar(L, "k", t), .scale = newvar(L, "s", t), .mean = newvar(L, "m1", t),
-                    .rstd = newvar(L, "rstd", t), .row = -1};
-    int last = x->rank - 1;
-    if (!L->desc->simt && nc->lead == last && x->dims[last] > 0 && x->dims[last] <= ROW_STASH && !L->err) {
-        np.row = lk_local(L->k, "row", LL_THREAD, t);
-        if (np.row < 0) L->err = RJ_ERR_NOMEM;
-        else L->k->locals[np.row].elems = x->dims[last];
-    }
-    int32_t vk0 = -1;
     if (layer) {
-        at first = *a; /* guarded: the block may be empty */
-        for (int d = nc->lead; d < x->rank; d++) first.idx[d] = xi(L, 0);
+        at first = r->a; /* guarded: the block may be empty */
+        int32_t n = xi(L, 1);
+        for (int d = nc->lead; d < x->rank; d++) first.idx[d] = xi(L, 0), n = xmul(L, n, xsize(L, x->dims[d]));
         first.guard = xcmp(L, RJ_OP_GT, n, xi(L, 0));
         L->memo_n = 0;
-        vk0 = newvar(L, "k0", t);
-        s_set(L, b, vk0, xcast(L, t, value(L, root->in[0], &first)));
-        s_set(L, b, np.shift, xvar(L, vk0));
+        r->vk0 = pvar(L, np, "k0", t);
+        s_set(L, b, r->vk0, xcast(L, t, value(L, root->in[0], &first)));
+        s_set(L, b, np->shift, xvar(L, r->vk0));
     }
-    s_set(L, b, np.scale, xconst(L, t, 1));
-    norm_stats(L, b, a, &np);
-    if (layer) s_set(L, b, np.mean, xbin(L, RJ_OP_DIV, t, xvar(L, np.acc), fn));
+    s_set(L, b, np->scale, xconst(L, t, 1));
+    norm_stats(L, b, &r->a, np);
+    if (layer) s_set(L, b, np->mean, xbin(L, RJ_OP_DIV, t, xvar(L, np->acc), fn));
     /* are the sums finite, and (layer_norm) k near the mean? One compare for both sums (an &&
      * of two was two branches, which serialised their horizontal additions: 4% on W5) */
-    int32_t both = xvar(L, np.acc2);
-    if (layer) both = xbin(L, RJ_OP_ADD, t, both, xun(L, RJ_OP_ABS, t, xvar(L, np.acc)));
+    int32_t both = xvar(L, np->acc2);
+    if (layer) both = xbin(L, RJ_OP_ADD, t, both, xun(L, RJ_OP_ABS, t, xvar(L, np->acc)));
     int32_t ok = xcmp(L, RJ_OP_LE, both, xconst(L, t, big)), done = ok;
     if (layer) {
-        int32_t m1 = xvar(L, np.mean), ms = xbin(L, RJ_OP_DIV, t, xvar(L, np.acc2), fn);
+        int32_t m1 = xvar(L, np->mean), ms = xbin(L, RJ_OP_DIV, t, xvar(L, np->acc2), fn);
         int32_t far = xcmp(L, RJ_OP_GT, xbin(L, RJ_OP_MUL, t, m1, m1), xbin(L, RJ_OP_MUL, t, xconst(L, t, 0.9375), ms));
         done = xbin(L, RJ_OP_LOGICAL_AND, RJ_BOOL, ok, xcmp(L, RJ_OP_EQ, far, xconst(L, RJ_BOOL, 0)));
     }
     /* else up to two more passes: scaled, then (layer_norm) around the mean */
-    int32_t vretry = newvar(L, "retry", RJ_I64), vpass = newvar(L, "pass", RJ_I64);
+    int32_t vretry = pvar(L, np, "retry", RJ_I64), vpass = pvar(L, np, "pass", RJ_I64);
     s_set(L, b, vretry, xsel(L, done, xi(L, 0), xi(L, 1)));
+    r->retry = vretry;
+    if (!again) return;
     blk rb, pb = NEWBLK, ib;
     int32_t fr = s_if(L, b, &rb, xcmp(L, RJ_OP_NE, xvar(L, vretry), xi(L, 0)));
     int32_t fp = s_for(L, &rb, vpass, xi(L, 0), xi(L, 2), LM_SERIAL);
@@ -224,29 +263,93 @@ static void norm_unit(lower *L, blk *b, at *a, void *ud) {
     int32_t fi = s_if(L, &pb, &ib, xcmp(L, RJ_OP_NE, xvar(L, vretry), xi(L, 0)));
     /* ok and far are of the sums before this pass */
     if (layer)
-        s_set(L, &ib, np.shift, xsel(L, ok, xbin(L, RJ_OP_ADD, t, xvar(L, np.shift), xvar(L, np.mean)),
-                                     xbin(L, RJ_OP_MUL, t, xvar(L, vk0), xconst(L, t, small))));
-    s_set(L, &ib, np.scale, xsel(L, ok, xvar(L, np.scale), xconst(L, t, small)));
-    np.scaled = true;
-    norm_stats(L, &ib, a, &np);
-    np.scaled = false;
-    if (layer) s_set(L, &ib, np.mean, xbin(L, RJ_OP_DIV, t, xvar(L, np.acc), fn));
+        s_set(L, &ib, np->shift, xsel(L, ok, xbin(L, RJ_OP_ADD, t, xvar(L, np->shift), xvar(L, np->mean)),
+                                      xbin(L, RJ_OP_MUL, t, xvar(L, r->vk0), xconst(L, t, small))));
+    s_set(L, &ib, np->scale, xsel(L, ok, xvar(L, np->scale), xconst(L, t, small)));
+    np->scaled = true;
+    norm_stats(L, &ib, &r->a, np);
+    np->scaled = false;
+    if (layer) s_set(L, &ib, np->mean, xbin(L, RJ_OP_DIV, t, xvar(L, np->acc), fn));
     s_set(L, &ib, vretry, xsel(L, done, xi(L, 0), xi(L, 1)));
     close_body(L, fi, &ib);
     close_body(L, fp, &pb);
     close_body(L, fr, &rb);
-    /* rstd of the row as summed (scaled: eps scaled to match, which is 0 in f32) */
-    int32_t var = xbin(L, RJ_OP_DIV, t, xvar(L, np.acc2), fn);
+}
+
+/* Phase: rstd of the row as summed (scaled: eps scaled to match, which is 0 in f32). */
+static void row_rstd(lower *L, blk *b, norm_row *r) {
+    const node *root = r->np.nc->root;
+    norm_pass *np = &r->np;
+    rj_dtype t = dtype_compute(root->dtype);
+    bool layer = root->op == RJ_OP_LAYER_NORM;
+    double eps = root->fval >= 0 ? root->fval : (t == RJ_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
+    int32_t var = xbin(L, RJ_OP_DIV, t, xvar(L, np->acc2), row_count(L, np->nc, t));
     if (layer) {
-        int32_t m1 = xvar(L, np.mean);
+        int32_t m1 = xvar(L, np->mean);
         var = xbin(L, RJ_OP_MAXIMUM, t, xbin(L, RJ_OP_SUB, t, var, xbin(L, RJ_OP_MUL, t, m1, m1)), xconst(L, t, 0));
     }
-    int32_t sc = xvar(L, np.scale);
+    int32_t sc = xvar(L, np->scale);
     int32_t e = xbin(L, RJ_OP_MUL, t, xconst(L, t, eps), xbin(L, RJ_OP_MUL, t, sc, sc));
-    s_set(L, b, np.rstd, xun(L, RJ_OP_RSQRT, t, xbin(L, RJ_OP_ADD, t, var, e)));
-    if (!layer) s_set(L, b, np.rstd, xbin(L, RJ_OP_MUL, t, sc, xvar(L, np.rstd)));
-    np.pass = 1;
-    loops(L, b, a, x->dims, nc->lead, x->rank, norm_inner, &np);
+    s_set(L, b, np->rstd, xun(L, RJ_OP_RSQRT, t, xbin(L, RJ_OP_ADD, t, var, e)));
+    if (!layer) s_set(L, b, np->rstd, xbin(L, RJ_OP_MUL, t, sc, xvar(L, np->rstd)));
+}
+
+/* Phase: the row written. */
+static void row_write(lower *L, blk *b, norm_row *r) {
+    const norm_ctx *nc = r->np.nc;
+    r->np.pass = 1;
+    loops(L, b, &r->a, nc->x->dims, nc->lead, nc->x->rank, norm_inner, &r->np);
+}
+
+/* One row, with its stash (-2: its own). */
+static void norm_row_all(lower *L, blk *b, at *a, norm_ctx *nc, int32_t stash) {
+    norm_row r;
+    row_begin(L, nc, &r, a, stash, "");
+    row_stats(L, b, &r, true);
+    row_rstd(L, b, &r);
+    row_write(L, b, &r);
+}
+
+static void norm_unit(lower *L, blk *b, at *a, void *ud) { norm_row_all(L, b, a, ud, -2); }
+
+/* Two rows a unit on a CPU, phase by phase (statistics of both, then their rstd, then their
+ * writes): a row's write waits on its statistics' horizontal sums, square root and division,
+ * a chain of dependent instructions that left the core idle between rows; the other row's
+ * work fills it (W5 in bf16 1.2x on a Zen 4, bench/NOTES.md). A pair either of whose rows must
+ * be summed again, and an odd last row, go row by row through the one-row code (a serial loop
+ * over one copy of it, which keeps the kernel's code and compile time down). Only where the
+ * unit is one row of a ragged class (the normalised dims are all those after it). */
+static void norm_pairs(lower *L, blk *top, norm_ctx *nc) {
+    at a = {.rank = nc->x->rank, .inclass = -1, .outclass = -1, .guard = -1};
+    rows_nest rn;
+    blk *in = rows_open_pairs(L, top, &a, root_of(L->g, nc->x->dims[1]), &rn);
+    at a2 = a;
+    a2.idx[1] = xadd(L, a.idx[1], xi(L, 1));
+    int32_t vtwo = newvar(L, "two", RJ_I64), vslow = newvar(L, "slow", RJ_I64), vq = newvar(L, "q", RJ_I64);
+    s_set(L, in, vtwo, xsel(L, xcmp(L, RJ_OP_GE, rn.left, xi(L, 2)), xi(L, 1), xi(L, 0)));
+    s_set(L, in, vslow, xi(L, 1));
+    blk pb, fb;
+    int32_t fp = s_if(L, in, &pb, xcmp(L, RJ_OP_NE, xvar(L, vtwo), xi(L, 0)));
+    norm_row r[2];
+    row_begin(L, nc, &r[0], &a, -2, "");
+    row_begin(L, nc, &r[1], &a2, -2, "_2");
+    for (int k = 0; k < 2; k++) row_stats(L, &pb, &r[k], false);
+    s_set(L, &pb, vslow, xmax(L, xvar(L, r[0].retry), xvar(L, r[1].retry)));
+    int32_t ff = s_if(L, &pb, &fb, xcmp(L, RJ_OP_EQ, xvar(L, vslow), xi(L, 0)));
+    for (int k = 0; k < 2; k++) row_rstd(L, &fb, &r[k]);
+    for (int k = 0; k < 2; k++) row_write(L, &fb, &r[k]);
+    close_body(L, ff, &fb);
+    close_body(L, fp, &pb);
+    /* row by row: the pair's two rows, the last row alone, or none */
+    int32_t cnt = xsel(L, xcmp(L, RJ_OP_NE, xvar(L, vslow), xi(L, 0)), xadd(L, xvar(L, vtwo), xi(L, 1)), xi(L, 0));
+    blk qb = NEWBLK;
+    int32_t fq = s_for(L, in, vq, xi(L, 0), cnt, LM_SERIAL);
+    if (!L->err) L->k->st[fq].flags |= LF_NOUNROLL;
+    at aq = a;
+    aq.idx[1] = xadd(L, a.idx[1], xvar(L, vq));
+    norm_row_all(L, &qb, &aq, nc, r[0].np.row);
+    close_body(L, fq, &qb);
+    rows_close(L, &rn);
 }
 
 void lower_norm(lower *L, const fuse_group *gr) {
@@ -262,7 +365,13 @@ void lower_norm(lower *L, const fuse_group *gr) {
     blk top = NEWBLK;
     /* a unit writes (and reads) the normalised dims and nothing else: none where they hold no
      * element (a [B, j1, 0] of 2^40 rows would otherwise run 2^40 units of nothing) */
-    int first = leading_units(L, &top, nc.x->dims, nc.x->rank, nc.lead, nc.lead, norm_unit, &nc);
-    unit_extent(L, nc.x->dims, first, nc.x->rank);
+    const sym *js = nc.x->rank > 2 ? graph_sym(g, nc.x->dims[1]) : NULL;
+    if (!L->desc->simt && js && js->kind == SYM_RAGGED && nc.lead == 2) {
+        norm_pairs(L, &top, &nc);
+        unit_extent(L, nc.x->dims, 2, nc.x->rank);
+    } else {
+        int first = leading_units(L, &top, nc.x->dims, nc.x->rank, nc.lead, nc.lead, norm_unit, &nc);
+        unit_extent(L, nc.x->dims, first, nc.x->rank);
+    }
     L->k->body = top.first;
 }
