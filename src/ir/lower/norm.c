@@ -1,5 +1,10 @@
 /*
- * lower/norm.c — layer_norm and rms_norm, one unit per normalised row.
+ * lower/norm.c — layer_norm and rms_norm, one unit per normalised row (two on the CPU over the
+ * rows of a jagged tensor: norm_pairs).
+ *
+ * A row's statistics are summed in one pass (shifted by its first element; summed again where
+ * that loses bits or overflows: the essay above norm_row), then the row is written. On the CPU a row
+ * of at most ROW_STASH elements is kept from the statistics pass for the write pass.
  */
 #include "kit.h"
 
