@@ -35,21 +35,32 @@ static int32_t pvar(lower *L, const norm_pass *np, const char *name, rj_dtype t)
     return newvar(L, n, t);
 }
 
+/* The write pass's element from r, the row's x s - k (layer_norm) or x (rms_norm):
+ * layer_norm ((x s - k) - m1) rstd, not (x - (k + m1)) rstd: x - k is exact wherever x is within
+ * a factor of 2 of k, and m1 keeps the mean's digits below k's ulp, which a mean rounded to f32
+ * loses (data around 1e4 with a spread of 1: a shift of 1e-3 in every result). The subtraction
+ * costs a little; an fma of (x s - k), rstd and -m1 rstd would save it, but its -m1 rstd waits
+ * for rstd (bench/NOTES.md, "Row norms"). rms_norm: x (s rstd). Then the weight and bias. */
+static void norm_write(lower *L, blk *b, at *a, const norm_pass *np, int32_t r) {
+    const node *root = np->nc->root;
+    rj_dtype t = root->dtype;
+    int32_t y = root->op == RJ_OP_LAYER_NORM
+                    ? xbin(L, RJ_OP_MUL, t, xbin(L, RJ_OP_SUB, t, r, xvar(L, np->mean)), xvar(L, np->rstd))
+                    : xbin(L, RJ_OP_MUL, t, r, xvar(L, np->rstd));
+    int k = 1;
+    if (root->ival & 1) y = xbin(L, RJ_OP_MUL, t, y, operand(L, root, k++, a, t));
+    if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
+    store_group(L, b, (int32_t)(root - L->g->nodes), y, a, ROWS_ANY, LF_NT);
+}
+
 static void norm_inner(lower *L, blk *b, at *a, void *ud) {
     norm_pass *np = ud;
     const node *root = np->nc->root;
-    const rj_graph *g = L->g;
     rj_dtype t = root->dtype;
     bool layer = root->op == RJ_OP_LAYER_NORM;
     int32_t at_row = np->row >= 0 ? a->idx[np->nc->x->rank - 1] : -1;
     if (np->pass == 1 && np->row >= 0) { /* x s - k (rms_norm: x) as the statistics pass left it */
-        int32_t r = xlocal(L, np->row, at_row);
-        int32_t y = layer ? xbin(L, RJ_OP_MUL, t, xbin(L, RJ_OP_SUB, t, r, xvar(L, np->mean)), xvar(L, np->rstd))
-                          : xbin(L, RJ_OP_MUL, t, r, xvar(L, np->rstd));
-        int k = 1;
-        if (root->ival & 1) y = xbin(L, RJ_OP_MUL, t, y, operand(L, root, k++, a, t));
-        if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
-        store_group(L, b, (int32_t)(root - g->nodes), y, a, ROWS_ANY, LF_NT);
+        norm_write(L, b, a, np, xlocal(L, np->row, at_row));
         return;
     }
     L->memo_n = 0;
@@ -68,18 +79,7 @@ static void norm_inner(lower *L, blk *b, at *a, void *ud) {
             s_accum_fma(L, b, np->part2, vs, vs);
         }
     } else {
-        /* layer_norm: ((x s - k) - m1) rstd, not (x - (k + m1)) rstd: x - k is exact wherever
-         * x is within a factor of 2 of k, and m1 keeps the mean's digits below k's ulp, which
-         * a mean rounded to f32 loses (data around 1e4 with a spread of 1: a shift of 1e-3 in
-         * every result). The subtraction costs a little; an fma of (x s - k), rstd and -m1
-         * rstd would save it, but its -m1 rstd waits for rstd (bench/NOTES.md, "Row norms").
-         * rms_norm: x (s rstd) */
-        int32_t y = layer ? xbin(L, RJ_OP_MUL, t, xbin(L, RJ_OP_SUB, t, c, xvar(L, np->mean)), xvar(L, np->rstd))
-                          : xbin(L, RJ_OP_MUL, t, v, xvar(L, np->rstd));
-        int k = 1;
-        if (root->ival & 1) y = xbin(L, RJ_OP_MUL, t, y, operand(L, root, k++, a, t));
-        if (root->ival & 2) y = xbin(L, RJ_OP_ADD, t, y, operand(L, root, k++, a, t));
-        store_group(L, b, (int32_t)(root - g->nodes), y, a, ROWS_ANY, LF_NT);
+        norm_write(L, b, a, np, layer ? c : v);
     }
 }
 
