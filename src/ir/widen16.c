@@ -164,8 +164,9 @@ static void scan_block(wctx *W, int32_t s) {
     }
 }
 
-/* Stages the loads of c[first .. nc) that read param (all of them are candidates of it):
- * one local, filled by a lanes loop put at the top of the kernel. */
+/* Stages param's loads among the n candidates c (those kept: not bad, hot) over indices
+ * [lo, hi): one local of hi elements, filled at [lo, hi) by a lanes loop put at the top of the
+ * kernel. */
 static rj_status stage_param(lkernel *k, const cand *c, int32_t n, int32_t param, int64_t lo, int64_t hi) {
     char name[24];
     snprintf(name, sizeof name, "%.18s_f32", k->params[param].name);
