@@ -23,7 +23,13 @@ from .model import FLOATS, HEADED, INTS, category, kind, is_pad
 
 IMIN = {"i32": -2**31, "i64": -2**63}
 IMAX = {"i32": 2**31 - 1, "i64": 2**63 - 1}
-_erfc = np.frompyfunc(math.erfc, 1, 1)
+_erfc_obj = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erfc(x):
+    """math.erfc elementwise, an array whatever x's rank (frompyfunc gives a 0-d input a Python
+    float: gelu of a full reduction, difftest seed 90633)."""
+    return np.asarray(_erfc_obj(x), dtype=np.float64)
 
 
 class Val:
