@@ -749,11 +749,12 @@ static void test_stream_width(void **state) {
 
 /* The f32 math functions at special and extreme arguments, against libm in double. */
 /* x ** c for the literal exponents every target expands: the interpreter agrees with the JIT
- * on the special values where sqrt and C's pow differ (-inf, -0.0). */
+ * on the special values where sqrt and C's pow differ (-inf, -0.0), and both give PyTorch's
+ * (its kernels take 0.5, -0.5 and -2 as sqrt, rsqrt and 1/(x*x)). */
 static void test_pow_literals(void **state) {
     fixture *f = *state;
-    static const float xs[] = {-INFINITY, -0.0f, 0.0f, 4.0f, -1.0f, 2.5f, INFINITY, NAN};
-    static const double es[] = {0.5, 2, 3, -1, 1, 1.5};
+    static const float xs[] = {-INFINITY, -0.0f, 0.0f, 4.0f, -1.0f, 2.5f, INFINITY, NAN, 1e20f};
+    static const double es[] = {0.5, 2, 3, -1, 1, 1.5, -0.5, -2};
     int n = (int)(sizeof xs / sizeof xs[0]);
     int64_t off[] = {0, n};
     for (size_t k = 0; k < sizeof es / sizeof es[0]; k++) {
@@ -762,7 +763,7 @@ static void test_pow_literals(void **state) {
         rj_node x = rj_graph_input(g, "x", RJ_F32, 2, (rj_dim[]){B, J});
         rj_node y = rj_graph_binary(g, RJ_OP_POW, x, rj_graph_scalar(g, es[k]));
         rj_graph_output(g, y, "y");
-        float got[2][8];
+        float got[2][9];
         for (rj_target t = RJ_TARGET_REFERENCE; t <= RJ_TARGET_CPU; t++) {
             rj_program *p = rj_program_new(g, t);
             rj_bind *b = rj_bind_new(p);
@@ -781,8 +782,15 @@ static void test_pow_literals(void **state) {
                                                   fabsf(r - c) <= 3e-7f * fabsf(r);
             if (!same) fail_msg("%g ** %g: cpu %g, reference %g", xs[i], es[k], c, r);
         }
-        if (es[k] == 0.5 && !(isnan(got[0][0]) && got[0][1] == 0 && signbit(got[0][1])))
-            fail_msg("x ** 0.5 is not sqrt: (-inf) ** 0.5 = %g, (-0.0) ** 0.5 = %g", got[0][0], got[0][1]);
+        for (int t = 0; t < 2; t++) {
+            if (es[k] == 0.5 && !(isnan(got[t][0]) && got[t][1] == 0 && signbit(got[t][1])))
+                fail_msg("x ** 0.5 is not sqrt: (-inf) ** 0.5 = %g, (-0.0) ** 0.5 = %g", got[t][0], got[t][1]);
+            if (es[k] == -0.5 && !(isnan(got[t][0]) && isinf(got[t][1]) && got[t][1] < 0 && got[t][3] == 0.5f))
+                fail_msg("x ** -0.5 is not 1/sqrt(x): (-inf) ** -0.5 = %g, (-0.0) ** -0.5 = %g, 4 ** -0.5 = %g",
+                         got[t][0], got[t][1], got[t][3]);
+            if (es[k] == -2 && !(got[t][8] == 0 && got[t][3] == 0.0625f))
+                fail_msg("x ** -2 is not 1/(x*x): 1e20 ** -2 = %g, 4 ** -2 = %g", got[t][8], got[t][3]);
+        }
         rj_graph_free(g);
     }
 }

@@ -26,8 +26,8 @@
  *   sgn(x)       (x > 0) - (x < 0), the comparisons converted to x's type (sgn(NaN) = 0, as
  *                PyTorch's sign)
  *   relu(x)      x < 0 ? 0 : x for floats (NaN stays NaN), x > 0 ? x : 0 for integers
- *   pow(x, c)    for a literal c in {1, 2, 3, 0.5, -1}: x, x*x, (x*x)*x, sqrt(x), 1/x
- *                (pow_expand, ir.h, which the interpreter follows too)
+ *   pow(x, c)    for a literal c in {1, 2, 3, 0.5, -1, -0.5, -2}: x, x*x, (x*x)*x, sqrt(x), 1/x,
+ *                1/sqrt(x), 1/(x*x) (pow_expand, ir.h, which the interpreter follows too)
  *
  * Expressions are hash-consed DAGs whose operands precede them; an expanded expression keeps
  * its id (statements and other expressions point at it) and takes the value of the new
@@ -146,6 +146,8 @@ static int32_t expand_pow(xp *X, int t, int32_t x, int32_t y) {
     case POWX_CUBE: return bin(X, RJ_OP_MUL, t, bin(X, RJ_OP_MUL, t, x, x), x);
     case POWX_SQRT: return un(X, RJ_OP_SQRT, t, x);
     case POWX_RECIP: return bin(X, RJ_OP_DIV, t, fconst(X, t, 1), x);
+    case POWX_RSQRT: return bin(X, RJ_OP_DIV, t, fconst(X, t, 1), un(X, RJ_OP_SQRT, t, x));
+    case POWX_RECIP_SQUARE: return bin(X, RJ_OP_DIV, t, fconst(X, t, 1), bin(X, RJ_OP_MUL, t, x, x));
     case POWX_NONE: break;
     }
     return -1;

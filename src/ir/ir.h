@@ -57,14 +57,25 @@ static inline int64_t cast_float_to_int(double f, rj_dtype to) {
     return (int64_t)f;
 }
 
-/* Float pow with a literal exponent of 1, 2, 3, 0.5 or -1 is computed by every target (the
- * interpreter included) as x, x*x, (x*x)*x, sqrt(x) and 1/x, as PyTorch does: faster, and
- * sqrt's special values (sqrt(-inf) is NaN, sqrt(-0.0) is -0.0) rather than C pow's. Defined
- * once here so the targets cannot disagree. */
-typedef enum { POWX_NONE, POWX_ONE, POWX_SQUARE, POWX_CUBE, POWX_SQRT, POWX_RECIP } pow_expansion;
+/* Float pow with a literal exponent of 1, 2, 3, 0.5, -1, -0.5 or -2 is computed by every target
+ * (the interpreter included) as x, x*x, (x*x)*x, sqrt(x), 1/x, 1/sqrt(x) and 1/(x*x), as
+ * PyTorch's CPU and CUDA kernels do: faster, and sqrt's special values rather than C pow's
+ * (sqrt(-inf) is NaN, sqrt(-0.0) is -0.0; so (-inf) ** -0.5 is NaN and (-0.0) ** -0.5 is -inf,
+ * and x*x of an f32 past 1.8e19 is inf, so x ** -2 is 0 there). Defined once here so the targets
+ * cannot disagree. */
+typedef enum {
+    POWX_NONE,
+    POWX_ONE,
+    POWX_SQUARE,
+    POWX_CUBE,
+    POWX_SQRT,
+    POWX_RECIP,
+    POWX_RSQRT,
+    POWX_RECIP_SQUARE
+} pow_expansion;
 static inline pow_expansion pow_expand(double e) {
     return e == 1 ? POWX_ONE : e == 2 ? POWX_SQUARE : e == 3 ? POWX_CUBE : e == 0.5 ? POWX_SQRT
-           : e == -1 ? POWX_RECIP : POWX_NONE;
+           : e == -1 ? POWX_RECIP : e == -0.5 ? POWX_RSQRT : e == -2 ? POWX_RECIP_SQUARE : POWX_NONE;
 }
 
 /* Scalar literal categories (node.weak); 0 is a typed tensor. */

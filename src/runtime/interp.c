@@ -198,14 +198,18 @@ static elem binary(rj_op op, rj_dtype t, elem a, elem b) {
     return r;
 }
 
-/* x ** c for a literal exponent c that every target expands (pow_expand, ir.h). */
-static elem pow_literal(pow_expansion px, elem a) {
+/* x ** c for a literal exponent c that every target expands (pow_expand, ir.h), each step
+ * rounded to the compute type t as the targets' expansion rounds it (x*x of an f32 past 1.8e19
+ * is inf, so 1/(x*x) is 0 there; the caller rounds the last step). */
+static elem pow_literal(pow_expansion px, elem a, rj_dtype t) {
     double x = a.f;
     switch (px) {
     case POWX_ONE: break;
     case POWX_SQUARE: x = x * x; break;
-    case POWX_CUBE: x = x * x * x; break;
+    case POWX_CUBE: x = round_to(x * x, t) * x; break;
     case POWX_SQRT: x = sqrt(x); break;
+    case POWX_RSQRT: x = 1.0 / round_to(sqrt(x), t); break;
+    case POWX_RECIP_SQUARE: x = 1.0 / round_to(x * x, t); break;
     default: x = 1.0 / x; break;
     }
     return (elem){.f = x};
@@ -384,7 +388,7 @@ static void eval_elementwise(interp *in, const node *n, ival *v) {
             elem p = conv(a[0], x->dtype, operand_t(x, ct)), q = conv(a[1], y->dtype, operand_t(y, ct));
             pow_expansion px = n->op == RJ_OP_POW && is_f(ct) && y->op == RJ_OP_SCALAR ? pow_expand(q.f)
                                                                                       : POWX_NONE;
-            r = fin(px != POWX_NONE ? pow_literal(px, p) : binary(n->op, ct, p, q), ct);
+            r = fin(px != POWX_NONE ? pow_literal(px, p, ct) : binary(n->op, ct, p, q), ct);
             break;
         }
         case KIND_COMPARE:

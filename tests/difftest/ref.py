@@ -145,6 +145,17 @@ def unary(op, a, ft, dt):
     return f(np.asarray(a, ft))
 
 
+# A float tensor to a literal power of one of these is PyTorch's kernel for it (its CPU and CUDA
+# pow take 0.5 as sqrt, -0.5 as rsqrt, -1 as reciprocal, 2, 3 and -2 as products), with those
+# ops' special values: (-inf) ** 0.5 is NaN, not C pow's inf (the guide, `pow`).
+POW_LITERALS = {1.0: lambda x: x, 2.0: lambda x: x * x, 3.0: lambda x: x * x * x, 0.5: np.sqrt,
+                -1.0: lambda x: 1 / x, -0.5: lambda x: 1 / np.sqrt(x), -2.0: lambda x: 1 / (x * x)}
+
+
+def pow_literal(x, e):
+    return POW_LITERALS[e](x)
+
+
 def binary(op, a, b, dt, ft):
     if op in ("eq", "ne", "lt", "le", "gt", "ge"):
         return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
