@@ -199,10 +199,12 @@ static elem binary(rj_op op, rj_dtype t, elem a, elem b) {
 }
 
 /* x ** c for a literal exponent c that every target expands (pow_expand, ir.h), each step
- * rounded to the compute type t as the targets' expansion rounds it (x*x of an f32 past 1.8e19
- * is inf, so 1/(x*x) is 0 there; the caller rounds the last step). */
+ * rounded as the targets' expansion computes it: in f32 for f32 and the 16-bit formats (x*x of
+ * an f32 past 1.8e19 is inf, so 1/(x*x) is 0 there), in f64 for f64. The caller rounds the
+ * last step to t, once: a 16-bit pow is one op, one rounding (the guide). */
 static elem pow_literal(pow_expansion px, elem a, rj_dtype t) {
     double x = a.f;
+    if (dtype_is_half(t)) t = RJ_F32;
     switch (px) {
     case POWX_ONE: break;
     case POWX_SQUARE: x = x * x; break;
