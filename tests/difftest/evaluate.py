@@ -351,9 +351,10 @@ def attention_weights(prog):
             if a.op == "softmax" and a.dtype in half.HALVES}
 
 
-def evaluate(prog, data, env, unrounded=frozenset()):
+def evaluate(prog, data, env, unrounded=frozenset(), moved=None):
     """Every output of prog in env's float type; the nodes in `unrounded` (ids) keep their
-    16-bit value unrounded (attention_weights)."""
+    16-bit value unrounded (attention_weights). moved(dtype, array): each f32 or f64 op's value
+    moved as its rounding might move it (check.input_spread), or None."""
     vals = {}
     for n in prog.inputs:
         vals[id(n)] = input_val(n, data, env)
@@ -363,5 +364,7 @@ def evaluate(prog, data, env, unrounded=frozenset()):
             v = FAMILY[n.op](n, args, env)
             if n.dtype in half.HALVES and id(n) not in unrounded:  # the value is stored in its format
                 v = ref.map_val(v, lambda x, dt=n.dtype: np.asarray(half.round_to(x, dt), env.ft))
+            elif moved and n.dtype in ("f32", "f64"):
+                v = ref.map_val(v, lambda x, dt=n.dtype: moved(dt, x))
             vals[id(n)] = v
     return {n.name: flatten(vals[id(n)], n, env) for n in prog.outputs}

@@ -91,18 +91,23 @@ def convert(a, src, dst, ft):
 
 
 def lit_value(node, dt, ft):
+    """A literal as the op of dtype dt takes it: an f32 (or 16-bit) op takes its f32 value (the
+    guide: `x * 0.1` multiplies by 0.1f), an f64 op its double."""
     v = node.attrs["value"]
     if dt in FLOATS:
-        return ft(v)
+        return ft(np.float32(v)) if dt != "f64" else ft(v)
     if dt == "bool":
         return bool(v)
     return np.int64(int(v))  # integer literals that fit: ragjit refuses the rest
 
 
 def fill_value(v, dt, ft):
-    """pad's and masked_fill's value in dtype dt (an integer one truncated toward zero)."""
+    """pad's and masked_fill's value in dtype dt (an integer one truncated toward zero). It
+    becomes an element, so an f32 tensor's is the f32 value (difftest seed 110543: the sum of six
+    pad values of -1e30 taken as doubles, then cos, was another f32 than ragjit's correct one);
+    a 16-bit one is rounded where the op's value is (evaluate)."""
     if dt in FLOATS:
-        return ft(v)
+        return ft(np.float32(v)) if dt != "f64" else ft(v)
     if dt == "bool":
         return bool(v)
     return np.int64(math.trunc(v))
