@@ -747,7 +747,6 @@ static void test_stream_width(void **state) {
            avx512 ? " (256-bit and 512-bit code)" : "");
 }
 
-/* The f32 math functions at special and extreme arguments, against libm in double. */
 /* x ** c for the literal exponents every target expands: the interpreter agrees with the JIT
  * on the special values where sqrt and C's pow differ (-inf, -0.0), and both give PyTorch's
  * (its kernels take 0.5, -0.5 and -2 as sqrt, rsqrt and 1/(x*x)). In bf16 and f16 the pow is

@@ -146,7 +146,7 @@ static int32_t expand_pow(xp *X, int t, int32_t x, int32_t y) {
     case POWX_CUBE: return bin(X, RJ_OP_MUL, t, bin(X, RJ_OP_MUL, t, x, x), x);
     case POWX_SQRT: return un(X, RJ_OP_SQRT, t, x);
     case POWX_RECIP: return bin(X, RJ_OP_DIV, t, fconst(X, t, 1), x);
-    case POWX_RSQRT: return bin(X, RJ_OP_DIV, t, fconst(X, t, 1), un(X, RJ_OP_SQRT, t, x));
+    case POWX_RSQRT: return expand_unary(X, RJ_OP_RSQRT, t, x);
     case POWX_RECIP_SQUARE: return bin(X, RJ_OP_DIV, t, fconst(X, t, 1), bin(X, RJ_OP_MUL, t, x, x));
     case POWX_NONE: break;
     }
