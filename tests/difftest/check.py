@@ -210,12 +210,9 @@ def input_spread(prog, dat, r64):
         step = np.spacing(np.abs(a)).astype(np.float64)
         return a.astype(np.float64) + rng.choice(MOVES, a.shape) * step
 
-    def op_moved(dt, x):  # an op's value, by as many of its format's ulps (relative)
-        a = np.asarray(x, dtype=np.float64)
-        if not a.dtype.kind == "f" or a.size == 0:
-            return x
-        eps = EPS[dt] / 2  # an ulp relative to the value, at the bottom of its binade
-        return a * (1 + rng.choice(MOVES, a.shape) * eps)
+    def op_moved(dt, x):  # an op's value, by MOVES ulps of its format (relative: an ulp at the
+        a = np.asarray(x, dtype=np.float64)  # top of its binade, the smallest it is)
+        return a * (1 + rng.choice(MOVES, a.shape) * (EPS[dt] / 2))
 
     for _ in range(PERTURB):
         vals = {}

@@ -37,7 +37,7 @@ def ev_elementwise(n, vals, env):
         fv = ref.fill_value(n.attrs["value"], dt, ft)
         f = lambda x, m: np.where(m, fv, x)
     elif op == "pow" and cdt in FLOATS and n.args[1].is_lit() and float(ops[1]) in ref.POW_LITERALS:
-        f = lambda x, y, e=float(ops[1]): ref.pow_literal(x, e)
+        f = lambda x, y, p=ref.POW_LITERALS[float(ops[1])]: p(x)
     else:
         f = lambda x, y: ref.binary(op, x, y, cdt, ft)
     if op == "where":  # the condition stays bool

@@ -90,12 +90,17 @@ def convert(a, src, dst, ft):
     return wrap(dst, a.astype(np.int64))
 
 
+def float_of(v, dt, ft):
+    """A number as an op or a tensor of float dtype dt holds it: an f32 (or 16-bit) one its f32
+    value (the guide: `x * 0.1` multiplies by 0.1f), an f64 one its double."""
+    return ft(np.float32(v)) if dt != "f64" else ft(v)
+
+
 def lit_value(node, dt, ft):
-    """A literal as the op of dtype dt takes it: an f32 (or 16-bit) op takes its f32 value (the
-    guide: `x * 0.1` multiplies by 0.1f), an f64 op its double."""
+    """A literal as the op of dtype dt takes it."""
     v = node.attrs["value"]
     if dt in FLOATS:
-        return ft(np.float32(v)) if dt != "f64" else ft(v)
+        return float_of(v, dt, ft)
     if dt == "bool":
         return bool(v)
     return np.int64(int(v))  # integer literals that fit: ragjit refuses the rest
@@ -107,7 +112,7 @@ def fill_value(v, dt, ft):
     pad values of -1e30 taken as doubles, then cos, was another f32 than ragjit's correct one);
     a 16-bit one is rounded where the op's value is (evaluate)."""
     if dt in FLOATS:
-        return ft(np.float32(v)) if dt != "f64" else ft(v)
+        return float_of(v, dt, ft)
     if dt == "bool":
         return bool(v)
     return np.int64(math.trunc(v))
@@ -155,10 +160,6 @@ def unary(op, a, ft, dt):
 # ops' special values: (-inf) ** 0.5 is NaN, not C pow's inf (the guide, `pow`).
 POW_LITERALS = {1.0: lambda x: x, 2.0: lambda x: x * x, 3.0: lambda x: x * x * x, 0.5: np.sqrt,
                 -1.0: lambda x: 1 / x, -0.5: lambda x: 1 / np.sqrt(x), -2.0: lambda x: 1 / (x * x)}
-
-
-def pow_literal(x, e):
-    return POW_LITERALS[e](x)
 
 
 def binary(op, a, b, dt, ft):
