@@ -11,13 +11,15 @@ Printed, for --sentences sentences in batches of --batch (2 threads by default):
   compile   cold (a fresh process, an empty kernel cache) and cached (a fresh process, the
             cache warm), each the time of ragjit.compile
   first run in a fresh process (the cache warm), the first call on the first batch against the
-            median of the next --reps + 2 calls on the same batch: wall and CPU time (every
+            median of --reps + 2 later calls on the same batch (after the 4 calls that may still
+            make copies of the weights, whose slowest is printed too): wall and CPU time (every
             thread's), page faults, and their ratios, of the median of --first-procs processes
             (and the range of the ratio over them); once as a user calls it, once after
             prog.prepare() on that batch (rj_bind_prepare: the run's memory and threads made
             ready and the weights packed before the first call), both with the weights bound
-            once (constants=: packed by prepare() or else by the first call, reused by the later
-            ones); and once without the promise (every call packs them)
+            once (constants=: packed by prepare() or else a quarter each by the first four
+            calls, reused by the later ones); and once without the promise (every call packs
+            them)
   run       ragjit on jagged batches; PyTorch padded to each batch's longest sentence; PyTorch
             sorted by length into batches (the whole set sorted once, then cut): total seconds
             for all sentences, median of --reps passes, and the ratios
@@ -58,6 +60,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 L, E, H, D, F = 6, 384, 12, 32, 1536
+# Calls after the first that may still make copies of the constant weights (without prepare(),
+# a binding's first four calls make a quarter of them each: src/runtime/cpu_gemm.c, CONST_RUNS):
+# "later" calls are the ones after these; the slowest of these is printed beside them.
+SETTLING = 4
 
 
 def weights(rng):
@@ -125,14 +131,14 @@ def first_run_child(a):
     if a.prepare:
         prog.prepare(x=x, **w)
     out = []
-    for _ in range(a.reps + 3):
+    for _ in range(1 + SETTLING + a.reps + 2):
         f0, c0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.process_time(), time.perf_counter()
         prog(x=x, **w)
         out.append((time.perf_counter() - t0, time.process_time() - c0,
                     resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0))
-    later = out[1:]
+    later = out[1 + SETTLING:]
     print(out[0][0], statistics.median(t for t, _, _ in later), out[0][1], statistics.median(c for _, c, _ in later),
-          out[0][2], max(f for _, _, f in later))
+          out[0][2], max(f for _, _, f in later), max(t for t, _, _ in out[1:1 + SETTLING]))
 
 
 def first_run(a, prepare, constants=True):
@@ -143,7 +149,7 @@ def first_run(a, prepare, constants=True):
     r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
     if r.returncode:
         sys.exit("first run failed: " + r.stderr)
-    return [float(v) for v in r.stdout.split()[-6:]]
+    return [float(v) for v in r.stdout.split()[-7:]]
 
 
 def print_load(when):
@@ -272,12 +278,14 @@ def main():
             "packed": " (fresh process, no constants=: weights packed in every call)"}
     for p, samples in firsts.items():
         # the process whose wall-time ratio is the median, and the range over the processes
-        ratios = sorted(t1 / t2 for t1, t2, _, _, _, _ in samples)
-        t1, t2, c1, c2, f1, f2 = min(samples, key=lambda v: abs(v[0] / v[1] - statistics.median(ratios)))
+        ratios = sorted(t1 / t2 for t1, t2, _, _, _, _, _ in samples)
+        t1, t2, c1, c2, f1, f2, ts = min(samples, key=lambda v: abs(v[0] / v[1] - statistics.median(ratios)))
+        settle = sorted(v[6] / v[1] for v in samples)
         print("first run%s: %.1f ms against %.1f ms later on the same batch (first/later %.2f, %.2f-%.2f over %d "
-              "processes); CPU %.1f against %.1f ms (%.2f); %d page faults against %d"
+              "processes); CPU %.1f against %.1f ms (%.2f); %d page faults against %d; the slowest of calls 2-%d "
+              "%.1f ms (%.2f, %.2f-%.2f)"
               % (what[p], 1e3 * t1, 1e3 * t2, t1 / t2, ratios[0], ratios[-1], len(ratios), 1e3 * c1, 1e3 * c2,
-                 c1 / c2, f1, f2))
+                 c1 / c2, f1, f2, 1 + SETTLING, 1e3 * ts, ts / t2, settle[0], settle[-1]))
     if "padded" in timings:
         print("run, all batches: ragjit %.3f s, PyTorch padded %.3f s (%.2fx), PyTorch length-sorted %.3f s (%.2fx)"
               % (timings["ragjit"], timings["padded"], timings["padded"] / timings["ragjit"], timings["sorted"],

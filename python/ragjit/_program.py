@@ -190,9 +190,10 @@ class Program:
 
     ``constants`` names inputs whose contents do not change from one call to the next, as a
     model's weights and biases: pass the same arrays (or tensors) in every call. ragjit then
-    packs the weights of their matrix products once per binding, in its first call, and keeps
-    them (rj_bind_constant): a call that gives the same memory (address and size) as the last
-    call on a binding does not bind it again, and the program holds the array so that its
+    packs the weights of their matrix products once per binding, a quarter in each of its
+    first calls (all of them in :meth:`prepare`), and keeps them (rj_bind_constant): a
+    call that gives the same memory (address and size) as the last call on a binding does not
+    bind it again, and the program holds the array so that its
     memory is not reused while it is bound. A call that gives another array for a constant
     binds it, and its products are packed again. After changing a constant's contents in
     place, call :meth:`constants_changed` (otherwise calls may go on with the old weights).

@@ -556,7 +556,7 @@ static rj_status cpu_exec(const run_view *v, bool dry) {
     if (!rm->host && !(rm->host = mem_zalloc(ctx, sizeof(host_mem)))) return RJ_ERR_NOMEM;
     launch_mem m;
     rj_status s = host_addresses(v, lp, rm->host, &m, dry);
-    if (!s) s = cpu_consts_settle(v);
+    if (!s) s = cpu_consts_settle(v, dry);
     v->stats->temp_bytes = rm->host->temp_bytes;
     int threads = ctx_threads(ctx);
     const cpu_state *st = ctx->slot[SLOT_CPU].state;

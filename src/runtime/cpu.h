@@ -91,9 +91,9 @@ void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, bool early
 /* The bytes of a multi-pass item kernel's stash a worker may fill (cpu.c says how). */
 int64_t cpu_stash_bytes(const cpu_state *st, int workers);
 /* Before a run's kernels: drops what the binding kept of constant inputs (rj_bind_constant)
- * that were bound again since, or no longer promised, and counts the rest against the memory
- * limit (cpu_gemm.c). */
-rj_status cpu_consts_settle(const run_view *v);
+ * that were bound again since, or no longer promised, counts the rest against the memory
+ * limit, and sets how many bytes of copies the run may make (all where dry) (cpu_gemm.c). */
+rj_status cpu_consts_settle(const run_view *v, bool dry);
 /* Bytes a kernel writes above which its streaming stores bypass the cache (RAGJIT_NT_BYTES). */
 int64_t cpu_stream_threshold(rj_ctx *ctx);
 /* Kernel ki, the epilogue of a library GEMM (lkernel.gemm): its chunk loop (cpu_gemm.c). */

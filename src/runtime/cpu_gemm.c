@@ -444,7 +444,19 @@ static bool rows_fine(const sgemm_kernel *pk, int64_t units, int workers, int64_
  * (the packing kernel, the shape and the view: a weight's slice, its transposition) and by
  * which binding of the input it came from, so binding the input again makes it stale; a new
  * layout (other shapes) makes every copy stale. Room is kept for every product over a
- * constant weight, also one whose rows fit one chunk this run (packed by no run then). */
+ * constant weight, also one whose rows fit one chunk this run (packed by no run then).
+ *
+ * Without rj_bind_prepare, the copies are made over a binding's first runs: each run makes
+ * the next of those not made, in order, up to a CONST_RUNS-th of their bytes (at least one),
+ * and packs the others into its scratch as a run without the promise does. The cost of a copy
+ * is mostly its fresh memory (42 MB for the encoder: its huge pages' first faults, a few ms
+ * to 80 ms in a VM, where packing into the scratch costs ~3 ms a run), so the run touches the
+ * pages of its share of the block at once, on the pool, ahead of its products: the encoder's
+ * first run went from 1.11 to 1.08 of its later ones (median of 12 fresh processes), the
+ * second to fifth 1.06 at most. Touching each copy's pages as it is made was slower (1.23:
+ * a copy of one or two huge pages is touched by one thread); so was letting the packing
+ * fault them (1.16). */
+#define CONST_RUNS 4
 
 /* Whether kernel ki is a product of rows by a weight promised constant. */
 static bool const_weight(const run_view *v, const lprog *lp, int32_t ki) {
@@ -463,7 +475,7 @@ static int64_t const_need(const run_view *v, const lprog *lp, int32_t ki, const 
     return pk ? ((int64_t)sgemm_packed_b_bytes(pk, N, K) + 63) / 64 * 64 : 0;
 }
 
-rj_status cpu_consts_settle(const run_view *v) {
+rj_status cpu_consts_settle(const run_view *v, bool dry) {
     host_mem *hm = v->mem->host;
     const lprog *lp = v->lp;
     int64_t total = 0;
@@ -486,11 +498,32 @@ rj_status cpu_consts_settle(const run_view *v) {
     hm->const_bytes = total;
     rj_status s = RJ_OK;
     char *at = NULL;
+    bool fresh = false;
     if (!total) host_block_free(v->ctx, &hm->const_block);
-    else if (!(s = run_reserve(v, total, "the copies kept of constant inputs", -1)))
-        at = cpu_block_get(v, &hm->const_block, (size_t)total, true, &s);
-    for (int32_t ki = 0; (moved || at != hm->const_at) && ki < hm->nconsts; ki++) hm->consts[ki].valid = false;
+    else if (!(s = run_reserve(v, total, "the copies kept of constant inputs", -1))) {
+        if (!(at = host_block_fresh(v->ctx, &hm->const_block, (size_t)total, host_huge_pages(), &fresh)))
+            s = RJ_ERR_NOMEM;
+        else if (fresh) host_block_advise(&hm->const_block);
+    }
+    bool stale = moved || at != hm->const_at;
+    for (int32_t ki = 0; ki < hm->nconsts; ki++) {
+        const_copy *c = &hm->consts[ki];
+        if (stale) c->valid = c->idle = false;
+        else if (c->given && !c->valid) c->idle = true; /* the last run's product packed nothing */
+        c->given = false;
+    }
     hm->const_at = at;
+    /* the copies this run makes: those not made (nor idle), in order, up to its share of all
+     * bytes (at least one); the pages from the first to the last touched at once, on the pool */
+    int64_t share = dry ? total : (total + CONST_RUNS - 1) / CONST_RUNS, lo = -1, hi = 0, sum = 0;
+    for (int32_t ki = 0; at && ki < hm->nconsts; ki++) {
+        const_copy *c = &hm->consts[ki];
+        if (!c->bytes || c->valid || c->idle) continue;
+        if (sum && sum + c->bytes > share) break;
+        if (lo < 0) lo = c->off;
+        hi = c->off + c->bytes, sum += c->bytes, c->given = true;
+    }
+    if (lo >= 0) cpu_touch(v->ctx, at + lo, (size_t)(hi - lo));
     return s;
 }
 
@@ -501,17 +534,25 @@ static char *const_room(const run_view *v, int32_t ki, int64_t bytes) {
     return hm->const_at + hm->consts[ki].off;
 }
 
-/* Whether kernel ki's copy must be made now as key says (what it holds is of another binding
- * of the input, or made otherwise); it counts as made from here: the caller makes it before
- * anything reads it. */
-static bool const_stale(const run_view *v, int32_t ki, const int64_t key[7]) {
-    const_copy *c = &v->mem->host->consts[ki];
+/* Whether kernel ki's copy is made as key says: from this binding of the input, by the same
+ * packing of the same view. */
+static bool const_current(const run_view *v, int32_t ki, const int64_t key[7]) {
+    const const_copy *c = &v->mem->host->consts[ki];
     const lgemm *gm = &v->lp->kernels[ki].gemm;
-    uint64_t gen = v->in[v->lp->bufs[gm->w_buf].index].gen;
-    bool stale = !(c->valid && c->gen == gen && !memcmp(c->key, key, sizeof c->key));
-    c->valid = true, c->gen = gen;
+    return c->valid && c->gen == v->in[v->lp->bufs[gm->w_buf].index].gen && !memcmp(c->key, key, sizeof c->key);
+}
+
+/* Whether this run makes kernel ki's copy (not made as key says): whether it is one of those
+ * cpu_consts_settle gave this run. From here it counts as made, as key says (the caller makes
+ * it before anything reads it); else as not made, for a later run's share (also where it was
+ * idle: its product packs again). */
+static bool const_turn(const run_view *v, int32_t ki, const int64_t key[7]) {
+    const_copy *c = &v->mem->host->consts[ki];
+    c->valid = c->given, c->idle = false;
+    if (!c->valid) return false;
+    c->gen = v->in[v->lp->bufs[v->lp->kernels[ki].gemm.w_buf].index].gen;
     memcpy(c->key, key, sizeof c->key);
-    return stale;
+    return true;
 }
 
 static void pack_w_task(void *arg, int64_t block, int slot) {
@@ -859,13 +900,15 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
     int64_t w_bytes = widen_plan(gm, v, m, K, N, &wj, &nw);
     /* w packed or widened into the binding's copy where it is a constant input, else into the
      * scratch, ahead of the chunk buffers (widened) or after them (packed) */
+    int64_t key[7] = {pk ? 1 : 2, (int64_t)(uintptr_t)pk, N, K, gm->w_off, gm->w_ld, gm->w_nk};
     char *kc = pk || nw ? const_room(v, ki, pk ? wp : w_bytes) : NULL;
+    bool fresh = true;
+    if (kc && const_current(v, ki, key)) fresh = false;
+    else if (kc && !const_turn(v, ki, key)) kc = NULL; /* a later run makes it */
     int64_t sw = kc ? 0 : w_bytes, bytes = sw + per * workers + (kc ? 0 : wp);
     bool nt = k->has_nt && units * N * (int64_t)rj_dtype_size((rj_dtype)gm->dtype) > cpu_stream_threshold(ctx);
     char *sc = cpu_run_scratch(v, o, bytes, scratch_reserved, "a GEMM's chunk buffers", &s);
     if (!sc && (s || !kc)) return s; /* sized only (dry), unless a constant's copy is to be made */
-    int64_t key[7] = {pk ? 1 : 2, (int64_t)(uintptr_t)pk, N, K, gm->w_off, gm->w_ld, gm->w_nk};
-    bool fresh = !kc || const_stale(v, ki, key);
     if (!sc && !fresh) return RJ_OK;
     pool *team = ((const cpu_state *)ctx->slot[SLOT_CPU].state)->pool;
     gemm_job g = {.r = {.code = code, .k = k, .ki = ki, .v = v, .pl = &pl, .m = m}, .lp = lp, .bl = bl, .K = K,
@@ -874,8 +917,8 @@ rj_status cpu_run_gemm(const cpu_code *code, const lprog *lp, int32_t ki, const 
                   .w = {.p = (const char *)(uintptr_t)m->buf[gm->w_buf], .off = gm->w_off, .ld = gm->w_ld},
                   .pk = pk, .packed_w = pk ? (float *)(kc ? kc : sc + sw + per * workers) : NULL,
                   .nt = nt};
-    /* a constant's copy is made by the first run that needs it, or ahead of it by
-     * rj_bind_prepare (dry: sc is NULL, the copy all that is made) */
+    /* a constant's copy is made by one of the first runs that need it (const_turn), or ahead
+     * of them by rj_bind_prepare (dry: sc is NULL, the copy all that is made) */
     if (fresh) widen_run(ctx, o->workers, &wj, nw, (float *)(kc ? kc : sc), &g);
     else if (nw) g.w = (wsrc){.p = kc};
     if (pk && fresh) {

@@ -272,6 +272,9 @@ typedef struct host_block {
 typedef struct const_copy {
     int64_t off, bytes;       /* in host_mem.const_block (bytes 0: none) */
     bool valid;               /* made, from binding gen of the input, as key says */
+    bool given;               /* this run makes it (cpu_consts_settle) */
+    bool idle;                /* given to a run, which did not make it (its product packed
+                                 nothing): left out of the next runs' shares until it asks */
     uint64_t gen;
     int64_t key[7];           /* how it was made (cpu_gemm.c: cpu_run_gemm) */
 } const_copy;
