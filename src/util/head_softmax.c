@@ -10,7 +10,8 @@
  * product itself, or the product times or over a constant (CoRa's module, SDPA without a mask,
  * q kᵀ / sqrt(d) written out), this
  * file does the row instead: the scale and the max in one pass, exp and its sum in a second,
- * the scale by 1/l in a third, each a plain loop over whole vectors of the row that L1 holds.
+ * the scale by 1/l in a third, each a plain loop over whole vectors of the row that L1 holds,
+ * four rows at a time, their passes interleaved (softmax_rows).
  *
  * Semantics are weights_row's: x = s * scale or s / scale (rounded once, as F's f32 op is), the
  * shift m' is the row's max (0 where it is -inf), p = exp(x - m'), l = sum of p, P = p * (1/l),
@@ -74,32 +75,68 @@ static inline __mmask16 lanes(int64_t left) {
     return (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1);
 }
 
-/* One row of n scores, in place. */
-HS_TARGET static void softmax_row(float *c, int64_t n, float scale, bool divide, bool safe, int round) {
-    __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(-INFINITY), vl = _mm512_setzero_ps();
+/* R rows of n scores (ldc apart), in place, their passes interleaved; R is a constant where
+ * this is inlined (1, or HS_ROWS). Each row's arithmetic is the same, in the same order,
+ * whatever R, so the bits are; what R changes is that the rows' horizontal max and sum, 1/l
+ * and exp chains are independent of each other, where one short row (an attention's ~35
+ * scores: two or three vectors) is a chain of latencies: four rows at a time took the
+ * encoder's softmax rows from 1.8% of its samples to 1.3% (bench/NOTES.md). */
+#define HS_ROWS 4
+#define HS_UNROLL _Pragma("GCC unroll 4") /* the rows' vectors in registers, not an array */
+HS_TARGET static inline __attribute__((always_inline)) void softmax_rows(float *c, int64_t ldc, int64_t n, float scale,
+                                                                         bool divide, bool safe, int round, int R) {
+    __m512 vs = _mm512_set1_ps(scale), vm[HS_ROWS], vl[HS_ROWS], sh[HS_ROWS];
+    HS_UNROLL
+    for (int r = 0; r < R; r++) vm[r] = _mm512_set1_ps(-INFINITY), vl[r] = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j += 16) { /* x = s * scale (or s / scale), its max */
         __mmask16 k = lanes(n - j);
-        __m512 s = _mm512_maskz_loadu_ps(k, c + j);
-        if (round) s = round16(s, round);
-        __m512 x = scale == 1.0f ? s : divide ? _mm512_div_ps(s, vs) : _mm512_mul_ps(s, vs);
-        if (round && scale != 1.0f) x = round16(x, round);
-        if (scale != 1.0f || round) _mm512_mask_storeu_ps(c + j, k, x);
-        vm = _mm512_mask_max_ps(vm, k, vm, x);
+        HS_UNROLL
+        for (int r = 0; r < R; r++) {
+            float *row = c + r * ldc;
+            __m512 s = _mm512_maskz_loadu_ps(k, row + j);
+            if (round) s = round16(s, round);
+            __m512 x = scale == 1.0f ? s : divide ? _mm512_div_ps(s, vs) : _mm512_mul_ps(s, vs);
+            if (round && scale != 1.0f) x = round16(x, round);
+            if (scale != 1.0f || round) _mm512_mask_storeu_ps(row + j, k, x);
+            vm[r] = _mm512_mask_max_ps(vm[r], k, vm[r], x);
+        }
     }
-    float m = _mm512_reduce_max_ps(vm);
-    __m512 mr = _mm512_set1_ps(m == -INFINITY ? 0.0f : m);
+    HS_UNROLL
+    for (int r = 0; r < R; r++) {
+        float m = _mm512_reduce_max_ps(vm[r]);
+        sh[r] = _mm512_set1_ps(m == -INFINITY ? 0.0f : m);
+    }
     for (int64_t j = 0; j < n; j += 16) { /* p = exp(x - m'), their sum */
         __mmask16 k = lanes(n - j);
-        __m512 p = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, c + j), mr));
-        _mm512_mask_storeu_ps(c + j, k, p);
-        vl = _mm512_mask_add_ps(vl, k, vl, p);
+        HS_UNROLL
+        for (int r = 0; r < R; r++) {
+            float *row = c + r * ldc;
+            __m512 p = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), sh[r]));
+            _mm512_mask_storeu_ps(row + j, k, p);
+            vl[r] = _mm512_mask_add_ps(vl[r], k, vl[r], p);
+        }
     }
-    float l = _mm512_reduce_add_ps(vl);
-    __m512 inv = _mm512_set1_ps(safe && l == 0.0f ? 0.0f : 1.0f / l);
+    HS_UNROLL
+    for (int r = 0; r < R; r++) {
+        float l = _mm512_reduce_add_ps(vl[r]);
+        sh[r] = _mm512_set1_ps(safe && l == 0.0f ? 0.0f : 1.0f / l);
+    }
     for (int64_t j = 0; j < n; j += 16) { /* P = p / l */
         __mmask16 k = lanes(n - j);
-        _mm512_mask_storeu_ps(c + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, c + j), inv));
+        HS_UNROLL
+        for (int r = 0; r < R; r++) {
+            float *row = c + r * ldc;
+            _mm512_mask_storeu_ps(row + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, row + j), sh[r]));
+        }
     }
+}
+
+HS_TARGET static void softmax_four(float *c, int64_t ldc, int64_t n, float scale, bool divide, bool safe, int round) {
+    softmax_rows(c, ldc, n, scale, divide, safe, round, HS_ROWS);
+}
+
+HS_TARGET static void softmax_one(float *c, int64_t n, float scale, bool divide, bool safe, int round) {
+    softmax_rows(c, 0, n, scale, divide, safe, round, 1);
 }
 
 bool head_softmax_ok(void) {
@@ -108,7 +145,10 @@ bool head_softmax_ok(void) {
 }
 
 void head_softmax_rows(int64_t m, int64_t n, float *c, int64_t ldc, float scale, bool divide, bool safe, int round) {
-    for (int64_t i = 0; i < m && n > 0; i++) softmax_row(c + i * ldc, n, scale, divide, safe, round);
+    if (n <= 0) return;
+    int64_t i = 0;
+    for (; i + HS_ROWS <= m; i += HS_ROWS) softmax_four(c + i * ldc, ldc, n, scale, divide, safe, round);
+    for (; i < m; i++) softmax_one(c + i * ldc, n, scale, divide, safe, round);
 }
 
 #else
