@@ -22,7 +22,8 @@ Printed, for --sentences sentences in batches of --batch (2 threads by default):
             them)
   run       ragjit on jagged batches; PyTorch padded to each batch's longest sentence; PyTorch
             sorted by length into batches (the whole set sorted once, then cut): total seconds
-            for all sentences, median of --reps passes, and the ratios
+            for all sentences, median of --reps passes (every contestant's passes in turn), and
+            the ratios
   memory    ragjit's planned temporaries of the largest batch (`ragjit bench`'s temp bytes are
             the same plan)
 With --busy only ragjit runs: all batches on 1 and on 2 threads in alternation, first quiet and
@@ -253,19 +254,20 @@ def main():
         for name, fn, bs in ours:  # warm: every binding's first call packs
             for idx in bs:
                 fn(idx)
-        groups = [ours] + ([theirs] if torch_est <= a.torch_budget else [])
-        for group in groups:  # the ragjit variants interleaved, pass by pass
-            ts = {name: [] for name, _, _ in group}
-            cs = {name: [] for name, _, _ in group}
-            for _ in range(a.reps):
-                for name, fn, bs in group:
-                    c, t = time.process_time(), time.perf_counter()
-                    for idx in bs:
-                        fn(idx)
-                    ts[name].append(time.perf_counter() - t)
-                    cs[name].append(time.process_time() - c)
-            for name in ts:
-                timings[name], cpu[name] = statistics.median(ts[name]), statistics.median(cs[name])
+        # every contestant's passes interleaved, pass by pass, so that a machine whose speed
+        # drifts over the minutes of the run (a shared host's does) moves them all alike
+        group = ours + (theirs if torch_est <= a.torch_budget else [])
+        ts = {name: [] for name, _, _ in group}
+        cs = {name: [] for name, _, _ in group}
+        for _ in range(a.reps):
+            for name, fn, bs in group:
+                c, t = time.process_time(), time.perf_counter()
+                for idx in bs:
+                    fn(idx)
+                ts[name].append(time.perf_counter() - t)
+                cs[name].append(time.process_time() - c)
+        for name in ts:
+            timings[name], cpu[name] = statistics.median(ts[name]), statistics.median(cs[name])
     print("encoder (6 layers, hidden %d, %d heads of %d, FFN %d, %s), %d sentences (median %d tokens, max %d, %d in "
           "all), batches of %d, %d threads, torch %s" % (E, H, D, F, a.dtype, a.sentences, int(np.median(lens)),
                                                        lens.max(), lens.sum(), a.batch, a.threads, torch.__version__))

@@ -354,7 +354,8 @@ def attention_weights(prog):
 def evaluate(prog, data, env, unrounded=frozenset(), moved=None):
     """Every output of prog in env's float type; the nodes in `unrounded` (ids) keep their
     16-bit value unrounded (attention_weights). moved(dtype, array): each f32 or f64 op's value
-    moved as its rounding might move it (check.input_spread), or None."""
+    moved as its rounding might move it (check.input_spread), and each 16-bit op's value as
+    computing it in f32 might before it is rounded to its format; or None."""
     vals = {}
     for n in prog.inputs:
         vals[id(n)] = input_val(n, data, env)
@@ -363,6 +364,8 @@ def evaluate(prog, data, env, unrounded=frozenset(), moved=None):
             args = [vals.get(id(a)) for a in n.args]
             v = FAMILY[n.op](n, args, env)
             if n.dtype in half.HALVES and id(n) not in unrounded:  # the value is stored in its format
+                if moved:
+                    v = ref.map_val(v, lambda x, dt=n.dtype: moved(dt, x))
                 v = ref.map_val(v, lambda x, dt=n.dtype: np.asarray(half.round_to(x, dt), env.ft))
             elif moved and n.dtype in ("f32", "f64"):
                 v = ref.map_val(v, lambda x, dt=n.dtype: moved(dt, x))
