@@ -696,9 +696,9 @@ RJ_API rj_status rj_bind_input(rj_bind *b, rj_node input, const void *data, int6
  * binding may keep what it derives from the input's contents across runs: on the CPU, the
  * weights of a matrix product packed for ragjit's sgemm (and a 16-bit weight widened to f32),
  * made by rj_bind_prepare or else over the first runs that need them (a quarter of their
- * bytes a run, so that no run pays for all), and reused by the later ones, as oneDNN's prepacked weights and
- * TensorRT's constants are. The promise stays with the
- * input: binding it again (rj_bind_input, rj_bind_tensor, rj_bind_dlpack; another pointer or
+ * bytes a run, so that no run pays for all), and reused by the later ones, as oneDNN's
+ * prepacked weights and TensorRT's constants are. The promise stays with the input: binding
+ * it again (rj_bind_input, rj_bind_tensor, rj_bind_dlpack; another pointer or
  * the same one, which is how a caller says that the contents changed) drops what was kept, and
  * the next run makes it again; so does calling rj_bind_constant again. The kept copies are the
  * binding's memory: counted against the memory limit, reported by rj_bind_stats (const_bytes)

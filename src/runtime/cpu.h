@@ -92,7 +92,8 @@ void *cpu_block_get(const run_view *v, host_block *blk, size_t bytes, bool early
 int64_t cpu_stash_bytes(const cpu_state *st, int workers);
 /* Before a run's kernels: drops what the binding kept of constant inputs (rj_bind_constant)
  * that were bound again since, or no longer promised, counts the rest against the memory
- * limit, and sets how many bytes of copies the run may make (all where dry) (cpu_gemm.c). */
+ * limit, and gives the run the copies it makes (all of them where dry), their pages touched
+ * (cpu_gemm.c). */
 rj_status cpu_consts_settle(const run_view *v, bool dry);
 /* Bytes a kernel writes above which its streaming stores bypass the cache (RAGJIT_NT_BYTES). */
 int64_t cpu_stream_threshold(rj_ctx *ctx);

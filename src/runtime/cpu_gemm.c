@@ -452,10 +452,10 @@ static bool rows_fine(const sgemm_kernel *pk, int64_t units, int workers, int64_
  * is mostly its fresh memory (42 MB for the encoder: its huge pages' first faults, a few ms
  * to 80 ms in a VM, where packing into the scratch costs ~3 ms a run), so the run touches the
  * pages of its share of the block at once, on the pool, ahead of its products: the encoder's
- * first run went from 1.11 to 1.08 of its later ones (median of 12 fresh processes), the
- * second to fifth 1.06 at most. Touching each copy's pages as it is made was slower (1.23:
- * a copy of one or two huge pages is touched by one thread); so was letting the packing
- * fault them (1.16). */
+ * first run went from 1.10-1.11 to 1.08-1.09 of its later ones (medians of 12 fresh
+ * processes), the slowest of the next four 1.06-1.07. Touching each copy's pages as it is
+ * made was slower (1.23: a copy of one or two huge pages is touched by one thread); so was
+ * letting the packing fault them (1.16). */
 #define CONST_RUNS 4
 
 /* Whether kernel ki is a product of rows by a weight promised constant. */

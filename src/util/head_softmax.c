@@ -80,7 +80,7 @@ static inline __mmask16 lanes(int64_t left) {
  * whatever R, so the bits are; what R changes is that the rows' horizontal max and sum, 1/l
  * and exp chains are independent of each other, where one short row (an attention's ~35
  * scores: two or three vectors) is a chain of latencies: four rows at a time took the
- * encoder's softmax rows from 1.8% of its samples to 1.3% (bench/NOTES.md). */
+ * encoder's softmax rows from 1.8% of its samples to 1.1% (bench/NOTES.md). */
 #define HS_ROWS 4
 #define HS_UNROLL _Pragma("GCC unroll 4") /* the rows' vectors in registers, not an array */
 HS_TARGET static inline __attribute__((always_inline)) void softmax_rows(float *c, int64_t ldc, int64_t n, float scale,
