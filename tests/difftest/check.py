@@ -30,8 +30,8 @@ rounding tie; an extra rounding or a lost one (linear's bias added to a rounded 
 far more elements than that. A store that overflows to infinity is accepted within an ulp of
 the format's largest value. An explicit attention in 16-bit (`softmax(...) @ v`) may run fused,
 and the fused kernel keeps the softmax's weights in f32 (the guide), so its output may instead
-match a reference that leaves the weights unrounded (references' alternatives), with the same
-tolerance. On a GPU-shaped target (OpenCL) an attention whose mask bounds the key tiles does not
+match a reference that leaves the weights of some of the attentions unrounded (one may run
+fused and the next not: references' alternatives), with the same tolerance. On a GPU-shaped target (OpenCL) an attention whose mask bounds the key tiles does not
 read the keys its rows cannot see (the guide's one difference), so an inf or NaN in such a
 key's v row leaves them finite where the reference's 0 * inf is NaN: such an output may match
 the reference whose weights of 0 add 0 (another alternative; the CPU must match the first).
@@ -68,6 +68,7 @@ in f32 somewhere; the term is scaled by eps(f64)/eps(f32) when no value of the p
 Where some value is f32, every float output gets f32's eps and atol: an f32 result cast to f64
 carries f32's few-ulp errors into the f64 output.
 """
+import itertools
 import os
 import shutil
 import subprocess
@@ -97,22 +98,49 @@ class Failure(Exception):
         self.kind, self.msg, self.worst = kind, msg, worst
 
 
+class Alternatives:
+    """The reference pairs an output may match instead (references): each one evaluated when a
+    judge first asks for it, and kept; most cases never need them."""
+
+    def __init__(self, specs, make):
+        self.specs, self.make, self.pairs = specs, make, {}
+
+    def __bool__(self):
+        return bool(self.specs)
+
+    def __iter__(self):
+        for spec in self.specs:
+            if spec not in self.pairs:
+                self.pairs[spec] = self.make(*spec)
+            yield self.pairs[spec]
+
+
+ATTENTION_SUBSETS = 4  # attentions up to which every mix of fused and unfused is an alternative
+
+
 def references(prog, data, target="cpu"):
     """(r64, r32, alternatives): the references in float64 and float32, and the pairs an output
-    may match instead: for a 16-bit program with an explicit attention (softmax @ v) the pair
-    that leaves the weights unrounded, as the fused kernel computes them
-    (evaluate.attention_weights); on a GPU-shaped target, for a program with an attention, the
-    pair whose hidden keys' values add 0 (Env.hidden_v: the tiles bounded by a mask do not read
-    them, the guide's one difference), with the weights unrounded too where the first applies."""
+    may match instead: for a 16-bit program with explicit attentions (softmax @ v) the pairs
+    that leave the weights of some of them unrounded, as the fused kernel computes them
+    (evaluate.attention_weights): ragjit fuses one attention and not another where, say, the
+    second's scores are an output too (seed 180425), so every mix is one, up to
+    ATTENTION_SUBSETS attentions (beyond, all of them unrounded); on a GPU-shaped target, for a
+    program with an attention, the pairs whose hidden keys' values add 0 (Env.hidden_v: the
+    tiles bounded by a mask do not read them, the guide's one difference), with each of those
+    mixes too."""
     def pair(w, hidden):
         return tuple(evaluate(prog, data.values, Env(data.lens, data.sizes, ft, data.lens2, hidden), w)
                      for ft in (np.float64, np.float32))
-    w = attention_weights(prog)
-    alts = [pair(w, False)] if w else []
+    w = sorted(attention_weights(prog))
+    if len(w) <= ATTENTION_SUBSETS:
+        mixes = [frozenset(c) for k in range(1, len(w) + 1) for c in itertools.combinations(w, k)]
+    else:
+        mixes = [frozenset(w)]
+    specs = [(m, False) for m in mixes]
     if target != "cpu" and any(n.op in ("sdpa", "softmax") for n in prog.stmts):
-        alts.append(pair(w or frozenset(), True))
+        specs += [(m, True) for m in [frozenset()] + mixes]
     r64, r32 = pair(frozenset(), False)
-    return r64, r32, alts
+    return r64, r32, Alternatives(specs, pair)
 
 
 def half_of(prog):
