@@ -31,10 +31,11 @@ far more elements than that. A store that overflows to infinity is accepted with
 the format's largest value. An explicit attention in 16-bit (`softmax(...) @ v`) may run fused,
 and the fused kernel keeps the softmax's weights in f32 (the guide), so its output may instead
 match a reference that leaves the weights of some of the attentions unrounded (one may run
-fused and the next not: references' alternatives), with the same tolerance. On a GPU-shaped target (OpenCL) an attention whose mask bounds the key tiles does not
-read the keys its rows cannot see (the guide's one difference), so an inf or NaN in such a
-key's v row leaves them finite where the reference's 0 * inf is NaN: such an output may match
-the reference whose weights of 0 add 0 (another alternative; the CPU must match the first).
+fused and the next not: references' alternatives), with the same tolerance. On a GPU-shaped
+target (OpenCL) an attention whose mask bounds the key tiles does not read the keys its rows
+cannot see (the guide's one difference), so an inf or NaN in such a key's v row leaves them
+finite where the reference's 0 * inf is NaN: such an output may match the reference whose
+weights of 0 add 0 (another alternative; the CPU must match the first).
 
 Both references round every op's value to its dtype alike, so |ref32 - ref64| does not see how
 those roundings move a result that amplifies them (exp of scores near 20, then a cancelling sum:
