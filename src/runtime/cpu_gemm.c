@@ -458,11 +458,15 @@ static bool rows_fine(const sgemm_kernel *pk, int64_t units, int workers, int64_
  * letting the packing fault them (1.16). */
 #define CONST_RUNS 4
 
+/* The binding of kernel ki's w, where w is an input. */
+static const run_in *w_input(const run_view *v, int32_t ki) {
+    return &v->in[v->lp->bufs[v->lp->kernels[ki].gemm.w_buf].index];
+}
+
 /* Whether kernel ki is a product of rows by a weight promised constant. */
 static bool const_weight(const run_view *v, const lprog *lp, int32_t ki) {
     const lgemm *gm = &lp->kernels[ki].gemm;
-    return gm->on && gm->mode == GEMM_ROWS && lp->bufs[gm->w_buf].kind == LB_INPUT &&
-           v->in[lp->bufs[gm->w_buf].index].constant;
+    return gm->on && gm->mode == GEMM_ROWS && lp->bufs[gm->w_buf].kind == LB_INPUT && w_input(v, ki)->constant;
 }
 
 /* Bytes of kernel ki's copy of its w in this run's shapes, or 0 where it keeps none. */
@@ -492,8 +496,7 @@ rj_status cpu_consts_settle(const run_view *v, bool dry) {
         moved = moved || c->bytes != bytes || c->off != total;
         c->off = total, c->bytes = bytes;
         total += bytes;
-        const lgemm *gm = &lp->kernels[ki].gemm;
-        if (c->valid && (!bytes || v->in[lp->bufs[gm->w_buf].index].gen != c->gen)) c->valid = false;
+        if (c->valid && (!bytes || w_input(v, ki)->gen != c->gen)) c->valid = false;
     }
     hm->const_bytes = total;
     rj_status s = RJ_OK;
@@ -538,8 +541,7 @@ static char *const_room(const run_view *v, int32_t ki, int64_t bytes) {
  * packing of the same view. */
 static bool const_current(const run_view *v, int32_t ki, const int64_t key[7]) {
     const const_copy *c = &v->mem->host->consts[ki];
-    const lgemm *gm = &v->lp->kernels[ki].gemm;
-    return c->valid && c->gen == v->in[v->lp->bufs[gm->w_buf].index].gen && !memcmp(c->key, key, sizeof c->key);
+    return c->valid && c->gen == w_input(v, ki)->gen && !memcmp(c->key, key, sizeof c->key);
 }
 
 /* Whether this run makes kernel ki's copy (not made as key says): whether it is one of those
@@ -550,7 +552,7 @@ static bool const_turn(const run_view *v, int32_t ki, const int64_t key[7]) {
     const_copy *c = &v->mem->host->consts[ki];
     c->valid = c->given, c->idle = false;
     if (!c->valid) return false;
-    c->gen = v->in[v->lp->bufs[v->lp->kernels[ki].gemm.w_buf].index].gen;
+    c->gen = w_input(v, ki)->gen;
     memcpy(c->key, key, sizeof c->key);
     return true;
 }

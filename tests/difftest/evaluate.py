@@ -363,11 +363,10 @@ def evaluate(prog, data, env, unrounded=frozenset(), moved=None):
         for n in prog.stmts:
             args = [vals.get(id(a)) for a in n.args]
             v = FAMILY[n.op](n, args, env)
-            if n.dtype in half.HALVES and id(n) not in unrounded:  # the value is stored in its format
-                if moved:
-                    v = ref.map_val(v, lambda x, dt=n.dtype: moved(dt, x))
-                v = ref.map_val(v, lambda x, dt=n.dtype: np.asarray(half.round_to(x, dt), env.ft))
-            elif moved and n.dtype in ("f32", "f64"):
+            stored16 = n.dtype in half.HALVES and id(n) not in unrounded  # stored in its format
+            if moved and (stored16 or n.dtype in ("f32", "f64")):
                 v = ref.map_val(v, lambda x, dt=n.dtype: moved(dt, x))
+            if stored16:
+                v = ref.map_val(v, lambda x, dt=n.dtype: np.asarray(half.round_to(x, dt), env.ft))
             vals[id(n)] = v
     return {n.name: flatten(vals[id(n)], n, env) for n in prog.outputs}
