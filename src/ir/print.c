@@ -71,53 +71,97 @@ static const char *output_name(const rj_graph *g, int32_t id) {
 /* Indexes of a graph's names, so that printing a whole graph takes linear time; without them
  * (a node printed on its own) the same questions are answered by scanning. */
 struct namer {
-    strmap first; /* a node's label or input name -> the smallest id having it */
     strmap inp;   /* an input's name -> its node */
     strmap out;   /* an output's name -> its node */
     strmap all;   /* every name: symbols, inputs, outputs, labels */
+    uint8_t *own; /* own[id]: node id is printed under its label (label_kept) */
+    int32_t n;
 };
 
+/* May node i be printed under its label at all: a labelled operation that is not an output
+ * (outputs print under their output names) and whose label no input and no other node's
+ * output has? */
+static bool label_free(const rj_graph *g, const namer *nm, int32_t i) {
+    const node *n = &g->nodes[i];
+    if (!n->name || n->op == RJ_OP_INPUT || n->op == RJ_OP_SCALAR) return false;
+    if (nm) {
+        int32_t o = strmap_get(&nm->out, n->name), in = strmap_get(&nm->inp, n->name);
+        return o < 0 && in < 0;
+    }
+    for (int32_t k = 0; k < g->noutputs; k++)
+        if (!strcmp(g->outputs[k].name, n->name)) return false;
+    for (int32_t k = 0; k < g->n; k++)
+        if (g->nodes[k].op == RJ_OP_INPUT && !strcmp(g->nodes[k].name, n->name)) return false;
+    return true;
+}
+
+/* The last node that reads node i (-1: none). */
+static int32_t last_use(const rj_graph *g, int32_t i) {
+    int32_t last = -1;
+    for (int32_t j = i + 1; j < g->n; j++)
+        for (int k = 0; k < g->nodes[j].nin; k++)
+            if (g->nodes[j].in[k] == i) last = j;
+    return last;
+}
+
+/* Labels are the text format's variable names, and a program may bind one name again
+ * (x = f(x), or a statement repeated), so several nodes may share a label. Printed in order,
+ * a label binds its node until the next node printed under it, as it did in the source: node
+ * i keeps its label unless an earlier node still printed under it is read after i. Keeping
+ * them keeps the user's names through print and parse, in every stage's dump. */
 static bool namer_init(namer *nm, const rj_graph *g) {
-    strmap_init(&nm->first, g->ctx);
     strmap_init(&nm->inp, g->ctx);
     strmap_init(&nm->out, g->ctx);
     strmap_init(&nm->all, g->ctx);
-    bool ok = true;
+    nm->n = g->n;
+    nm->own = mem_zalloc(g->ctx, (size_t)(g->n ? g->n : 1));
+    int32_t *last = mem_alloc(g->ctx, sizeof(int32_t) * (size_t)(g->n ? g->n : 1));
+    strmap holder; /* a label -> the node printed under it so far */
+    strmap_init(&holder, g->ctx);
+    bool ok = nm->own && last;
     for (int32_t i = 0; ok && i < g->nsym; i++) ok = strmap_put(&nm->all, g->syms[i].name, 1);
     for (int32_t i = 0; ok && i < g->noutputs; i++)
         ok = strmap_put(&nm->out, g->outputs[i].name, g->outputs[i].node) &&
              strmap_put(&nm->all, g->outputs[i].name, 1);
     for (int32_t i = 0; ok && i < g->n; i++) {
+        last[i] = -1;
+        for (int k = 0; k < g->nodes[i].nin; k++) last[g->nodes[i].in[k]] = i;
         const char *l = g->nodes[i].name;
         if (!l) continue;
-        ok = (strmap_get(&nm->first, l) >= 0 || strmap_put(&nm->first, l, i)) &&
-             (g->nodes[i].op != RJ_OP_INPUT || strmap_put(&nm->inp, l, i)) &&
+        ok = (g->nodes[i].op != RJ_OP_INPUT || strmap_put(&nm->inp, l, i)) &&
              strmap_put(&nm->all, l, 1);
     }
+    for (int32_t i = 0; ok && i < g->n; i++) {
+        if (!label_free(g, nm, i)) continue;
+        int32_t h = strmap_get(&holder, g->nodes[i].name);
+        if (h >= 0 && last[h] > i) continue;
+        nm->own[i] = 1;
+        ok = strmap_put(&holder, g->nodes[i].name, i);
+    }
+    strmap_free(&holder);
+    mem_free(g->ctx, last, sizeof(int32_t) * (size_t)(g->n ? g->n : 1));
     return ok;
 }
 
 static void namer_free(namer *nm) {
-    strmap_free(&nm->first);
     strmap_free(&nm->inp);
     strmap_free(&nm->out);
     strmap_free(&nm->all);
+    mem_free(nm->inp.ctx, nm->own, (size_t)(nm->n ? nm->n : 1));
+    nm->own = NULL;
 }
 
-/* Is `name` taken by another node (an input, an output, or an earlier label)? */
-static bool name_taken(const rj_graph *g, const namer *nm, int32_t id, const char *name) {
-    if (nm) {
-        int32_t o = strmap_get(&nm->out, name), f = strmap_get(&nm->first, name),
-                in = strmap_get(&nm->inp, name);
-        return (o >= 0 && o != id) || (f >= 0 && f < id) || (in >= 0 && in != id);
-    }
-    for (int32_t i = 0; i < g->noutputs; i++)
-        if (g->outputs[i].node != id && !strcmp(g->outputs[i].name, name)) return true;
-    for (int32_t i = 0; i < g->n; i++)
-        if (i != id && g->nodes[i].name && !strcmp(g->nodes[i].name, name) &&
-            (g->nodes[i].op == RJ_OP_INPUT || i < id))
-            return true;
-    return false;
+/* Is node id printed under its label? (namer_init's rule, by scanning when there is no
+ * namer.) */
+static bool label_kept(const rj_graph *g, const namer *nm, int32_t id) {
+    if (nm) return nm->own[id];
+    if (!label_free(g, NULL, id)) return false;
+    int32_t h = -1;
+    for (int32_t i = 0; i <= id; i++)
+        if (g->nodes[i].name && !strcmp(g->nodes[i].name, g->nodes[id].name) &&
+            label_free(g, NULL, i) && (h < 0 || last_use(g, h) <= i))
+            h = i;
+    return h == id;
 }
 
 /* Does any symbol, input, output or node of the graph have `name`? */
@@ -133,7 +177,7 @@ static bool name_in_graph(const rj_graph *g, const namer *nm, const char *name) 
 }
 
 /* A node's name in the printed program: its input or output name, else its variable name
- * from the text format when unambiguous, else v<id> — with underscores added while that is
+ * from the text format while it names this node (label_kept), else v<id> — with underscores added while that is
  * some other name of the graph, since a printed program that reassigned an input named v3
  * would parse back as a different program. */
 void print_node_ref(sbuf *b, const rj_graph *g, int32_t id);
@@ -152,7 +196,7 @@ static void print_ref(sbuf *b, const rj_graph *g, const namer *nm, int32_t id) {
         sbuf_puts(b, o);
         return;
     }
-    if (n->name && !name_taken(g, nm, id, n->name)) {
+    if (label_kept(g, nm, id)) {
         sbuf_puts(b, n->name);
         return;
     }
