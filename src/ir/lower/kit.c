@@ -291,6 +291,7 @@ int32_t s_if(lower *L, blk *into, blk *body, int32_t c) {
 /* var = var fn val, as a `reduce` when a lanes loop encloses it (a reduction over the lanes),
  * else as a plain assignment (a serial fold). fn: RJ_OP_ADD, _MUL, _MAXIMUM or _MINIMUM. */
 void s_accum(lower *L, blk *b, int32_t var, int fn, int32_t val) {
+    if (L->err) return; /* var may be newvar's 0 of a kernel with no variables */
     if (L->lanes > 0) {
         put(L, b, (ls){.kind = LS_REDUCE, .fn = (uint16_t)fn, .var = var, .a = val, .b = -1,
                        .ref = -1, .body = -1, .els = -1});
@@ -301,6 +302,7 @@ void s_accum(lower *L, blk *b, int32_t var, int fn, int32_t val) {
 
 /* var = x * y + var with one rounding where the target has a fused multiply-add. */
 void s_accum_fma(lower *L, blk *b, int32_t var, int32_t x, int32_t y) {
+    if (L->err) return;
     if (L->lanes > 0) {
         put(L, b, (ls){.kind = LS_REDUCE, .flags = LF_FMA, .fn = RJ_OP_ADD, .var = var, .a = x,
                        .b = y, .ref = -1, .body = -1, .els = -1});

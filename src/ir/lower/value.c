@@ -357,7 +357,7 @@ void store_group(lower *L, blk *b, int32_t root, int32_t r, const at *a, rows_kn
     const fuse_group *gr = &L->plan->groups[L->group];
     int32_t rv = newvar(L, "r", L->g->nodes[root].dtype);
     s_set(L, b, rv, xcast(L, L->g->nodes[root].dtype, r)); /* 16-bit: rounded once, here */
-    if (dtype_is_half(L->g->nodes[root].dtype)) L->k->vars[rv].holds = (uint8_t)L->g->nodes[root].dtype;
+    if (!L->err && dtype_is_half(L->g->nodes[root].dtype)) L->k->vars[rv].holds = (uint8_t)L->g->nodes[root].dtype;
     L->subst_node = root;
     L->subst_expr = xvar(L, rv);
     if (L->plan->nodes[root].mat) store_node(L, b, root, L->subst_expr, a, flags);
