@@ -709,7 +709,8 @@ static void test_syntax_errors(void **state) {
                  "logical_and logical_or where masked_fill cast sum mean max min prod softmax log_softmax "
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
                  "narrow matmul transpose cat arange full attention sign view unsqueeze squeeze linear t scaled_dot_product_attention size split chunk amax amin "
-                 "permute flatten unflatten zeros ones stack", 5);
+                 "permute flatten unflatten zeros ones stack clamp clip clamp_min clamp_max logsumexp normalize "
+                 "leaky_relu", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
@@ -778,6 +779,39 @@ static void test_builder_errors_located(void **state) {
                  "t.rj:3:6: same: j and k have different parents (B vs C)", 6);
     expect_error(c, "input x : f32[j, B]\nragged j : B\n", RJ_ERR_ARG,
                  "t.rj:2:8: rj_graph_ragged: 'j' is already declared as a dense size", 8);
+}
+
+/* PyTorch's functions built of other ops (clamp, logsumexp, normalize, leaky_relu): their
+ * arguments' errors name the function; their values are checked against PyTorch in
+ * python/tests and by tests/difftest. */
+static void test_composite_errors(void **state) {
+    fixture *f = *state;
+    rj_ctx *c = f->ctx;
+    static const char head[] = "ragged j : B\ninput x : f32[B, j, 4]\ninput i : i32[B, j, 4]\n";
+    static const struct {
+        const char *stmt, *msg;
+        rj_status st;
+        int col;
+    } cases[] = {
+        {"y = x.clamp()", "t.rj:4:7: clamp: at least one of min and max must be given", RJ_ERR_ARG, 7},
+        {"y = torch.clamp(x, None, None)", "t.rj:4:11: clamp: at least one of min and max must be given", RJ_ERR_ARG, 11},
+        {"y = clamp_min(x)", "t.rj:4:5: clamp_min: missing argument 'min'", RJ_ERR_PARSE, 5},
+        {"y = logsumexp(x, 3)", "t.rj:4:18: logsumexp: dim 3 is out of range for a tensor of 3 dims", RJ_ERR_SHAPE, 18},
+        {"y = logsumexp(x, (1, -2))", "t.rj:4:18: logsumexp: dim 1 appears multiple times in the list of dims",
+         RJ_ERR_SHAPE, 18},
+        {"y = logsumexp(x, dim=0)", "t.rj:4:5: logsumexp: cannot reduce over the batch dim 0 of the jagged tensor f32[B, j, 4]",
+         RJ_ERR_SHAPE, 5},
+        {"y = F.normalize(i)", "t.rj:4:7: normalize: the input must be a float tensor (it is i32)", RJ_ERR_DTYPE, 7},
+        {"y = normalize(x, p=0)", "t.rj:4:18: normalize: p must be positive (or inf)", RJ_ERR_ARG, 18},
+        {"y = normalize(x, p=-inf)", "t.rj:4:18: normalize: p must be positive (or inf)", RJ_ERR_ARG, 18},
+        {"y = leaky_relu(i, 0.1)", "t.rj:4:5: leaky_relu: the input must be a float tensor (it is i32)", RJ_ERR_DTYPE, 5},
+        {"y = leaky_relu(x, x)", "t.rj:4:19: expected a number", RJ_ERR_PARSE, 19},
+    };
+    char src[256];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        snprintf(src, sizeof src, "%s%s\noutput y\n", head, cases[k].stmt);
+        expect_error(c, src, cases[k].st, cases[k].msg, cases[k].col);
+    }
 }
 
 /* print(parse(src)) parses again, and printing that gives the same text. */
@@ -1251,7 +1285,7 @@ int main(void) {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_slice_syntax), FX(test_heads_syntax), FX(test_def_syntax), FX(test_matmul_errors), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
-        FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names), FX(test_print_rebound_names),
+        FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names), FX(test_print_rebound_names), FX(test_composite_errors),
         FX(test_cat_stack_pow), FX(test_where_method), FX(test_permute_flatten), FX(test_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -808,3 +808,48 @@ def test_constants_on_the_planned_path(ctx):
     w2.mul_(-1.0)
     const.constants_changed()
     assert torch.equal(const(x=x, w=w2, b=b).values(), plain(x=x, w=w2, b=b).values())
+
+
+FUNCTIONS = """
+ragged j1 : B
+input x : f32[B, j1, 6]
+c1 = x.clamp(min=-1.0, max=0.5)
+c2 = torch.clamp(x, max=0.25)
+c3 = x.clip(0.5, -1)
+c4 = x.clamp_min(0)
+c5 = F.leaky_relu(x, 0.2)
+l1 = x.logsumexp(dim=-1)
+l2 = torch.logsumexp(x, 1, keepdim=True)
+l3 = logsumexp(x, (1, 2))
+n1 = F.normalize(x, dim=-1)
+n2 = F.normalize(x, p=1.0, dim=1)
+n3 = normalize(x, p=inf, dim=-1)
+n4 = normalize(x, p=3, dim=(1, 2), eps=1e-3)
+output c1, c2, c3, c4, c5, l1, l2, l3, n1, n2, n3, n4
+"""
+
+
+def test_pytorch_functions_built_of_ops(ctx):
+    """clamp, clip, clamp_min, leaky_relu, logsumexp and F.normalize against PyTorch's own
+    functions, item by item in float64, on items with NaN, a row of -inf, an inf and an empty
+    item (torch.logsumexp of an empty line is -inf)."""
+    x = njt([3, 0, 5, 1, 7], (6,), seed=21)
+    v = x.values()
+    v[4, 2] = float("nan")
+    v[5, :] = float("-inf")
+    v[9, 1] = float("inf")
+    F = torch.nn.functional
+    refs = {
+        "c1": lambda t: t.clamp(min=-1.0, max=0.5), "c2": lambda t: torch.clamp(t, max=0.25),
+        "c3": lambda t: t.clip(0.5, -1), "c4": lambda t: t.clamp_min(0), "c5": lambda t: F.leaky_relu(t, 0.2),
+        "l1": lambda t: t.logsumexp(dim=-1), "l2": lambda t: torch.logsumexp(t, 0, keepdim=True),
+        "l3": lambda t: torch.logsumexp(t, (0, 1)), "n1": lambda t: F.normalize(t, dim=-1),
+        "n2": lambda t: F.normalize(t, p=1.0, dim=0), "n3": lambda t: F.normalize(t, p=float("inf"), dim=-1),
+        "n4": lambda t: F.normalize(t, p=3, dim=(0, 1), eps=1e-3)}
+    outs = ctx.compile(FUNCTIONS)(x=x)
+    assert len(outs) == len(refs)
+    for name, got in zip(refs, outs):
+        items = got.unbind() if got.is_nested else list(got)
+        for b, t in enumerate(x.unbind()):
+            want = refs[name](t.double())
+            close(items[b].reshape(want.shape), want, 2e-6)

@@ -7,9 +7,11 @@
  * rest of their kind (pow's exponent, gelu's approximate) have rows of their own, checked
  * before the kind's. The text format's own names are rows too: PyTorch's spellings that are
  * aliases of ops (sign, view, amax, amin) and functions built of other ops (linear, squeeze,
- * unsqueeze, t, size, and split and chunk, whose value is several narrows). Arguments are bound to the row's parameters as Python binds them, so
- * every function gets the same messages for a missing, unknown or repeated argument, and an
- * unknown function's message lists the rows.
+ * unsqueeze, t, size, split and chunk, whose value is several narrows, and PyTorch's clamp,
+ * leaky_relu, logsumexp and normalize, whose errors name them rather than their parts).
+ * Arguments are bound to the row's parameters as Python binds them, so every function gets the
+ * same messages for a missing, unknown or repeated argument, and an unknown function's message
+ * lists the rows.
  *
  * Attributes are checked here, where the text still says what the user wrote: an integer
  * argument (a dim, a length, a size) must be an integer literal in range, since a float or a
@@ -186,46 +188,84 @@ value size_value(parser *P, const token *at, const char *what, const value *self
     return r;
 }
 
-/* sum(x, dim=(1, 2), keepdim): PyTorch's reduction over several dims, as one reduction per
- * dim from the last to the first, so that with keepdim=False the dims still to reduce keep
- * their numbers. Nesting is exact for sum, max, min and prod, and for mean too: every row of
- * the outer dim holds the same number of elements along the inner ones. v: input, dim, keepdim. */
-static value reduce_dims(parser *P, const token *fn, const char *name, rj_op op, value **v) {
-    value r = node_value(RJ_NONE, *fn);
-    const value *t = v[1];
-    bool keep = false;
-    if (v[2] && !bool_arg(P, name, "keepdim", v[2], &keep)) return r;
-    rj_node x = as_node(P, v[0]);
-    if (P->failed) return r;
-    rj_dim shape[RJ_MAX_RANK];
-    int rank = rj_node_shape(P->g, x, shape), dims[RJ_MAX_RANK], n = 0;
+/* n, reporting at t if the builder failed, the message's op named `as` where it is not NULL:
+ * the functions built of other ops (clamp, logsumexp...) name themselves, not their parts. */
+static rj_node built_as(parser *P, const token *t, const char *as, rj_node n) {
+    if (n != RJ_NONE || P->failed || !as) return built(P, n, t);
+    const char *m = ctx_last_error(P->ctx), *colon = strstr(m, ": ");
+    size_t k = colon ? (size_t)(colon - m) : 0;
+    for (size_t i = 0; i < k; i++)
+        if (!is_ident_char(m[i])) k = 0;
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s: %s", as, k ? colon + 2 : m);
+    fail_at(P, t, rj_graph_status(P->g) ? rj_graph_status(P->g) : ctx_last_status(P->ctx), "%s", msg);
+    return RJ_NONE;
+}
+
+/* The dims `t` names for a tensor of `rank` dims, normalised and in decreasing order: a tuple
+ * (1, 2), or (any) an integer literal. Returns their number, 0 after reporting. */
+static int dim_list(parser *P, const char *name, const value *t, int rank, int dims[RJ_MAX_RANK]) {
+    if (!t->is_tuple) {
+        int64_t d;
+        if (!int_arg(P, name, "dim", t, INT_MIN, INT_MAX, &d)) return 0;
+        if (d < -rank || d >= rank) {
+            fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", name,
+                    (long long)d, rank);
+            return 0;
+        }
+        dims[0] = (int)(d < 0 ? d + rank : d);
+        return 1;
+    }
     if (t->ndims == 0) {
         fail_at(P, &t->at, RJ_ERR_PARSE, "%s: dim=() names no dim (name the dims to reduce)", name);
-        return r;
+        return 0;
     }
+    int n = 0;
     for (int i = 0; i < t->ndims; i++) {
         int64_t d = t->dims[i];
         if (t->tuple_syms >> i & 1) {
             fail_at(P, &t->at, RJ_ERR_PARSE, "%s: the dims must be integers", name);
-            return r;
+            return 0;
         }
         if (d < -rank || d >= rank) {
             fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", name,
                     (long long)d, rank);
-            return r;
+            return 0;
         }
         int k = (int)(d < 0 ? d + rank : d), at = n;
         while (at > 0 && dims[at - 1] < k) at--; /* kept in decreasing order */
         if (at > 0 && dims[at - 1] == k) {
             fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, k);
-            return r;
+            return 0;
         }
         memmove(dims + at + 1, dims + at, sizeof(int) * (size_t)(n - at));
         dims[at] = k;
         n++;
     }
-    for (int i = 0; i < n && !P->failed; i++) x = built(P, rj_graph_reduce(P->g, op, x, dims[i], keep), fn);
-    r.node = x;
+    return n;
+}
+
+/* x reduced by op over dims[0..n) (decreasing: with keepdim=False the dims still to reduce
+ * keep their numbers); RJ_NONE after reporting at fn (as `as`: built_as). */
+static rj_node reduce_over(parser *P, const token *fn, const char *as, rj_op op, rj_node x, const int *dims, int n,
+                           bool keep) {
+    for (int i = 0; i < n && !P->failed; i++) x = built_as(P, fn, as, rj_graph_reduce(P->g, op, x, dims[i], keep));
+    return P->failed ? RJ_NONE : x;
+}
+
+/* sum(x, dim=(1, 2), keepdim): PyTorch's reduction over several dims, as one reduction per
+ * dim from the last to the first. Nesting is exact for sum, max, min and prod, and for mean
+ * too: every row of the outer dim holds the same number of elements along the inner ones.
+ * v: input, dim, keepdim. */
+static value reduce_dims(parser *P, const token *fn, const char *name, rj_op op, value **v) {
+    value r = node_value(RJ_NONE, *fn);
+    bool keep = false;
+    if (v[2] && !bool_arg(P, name, "keepdim", v[2], &keep)) return r;
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return r;
+    rj_dim shape[RJ_MAX_RANK];
+    int dims[RJ_MAX_RANK], n = dim_list(P, name, v[1], rj_node_shape(P->g, x, shape), dims);
+    if (n) r.node = reduce_over(P, fn, NULL, op, x, dims, n, keep);
     return r;
 }
 
@@ -467,6 +507,121 @@ static value build_size(parser *P, const call_site *c, value **v) {
     return size_value(P, c->fn, "size", v[0], v[1]);
 }
 
+/* ---- PyTorch's functions built of other ops ---------------------------------------------- */
+
+/* clamp(input, min=None, max=None) (and clip), clamp_min(input, min), clamp_max(input, max):
+ * maximum with min, then minimum with max, which is PyTorch's clamp: NaN in the input or in a
+ * bound gives NaN, min > max gives max, and the dtype is the promotion of the input and the
+ * bounds (numbers or tensors that broadcast). */
+static value build_clamp(parser *P, const call_site *c, value **v) {
+    bool only_min = !strcmp(c->name, "clamp_min"), only_max = !strcmp(c->name, "clamp_max");
+    const value *lo = only_max ? NULL : v[1], *hi = only_max ? v[1] : only_min ? NULL : v[2];
+    if (is_none(lo)) lo = NULL;
+    if (is_none(hi)) hi = NULL;
+    if (!lo && !hi) {
+        fail_at(P, c->fn, RJ_ERR_ARG, "%s: at least one of min and max must be given", c->name);
+        return nothing(c);
+    }
+    rj_node x = as_node(P, v[0]);
+    if (lo && !P->failed) x = built_as(P, c->fn, c->name, rj_graph_binary(P->g, RJ_OP_MAXIMUM, x, as_node(P, lo)));
+    if (hi && !P->failed) x = built_as(P, c->fn, c->name, rj_graph_binary(P->g, RJ_OP_MINIMUM, x, as_node(P, hi)));
+    return P->failed ? nothing(c) : node_value(x, *c->fn);
+}
+
+/* x as a float tensor to compute in: f32 for integers and bool (PyTorch's default float) and
+ * for f16 and bf16 (ragjit's arithmetic for them, rounded once at the end: *back). */
+static rj_node float_work(parser *P, const call_site *c, rj_node x, rj_dtype *back) {
+    rj_dtype t = rj_node_dtype(P->g, x);
+    *back = t == RJ_F16 || t == RJ_BF16 || t == RJ_F64 ? t : RJ_F32;
+    return t == RJ_F32 || t == RJ_F64 ? x : built_as(P, c->fn, c->name, rj_graph_cast(P->g, x, RJ_F32));
+}
+
+/* v as a float tensor operand, as PyTorch's vector norms and leaky_relu require; RJ_NONE after
+ * reporting. */
+static rj_node float_input(parser *P, const call_site *c, const value *v) {
+    rj_node x = as_node(P, v);
+    if (P->failed) return RJ_NONE;
+    if (!dtype_is_float(rj_node_dtype(P->g, x))) {
+        fail_at(P, c->fn, RJ_ERR_DTYPE, "%s: the input must be a float tensor (it is %s)", c->name,
+                rj_dtype_name(rj_node_dtype(P->g, x)));
+        return RJ_NONE;
+    }
+    return x;
+}
+
+/* logsumexp(input, dim, keepdim=False): PyTorch's, m + log(sum(exp(x - m), dim)) with m the
+ * maximum over dim taken as 0 where it is infinite, so that a line of -inf (or an empty item)
+ * gives -inf, one with +inf gives inf, and NaN gives NaN. Integer inputs give f32. */
+static value build_logsumexp(parser *P, const call_site *c, value **v) {
+    bool keep = false;
+    if (v[2] && !bool_arg(P, c->name, "keepdim", v[2], &keep)) return nothing(c);
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_dim shape[RJ_MAX_RANK];
+    int dims[RJ_MAX_RANK], n = dim_list(P, c->name, v[1], rj_node_shape(P->g, x, shape), dims);
+    rj_dtype back;
+    if (!n || (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_node m = reduce_over(P, c->fn, c->name, RJ_OP_MAX, x, dims, n, true);
+    if (m == RJ_NONE) return nothing(c);
+    rj_node inf = rj_graph_binary(g, RJ_OP_EQ, rj_graph_unary(g, RJ_OP_ABS, m), rj_graph_scalar(g, INFINITY));
+    m = built_as(P, c->fn, c->name, rj_graph_where(g, inf, rj_graph_scalar(g, 0.0), m));
+    rj_node e = P->failed ? RJ_NONE : built_as(P, c->fn, c->name, rj_graph_unary(g, RJ_OP_EXP, rj_graph_binary(g, RJ_OP_SUB, x, m)));
+    rj_node s = P->failed ? RJ_NONE : reduce_over(P, c->fn, c->name, RJ_OP_SUM, e, dims, n, keep);
+    for (int i = 0; i < n && !keep && !P->failed; i++) m = built_as(P, c->fn, c->name, rj_graph_squeeze(g, m, dims[i]));
+    if (P->failed) return nothing(c);
+    rj_node r = built_as(P, c->fn, c->name, rj_graph_binary(g, RJ_OP_ADD, rj_graph_unary(g, RJ_OP_LOG, s), m));
+    if (!P->failed && back != rj_node_dtype(g, r)) r = built_as(P, c->fn, c->name, rj_graph_cast(g, r, back));
+    return P->failed ? nothing(c) : node_value(r, *c->fn);
+}
+
+/* normalize(input, p=2.0, dim=1, eps=1e-12): PyTorch's F.normalize, x / max(||x||_p, eps)
+ * over dim (an integer or a tuple): p = 2 is sqrt(sum(x * x)), 1 sum(|x|), inf max(|x|), any
+ * other positive p sum(|x| ** p) ** (1 / p). The input must be a float tensor, as PyTorch's
+ * vector norm requires. */
+static value build_normalize(parser *P, const call_site *c, value **v) {
+    double p = 2, eps = 1e-12;
+    if ((v[1] && !literal(P, v[1], &p)) || (v[3] && !literal(P, v[3], &eps))) return nothing(c);
+    if (!(p > 0)) {
+        fail_at(P, &v[1]->at, RJ_ERR_ARG, "%s: p must be positive (or inf)", c->name);
+        return nothing(c);
+    }
+    rj_node x = float_input(P, c, v[0]);
+    if (x == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_dim shape[RJ_MAX_RANK];
+    int dims[RJ_MAX_RANK], rank = rj_node_shape(g, x, shape);
+    int n = v[2] ? dim_list(P, c->name, v[2], rank, dims) : rank > 1 ? (dims[0] = 1, 1) : 0;
+    if (!n) {
+        if (!P->failed) fail_at(P, c->fn, RJ_ERR_SHAPE, "%s: dim 1 is out of range for a tensor of %d dims", c->name, rank);
+        return nothing(c);
+    }
+    rj_dtype back;
+    if ((x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    rj_node a = p == 2 ? rj_graph_binary(g, RJ_OP_MUL, x, x) : rj_graph_unary(g, RJ_OP_ABS, x);
+    if (p != 1 && p != 2 && !isinf(p)) a = rj_graph_binary(g, RJ_OP_POW, a, rj_graph_scalar(g, p));
+    rj_node norm = reduce_over(P, c->fn, c->name, isinf(p) ? RJ_OP_MAX : RJ_OP_SUM, built_as(P, c->fn, c->name, a), dims, n, true);
+    if (norm == RJ_NONE) return nothing(c);
+    if (p == 2) norm = rj_graph_unary(g, RJ_OP_SQRT, norm);
+    else if (p != 1 && !isinf(p)) norm = rj_graph_binary(g, RJ_OP_POW, norm, rj_graph_scalar(g, 1 / p));
+    rj_node r = rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_MAXIMUM, norm, rj_graph_scalar(g, eps)));
+    if (built_as(P, c->fn, c->name, r) != RJ_NONE && back != rj_node_dtype(g, r)) r = built_as(P, c->fn, c->name, rj_graph_cast(g, r, back));
+    return P->failed ? nothing(c) : node_value(r, *c->fn);
+}
+
+/* leaky_relu(input, negative_slope=0.01): x where x > 0, else x * negative_slope (PyTorch's;
+ * a float input). */
+static value build_leaky_relu(parser *P, const call_site *c, value **v) {
+    double slope = 0.01;
+    if (v[1] && !literal(P, v[1], &slope)) return nothing(c);
+    rj_node x = float_input(P, c, v[0]);
+    if (x == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_node pos = rj_graph_binary(g, RJ_OP_GT, x, rj_graph_scalar(g, 0.0));
+    rj_node r = built_as(P, c->fn, c->name, rj_graph_where(g, pos, x, rj_graph_binary(g, RJ_OP_MUL, x, rj_graph_scalar(g, slope))));
+    return node_value(r, *c->fn);
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 typedef enum {
@@ -518,6 +673,13 @@ static const call_form forms[] = {
     ROW(FORM_NAME, "zeros", -1, build_full, 1, SLOT_DIMS_VAR, 0, "size", "dtype"),
     ROW(FORM_NAME, "ones", -1, build_full, 1, SLOT_DIMS_VAR, 0, "size", "dtype"),
     ROW(FORM_NAME, "stack", -1, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
+    ROW_NAME("clamp", build_clamp, 1, "input", "min", "max"),
+    ROW_NAME("clip", build_clamp, 1, "input", "min", "max"),
+    ROW_NAME("clamp_min", build_clamp, 2, "input", "min"),
+    ROW_NAME("clamp_max", build_clamp, 2, "input", "max"),
+    ROW(FORM_NAME, "logsumexp", -1, build_logsumexp, 2, SLOT_DIMS, 1, "input", "dim", "keepdim"),
+    ROW(FORM_NAME, "normalize", -1, build_normalize, 1, SLOT_DIMS, 2, "input", "p", "dim", "eps"),
+    ROW_NAME("leaky_relu", build_leaky_relu, 1, "input", "negative_slope"),
     /* ops whose arguments differ from the rest of their kind's */
     ROW_OP(GELU, build_gelu, 1, "input", "approximate"),
     ROW_OP(GELU_TANH, NULL, 0, NULL), /* gelu(x, approximate="tanh") */

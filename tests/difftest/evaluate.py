@@ -296,7 +296,73 @@ def ev_sdpa(n, vals, env):
     return Val(kind(n.shape), n.dtype, out)
 
 
-FAMILY = {"sdpa": ev_sdpa}
+def ev_clamp(n, vals, env):
+    """PyTorch's clamp: at least min, then at most max, NaN in the input or a bound kept."""
+    ft, cdt = env.ft, n.attrs["cdt"]
+    ops = [ref.lit_value(a, cdt, ft) if a.is_lit() else map_conv(v, cdt, ft) for a, v in zip(n.args, vals)]
+
+    def f(x, *bounds):
+        it = iter(bounds)
+        if n.attrs["lo"]:
+            x = np.maximum(x, next(it))
+        if n.attrs["hi"]:
+            x = np.minimum(x, next(it))
+        return x
+    r = ref.per_item(kind(n.shape), n.dtype, ops, len(n.shape), env, f)
+    return ref.map_val(r, lambda x: np.asarray(x, ft)) if n.dtype in FLOATS else r
+
+
+def ev_leaky_relu(n, vals, env):
+    ft = env.ft
+    sl = n.attrs.get("slope")
+    slope = ref.float_of(0.01 if sl is None else sl, n.dtype, ft)
+    return ref.map_val(vals[0], lambda x: np.where(np.asarray(x, ft) > 0, np.asarray(x, ft), np.asarray(x, ft) * slope))
+
+
+def lse(x, axes, keep):
+    """PyTorch's logsumexp: the maximum taken as 0 where it is infinite; an empty line -inf."""
+    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
+    m = np.where(np.isinf(m), 0, m)
+    r = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    return r if keep else np.squeeze(r, axis=axes)
+
+
+def normalized(x, axes, p, eps, ft):
+    """PyTorch's F.normalize: x / max(||x||_p over axes, eps)."""
+    a = np.abs(x)
+    if p == 2:
+        nrm = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+    elif p == 1:
+        nrm = np.sum(a, axis=axes, keepdims=True)
+    elif np.isinf(p):
+        nrm = np.max(a, axis=axes, keepdims=True, initial=-np.inf)
+    else:
+        nrm = np.sum(a ** p, axis=axes, keepdims=True) ** (1 / p)
+    return x / np.maximum(nrm, ft(eps))
+
+
+def ev_reduce_like(n, vals, env):
+    """logsumexp and normalize, over one dim or several, item by item where the tensor is itemised
+    (a reduction over the ragged dim of a jagged tensor gives a dense [B, ...] one)."""
+    ft, ds = env.ft, n.attrs["dims"]
+    v = ref.map_val(vals[0], lambda x: np.asarray(x, ft), dtype=n.dtype)
+    if n.op == "logsumexp":
+        keep = n.attrs.get("keepdim", False)
+        f = lambda x, axes: lse(x, axes, keep)
+    else:
+        p = 2.0 if n.attrs.get("p") is None else float(n.attrs["p"])
+        eps = ref.float_of(1e-12 if n.attrs.get("eps") is None else n.attrs["eps"], n.dtype, ft)
+        f = lambda x, axes: normalized(x, axes, p, eps, ft)
+    if not v.itemised:
+        return Val("dense", n.dtype, f(v.data, tuple(ds)))
+    parts = [f(x, tuple(d - 1 for d in ds)) for x in v.data]
+    if n.op == "logsumexp" and 1 in ds:
+        return Val("dense", n.dtype, stack(parts, n, env))
+    return Val(kind(n.shape), n.dtype, parts)
+
+
+FAMILY = {"sdpa": ev_sdpa, "clamp": ev_clamp, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
+          "normalize": ev_reduce_like}
 for _ops, _f in [
         (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",
           "rsqrt", "sin", "cos", "logical_not", "add", "sub", "mul", "div", "pow", "maximum", "minimum",

@@ -34,7 +34,7 @@ OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
         "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput", "heads", "cat", "stack", "permute", "flatten",
-        "unflatten", "arange", "full"])
+        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 PSEUDO = ("padchain", "densepad", "causal", "bigint", "pairinput", "heads")  # builders, not ops
@@ -647,6 +647,67 @@ class Gen(HeadsGen):
             return c if all(isinstance(d, int) for d in shape) else self.elementwise("ne", a, c)
         op = r.choice(["add", "mul", "maximum"])
         return self.add(op, [a, c], promote([a.dtype, c.dtype]), broadcast(a.shape, shape))
+
+    # ---- PyTorch's functions that ragjit builds of other ops ---------------------------------------
+
+    def b_clamp(self, _op):
+        """clamp / clip / clamp_min / clamp_max with literal bounds (or a tensor one now and then)."""
+        r = self.rng
+        a = self.ints() if r.random() < 0.25 else self.any_float()
+        form = r.choice(["clamp", "clip", "clamp_min", "clamp_max"])
+
+        def bound():
+            if r.random() < 0.2:
+                return self.partner(a)
+            return lit(r.choice([-2, 0, 1, 3] if a.dtype in INTS and r.random() < 0.7 else
+                                [-1.5, -0.25, 0.0, 0.5, 2.0, float("inf"), float("nan")]))
+        lo = bound() if form == "clamp_min" or (form in ("clamp", "clip") and r.random() < 0.8) else None
+        hi = bound() if form == "clamp_max" or (form in ("clamp", "clip") and (lo is None or r.random() < 0.8)) else None
+        args = [a] + [b for b in (lo, hi) if b is not None]
+        cdt = promote([x.dtype for x in args if not x.is_lit()], [x.attrs["cat"] for x in args if x.is_lit()])
+        shape = a.shape
+        for b in args[1:]:
+            if not b.is_lit():
+                shape = broadcast(shape, b.shape)
+        return self.add("clamp", args, cdt, shape, cdt=cdt, form=form, lo=lo is not None, hi=hi is not None)
+
+    def b_leaky_relu(self, _op):
+        a = self.any_float()
+        slope = self.rng.choice([None, 0.01, 0.2, -0.5, 2.0, 0.0])
+        return self.add("leaky_relu", [a], a.dtype, a.shape, slope=slope)
+
+    def lse_operand(self):
+        return self.pick(lambda n: n.kind in ("jagged", "dense") and len(n.shape) >= 1 and n.dtype != "bool"
+                         and not (n.kind == "dense" and "j1" in n.shape)) or self.fjag()
+
+    def some_dims(self, a):
+        """One dim of a that may be reduced, or (a third of the time, where there are two) a tuple."""
+        r, dims, rank = self.rng, self.red_dims(a), len(a.shape)
+        ds = sorted(r.sample(dims, 2)) if len(dims) >= 2 and r.random() < 0.33 else [r.choice(dims)]
+        return ds, [d - rank if r.random() < 0.3 else d for d in ds]
+
+    def b_logsumexp(self, _op):
+        r = self.rng
+        a = self.lse_operand()
+        ds, written = self.some_dims(a)
+        keep = r.random() < 0.35
+        shape = [1 if k in ds else d for k, d in enumerate(a.shape)] if keep else \
+            [d for k, d in enumerate(a.shape) if k not in ds]
+        return self.add("logsumexp", [a], to_float(a.dtype), shape, dims=ds, written=written,
+                        tuple=len(ds) > 1 or r.random() < 0.2, keepdim=keep)
+
+    def b_normalize(self, _op):
+        r = self.rng
+        a = self.pick(lambda n: n.kind in ("jagged", "dense") and n.dtype in FLOATS and len(n.shape) >= 1
+                      and not (n.kind == "dense" and "j1" in n.shape)) or self.fjag()
+        if len(a.shape) >= 2 and r.random() < 0.25:
+            ds, written = [1], None  # PyTorch's default dim=1 (a jagged tensor's ragged dim)
+        else:
+            ds, written = self.some_dims(a)
+        p = r.choice([None, 2.0, 1, 3, 0.5, float("inf")])
+        eps = r.choice([None, 1e-3, 0.5])
+        return self.add("normalize", [a], a.dtype, a.shape, dims=ds, written=written, p=p, eps=eps,
+                        tuple=written is not None and (len(ds) > 1 or r.random() < 0.2))
 
     # ---- programs ---------------------------------------------------------------------------------
 

@@ -120,6 +120,34 @@ def expr(n):
     if op in ("cat", "stack"):
         lst = "[" + ", ".join(a) + "]" if s % 2 else "(" + ", ".join(a) + ")"
         return f"torch.{op}({lst}, {at['dim']})" if s % 4 >= 2 else f"{op}({lst}, dim={at['dim']})"
+    if op == "clamp":
+        form, rest = at["form"], a[1:]
+        if form in ("clamp_min", "clamp_max"):
+            return call(form, a, s) if s % 3 else call(form, [a[0]], s, [(form[-3:], rest[0])])
+        lo = rest[0] if at["lo"] else "None"
+        hi = rest[-1] if at["hi"] else None
+        if s % 3 == 0:  # keywords, None left out
+            kw = ([("min", lo)] if at["lo"] else []) + ([("max", hi)] if hi else [])
+            return f"torch.{form}({a[0]}, " + ", ".join(f"{k}={v}" for k, v in kw) + ")" if s % 2 == 0 else \
+                call(form, [a[0]], s, kw)
+        return call(form, [a[0], lo] + ([hi] if hi else []), s)
+    if op == "leaky_relu":
+        sl = at.get("slope")
+        if sl is None:
+            return call("F.leaky_relu" if s % 4 == 0 else "leaky_relu", a, s if s % 4 else 0)
+        return call("leaky_relu", a + [lit_text(sl)], s) if s % 3 else call("leaky_relu", a, s, [("negative_slope", lit_text(sl))])
+    if op in ("logsumexp", "normalize"):
+        w = at.get("written")
+        dim = None if w is None else "(" + ", ".join(str(d) for d in w) + ("," if len(w) == 1 else "") + ")" \
+            if at.get("tuple") else str(w[0])
+        if op == "logsumexp":
+            kw = [("keepdim", "True")] if at.get("keepdim") else []
+            if s % 4 >= 2:
+                return call(op, a + [dim], s, kw)
+            return call("torch.logsumexp" if s % 4 == 0 else op, a, s if s % 4 else 0, [("dim", dim)] + kw)
+        kw = ([("p", lit_text(at["p"]))] if at.get("p") is not None else []) + \
+            ([("dim", dim)] if dim is not None else []) + ([("eps", repr(at["eps"]))] if at.get("eps") is not None else [])
+        return call("F.normalize" if s % 4 == 0 else op, a, s if s % 4 else 0, kw)
     return call(op, a, s)
 
 
