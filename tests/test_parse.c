@@ -284,7 +284,8 @@ static void test_from_pytorch(void **state) {
          "relu(...), or F.relu(...), torch.relu(...), torch.nn.functional.relu(...)", 14},
         {"y = F.softmx(x, 1)", RJ_ERR_PARSE, "t.rj:4:7: unknown function 'softmx' (did you mean 'softmax'?)", 7},
         {"y = torch", RJ_ERR_PARSE, "t.rj:4:5: undefined name 'torch'", 5},
-        {"y = F.relu", RJ_ERR_PARSE, "t.rj:4:7: 'relu' is a function: call it (relu(...))", 7},
+        {"y = F.relu", RJ_ERR_PARSE, "t.rj:4:7: 'relu' is a function: call it (relu(...)); the dtypes are torch.float32, float64, float16, "
+         "bfloat16, int32, int64 and bool", 7},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(src, sizeof src, "%s%s\noutput y\n", dense, cases[i].stmt);
@@ -710,7 +711,7 @@ static void test_syntax_errors(void **state) {
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
                  "narrow matmul transpose cat arange full attention sign view unsqueeze squeeze linear t scaled_dot_product_attention size split chunk amax amin "
                  "permute flatten unflatten zeros ones stack clamp clip clamp_min clamp_max logsumexp normalize "
-                 "leaky_relu", 5);
+                 "leaky_relu float double half bfloat16 int long bool to type type_as contiguous clone detach", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
@@ -812,6 +813,42 @@ static void test_composite_errors(void **state) {
         snprintf(src, sizeof src, "%s%s\noutput y\n", head, cases[k].stmt);
         expect_error(c, src, cases[k].st, cases[k].msg, cases[k].col);
     }
+}
+
+/* PyTorch's spellings of casts and of the values around them parse to the graphs of ragjit's
+ * own: x.float(), x.to(torch.float16), x.type(torch.float64), x.type_as(y), cast(x, torch.int64),
+ * dtype=torch.bool, float("-inf"), float(2), x.contiguous(), x.clone(), x.detach(). */
+static void test_pytorch_casts(void **state) {
+    fixture *f = *state;
+    static const char head[] = "ragged j : B\ninput x : f32[B, j, 4]\ninput i : i32[B, j, 4]\ninput m : bool[B, j, 4]\n";
+    static const char *const pairs[][2] = {
+        {"y = x.half()\noutput y\n", "y = cast(x, \"f16\")\noutput y\n"},
+        {"y = x.to(torch.float16)\noutput y\n", "y = cast(x, \"f16\")\noutput y\n"},
+        {"y = x.to(dtype=torch.bfloat16)\noutput y\n", "y = x.bfloat16()\noutput y\n"},
+        {"y = x.type(torch.float64)\noutput y\n", "y = x.double()\noutput y\n"},
+        {"y = i.type_as(x)\noutput y\n", "y = cast(i, \"f32\")\noutput y\n"},
+        {"y = x.to(i)\noutput y\n", "y = x.int()\noutput y\n"},
+        {"y = cast(x, torch.int64)\noutput y\n", "y = x.long()\noutput y\n"},
+        {"y = cast(x, torch.long) + x.bool()\noutput y\n", "y = cast(x, \"i64\") + cast(x, \"bool\")\noutput y\n"},
+        {"y = zeros(4, dtype=torch.bool)\noutput y\n", "y = zeros(4, dtype=\"bool\")\noutput y\n"},
+        {"y = x.masked_fill(m, float('-inf'))\noutput y\n", "y = x.masked_fill(m, -inf)\noutput y\n"},
+        {"y = x * float(2)\noutput y\n", "y = x * 2.0\noutput y\n"},
+        {"y = x + float(\" 1e3 \")\noutput y\n", "y = x + 1000.0\noutput y\n"},
+        {"y = x.transpose(1, 2).contiguous().clone().detach() @ x\noutput y\n", "y = x.transpose(1, 2) @ x\noutput y\n"},
+    };
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        char *g = same_graph(f->ctx, head, pairs[k][0], pairs[k][1]);
+        rj_string_free(f->ctx, g);
+    }
+    rj_ctx *c = f->ctx;
+    expect_error(c, "input x : f32[4]\ny = x.to('cuda')\noutput y\n", RJ_ERR_ARG,
+                 "t.rj:2:10: to: expected a dtype (torch.float16, \"f16\") or a tensor whose dtype to take (a "
+                 "program names no device)", 10);
+    expect_error(c, "input x : f32[4]\ny = x * float('abc')\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:15: float: could not convert string to float: 'abc'", 15);
+    expect_error(c, "input x : f32[4]\ny = x.to(torch.float8)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:16: 'float8' is a function: call it (float8(...)); the dtypes are torch.float32, float64, "
+                 "float16, bfloat16, int32, int64 and bool", 16);
 }
 
 /* print(parse(src)) parses again, and printing that gives the same text. */
@@ -1285,7 +1322,7 @@ int main(void) {
         FX(test_design_example), FX(test_expressions),    FX(test_syntax_errors), FX(test_porting_syntax), FX(test_from_pytorch), FX(test_index_syntax), FX(test_slice_syntax), FX(test_heads_syntax), FX(test_def_syntax), FX(test_matmul_errors), FX(test_warnings),
         FX(test_builder_errors_located), FX(test_print_roundtrip), FX(test_mutations),
         FX(test_null_args), FX(test_nesting_limit), FX(test_long_line_caret),
-        FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names), FX(test_print_rebound_names), FX(test_composite_errors),
+        FX(test_argument_values), FX(test_namespace), FX(test_print_fresh_names), FX(test_print_rebound_names), FX(test_composite_errors), FX(test_pytorch_casts),
         FX(test_cat_stack_pow), FX(test_where_method), FX(test_permute_flatten), FX(test_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

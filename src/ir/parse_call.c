@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "parse.h"
@@ -304,10 +305,7 @@ static value build_masked_fill(parser *P, const call_site *c, value **v) {
 
 static value build_cast(parser *P, const call_site *c, value **v) {
     rj_dtype dt;
-    char dname[16] = "";
-    if (v[1]->is_string && v[1]->slen < (int)sizeof dname)
-        memcpy(dname, v[1]->str, (size_t)v[1]->slen);
-    if (!v[1]->is_string || !parse_dtype_name(dname, &dt)) {
+    if (!dtype_value(v[1], &dt)) {
         fail_at(P, &v[1]->at, RJ_ERR_PARSE, "cast: dtype must be one of \"f32\", \"f64\", "
                 "\"f16\", \"bf16\", \"i32\", \"i64\", \"bool\"");
         return nothing(c);
@@ -622,6 +620,53 @@ static value build_leaky_relu(parser *P, const call_site *c, value **v) {
     return node_value(r, *c->fn);
 }
 
+/* x.float(), x.double(), x.half(), x.bfloat16(), x.int(), x.long(), x.bool(): PyTorch's casts
+ * by method. float(...) of a string or a number is Python's float, a float literal:
+ * float("-inf") in a mask, as PyTorch code writes it. */
+static value build_as_dtype(parser *P, const call_site *c, value **v) {
+    if (!strcmp(c->name, "float") && !c->a->method) {
+        const node *s = scalar_of(P, v[0]);
+        if (s) return made(P, c, rj_graph_scalar(P->g, s->weak == WEAK_FLOAT ? s->fval : (double)s->ival));
+        if (v[0]->is_string) {
+            char text[64] = "", *end;
+            int n = v[0]->slen < (int)sizeof text - 1 ? v[0]->slen : (int)sizeof text - 1;
+            memcpy(text, v[0]->str, (size_t)n);
+            double d = strtod(text, &end);
+            while (*end == ' ' || *end == '\t') end++;
+            if (end == text || *end || v[0]->slen != n) {
+                fail_at(P, &v[0]->at, RJ_ERR_PARSE, "float: could not convert string to float: '%.*s'",
+                        v[0]->slen < 40 ? v[0]->slen : 40, v[0]->str);
+                return nothing(c);
+            }
+            return made(P, c, rj_graph_scalar(P->g, d));
+        }
+    }
+    rj_dtype to = RJ_F32;
+    parse_dtype_name(c->name, &to);
+    return made(P, c, rj_graph_cast(P->g, as_node(P, v[0]), to));
+}
+
+/* x.to(dtype), x.type(dtype) (torch.float16, "f16"), x.to(other) and x.type_as(other): a cast
+ * to the dtype, or to other's. ragjit's programs name no device: x.to("cuda") is an error. */
+static value build_to(parser *P, const call_site *c, value **v) {
+    rj_dtype to;
+    if (!dtype_value(v[1], &to)) {
+        if (v[1]->is_string || v[1]->is_none || v[1]->node == RJ_NONE || scalar_of(P, v[1])) {
+            fail_at(P, &v[1]->at, RJ_ERR_ARG, "%s: expected a dtype (torch.float16, \"f16\") or a tensor whose dtype "
+                    "to take%s", c->name, v[1]->is_string ? " (a program names no device)" : "");
+            return nothing(c);
+        }
+        to = rj_node_dtype(P->g, as_node(P, v[1]));
+    }
+    return made(P, c, rj_graph_cast(P->g, as_node(P, v[0]), to));
+}
+
+/* x.contiguous(), x.clone(), x.detach(): the value itself (ragjit's values are not storage). */
+static value build_same(parser *P, const call_site *c, value **v) {
+    rj_node x = as_node(P, v[0]);
+    return P->failed ? nothing(c) : node_value(x, *c->fn);
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 typedef enum {
@@ -680,6 +725,19 @@ static const call_form forms[] = {
     ROW(FORM_NAME, "logsumexp", -1, build_logsumexp, 2, SLOT_DIMS, 1, "input", "dim", "keepdim"),
     ROW(FORM_NAME, "normalize", -1, build_normalize, 1, SLOT_DIMS, 2, "input", "p", "dim", "eps"),
     ROW_NAME("leaky_relu", build_leaky_relu, 1, "input", "negative_slope"),
+    ROW_NAME("float", build_as_dtype, 1, "input"), /* PyTorch's casts by method, and Python's float */
+    ROW_NAME("double", build_as_dtype, 1, "input"),
+    ROW_NAME("half", build_as_dtype, 1, "input"),
+    ROW_NAME("bfloat16", build_as_dtype, 1, "input"),
+    ROW_NAME("int", build_as_dtype, 1, "input"),
+    ROW_NAME("long", build_as_dtype, 1, "input"),
+    ROW_NAME("bool", build_as_dtype, 1, "input"),
+    ROW_NAME("to", build_to, 2, "input", "dtype"),
+    ROW_NAME("type", build_to, 2, "input", "dtype"),
+    ROW_NAME("type_as", build_to, 2, "input", "other"),
+    ROW_NAME("contiguous", build_same, 1, "input"),
+    ROW_NAME("clone", build_same, 1, "input"),
+    ROW_NAME("detach", build_same, 1, "input"),
     /* ops whose arguments differ from the rest of their kind's */
     ROW_OP(GELU, build_gelu, 1, "input", "approximate"),
     ROW_OP(GELU_TANH, NULL, 0, NULL), /* gelu(x, approximate="tanh") */

@@ -506,8 +506,14 @@ static value parse_primary(parser *P) {
     if (P->tok.kind == T_DOT && !find_var(P, name)) {
         int m = module_path(P, name, sizeof name, &t);
         if (m < 0) return r;
+        rj_dtype dt;
+        if (m > 0 && P->tok.kind != T_LPAREN && parse_dtype_name(name, &dt)) { /* torch.float16 */
+            r = (value){.node = RJ_NONE, .is_string = true, .str = t.start, .slen = t.len, .at = t};
+            return r;
+        }
         if (m > 0 && P->tok.kind != T_LPAREN) {
-            fail_at(P, &t, RJ_ERR_PARSE, "'%s' is a function: call it (%s(...))", name, name);
+            fail_at(P, &t, RJ_ERR_PARSE, "'%s' is a function: call it (%s(...)); the dtypes are torch.float32, "
+                    "float64, float16, bfloat16, int32, int64 and bool", name, name);
             return r;
         }
     }

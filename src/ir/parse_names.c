@@ -121,6 +121,15 @@ rj_dim parse_dim(parser *P) {
     return d;
 }
 
+/* A dtype given as a value: a string ("f16", "float16") or PyTorch's torch.float16 (a string
+ * value too, made by the expression parser from the name after `torch.`). */
+bool dtype_value(const value *v, rj_dtype *out) {
+    char name[16] = "";
+    if (!v || !v->is_string || v->slen >= (int)sizeof name) return false;
+    memcpy(name, v->str, (size_t)v->slen);
+    return parse_dtype_name(name, out);
+}
+
 bool parse_dtype_name(const char *s, rj_dtype *out) {
     static const struct {
         const char *name;
@@ -129,7 +138,7 @@ bool parse_dtype_name(const char *s, rj_dtype *out) {
                  {"bool", RJ_BOOL}, {"float32", RJ_F32}, {"float64", RJ_F64},
                  {"int32", RJ_I32}, {"int64", RJ_I64}, {"float", RJ_F32}, {"double", RJ_F64},
                  {"f16", RJ_F16}, {"float16", RJ_F16}, {"half", RJ_F16}, {"bf16", RJ_BF16},
-                 {"bfloat16", RJ_BF16}};
+                 {"bfloat16", RJ_BF16}, {"int", RJ_I32}, {"long", RJ_I64}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(names[i].name, s)) {
             *out = names[i].t;

@@ -300,11 +300,9 @@ value build_unflatten(parser *P, const call_site *c, value **v) {
 
 /* The dtype= of a constant (a string), or `dflt` when not given. */
 static bool dtype_arg(parser *P, const call_site *c, const value *v, rj_dtype dflt, rj_dtype *out) {
-    char dname[16] = "";
     *out = dflt;
     if (!v || is_none(v)) return true;
-    if (v->is_string && v->slen < (int)sizeof dname) memcpy(dname, v->str, (size_t)v->slen);
-    if (!v->is_string || !parse_dtype_name(dname, out)) {
+    if (!dtype_value(v, out)) {
         fail_at(P, &v->at, RJ_ERR_PARSE, "%s: dtype must be one of \"f32\", \"f64\", \"f16\", \"bf16\", \"i32\", \"i64\", \"bool\"",
                 c->name);
         return false;

@@ -11,9 +11,23 @@ INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=",
          "le": "<=", "gt": ">", "ge": ">=", "logical_and": "&", "logical_or": "|", "matmul": "@"}
 
 
-def operand(n):
+TORCH_DTYPE = {"f32": ("torch.float32", "torch.float", "float"), "f64": ("torch.float64", "torch.double", "double"),
+               "f16": ("torch.float16", "torch.half", "half"), "bf16": ("torch.bfloat16", "torch.bfloat16", "bfloat16"),
+               "i32": ("torch.int32", "torch.int", "int"), "i64": ("torch.int64", "torch.long", "long"),
+               "bool": ("torch.bool", "torch.bool", "bool")}  # PyTorch's names, and the cast method
+
+
+def value_text(v, s=0):
+    """A literal's text; infinities and NaN now and then as Python writes them, float("-inf")."""
+    t = lit_text(v)
+    if t in ("inf", "-inf", "nan") and s % 3 == 1:
+        return f'float("{t}")' if s % 2 else f"float('{t}')"
+    return t
+
+
+def operand(n, s=0):
     if n.is_lit():
-        t = lit_text(n.attrs["value"])
+        t = value_text(n.attrs["value"], s)
         return f"({t})" if t.startswith("-") else t
     return n.name
 
@@ -27,8 +41,8 @@ def call(name, args, style, kw=()):
 
 
 def expr(n):
-    a = [operand(x) for x in n.args]
     s, at, op = n.attrs.get("style", 0), n.attrs, n.op
+    a = [operand(x, s + k) for k, x in enumerate(n.args)]
     if op in INFIX and s % 3 != 2:
         return f"({a[0]} {INFIX[op]} {a[1]})"
     if op == "neg" and s % 2:
@@ -45,10 +59,17 @@ def expr(n):
         return call("gelu", a, s, [("approximate", '"tanh"')])
     if op == "sgn":
         return call("sign" if s % 4 >= 2 else "sgn", a, s)
-    if op == "cast":
+    if op == "cast":  # a string, PyTorch's torch.float16, or its methods: x.half(), x.to(...), x.type(...)
+        names, form = TORCH_DTYPE[at["to"]], s % 6
+        if form == 1:
+            return f"{a[0]}.{names[2]}()"
+        if form == 2:
+            return f"{a[0]}.{'to' if s % 4 < 2 else 'type'}({names[s % 2]})"
+        if form == 3:
+            return call("cast", a + [names[0]], s)
         return call("cast", a + [f'"{at["to"]}"'], s)
     if op == "masked_fill":
-        return call("masked_fill", a + [lit_text(at["value"])], s)
+        return call("masked_fill", a + [value_text(at["value"], s)], s)
     if op in ("sum", "mean", "max", "min", "prod", "softmax", "log_softmax"):
         kw = [("keepdim", "True")] if at.get("keepdim") else []
         if s % 4 >= 2:
@@ -92,7 +113,8 @@ def expr(n):
     if op == "transpose":
         if at.get("mT"):
             return f"{a[0]}.mT"
-        return call(op, a + [str(at["d0"]), str(at["d1"])], s)
+        t = call(op, a + [str(at["d0"]), str(at["d1"])], s)
+        return t + (".contiguous()", "", ".clone()", "", "")[s % 5]
     if op == "narrow":
         return narrow_expr(a[0], at, s)
     if op in ("arange", "full", "zeros", "ones"):
