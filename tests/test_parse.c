@@ -711,12 +711,13 @@ static void test_syntax_errors(void **state) {
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
                  "narrow matmul transpose cat arange full attention sign view unsqueeze squeeze linear t scaled_dot_product_attention size split chunk amax amin "
                  "permute flatten unflatten zeros ones stack clamp clip clamp_min clamp_max logsumexp normalize "
-                 "leaky_relu float double half bfloat16 int long bool to type type_as contiguous clone detach", 5);
+                 "leaky_relu float double half bfloat16 int long bool to type type_as finfo iinfo contiguous clone "
+                 "detach", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
     expect_error(c, "input x : f32[3]\ny = softmax(x, dims=0)\noutput y\n", RJ_ERR_PARSE,
-                 "t.rj:2:16: softmax has no argument 'dims' (did you mean 'dim'?); it takes input, dim", 16);
+                 "t.rj:2:16: softmax has no argument 'dims' (did you mean 'dim'?); it takes input, dim, dtype", 16);
     expect_error(c, "input values : f32[3]\ny = relu(valeus)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:10: undefined name 'valeus' (did you mean 'values'?)", 10);
     expect_error(c, "ragged j1 : B\ninptu x : f32[B, j1, 4]\n", RJ_ERR_PARSE,
@@ -738,7 +739,7 @@ static void test_syntax_errors(void **state) {
     expect_error(c, "input x : f32[3]\ny = softmax(x)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: softmax: missing argument 'dim'", 5);
     expect_error(c, "input x : f32[3]\ny = softmax(x, axis=0)\n", RJ_ERR_PARSE,
-                 "t.rj:2:16: softmax has no argument 'axis'; it takes input, dim", 16);
+                 "t.rj:2:16: softmax has no argument 'axis'; it takes input, dim, dtype", 16);
     expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, 1)\n", RJ_ERR_PARSE,
                  "t.rj:2:19: positional argument after keyword arguments", 19);
     expect_error(c, "input x : f32[3]\ny = sum(x, dim=0, dim=0)\n", RJ_ERR_PARSE,
@@ -840,7 +841,37 @@ static void test_pytorch_casts(void **state) {
         char *g = same_graph(f->ctx, head, pairs[k][0], pairs[k][1]);
         rj_string_free(f->ctx, g);
     }
+    /* a dtype= of softmax and the reductions casts their input first (and a sum's result) */
+    static const char *const lines[][3] = {
+        {"y = F.softmax(h, dim=-1, dtype=torch.float32).to(h.dtype)\noutput y\n", " = cast(h, dtype=\"f32\")",
+         "\ny = cast(v"},
+        {"y = h.masked_fill(m, torch.finfo(h.dtype).min)\noutput y\n", "y = masked_fill(h, m, -3.3895313892515355e+38)",
+         NULL},
+        {"y = x.masked_fill(m, torch.finfo().eps) + torch.finfo(torch.float16).max\noutput y\n",
+         "masked_fill(x, m, 1.1920928955078125e-07)", "65504.0)"},
+        {"y = i.sum(1, dtype=torch.int32) + torch.iinfo(torch.int32).min\noutput y\n", " = sum(i, dim=1) ",
+         " = cast(v"},
+        {"y = torch.log_softmax(h, 1, \"f64\")\noutput y\n", " = cast(h, dtype=\"f64\")", "y = log_softmax(v"},
+    };
+    char src[512];
+    for (size_t k = 0; k < sizeof lines / sizeof lines[0]; k++) {
+        snprintf(src, sizeof src, "%sinput h : bf16[B, j, 4]\n%s", head, lines[k][0]);
+        rj_graph *g = rj_graph_parse(f->ctx, src, "d.rj");
+        if (!g) fail_msg("%s", rj_ctx_error(f->ctx));
+        char *text = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+        assert_non_null(text);
+        for (int w = 1; w < 3; w++)
+            if (lines[k][w] && !strstr(text, lines[k][w])) fail_msg("no '%s' in\n%s", lines[k][w], text);
+        rj_string_free(f->ctx, text);
+        rj_graph_free(g);
+    }
     rj_ctx *c = f->ctx;
+    expect_error(c, "input x : f32[4]\ny = x.amax(0, dtype=torch.float64)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:15: amax has no argument 'dtype' (PyTorch's amax and amin have none)", 15);
+    expect_error(c, "input x : f32[4]\ny = x + torch.finfo(torch.int32).max\noutput y\n", RJ_ERR_DTYPE,
+                 "t.rj:2:27: finfo: i32 is not a float dtype (use iinfo)", 27);
+    expect_error(c, "input x : f32[4]\ny = x + torch.finfo(x.dtype).big\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:30: finfo has no attribute 'big' (ragjit has min, max, eps, tiny, smallest_normal and bits)", 30);
     expect_error(c, "input x : f32[4]\ny = x.to('cuda')\noutput y\n", RJ_ERR_ARG,
                  "t.rj:2:10: to: expected a dtype (torch.float16, \"f16\") or a tensor whose dtype to take (a "
                  "program names no device)", 10);

@@ -83,6 +83,8 @@ typedef struct value {
     uint32_t tuple_syms;
     rj_dim dims[RJ_MAX_RANK];
     int ndims;
+    int8_t info;       /* torch.finfo(dtype) (1) or torch.iinfo(dtype) (2), of info_dt: .min, .max... */
+    rj_dtype info_dt;
     bool is_pieces;    /* the tensors of a split or chunk: parser.pieces[piece0 .. piece0+npieces-1] */
     int32_t piece0, npieces;
     token at;          /* where the value starts */

@@ -313,21 +313,56 @@ static value build_cast(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_cast(P->g, as_node(P, v[0]), dt));
 }
 
+/* The dtype= of a reduction or a softmax (PyTorch's: the input is cast to it first, and the
+ * result is of it); false after reporting. *dt is RJ_DTYPE_COUNT when not given. */
+static bool op_dtype(parser *P, const call_site *c, const value *v, rj_dtype *dt) {
+    *dt = (rj_dtype)RJ_DTYPE_COUNT;
+    if (!v || is_none(v)) return true;
+    if (c->op == RJ_OP_MAX || c->op == RJ_OP_MIN) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s has no argument 'dtype' (PyTorch's amax and amin have none)", c->name);
+        return false;
+    }
+    if (dtype_value(v, dt)) return true;
+    fail_at(P, &v->at, RJ_ERR_PARSE, "%s: dtype must be a dtype (torch.float32, \"f32\", ...)", c->name);
+    return false;
+}
+
+/* x cast to dt (RJ_DTYPE_COUNT: x itself). */
+static rj_node cast_to(parser *P, const call_site *c, rj_node x, rj_dtype dt) {
+    if ((int)dt == RJ_DTYPE_COUNT || P->failed || rj_node_dtype(P->g, x) == dt) return x;
+    return built(P, rj_graph_cast(P->g, x, dt), c->fn);
+}
+
+/* sum mean max min prod (input, dim, keepdim=False, dtype=None) */
 static value build_reduce(parser *P, const call_site *c, value **v) {
     int64_t dim;
     bool keep = false;
-    if (v[1]->is_tuple) return reduce_dims(P, c->fn, c->name, c->op, v);
-    if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim) ||
-        (v[2] && !bool_arg(P, c->name, "keepdim", v[2], &keep)))
-        return nothing(c);
-    return made(P, c, rj_graph_reduce(P->g, c->op, as_node(P, v[0]), (int)dim, keep));
+    rj_dtype dt;
+    if (!op_dtype(P, c, v[3], &dt)) return nothing(c);
+    value x = node_value(cast_to(P, c, as_node(P, v[0]), dt), v[0]->at);
+    if (P->failed) return nothing(c);
+    value r;
+    if (v[1]->is_tuple) {
+        value *vs[3] = {&x, v[1], v[2]};
+        r = reduce_dims(P, c->fn, c->name, c->op, vs);
+    } else {
+        if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim) ||
+            (v[2] && !bool_arg(P, c->name, "keepdim", v[2], &keep)))
+            return nothing(c);
+        r = made(P, c, rj_graph_reduce(P->g, c->op, x.node, (int)dim, keep));
+    }
+    if (!P->failed) r.node = cast_to(P, c, r.node, dt); /* sum(i32, dtype=torch.int32) stays i32 */
+    return r;
 }
 
+/* softmax log_softmax (input, dim, dtype=None) */
 static value build_softmax(parser *P, const call_site *c, value **v) {
     int64_t dim;
-    if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim)) return nothing(c);
-    return made(P, c, c->op == RJ_OP_SOFTMAX ? rj_graph_softmax(P->g, as_node(P, v[0]), (int)dim)
-                                             : rj_graph_log_softmax(P->g, as_node(P, v[0]), (int)dim));
+    rj_dtype dt;
+    if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim) || !op_dtype(P, c, v[2], &dt)) return nothing(c);
+    rj_node x = cast_to(P, c, as_node(P, v[0]), dt);
+    if (P->failed) return nothing(c);
+    return made(P, c, c->op == RJ_OP_SOFTMAX ? rj_graph_softmax(P->g, x, (int)dim) : rj_graph_log_softmax(P->g, x, (int)dim));
 }
 
 /* layer_norm(input, normalized_shape, weight, bias, eps), rms_norm(..., weight, eps) */
@@ -661,6 +696,27 @@ static value build_to(parser *P, const call_site *c, value **v) {
     return made(P, c, rj_graph_cast(P->g, as_node(P, v[0]), to));
 }
 
+/* torch.finfo(dtype) and torch.iinfo(dtype) (finfo() is f32's): a dtype's limits, read by
+ * .min, .max, .eps, .tiny (parse_expr.c: info_attr), as PyTorch code writes a mask's fill,
+ * masked_fill(m, torch.finfo(x.dtype).min). */
+static value build_info(parser *P, const call_site *c, value **v) {
+    bool ints = c->name[0] == 'i';
+    rj_dtype dt = RJ_F32;
+    if ((v[0] || ints) && !dtype_value(v[0], &dt)) {
+        fail_at(P, v[0] ? &v[0]->at : c->fn, RJ_ERR_PARSE, "%s: expected a dtype (torch.float32, x.dtype)", c->name);
+        return nothing(c);
+    }
+    if (ints ? dt != RJ_I32 && dt != RJ_I64 : !dtype_is_float(dt)) {
+        fail_at(P, v[0] ? &v[0]->at : c->fn, RJ_ERR_DTYPE, "%s: %s is not %s dtype (use %s)", c->name,
+                rj_dtype_name(dt), ints ? "an integer" : "a float", ints ? "finfo" : "iinfo");
+        return nothing(c);
+    }
+    value r = nothing(c);
+    r.info = (int8_t)(ints ? 2 : 1);
+    r.info_dt = dt;
+    return r;
+}
+
 /* x.contiguous(), x.clone(), x.detach(): the value itself (ragjit's values are not storage). */
 static value build_same(parser *P, const call_site *c, value **v) {
     rj_node x = as_node(P, v[0]);
@@ -735,6 +791,8 @@ static const call_form forms[] = {
     ROW_NAME("to", build_to, 2, "input", "dtype"),
     ROW_NAME("type", build_to, 2, "input", "dtype"),
     ROW_NAME("type_as", build_to, 2, "input", "other"),
+    ROW_NAME("finfo", build_info, 0, "type"),
+    ROW_NAME("iinfo", build_info, 1, "type"),
     ROW_NAME("contiguous", build_same, 1, "input"),
     ROW_NAME("clone", build_same, 1, "input"),
     ROW_NAME("detach", build_same, 1, "input"),
@@ -766,8 +824,8 @@ static const call_form forms[] = {
     ROW_KIND(UNARY, build_unary, 1, "input"),
     ROW_KIND(BINARY, build_binary, 2, "input", "other"),
     ROW_KIND(COMPARE, build_binary, 2, "input", "other"),
-    ROW(FORM_KIND, NULL, KIND_REDUCE, build_reduce, 2, SLOT_DIMS, 1, "input", "dim", "keepdim"),
-    ROW_KIND(SOFTMAX, build_softmax, 2, "input", "dim"),
+    ROW(FORM_KIND, NULL, KIND_REDUCE, build_reduce, 2, SLOT_DIMS, 1, "input", "dim", "keepdim", "dtype"),
+    ROW_KIND(SOFTMAX, build_softmax, 2, "input", "dim", "dtype"),
 };
 
 #undef ROW

@@ -27,6 +27,43 @@
 
 #include "parse.h"
 
+
+/* An attribute of torch.finfo(dt) or torch.iinfo(dt): PyTorch's min, max, eps, tiny
+ * (smallest_normal) and bits, as a number literal. */
+static value info_attr(parser *P, const token *m, const char *name, const value *self) {
+    static const struct {
+        rj_dtype t;
+        double max, eps, tiny;
+        int bits;
+    } f[] = {{RJ_F32, 3.4028234663852886e38, 0x1p-23, 0x1p-126, 32}, {RJ_F64, 1.7976931348623157e308, 0x1p-52, 0x1p-1022, 64},
+             {RJ_F16, 65504.0, 0x1p-10, 0x1p-14, 16}, {RJ_BF16, 3.3895313892515355e38, 0x1p-7, 0x1p-126, 16}};
+    value r = node_value(RJ_NONE, self->at);
+    bool ints = self->info == 2, is_max = !strcmp(name, "max"), is_min = !strcmp(name, "min");
+    if (ints && (is_max || is_min)) {
+        int64_t hi = self->info_dt == RJ_I32 ? INT32_MAX : INT64_MAX;
+        r.node = built(P, rj_graph_scalar_int(P->g, is_max ? hi : -hi - 1), m);
+        return r;
+    }
+    if (!strcmp(name, "bits")) {
+        r.node = built(P, rj_graph_scalar_int(P->g, ints ? (self->info_dt == RJ_I32 ? 32 : 64) : 0), m);
+        for (size_t i = 0; !ints && i < sizeof f / sizeof f[0]; i++)
+            if (f[i].t == self->info_dt) r.node = built(P, rj_graph_scalar_int(P->g, f[i].bits), m);
+        return r;
+    }
+    for (size_t i = 0; !ints && i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].t != self->info_dt) continue;
+        double v = is_max ? f[i].max : is_min ? -f[i].max : !strcmp(name, "eps") ? f[i].eps
+                 : !strcmp(name, "tiny") || !strcmp(name, "smallest_normal") ? f[i].tiny : NAN;
+        if (v == v) {
+            r.node = built(P, rj_graph_scalar(P->g, v), m);
+            return r;
+        }
+    }
+    fail_at(P, m, RJ_ERR_PARSE, "%s has no attribute '%s' (ragjit has %s)", ints ? "iinfo" : "finfo", name,
+            ints ? "min, max and bits" : "min, max, eps, tiny, smallest_normal and bits");
+    return r;
+}
+
 /* Python's own parser stops at 200 nested parentheses; real programs nest a handful. */
 enum { PARSE_MAX_NEST = 256 };
 
@@ -383,12 +420,23 @@ static value parse_postfix(parser *P) {
                 r = size_value(P, &m, "shape", &self, &k);
                 continue;
             }
+            if (self.info) { /* torch.finfo(dt).min */
+                r = info_attr(P, &m, name, &self);
+                continue;
+            }
+            if (!strcmp(name, "dtype") && !P->failed) { /* x.dtype, a dtype value */
+                rj_node x = as_node(P, &self);
+                if (P->failed) return r;
+                const char *dn = rj_dtype_name(rj_node_dtype(P->g, x));
+                r = (value){.node = RJ_NONE, .is_string = true, .str = dn, .slen = (int)strlen(dn), .at = self.at};
+                continue;
+            }
             if (!strcmp(name, "shape"))
                 fail_at(P, &m, RJ_ERR_PARSE, "'.shape' is a tuple of sizes, which ragjit does not have: write "
                         "x.shape[k] or x.size(k) for dim k");
             else
-                fail_at(P, &m, RJ_ERR_PARSE, "'.%s' is not a call: write %s(...) (ragjit's attributes are .T, .mT "
-                        "and .shape[k]; the rest are methods)", name, name);
+                fail_at(P, &m, RJ_ERR_PARSE, "'.%s' is not a call: write %s(...) (ragjit's attributes are .T, .mT, "
+                        ".shape[k] and .dtype; the rest are methods)", name, name);
             return r;
         }
         r = call_args(P, &m, name, &self);

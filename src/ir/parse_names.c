@@ -167,9 +167,10 @@ rj_node as_node(parser *P, const value *v) {
                 "many names (a, b = x.split(...)) or take one (x.split(...)[0])", (int)v->npieces);
         return RJ_NONE;
     }
-    if (v->is_string || v->is_list || v->is_none || v->is_tuple) {
+    if (v->is_string || v->is_list || v->is_none || v->is_tuple || v->info) {
         fail_at(P, &v->at, RJ_ERR_PARSE, "%s is not a tensor",
-                v->is_none ? "None" : v->is_string ? "a string" : v->is_tuple ? "a tuple" : "a list");
+                v->is_none ? "None" : v->is_string ? "a string" : v->is_tuple ? "a tuple"
+                : v->info ? "a type's limits (take .min, .max, .eps or .tiny of them)" : "a list");
         return RJ_NONE;
     }
     return v->node;

@@ -72,6 +72,8 @@ def expr(n):
         return call("masked_fill", a + [value_text(at["value"], s)], s)
     if op in ("sum", "mean", "max", "min", "prod", "softmax", "log_softmax"):
         kw = [("keepdim", "True")] if at.get("keepdim") else []
+        if op not in ("max", "min") and s % 5 == 4:  # PyTorch's dtype=, of the result's own dtype
+            kw.append(("dtype", TORCH_DTYPE[n.dtype][0]))
         if s % 4 >= 2:
             return call(op, a + [str(at["dim"])], s, kw)
         return call(op, a, s, [("dim", at["dim"])] + kw)
