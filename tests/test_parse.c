@@ -836,6 +836,10 @@ static void test_pytorch_casts(void **state) {
         {"y = x * float(2)\noutput y\n", "y = x * 2.0\noutput y\n"},
         {"y = x + float(\" 1e3 \")\noutput y\n", "y = x + 1000.0\noutput y\n"},
         {"y = x.transpose(1, 2).contiguous().clone().detach() @ x\noutput y\n", "y = x.transpose(1, 2) @ x\noutput y\n"},
+        {"y = x / math.sqrt(4)\noutput y\n", "y = x / 2.0\noutput y\n"},
+        {"y = x + math.pi\noutput y\n", "y = x + 3.141592653589793\noutput y\n"},
+        {"y = x * math.floor(2.5)\noutput y\n", "y = x * 2\noutput y\n"},
+        {"y = x + math.inf\noutput y\n", "y = x + inf\noutput y\n"},
     };
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
         char *g = same_graph(f->ctx, head, pairs[k][0], pairs[k][1]);
@@ -872,6 +876,12 @@ static void test_pytorch_casts(void **state) {
                  "t.rj:2:27: finfo: i32 is not a float dtype (use iinfo)", 27);
     expect_error(c, "input x : f32[4]\ny = x + torch.finfo(x.dtype).big\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:30: finfo has no attribute 'big' (ragjit has min, max, eps, tiny, smallest_normal and bits)", 30);
+    expect_error(c, "input x : f32[4]\ny = x / math.sqrt(-1)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:14: math.sqrt: math domain error", 14);
+    expect_error(c, "input x : f32[4]\ny = math.sqrt(x)\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:15: math.sqrt takes numbers (for a tensor, write the function itself: sqrt(x), exp(x))", 15);
+    expect_error(c, "input x : f32[4]\ny = x * math.golden\noutput y\n", RJ_ERR_PARSE,
+                 "t.rj:2:14: math.golden is not a constant ragjit knows (pi, e, tau, inf, nan)", 14);
     expect_error(c, "input x : f32[4]\ny = x.to('cuda')\noutput y\n", RJ_ERR_ARG,
                  "t.rj:2:10: to: expected a dtype (torch.float16, \"f16\") or a tensor whose dtype to take (a "
                  "program names no device)", 10);

@@ -523,6 +523,84 @@ static value name_value(parser *P, const token *t, const char *name) {
     return r;
 }
 
+/* Python's math module on numbers: math.sqrt(32), math.log(2), math.pi, as scores / math.sqrt(d)
+ * is written; the value is a float literal (floor and ceil: an integer one), computed in double.
+ * The current token is the '.' after "math". */
+static value parse_math(parser *P, const token *at) {
+    value r = node_value(RJ_NONE, *at);
+    lex_next(P);
+    token w = P->tok;
+    char word[32];
+    if (!lex_ident(P, word, sizeof word, "a name from math")) return r;
+    static const struct {
+        const char *name;
+        double v;
+    } consts[] = {{"pi", 3.141592653589793}, {"e", 2.718281828459045}, {"tau", 6.283185307179586},
+                  {"inf", INFINITY}, {"nan", NAN}};
+    if (P->tok.kind != T_LPAREN) {
+        for (size_t i = 0; i < RJ_ARRAY_LEN(consts); i++)
+            if (!strcmp(word, consts[i].name)) {
+                r.node = built(P, rj_graph_scalar(P->g, consts[i].v), &w);
+                return r;
+            }
+        fail_at(P, &w, RJ_ERR_PARSE, "math.%s is not a constant ragjit knows (pi, e, tau, inf, nan)", word);
+        return r;
+    }
+    lex_next(P);
+    double a[2] = {0, 0};
+    int n = 0;
+    while (!P->failed && P->tok.kind != T_RPAREN) {
+        if (n && !lex_expect(P, T_COMMA, "',' or ')'")) return r;
+        value v = parse_expr(P);
+        const node *s = P->failed ? NULL : scalar_of(P, &v);
+        if (P->failed) return r;
+        if (!s || s->weak == WEAK_BOOL || n == 2) {
+            fail_at(P, &v.at, RJ_ERR_PARSE, n == 2 ? "math.%s: too many arguments"
+                    : "math.%s takes numbers (for a tensor, write the function itself: sqrt(x), exp(x))", word);
+            return r;
+        }
+        a[n++] = s->weak == WEAK_FLOAT ? s->fval : (double)s->ival;
+    }
+    if (!lex_expect(P, T_RPAREN, "')'")) return r;
+    double x = a[0], y;
+    bool two = !strcmp(word, "pow") || !strcmp(word, "atan2");
+    if (n != (two ? 2 : 1) && !(n == 2 && !strcmp(word, "log"))) {
+        fail_at(P, &w, RJ_ERR_PARSE, "math.%s takes %s argument%s", word, two ? "two" : "one", two ? "s" : "");
+        return r;
+    }
+    if (!strcmp(word, "sqrt")) y = sqrt(x);
+    else if (!strcmp(word, "exp")) y = exp(x);
+    else if (!strcmp(word, "log")) y = n == 2 ? log(x) / log(a[1]) : log(x);
+    else if (!strcmp(word, "log2")) y = log2(x);
+    else if (!strcmp(word, "log10")) y = log10(x);
+    else if (!strcmp(word, "pow")) y = pow(x, a[1]);
+    else if (!strcmp(word, "sin")) y = sin(x);
+    else if (!strcmp(word, "cos")) y = cos(x);
+    else if (!strcmp(word, "tanh")) y = tanh(x);
+    else if (!strcmp(word, "atan2")) y = atan2(x, a[1]);
+    else if (!strcmp(word, "fabs")) y = fabs(x);
+    else if (!strcmp(word, "erf")) y = erf(x);
+    else if (!strcmp(word, "floor") || !strcmp(word, "ceil")) {
+        y = word[0] == 'f' ? floor(x) : ceil(x);
+        if (!(fabs(y) < 9.2e18)) {
+            fail_at(P, &w, RJ_ERR_PARSE, "math.%s: cannot convert %g to an integer", word, x);
+            return r;
+        }
+        r.node = built(P, rj_graph_scalar_int(P->g, (int64_t)y), &w);
+        return r;
+    } else {
+        fail_at(P, &w, RJ_ERR_PARSE, "math.%s is not a function ragjit knows (sqrt, exp, log, log2, log10, pow, "
+                "sin, cos, tanh, atan2, fabs, erf, floor, ceil)", word);
+        return r;
+    }
+    if (y != y && x == x && a[1] == a[1]) { /* Python raises where C gives NaN: sqrt(-1), log(-1) */
+        fail_at(P, &w, RJ_ERR_PARSE, "math.%s: math domain error", word);
+        return r;
+    }
+    r.node = built(P, rj_graph_scalar(P->g, y), &w);
+    return r;
+}
+
 /* primary = NUMBER | "True" | "False" | "inf" | "nan" | IDENT | IDENT "(" [ arg { "," arg } ] ")"
  *         | module_path "(" [ arg { "," arg } ] ")" | paren */
 static value parse_primary(parser *P) {
@@ -551,6 +629,7 @@ static value parse_primary(parser *P) {
     char name[128];
     lex_ident(P, name, sizeof name, "a name");
     if (P->failed) return r;
+    if (P->tok.kind == T_DOT && !strcmp(name, "math") && !find_var(P, name)) return parse_math(P, &t);
     if (P->tok.kind == T_DOT && !find_var(P, name)) {
         int m = module_path(P, name, sizeof name, &t);
         if (m < 0) return r;
