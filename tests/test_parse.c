@@ -856,6 +856,8 @@ static void test_pytorch_casts(void **state) {
         {"y = i.sum(1, dtype=torch.int32) + torch.iinfo(torch.int32).min\noutput y\n", " = sum(i, dim=1) ",
          " = cast(v"},
         {"y = torch.log_softmax(h, 1, \"f64\")\noutput y\n", " = cast(h, dtype=\"f64\")", "y = log_softmax(v"},
+        {"input_dtype = h.dtype\nz = h.float() * 2\ny = z.to(input_dtype)\noutput y\n", "y = cast(z, dtype=\"bf16\")",
+         NULL},
     };
     char src[512];
     for (size_t k = 0; k < sizeof lines / sizeof lines[0]; k++) {
@@ -876,6 +878,7 @@ static void test_pytorch_casts(void **state) {
                  "t.rj:2:27: finfo: i32 is not a float dtype (use iinfo)", 27);
     expect_error(c, "input x : f32[4]\ny = x + torch.finfo(x.dtype).big\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:30: finfo has no attribute 'big' (ragjit has min, max, eps, tiny, smallest_normal and bits)", 30);
+    expect_error(c, "input x : f32[4]\nd = x.dtype\noutput d\n", RJ_ERR_PARSE, "t.rj:3:8: 'd' is a dtype, not a tensor", 8);
     expect_error(c, "input x : f32[4]\ny = x / math.sqrt(-1)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:14: math.sqrt: math domain error", 14);
     expect_error(c, "input x : f32[4]\ny = math.sqrt(x)\noutput y\n", RJ_ERR_PARSE,

@@ -123,6 +123,10 @@ static void parse_output(parser *P) {
             fail_at(P, &t, RJ_ERR_PARSE, "undefined name '%s'", name);
             return;
         }
+        if (v->dtype >= 0) {
+            fail_at(P, &t, RJ_ERR_PARSE, "'%s' is a dtype, not a tensor", name);
+            return;
+        }
         rj_node n = v->node;
         for (int32_t i = 0; i < P->g->noutputs; i++)
             if (P->g->outputs[i].node == n) {
@@ -194,6 +198,11 @@ static void parse_assignment(parser *P) {
     lex_next(P);
     value v = parse_expr(P);
     if (P->failed) return;
+    rj_dtype dt;
+    if (n == 1 && v.is_string && dtype_value(&v, &dt)) { /* input_dtype = x.dtype */
+        set_dtype_var(P, &names[0], name, dt);
+        return;
+    }
     if (n == 1) {
         rj_node x = as_node(P, &v);
         if (!P->failed) assign(P, &names[0], name, x);

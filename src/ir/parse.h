@@ -33,6 +33,7 @@ typedef struct token {
 typedef struct var {
     char name[128];
     rj_node node;
+    int dtype;         /* a dtype value (dt = x.dtype, torch.float16): its rj_dtype, node RJ_NONE; else -1 */
     token decl;        /* where the name was first given (an input's declaration) */
 } var;
 
@@ -143,6 +144,7 @@ void suggestion(const suggest *s, char *out, size_t n); /* " (did you mean 'x'?)
 void warn_at(parser *P, const token *t, const char *fmt, ...) RJ_PRINTF(3, 4);
 var *find_var(parser *P, const char *name);
 void set_var(parser *P, const token *t, const char *name, rj_node n);
+void set_dtype_var(parser *P, const token *t, const char *name, rj_dtype dt); /* dt = x.dtype */
 /* What already uses `name` ("an input", "a ragged symbol"...), or NULL. */
 const char *name_user(parser *P, const char *name);
 /* name is free for a new input, value (reassign: a value may be assigned again) or symbol;

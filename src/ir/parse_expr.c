@@ -498,6 +498,11 @@ static value name_value(parser *P, const token *t, const char *name) {
         return r;
     }
     var *v = find_var(P, name);
+    if (v && v->dtype >= 0) { /* a dtype kept in a variable */
+        const char *dn = rj_dtype_name((rj_dtype)v->dtype);
+        r = (value){.node = RJ_NONE, .is_string = true, .str = dn, .slen = (int)strlen(dn), .at = *t};
+        return r;
+    }
     if (v) {
         r.node = v->node;
         return r;

@@ -33,6 +33,7 @@ void set_var(parser *P, const token *t, const char *name, rj_node n) {
     var *v = find_var(P, name);
     if (v) {
         v->node = n;
+        v->dtype = -1;
         return;
     }
     if (!mem_grow(P->ctx, (void **)&P->vars, &P->capvars, P->nvars + 1, sizeof(var)) ||
@@ -43,7 +44,14 @@ void set_var(parser *P, const token *t, const char *name, rj_node n) {
     v = &P->vars[P->nvars++];
     snprintf(v->name, sizeof v->name, "%s", name);
     v->node = n;
+    v->dtype = -1;
     v->decl = *t;
+}
+
+void set_dtype_var(parser *P, const token *t, const char *name, rj_dtype dt) {
+    set_var(P, t, name, RJ_NONE);
+    var *v = P->failed ? NULL : find_var(P, name);
+    if (v) v->dtype = (int)dt;
 }
 
 /* What already uses `name`, as a phrase for messages, or NULL. Inputs, outputs, values,
