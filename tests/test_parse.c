@@ -711,8 +711,8 @@ static void test_syntax_errors(void **state) {
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
                  "narrow matmul transpose cat arange full attention sign view unsqueeze squeeze linear t scaled_dot_product_attention size split chunk amax amin "
                  "permute flatten unflatten zeros ones stack clamp clip clamp_min clamp_max logsumexp normalize "
-                 "leaky_relu float double half bfloat16 int long bool to type type_as finfo iinfo contiguous clone "
-                 "detach", 5);
+                 "leaky_relu square reciprocal relu6 hardtanh hardsigmoid hardswish softsign mm bmm float double half "
+                 "bfloat16 int long bool to type type_as finfo iinfo contiguous clone detach", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
                  "t.rj:2:5: unknown function 'sofmtax' (did you mean 'softmax'?)", 5);
@@ -808,6 +808,8 @@ static void test_composite_errors(void **state) {
         {"y = normalize(x, p=-inf)", "t.rj:4:18: normalize: p must be positive (or inf)", RJ_ERR_ARG, 18},
         {"y = leaky_relu(i, 0.1)", "t.rj:4:5: leaky_relu: the input must be a float tensor (it is i32)", RJ_ERR_DTYPE, 5},
         {"y = leaky_relu(x, x)", "t.rj:4:19: expected a number", RJ_ERR_PARSE, 19},
+        {"y = F.hardswish(i)", "t.rj:4:7: hardswish: the input must be a float tensor (it is i32)", RJ_ERR_DTYPE, 7},
+        {"y = F.hardtanh(x, min_val=x)", "t.rj:4:19: expected a number", RJ_ERR_PARSE, 19},
     };
     char src[256];
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

@@ -853,3 +853,46 @@ def test_pytorch_functions_built_of_ops(ctx):
         for b, t in enumerate(x.unbind()):
             want = refs[name](t.double())
             close(items[b].reshape(want.shape), want, 2e-6)
+
+
+ELEMENTWISE = """
+ragged j : B
+input x : f32[B, j, 5]
+input i : i32[B, j, 5]
+input w : f32[5, 3]
+a = x.square()
+b = torch.reciprocal(x)
+c = F.relu6(x * 4)
+d = F.hardtanh(x, -0.5, 0.75)
+e = F.hardsigmoid(x * 4)
+f = F.hardswish(x * 4)
+g = F.softsign(x)
+h = i.reciprocal()
+k = torch.mm(x, w)
+l = i.square()
+m = F.relu6(i * 3)
+output a, b, c, d, e, f, g, h, k, l, m
+"""
+
+
+def test_pytorch_elementwise_functions(ctx):
+    """square, reciprocal, relu6, hardtanh, hardsigmoid, hardswish, softsign and mm against
+    PyTorch's own in float64, with NaN, inf and 0 in the data; the dtypes PyTorch gives (an
+    integer's reciprocal is f32, its square and relu6 stay integers)."""
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(5)
+    off = torch.tensor([0, 3, 3, 10])
+    xv = torch.randn(10, 5, generator=g)
+    xv[1, 1], xv[2, 2], xv[4, 0] = float("nan"), float("inf"), 0.0
+    iv = torch.randint(-3, 4, (10, 5), dtype=torch.int32, generator=g)
+    wv = torch.randn(5, 3, generator=g)
+    outs = ctx.compile(ELEMENTWISE)(x=torch.nested.nested_tensor_from_jagged(xv, off),
+                                    i=torch.nested.nested_tensor_from_jagged(iv, off), w=wv)
+    X, I = xv.double(), iv
+    refs = [X.square(), torch.reciprocal(X), F.relu6(X * 4), F.hardtanh(X, -0.5, 0.75), F.hardsigmoid(X * 4),
+            F.hardswish(X * 4), F.softsign(X), I.reciprocal(), X @ wv.double(), I.square(), F.relu6(I * 3)]
+    assert len(outs) == len(refs)
+    for got, want in zip(outs, refs):
+        got = got.values() if got.is_nested else got
+        assert got.dtype == (torch.float32 if want.dtype == torch.float64 else want.dtype)
+        close(got, want, 1e-6)

@@ -604,7 +604,8 @@ static value build_logsumexp(parser *P, const call_site *c, value **v) {
     for (int i = 0; i < n && !keep && !P->failed; i++) m = built_as(P, c->fn, c->name, rj_graph_squeeze(g, m, dims[i]));
     if (P->failed) return nothing(c);
     rj_node r = built_as(P, c->fn, c->name, rj_graph_binary(g, RJ_OP_ADD, rj_graph_unary(g, RJ_OP_LOG, s), m));
-    if (!P->failed && back != rj_node_dtype(g, r)) r = built_as(P, c->fn, c->name, rj_graph_cast(g, r, back));
+    if (!P->failed && back != rj_node_dtype(g, r))
+        r = built_as(P, c->fn, c->name, rj_graph_cast(g, r, back));
     return P->failed ? nothing(c) : node_value(r, *c->fn);
 }
 
@@ -653,6 +654,50 @@ static value build_leaky_relu(parser *P, const call_site *c, value **v) {
     rj_node pos = rj_graph_binary(g, RJ_OP_GT, x, rj_graph_scalar(g, 0.0));
     rj_node r = built_as(P, c->fn, c->name, rj_graph_where(g, pos, x, rj_graph_binary(g, RJ_OP_MUL, x, rj_graph_scalar(g, slope))));
     return node_value(r, *c->fn);
+}
+
+/* square, reciprocal, relu6, hardtanh(input, min_val=-1.0, max_val=1.0), hardsigmoid,
+ * hardswish, softsign: PyTorch's, in the order of its CPU kernels' arithmetic:
+ *   square x * x            reciprocal 1 / x (an integer input gives f32)
+ *   relu6 min(max(x, 0), 6)   hardtanh min(max(x, min_val), max_val)
+ *   hardsigmoid min(max(x + 3, 0), 6) / 6     hardswish x * min(max(x + 3, 0), 6) / 6
+ *   softsign x / (1 + |x|)
+ * max and min keep NaN, as PyTorch's clamps do. */
+static value build_elementwise_fn(parser *P, const call_site *c, value **v) {
+    rj_graph *g = P->g;
+    rj_node x = as_node(P, v[0]), r = RJ_NONE;
+    if (P->failed) return nothing(c);
+    const char *f = c->name;
+    rj_dtype t = rj_node_dtype(g, x), back = (rj_dtype)RJ_DTYPE_COUNT; /* the dtype to round to at the end */
+    /* several ops in 16 bits would round after each: compute in f32, round once (PyTorch's
+     * kernels do) */
+    bool several = !strcmp(f, "softsign") || !strcmp(f, "hardsigmoid") || !strcmp(f, "hardswish");
+    if (several && (t == RJ_F16 || t == RJ_BF16) && (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    if (!strcmp(f, "square")) r = rj_graph_binary(g, RJ_OP_MUL, x, x);
+    else if (!strcmp(f, "reciprocal")) r = rj_graph_binary(g, RJ_OP_DIV, rj_graph_scalar_int(g, 1), x);
+    else if (!strcmp(f, "softsign"))
+        r = rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_ADD, rj_graph_scalar_int(g, 1), rj_graph_unary(g, RJ_OP_ABS, x)));
+    else {
+        bool tanh = !strcmp(f, "hardtanh"), hard = f[0] == 'h' && f[4] == 's'; /* hardsigmoid, hardswish: of x + 3 */
+        if (hard && !dtype_is_float(rj_node_dtype(g, x))) {
+            fail_at(P, c->fn, RJ_ERR_DTYPE, "%s: the input must be a float tensor (it is %s)", c->name,
+                    rj_dtype_name(rj_node_dtype(g, x)));
+            return nothing(c);
+        }
+        /* integer bounds keep an integer input's dtype (relu6 and hardtanh of i64 are i64) */
+        double lo = 0, hi = 6;
+        if (tanh && ((v[1] && !literal(P, v[1], &lo)) || (v[2] && !literal(P, v[2], &hi)))) return nothing(c);
+        rj_node lon = tanh ? (v[1] ? as_node(P, v[1]) : rj_graph_scalar_int(g, -1)) : rj_graph_scalar_int(g, 0);
+        rj_node hin = tanh ? (v[2] ? as_node(P, v[2]) : rj_graph_scalar_int(g, 1)) : rj_graph_scalar_int(g, 6);
+        rj_node in = hard ? rj_graph_binary(g, RJ_OP_ADD, x, rj_graph_scalar_int(g, 3)) : x;
+        r = rj_graph_binary(g, RJ_OP_MINIMUM, rj_graph_binary(g, RJ_OP_MAXIMUM, in, lon), hin);
+        if (!strcmp(f, "hardswish")) r = rj_graph_binary(g, RJ_OP_MUL, x, r);
+        if (hard) r = rj_graph_binary(g, RJ_OP_DIV, r, rj_graph_scalar_int(g, 6));
+    }
+    r = built_as(P, c->fn, c->name, r);
+    if (!P->failed && (int)back != RJ_DTYPE_COUNT && back != rj_node_dtype(g, r))
+        r = built_as(P, c->fn, c->name, rj_graph_cast(g, r, back));
+    return P->failed ? nothing(c) : node_value(r, *c->fn);
 }
 
 /* x.float(), x.double(), x.half(), x.bfloat16(), x.int(), x.long(), x.bool(): PyTorch's casts
@@ -781,6 +826,15 @@ static const call_form forms[] = {
     ROW(FORM_NAME, "logsumexp", -1, build_logsumexp, 2, SLOT_DIMS, 1, "input", "dim", "keepdim"),
     ROW(FORM_NAME, "normalize", -1, build_normalize, 1, SLOT_DIMS, 2, "input", "p", "dim", "eps"),
     ROW_NAME("leaky_relu", build_leaky_relu, 1, "input", "negative_slope"),
+    ROW_NAME("square", build_elementwise_fn, 1, "input"),
+    ROW_NAME("reciprocal", build_elementwise_fn, 1, "input"),
+    ROW_NAME("relu6", build_elementwise_fn, 1, "input"),
+    ROW_NAME("hardtanh", build_elementwise_fn, 1, "input", "min_val", "max_val"),
+    ROW_NAME("hardsigmoid", build_elementwise_fn, 1, "input"),
+    ROW_NAME("hardswish", build_elementwise_fn, 1, "input"),
+    ROW_NAME("softsign", build_elementwise_fn, 1, "input"),
+    ROW_ALIAS("mm", MATMUL),
+    ROW_ALIAS("bmm", MATMUL),
     ROW_NAME("float", build_as_dtype, 1, "input"), /* PyTorch's casts by method, and Python's float */
     ROW_NAME("double", build_as_dtype, 1, "input"),
     ROW_NAME("half", build_as_dtype, 1, "input"),
@@ -873,7 +927,7 @@ static void offer(suggest *s, char *list, size_t n, const char *name) {
 
 static value unknown_function(parser *P, const token *fn, const char *name, const args *a) {
     suggest s = {.word = name};
-    char list[1024] = "";
+    char list[1536] = "";
     for (int o = 0; o < RJ_OP_COUNT; o++)
         if (op_form((rj_op)o)) offer(&s, list, sizeof list, rj_op_name((rj_op)o));
     for (size_t i = 0; i < RJ_ARRAY_LEN(forms); i++)

@@ -34,7 +34,7 @@ void fail_at(parser *P, const token *t, rj_status s, const char *fmt, ...) {
     P->failed = true;
     /* the graph is failed too, so builder calls still on the stack stay quiet */
     if (P->g && P->g->status == RJ_OK) P->g->status = s;
-    char msg[768];
+    char msg[1600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);

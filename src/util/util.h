@@ -135,7 +135,7 @@ const char *ctx_last_error(const rj_ctx *ctx);
 /* A saved error, for code that must leave the caller's last error as it was. */
 typedef struct ctx_error {
     rj_status status;
-    char msg[1024];
+    char msg[2048]; /* an unknown function's message lists every function */
 } ctx_error;
 void ctx_error_save(const rj_ctx *ctx, ctx_error *e);
 void ctx_error_restore(rj_ctx *ctx, const ctx_error *e);

@@ -319,6 +319,28 @@ def ev_leaky_relu(n, vals, env):
     return ref.map_val(vals[0], lambda x: np.where(np.asarray(x, ft) > 0, np.asarray(x, ft), np.asarray(x, ft) * slope))
 
 
+def ev_act(n, vals, env):
+    """square ... softsign, PyTorch's formulas in the result's dtype (docs/guide.md)."""
+    ft, fn, dt = env.ft, n.attrs["fn"], n.dtype
+    v = map_conv(vals[0], dt, ft)
+    b = n.attrs.get("bounds") or (-1, 1)
+    num = (lambda c: ref.float_of(c, dt, ft)) if dt in FLOATS else (lambda c: np.int64(c))
+
+    def f(x):
+        if fn == "square":
+            return x * x
+        if fn == "reciprocal":
+            return ft(1) / x
+        if fn == "softsign":
+            return x / (ft(1) + np.abs(x))
+        if fn in ("relu6", "hardtanh"):
+            lo, hi = (num(0), num(6)) if fn == "relu6" else (num(b[0]), num(b[1]))
+            return np.minimum(np.maximum(x, lo), hi)
+        h = np.minimum(np.maximum(x + ft(3), ft(0)), ft(6))
+        return h / ft(6) if fn == "hardsigmoid" else x * h / ft(6)
+    return ref.map_val(v, lambda x: np.asarray(f(x), ft) if dt in FLOATS else f(x))
+
+
 def lse(x, axes, keep):
     """PyTorch's logsumexp: the maximum taken as 0 where it is infinite; an empty line -inf."""
     m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
@@ -361,7 +383,7 @@ def ev_reduce_like(n, vals, env):
     return Val(kind(n.shape), n.dtype, parts)
 
 
-FAMILY = {"sdpa": ev_sdpa, "clamp": ev_clamp, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
+FAMILY = {"sdpa": ev_sdpa, "clamp": ev_clamp, "act": ev_act, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
           "normalize": ev_reduce_like}
 for _ops, _f in [
         (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",

@@ -34,7 +34,7 @@ OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
         "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput", "heads", "cat", "stack", "permute", "flatten",
-        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize"])
+        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize", "act"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 PSEUDO = ("padchain", "densepad", "causal", "bigint", "pairinput", "heads")  # builders, not ops
@@ -675,6 +675,22 @@ class Gen(HeadsGen):
         a = self.any_float()
         slope = self.rng.choice([None, 0.01, 0.2, -0.5, 2.0, 0.0])
         return self.add("leaky_relu", [a], a.dtype, a.shape, slope=slope)
+
+    ACTS = ("square", "reciprocal", "relu6", "hardtanh", "hardsigmoid", "hardswish", "softsign")
+
+    def b_act(self, _op):
+        """PyTorch's elementwise functions that ragjit builds of ops (square ... softsign)."""
+        r = self.rng
+        fn = r.choice(self.ACTS)
+        a = self.ints() if fn not in ("hardsigmoid", "hardswish") and r.random() < 0.25 else self.any_float()
+        if fn in ("relu6", "hardsigmoid", "hardswish", "hardtanh") and r.random() < 0.6:  # reach both bounds
+            a = self.add("mul", [a, lit(4 if a.dtype in INTS else 4.0)], a.dtype, a.shape, cdt=a.dtype)
+        bounds = None
+        if fn == "hardtanh" and r.random() < 0.6:
+            bounds = (r.choice([-1.5, -1, 0, -3]), r.choice([0.5, 1, 2.0, 3]))
+        cats = [lit(b).attrs["cat"] for b in bounds] if bounds else []
+        dt = to_float(a.dtype) if fn in ("reciprocal", "softsign") else promote([a.dtype], cats)
+        return self.add("act", [a], dt, a.shape, fn=fn, bounds=bounds, cdt=dt)
 
     def lse_operand(self):
         return self.pick(lambda n: n.kind in ("jagged", "dense") and len(n.shape) >= 1 and n.dtype != "bool"

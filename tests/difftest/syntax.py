@@ -160,6 +160,14 @@ def expr(n):
         if sl is None:
             return call("F.leaky_relu" if s % 4 == 0 else "leaky_relu", a, s if s % 4 else 0)
         return call("leaky_relu", a + [lit_text(sl)], s) if s % 3 else call("leaky_relu", a, s, [("negative_slope", lit_text(sl))])
+    if op == "act":
+        fn, b = at["fn"], at.get("bounds")
+        if b:
+            kw = [("min_val", lit_text(b[0])), ("max_val", lit_text(b[1]))]
+            return call("F.hardtanh", a, 0, kw) if s % 3 == 0 else call("hardtanh", a + [lit_text(v) for v in b], s)
+        if s % 4 == 0:
+            return call(("torch." if fn in ("square", "reciprocal") else "F.") + fn, a, 0)
+        return call(fn, a, s)
     if op in ("logsumexp", "normalize"):
         w = at.get("written")
         dim = None if w is None else "(" + ", ".join(str(d) for d in w) + ("," if len(w) == 1 else "") + ")" \
