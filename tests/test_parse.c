@@ -810,6 +810,9 @@ static void test_composite_errors(void **state) {
         {"y = leaky_relu(x, x)", "t.rj:4:19: expected a number", RJ_ERR_PARSE, 19},
         {"y = F.hardswish(i)", "t.rj:4:7: hardswish: the input must be a float tensor (it is i32)", RJ_ERR_DTYPE, 7},
         {"y = F.hardtanh(x, min_val=x)", "t.rj:4:19: expected a number", RJ_ERR_PARSE, 19},
+        {"y = F.pad(x, (0, 1))", "t.rj:4:14: pad: ragjit's pad(input, value=0.0, len=None) pads the ragged dim to a "
+         "length; PyTorch's F.pad(input, (left, right, ...)) of dense dims is not supported: cat the tensor with a "
+         "full(...) of the padding", RJ_ERR_UNSUPPORTED, 14},
     };
     char src[256];
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

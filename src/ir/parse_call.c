@@ -386,6 +386,12 @@ static value build_norm(parser *P, const call_site *c, value **v) {
 static value build_pad(parser *P, const call_site *c, value **v) {
     double val = 0;
     rj_dim len = RJ_DIM_NONE;
+    if (v[1] && (v[1]->is_tuple || (v[1]->is_list && !v[1]->is_size))) { /* F.pad(x, (0, 1)) */
+        fail_at(P, &v[1]->at, RJ_ERR_UNSUPPORTED, "pad: ragjit's pad(input, value=0.0, len=None) pads the ragged "
+                "dim to a length; PyTorch's F.pad(input, (left, right, ...)) of dense dims is not supported: cat "
+                "the tensor with a full(...) of the padding");
+        return nothing(c);
+    }
     if (v[1] && !literal(P, v[1], &val)) return nothing(c);
     if (v[1] && inexact_int(P, v[1])) {
         fail_at(P, &v[1]->at, RJ_ERR_ARG, "pad: the value is an integer beyond 2^53, which pad "
