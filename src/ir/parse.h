@@ -153,6 +153,7 @@ bool new_name(parser *P, const token *t, const char *name, bool reassign);
 rj_dim parse_dim(parser *P);
 bool parse_dtype_name(const char *s, rj_dtype *out);
 bool dtype_value(const value *v, rj_dtype *out); /* "f16", "float16" or torch.float16 */
+value dtype_as_value(rj_dtype dt, token at);     /* x.dtype: a dtype as such a value */
 rj_node as_node(parser *P, const value *v);       /* a value used as a tensor operand */
 rj_node built(parser *P, rj_node n, const token *t); /* n, reporting at t if the builder failed */
 const node *scalar_of(parser *P, const value *v); /* a scalar literal given for an attribute */

@@ -575,6 +575,15 @@ static rj_node float_work(parser *P, const call_site *c, rj_node x, rj_dtype *ba
     return t == RJ_F32 || t == RJ_F64 ? x : built_as(P, c->fn, c->name, rj_graph_cast(P->g, x, RJ_F32));
 }
 
+/* r, the result of a function built of ops, rounded to `back` where float_work set it (a dtype
+ * other than r's; RJ_DTYPE_COUNT: r as it is); nothing after reporting. */
+static value rounded_back(parser *P, const call_site *c, rj_node r, rj_dtype back) {
+    r = built_as(P, c->fn, c->name, r);
+    if (!P->failed && (int)back != RJ_DTYPE_COUNT && back != rj_node_dtype(P->g, r))
+        r = built_as(P, c->fn, c->name, rj_graph_cast(P->g, r, back));
+    return P->failed ? nothing(c) : node_value(r, *c->fn);
+}
+
 /* v as a float tensor operand, as PyTorch's vector norms and leaky_relu require; RJ_NONE after
  * reporting. */
 static rj_node float_input(parser *P, const call_site *c, const value *v) {
@@ -609,10 +618,7 @@ static value build_logsumexp(parser *P, const call_site *c, value **v) {
     rj_node s = P->failed ? RJ_NONE : reduce_over(P, c->fn, c->name, RJ_OP_SUM, e, dims, n, keep);
     for (int i = 0; i < n && !keep && !P->failed; i++) m = built_as(P, c->fn, c->name, rj_graph_squeeze(g, m, dims[i]));
     if (P->failed) return nothing(c);
-    rj_node r = built_as(P, c->fn, c->name, rj_graph_binary(g, RJ_OP_ADD, rj_graph_unary(g, RJ_OP_LOG, s), m));
-    if (!P->failed && back != rj_node_dtype(g, r))
-        r = built_as(P, c->fn, c->name, rj_graph_cast(g, r, back));
-    return P->failed ? nothing(c) : node_value(r, *c->fn);
+    return rounded_back(P, c, rj_graph_binary(g, RJ_OP_ADD, rj_graph_unary(g, RJ_OP_LOG, s), m), back);
 }
 
 /* normalize(input, p=2.0, dim=1, eps=1e-12): PyTorch's F.normalize, x / max(||x||_p, eps)
@@ -644,9 +650,8 @@ static value build_normalize(parser *P, const call_site *c, value **v) {
     if (norm == RJ_NONE) return nothing(c);
     if (p == 2) norm = rj_graph_unary(g, RJ_OP_SQRT, norm);
     else if (p != 1 && !isinf(p)) norm = rj_graph_binary(g, RJ_OP_POW, norm, rj_graph_scalar(g, 1 / p));
-    rj_node r = rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_MAXIMUM, norm, rj_graph_scalar(g, eps)));
-    if (built_as(P, c->fn, c->name, r) != RJ_NONE && back != rj_node_dtype(g, r)) r = built_as(P, c->fn, c->name, rj_graph_cast(g, r, back));
-    return P->failed ? nothing(c) : node_value(r, *c->fn);
+    return rounded_back(P, c, rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_MAXIMUM, norm, rj_graph_scalar(g, eps))),
+                        back);
 }
 
 /* leaky_relu(input, negative_slope=0.01): x where x > 0, else x * negative_slope (PyTorch's;
@@ -671,28 +676,25 @@ static value build_leaky_relu(parser *P, const call_site *c, value **v) {
  * max and min keep NaN, as PyTorch's clamps do. */
 static value build_elementwise_fn(parser *P, const call_site *c, value **v) {
     rj_graph *g = P->g;
-    rj_node x = as_node(P, v[0]), r = RJ_NONE;
-    if (P->failed) return nothing(c);
     const char *f = c->name;
+    bool hard = f[0] == 'h' && f[4] == 's'; /* hardsigmoid, hardswish: of x + 3, a float input */
+    rj_node x = hard ? float_input(P, c, v[0]) : as_node(P, v[0]), r = RJ_NONE;
+    if (P->failed) return nothing(c);
     rj_dtype t = rj_node_dtype(g, x), back = (rj_dtype)RJ_DTYPE_COUNT; /* the dtype to round to at the end */
     /* several ops in 16 bits would round after each: compute in f32, round once (PyTorch's
      * kernels do) */
-    bool several = !strcmp(f, "softsign") || !strcmp(f, "hardsigmoid") || !strcmp(f, "hardswish");
+    bool several = hard || !strcmp(f, "softsign");
     if (several && (t == RJ_F16 || t == RJ_BF16) && (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
     if (!strcmp(f, "square")) r = rj_graph_binary(g, RJ_OP_MUL, x, x);
     else if (!strcmp(f, "reciprocal")) r = rj_graph_binary(g, RJ_OP_DIV, rj_graph_scalar_int(g, 1), x);
     else if (!strcmp(f, "softsign"))
         r = rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_ADD, rj_graph_scalar_int(g, 1), rj_graph_unary(g, RJ_OP_ABS, x)));
     else {
-        bool tanh = !strcmp(f, "hardtanh"), hard = f[0] == 'h' && f[4] == 's'; /* hardsigmoid, hardswish: of x + 3 */
-        if (hard && !dtype_is_float(rj_node_dtype(g, x))) {
-            fail_at(P, c->fn, RJ_ERR_DTYPE, "%s: the input must be a float tensor (it is %s)", c->name,
-                    rj_dtype_name(rj_node_dtype(g, x)));
-            return nothing(c);
-        }
-        /* integer bounds keep an integer input's dtype (relu6 and hardtanh of i64 are i64) */
-        double lo = 0, hi = 6;
-        if (tanh && ((v[1] && !literal(P, v[1], &lo)) || (v[2] && !literal(P, v[2], &hi)))) return nothing(c);
+        bool tanh = !strcmp(f, "hardtanh");
+        /* the bounds are numbers, integer ones keeping an integer input's dtype (relu6 and
+         * hardtanh of i64 are i64) */
+        double num;
+        if (tanh && ((v[1] && !literal(P, v[1], &num)) || (v[2] && !literal(P, v[2], &num)))) return nothing(c);
         rj_node lon = tanh ? (v[1] ? as_node(P, v[1]) : rj_graph_scalar_int(g, -1)) : rj_graph_scalar_int(g, 0);
         rj_node hin = tanh ? (v[2] ? as_node(P, v[2]) : rj_graph_scalar_int(g, 1)) : rj_graph_scalar_int(g, 6);
         rj_node in = hard ? rj_graph_binary(g, RJ_OP_ADD, x, rj_graph_scalar_int(g, 3)) : x;
@@ -700,10 +702,7 @@ static value build_elementwise_fn(parser *P, const call_site *c, value **v) {
         if (!strcmp(f, "hardswish")) r = rj_graph_binary(g, RJ_OP_MUL, x, r);
         if (hard) r = rj_graph_binary(g, RJ_OP_DIV, r, rj_graph_scalar_int(g, 6));
     }
-    r = built_as(P, c->fn, c->name, r);
-    if (!P->failed && (int)back != RJ_DTYPE_COUNT && back != rj_node_dtype(g, r))
-        r = built_as(P, c->fn, c->name, rj_graph_cast(g, r, back));
-    return P->failed ? nothing(c) : node_value(r, *c->fn);
+    return rounded_back(P, c, r, back);
 }
 
 /* x.float(), x.double(), x.half(), x.bfloat16(), x.int(), x.long(), x.bool(): PyTorch's casts

@@ -427,8 +427,7 @@ static value parse_postfix(parser *P) {
             if (!strcmp(name, "dtype") && !P->failed) { /* x.dtype, a dtype value */
                 rj_node x = as_node(P, &self);
                 if (P->failed) return r;
-                const char *dn = rj_dtype_name(rj_node_dtype(P->g, x));
-                r = (value){.node = RJ_NONE, .is_string = true, .str = dn, .slen = (int)strlen(dn), .at = self.at};
+                r = dtype_as_value(rj_node_dtype(P->g, x), self.at);
                 continue;
             }
             if (!strcmp(name, "shape"))
@@ -498,11 +497,7 @@ static value name_value(parser *P, const token *t, const char *name) {
         return r;
     }
     var *v = find_var(P, name);
-    if (v && v->dtype >= 0) { /* a dtype kept in a variable */
-        const char *dn = rj_dtype_name((rj_dtype)v->dtype);
-        r = (value){.node = RJ_NONE, .is_string = true, .str = dn, .slen = (int)strlen(dn), .at = *t};
-        return r;
-    }
+    if (v && v->dtype >= 0) return dtype_as_value((rj_dtype)v->dtype, *t); /* a dtype kept in a variable */
     if (v) {
         r.node = v->node;
         return r;

@@ -138,6 +138,11 @@ bool dtype_value(const value *v, rj_dtype *out) {
     return parse_dtype_name(name, out);
 }
 
+value dtype_as_value(rj_dtype dt, token at) {
+    const char *name = rj_dtype_name(dt); /* static: the value's text outlives the source */
+    return (value){.node = RJ_NONE, .is_string = true, .str = name, .slen = (int)strlen(name), .at = at};
+}
+
 bool parse_dtype_name(const char *s, rj_dtype *out) {
     static const struct {
         const char *name;
