@@ -39,7 +39,8 @@
  * run (rj_device_copy_bandwidth). Then W7, W8 and W9 (ragjit's own product kernels on the device) in
  * GFLOP/s by the device's timers, a tiny run's host overhead, and the persistent cache across
  * processes: a new process's first program compiled into an empty cache, then loaded by new
- * processes, beyond the driver's start-up (bench --disk-hit-child DIR TARGET).
+ * processes, beyond the driver's start-up (bench --disk-hit-child DIR TARGET). With --dtype,
+ * W1..W6 also in that type against f32 by the device's timers (gpu_half_table).
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -860,7 +861,64 @@ static void gpu_products(rj_ctx *ctx, rj_target target, const setup *s, bool qui
     free(wv), free(bv);
 }
 
-static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
+/* --dtype on a device: W1..W6 in the 16-bit type against f32, each by the device's timers
+ * (median of the reps), the two types alternating run by run so that clocks and temperature
+ * are shared; GB/s of unique bytes at 2 bytes an element, and the f32 / 16-bit time ratio
+ * (half the bytes: up to 2x where the kernels are bound by memory). */
+static void gpu_half_table(rj_ctx *ctx, rj_target target, setup *s, rj_dtype ht, double probe) {
+    int64_t n = s->rows * s->D;
+    s->ht = ht;
+    s->xh = malloc(sizeof(uint16_t) * (size_t)n);
+    s->wh = malloc(sizeof(uint16_t) * (size_t)s->D);
+    s->biash = malloc(sizeof(uint16_t) * (size_t)s->D);
+    if (!s->xh || !s->wh || !s->biash) die(ctx, "out of memory");
+    for (int64_t i = 0; i < n; i++) rj_value_set(ht, s->xh, i, s->x[i]);
+    for (int64_t i = 0; i < s->D; i++) rj_value_set(ht, s->wh, i, s->w[i]), rj_value_set(ht, s->biash, i, s->bias[i]);
+    printf("\n%s against f32 on the device (kernel time by the device's timers, median of %d, the two "
+           "alternating):\n", rj_dtype_name(ht), s->reps);
+    printf("%-26s %10s %9s %8s %10s %9s %8s %9s\n", "workload", "f32 ms", "GB/s", "/copy", "16-bit ms", "GB/s",
+           "/copy", "f32/16");
+    static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)", "W3 unpad(pad(x)*2+1)",
+                                        "W4 sum(x,1)", "W5 layer_norm(x,D)", "W6 pad(x) output"};
+    for (int which = 1; which <= 6; which++) {
+        wl wk[2] = {{.name = names[which]}, {.name = names[which]}};
+        for (int k = 0; k < 2; k++) {
+            rj_dim J;
+            rj_node x, wv, bv;
+            rj_dtype t = k ? ht : RJ_F32;
+            wk[k].g = new_graph_t(ctx, s->D, &J, &x, &wv, &bv, t);
+            wk[k].out = build(wk[k].g, which, J, x, wv, bv);
+            if (rj_graph_output(wk[k].g, wk[k].out, "y") != RJ_OK) die(ctx, "output");
+            if (!(wk[k].p = rj_program_new(wk[k].g, target))) die(ctx, "compile");
+            wk[k].b = rj_bind_new(wk[k].p);
+            if (!wk[k].b || rj_bind_offsets(wk[k].b, J, s->B, s->off, NULL) ||
+                rj_bind_input(wk[k].b, x, k ? (void *)s->xh : s->x, n) ||
+                rj_bind_input(wk[k].b, wv, k ? (void *)s->wh : s->w, s->D) ||
+                rj_bind_input(wk[k].b, bv, k ? (void *)s->biash : s->bias, s->D))
+                die(ctx, "bind");
+            if (rj_program_run(wk[k].p, wk[k].b)) die(ctx, wk[k].name); /* warm-up */
+        }
+        double *v = malloc(sizeof(double) * (size_t)s->reps * 2);
+        if (!v) die(ctx, "out of memory");
+        for (int r = 0; r < s->reps; r++)
+            for (int k = 0; k < 2; k++) {
+                rj_run_stats st;
+                if (rj_program_run(wk[k].p, wk[k].b) || rj_bind_stats(wk[k].b, &st)) die(ctx, wk[k].name);
+                v[k * s->reps + r] = st.kernel_ms * 1e-3;
+            }
+        double t[2] = {median(v, s->reps), median(v + s->reps, s->reps)};
+        free(v);
+        double N = (double)n, out = which == 4 ? (double)(s->B * s->D) : which == 6 ? (double)(s->B * s->L * s->D) : N;
+        double g32 = (N + out) * 4 / t[0] / 1e9, g16 = (N + out) * 2 / t[1] / 1e9;
+        printf("%-26s %10.3f %9.1f %8.2f %10.3f %9.1f %8.2f %8.2fx\n", names[which], t[0] * 1e3, g32, g32 / probe,
+               t[1] * 1e3, g16, g16 / probe, t[0] / t[1]);
+        for (int k = 0; k < 2; k++) rj_bind_free(wk[k].b), rj_program_free(wk[k].p), rj_graph_free(wk[k].g);
+    }
+    free(s->xh), free(s->wh), free(s->biash);
+    s->xh = s->wh = s->biash = NULL;
+}
+
+static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps, rj_dtype half) {
     const char *tname = target == RJ_TARGET_CUDA ? "cuda" : "opencl";
     setup s = {.B = quick ? 64 : 2048, .D = quick ? 32 : 256, .reps = reps ? reps : (quick ? 2 : 10)};
     int64_t maxlen = quick ? 128 : 1024;
@@ -939,6 +997,7 @@ static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps) {
     }
     printf("\nresident ms: wall time per run with every buffer in device memory and trusted offsets "
            "(run + rj_bind_wait), and its excess over the kernels' time\n");
+    if (half != RJ_F32) gpu_half_table(ctx, target, &s, half, probe);
     gpu_products(ctx, target, &s, quick);
     /* host overhead of a tiny device-resident run (B = 8, D = 16) */
     {
@@ -1068,7 +1127,7 @@ int main(int argc, char **argv) {
     rj_ctx_set_cache_dir(ctx, ""); /* compile times are compiles, not loads from disk */
     if (threads > 0) rj_ctx_set_threads(ctx, threads);
     if (target != RJ_TARGET_CPU) {
-        int r = gpu_bench(ctx, target, quick, reps);
+        int r = gpu_bench(ctx, target, quick, reps, half);
         rj_ctx_free(ctx);
         return r;
     }

@@ -17,14 +17,18 @@
 #       unpacks into /tmp/ragjit-device and runs the parts named (tests and bench without any),
 #       each to its end even when one fails, printing and appending everything to
 #       $OUT/device.log (./device-out/device.log without $OUT):
-#         tests     nvidia-smi; test_cuda (every graph of the test corpus, packed and with
-#                   holes, and random chains, on the device against the interpreter; device
-#                   memory, CUDA graphs, allocation failures), the device example, `ragjit
-#                   check --target cuda` of every example program, and on that machine's CPU
-#                   (another x86-64 than the build machine's) ragjit's own linker: test_elfload
-#                   and `ragjit check --target cpu` of every example with RAGJIT_LLVM_LINKER=own
-#         bench     bench --target cuda (W1..W9 by the device's timers against a device copy,
-#                   device-resident runs, the persistent cache across new processes)
+#         tests     nvidia-smi, then side by side, each under a time limit (TEST_LIMIT, 200 s):
+#                   test_cuda's device tests (the corpus packed, with holes and in f16/bf16,
+#                   random chains, device memory, CUDA graphs, allocation failures), the
+#                   device example, `ragjit check --target cuda` of every example program,
+#                   tests/half_numpy.py (16-bit against NumPy, the cuda target included), a
+#                   tests/difftest.py campaign on cuda (DIFFTEST_N programs from DIFFTEST_SEED),
+#                   and on that machine's CPU (another x86-64 than the build machine's)
+#                   ragjit's own linker: test_elfload and `ragjit check --target cpu` of every
+#                   example with RAGJIT_LLVM_LINKER=own
+#         bench     bench --target cuda --dtype bf16 (W1..W9 by the device's timers against a
+#                   device copy, device-resident runs, W1..W6 in bf16 against f32, the
+#                   persistent cache across new processes), under BENCH_LIMIT (200 s)
 #         peer      bench/torch_peer.py --device cuda: PyTorch's nested jagged tensors on the
 #                   same data (B = 2048, lengths 1..1024, D = 256)
 #         peer-cpu  bench/torch_peer.py on the machine's CPU, all its cores
@@ -39,6 +43,12 @@ PACK=.device/ragjit.tar.xz
 
 pack() {
   set -e
+  # LLVM's static libraries link against libzstd (the shared build does not need its -dev)
+  if ! dpkg-query -W -f='${Status}' libzstd-dev 2>/dev/null | grep -q "ok installed"; then
+    local sudo=()
+    [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libzstd-dev
+  fi
   if [ -f build-static/build.ninja ]; then
     meson configure build-static -Dbuildtype=release -Dllvm_static=true >/dev/null
   else
@@ -87,22 +97,75 @@ workloads() {
   python3 -c 'import sys; sys.path.insert(0, "bench"); from pipeline_check import workload_files; workload_files(sys.argv[1])' "$1"
 }
 
+# The --random sizes of an example's check: the interpreter, its oracle, takes minutes on the
+# whole encoder at B = 64, maxlen = 300
+check_size() {
+  case "$(basename "$1")" in
+    encoder.rj) echo B=8,maxlen=48,seed=3,V=1000 ;;
+    encoder_layer.rj) echo B=16,maxlen=64,seed=3,V=1000 ;;
+    *) echo B=64,maxlen=300,seed=3,V=1000 ;;
+  esac
+}
+
+# bg NAME LIMIT COMMAND...: a step in the background under `timeout LIMIT` (seconds), its output
+# kept apart and printed whole by bg_wait, so that parallel steps do not interleave
+BG_PIDS=()
+bg() {
+  local name=$1 limit=$2; shift 2
+  (
+    t0=$(date +%s%N)
+    timeout -k 5 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+    rc=$?
+    echo "=== $name: exit $rc after $(( ($(date +%s%N) - t0) / 1000000 )) ms" >>"$LOGS/$name.log"
+    echo "$rc" >"$LOGS/$name.rc"
+  ) &
+  BG_PIDS+=($!)
+}
+
+bg_wait() {
+  local pid f n rc
+  for pid in "${BG_PIDS[@]}"; do wait "$pid"; done
+  BG_PIDS=()
+  for f in "$LOGS"/*.log; do
+    [ -e "$f" ] || continue
+    n=$(basename "$f" .log)
+    echo "=== $n"
+    cat "$f"
+    rc=$(cat "$LOGS/$n.rc" 2>/dev/null || echo 99)
+    [ "$rc" -eq 0 ] || FAILED+=("$n")
+  done
+  rm -f "$LOGS"/*
+}
+
+# The tests run side by side (the machine has 16 cores and the GPU takes several processes):
+# test_cuda's device tests apart, every example checked on the GPU, the 16-bit formats and a
+# difftest campaign against NumPy references, and ragjit's own linker on this other x86-64.
 part_tests() {
   step nvidia-smi nvidia-smi
-  step test_cuda "$R/bin/test_cuda"
-  step example-device "$R/bin/example-device"
+  local tc="$R/bin/test_cuda" lim=${TEST_LIMIT:-200}
+  bg tc-runs "$lim" "$tc" --only test_device_runs
+  bg tc-holes "$lim" "$tc" --only test_device_holes
+  bg tc-half "$lim" "$tc" --only test_device_half
+  bg tc-misc "$lim" "$tc" --only test_device_random --only test_index_errors --only test_device_graph \
+    --only test_device_stats --only test_no_device --only test_source --only test_constants_text --only test_attention_tiles
+  bg tc-alloc "$lim" "$tc" --only test_device_alloc_failures
+  bg tc-alloc-device "$lim" "$tc" --only test_device_alloc_failures_device
+  bg example-device "$lim" "$R/bin/example-device"
+  local f
   for f in examples/*.rj; do
-    step "check $(basename "$f")" "$R/bin/ragjit" check "$f" --random B=64,maxlen=300,seed=3,V=1000 --target cuda
+    bg "check-$(basename "$f" .rj)" "$lim" "$R/bin/ragjit" check "$f" --random "$(check_size "$f")" --target cuda
   done
-  step test_elfload "$R/bin/test_elfload"
-  for f in examples/*.rj; do
-    step "check-cpu $(basename "$f")" env RAGJIT_LLVM_LINKER=own RAGJIT_CACHE_DIR=off "$R/bin/ragjit" check "$f" \
-      --random B=64,maxlen=300,seed=3,V=1000 --target cpu
-  done
+  bg half-numpy "$lim" python3 tests/half_numpy.py "$R/bin/ragjit"
+  bg difftest-cuda "$lim" python3 tests/difftest.py "$R/bin/ragjit" --campaign "${DIFFTEST_N:-120}" \
+    --seed "${DIFFTEST_SEED:-300000}" --targets cuda --half-share 0.4 --no-shrink
+  bg test_elfload "$lim" "$R/bin/test_elfload"
+  bg check-own-linker "$lim" bash -c 'for f in examples/*.rj; do case $f in *encoder.rj) s=B=8,maxlen=48 ;; *) s=B=16,maxlen=64 ;; esac
+    RAGJIT_LLVM_LINKER=own RAGJIT_CACHE_DIR=off "$0" check "$f" --random "$s,seed=3,V=1000" --target cpu || exit 1; done' "$R/bin/ragjit"
+  bg_wait
 }
 
 part_bench() {
-  step bench "$R/bin/bench" --target cuda
+  step bench timeout -k 5 "${BENCH_LIMIT:-200}" "$R/bin/bench" --target cuda --dtype bf16 --reps "${BENCH_REPS:-7}"
 }
 
 part_peer() {
@@ -128,7 +191,9 @@ run() {
   mkdir -p "$out"
   exec > >(tee -a "$out/device.log") 2>&1
   R=/tmp/ragjit-device
-  rm -rf "$R"
+  LOGS=/tmp/ragjit-device-logs
+  rm -rf "$R" "$LOGS"
+  mkdir -p "$LOGS"
   mkdir -p "$R"
   tar -xJf "$PACK" -C "$R" || exit 1
   export LD_LIBRARY_PATH="$R/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -12,7 +12,7 @@ difftest/gen.py; about a third of them also split a value into attention heads, 
 and work on it per head: gen_heads.py; about one in eight is instead cross attention over two
 ragged classes, queries of j1 and keys of j2 with lengths of their own: gen_cross.py), a lengths pattern and data, packed or as a view with holes with garbage
 in the holes (data.py), writes PROG.rj and a data directory of .npy files, runs
-`ragjit run PROG --data D --out O --target cpu|opencl` (CPU with --threads 1 and 2, which
+`ragjit run PROG --data D --out O --target cpu|opencl|cuda` (CPU with --threads 1 and 2, which
 must also agree bit for bit), and judges every output against the reference with a
 tolerance that tells ill-conditioning from error (check.py). Some seeds instead feed ragjit
 invalid programs or bad data, which must be refused with exit 1 or 2 and a message
@@ -22,7 +22,7 @@ saved under --keep DIR, and shrunk to a small reproducer (shrink.py).
 
   difftest.py RAGJIT                       CI mode: a fixed range of seeds, about 3 minutes
   difftest.py RAGJIT --campaign N --seed S N programs per target from seed S
-  options: --targets cpu,opencl  --keep DIR  --no-shrink  --timeout SEC  --half-share P
+  options: --targets cpu,opencl[,cuda]  --keep DIR  --no-shrink  --timeout SEC  --half-share P
 
 Exit status 0 iff nothing failed; the last line is `N passed, N failed[, N skipped]`.
 """
@@ -41,8 +41,8 @@ from difftest import check, data, gen, gen_cross, half, invalid  # noqa: E402
 from difftest.model import HEADED  # noqa: E402
 from difftest.shrink import Shrinker  # noqa: E402
 
-CI_SEEDS = {"cpu": 200, "opencl": 18}  # programs per target in CI mode (OpenCL: heads compile more kernels)
-CI_INVALID = {"cpu": 26, "opencl": 4}   # invalid cases (26: every template once)
+CI_SEEDS = {"cpu": 200, "opencl": 18, "cuda": 18}  # programs per target in CI mode (OpenCL: heads compile more kernels)
+CI_INVALID = {"cpu": 26, "opencl": 4, "cuda": 4}   # invalid cases (26: every template once)
 OPS = [o for o in gen.OPS if o not in gen.PSEUDO]
 HALF_SHARE = 0.15  # programs whose f32 inputs become f16/bf16 (difftest/half.py)
 
@@ -186,14 +186,14 @@ def run_invalid(args, tally, seed, target, work):
         tally.passed += 1
 
 
-def probe_opencl(ragjit, work):
+def probe_device(ragjit, work, target):
     import subprocess
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "probe.rj")
     with open(path, "w") as f:
         f.write("ragged j1 : B\ninput x : f32[B, j1, 2]\ny = x + 1.0\noutput y\n")
     p = subprocess.run([ragjit, "run", path, "--random", "B=2,maxlen=3", "--out", os.path.join(work, "po"),
-                        "--target", "opencl"], capture_output=True, text=True, timeout=300)
+                        "--target", target], capture_output=True, text=True, timeout=300)
     return None if p.returncode == 0 else (p.stderr.strip() or f"exit {p.returncode}")
 
 
@@ -227,11 +227,14 @@ def main():
     try:
         for target in args.targets.split(","):
             work = os.path.join(work_root, target)
-            if target == "opencl":
-                why = probe_opencl(args.ragjit, work)
+            if target not in CI_SEEDS:
+                print(f"difftest: --targets takes cpu, opencl and cuda, not '{target}'")
+                return 2
+            if target != "cpu":
+                why = probe_device(args.ragjit, work, target)
                 if why:
                     n = args.campaign or CI_SEEDS[target]
-                    print(f"skipping the opencl target ({n} programs): {why}")
+                    print(f"skipping the {target} target ({n} programs): {why}")
                     tally.skipped += n
                     continue
             n = args.campaign or CI_SEEDS[target]

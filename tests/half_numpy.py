@@ -8,7 +8,7 @@ reference here is written from that description, not from ragjit's C: every op i
 the widened inputs, its result rounded to f32 and then to the 16-bit format (bf16's rounding
 written with uint32 bit operations, f16's by NumPy's float16). Each program runs with `ragjit
 run` on the CPU (also as compiled for a CPU without F16C and without AVX512-BF16), on OpenCL (PoCL; skipped without a
-device) and on the reference interpreter,
+device), on CUDA (skipped without a GPU) and on the reference interpreter,
 on lengths with empty items, items of length 1 and one long item; inputs hold the formats' edge
 values (subnormals, the largest finite value, values that overflow to inf when stored, NaN, -0).
 Data goes in as .npy: f16 as '<f2', bf16 as ml_dtypes writes it ('<V2' 2-byte items, read back
@@ -275,7 +275,7 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
     # narrows with vcvtne2ps2bf16); cpu-nof16c-scalar: without F16C and without the vectoriser
     # (on an AVX-512 CPU the maths library once asked for vscalefps there, which LLVM, having
     # dropped AVX-512 with F16C, could not select: the process ended)
-    for target in ("cpu", "cpu-nof16c", "cpu-nof16c-scalar", "cpu-nobf16", "reference", "opencl"):
+    for target in ("cpu", "cpu-nof16c", "cpu-nof16c-scalar", "cpu-nobf16", "reference", "opencl", "cuda"):
         out = os.path.join(d, "out-%s-%s" % (fmt, target))
         env = dict(os.environ, RAGJIT_LLVM_NO_F16C="1") if target.startswith("cpu-nof16c") else None
         env = dict(env, RAGJIT_LLVM_VECTOR="0") if target == "cpu-nof16c-scalar" else env
@@ -283,7 +283,7 @@ def run_format(ragjit, fmt, d, rng, failures, counts):
         r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
                            capture_output=True, text=True, env=env)
         if r.returncode:
-            if target == "opencl" and "device" in r.stderr.lower():
+            if target in ("opencl", "cuda") and "device" in r.stderr.lower():
                 counts["skip"] += len(CASES)
                 continue
             failures.append("%s/%s: ragjit run failed: %s" % (fmt, target, r.stderr.strip()))
@@ -369,12 +369,12 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
     own = {"RAGJIT_AMX": "0", "RAGJIT_AVX512BF16": "0"}
     runs = [("cpu", {}), ("cpu-widened", own), ("cpu-own-sgemm", dict(own, RAGJIT_BLAS="off")),
             ("cpu-own-amx", {"RAGJIT_BLAS": "off"}), ("cpu-own-dot", {"RAGJIT_BLAS": "off", "RAGJIT_AMX": "0"}),
-            ("reference", {})]
+            ("reference", {}), ("cuda", {})]  # cuda: ragjit's device product kernels (skipped without a GPU)
     if os.environ.get("RAGJIT_TEST_SBGEMM"):  # a stand-in BLAS with sbgemm (tests/fake_sbgemm.c)
         runs.append(("cpu-sbgemm", {"RAGJIT_BLAS": os.environ["RAGJIT_TEST_SBGEMM"]}))
     for target, env in runs:
         env = dict(os.environ, **env)
-        if target != "reference":
+        if target not in ("reference", "cuda"):
             r = subprocess.run([ragjit, "emit", prog, "--stage", "loops"], capture_output=True, text=True, env=env)
             n = r.stdout.count("template: gemm_lib")
             how = "by the BLAS's sbgemm" if target == "cpu-sbgemm" and fmt == "bf16" else "widened to f32"
@@ -386,6 +386,9 @@ def run_gemm(ragjit, fmt, d, rng, failures, counts):
         out = os.path.join(d, "gemm-out-%s-%s" % (fmt, target))
         r = subprocess.run([ragjit, "run", prog, "--data", data, "--out", out, "--target", target.split("-")[0]],
                            capture_output=True, text=True, env=env)
+        if r.returncode and target == "cuda" and "device" in r.stderr.lower():
+            counts["skip"] += len(refs)
+            continue
         if r.returncode:
             failures.append("gemm/%s/%s: ragjit run failed: %s" % (fmt, target, r.stderr.strip()))
             counts["fail"] += len(refs)

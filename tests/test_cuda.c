@@ -13,8 +13,8 @@
  * RJ_ERR_NO_DEVICE and "no CUDA device" (the fixture checks nothing leaks). Where a device
  * exists, the corpus runs on it and is compared with the reference interpreter on every
  * length pattern, with the CPU JIT's tolerances (see test_jit.c), once with packed inputs and
- * once with the jagged inputs bound as views with holes; and every allocation of compiling
- * and running is failed once. Those device tests are skipped, saying why, without a GPU.
+ * once with the jagged inputs bound as views with holes, and in f16 and bf16 (packed); and
+ * every allocation of compiling and running is failed once. Those device tests are skipped, saying why, without a GPU.
  */
 #include "stdenv.h"
 
@@ -441,6 +441,11 @@ static void test_device_stats(void **state) {
  * running fails once. */
 static void test_device_runs(void **state) { std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_PACKED); }
 static void test_device_holes(void **state) { std_corpus_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_HOLES); }
+/* The whole corpus in f16 and bf16 (__half, __nv_bfloat16, f32 arithmetic) against the
+ * interpreter, which rounds at the same points (every length pattern, packed inputs). */
+static void test_device_half(void **state) {
+    std_corpus_run_types(((fixture *)*state)->ctx, RJ_TARGET_CUDA, STD_PACKED, RJ_F16, RJ_BF16, NULL);
+}
 static void test_device_random(void **state) { std_random_run(((fixture *)*state)->ctx, RJ_TARGET_CUDA, 16); }
 /* Where a device exists: a device-resident run with trusted offsets on the caller's stream is
  * captured into a CUDA graph, and the graph replayed on new data gives the CPU's results. */
@@ -575,7 +580,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         FX(test_source), FX(test_constants_text), FX_SLICED(test_ptx), FX(test_attention_tiles), FX(test_alloc_failures),
         FX(test_no_device), FX(test_device_stats),
-        FX(test_device_runs), FX(test_device_holes), FX(test_device_random), FX(test_device_alloc_failures), FX(test_index_errors),
+        FX(test_device_runs), FX(test_device_holes), FX(test_device_half), FX(test_device_random), FX(test_device_alloc_failures), FX(test_index_errors),
         FX(test_device_alloc_failures_device), FX(test_device_graph),
     };
     return run_group(tests, NULL, NULL, argc, argv);
