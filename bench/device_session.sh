@@ -11,7 +11,7 @@
 #       stripped, into .device/ragjit.tar.xz (about 13 MB, 1-4 minutes; .device/ is ignored by
 #       git).
 #
-#   bench/device_session.sh run [tests] [bench] [peer] [peer-cpu] [ncu]
+#   bench/device_session.sh run [tests] [bench] [peer] [peer-cpu] [ncu] [knobs]
 #       On the GPU machine, from the repository root, with .device carried there (the device
 #       tool: command "bash bench/device_session.sh run tests bench", carry [".device"]):
 #       unpacks into /tmp/ragjit-device and runs the parts named (tests and bench without any),
@@ -33,6 +33,8 @@
 #                   same data (B = 2048, lengths 1..1024, D = 256)
 #         peer-cpu  bench/torch_peer.py on the machine's CPU, all its cores
 #         ncu       Nsight Compute's time and DRAM bytes of each kernel of W1..W6
+#         knobs     W1, W2, W4, W5 in f32 and bf16 under the RAGJIT_SIMT_* settings (unroll
+#                   hints, threads an SM: src/codegen/simt/emit.c), about 2.5 minutes
 #       A part takes 1-5 minutes on an H100; one call of the device tool runs 10 at most, so
 #       "tests bench" and "peer ncu" are two calls.
 # Exit status: 0 when every part ran and passed, else 1 (the log says which failed).
@@ -185,6 +187,30 @@ part_ncu() {
   done
 }
 
+# W1, W2, W4, W5 in f32 and bf16 under each RAGJIT_SIMT_* setting (src/codegen/simt/emit.c:
+# cem_knob), a process each: kernel time by the device's timers and the ratio to the copy.
+part_knobs() {
+  local dir=/tmp/ragjit-device/knobs t w s o
+  mkdir -p "$dir"
+  for t in f32 bf16; do
+    printf 'ragged j1 : B\ninput x : %s[B, j1, 256]\ninput w : %s[256]\ninput b : %s[256]\ny = relu(x * w + b)\noutput y\n' $t $t $t >"$dir/W1_$t.rj"
+    printf 'ragged j1 : B\ninput x : %s[B, j1, 256]\ny = softmax(x, dim=1)\noutput y\n' $t >"$dir/W2_$t.rj"
+    printf 'ragged j1 : B\ninput x : %s[B, j1, 256]\ny = sum(x, dim=1)\noutput y\n' $t >"$dir/W4_$t.rj"
+    printf 'ragged j1 : B\ninput x : %s[B, j1, 256]\ninput w : %s[256]\ninput b : %s[256]\ny = layer_norm(x, [256], w, b)\noutput y\n' $t $t $t >"$dir/W5_$t.rj"
+  done
+  local settings=("" "RAGJIT_SIMT_UNROLL_LANES=0" "RAGJIT_SIMT_UNROLL_SERIAL=4" "RAGJIT_SIMT_SM_THREADS=1536")
+  for w in W1 W2 W4 W5; do
+    for t in f32 bf16; do
+      for s in "${settings[@]}"; do
+        o=$(env $s timeout 60 "$R/bin/ragjit" bench "$dir/${w}_$t.rj" --target cuda \
+            --random B=1024,minlen=1,maxlen=1024,seed=7 --reps 9 2>&1)
+        echo "$w $t [${s:-default}] kernels $(echo "$o" | grep -E '^  kernels' | awk '{print $2}') ms," \
+          "$(echo "$o" | grep -oE 'kernels at [0-9.]+x')"
+      done
+    done
+  done
+}
+
 run() {
   [ -f "$PACK" ] || { echo "device_session: $PACK is missing: run 'bench/device_session.sh pack' first and carry .device" >&2; exit 2; }
   local out=${OUT:-$PWD/device-out}
@@ -208,7 +234,8 @@ run() {
       peer) part_peer ;;
       peer-cpu) part_peer_cpu ;;
       ncu) part_ncu ;;
-      *) echo "device_session: unknown part '$p' (tests, bench, peer, peer-cpu, ncu)"; FAILED+=("$p") ;;
+      knobs) part_knobs ;;
+      *) echo "device_session: unknown part '$p' (tests, bench, peer, peer-cpu, ncu, knobs)"; FAILED+=("$p") ;;
     esac
   done
   if [ ${#FAILED[@]} -eq 0 ]; then

@@ -107,6 +107,43 @@ static void test_source(void **state) {
            now_ms() - t0);
 }
 
+/* The unroll hint (simt/stmt.c: lanes_unroll): a warp-per-row kernel's lanes loop over D = 256
+ * (8 iterations a thread) is unrolled in full, the softmax fold's lanes loop over the block (1
+ * a thread) is not, OpenCL's source never carries the hint, RAGJIT_SIMT_UNROLL_LANES=0 turns
+ * it off, and the setting joins nothing else: the text without it is as before. */
+static void test_unroll_hints(void **state) {
+    fixture *f = *state;
+    static const char *const progs[2] = {
+        "ragged j1 : B\ninput x : bf16[B, j1, 256]\ninput w : bf16[256]\ny = relu(x * w)\noutput y\n",
+        "ragged j1 : B\ninput x : f32[B, j1, 256]\ny = softmax(x, dim=1)\noutput y\n"};
+    for (int i = 0; i < 2; i++) {
+        rj_graph *g = rj_graph_parse(f->ctx, progs[i], "u.rj");
+        assert_non_null(g);
+        char *cuda = rj_graph_dump(g, RJ_TARGET_CUDA, "cuda");
+        char *ocl = rj_graph_dump(g, RJ_TARGET_OPENCL, "opencl");
+        assert_non_null(cuda);
+        assert_non_null(ocl);
+        const char *hint = strstr(cuda, "#pragma unroll 8\n");
+        if (i == 0 && (!hint || !strstr(hint, "+= 32) {")))
+            fail_msg("no full unroll before the row's lanes loop:\n%s", cuda);
+        if (i == 1 && strstr(cuda, "#pragma unroll")) fail_msg("an unroll hint in the softmax fold:\n%s", cuda);
+        if (strstr(ocl, "#pragma unroll")) fail_msg("an unroll hint in OpenCL C");
+        rj_string_free(f->ctx, cuda), rj_string_free(f->ctx, ocl);
+        rj_graph_free(g);
+        rj_ctx *c2 = rj_ctx_new(NULL, NULL); /* a new context: a context keeps its kernels */
+        assert_non_null(c2);
+        setenv("RAGJIT_SIMT_UNROLL_LANES", "0", 1);
+        g = rj_graph_parse(c2, progs[i], "u.rj");
+        char *off = g ? rj_graph_dump(g, RJ_TARGET_CUDA, "cuda") : NULL;
+        unsetenv("RAGJIT_SIMT_UNROLL_LANES");
+        assert_non_null(off);
+        if (strstr(off, "#pragma unroll")) fail_msg("RAGJIT_SIMT_UNROLL_LANES=0 left a hint");
+        rj_string_free(c2, off);
+        rj_graph_free(g);
+        rj_ctx_free(c2);
+    }
+}
+
 /* Exact literals: constants round-trip, and non-finite ones are written as bits. */
 static void test_constants_text(void **state) {
     fixture *f = *state;
@@ -578,7 +615,7 @@ static void test_device_alloc_failures(void **state) {
 
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
-        FX(test_source), FX(test_constants_text), FX_SLICED(test_ptx), FX(test_attention_tiles), FX(test_alloc_failures),
+        FX(test_source), FX(test_unroll_hints), FX(test_constants_text), FX_SLICED(test_ptx), FX(test_attention_tiles), FX(test_alloc_failures),
         FX(test_no_device), FX(test_device_stats),
         FX(test_device_runs), FX(test_device_holes), FX(test_device_half), FX(test_device_random), FX(test_device_alloc_failures), FX(test_index_errors),
         FX(test_device_alloc_failures_device), FX(test_device_graph),

@@ -247,8 +247,9 @@ static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
      * load it, and code from any NVRTC the driver accepts means the same program. */
     int drv = 0, arch = device_arch();
     if (cu.DriverGetVersion && cu.DriverGetVersion(&drv)) drv = 0;
-    char ident[64];
-    snprintf(ident, sizeof ident, "cuda\narch %d\ndriver %d\n", arch, drv);
+    char ident[256], knobs[160];
+    simt_knobs(knobs, sizeof knobs);
+    snprintf(ident, sizeof ident, "cuda\narch %d\ndriver %d\n%s", arch, drv, knobs);
     sbuf key;
     rj_status ks = disk_key(ctx, &key, lp, ident);
     if (ks) return ks;

@@ -129,6 +129,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
             v3_acc = (-0.0f);
             const float rj_r1 = v4_acc2;
             v4_acc2 = (-0.0f);
+            #pragma unroll 4
             for (v10_d2 = 0LL + rj_lane; v10_d2 < 128LL; v10_d2 += 32) {
                 v3_acc = (v3_acc + (p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v10_d2)] - v5_k));
                 const float t0 = (p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v10_d2)] - v5_k);
@@ -153,6 +154,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
                         v3_acc = (-0.0f);
                         const float rj_r3 = v4_acc2;
                         v4_acc2 = (-0.0f);
+                        #pragma unroll 4
                         for (v13_d2 = 0LL + rj_lane; v13_d2 < 128LL; v13_d2 += 32) {
                             v3_acc = (v3_acc + fmaf(p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v13_d2)], v6_s, (-v5_k)));
                             const float t1 = fmaf(p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v13_d2)], v6_s, (-v5_k));
@@ -170,6 +172,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) k0(long long p0_lo_all,
                 }
             }
             v8_rstd = (1.0f / sqrtf((rj_max(((v4_acc2 / 128.0f) - (v7_m1 * v7_m1)), 0.0f) + (1e-05f * (v6_s * v6_s)))));
+            #pragma unroll 4
             for (v14_d2 = 0LL + rj_lane; v14_d2 < 128LL; v14_d2 += 32) {
                 v15_r = ((((fmaf(p6_x[rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v14_d2)], v6_s, (-v5_k)) - v7_m1) * v8_rstd) * p7_gamma[v14_d2]) + p8_beta[v14_d2]);
                 const long long t2 = rj_add(rj_mul(rj_add(p5_j1_off[v0_b], v1_i), 128LL), v14_d2);

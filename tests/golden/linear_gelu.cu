@@ -110,6 +110,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k0(long long p0_lo_all,
     for (v0_b = p2_blo; v0_b < p3_bhi; v0_b++) {
         v2_start = p4_j1_loff[v0_b];
         for (v1_i = rj_max(rj_sub(p0_lo, v2_start), 0LL); v1_i < rj_min(rj_sub(p1_hi, v2_start), rj_sub(p4_j1_loff[rj_add(v0_b, 1LL)], v2_start)); v1_i++) {
+            #pragma unroll 8
             for (v3_d2 = 0LL + rj_lane; v3_d2 < 256LL; v3_d2 += 32) {
                 v4_acc = 0.0f;
                 for (v5_k = 0LL; v5_k < 64LL; v5_k++) {
@@ -162,6 +163,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k1(long long p0_lo_all,
     for (v0_b = p2_blo; v0_b < p3_bhi; v0_b++) {
         v2_start = p4_j1_loff[v0_b];
         for (v1_i = rj_max(rj_sub(p0_lo, v2_start), 0LL); v1_i < rj_min(rj_sub(p1_hi, v2_start), rj_sub(p4_j1_loff[rj_add(v0_b, 1LL)], v2_start)); v1_i++) {
+            #pragma unroll 2
             for (v3_d2 = 0LL + rj_lane; v3_d2 < 64LL; v3_d2 += 32) {
                 v4_acc = 0.0f;
                 for (v5_k = 0LL; v5_k < 256LL; v5_k++) {

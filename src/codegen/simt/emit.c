@@ -39,7 +39,10 @@
  * kernel (a pad or fill value), so the load it costs does not matter.
  *
  * The text is a pure function of the loop IR (no addresses, no clocks): dumping twice gives
- * identical source, which the tests and any kernel cache can rely on.
+ * identical source, which the tests and any kernel cache can rely on. The one exception is
+ * opt-in: RAGJIT_SIMT_* settings (knobs.c) change unroll hints and register plans for an
+ * experiment on a GPU; they join the persistent cache's key, so a setting never loads code
+ * made under another.
  */
 #include <string.h>
 
@@ -56,6 +59,7 @@ static const spelling cuda_spelling = {
     .kernel = "extern \"C\" __global__ void ",
     .restrict_kw = "__restrict__ ",
     .bounds = "__launch_bounds__(%d, %d) ",
+    .unroll = "#pragma unroll %d\n",
     .shuffle = "__shfl_xor_sync",
     .atomic_min = "atomicMin",
     .atomic_min64 = {"atomicMin((long long *)", "(long long)"},

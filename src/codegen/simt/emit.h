@@ -45,6 +45,7 @@ typedef struct spelling {
     bool math_f;               /* f32 math functions take an 'f' suffix (expf); else overloaded */
     bool f64_always;           /* double helpers printed whatever the program uses */
     const char *f32_as_uint, *uint_as_f32; /* bit casts between float and unsigned int */
+    const char *unroll;        /* an unroll hint before a loop, with its factor (NULL: none) */
     bool vload_half;           /* f16 memory through vload_half / vstore_half_rte (OpenCL),
                                 * else the preamble's integer conversions */
 } spelling;
@@ -150,6 +151,8 @@ void cem_declare_group_arrays(cem *C);
 
 /* ---- stmt.c: statements ---- */
 void cem_block(cem *C, int32_t s);
+/* An experiment's setting from the environment (RAGJIT_SIMT_<name>), or -1 (knobs.c). */
+int cem_knob(const char *name);
 
 /* ---- kernel.c: kernels ---- */
 /* Prints kernel k; false with the error in C->ctx. */

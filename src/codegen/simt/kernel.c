@@ -74,6 +74,7 @@ static void signature(cem *C) {
     int nbuf = 0;
     for (int32_t i = 0; i < k->nparams; i++) nbuf += k->params[i].kind == PK_BUF;
     int threads = k->launch.sm_threads > 0 ? k->launch.sm_threads : nbuf > 16 || k->heavy ? 512 : 1024;
+    if (k->launch.sm_threads <= 0 && !k->heavy && nbuf <= 16 && cem_knob("SM_THREADS") > 0) threads = cem_knob("SM_THREADS");
     if (sp->bounds && k->launch.simt && k->launch.block > 0)
         sbuf_printf(b, sp->bounds, (int)k->launch.block,
                     k->launch.block >= threads ? 1 : (int)(threads / k->launch.block));

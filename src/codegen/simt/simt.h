@@ -20,6 +20,8 @@ char *opencl_source(rj_ctx *ctx, const lprog *p);
 
 /* Does p compute in double precision anywhere? (OpenCL needs cl_khr_fp64 for it.) */
 bool simt_uses_f64(const lprog *p);
+/* The RAGJIT_SIMT_* experiment settings in force, as text for a cache key ("" when none). */
+void simt_knobs(char *buf, size_t n);
 
 /* PTX of p compiled by NVRTC for compute capability `arch` (e.g. 90 for compute_90; 0: 90).
  * RJ_ERR_NO_DEVICE when NVRTC cannot be loaded, RJ_ERR_COMPILE with NVRTC's log when
