@@ -35,8 +35,9 @@
 #         ncu       Nsight Compute's time and DRAM bytes of each kernel of W1..W6
 #         knobs     W1, W2, W4, W5 in f32 and bf16 under the RAGJIT_SIMT_* settings (unroll
 #                   hints, threads an SM: src/codegen/simt/emit.c), about 2.5 minutes
-#       A part takes 1-5 minutes on an H100; one call of the device tool runs 10 at most, so
-#       "tests bench" and "peer ncu" are two calls.
+#       On an H200 (2026-11-29): tests 110 s (side by side; test_device_half the longest), bench
+#       85 s, peer 87 s, knobs 150 s, and about 30 s to start a machine: "tests bench" is one
+#       call of the device tool of about 4 minutes.
 # Exit status: 0 when every part ran and passed, else 1 (the log says which failed).
 set -uo pipefail
 cd "$(dirname "$0")/.."

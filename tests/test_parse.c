@@ -711,7 +711,8 @@ static void test_syntax_errors(void **state) {
                  "layer_norm rms_norm pad unpad embedding gather take_along_dim index_select positions reshape "
                  "narrow matmul transpose cat arange full attention sign view unsqueeze squeeze linear t scaled_dot_product_attention size split chunk amax amin "
                  "permute flatten unflatten zeros ones stack clamp clip clamp_min clamp_max logsumexp normalize "
-                 "leaky_relu square reciprocal relu6 hardtanh hardsigmoid hardswish softsign mm bmm float double half "
+                 "leaky_relu square reciprocal relu6 hardtanh hardsigmoid hardswish softsign log1p expm1 softplus elu celu "
+                 "selu mish var std mm bmm float double half "
                  "bfloat16 int long bool to type type_as finfo iinfo contiguous clone detach", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
@@ -810,6 +811,14 @@ static void test_composite_errors(void **state) {
         {"y = leaky_relu(x, x)", "t.rj:4:19: expected a number", RJ_ERR_PARSE, 19},
         {"y = F.hardswish(i)", "t.rj:4:7: hardswish: the input must be a float tensor (it is i32)", RJ_ERR_DTYPE, 7},
         {"y = F.hardtanh(x, min_val=x)", "t.rj:4:19: expected a number", RJ_ERR_PARSE, 19},
+        {"y = F.elu(i)", "t.rj:4:7: elu: the input must be a float tensor (it is i32)", RJ_ERR_DTYPE, 7},
+        {"y = F.softplus(x, beta=x)", "t.rj:4:19: expected a number", RJ_ERR_PARSE, 19},
+        {"y = F.celu(x, alpha=0.0)", "t.rj:4:15: celu: alpha must not be 0", RJ_ERR_ARG, 15},
+        {"y = x.var(1, True, correction=1)", "t.rj:4:20: var: give unbiased or correction, not both", RJ_ERR_ARG, 20},
+        {"y = i.std(1)", "t.rj:4:7: std: the input must be a float tensor (it is i32)", RJ_ERR_DTYPE, 7},
+        {"y = x.var(dim=4)", "t.rj:4:11: var: dim 4 is out of range for a tensor of 3 dims", RJ_ERR_SHAPE, 11},
+        {"y = x.var(0)", "t.rj:4:7: var: cannot reduce over the batch dim 0 of the jagged tensor f32[B, j, 4]",
+         RJ_ERR_SHAPE, 7},
         {"y = F.pad(x, (0, 1))", "t.rj:4:14: pad: ragjit's pad(input, value=0.0, len=None) pads the ragged dim to a "
          "length; PyTorch's F.pad(input, (left, right, ...)) of dense dims is not supported: cat the tensor with a "
          "full(...) of the padding", RJ_ERR_UNSUPPORTED, 14},

@@ -3,6 +3,8 @@ views with holes, dtypes, errors, zero-copy by data pointers, and ragjit.torch.o
 torch.compile(fullgraph=True). References are PyTorch's own ops on the same NJTs and NumPy in
 float64. Skipped as a whole, with the reason, where PyTorch is not installed (./build.sh's
 Python stage installs it)."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -896,3 +898,73 @@ def test_pytorch_elementwise_functions(ctx):
         got = got.values() if got.is_nested else got
         assert got.dtype == (torch.float32 if want.dtype == torch.float64 else want.dtype)
         close(got, want, 1e-6)
+
+
+EXP_FAMILY = """
+ragged j : B
+input x : f32[B, j, 5]
+input h : bf16[B, j, 5]
+a = torch.log1p(x)
+b = torch.expm1(x)
+c = F.softplus(x)
+d = F.softplus(x, beta=2.0, threshold=10.0)
+e = F.elu(x)
+f = F.celu(x, alpha=0.5)
+g = F.selu(x)
+k = F.mish(x)
+l = x.var(1)
+m = torch.std(x, dim=-1, keepdim=True)
+n = x.var(dim=(1, 2), unbiased=False)
+o = x.std(1, correction=0)
+p = x.var()
+q = x.mean(dim=(0, 1))
+r = torch.sum(h, dim=(1, 2))
+s = F.softplus(h)
+output a, b, c, d, e, f, g, k, l, m, n, o, p, q, r, s
+"""
+
+
+def test_pytorch_exp_family_and_var(ctx):
+    """log1p, expm1, softplus, elu, celu, selu, mish, var and std against PyTorch's own in
+    float64, within 4 f32 ulps of each value (relative: log1p and expm1 near 0 must keep their
+    accuracy, where exp(x) - 1 would lose it), with inf, -inf, NaN, -0.0, 1e-30 and values that
+    overflow exp in the data; var over an empty item and an item of one element (NaN, as
+    PyTorch's); a mean and a var over every row of every item (not the items' means combined);
+    bf16 sums over two dims and softplus rounded once from f32."""
+    F = torch.nn.functional
+    gen = torch.Generator().manual_seed(3)
+    off = torch.tensor([0, 3, 3, 4, 12])
+    xv = torch.randn(12, 5, generator=gen) * 3
+    xv[0] = torch.tensor([1e-7, -1e-7, 1e-30, -0.0, 0.0])
+    xv[1] = torch.tensor([float("inf"), float("-inf"), float("nan"), 88.0, -20.0])
+    xv[2] = torch.tensor([-0.999, 30.0, 1e-4, -1e-4, 20.0])
+    hv = (torch.randn(12, 5, generator=gen) * 4).bfloat16()
+    outs = ctx.compile(EXP_FAMILY)(x=torch.nested.nested_tensor_from_jagged(xv, off),
+                                   h=torch.nested.nested_tensor_from_jagged(hv, off))
+    X, H = xv.double(), hv.float()
+    items = [X[off[i]:off[i + 1]] for i in range(len(off) - 1)]
+    per_item = lambda fn: torch.stack([fn(t) for t in items])  # noqa: E731
+    hitems = [H[off[i]:off[i + 1]] for i in range(len(off) - 1)]
+    with warnings.catch_warnings():  # PyTorch warns of var with fewer elements than correction
+        warnings.simplefilter("ignore")
+        refs = [torch.log1p(X), torch.expm1(X), F.softplus(X), F.softplus(X, beta=2.0, threshold=10.0), F.elu(X),
+                F.celu(X, alpha=0.5), F.selu(X), F.mish(X), per_item(lambda t: t.var(0)),
+                torch.std(X, dim=-1, keepdim=True), per_item(lambda t: t.var(unbiased=False)),
+                per_item(lambda t: t.std(0, correction=0)), X.var(), X.mean(0),
+                torch.stack([t.sum() for t in hitems]).bfloat16(), F.softplus(H).bfloat16()]
+    assert len(outs) == len(refs)
+    for name, got, want in zip("abcdefgklmnopqrs", outs, refs):
+        got = got.values() if got.is_nested else got
+        assert got.dtype == (torch.bfloat16 if want.dtype == torch.bfloat16 else torch.float32), name
+        g, w = got.double().numpy(), want.double().numpy()
+        assert g.shape == w.shape, name
+        if want.dtype == torch.bfloat16:  # one rounding from f32: the same bf16 value, or a neighbour
+            tol = np.abs(w) * 2.0 ** -8
+        else:
+            tol = 4 * np.spacing(np.abs(w).astype(np.float32)).astype(np.float64) + 1e-44
+        with np.errstate(invalid="ignore"):
+            ok = (g == w) | (np.isnan(g) & np.isnan(w)) | (np.abs(g - w) <= tol)
+        assert ok.all(), (name, g[~ok][:4], w[~ok][:4])
+    assert np.signbit(outs[0].values()[0, 3].item()) and np.signbit(outs[1].values()[0, 3].item())  # -0.0 kept
+    var_items = outs[8].numpy()
+    assert np.isnan(var_items[1]).all() and np.isnan(var_items[2]).all()  # empty item, one element

@@ -176,6 +176,27 @@ bool is_none(const value *v);
 value made(parser *P, const call_site *c, rj_node n);
 value nothing(const call_site *c);
 
+/* ---- parse_args.c: attributes, dims, nodes built under a function's name ------------------- */
+
+bool literal(parser *P, const value *v, double *out);    /* a number given for an attribute */
+bool inexact_int(parser *P, const value *v);             /* an integer literal a double cannot hold */
+bool bool_arg(parser *P, const char *fname, const char *arg, const value *v, bool *out);
+rj_node built_as(parser *P, const token *t, const char *as, rj_node n);
+int dim_list(parser *P, const char *name, const value *t, int rank, int dims[RJ_MAX_RANK]);
+rj_node reduce_over(parser *P, const token *fn, const char *as, rj_op op, rj_node x, const int *dims, int n, bool keep);
+rj_node ones_like(rj_graph *g, rj_node x, rj_dtype t);
+rj_node mean_over(parser *P, const token *fn, const char *as, rj_node x, const int *dims, int n, bool keep);
+
+/* ---- parse_fns.c: PyTorch's functions built of other ops (handlers of parse_call.c's table) - */
+
+value build_clamp(parser *P, const call_site *c, value **v);
+value build_logsumexp(parser *P, const call_site *c, value **v);
+value build_normalize(parser *P, const call_site *c, value **v);
+value build_leaky_relu(parser *P, const call_site *c, value **v);
+value build_elementwise_fn(parser *P, const call_site *c, value **v);
+value build_exp_family(parser *P, const call_site *c, value **v);
+value build_var(parser *P, const call_site *c, value **v);
+
 /* ---- parse_views.c: views and constants (handlers of parse_call.c's table) ------------------- */
 
 value build_narrow(parser *P, const call_site *c, value **v);

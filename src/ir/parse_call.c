@@ -7,8 +7,9 @@
  * rest of their kind (pow's exponent, gelu's approximate) have rows of their own, checked
  * before the kind's. The text format's own names are rows too: PyTorch's spellings that are
  * aliases of ops (sign, view, amax, amin) and functions built of other ops (linear, squeeze,
- * unsqueeze, t, size, split and chunk, whose value is several narrows, and PyTorch's clamp,
- * leaky_relu, logsumexp and normalize, whose errors name them rather than their parts).
+ * unsqueeze, t, size, split and chunk, whose value is several narrows; PyTorch's clamp,
+ * logsumexp, normalize, log1p, var and the rest are in parse_fns.c, and the helpers every
+ * handler shares in parse_args.c).
  * Arguments are bound to the row's parameters as Python binds them, so every function gets the
  * same messages for a missing, unknown or repeated argument, and an unknown function's message
  * lists the rows.
@@ -27,36 +28,6 @@
 #include "parse.h"
 
 /* ---- attributes ----------------------------------------------------------------------------- */
-
-/* The literal value of a scalar node, for attributes given as numbers. */
-static bool literal(parser *P, const value *v, double *out) {
-    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
-    if (!n || n->op != RJ_OP_SCALAR) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "expected a number");
-        return false;
-    }
-    *out = n->weak == WEAK_FLOAT ? n->fval : (double)n->ival;
-    return true;
-}
-
-/* An integer literal that a double cannot hold (|v| > 2^53, not a multiple of its spacing):
- * attributes taken as doubles (pad's value) would round it. */
-static bool inexact_int(parser *P, const value *v) {
-    const node *n = v->node >= 0 ? graph_node(P->g, v->node) : NULL;
-    if (!n || n->op != RJ_OP_SCALAR || n->weak != WEAK_INT) return false;
-    double d = (double)n->ival;
-    return d >= 9223372036854775808.0 || (int64_t)d != n->ival;
-}
-
-static bool bool_arg(parser *P, const char *fname, const char *arg, const value *v, bool *out) {
-    const node *n = scalar_of(P, v);
-    if (!n || n->weak != WEAK_BOOL) {
-        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: %s must be True or False", fname, arg);
-        return false;
-    }
-    *out = n->ival != 0;
-    return true;
-}
 
 static bool str_is(const value *v, const char *s) {
     return v->is_string && v->slen == (int)strlen(s) && !strncmp(v->str, s, (size_t)v->slen);
@@ -189,75 +160,10 @@ value size_value(parser *P, const token *at, const char *what, const value *self
     return r;
 }
 
-/* n, reporting at t if the builder failed, the message's op named `as` where it is not NULL:
- * the functions built of other ops (clamp, logsumexp...) name themselves, not their parts. */
-static rj_node built_as(parser *P, const token *t, const char *as, rj_node n) {
-    if (n != RJ_NONE || P->failed || !as) return built(P, n, t);
-    const char *m = ctx_last_error(P->ctx), *colon = strstr(m, ": ");
-    size_t k = colon ? (size_t)(colon - m) : 0;
-    for (size_t i = 0; i < k; i++)
-        if (!is_ident_char(m[i])) k = 0;
-    char msg[768];
-    snprintf(msg, sizeof msg, "%s: %s", as, k ? colon + 2 : m);
-    fail_at(P, t, rj_graph_status(P->g) ? rj_graph_status(P->g) : ctx_last_status(P->ctx), "%s", msg);
-    return RJ_NONE;
-}
-
-/* The dims `t` names for a tensor of `rank` dims, normalised and in decreasing order: a tuple
- * (1, 2), or (any) an integer literal. Returns their number, 0 after reporting. */
-static int dim_list(parser *P, const char *name, const value *t, int rank, int dims[RJ_MAX_RANK]) {
-    if (!t->is_tuple) {
-        int64_t d;
-        if (!int_arg(P, name, "dim", t, INT_MIN, INT_MAX, &d)) return 0;
-        if (d < -rank || d >= rank) {
-            fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", name,
-                    (long long)d, rank);
-            return 0;
-        }
-        dims[0] = (int)(d < 0 ? d + rank : d);
-        return 1;
-    }
-    if (t->ndims == 0) {
-        fail_at(P, &t->at, RJ_ERR_PARSE, "%s: dim=() names no dim (name the dims to reduce)", name);
-        return 0;
-    }
-    int n = 0;
-    for (int i = 0; i < t->ndims; i++) {
-        int64_t d = t->dims[i];
-        if (t->tuple_syms >> i & 1) {
-            fail_at(P, &t->at, RJ_ERR_PARSE, "%s: the dims must be integers", name);
-            return 0;
-        }
-        if (d < -rank || d >= rank) {
-            fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", name,
-                    (long long)d, rank);
-            return 0;
-        }
-        int k = (int)(d < 0 ? d + rank : d), at = n;
-        while (at > 0 && dims[at - 1] < k) at--; /* kept in decreasing order */
-        if (at > 0 && dims[at - 1] == k) {
-            fail_at(P, &t->at, RJ_ERR_SHAPE, "%s: dim %d appears multiple times in the list of dims", name, k);
-            return 0;
-        }
-        memmove(dims + at + 1, dims + at, sizeof(int) * (size_t)(n - at));
-        dims[at] = k;
-        n++;
-    }
-    return n;
-}
-
-/* x reduced by op over dims[0..n) (decreasing: with keepdim=False the dims still to reduce
- * keep their numbers); RJ_NONE after reporting at fn (as `as`: built_as). */
-static rj_node reduce_over(parser *P, const token *fn, const char *as, rj_op op, rj_node x, const int *dims, int n,
-                           bool keep) {
-    for (int i = 0; i < n && !P->failed; i++) x = built_as(P, fn, as, rj_graph_reduce(P->g, op, x, dims[i], keep));
-    return P->failed ? RJ_NONE : x;
-}
-
 /* sum(x, dim=(1, 2), keepdim): PyTorch's reduction over several dims, as one reduction per
  * dim from the last to the first. Nesting is exact for sum, max, min and prod, and for mean
- * too: every row of the outer dim holds the same number of elements along the inner ones.
- * v: input, dim, keepdim. */
+ * where every row of the outer dim holds as many elements along the inner ones; a mean over
+ * the batch dim of a jagged tensor is sum / count (mean_over). v: input, dim, keepdim. */
 static value reduce_dims(parser *P, const token *fn, const char *name, rj_op op, value **v) {
     value r = node_value(RJ_NONE, *fn);
     bool keep = false;
@@ -266,7 +172,15 @@ static value reduce_dims(parser *P, const token *fn, const char *name, rj_op op,
     if (P->failed) return r;
     rj_dim shape[RJ_MAX_RANK];
     int dims[RJ_MAX_RANK], n = dim_list(P, name, v[1], rj_node_shape(P->g, x, shape), dims);
-    if (n) r.node = reduce_over(P, fn, NULL, op, x, dims, n, keep);
+    if (!n) return r;
+    /* 16-bit sums, means and products over several dims accumulate in f32 across all of them
+     * and round once, as PyTorch's do (one reduction a dim would round between them) */
+    rj_dtype t = rj_node_dtype(P->g, x);
+    bool wide = n > 1 && (t == RJ_F16 || t == RJ_BF16) && (op == RJ_OP_SUM || op == RJ_OP_MEAN || op == RJ_OP_PROD);
+    if (wide) x = built_as(P, fn, NULL, rj_graph_cast(P->g, x, RJ_F32));
+    if (!P->failed)
+        r.node = op == RJ_OP_MEAN ? mean_over(P, fn, NULL, x, dims, n, keep) : reduce_over(P, fn, NULL, op, x, dims, n, keep);
+    if (wide && !P->failed && r.node != RJ_NONE) r.node = built_as(P, fn, NULL, rj_graph_cast(P->g, r.node, t));
     return r;
 }
 
@@ -546,165 +460,6 @@ static value build_size(parser *P, const call_site *c, value **v) {
     return size_value(P, c->fn, "size", v[0], v[1]);
 }
 
-/* ---- PyTorch's functions built of other ops ---------------------------------------------- */
-
-/* clamp(input, min=None, max=None) (and clip), clamp_min(input, min), clamp_max(input, max):
- * maximum with min, then minimum with max, which is PyTorch's clamp: NaN in the input or in a
- * bound gives NaN, min > max gives max, and the dtype is the promotion of the input and the
- * bounds (numbers or tensors that broadcast). */
-static value build_clamp(parser *P, const call_site *c, value **v) {
-    bool only_min = !strcmp(c->name, "clamp_min"), only_max = !strcmp(c->name, "clamp_max");
-    const value *lo = only_max ? NULL : v[1], *hi = only_max ? v[1] : only_min ? NULL : v[2];
-    if (is_none(lo)) lo = NULL;
-    if (is_none(hi)) hi = NULL;
-    if (!lo && !hi) {
-        fail_at(P, c->fn, RJ_ERR_ARG, "%s: at least one of min and max must be given", c->name);
-        return nothing(c);
-    }
-    rj_node x = as_node(P, v[0]);
-    if (lo && !P->failed) x = built_as(P, c->fn, c->name, rj_graph_binary(P->g, RJ_OP_MAXIMUM, x, as_node(P, lo)));
-    if (hi && !P->failed) x = built_as(P, c->fn, c->name, rj_graph_binary(P->g, RJ_OP_MINIMUM, x, as_node(P, hi)));
-    return P->failed ? nothing(c) : node_value(x, *c->fn);
-}
-
-/* x as a float tensor to compute in: f32 for integers and bool (PyTorch's default float) and
- * for f16 and bf16 (ragjit's arithmetic for them, rounded once at the end: *back). */
-static rj_node float_work(parser *P, const call_site *c, rj_node x, rj_dtype *back) {
-    rj_dtype t = rj_node_dtype(P->g, x);
-    *back = t == RJ_F16 || t == RJ_BF16 || t == RJ_F64 ? t : RJ_F32;
-    return t == RJ_F32 || t == RJ_F64 ? x : built_as(P, c->fn, c->name, rj_graph_cast(P->g, x, RJ_F32));
-}
-
-/* r, the result of a function built of ops, rounded to `back` where float_work set it (a dtype
- * other than r's; RJ_DTYPE_COUNT: r as it is); nothing after reporting. */
-static value rounded_back(parser *P, const call_site *c, rj_node r, rj_dtype back) {
-    r = built_as(P, c->fn, c->name, r);
-    if (!P->failed && (int)back != RJ_DTYPE_COUNT && back != rj_node_dtype(P->g, r))
-        r = built_as(P, c->fn, c->name, rj_graph_cast(P->g, r, back));
-    return P->failed ? nothing(c) : node_value(r, *c->fn);
-}
-
-/* v as a float tensor operand, as PyTorch's vector norms and leaky_relu require; RJ_NONE after
- * reporting. */
-static rj_node float_input(parser *P, const call_site *c, const value *v) {
-    rj_node x = as_node(P, v);
-    if (P->failed) return RJ_NONE;
-    if (!dtype_is_float(rj_node_dtype(P->g, x))) {
-        fail_at(P, c->fn, RJ_ERR_DTYPE, "%s: the input must be a float tensor (it is %s)", c->name,
-                rj_dtype_name(rj_node_dtype(P->g, x)));
-        return RJ_NONE;
-    }
-    return x;
-}
-
-/* logsumexp(input, dim, keepdim=False): PyTorch's, m + log(sum(exp(x - m), dim)) with m the
- * maximum over dim taken as 0 where it is infinite, so that a line of -inf (or an empty item)
- * gives -inf, one with +inf gives inf, and NaN gives NaN. Integer inputs give f32. */
-static value build_logsumexp(parser *P, const call_site *c, value **v) {
-    bool keep = false;
-    if (v[2] && !bool_arg(P, c->name, "keepdim", v[2], &keep)) return nothing(c);
-    rj_node x = as_node(P, v[0]);
-    if (P->failed) return nothing(c);
-    rj_dim shape[RJ_MAX_RANK];
-    int dims[RJ_MAX_RANK], n = dim_list(P, c->name, v[1], rj_node_shape(P->g, x, shape), dims);
-    rj_dtype back;
-    if (!n || (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
-    rj_graph *g = P->g;
-    rj_node m = reduce_over(P, c->fn, c->name, RJ_OP_MAX, x, dims, n, true);
-    if (m == RJ_NONE) return nothing(c);
-    rj_node inf = rj_graph_binary(g, RJ_OP_EQ, rj_graph_unary(g, RJ_OP_ABS, m), rj_graph_scalar(g, INFINITY));
-    m = built_as(P, c->fn, c->name, rj_graph_where(g, inf, rj_graph_scalar(g, 0.0), m));
-    rj_node e = P->failed ? RJ_NONE : built_as(P, c->fn, c->name, rj_graph_unary(g, RJ_OP_EXP, rj_graph_binary(g, RJ_OP_SUB, x, m)));
-    rj_node s = P->failed ? RJ_NONE : reduce_over(P, c->fn, c->name, RJ_OP_SUM, e, dims, n, keep);
-    for (int i = 0; i < n && !keep && !P->failed; i++) m = built_as(P, c->fn, c->name, rj_graph_squeeze(g, m, dims[i]));
-    if (P->failed) return nothing(c);
-    return rounded_back(P, c, rj_graph_binary(g, RJ_OP_ADD, rj_graph_unary(g, RJ_OP_LOG, s), m), back);
-}
-
-/* normalize(input, p=2.0, dim=1, eps=1e-12): PyTorch's F.normalize, x / max(||x||_p, eps)
- * over dim (an integer or a tuple): p = 2 is sqrt(sum(x * x)), 1 sum(|x|), inf max(|x|), any
- * other positive p sum(|x| ** p) ** (1 / p). The input must be a float tensor, as PyTorch's
- * vector norm requires. */
-static value build_normalize(parser *P, const call_site *c, value **v) {
-    double p = 2, eps = 1e-12;
-    if ((v[1] && !literal(P, v[1], &p)) || (v[3] && !literal(P, v[3], &eps))) return nothing(c);
-    if (!(p > 0)) {
-        fail_at(P, &v[1]->at, RJ_ERR_ARG, "%s: p must be positive (or inf)", c->name);
-        return nothing(c);
-    }
-    rj_node x = float_input(P, c, v[0]);
-    if (x == RJ_NONE) return nothing(c);
-    rj_graph *g = P->g;
-    rj_dim shape[RJ_MAX_RANK];
-    int dims[RJ_MAX_RANK], rank = rj_node_shape(g, x, shape);
-    int n = v[2] ? dim_list(P, c->name, v[2], rank, dims) : rank > 1 ? (dims[0] = 1, 1) : 0;
-    if (!n) {
-        if (!P->failed) fail_at(P, c->fn, RJ_ERR_SHAPE, "%s: dim 1 is out of range for a tensor of %d dims", c->name, rank);
-        return nothing(c);
-    }
-    rj_dtype back;
-    if ((x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
-    rj_node a = p == 2 ? rj_graph_binary(g, RJ_OP_MUL, x, x) : rj_graph_unary(g, RJ_OP_ABS, x);
-    if (p != 1 && p != 2 && !isinf(p)) a = rj_graph_binary(g, RJ_OP_POW, a, rj_graph_scalar(g, p));
-    rj_node norm = reduce_over(P, c->fn, c->name, isinf(p) ? RJ_OP_MAX : RJ_OP_SUM, built_as(P, c->fn, c->name, a), dims, n, true);
-    if (norm == RJ_NONE) return nothing(c);
-    if (p == 2) norm = rj_graph_unary(g, RJ_OP_SQRT, norm);
-    else if (p != 1 && !isinf(p)) norm = rj_graph_binary(g, RJ_OP_POW, norm, rj_graph_scalar(g, 1 / p));
-    return rounded_back(P, c, rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_MAXIMUM, norm, rj_graph_scalar(g, eps))),
-                        back);
-}
-
-/* leaky_relu(input, negative_slope=0.01): x where x > 0, else x * negative_slope (PyTorch's;
- * a float input). */
-static value build_leaky_relu(parser *P, const call_site *c, value **v) {
-    double slope = 0.01;
-    if (v[1] && !literal(P, v[1], &slope)) return nothing(c);
-    rj_node x = float_input(P, c, v[0]);
-    if (x == RJ_NONE) return nothing(c);
-    rj_graph *g = P->g;
-    rj_node pos = rj_graph_binary(g, RJ_OP_GT, x, rj_graph_scalar(g, 0.0));
-    rj_node r = built_as(P, c->fn, c->name, rj_graph_where(g, pos, x, rj_graph_binary(g, RJ_OP_MUL, x, rj_graph_scalar(g, slope))));
-    return node_value(r, *c->fn);
-}
-
-/* square, reciprocal, relu6, hardtanh(input, min_val=-1.0, max_val=1.0), hardsigmoid,
- * hardswish, softsign: PyTorch's, in the order of its CPU kernels' arithmetic:
- *   square x * x            reciprocal 1 / x (an integer input gives f32)
- *   relu6 min(max(x, 0), 6)   hardtanh min(max(x, min_val), max_val)
- *   hardsigmoid min(max(x + 3, 0), 6) / 6     hardswish x * min(max(x + 3, 0), 6) / 6
- *   softsign x / (1 + |x|)
- * max and min keep NaN, as PyTorch's clamps do. */
-static value build_elementwise_fn(parser *P, const call_site *c, value **v) {
-    rj_graph *g = P->g;
-    const char *f = c->name;
-    bool hard = f[0] == 'h' && f[4] == 's'; /* hardsigmoid, hardswish: of x + 3, a float input */
-    rj_node x = hard ? float_input(P, c, v[0]) : as_node(P, v[0]), r = RJ_NONE;
-    if (P->failed) return nothing(c);
-    rj_dtype t = rj_node_dtype(g, x), back = (rj_dtype)RJ_DTYPE_COUNT; /* the dtype to round to at the end */
-    /* several ops in 16 bits would round after each: compute in f32, round once (PyTorch's
-     * kernels do) */
-    bool several = hard || !strcmp(f, "softsign");
-    if (several && (t == RJ_F16 || t == RJ_BF16) && (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
-    if (!strcmp(f, "square")) r = rj_graph_binary(g, RJ_OP_MUL, x, x);
-    else if (!strcmp(f, "reciprocal")) r = rj_graph_binary(g, RJ_OP_DIV, rj_graph_scalar_int(g, 1), x);
-    else if (!strcmp(f, "softsign"))
-        r = rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_ADD, rj_graph_scalar_int(g, 1), rj_graph_unary(g, RJ_OP_ABS, x)));
-    else {
-        bool tanh = !strcmp(f, "hardtanh");
-        /* the bounds are numbers, integer ones keeping an integer input's dtype (relu6 and
-         * hardtanh of i64 are i64) */
-        double num;
-        if (tanh && ((v[1] && !literal(P, v[1], &num)) || (v[2] && !literal(P, v[2], &num)))) return nothing(c);
-        rj_node lon = tanh ? (v[1] ? as_node(P, v[1]) : rj_graph_scalar_int(g, -1)) : rj_graph_scalar_int(g, 0);
-        rj_node hin = tanh ? (v[2] ? as_node(P, v[2]) : rj_graph_scalar_int(g, 1)) : rj_graph_scalar_int(g, 6);
-        rj_node in = hard ? rj_graph_binary(g, RJ_OP_ADD, x, rj_graph_scalar_int(g, 3)) : x;
-        r = rj_graph_binary(g, RJ_OP_MINIMUM, rj_graph_binary(g, RJ_OP_MAXIMUM, in, lon), hin);
-        if (!strcmp(f, "hardswish")) r = rj_graph_binary(g, RJ_OP_MUL, x, r);
-        if (hard) r = rj_graph_binary(g, RJ_OP_DIV, r, rj_graph_scalar_int(g, 6));
-    }
-    return rounded_back(P, c, r, back);
-}
-
 /* x.float(), x.double(), x.half(), x.bfloat16(), x.int(), x.long(), x.bool(): PyTorch's casts
  * by method. float(...) of a string or a number is Python's float, a float literal:
  * float("-inf") in a mask, as PyTorch code writes it. */
@@ -838,6 +593,15 @@ static const call_form forms[] = {
     ROW_NAME("hardsigmoid", build_elementwise_fn, 1, "input"),
     ROW_NAME("hardswish", build_elementwise_fn, 1, "input"),
     ROW_NAME("softsign", build_elementwise_fn, 1, "input"),
+    ROW_NAME("log1p", build_exp_family, 1, "input"),
+    ROW_NAME("expm1", build_exp_family, 1, "input"),
+    ROW_NAME("softplus", build_exp_family, 1, "input", "beta", "threshold"),
+    ROW_NAME("elu", build_exp_family, 1, "input", "alpha"),
+    ROW_NAME("celu", build_exp_family, 1, "input", "alpha"),
+    ROW_NAME("selu", build_exp_family, 1, "input"),
+    ROW_NAME("mish", build_exp_family, 1, "input"),
+    ROW(FORM_NAME, "var", -1, build_var, 1, SLOT_DIMS, 1, "input", "dim", "unbiased", "keepdim", "correction"),
+    ROW(FORM_NAME, "std", -1, build_var, 1, SLOT_DIMS, 1, "input", "dim", "unbiased", "keepdim", "correction"),
     ROW_ALIAS("mm", MATMUL),
     ROW_ALIAS("bmm", MATMUL),
     ROW_NAME("float", build_as_dtype, 1, "input"), /* PyTorch's casts by method, and Python's float */

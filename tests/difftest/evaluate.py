@@ -383,7 +383,71 @@ def ev_reduce_like(n, vals, env):
     return Val(kind(n.shape), n.dtype, parts)
 
 
-FAMILY = {"sdpa": ev_sdpa, "clamp": ev_clamp, "act": ev_act, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def ev_expfn(n, vals, env):
+    """log1p ... mish from their definitions in PyTorch's documentation, NumPy's log1p and expm1."""
+    ft, fn = env.ft, n.attrs["fn"]
+    v = map_conv(vals[0], n.dtype, ft)
+    get = lambda k, d: ft(d if n.attrs.get(k) is None else n.attrs[k])
+
+    def softplus(x, beta, threshold):
+        bx = x * beta
+        return np.where(bx > threshold, x, np.log1p(np.exp(bx)) / beta)
+
+    def f(x):
+        with np.errstate(all="ignore"):
+            if fn == "log1p":
+                return np.log1p(x)
+            if fn == "expm1":
+                return np.expm1(x)
+            if fn == "softplus":
+                return softplus(x, get("beta", 1.0), get("threshold", 20.0))
+            if fn == "mish":
+                return x * np.tanh(softplus(x, ft(1), ft(20)))
+            alpha = ft(SELU_ALPHA) if fn == "selu" else get("alpha", 1.0)
+            y = np.where(x > 0, x, alpha * np.expm1(x / alpha if fn == "celu" else x))
+            return ft(SELU_SCALE) * y if fn == "selu" else y
+    return ref.map_val(v, lambda x: np.asarray(f(np.asarray(x, ft)), ft))
+
+
+def stat_of(fn, x, axes, keep, corr, ft):
+    """var, std (PyTorch's: sum((x - mean)^2) / max(N - correction, 0)) or a reduction over axes."""
+    cnt = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    with np.errstate(all="ignore"):
+        if fn in ("var", "std"):
+            m = np.sum(x, axis=axes, keepdims=True) / ft(cnt)
+            r = np.sum((x - m) ** 2, axis=axes, keepdims=keep) / ft(max(cnt - corr, 0))
+            return np.sqrt(r) if fn == "std" else r
+        if fn == "mean":
+            return np.sum(x, axis=axes, keepdims=keep) / ft(cnt)
+        if fn in ("sum", "prod"):
+            return (np.sum if fn == "sum" else np.prod)(x, axis=axes, keepdims=keep)
+        return (np.max if fn == "max" else np.min)(x, axis=axes, keepdims=keep, initial=-np.inf if fn == "max" else np.inf)
+
+
+def ev_stat(n, vals, env):
+    """var and std over dims, and reductions over the batch and ragged dims at once: all the
+    rows of every item together, then the other dims named."""
+    ft, ds, fn, keep = env.ft, n.attrs["dims"], n.attrs["fn"], n.attrs.get("keepdim", False)
+    corr = n.attrs.get("correction")
+    corr = corr if corr is not None else (0 if n.attrs.get("unbiased") is False else 1)
+    v = ref.map_val(vals[0], lambda x: np.asarray(x, ft), dtype=n.dtype)
+    if not v.itemised:
+        return Val("dense", n.dtype, np.asarray(stat_of(fn, v.data, tuple(ds), keep, corr, ft), ft))
+    if 0 in ds:  # every row of every item: one array of rows, whose axis 0 is both B and j1
+        tail = [env.dim(d) for d in n.args[0].shape[2:]]
+        rows = np.concatenate(v.data, axis=0) if v.data else np.zeros([0] + tail, ft)
+        r = np.asarray(stat_of(fn, rows, (0,) + tuple(d - 1 for d in ds if d >= 2), keep, corr, ft), ft)
+        return Val("dense", n.dtype, r[np.newaxis] if keep else r)
+    parts = [np.asarray(stat_of(fn, x, tuple(d - 1 for d in ds), keep, corr, ft), ft) for x in v.data]
+    if 1 in ds:
+        return Val("dense", n.dtype, stack(parts, n, env))
+    return Val(kind(n.shape), n.dtype, parts)
+
+
+FAMILY = {"sdpa": ev_sdpa, "expfn": ev_expfn, "stat": ev_stat, "clamp": ev_clamp, "act": ev_act, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
           "normalize": ev_reduce_like}
 for _ops, _f in [
         (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",

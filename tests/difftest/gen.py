@@ -34,7 +34,7 @@ OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
         "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput", "heads", "cat", "stack", "permute", "flatten",
-        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize", "act"])
+        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize", "act", "expfn", "stat"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 PSEUDO = ("padchain", "densepad", "causal", "bigint", "pairinput", "heads")  # builders, not ops
@@ -724,6 +724,53 @@ class Gen(HeadsGen):
         eps = r.choice([None, 1e-3, 0.5])
         return self.add("normalize", [a], a.dtype, a.shape, dims=ds, written=written, p=p, eps=eps,
                         tuple=written is not None and (len(ds) > 1 or r.random() < 0.2))
+
+    EXPFNS = ("log1p", "expm1", "softplus", "elu", "celu", "selu", "mish")
+
+    def b_expfn(self, _op):
+        """PyTorch's functions that ragjit builds of exp and log (log1p ... mish), a third of the
+        time on values near 0, where log1p and expm1 must keep their accuracy."""
+        r = self.rng
+        fn = r.choice(self.EXPFNS)
+        a = self.ints() if fn in ("log1p", "expm1") and r.random() < 0.2 else self.any_float()
+        if a.dtype in FLOATS and r.random() < 0.33:
+            a = self.add("mul", [a, lit(1e-3)], a.dtype, a.shape, cdt=a.dtype)
+        at = {}
+        if fn == "softplus":
+            at = {"beta": r.choice([None, 2.0, 0.5]), "threshold": r.choice([None, 10.0, 1.0])}
+        elif fn in ("elu", "celu"):
+            at = {"alpha": r.choice([None, 0.5, 2.0])}
+        return self.add("expfn", [a], to_float(a.dtype), a.shape, fn=fn, **at)
+
+    def b_stat(self, _op):
+        """var and std over a dim or two (PyTorch's correction or unbiased, keepdim), and every
+        reduction over the batch and ragged dims of a jagged tensor at once (dim=(0, 1): every
+        row of every item, not the items' results combined)."""
+        r = self.rng
+        fn = r.choice(["var", "std", "var", "std", "mean", "sum", "max", "min", "prod"])
+        a = None
+        if fn not in ("var", "std") or r.random() < 0.4:
+            a = self.pick(lambda n: n.kind == "jagged" and n.dtype in FLOATS and n.shape[:2] == ["B", "j1"])
+            a = a or self.fjag()
+            rank = len(a.shape)
+            ds = [0, 1] + ([r.choice(range(2, rank))] if rank > 2 and r.random() < 0.4 else [])
+            written = [d - rank if r.random() < 0.3 else d for d in ds]
+        else:
+            a = self.pick(lambda n: n.kind in ("jagged", "dense") and n.dtype in FLOATS and len(n.shape) >= 1
+                          and not (n.kind == "dense" and "j1" in n.shape)) or self.fjag()
+            ds, written = self.some_dims(a)
+        keep = r.random() < 0.35
+        shape = [1 if k in ds else d for k, d in enumerate(a.shape)] if keep else \
+            [d for k, d in enumerate(a.shape) if k not in ds]
+        at = {"fn": fn, "dims": ds, "written": written, "keepdim": keep}
+        if fn in ("var", "std"):
+            at["all"] = len(ds) == len(a.shape) and r.random() < 0.5  # dim=None
+            form = r.random()
+            if form < 0.3:
+                at["correction"] = r.choice([0, 1, 2])
+            elif form < 0.5:
+                at["unbiased"] = r.random() < 0.5
+        return self.add("stat", [a], a.dtype, shape, **at)
 
     # ---- programs ---------------------------------------------------------------------------------
 

@@ -168,6 +168,26 @@ def expr(n):
         if s % 4 == 0:
             return call(("torch." if fn in ("square", "reciprocal") else "F.") + fn, a, 0)
         return call(fn, a, s)
+    if op == "expfn":
+        fn = at["fn"]
+        kw = [(k, lit_text(at[k])) for k in ("beta", "threshold", "alpha") if at.get(k) is not None]
+        name = ("torch." if fn in ("log1p", "expm1") else "F.") + fn if s % 3 == 0 else fn
+        if kw and s % 2:  # positional: softplus(x, beta, threshold), elu(x, alpha)
+            if fn == "softplus" and at.get("beta") is None:
+                return call(name, a, s if s % 3 else 0, kw)
+            return call(name, a + [v for _, v in kw], s if s % 3 else 0)
+        return call(name, a, s if s % 3 else 0, kw)
+    if op == "stat":
+        fn, w = at["fn"], at["written"]
+        dim = "(" + ", ".join(str(d) for d in w) + ("," if len(w) == 1 else "") + ")" if len(w) > 1 else str(w[0])
+        kw = [] if at.get("all") else [("dim", dim)]
+        if at.get("unbiased") is not None:
+            kw.append(("unbiased", "True" if at["unbiased"] else "False"))
+        if at.get("correction") is not None:
+            kw.append(("correction", str(at["correction"])))
+        if at.get("keepdim"):
+            kw.append(("keepdim", "True"))
+        return call(("torch." + fn) if s % 3 == 0 else fn, a, s if s % 3 else 0, kw)
     if op in ("logsumexp", "normalize"):
         w = at.get("written")
         dim = None if w is None else "(" + ", ".join(str(d) for d in w) + ("," if len(w) == 1 else "") + ")" \

@@ -1,0 +1,287 @@
+/*
+ * parse_fns.c — PyTorch's functions that the text format builds of other ops: clamp,
+ * logsumexp, normalize, leaky_relu, the elementwise ones (square ... softsign), the exp and log
+ * family (log1p, expm1, softplus, elu, celu, selu, mish) and var/std. Each builds its nodes
+ * under its own name (built_as), so its errors name it; 16-bit inputs of those made of several
+ * ops compute in f32 and round once, as PyTorch's kernels do. parse_call.c's table has their
+ * rows.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parse.h"
+
+/* clamp(input, min=None, max=None) (and clip), clamp_min(input, min), clamp_max(input, max):
+ * maximum with min, then minimum with max, which is PyTorch's clamp: NaN in the input or in a
+ * bound gives NaN, min > max gives max, and the dtype is the promotion of the input and the
+ * bounds (numbers or tensors that broadcast). */
+value build_clamp(parser *P, const call_site *c, value **v) {
+    bool only_min = !strcmp(c->name, "clamp_min"), only_max = !strcmp(c->name, "clamp_max");
+    const value *lo = only_max ? NULL : v[1], *hi = only_max ? v[1] : only_min ? NULL : v[2];
+    if (is_none(lo)) lo = NULL;
+    if (is_none(hi)) hi = NULL;
+    if (!lo && !hi) {
+        fail_at(P, c->fn, RJ_ERR_ARG, "%s: at least one of min and max must be given", c->name);
+        return nothing(c);
+    }
+    rj_node x = as_node(P, v[0]);
+    if (lo && !P->failed) x = built_as(P, c->fn, c->name, rj_graph_binary(P->g, RJ_OP_MAXIMUM, x, as_node(P, lo)));
+    if (hi && !P->failed) x = built_as(P, c->fn, c->name, rj_graph_binary(P->g, RJ_OP_MINIMUM, x, as_node(P, hi)));
+    return P->failed ? nothing(c) : node_value(x, *c->fn);
+}
+
+/* x as a float tensor to compute in: f32 for integers and bool (PyTorch's default float) and
+ * for f16 and bf16 (ragjit's arithmetic for them, rounded once at the end: *back). */
+static rj_node float_work(parser *P, const call_site *c, rj_node x, rj_dtype *back) {
+    rj_dtype t = rj_node_dtype(P->g, x);
+    *back = t == RJ_F16 || t == RJ_BF16 || t == RJ_F64 ? t : RJ_F32;
+    return t == RJ_F32 || t == RJ_F64 ? x : built_as(P, c->fn, c->name, rj_graph_cast(P->g, x, RJ_F32));
+}
+
+/* r, the result of a function built of ops, rounded to `back` where float_work set it (a dtype
+ * other than r's; RJ_DTYPE_COUNT: r as it is); nothing after reporting. */
+static value rounded_back(parser *P, const call_site *c, rj_node r, rj_dtype back) {
+    r = built_as(P, c->fn, c->name, r);
+    if (!P->failed && (int)back != RJ_DTYPE_COUNT && back != rj_node_dtype(P->g, r))
+        r = built_as(P, c->fn, c->name, rj_graph_cast(P->g, r, back));
+    return P->failed ? nothing(c) : node_value(r, *c->fn);
+}
+
+/* v as a float tensor operand, as PyTorch's vector norms and leaky_relu require; RJ_NONE after
+ * reporting. */
+static rj_node float_input(parser *P, const call_site *c, const value *v) {
+    rj_node x = as_node(P, v);
+    if (P->failed) return RJ_NONE;
+    if (!dtype_is_float(rj_node_dtype(P->g, x))) {
+        fail_at(P, c->fn, RJ_ERR_DTYPE, "%s: the input must be a float tensor (it is %s)", c->name,
+                rj_dtype_name(rj_node_dtype(P->g, x)));
+        return RJ_NONE;
+    }
+    return x;
+}
+
+/* logsumexp(input, dim, keepdim=False): PyTorch's, m + log(sum(exp(x - m), dim)) with m the
+ * maximum over dim taken as 0 where it is infinite, so that a line of -inf (or an empty item)
+ * gives -inf, one with +inf gives inf, and NaN gives NaN. Integer inputs give f32. */
+value build_logsumexp(parser *P, const call_site *c, value **v) {
+    bool keep = false;
+    if (v[2] && !bool_arg(P, c->name, "keepdim", v[2], &keep)) return nothing(c);
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_dim shape[RJ_MAX_RANK];
+    int dims[RJ_MAX_RANK], n = dim_list(P, c->name, v[1], rj_node_shape(P->g, x, shape), dims);
+    rj_dtype back;
+    if (!n || (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_node m = reduce_over(P, c->fn, c->name, RJ_OP_MAX, x, dims, n, true);
+    if (m == RJ_NONE) return nothing(c);
+    rj_node inf = rj_graph_binary(g, RJ_OP_EQ, rj_graph_unary(g, RJ_OP_ABS, m), rj_graph_scalar(g, INFINITY));
+    m = built_as(P, c->fn, c->name, rj_graph_where(g, inf, rj_graph_scalar(g, 0.0), m));
+    rj_node e = P->failed ? RJ_NONE : built_as(P, c->fn, c->name, rj_graph_unary(g, RJ_OP_EXP, rj_graph_binary(g, RJ_OP_SUB, x, m)));
+    rj_node s = P->failed ? RJ_NONE : reduce_over(P, c->fn, c->name, RJ_OP_SUM, e, dims, n, keep);
+    for (int i = 0; i < n && !keep && !P->failed; i++) m = built_as(P, c->fn, c->name, rj_graph_squeeze(g, m, dims[i]));
+    if (P->failed) return nothing(c);
+    return rounded_back(P, c, rj_graph_binary(g, RJ_OP_ADD, rj_graph_unary(g, RJ_OP_LOG, s), m), back);
+}
+
+/* normalize(input, p=2.0, dim=1, eps=1e-12): PyTorch's F.normalize, x / max(||x||_p, eps)
+ * over dim (an integer or a tuple): p = 2 is sqrt(sum(x * x)), 1 sum(|x|), inf max(|x|), any
+ * other positive p sum(|x| ** p) ** (1 / p). The input must be a float tensor, as PyTorch's
+ * vector norm requires. */
+value build_normalize(parser *P, const call_site *c, value **v) {
+    double p = 2, eps = 1e-12;
+    if ((v[1] && !literal(P, v[1], &p)) || (v[3] && !literal(P, v[3], &eps))) return nothing(c);
+    if (!(p > 0)) {
+        fail_at(P, &v[1]->at, RJ_ERR_ARG, "%s: p must be positive (or inf)", c->name);
+        return nothing(c);
+    }
+    rj_node x = float_input(P, c, v[0]);
+    if (x == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_dim shape[RJ_MAX_RANK];
+    int dims[RJ_MAX_RANK], rank = rj_node_shape(g, x, shape);
+    int n = v[2] ? dim_list(P, c->name, v[2], rank, dims) : rank > 1 ? (dims[0] = 1, 1) : 0;
+    if (!n) {
+        if (!P->failed) fail_at(P, c->fn, RJ_ERR_SHAPE, "%s: dim 1 is out of range for a tensor of %d dims", c->name, rank);
+        return nothing(c);
+    }
+    rj_dtype back;
+    if ((x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    rj_node a = p == 2 ? rj_graph_binary(g, RJ_OP_MUL, x, x) : rj_graph_unary(g, RJ_OP_ABS, x);
+    if (p != 1 && p != 2 && !isinf(p)) a = rj_graph_binary(g, RJ_OP_POW, a, rj_graph_scalar(g, p));
+    rj_node norm = reduce_over(P, c->fn, c->name, isinf(p) ? RJ_OP_MAX : RJ_OP_SUM, built_as(P, c->fn, c->name, a), dims, n, true);
+    if (norm == RJ_NONE) return nothing(c);
+    if (p == 2) norm = rj_graph_unary(g, RJ_OP_SQRT, norm);
+    else if (p != 1 && !isinf(p)) norm = rj_graph_binary(g, RJ_OP_POW, norm, rj_graph_scalar(g, 1 / p));
+    return rounded_back(P, c, rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_MAXIMUM, norm, rj_graph_scalar(g, eps))),
+                        back);
+}
+
+/* leaky_relu(input, negative_slope=0.01): x where x > 0, else x * negative_slope (PyTorch's;
+ * a float input). */
+value build_leaky_relu(parser *P, const call_site *c, value **v) {
+    double slope = 0.01;
+    if (v[1] && !literal(P, v[1], &slope)) return nothing(c);
+    rj_node x = float_input(P, c, v[0]);
+    if (x == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_node pos = rj_graph_binary(g, RJ_OP_GT, x, rj_graph_scalar(g, 0.0));
+    rj_node r = built_as(P, c->fn, c->name, rj_graph_where(g, pos, x, rj_graph_binary(g, RJ_OP_MUL, x, rj_graph_scalar(g, slope))));
+    return node_value(r, *c->fn);
+}
+
+/* square, reciprocal, relu6, hardtanh(input, min_val=-1.0, max_val=1.0), hardsigmoid,
+ * hardswish, softsign: PyTorch's, in the order of its CPU kernels' arithmetic:
+ *   square x * x            reciprocal 1 / x (an integer input gives f32)
+ *   relu6 min(max(x, 0), 6)   hardtanh min(max(x, min_val), max_val)
+ *   hardsigmoid min(max(x + 3, 0), 6) / 6     hardswish x * min(max(x + 3, 0), 6) / 6
+ *   softsign x / (1 + |x|)
+ * max and min keep NaN, as PyTorch's clamps do. */
+value build_elementwise_fn(parser *P, const call_site *c, value **v) {
+    rj_graph *g = P->g;
+    const char *f = c->name;
+    bool hard = f[0] == 'h' && f[4] == 's'; /* hardsigmoid, hardswish: of x + 3, a float input */
+    rj_node x = hard ? float_input(P, c, v[0]) : as_node(P, v[0]), r = RJ_NONE;
+    if (P->failed) return nothing(c);
+    rj_dtype t = rj_node_dtype(g, x), back = (rj_dtype)RJ_DTYPE_COUNT; /* the dtype to round to at the end */
+    /* several ops in 16 bits would round after each: compute in f32, round once (PyTorch's
+     * kernels do) */
+    bool several = hard || !strcmp(f, "softsign");
+    if (several && (t == RJ_F16 || t == RJ_BF16) && (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    if (!strcmp(f, "square")) r = rj_graph_binary(g, RJ_OP_MUL, x, x);
+    else if (!strcmp(f, "reciprocal")) r = rj_graph_binary(g, RJ_OP_DIV, rj_graph_scalar_int(g, 1), x);
+    else if (!strcmp(f, "softsign"))
+        r = rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_ADD, rj_graph_scalar_int(g, 1), rj_graph_unary(g, RJ_OP_ABS, x)));
+    else {
+        bool tanh = !strcmp(f, "hardtanh");
+        /* the bounds are numbers, integer ones keeping an integer input's dtype (relu6 and
+         * hardtanh of i64 are i64) */
+        double num;
+        if (tanh && ((v[1] && !literal(P, v[1], &num)) || (v[2] && !literal(P, v[2], &num)))) return nothing(c);
+        rj_node lon = tanh ? (v[1] ? as_node(P, v[1]) : rj_graph_scalar_int(g, -1)) : rj_graph_scalar_int(g, 0);
+        rj_node hin = tanh ? (v[2] ? as_node(P, v[2]) : rj_graph_scalar_int(g, 1)) : rj_graph_scalar_int(g, 6);
+        rj_node in = hard ? rj_graph_binary(g, RJ_OP_ADD, x, rj_graph_scalar_int(g, 3)) : x;
+        r = rj_graph_binary(g, RJ_OP_MINIMUM, rj_graph_binary(g, RJ_OP_MAXIMUM, in, lon), hin);
+        if (!strcmp(f, "hardswish")) r = rj_graph_binary(g, RJ_OP_MUL, x, r);
+        if (hard) r = rj_graph_binary(g, RJ_OP_DIV, r, rj_graph_scalar_int(g, 6));
+    }
+    return rounded_back(P, c, r, back);
+}
+
+/* log1p(x) and expm1(x), accurate where x is near 0, from the exp and log every target has,
+ * by Goldberg's and Kahan's identities: with u = 1 + x (log1p) or u = exp(x) (expm1),
+ *   log1p(x) = x where u rounds to 1, else log(u) * (x / (u - 1))
+ *   expm1(x) = x where u rounds to 1, -1 where u - 1 rounds to -1, else (u - 1) * (x / log(u))
+ * (u - 1 is exact; the quotient corrects u's rounding), and u itself where u is inf (x = inf,
+ * or exp overflowing: inf / inf would be NaN). NaN stays NaN and -0.0 stays -0.0. Integer
+ * inputs give f32; 16-bit ones compute in f32 and round once. In the working type of x. */
+static rj_node log1p_of(rj_graph *g, rj_node x) {
+    rj_node u = rj_graph_binary(g, RJ_OP_ADD, rj_graph_scalar_int(g, 1), x);
+    rj_node q = rj_graph_binary(g, RJ_OP_MUL, rj_graph_unary(g, RJ_OP_LOG, u),
+                                rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_SUB, u, rj_graph_scalar_int(g, 1))));
+    q = rj_graph_where(g, rj_graph_binary(g, RJ_OP_EQ, u, rj_graph_scalar(g, INFINITY)), u, q);
+    return rj_graph_where(g, rj_graph_binary(g, RJ_OP_EQ, u, rj_graph_scalar_int(g, 1)), x, q);
+}
+
+static rj_node expm1_of(rj_graph *g, rj_node x) {
+    rj_node u = rj_graph_unary(g, RJ_OP_EXP, x), um1 = rj_graph_binary(g, RJ_OP_SUB, u, rj_graph_scalar_int(g, 1));
+    rj_node q = rj_graph_binary(g, RJ_OP_MUL, um1, rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_unary(g, RJ_OP_LOG, u)));
+    q = rj_graph_where(g, rj_graph_binary(g, RJ_OP_EQ, u, rj_graph_scalar(g, INFINITY)), u, q);
+    q = rj_graph_where(g, rj_graph_binary(g, RJ_OP_EQ, um1, rj_graph_scalar_int(g, -1)), um1, q);
+    return rj_graph_where(g, rj_graph_binary(g, RJ_OP_EQ, u, rj_graph_scalar_int(g, 1)), x, q);
+}
+
+/* alpha * expm1(x / scale_in) where x <= 0 (or NaN), x where x > 0: elu's, celu's and selu's
+ * negative side. */
+static rj_node elu_of(rj_graph *g, rj_node x, double alpha, double scale_in) {
+    rj_node in = scale_in == 1 ? x : rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_scalar(g, scale_in));
+    rj_node neg = rj_graph_binary(g, RJ_OP_MUL, rj_graph_scalar(g, alpha), expm1_of(g, in));
+    return rj_graph_where(g, rj_graph_binary(g, RJ_OP_GT, x, rj_graph_scalar_int(g, 0)), x, neg);
+}
+
+/* softplus(x, beta, threshold): x where x * beta > threshold, else log1p(exp(x * beta)) / beta */
+static rj_node softplus_of(rj_graph *g, rj_node x, double beta, double threshold) {
+    rj_node bx = beta == 1 ? x : rj_graph_binary(g, RJ_OP_MUL, x, rj_graph_scalar(g, beta));
+    rj_node soft = log1p_of(g, rj_graph_unary(g, RJ_OP_EXP, bx));
+    if (beta != 1) soft = rj_graph_binary(g, RJ_OP_DIV, soft, rj_graph_scalar(g, beta));
+    return rj_graph_where(g, rj_graph_binary(g, RJ_OP_GT, bx, rj_graph_scalar(g, threshold)), x, soft);
+}
+
+/* log1p, expm1 (input): see log1p_of. softplus(input, beta=1.0, threshold=20.0), elu(input,
+ * alpha=1.0), celu(input, alpha=1.0), selu(input), mish(input): PyTorch's activations, float
+ * inputs:
+ *   softplus  x where x * beta > threshold, else log1p(exp(x * beta)) / beta
+ *   elu       x where x > 0, else alpha * expm1(x)
+ *   celu      x where x > 0, else alpha * expm1(x / alpha)
+ *   selu      scale * elu(x, alpha), PyTorch's alpha = 1.6732632423543772 and scale = 1.0507009873554805
+ *   mish      x * tanh(softplus(x))
+ * 16-bit inputs compute in f32 and round once, as PyTorch's kernels do. */
+value build_exp_family(parser *P, const call_site *c, value **v) {
+    const char *f = c->name;
+    bool plain = !strcmp(f, "log1p") || !strcmp(f, "expm1"), soft = !strcmp(f, "softplus");
+    bool alpha = !strcmp(f, "elu") || !strcmp(f, "celu"); /* v holds as many as the row names */
+    rj_node x = plain ? as_node(P, v[0]) : float_input(P, c, v[0]);
+    double a = 1, b = 20;
+    if (P->failed || x == RJ_NONE || ((soft || alpha) && v[1] && !literal(P, v[1], &a)) ||
+        (soft && v[2] && !literal(P, v[2], &b)))
+        return nothing(c);
+    if (!strcmp(f, "celu") && a == 0) {
+        fail_at(P, &v[1]->at, RJ_ERR_ARG, "%s: alpha must not be 0", f);
+        return nothing(c);
+    }
+    rj_dtype back;
+    if ((x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_node r;
+    if (!strcmp(f, "log1p")) r = log1p_of(g, x);
+    else if (!strcmp(f, "expm1")) r = expm1_of(g, x);
+    else if (!strcmp(f, "softplus")) r = softplus_of(g, x, a, b);
+    else if (!strcmp(f, "elu")) r = elu_of(g, x, a, 1);
+    else if (!strcmp(f, "celu")) r = elu_of(g, x, a, a);
+    else if (!strcmp(f, "selu"))
+        r = rj_graph_binary(g, RJ_OP_MUL, rj_graph_scalar(g, 1.0507009873554804934193349852946),
+                            elu_of(g, x, 1.6732632423543772848170429916717, 1));
+    else r = rj_graph_binary(g, RJ_OP_MUL, x, rj_graph_unary(g, RJ_OP_TANH, softplus_of(g, x, 1, 20))); /* mish */
+    return rounded_back(P, c, r, back);
+}
+
+/* var and std (input, dim=None, unbiased=True, keepdim=False, correction=None): PyTorch's,
+ * sum((x - mean)^2) / max(N - correction, 0) over dim (a dim, a tuple, or every dim), N the
+ * elements reduced (an item's length along the ragged dim), correction 1 unless given
+ * (unbiased=False is 0); std its square root. Two passes, the mean first. An empty item, or
+ * N <= correction, gives NaN (0 / 0), as PyTorch does; a float input (16-bit: computed in f32,
+ * rounded once). */
+value build_var(parser *P, const call_site *c, value **v) {
+    bool keep = false, unbiased = true;
+    double corr = 1;
+    if (v[4] && is_none(v[4])) v[4] = NULL;
+    if ((v[2] && !bool_arg(P, c->name, "unbiased", v[2], &unbiased)) || (v[3] && !bool_arg(P, c->name, "keepdim", v[3], &keep)) ||
+        (v[4] && !literal(P, v[4], &corr)))
+        return nothing(c);
+    if (v[2] && v[4]) {
+        fail_at(P, &v[4]->at, RJ_ERR_ARG, "%s: give unbiased or correction, not both", c->name);
+        return nothing(c);
+    }
+    if (!v[4]) corr = unbiased ? 1 : 0;
+    rj_node x = float_input(P, c, v[0]);
+    if (x == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape), dims[RJ_MAX_RANK], n = rank;
+    if (v[1] && !is_none(v[1])) n = dim_list(P, c->name, v[1], rank, dims);
+    else for (int i = 0; i < rank; i++) dims[i] = rank - 1 - i; /* every dim, the last first */
+    rj_dtype back;
+    if (!n || (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    rj_node m = mean_over(P, c->fn, c->name, x, dims, n, true);
+    if (m == RJ_NONE) return nothing(c);
+    rj_node d = rj_graph_binary(g, RJ_OP_SUB, x, m);
+    rj_node ss = reduce_over(P, c->fn, c->name, RJ_OP_SUM, built_as(P, c->fn, c->name, rj_graph_binary(g, RJ_OP_MUL, d, d)), dims, n, keep);
+    rj_node ones = P->failed ? RJ_NONE : built_as(P, c->fn, c->name, ones_like(g, x, rj_node_dtype(g, x)));
+    rj_node cnt = P->failed ? RJ_NONE : reduce_over(P, c->fn, c->name, RJ_OP_SUM, ones, dims, n, keep);
+    if (P->failed) return nothing(c);
+    rj_node div = rj_graph_binary(g, RJ_OP_MAXIMUM, rj_graph_binary(g, RJ_OP_SUB, cnt, rj_graph_scalar(g, corr)), rj_graph_scalar_int(g, 0));
+    rj_node r = rj_graph_binary(g, RJ_OP_DIV, ss, div);
+    if (!strcmp(c->name, "std")) r = rj_graph_unary(g, RJ_OP_SQRT, r);
+    return rounded_back(P, c, r, back);
+}
