@@ -232,12 +232,17 @@ static void cuda_code_free(rj_ctx *ctx, void *p) {
     mem_free(ctx, cc, sizeof *cc);
 }
 
+static rj_status primary_current(rj_ctx *ctx, CUcontext *out);
+
 static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
     rj_status s = driver_device(ctx, &cc->dev);
     if (s) return s;
     CUresult r = cu.DevicePrimaryCtxRetain(&cc->cuctx, cc->dev);
     if (r) return cu_fail(ctx, RJ_ERR_COMPILE, "cuDevicePrimaryCtxRetain", r, NULL);
     cc->retained = true;
+    /* and once for the process (primary_current), as the CUDA runtime keeps it: the release of
+     * the last retain destroys the primary context, and the next program would create it anew */
+    if ((s = primary_current(ctx, NULL))) return s;
     if ((r = cu.CtxSetCurrent(cc->cuctx))) return cu_fail(ctx, RJ_ERR_COMPILE, "cuCtxSetCurrent", r, NULL);
     /* the persistent cache: what NVRTC made for an earlier process (NVRTC is not even loaded,
      * which alone costs ~10 ms), machine code for this device where NVRTC knows its
@@ -497,7 +502,10 @@ static void cuda_async_release(run_async *a) {
 
 /* The primary context of device 0, retained once for the process and made current: device
  * pointers of the CUDA runtime (PyTorch's) live there, and bindings use it before and after
- * any program runs. */
+ * any program runs. Loading a program and the copy probe take it too, so that freeing the
+ * last program does not destroy the context for the next one to create again (on an H200,
+ * bench's "loading from the cache" line, 108 ms, was likely most of that: a measure for the
+ * next GPU session). */
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext primary;
 
@@ -573,6 +581,12 @@ static rj_status cuda_copy_probe(rj_ctx *ctx, int64_t bytes, double *ms) {
     CUcontext cx = NULL;
     CUresult e = cu.DevicePrimaryCtxRetain(&cx, dev);
     if (e) return cu_fail(ctx, RJ_ERR_NO_DEVICE, "cuDevicePrimaryCtxRetain", e, NULL);
+    /* the context stays for the process (as load_module's): a probe before the first program
+     * (bench's, measuring the driver's start-up) must not leave it to be created again */
+    if ((s = primary_current(ctx, NULL))) {
+        cu.DevicePrimaryCtxRelease(dev);
+        return s;
+    }
     CUdeviceptr a = 0, b = 0;
     CUevent ev[2] = {NULL, NULL};
     const char *call = "cuCtxSetCurrent";
