@@ -9,7 +9,7 @@ short text: a log-normal with median ~35 tokens and a long tail, clipped to 8..2
 
 Printed, for --sentences sentences in batches of --batch (2 threads by default):
   compile   cold (a fresh process, an empty kernel cache) and cached (a fresh process, the
-            cache warm), each the time of ragjit.compile
+            cache warm), each the time of ragjit.compile, the median of three processes
   first run in a fresh process (the cache warm), the first call on the first batch against the
             median of --reps + 2 later calls on the same batch (after the 4 calls that may still
             make copies of the weights, whose slowest is printed too): wall and CPU time (every
@@ -24,8 +24,8 @@ Printed, for --sentences sentences in batches of --batch (2 threads by default):
             sorted by length into batches (the whole set sorted once, then cut): total seconds
             for all sentences, median of --reps passes (every contestant's passes in turn), and
             the ratios
-  memory    ragjit's planned temporaries of the largest batch (`ragjit bench`'s temp bytes are
-            the same plan)
+  memory    ragjit's planned temporaries (`ragjit bench`'s rj_bind_stats) of a batch of --batch
+            long sentences, for the whole model and for its first layer alone, and their ratio
 With --busy only ragjit runs: all batches on 1 and on 2 threads in alternation, first quiet and
 then with a child process spinning on the last processor this process may use (issue 36: a
 runtime shares its cores); printed as medians and the 2-thread median over the 1-thread one.
@@ -49,6 +49,7 @@ seconds (its bf16 kernels on CPUs without AMX take minutes a pass); else the lin
 import argparse
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -190,9 +191,14 @@ def main():
     lens = np.clip(np.round(np.exp(rng.normal(math.log(35), 0.6, a.sentences))), 8, 200).astype(np.int64)
     w = weights(rng)
     xs = [(0.5 * rng.standard_normal((n, E))).astype(np.float32) for n in lens]
-    with tempfile.TemporaryDirectory() as cache:
-        cold = compile_time(cache, a.threads)
-        warm = compile_time(cache, a.threads)
+    # the median of three fresh processes each: one process is one sample of a noisy machine
+    # (a lone cold compile once took 0.93 s where five others took 0.26-0.29)
+    colds, warms = [], []
+    for _ in range(3):
+        with tempfile.TemporaryDirectory() as cache:
+            colds.append(compile_time(cache, a.threads))
+            warms.append(compile_time(cache, a.threads))
+    cold, warm = sorted(colds)[1], sorted(warms)[1]
     bf16 = a.dtype == "bf16"
     # each kind of first run in --first-procs fresh processes, alternating: one process's first
     # call is one sample of a noisy machine
@@ -275,7 +281,8 @@ def main():
     if bf16:
         print("first runs: measured in f32 (bench/encoder.py without --dtype)")
     print("max |ragjit - PyTorch| on the first batch: %.2g" % err)
-    print("compile: cold %.3f s, cached %.3f s (fresh processes)" % (cold, warm))
+    print("compile: cold %.3f s, cached %.3f s (medians of 3 fresh processes; cold %s)"
+          % (cold, warm, ", ".join("%.3f" % c for c in colds)))
     what = {"fresh": " (fresh process)", "prepare": " after prepare()",
             "packed": " (fresh process, no constants=: weights packed in every call)"}
     for p, samples in firsts.items():
@@ -302,6 +309,43 @@ def main():
           "ratio %.3f wall, %.3f CPU; same bits: %s" % (timings["ragjit"], cpu["ragjit"], timings["repack"],
                                                         cpu["repack"], timings["repack"] / timings["ragjit"],
                                                         cpu["repack"] / cpu["ragjit"], same))
+    memory_line(a.batch)
+
+
+def ragjit_cli():
+    """The ragjit command beside the library in use (RAGJIT_LIB's build), else the default build's."""
+    lib = os.environ.get("RAGJIT_LIB")
+    for path in ([os.path.join(os.path.dirname(lib), "tools", "ragjit")] if lib else []) + \
+            [os.path.join(ROOT, "build", "tools", "ragjit")]:
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def memory_line(batch):
+    """The planned temporaries (ragjit bench's rj_bind_stats) of the whole model and of its first
+    layer alone (encoder.rj cut after the first call), on one batch of the largest sentences."""
+    cli = ragjit_cli()
+    if not cli:
+        print("memory: not measured (no ragjit command beside the library; build tools/ragjit)")
+        return
+    text = open(os.path.join(ROOT, "examples", "encoder.rj")).read()
+    cut = text.index("\n", text.index("h = layer(x,")) + 1
+    sizes = []
+    with tempfile.TemporaryDirectory() as d:
+        for name, src in (("model", text), ("layer", text[:cut] + "output h\n")):
+            path = os.path.join(d, name + ".rj")
+            with open(path, "w") as f:
+                f.write(src)
+            r = subprocess.run([cli, "bench", path, "--random", "B=%d,minlen=150,maxlen=200,seed=1" % batch,
+                                "--reps", "1"], capture_output=True, text=True, env=dict(os.environ, RAGJIT_CACHE_DIR="off"))
+            m = re.search(r"temporaries\s+([0-9.]+) MB", r.stdout)
+            if r.returncode or not m:
+                print("memory: ragjit bench failed: " + (r.stderr.strip() or r.stdout[-300:]))
+                return
+            sizes.append(float(m.group(1)))
+    print("memory: planned temporaries of a batch of %d sentences of 150-200 tokens: %.1f MB for the whole model, "
+          "%.1f MB for one layer alone (%.2fx)" % (batch, sizes[0], sizes[1], sizes[0] / sizes[1]))
 
 
 def busy(a):
