@@ -154,7 +154,7 @@ static rj_node build(rj_graph *g, int which, rj_dim J, rj_node x, rj_node w, rj_
 }
 
 /* Workload `which` in dtype t (f32, or s->ht with the 16-bit copies of the data). */
-static wl make_workload_t(rj_ctx *ctx, const setup *s, int which, rj_dtype t) {
+static wl make_workload_on(rj_ctx *ctx, const setup *s, int which, rj_dtype t, rj_target target) {
     static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)",
                                         "W3 unpad(pad(x)*2+1)", "W4 sum(x,1)",
                                         "W5 layer_norm(x,D)", "W6 pad(x) output"};
@@ -166,7 +166,7 @@ static wl make_workload_t(rj_ctx *ctx, const setup *s, int which, rj_dtype t) {
     w.out = build(w.g, which, J, x, wv, bv);
     if (rj_graph_output(w.g, w.out, "y") != RJ_OK) die(ctx, w.name);
     double t0 = now();
-    if (!(w.p = rj_program_new(w.g, RJ_TARGET_CPU))) die(ctx, w.name);
+    if (!(w.p = rj_program_new(w.g, target))) die(ctx, w.name);
     w.compile_ms = (now() - t0) * 1e3;
     char *fused = rj_program_dump(w.p, "fused");
     for (char *q = fused; q && (q = strstr(q, "kernel ")); q++) w.kernels++;
@@ -179,7 +179,26 @@ static wl make_workload_t(rj_ctx *ctx, const setup *s, int which, rj_dtype t) {
     return w;
 }
 
+static wl make_workload_t(rj_ctx *ctx, const setup *s, int which, rj_dtype t) {
+    return make_workload_on(ctx, s, which, t, RJ_TARGET_CPU);
+}
+
 static wl make_workload(rj_ctx *ctx, const setup *s, int which) { return make_workload_t(ctx, s, which, RJ_F32); }
+
+/* s's inputs in the 16-bit dtype ht as well (xh, wh, biash: --dtype), and their release. */
+static void half_inputs(rj_ctx *ctx, setup *s, rj_dtype ht) {
+    s->ht = ht;
+    s->xh = malloc(sizeof(uint16_t) * (size_t)(s->rows * s->D + 1));
+    s->wh = malloc(sizeof(uint16_t) * (size_t)s->D), s->biash = malloc(sizeof(uint16_t) * (size_t)s->D);
+    if (!s->xh || !s->wh || !s->biash) die(ctx, "out of memory");
+    for (int64_t i = 0; i < s->rows * s->D; i++) rj_value_set(ht, s->xh, i, s->x[i]);
+    for (int64_t i = 0; i < s->D; i++) rj_value_set(ht, s->wh, i, s->w[i]), rj_value_set(ht, s->biash, i, s->bias[i]);
+}
+
+static void half_inputs_free(setup *s) {
+    free(s->xh), free(s->wh), free(s->biash);
+    s->xh = s->wh = s->biash = NULL;
+}
 
 static double time_jit(rj_ctx *ctx, wl *w, int reps);
 
@@ -867,37 +886,15 @@ static void gpu_products(rj_ctx *ctx, rj_target target, const setup *s, bool qui
  * (half the bytes: up to 2x where the kernels are bound by memory). */
 static void gpu_half_table(rj_ctx *ctx, rj_target target, setup *s, rj_dtype ht, double probe) {
     int64_t n = s->rows * s->D;
-    s->ht = ht;
-    s->xh = malloc(sizeof(uint16_t) * (size_t)n);
-    s->wh = malloc(sizeof(uint16_t) * (size_t)s->D);
-    s->biash = malloc(sizeof(uint16_t) * (size_t)s->D);
-    if (!s->xh || !s->wh || !s->biash) die(ctx, "out of memory");
-    for (int64_t i = 0; i < n; i++) rj_value_set(ht, s->xh, i, s->x[i]);
-    for (int64_t i = 0; i < s->D; i++) rj_value_set(ht, s->wh, i, s->w[i]), rj_value_set(ht, s->biash, i, s->bias[i]);
+    half_inputs(ctx, s, ht);
     printf("\n%s against f32 on the device (kernel time by the device's timers, median of %d, the two "
            "alternating):\n", rj_dtype_name(ht), s->reps);
     printf("%-26s %10s %9s %8s %10s %9s %8s %9s\n", "workload", "f32 ms", "GB/s", "/copy", "16-bit ms", "GB/s",
            "/copy", "f32/16");
-    static const char *const names[] = {"", "W1 relu(x*w+b)", "W2 softmax(x,1)", "W3 unpad(pad(x)*2+1)",
-                                        "W4 sum(x,1)", "W5 layer_norm(x,D)", "W6 pad(x) output"};
     for (int which = 1; which <= 6; which++) {
-        wl wk[2] = {{.name = names[which]}, {.name = names[which]}};
-        for (int k = 0; k < 2; k++) {
-            rj_dim J;
-            rj_node x, wv, bv;
-            rj_dtype t = k ? ht : RJ_F32;
-            wk[k].g = new_graph_t(ctx, s->D, &J, &x, &wv, &bv, t);
-            wk[k].out = build(wk[k].g, which, J, x, wv, bv);
-            if (rj_graph_output(wk[k].g, wk[k].out, "y") != RJ_OK) die(ctx, "output");
-            if (!(wk[k].p = rj_program_new(wk[k].g, target))) die(ctx, "compile");
-            wk[k].b = rj_bind_new(wk[k].p);
-            if (!wk[k].b || rj_bind_offsets(wk[k].b, J, s->B, s->off, NULL) ||
-                rj_bind_input(wk[k].b, x, k ? (void *)s->xh : s->x, n) ||
-                rj_bind_input(wk[k].b, wv, k ? (void *)s->wh : s->w, s->D) ||
-                rj_bind_input(wk[k].b, bv, k ? (void *)s->biash : s->bias, s->D))
-                die(ctx, "bind");
+        wl wk[2] = {make_workload_on(ctx, s, which, RJ_F32, target), make_workload_on(ctx, s, which, ht, target)};
+        for (int k = 0; k < 2; k++)
             if (rj_program_run(wk[k].p, wk[k].b)) die(ctx, wk[k].name); /* warm-up */
-        }
         double *v = malloc(sizeof(double) * (size_t)s->reps * 2);
         if (!v) die(ctx, "out of memory");
         for (int r = 0; r < s->reps; r++)
@@ -910,12 +907,11 @@ static void gpu_half_table(rj_ctx *ctx, rj_target target, setup *s, rj_dtype ht,
         free(v);
         double N = (double)n, out = which == 4 ? (double)(s->B * s->D) : which == 6 ? (double)(s->B * s->L * s->D) : N;
         double g32 = (N + out) * 4 / t[0] / 1e9, g16 = (N + out) * 2 / t[1] / 1e9;
-        printf("%-26s %10.3f %9.1f %8.2f %10.3f %9.1f %8.2f %8.2fx\n", names[which], t[0] * 1e3, g32, g32 / probe,
+        printf("%-26s %10.3f %9.1f %8.2f %10.3f %9.1f %8.2f %8.2fx\n", wk[0].name, t[0] * 1e3, g32, g32 / probe,
                t[1] * 1e3, g16, g16 / probe, t[0] / t[1]);
         for (int k = 0; k < 2; k++) rj_bind_free(wk[k].b), rj_program_free(wk[k].p), rj_graph_free(wk[k].g);
     }
-    free(s->xh), free(s->wh), free(s->biash);
-    s->xh = s->wh = s->biash = NULL;
+    half_inputs_free(s);
 }
 
 static int gpu_bench(rj_ctx *ctx, rj_target target, bool quick, int reps, rj_dtype half) {
@@ -1207,13 +1203,9 @@ int main(int argc, char **argv) {
                "read probe\n", (long long)(s.rows / s.B), w4_read, w4_ratio);
 
     if (half != RJ_F32) {
-        s.ht = half;
-        s.xh = malloc(sizeof(uint16_t) * (size_t)(s.rows * s.D + 1));
-        s.wh = malloc(sizeof(uint16_t) * (size_t)s.D), s.biash = malloc(sizeof(uint16_t) * (size_t)s.D);
-        for (int64_t i = 0; i < s.rows * s.D; i++) rj_value_set(half, s.xh, i, s.x[i]);
-        for (int64_t i = 0; i < s.D; i++) rj_value_set(half, s.wh, i, s.w[i]), rj_value_set(half, s.biash, i, s.bias[i]);
+        half_inputs(ctx, &s, half);
         half_table(ctx, &s, &pr, copy_kind, only, quick ? 64 : 1024, quick ? 2 : 5);
-        free(s.xh), free(s.wh), free(s.biash);
+        half_inputs_free(&s);
     }
 
     if (only >> 7 & 1) w7(ctx, &s, quick ? 64 : 1024, quick ? 2 : 5);

@@ -114,7 +114,8 @@ rj_node ones_like(rj_graph *g, rj_node x, rj_dtype t) {
 /* mean over dims: nested means, the last dim first, wherever each reduced row holds as many
  * elements as the others; but a mean over the batch dim of a jagged tensor (dim=(0, 1), or
  * every dim) is over every element of every item, not the mean of the items' means: there it
- * is sum / count, accumulated in f32 for a 16-bit input and rounded once. */
+ * is sum / count, in f64 for f64 and else f32 (the callers widen 16-bit inputs first, to round
+ * once over all the dims). */
 rj_node mean_over(parser *P, const token *fn, const char *as, rj_node x, const int *dims, int n, bool keep) {
     bool batch = false;
     for (int i = 0; i < n; i++) batch |= dims[i] == 0;
@@ -126,6 +127,5 @@ rj_node mean_over(parser *P, const token *fn, const char *as, rj_node x, const i
     rj_node cnt = P->failed ? RJ_NONE : reduce_over(P, fn, as, RJ_OP_SUM, built_as(P, fn, as, ones_like(g, x, w)), dims, n, keep);
     if (P->failed) return RJ_NONE;
     rj_node m = built_as(P, fn, as, rj_graph_binary(g, RJ_OP_DIV, s, cnt));
-    if (!P->failed && (t == RJ_F16 || t == RJ_BF16)) m = built_as(P, fn, as, rj_graph_cast(g, m, t));
     return P->failed ? RJ_NONE : m;
 }

@@ -78,7 +78,6 @@ typedef struct cuda_api {
     CUresult (*DeviceGet)(CUdevice *, int);
     CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
     CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
     CUresult (*CtxSetCurrent)(CUcontext);
     CUresult (*CtxSynchronize)(void);
     CUresult (*ModuleLoadDataEx)(CUmodule *, const void *, unsigned, CUjit_option *, void **);
@@ -121,7 +120,6 @@ static void driver_load(void) {
         {"cuDeviceGet", NULL, offsetof(cuda_api, DeviceGet)},
         {"cuDeviceGetAttribute", NULL, offsetof(cuda_api, DeviceGetAttribute)},
         {"cuDevicePrimaryCtxRetain", NULL, offsetof(cuda_api, DevicePrimaryCtxRetain)},
-        {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", offsetof(cuda_api, DevicePrimaryCtxRelease)},
         {"cuCtxSetCurrent", NULL, offsetof(cuda_api, CtxSetCurrent)},
         {"cuCtxSynchronize", NULL, offsetof(cuda_api, CtxSynchronize)},
         {"cuModuleLoadDataEx", NULL, offsetof(cuda_api, ModuleLoadDataEx)},
@@ -207,9 +205,7 @@ static rj_status cu_fail(rj_ctx *ctx, rj_status s, const char *fn, CUresult r, c
 /* ---- compile ------------------------------------------------------------------------------ */
 
 typedef struct cuda_code {
-    CUdevice dev;
-    CUcontext cuctx;   /* the device's primary context, retained */
-    bool retained;
+    CUcontext cuctx;   /* the device's primary context (primary_current: kept for the process) */
     CUmodule mod;
     CUfunction *fns;   /* per kernel */
     int32_t nfns;
@@ -226,7 +222,6 @@ static void cuda_code_free(rj_ctx *ctx, void *p) {
     cuda_code *cc = p;
     if (!cc) return;
     if (cc->mod && !cu.CtxSetCurrent(cc->cuctx)) cu.ModuleUnload(cc->mod);
-    if (cc->retained) cu.DevicePrimaryCtxRelease(cc->dev);
     mem_free(ctx, cc->fns, sizeof(CUfunction) * (size_t)(cc->nfns ? cc->nfns : 1));
     rj_string_free(ctx, cc->ptx);
     mem_free(ctx, cc, sizeof *cc);
@@ -235,15 +230,12 @@ static void cuda_code_free(rj_ctx *ctx, void *p) {
 static rj_status primary_current(rj_ctx *ctx, CUcontext *out);
 
 static rj_status load_module(rj_ctx *ctx, const lprog *lp, cuda_code *cc) {
-    rj_status s = driver_device(ctx, &cc->dev);
+    /* the primary context, retained once for the process and made current (primary_current),
+     * as the CUDA runtime keeps it: a retain per program, released with it, destroyed the
+     * context with the last program, for the next one to create anew */
+    rj_status s = primary_current(ctx, &cc->cuctx);
     if (s) return s;
-    CUresult r = cu.DevicePrimaryCtxRetain(&cc->cuctx, cc->dev);
-    if (r) return cu_fail(ctx, RJ_ERR_COMPILE, "cuDevicePrimaryCtxRetain", r, NULL);
-    cc->retained = true;
-    /* and once for the process (primary_current), as the CUDA runtime keeps it: the release of
-     * the last retain destroys the primary context, and the next program would create it anew */
-    if ((s = primary_current(ctx, NULL))) return s;
-    if ((r = cu.CtxSetCurrent(cc->cuctx))) return cu_fail(ctx, RJ_ERR_COMPILE, "cuCtxSetCurrent", r, NULL);
+    CUresult r;
     /* the persistent cache: what NVRTC made for an earlier process (NVRTC is not even loaded,
      * which alone costs ~10 ms), machine code for this device where NVRTC knows its
      * architecture (cuda_image_build), so the driver does not translate PTX either; keyed by
@@ -478,8 +470,6 @@ static rj_status cuda_run(const run_view *v) {
     return device_run(v, &cuda_ops, &r);
 }
 
-static rj_status primary_current(rj_ctx *ctx, CUcontext *out);
-
 /* rj_bind_wait: the end event of the binding's last run. */
 static rj_status cuda_wait(rj_ctx *ctx, run_async *a, double *kernel_ms) {
     CUevent *ev = (CUevent *)a->events;
@@ -575,22 +565,14 @@ static rj_status cuda_handles(rj_ctx *ctx, void **context, void **queue) {
 /* rj_device_copy_bandwidth: one device-to-device copy between two fresh buffers, timed by
  * events around it on the default stream. */
 static rj_status cuda_copy_probe(rj_ctx *ctx, int64_t bytes, double *ms) {
-    CUdevice dev;
-    rj_status s = driver_device(ctx, &dev);
+    /* the primary context, kept for the process (as load_module's): a probe before the first
+     * program (bench's, measuring the driver's start-up) must not leave it to be created again */
+    rj_status s = primary_current(ctx, NULL);
     if (s) return s;
-    CUcontext cx = NULL;
-    CUresult e = cu.DevicePrimaryCtxRetain(&cx, dev);
-    if (e) return cu_fail(ctx, RJ_ERR_NO_DEVICE, "cuDevicePrimaryCtxRetain", e, NULL);
-    /* the context stays for the process (as load_module's): a probe before the first program
-     * (bench's, measuring the driver's start-up) must not leave it to be created again */
-    if ((s = primary_current(ctx, NULL))) {
-        cu.DevicePrimaryCtxRelease(dev);
-        return s;
-    }
+    CUresult e;
     CUdeviceptr a = 0, b = 0;
     CUevent ev[2] = {NULL, NULL};
-    const char *call = "cuCtxSetCurrent";
-    if (!(e = cu.CtxSetCurrent(cx)) && !(e = cu.MemAlloc(&a, (size_t)bytes)) && !(e = cu.MemAlloc(&b, (size_t)bytes)) &&
+    if (!(e = cu.MemAlloc(&a, (size_t)bytes)) && !(e = cu.MemAlloc(&b, (size_t)bytes)) &&
         !(e = cu.EventCreate(&ev[0], 0)) && !(e = cu.EventCreate(&ev[1], 0)) && !(e = cu.EventRecord(ev[0], NULL)) &&
         !(e = cu.MemcpyDtoD(b, a, (size_t)bytes)) && !(e = cu.EventRecord(ev[1], NULL)) &&
         !(e = cu.EventSynchronize(ev[1]))) {
@@ -598,13 +580,12 @@ static rj_status cuda_copy_probe(rj_ctx *ctx, int64_t bytes, double *ms) {
         e = cu.EventElapsedTime(&t, ev[0], ev[1]);
         *ms = t;
     }
-    if (e && call) call = "the copy probe (cuMemAlloc, cuEventRecord, cuMemcpyDtoD or cuEventElapsedTime)";
     for (int i = 0; i < 2; i++)
         if (ev[i]) cu.EventDestroy(ev[i]);
     if (a) cu.MemFree(a);
     if (b) cu.MemFree(b);
-    cu.DevicePrimaryCtxRelease(dev);
-    return e ? cu_fail(ctx, RJ_ERR_INTERNAL, call, e, NULL) : RJ_OK;
+    return e ? cu_fail(ctx, RJ_ERR_INTERNAL, "the copy probe (cuMemAlloc, cuEventRecord, cuMemcpyDtoD or "
+                                             "cuEventElapsedTime)", e, NULL) : RJ_OK;
 }
 
 const backend backend_cuda = {

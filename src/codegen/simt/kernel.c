@@ -73,8 +73,8 @@ static void signature(cem *C) {
      * registers names its own count (launch_shape.sm_threads) */
     int nbuf = 0;
     for (int32_t i = 0; i < k->nparams; i++) nbuf += k->params[i].kind == PK_BUF;
-    int threads = k->launch.sm_threads > 0 ? k->launch.sm_threads : nbuf > 16 || k->heavy ? 512 : 1024;
-    if (k->launch.sm_threads <= 0 && !k->heavy && nbuf <= 16 && cem_knob("SM_THREADS") > 0) threads = cem_knob("SM_THREADS");
+    int knob = cem_knob("SM_THREADS"); /* an experiment's plan for the plain kernels (knobs.c) */
+    int threads = k->launch.sm_threads > 0 ? k->launch.sm_threads : nbuf > 16 || k->heavy ? 512 : knob > 0 ? knob : 1024;
     if (sp->bounds && k->launch.simt && k->launch.block > 0)
         sbuf_printf(b, sp->bounds, (int)k->launch.block,
                     k->launch.block >= threads ? 1 : (int)(threads / k->launch.block));
