@@ -712,7 +712,7 @@ static void test_syntax_errors(void **state) {
                  "narrow matmul transpose cat arange full attention sign view unsqueeze squeeze linear t scaled_dot_product_attention size split chunk amax amin "
                  "permute flatten unflatten zeros ones stack clamp clip clamp_min clamp_max logsumexp normalize "
                  "leaky_relu square reciprocal relu6 hardtanh hardsigmoid hardswish softsign log1p expm1 softplus elu celu "
-                 "selu mish var std mm bmm float double half "
+                 "selu mish var std argmax argmin mm bmm float double half "
                  "bfloat16 int long bool to type type_as finfo iinfo contiguous clone detach", 5);
     /* the closest known name, where one is close (issue 13: diagnostics that teach) */
     expect_error(c, "input x : f32[3]\ny = sofmtax(x, 0)\noutput y\n", RJ_ERR_PARSE,
@@ -819,6 +819,18 @@ static void test_composite_errors(void **state) {
         {"y = x.var(dim=4)", "t.rj:4:11: var: dim 4 is out of range for a tensor of 3 dims", RJ_ERR_SHAPE, 11},
         {"y = x.var(0)", "t.rj:4:7: var: cannot reduce over the batch dim 0 of the jagged tensor f32[B, j, 4]",
          RJ_ERR_SHAPE, 7},
+        {"y = (x > 0).argmax(1)", "t.rj:4:13: argmax: the input is bool, which PyTorch's argmax refuses too (cast it "
+         "first: x.int())", RJ_ERR_DTYPE, 13},
+        {"y = x.argmax()", "t.rj:4:7: argmax: dim=None would index the flattened tensor, which a jagged tensor has no "
+         "index into; give a dim", RJ_ERR_SHAPE, 7},
+        {"y = x.argmin(3)", "t.rj:4:14: argmin: dim 3 is out of range for a tensor of 3 dims", RJ_ERR_SHAPE, 14},
+        {"y = x.argmax(0)", "t.rj:4:7: argmax: cannot reduce over the batch dim 0 of the jagged tensor f32[B, j, 4]",
+         RJ_ERR_SHAPE, 7},
+        {"y = x.argmax(dim=(1, 2))", "t.rj:4:14: argmax: dim must be an integer", RJ_ERR_PARSE, 14},
+        {"y = x.max(1)[:, 0]", "t.rj:4:13: max and min with a dim give (values, indices), as PyTorch's: take [0] or [1] "
+         "(or .values, .indices) before indexing further, or call amax / amin for the values alone", RJ_ERR_PARSE, 13},
+        {"y = torch.max(x, i, keepdim=True)", "t.rj:4:21: max of two tensors (the elementwise maximum) takes no keepdim",
+         RJ_ERR_PARSE, 21},
         {"y = F.pad(x, (0, 1))", "t.rj:4:14: pad: ragjit's pad(input, value=0.0, len=None) pads the ragged dim to a "
          "length; PyTorch's F.pad(input, (left, right, ...)) of dense dims is not supported: cat the tensor with a "
          "full(...) of the padding", RJ_ERR_UNSUPPORTED, 14},
@@ -858,6 +870,41 @@ static void test_pytorch_casts(void **state) {
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
         char *g = same_graph(f->ctx, head, pairs[k][0], pairs[k][1]);
         rj_string_free(f->ctx, g);
+    }
+    /* PyTorch's max and min: (values, indices) with a dim, the elementwise ones of two tensors;
+     * the same graphs as amax, argmax and maximum but for the numbers of unnamed values */
+    static const char *const maxes[][2] = {
+        {"v, y = x.max(1)\noutput v, y\n", "v = amax(x, 1)\ny = argmax(x, 1)\noutput v, y\n"},
+        {"y = torch.min(x, dim=-1, keepdim=True)[1]\noutput y\n",
+         "v = amin(x, -1, keepdim=True)\ny = argmin(x, -1, keepdim=True)\noutput y\n"}, /* the values unused */
+        {"y = x.max(2).values + x.max(2)[0]\noutput y\n", "y = amax(x, 2) + amax(x, 2)\noutput y\n"},
+        {"y = x.min(1).indices\noutput y\n", "v = x.amin(1)\ny = x.argmin(1)\noutput y\n"},
+        {"y = torch.max(x, i)\noutput y\n", "y = maximum(x, i)\noutput y\n"},
+    };
+    for (size_t k = 0; k < sizeof maxes / sizeof maxes[0]; k++) {
+        char *d[2];
+        for (int w = 0; w < 2; w++) {
+            char src[512];
+            snprintf(src, sizeof src, "%s%s", head, maxes[k][w]);
+            rj_graph *g = rj_graph_parse(f->ctx, src, "t.rj");
+            if (!g) fail_msg("%s: %s", maxes[k][w], rj_ctx_error(f->ctx));
+            d[w] = rj_graph_dump(g, RJ_TARGET_REFERENCE, "graph");
+            rj_graph_free(g);
+            assert_non_null(d[w]);
+            char *o = d[w], prev = 0; /* v12 -> v: unnamed values keep no numbers; one space */
+            for (const char *p = d[w]; *p; p++) {
+                char ch = *p;
+                if (ch == ' ' && prev == ' ') continue; /* the comments' column moves with the names */
+                *o++ = ch;
+                if (ch == 'v' && !isalnum((unsigned char)prev) && prev != '_')
+                    while (isdigit((unsigned char)p[1])) p++;
+                prev = ch;
+            }
+            *o = 0;
+        }
+        if (strcmp(d[0], d[1])) fail_msg("%s\n%s\nagainst\n%s", maxes[k][0], d[0], d[1]);
+        rj_string_free(f->ctx, d[0]);
+        rj_string_free(f->ctx, d[1]);
     }
     /* a dtype= of softmax and the reductions casts their input first (and a sum's result) */
     static const char *const lines[][3] = {

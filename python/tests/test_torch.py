@@ -968,3 +968,93 @@ def test_pytorch_exp_family_and_var(ctx):
     assert np.signbit(outs[0].values()[0, 3].item()) and np.signbit(outs[1].values()[0, 3].item())  # -0.0 kept
     var_items = outs[8].numpy()
     assert np.isnan(var_items[1]).all() and np.isnan(var_items[2]).all()  # empty item, one element
+
+
+ARGMAX = """
+ragged j : B
+input x : f32[B, j, 5]
+input h : bf16[B, j, 5]
+input n : i64[B, j, 5]
+input w : f32[3, 4]
+a = torch.argmax(x, dim=1)
+b = x.argmin(-1)
+c = x.argmax(2, keepdim=True)
+d = h.argmin(dim=1, keepdim=True)
+e = n.argmax(-1)
+f = w.argmax()
+g = torch.argmin(w, keepdim=True)
+k = w.argmax(0)
+l = F.log_softmax(x, -1).argmax(-1)
+output a, b, c, d, e, f, g, k, l
+"""
+
+
+def test_pytorch_argmax(ctx):
+    """argmax and argmin against PyTorch's own: the first of tied extremes, NaN counting as the
+    extreme, -0.0 equal to 0.0, inf, integers and bf16, over the ragged dim and dense dims,
+    keepdim, dim=None of a dense tensor (keepdim too); an empty item gives -1 (PyTorch refuses an
+    empty dim; the guide documents -1)."""
+    gen = torch.Generator().manual_seed(5)
+    off = torch.tensor([0, 4, 4, 5, 13])
+    xv = torch.randint(-3, 4, (13, 5), generator=gen).float()  # many ties
+    xv[0] = torch.tensor([1.0, float("nan"), 2.0, float("nan"), -1.0])
+    xv[1] = torch.tensor([-0.0, 0.0, -0.0, float("inf"), float("-inf")])
+    xv[2, 2] = float("nan")
+    hv = (torch.randn(13, 5, generator=gen) * 2).bfloat16()
+    nv = torch.randint(-2, 3, (13, 5), generator=gen)
+    w = torch.randint(0, 3, (3, 4), generator=gen).float()
+    nt = torch.nested.nested_tensor_from_jagged
+    outs = ctx.compile(ARGMAX)(x=nt(xv, off), h=nt(hv, off), n=nt(nv, off), w=w)
+    items = lambda v: [v[off[i]:off[i + 1]] for i in range(len(off) - 1)]  # noqa: E731
+
+    def per_item(v, fn):  # over the ragged dim: -1 for the empty item
+        return torch.stack([fn(t) if len(t) else torch.full(t.shape[1:], -1, dtype=torch.int64) for t in items(v)])
+    refs = [per_item(xv, lambda t: t.argmax(0)), xv.argmin(-1), xv.argmax(1, keepdim=True),
+            per_item(hv, lambda t: t.argmin(0)).reshape(4, 1, 5), nv.argmax(-1), w.argmax(),
+            torch.argmin(w, keepdim=True), w.argmax(0), torch.log_softmax(xv, -1).argmax(-1)]
+    assert len(outs) == len(refs)
+    for name, got, want in zip("abcdefgkl", outs, refs):
+        got = got.values() if got.is_nested else got
+        assert got.dtype == torch.int64, name
+        assert got.shape == want.shape and torch.equal(got, want), (name, got, want)
+
+
+MAX_PAIRS = """
+ragged j : B
+input x : f32[B, j, 5]
+input m : bool[B, j, 5]
+input w : f32[3, 4]
+v, i = torch.max(x, 1)
+a = x.min(-1).indices
+b = torch.max(x, dim=-1, keepdim=True)[1]
+c = torch.max(x, x * -1.0)
+d = w.max(1)[0]
+e = m.max(-1).indices
+f = torch.min(w, 0).values
+output v, i, a, b, c, d, e, f
+"""
+
+
+def test_pytorch_max_pairs(ctx):
+    """PyTorch's max and min with a dim give (values, indices): unpacked, indexed [0] and [1],
+    .values and .indices, of a bool tensor too; of two tensors the elementwise maximum. Against
+    PyTorch's own on ties, NaN and -0.0 (the empty item's index is -1, its value -inf)."""
+    gen = torch.Generator().manual_seed(7)
+    off = torch.tensor([0, 3, 3, 9])
+    xv = torch.randint(-2, 3, (9, 5), generator=gen).float()
+    xv[0, 1], xv[4] = float("nan"), torch.tensor([-0.0, 0.0, 0.0, -1.0, -0.0])
+    mv = torch.rand(9, 5, generator=gen) > 0.5
+    w = torch.randint(0, 3, (3, 4), generator=gen).float()
+    nt = torch.nested.nested_tensor_from_jagged
+    outs = ctx.compile(MAX_PAIRS)(x=nt(xv, off), m=nt(mv, off), w=w)
+    items = [xv[off[k]:off[k + 1]] for k in range(3)]
+    vals = torch.stack([t.max(0).values if len(t) else torch.full((5,), float("-inf")) for t in items])
+    idx = torch.stack([t.max(0).indices if len(t) else torch.full((5,), -1) for t in items])
+    refs = [vals, idx, xv.min(-1).indices, torch.max(xv, dim=-1, keepdim=True)[1], torch.max(xv, xv * -1.0),
+            w.max(1)[0], mv.max(-1).indices, torch.min(w, 0).values]
+    assert len(outs) == len(refs)
+    for name, got, want in zip("viabcdef", outs, refs):
+        got = got.values() if got.is_nested else got
+        assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, got.shape, want.shape)
+        assert torch.equal(got, want) or (got.isnan() == want.isnan()).all() and torch.equal(
+            got.nan_to_num(0.5), want.nan_to_num(0.5)), (name, got, want)

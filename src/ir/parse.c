@@ -208,6 +208,14 @@ static void parse_assignment(parser *P) {
         if (!P->failed) assign(P, &names[0], name, x);
         return;
     }
+    if (v.has_indices && n == 2) { /* values, indices = x.max(1) */
+        rj_node ind = indices_of(P, &names[1], &v);
+        for (int i = 0; i < n && !P->failed; i++) {
+            snprintf(name, sizeof name, "%.*s", names[i].len < 127 ? names[i].len : 127, names[i].start);
+            assign(P, &names[i], name, i ? ind : v.node);
+        }
+        return;
+    }
     if (!v.is_pieces || v.npieces != n) {
         fail_at(P, &names[0], RJ_ERR_PARSE, "%d names on the left of '=', but the right gives %s%d%s", n,
                 v.is_pieces ? "" : "one tensor, not ", v.is_pieces ? (int)v.npieces : n,

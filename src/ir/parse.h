@@ -88,6 +88,11 @@ typedef struct value {
     rj_dtype info_dt;
     bool is_pieces;    /* the tensors of a split or chunk: parser.pieces[piece0 .. piece0+npieces-1] */
     int32_t piece0, npieces;
+    bool has_indices;  /* max or min with a dim: PyTorch's (values, indices), node the values; the
+                        * indices built when asked for (indices_of) of ind_x over ind_dim */
+    bool ind_keep, ind_min;
+    rj_node ind_x;
+    int ind_dim;
     token at;          /* where the value starts */
 } value;
 
@@ -196,6 +201,10 @@ value build_leaky_relu(parser *P, const call_site *c, value **v);
 value build_elementwise_fn(parser *P, const call_site *c, value **v);
 value build_exp_family(parser *P, const call_site *c, value **v);
 value build_var(parser *P, const call_site *c, value **v);
+value build_argmax(parser *P, const call_site *c, value **v);
+/* The indices of a max or min with a dim (value.has_indices): argmax / argmin of its input
+ * (of a bool input as 0 and 1), reported at t; RJ_NONE after reporting. */
+rj_node indices_of(parser *P, const token *t, const value *v);
 
 /* ---- parse_views.c: views and constants (handlers of parse_call.c's table) ------------------- */
 

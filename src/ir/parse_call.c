@@ -252,6 +252,19 @@ static value build_reduce(parser *P, const call_site *c, value **v) {
     int64_t dim;
     bool keep = false;
     rj_dtype dt;
+    /* PyTorch's max and min by those names (not amax, amin): of two tensors the elementwise
+     * maximum and minimum; with a dim (values, indices) */
+    bool pair = (c->op == RJ_OP_MAX || c->op == RJ_OP_MIN) && (!strcmp(c->name, "max") || !strcmp(c->name, "min"));
+    if (pair && !v[1]->is_tuple && !v[1]->is_list && !v[1]->is_size && v[1]->node != RJ_NONE && !scalar_of(P, v[1])) {
+        if (v[2] || v[3]) {
+            fail_at(P, &(v[2] ? v[2] : v[3])->at, RJ_ERR_PARSE, "%s of two tensors (the elementwise %s) takes no %s",
+                    c->name, c->op == RJ_OP_MAX ? "maximum" : "minimum", v[2] ? "keepdim" : "dtype");
+            return nothing(c);
+        }
+        rj_node a = as_node(P, v[0]), b = as_node(P, v[1]);
+        if (P->failed) return nothing(c);
+        return made(P, c, rj_graph_binary(P->g, c->op == RJ_OP_MAX ? RJ_OP_MAXIMUM : RJ_OP_MINIMUM, a, b));
+    }
     if (!op_dtype(P, c, v[3], &dt)) return nothing(c);
     value x = node_value(cast_to(P, c, as_node(P, v[0]), dt), v[0]->at);
     if (P->failed) return nothing(c);
@@ -264,6 +277,12 @@ static value build_reduce(parser *P, const call_site *c, value **v) {
             (v[2] && !bool_arg(P, c->name, "keepdim", v[2], &keep)))
             return nothing(c);
         r = made(P, c, rj_graph_reduce(P->g, c->op, x.node, (int)dim, keep));
+        if (pair && !P->failed) { /* the indices, built if asked for: v, i = x.max(1) */
+            rj_dim shape[RJ_MAX_RANK];
+            int rank = rj_node_shape(P->g, x.node, shape);
+            r.has_indices = true, r.ind_x = x.node, r.ind_keep = keep, r.ind_min = c->op == RJ_OP_MIN;
+            r.ind_dim = (int)(dim < 0 ? dim + rank : dim);
+        }
     }
     if (!P->failed) r.node = cast_to(P, c, r.node, dt); /* sum(i32, dtype=torch.int32) stays i32 */
     return r;
@@ -602,6 +621,8 @@ static const call_form forms[] = {
     ROW_NAME("mish", build_exp_family, 1, "input"),
     ROW(FORM_NAME, "var", -1, build_var, 1, SLOT_DIMS, 1, "input", "dim", "unbiased", "keepdim", "correction"),
     ROW(FORM_NAME, "std", -1, build_var, 1, SLOT_DIMS, 1, "input", "dim", "unbiased", "keepdim", "correction"),
+    ROW_NAME("argmax", build_argmax, 1, "input", "dim", "keepdim"),
+    ROW_NAME("argmin", build_argmax, 1, "input", "dim", "keepdim"),
     ROW_ALIAS("mm", MATMUL),
     ROW_ALIAS("bmm", MATMUL),
     ROW_NAME("float", build_as_dtype, 1, "input"), /* PyTorch's casts by method, and Python's float */

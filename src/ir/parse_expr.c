@@ -420,6 +420,10 @@ static value parse_postfix(parser *P) {
                 r = size_value(P, &m, "shape", &self, &k);
                 continue;
             }
+            if (self.has_indices && (!strcmp(name, "values") || !strcmp(name, "indices"))) { /* x.max(1).indices */
+                r = node_value(name[0] == 'v' ? self.node : indices_of(P, &m, &self), self.at);
+                continue;
+            }
             if (self.info) { /* torch.finfo(dt).min */
                 r = info_attr(P, &m, name, &self);
                 continue;

@@ -1,12 +1,14 @@
 /*
  * parse_fns.c — PyTorch's functions that the text format builds of other ops: clamp,
  * logsumexp, normalize, leaky_relu, the elementwise ones (square ... softsign), the exp and log
- * family (log1p, expm1, softplus, elu, celu, selu, mish) and var/std. Each builds its nodes
- * under its own name (built_as), so its errors name it; 16-bit inputs of those made of several
- * ops compute in f32 and round once, as PyTorch's kernels do. parse_call.c's table has their
- * rows.
+ * family (log1p, expm1, softplus, elu, celu, selu, mish), var/std and argmax/argmin. Each
+ * builds its nodes under its own name (built_as), so its errors name it; 16-bit inputs of those
+ * made of several ops compute in f32 and round once, as PyTorch's kernels do. parse_call.c's
+ * table has their rows.
  */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -284,4 +286,86 @@ value build_var(parser *P, const call_site *c, value **v) {
     rj_node r = rj_graph_binary(g, RJ_OP_DIV, ss, div);
     if (!strcmp(c->name, "std")) r = rj_graph_unary(g, RJ_OP_SQRT, r);
     return rounded_back(P, c, r, back);
+}
+
+/* argmax and argmin (input, dim=None, keepdim=False): PyTorch's, the index of the first
+ * maximum (minimum) along dim, i64, a NaN counting as the maximum (minimum), as PyTorch's do:
+ * min over dim of where(x == m or x is NaN, the index along dim, INT64_MAX), m the maximum over
+ * dim; -0.0 and 0.0 are equal. The index along a ragged dim is each row's place in its item
+ * (positions); along a dense dim an arange. An empty item (or a dim of size 0), which PyTorch
+ * refuses, gives -1, which any index op then reports as out of range. dim=None is the index
+ * into the flattened tensor (a dense one; keepdim then keeps every dim as 1). Bool inputs are
+ * refused, as PyTorch refuses them. */
+static rj_node arg_extreme(parser *P, const token *fn, const char *as, rj_node x, int d, bool keep, bool is_min) {
+    rj_graph *g = P->g;
+    rj_dtype t = rj_node_dtype(g, x);
+    if (t == RJ_BOOL) {
+        fail_at(P, fn, RJ_ERR_DTYPE, "%s: the input is bool, which PyTorch's %s refuses too (cast it first: x.int())",
+                as, as);
+        return RJ_NONE;
+    }
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape);
+    rj_node m = reduce_over(P, fn, as, is_min ? RJ_OP_MIN : RJ_OP_MAX, x, &d, 1, true);
+    if (m == RJ_NONE) return RJ_NONE;
+    /* the index along dim, broadcast from the right: [B, 1.., j, 1..] along a ragged dim (the
+     * second of a pair [B, j, j] too: [B, 1, j]), or [n, 1..] */
+    const sym *s = graph_sym(g, shape[d]);
+    bool ragged = s && s->kind == SYM_RAGGED;
+    rj_node idx = ragged ? rj_graph_positions(g, shape[d]) : rj_graph_arange(g, shape[d], RJ_I64);
+    for (int i = 1; ragged && i < d && !P->failed; i++) idx = built_as(P, fn, as, rj_graph_unsqueeze(g, idx, 1));
+    for (int i = d + 1; i < rank && !P->failed; i++) idx = built_as(P, fn, as, rj_graph_unsqueeze(g, idx, -1));
+    if (P->failed) return RJ_NONE;
+    rj_node hit = rj_graph_binary(g, RJ_OP_EQ, x, m);
+    if (dtype_is_float(t)) hit = rj_graph_binary(g, RJ_OP_LOGICAL_OR, hit, rj_graph_binary(g, RJ_OP_NE, x, x));
+    rj_node cand = built_as(P, fn, as, rj_graph_where(g, hit, idx, rj_graph_scalar_int(g, INT64_MAX)));
+    rj_node r = P->failed ? RJ_NONE : reduce_over(P, fn, as, RJ_OP_MIN, cand, &d, 1, keep);
+    if (r == RJ_NONE) return RJ_NONE;
+    rj_node none = rj_graph_binary(g, RJ_OP_EQ, r, rj_graph_scalar_int(g, INT64_MAX));
+    r = built_as(P, fn, as, rj_graph_where(g, none, rj_graph_scalar_int(g, -1), r));
+    return P->failed ? RJ_NONE : r;
+}
+
+value build_argmax(parser *P, const call_site *c, value **v) {
+    bool keep = false, all = !v[1] || is_none(v[1]);
+    int64_t dim = 0;
+    if ((!all && !int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim)) ||
+        (v[2] && !bool_arg(P, c->name, "keepdim", v[2], &keep)))
+        return nothing(c);
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_graph *g = P->g;
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape), kept = rank;
+    if (all) {
+        if (node_is_jagged(g, &g->nodes[x])) {
+            fail_at(P, c->fn, RJ_ERR_SHAPE,
+                    "%s: dim=None would index the flattened tensor, which a jagged tensor has no index into; give a dim",
+                    c->name);
+            return nothing(c);
+        }
+        rj_dim flat = RJ_DIM_NONE;
+        x = built_as(P, c->fn, c->name, rj_graph_reshape(g, x, 1, &flat));
+        if (P->failed) return nothing(c);
+        rank = 1;
+    } else if (dim < -rank || dim >= rank) {
+        fail_at(P, &v[1]->at, RJ_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of %d dims", c->name,
+                (long long)dim, rank);
+        return nothing(c);
+    }
+    int d = (int)(dim < 0 ? dim + rank : dim);
+    rj_node r = arg_extreme(P, c->fn, c->name, x, d, keep && !all, !strcmp(c->name, "argmin"));
+    if (r != RJ_NONE && all && keep) {
+        rj_dim ones[RJ_MAX_RANK];
+        for (int i = 0; i < kept; i++) ones[i] = 1;
+        r = built_as(P, c->fn, c->name, rj_graph_reshape(g, r, kept, ones));
+    }
+    return P->failed || r == RJ_NONE ? nothing(c) : node_value(r, *c->fn);
+}
+
+rj_node indices_of(parser *P, const token *t, const value *v) {
+    const char *as = v->ind_min ? "min" : "max";
+    rj_node x = v->ind_x;
+    if (rj_node_dtype(P->g, x) == RJ_BOOL) x = built_as(P, t, as, rj_graph_cast(P->g, x, RJ_I32));
+    return P->failed ? RJ_NONE : arg_extreme(P, t, as, x, v->ind_dim, v->ind_keep, v->ind_min);
 }

@@ -126,6 +126,16 @@ value subscript_value(parser *P, const token *t, const value *self, const subscr
         }
         return r;
     }
+    if (self->has_indices) { /* x.max(1)[1]: PyTorch's (values, indices) */
+        int64_t i = s->item[0].v[0];
+        if (s->n != 1 || s->item[0].kind != SUB_INDEX || i < -2 || i > 1) {
+            fail_at(P, t, RJ_ERR_PARSE, "max and min with a dim give (values, indices), as PyTorch's: take [0] or [1] "
+                    "(or .values, .indices) before indexing further, or call amax / amin for the values alone");
+            return r;
+        }
+        r.node = i == 0 || i == -2 ? self->node : indices_of(P, t, self);
+        return r;
+    }
     rj_node x = as_node(P, self);
     if (P->failed) return r;
     rj_dim dims[RJ_MAX_RANK];

@@ -54,7 +54,13 @@ cancel (seed 89811: a quotient by a cancelling dot product of six terms, the f32
 f32 ulps off, ragjit 950 f64 ulps off, 2e-13). In the same runs every f32 and f64 op's value is
 moved by as many ulps of its format: a sum or product of many terms rounds in another order on
 each target, and an op after it that amplifies (cos of a dot product of 346 terms, seed 120303)
-moves by more than the inputs alone move it.
+moves by more than the inputs alone move it. A sum's value (evaluate.SUMS: sum, mean and the
+products) moves by ulps of the sum of its terms' magnitudes rather than of its own: summed in
+another order it moves that much, and a sum that cancels to exactly 0 in both references is no
+exception (seed 400005: a layer_norm's row divided by its own sum, 0 in NumPy's order and
+1e-16 in ragjit's). An element that these moves turn from a number into an infinity or NaN, or
+the other way, or whose tolerance then spans 0 while ragjit's value is not finite, is
+undetermined by its inputs (a quotient by that sum): any value is accepted there.
 
 A 16-bit program's element that fails is judged once more the same way, with its 16-bit ops'
 values moved by 2 or 4 ulps of f32 before they are rounded to their format (the spread, where
@@ -219,6 +225,9 @@ def judge(name, got, r64, r32, dtype, f32_program, float_casts=False, h=None, sp
                 tol = (C * cond + ULPS * EPS[prec] * np.abs(a)
                        + ROW_ULPS * EPS[prec] * row_max(r64, got.shape) + ATOL[prec])
             tol = np.where(np.isnan(tol), np.inf, tol)
+            if spread is not None:  # whether it is a number at all, or its sign, turns on the
+                # rounding of the inputs (a quotient by a sum that cancels to about 0): any value
+                same |= np.isinf(cond) | (~np.isfinite(g) & np.isfinite(a) & (C * cond >= np.abs(a)))
             finite = np.isfinite(g) & np.isfinite(a)
             err = np.where(same, 0.0, np.where(finite, np.abs(g - a) / tol, np.inf))
             bad = err > 1.0
@@ -252,10 +261,13 @@ def input_spread(prog, dat, r64):
         step = np.spacing(np.abs(a)).astype(np.float64)
         return a.astype(np.float64) + rng.choice(MOVES, a.shape) * step
 
-    def op_moved(dt, x):  # an op's value, by MOVES ulps of its format (relative: an ulp at the
-        a = np.asarray(x, dtype=np.float64)  # top of its binade, the smallest it is); a 16-bit
-        eps = EPS["f32"] * HALF_OP_ULPS if dt in half.HALVES else EPS[dt]  # op's, of f32, before
-        return a * (1 + rng.choice(MOVES, a.shape) * (eps / 2))  # it is rounded to its format
+    def op_moved(dt, x, scale):  # an op's value, by MOVES ulps of its format (relative: an ulp
+        a = np.asarray(x, dtype=np.float64)  # at the top of its binade, the smallest it is), of
+        eps = EPS["f32"] * HALF_OP_ULPS if dt in half.HALVES else EPS[dt]  # f32 for a 16-bit op
+        if scale is None:  # (before it is rounded to its format); a sum's by ulps of its terms'
+            scale = a  # magnitudes (evaluate.SUMS: a sum that cancels to 0 moves too)
+        step = rng.choice(MOVES, a.shape) * (eps / 2)
+        return a + step * np.broadcast_to(np.abs(np.asarray(scale, dtype=np.float64)), a.shape)
 
     for _ in range(PERTURB):
         vals = {}
@@ -270,8 +282,13 @@ def input_spread(prog, dat, r64):
         with np.errstate(all="ignore"):
             r = evaluate(prog, vals, env, frozenset(), moved=op_moved)
         for name in out:
-            d = np.abs(np.asarray(r[name], dtype=np.float64) - np.asarray(r64[name], dtype=np.float64))
+            got, want = (np.asarray(x, dtype=np.float64) for x in (r[name], r64[name]))
+            d = np.abs(got - want)
             out[name] = np.fmax(out[name], np.where(np.isfinite(d), d, 0.0))
+            # finite on one side, inf or NaN on the other: the rounding of the inputs decides
+            # whether the element is a number at all (a quotient by a sum that cancels to 0)
+            flip = np.isfinite(got) != np.isfinite(want)
+            out[name] = np.where(flip | (np.isnan(got) != np.isnan(want)), np.inf, out[name])
     return {name: d / (2 * np.mean(np.abs(MOVES))) for name, d in out.items()}
 
 

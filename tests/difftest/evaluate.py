@@ -447,7 +447,33 @@ def ev_stat(n, vals, env):
     return Val(kind(n.shape), n.dtype, parts)
 
 
-FAMILY = {"sdpa": ev_sdpa, "expfn": ev_expfn, "stat": ev_stat, "clamp": ev_clamp, "act": ev_act, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
+def argmax_of(fn, x, axis, keep):
+    """numpy's argmax / argmin (the first extreme; NaN counts as one, as in PyTorch) along axis
+    (None: of the flattened array); -1 along an empty axis (the guide: PyTorch refuses one)."""
+    if axis is None:
+        r = np.asarray(-1 if x.size == 0 else (np.argmax if fn == "argmax" else np.argmin)(x), np.int64)
+        return r.reshape([1] * x.ndim) if keep else r
+    if x.shape[axis] == 0:
+        shape = [1 if k == axis else s for k, s in enumerate(x.shape)] if keep else \
+            [s for k, s in enumerate(x.shape) if k != axis]
+        return np.full(shape, -1, np.int64)
+    return np.asarray((np.argmax if fn == "argmax" else np.argmin)(x, axis=axis, keepdims=keep), np.int64)
+
+
+def ev_argmax(n, vals, env):
+    """argmax and argmin, item by item over a jagged tensor's dims (its ragged dim gives a
+    dense [B, ...]), or of a dense tensor."""
+    fn, keep, v = n.attrs["fn"], n.attrs.get("keepdim", False), vals[0]
+    if not v.itemised:
+        return Val("dense", "i64", argmax_of(fn, np.asarray(v.data), None if n.attrs.get("all") else n.attrs["dim"], keep))
+    d = n.attrs["dim"]
+    parts = [argmax_of(fn, np.asarray(x), d - 1, keep) for x in v.data]
+    if kind(n.shape) == "dense":  # over the ragged dim of a jagged tensor: [B, ...]
+        return Val("dense", "i64", stack(parts, n, env))
+    return Val(kind(n.shape), "i64", parts)
+
+
+FAMILY = {"argmax": ev_argmax, "sdpa": ev_sdpa, "expfn": ev_expfn, "stat": ev_stat, "clamp": ev_clamp, "act": ev_act, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
           "normalize": ev_reduce_like}
 for _ops, _f in [
         (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",
@@ -503,11 +529,26 @@ def attention_weights(prog):
             if a.op == "softmax" and a.dtype in half.HALVES}
 
 
+# Ops whose value is a sum of terms: computed in another order, such a value moves by ulps of
+# the sum of its terms' magnitudes, not of its own (a sum that cancels to exactly 0 moves too).
+SUMS = ("sum", "mean", "matmul", "linear")
+
+
+def magnitude(n, args, env):
+    """For a SUMS op: the same op over its arguments' magnitudes (the scale its rounding moves
+    it by); None for any other op."""
+    if n.op not in SUMS or n.dtype not in FLOATS:
+        return None
+    absolute = [ref.map_val(a, np.abs) if isinstance(a, Val) and a.dtype != "bool" else a for a in args]
+    return FAMILY[n.op](n, absolute, env)
+
+
 def evaluate(prog, data, env, unrounded=frozenset(), moved=None):
     """Every output of prog in env's float type; the nodes in `unrounded` (ids) keep their
-    16-bit value unrounded (attention_weights). moved(dtype, array): each f32 or f64 op's value
-    moved as its rounding might move it (check.input_spread), and each 16-bit op's value as
-    computing it in f32 might before it is rounded to its format; or None."""
+    16-bit value unrounded (attention_weights). moved(dtype, array, scale): each f32 or f64
+    op's value moved as its rounding might move it (check.input_spread), and each 16-bit op's
+    value as computing it in f32 might before it is rounded to its format; scale is the
+    magnitude of a SUMS op's terms (or None); or moved is None."""
     vals = {}
     for n in prog.inputs:
         vals[id(n)] = input_val(n, data, env)
@@ -517,7 +558,13 @@ def evaluate(prog, data, env, unrounded=frozenset(), moved=None):
             v = FAMILY[n.op](n, args, env)
             stored16 = n.dtype in half.HALVES and id(n) not in unrounded  # stored in its format
             if moved and (stored16 or n.dtype in ("f32", "f64")):
-                v = ref.map_val(v, lambda x, dt=n.dtype: moved(dt, x))
+                m = magnitude(n, args, env)
+                if m is None:
+                    v = ref.map_val(v, lambda x, dt=n.dtype: moved(dt, x, None))
+                elif v.itemised:
+                    v = Val(v.kind, v.dtype, [moved(n.dtype, x, s) for x, s in zip(v.data, m.data)])
+                else:
+                    v = Val(v.kind, v.dtype, moved(n.dtype, v.data, m.data))
             if stored16:
                 v = ref.map_val(v, lambda x, dt=n.dtype: np.asarray(half.round_to(x, dt), env.ft))
             vals[id(n)] = v

@@ -34,7 +34,7 @@ OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
         "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput", "heads", "cat", "stack", "permute", "flatten",
-        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize", "act", "expfn", "stat"])
+        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize", "act", "expfn", "stat", "argmax"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 PSEUDO = ("padchain", "densepad", "causal", "bigint", "pairinput", "heads")  # builders, not ops
@@ -771,6 +771,29 @@ class Gen(HeadsGen):
             elif form < 0.5:
                 at["unbiased"] = r.random() < 0.5
         return self.add("stat", [a], a.dtype, shape, **at)
+
+    def b_argmax(self, _op):
+        """argmax and argmin (PyTorch's: the first extreme, NaN counting as one) over a dim of a
+        jagged tensor (its ragged dim too), of attention scores [B, j1, j1] or of a dense
+        tensor, keepdim, or dim=None of a dense tensor; a third of the time of relu(x) or sgn(x),
+        whose many equal values tie."""
+        r = self.rng
+        fn = r.choice(["argmax", "argmin"])
+        a = self.pick(lambda n: n.kind in ("jagged", "pair", "dense") and n.dtype != "bool" and len(n.shape) >= 1
+                      and not (n.kind == "dense" and "j1" in n.shape)) or self.fjag()
+        if r.random() < 0.33:
+            tie = r.choice(["relu", "sgn"])
+            a = self.add(tie, [a], a.dtype, a.shape)
+        rank = len(a.shape)
+        if a.kind == "dense" and r.random() < 0.25:
+            keep = r.random() < 0.4
+            return self.add("argmax", [a], "i64", [1] * rank if keep else [], fn=fn, all=True, keepdim=keep)
+        d = r.choice(self.red_dims(a))
+        keep = r.random() < 0.35 and not (a.kind == "pair" and d == 1)  # [B, 1, j1] is no output
+        shape = [1 if k == d else x for k, x in enumerate(a.shape)] if keep else \
+            [x for k, x in enumerate(a.shape) if k != d]
+        return self.add("argmax", [a], "i64", shape, fn=fn, dim=d, written=d - rank if r.random() < 0.3 else d,
+                        keepdim=keep)
 
     # ---- programs ---------------------------------------------------------------------------------
 

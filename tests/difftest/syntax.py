@@ -74,6 +74,9 @@ def expr(n):
         kw = [("keepdim", "True")] if at.get("keepdim") else []
         if op not in ("max", "min") and s % 5 == 4:  # PyTorch's dtype=, of the result's own dtype
             kw.append(("dtype", TORCH_DTYPE[n.dtype][0]))
+        if op in ("max", "min") and s % 7 >= 4:  # PyTorch's (values, indices): the values
+            text = call(op, a + [str(at["dim"])], s, kw)
+            return (f"{text}[0]", f"{text}.values", call("a" + op, a + [str(at["dim"])], s, kw))[s % 7 - 4]
         if s % 4 >= 2:
             return call(op, a + [str(at["dim"])], s, kw)
         return call(op, a, s, [("dim", at["dim"])] + kw)
@@ -177,6 +180,17 @@ def expr(n):
                 return call(name, a, s if s % 3 else 0, kw)
             return call(name, a + [v for _, v in kw], s if s % 3 else 0)
         return call(name, a, s if s % 3 else 0, kw)
+    if op == "argmax":
+        fn = at["fn"]
+        kw = [] if at.get("all") else [("dim", str(at["written"]))]
+        if at.get("keepdim"):
+            kw.append(("keepdim", "True"))
+        if not at.get("all") and s % 5 >= 3:  # PyTorch's (values, indices) of max and min with a dim
+            text = call(fn[3:], a + [v for _, v in kw], s) if s % 2 else call("torch." + fn[3:], a, 0, kw)
+            return f"{text}[1]" if s % 5 == 3 else f"{text}.indices"
+        if kw and s % 4 == 1:  # positional: x.argmax(dim[, keepdim])
+            return call(fn, a + [v for _, v in kw], s)
+        return call(("torch." + fn) if s % 3 == 0 else fn, a, s if s % 3 else 0, kw)
     if op == "stat":
         fn, w = at["fn"], at["written"]
         dim = "(" + ", ".join(str(d) for d in w) + ("," if len(w) == 1 else "") + ")" if len(w) > 1 else str(w[0])
