@@ -1058,3 +1058,178 @@ def test_pytorch_max_pairs(ctx):
         assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, got.shape, want.shape)
         assert torch.equal(got, want) or (got.isnan() == want.isnan()).all() and torch.equal(
             got.nan_to_num(0.5), want.nan_to_num(0.5)), (name, got, want)
+
+
+REDUCE_ALL = """
+ragged j : B
+input x : f32[B, j, 5]
+input i : i32[B, j, 5]
+input h : bf16[B, j, 5]
+input w : f32[3, 4]
+a = x.sum()
+b = torch.mean(x)
+c = x.amax()
+d = w.sum(keepdim=True)
+e = i.sum()
+f = h.mean()
+g = torch.min(w)
+k = w.prod(dim=None)
+l = x.sum().sum()
+output a, b, c, d, e, f, g, k, l
+"""
+
+
+def test_pytorch_reduce_all(ctx):
+    """sum, mean, max, min, prod with no dim (PyTorch's dim=None): over every element of every
+    item of a jagged tensor (the mean over all of them, not of the items' means), a 0-d result;
+    keepdim keeps every dim as 1; integers sum to i64; a bf16 mean accumulates in f32 and rounds
+    once. Against PyTorch's own on the packed values in float64."""
+    gen = torch.Generator().manual_seed(11)
+    off = torch.tensor([0, 1, 1, 6])
+    xv = torch.randn(6, 5, generator=gen)
+    iv = torch.randint(-9, 10, (6, 5), generator=gen, dtype=torch.int32)
+    hv = torch.randn(6, 5, generator=gen).bfloat16()
+    w = torch.rand(3, 4, generator=gen) + 0.5
+    nt = torch.nested.nested_tensor_from_jagged
+    outs = ctx.compile(REDUCE_ALL)(x=nt(xv, off), i=nt(iv, off), h=nt(hv, off), w=w)
+    X = xv.double()
+    refs = [X.sum(), X.mean(), X.amax(), w.double().sum(dim=None, keepdim=True), iv.sum(), hv.float().mean().bfloat16(),
+            w.min(), w.double().prod(), X.sum()]
+    assert len(outs) == len(refs)
+    for name, got, want in zip("abcdefgkl", outs, refs):
+        assert got.shape == want.shape, (name, got.shape, want.shape)
+        if want.dtype in (torch.int64, torch.bfloat16):
+            assert got.dtype == want.dtype and torch.equal(got, want), (name, got, want)
+        else:
+            assert got.dtype == torch.float32, name
+            assert abs(got.double().item() - want.item()) <= 1e-6 * (1 + X.abs().sum().item()), (name, got, want)
+
+
+PORTING = """
+ragged j : B
+input x : f32[B, j, 6]
+input h : bf16[B, j, 6]
+a = x[..., : x.shape[-1] // 2] * (7 % 3) + (-7 // 2) + 2 ** -1
+b = torch.arange(1.0, 2.0, 0.25) + arange(5, 0, -2).float().sum()
+inv_freq = 1.0 / (10000 ** (torch.arange(0, 6, 2).float() / 6))
+c = torch.zeros_like(x) + torch.full_like(x, 0.1, dtype=torch.float64) + x.new_ones(6)
+d = x.norm(dim=-1) + torch.linalg.vector_norm(x, ord=float("inf"), dim=-1) + x.norm(p=1, dim=2)
+e = torch.linalg.vector_norm(x, ord=3, dim=(1, 2), keepdim=True)
+f = x.flip(1)
+g = torch.flip(x, [1, 2])
+k = x.unbind(-1)[1] + x.unbind(2)[5]
+l = h.norm(dim=-1)
+m = x.norm()
+n = torch.linalg.vector_norm(x, 0, -1) + torch.linalg.vector_norm(x, float("-inf"), -1)
+output a, b, inv_freq, c, d, e, f, g, k, l, m, n
+"""
+
+
+def test_pytorch_porting(ctx):
+    """What PyTorch code writes around a model, against PyTorch's own: Python's arithmetic of
+    numbers (x.shape[-1] // 2, %, ** -1) folded as Python folds it; arange(start, end, step) of
+    ints and floats (a rotary embedding's inverse frequencies); zeros_like, full_like with a
+    dtype, new_ones; norm and linalg.vector_norm (2, 1, 3, inf, -inf, 0; dims, keepdim; bf16
+    rounded once); flip of the ragged dim (each item reversed) and of dense dims; unbind."""
+    gen = torch.Generator().manual_seed(13)
+    off = torch.tensor([0, 2, 2, 7])
+    xv = torch.randn(7, 6, generator=gen)
+    xv[0, 1] = 0.0
+    hv = torch.randn(7, 6, generator=gen).bfloat16()
+    nt = torch.nested.nested_tensor_from_jagged
+    outs = ctx.compile(PORTING)(x=nt(xv, off), h=nt(hv, off))
+    items = [xv[off[k]:off[k + 1]] for k in range(3)]
+    lv = torch.linalg.vector_norm
+    refs = [xv[..., :3] * 1 + (-4) + 0.5,
+            torch.arange(1.0, 2.0, 0.25) + torch.arange(5, 0, -2).float().sum(),
+            1.0 / (10000 ** (torch.arange(0, 6, 2).float() / 6)),
+            (torch.zeros_like(xv) + torch.full_like(xv, 0.1, dtype=torch.float64) + xv.new_ones(6)),
+            xv.norm(dim=-1) + lv(xv, ord=float("inf"), dim=-1) + xv.norm(p=1, dim=1),
+            torch.stack([lv(t.double(), ord=3).reshape(1, 1) for t in items]),
+            torch.cat([t.flip(0) for t in items]),
+            torch.cat([t.flip(0, 1) for t in items]),
+            xv[:, 1] + xv[:, 5],
+            hv.float().norm(dim=-1).bfloat16(),
+            xv.double().norm(),
+            lv(xv, 0, -1) + lv(xv, float("-inf"), -1)]
+    assert len(outs) == len(refs)
+    for name, got, want in zip(["a", "b", "inv_freq", "c", "d", "e", "f", "g", "k", "l", "m", "n"], outs, refs):
+        got = got.values() if got.is_nested else got
+        assert got.shape == want.shape, (name, got.shape, want.shape)
+        if want.dtype == torch.bfloat16:
+            assert got.dtype == want.dtype and torch.equal(got, want), (name, got, want)
+            continue
+        tol = 4 * np.spacing(np.abs(want.float().numpy())).astype(np.float64) + 1e-12
+        assert (np.abs(got.double().numpy() - want.double().numpy()) <= tol).all(), (name, got, want)
+
+
+MORE = """
+ragged j : B
+input x : f32[B, j, 4]
+input y : f32[B, j, 4]
+input h : bf16[B, j, 4]
+input c : f32[B, j, 1]
+input w : f32[3, 4]
+input m : bool[4, 4]
+a = F.logsigmoid(x)
+b = F.tanhshrink(x)
+d = F.softshrink(x, 0.5)
+e = F.hardshrink(x, lambd=0.3)
+f = F.threshold(x, 0.1, 20.0)
+g = F.softmin(x, dim=1)
+k = F.glu(x, -1)
+l = torch.logaddexp(x, y)
+n = F.glu(h)
+o = torch.tril(w, -1) + w.triu(1) * 2
+p = m.triu()
+q = c.expand(-1, -1, 4) + c.expand_as(x)
+r = w.repeat(2, 3)
+s = x.repeat(1, 1, 2)
+t = w.unsqueeze(0).expand(2, 3, 4)
+u = torch.tril(x @ x.transpose(1, 2))
+output a, b, d, e, f, g, k, l, n, o, p, q, r, s, t, u
+"""
+
+
+def test_pytorch_more(ctx):
+    """logsigmoid, tanhshrink, softshrink, hardshrink, threshold, softmin, glu (bf16 rounded
+    once), logaddexp, tril and triu (of each item's attention block too), expand, expand_as and
+    repeat, against PyTorch's own in float64, with inf, -inf, NaN and -0.0 in the data."""
+    gen = torch.Generator().manual_seed(17)
+    off = torch.tensor([0, 3, 3, 8])
+    xv = torch.randn(8, 4, generator=gen) * 3
+    xv[0] = torch.tensor([float("inf"), float("-inf"), float("nan"), -0.0])
+    yv = torch.randn(8, 4, generator=gen)
+    yv[0, :2] = torch.tensor([float("inf"), float("-inf")])
+    hv = torch.randn(8, 4, generator=gen).bfloat16()
+    cv = torch.randn(8, 1, generator=gen)
+    w = torch.randn(3, 4, generator=gen)
+    mv = torch.rand(4, 4, generator=gen) > 0.3
+    nt = torch.nested.nested_tensor_from_jagged
+    outs = ctx.compile(MORE)(x=nt(xv, off), y=nt(yv, off), h=nt(hv, off), c=nt(cv, off), w=w, m=mv)
+    F = torch.nn.functional
+    X = xv.double()
+    items = lambda v: [v[off[i]:off[i + 1]] for i in range(3)]  # noqa: E731
+    soft = torch.cat([F.softmin(t, dim=0) for t in items(X)])
+    blocks = torch.cat([torch.tril(t @ t.T).reshape(-1) for t in items(X)])
+    refs = [F.logsigmoid(X), F.tanhshrink(X), F.softshrink(X, 0.5), F.hardshrink(X, 0.3), F.threshold(X, 0.1, 20.0),
+            soft, F.glu(X, -1), torch.logaddexp(X, yv.double()), F.glu(hv.float()).bfloat16(),
+            torch.tril(w, -1) + w.triu(1) * 2, mv.triu(), cv.expand(-1, 4) + cv.expand_as(xv), w.repeat(2, 3),
+            xv.repeat(1, 2), w.unsqueeze(0).expand(2, 3, 4), blocks]
+    names = ["a", "b", "d", "e", "f", "g", "k", "l", "n", "o", "p", "q", "r", "s", "t", "u"]
+    assert len(outs) == len(refs) == len(names)
+    for name, got, want in zip(names, outs, refs):
+        if name == "u":  # blocks of two ragged dims: ragjit's Jagged, each item's len_b^2 values
+            got = torch.from_numpy(np.asarray(got.values)).reshape(-1)
+        got = got.values() if got.is_nested else got
+        assert got.shape == want.shape, (name, got.shape, want.shape)
+        if want.dtype in (torch.bfloat16, torch.bool):
+            assert got.dtype == want.dtype and torch.equal(got, want), (name, got, want)
+            continue
+        g, w64 = got.double().numpy(), want.double().numpy()
+        scale = np.abs(X.numpy()) if name == "b" else np.abs(w64)  # x - tanh(x) cancels: ulps of x
+        ulps = 8 if name in ("g", "l") else 4  # softmin, logaddexp: exp's 2.5 ulps, a sum, a quotient
+        tol = ulps * np.spacing(scale.astype(np.float32)).astype(np.float64) + 1e-6 * (name == "u")
+        with np.errstate(invalid="ignore"):
+            ok = (g == w64) | (np.isnan(g) & np.isnan(w64)) | (np.abs(g - w64) <= tol)
+        assert ok.all(), (name, g[~ok][:4], w64[~ok][:4])

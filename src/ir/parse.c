@@ -128,6 +128,21 @@ static void parse_output(parser *P) {
             return;
         }
         rj_node n = v->node;
+        const node *lit = graph_node(P->g, n);
+        if (lit && lit->op == RJ_OP_SCALAR) { /* y = 2 * 1, a number as Python computed it: a 0-d tensor */
+            double val = lit->weak == WEAK_FLOAT ? lit->fval : (double)lit->ival;
+            rj_dtype dt = lit->weak == WEAK_FLOAT ? RJ_F32 : lit->weak == WEAK_BOOL ? RJ_BOOL : RJ_I64;
+            if (lit->weak == WEAK_INT && (lit->ival > (int64_t)1 << 53 || lit->ival < -((int64_t)1 << 53))) {
+                fail_at(P, &t, RJ_ERR_ARG, "output: the integer %lld is beyond 2^53, which a constant output cannot hold",
+                        (long long)lit->ival);
+                return;
+            }
+            if ((n = rj_graph_full(P->g, 0, NULL, val, dt)) == RJ_NONE) {
+                fail_builder(P, &t);
+                return;
+            }
+            v->node = n;
+        }
         for (int32_t i = 0; i < P->g->noutputs; i++)
             if (P->g->outputs[i].node == n) {
                 /* y = z, output y, z: the graph has one output per node (the C API names

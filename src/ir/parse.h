@@ -18,7 +18,7 @@ typedef enum {
     T_EOF, T_NEWLINE, T_IDENT, T_INT, T_FLOAT, T_STRING,
     T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_ASSIGN,
     T_PLUS, T_MINUS, T_STAR, T_SLASH, T_LT, T_LE, T_GT, T_GE, T_EQ, T_NE,
-    T_DOT, T_TILDE, T_AMP, T_PIPE, T_AT, T_POW,
+    T_DOT, T_TILDE, T_AMP, T_PIPE, T_AT, T_POW, T_FLOORDIV, T_PERCENT,
 } tok_kind;
 
 typedef struct token {
@@ -202,6 +202,12 @@ value build_elementwise_fn(parser *P, const call_site *c, value **v);
 value build_exp_family(parser *P, const call_site *c, value **v);
 value build_var(parser *P, const call_site *c, value **v);
 value build_argmax(parser *P, const call_site *c, value **v);
+value build_norm_fn(parser *P, const call_site *c, value **v);
+/* The index along dim d of x, i64, shaped to broadcast against x: [n, 1, ...] by arange along a
+ * dense dim, [B, 1.., j, 1..] by positions along a ragged one (the second of a pair [B, j, j]
+ * too: [B, 1, j]); RJ_NONE after reporting at fn as `as`. */
+rj_node index_along(parser *P, const token *fn, const char *as, rj_node x, int d);
+value build_more_fn(parser *P, const call_site *c, value **v);
 /* The indices of a max or min with a dim (value.has_indices): argmax / argmin of its input
  * (of a bool input as 0 and 1), reported at t; RJ_NONE after reporting. */
 rj_node indices_of(parser *P, const token *t, const value *v);
@@ -210,11 +216,17 @@ rj_node indices_of(parser *P, const token *t, const value *v);
 
 value build_narrow(parser *P, const call_site *c, value **v);
 value build_split(parser *P, const call_site *c, value **v);
+value build_unbind(parser *P, const call_site *c, value **v);
+value build_flip(parser *P, const call_site *c, value **v);
+value build_tril(parser *P, const call_site *c, value **v);
+value build_expand(parser *P, const call_site *c, value **v);
+value build_repeat(parser *P, const call_site *c, value **v);
 value build_permute(parser *P, const call_site *c, value **v);
 value build_flatten(parser *P, const call_site *c, value **v);
 value build_unflatten(parser *P, const call_site *c, value **v);
 value build_arange(parser *P, const call_site *c, value **v);
 value build_full(parser *P, const call_site *c, value **v);
+value build_like(parser *P, const call_site *c, value **v);
 value build_cat(parser *P, const call_site *c, value **v);
 
 /* ---- parse_def.c: functions -------------------------------------------------------------- */

@@ -255,7 +255,8 @@ static value build_reduce(parser *P, const call_site *c, value **v) {
     /* PyTorch's max and min by those names (not amax, amin): of two tensors the elementwise
      * maximum and minimum; with a dim (values, indices) */
     bool pair = (c->op == RJ_OP_MAX || c->op == RJ_OP_MIN) && (!strcmp(c->name, "max") || !strcmp(c->name, "min"));
-    if (pair && !v[1]->is_tuple && !v[1]->is_list && !v[1]->is_size && v[1]->node != RJ_NONE && !scalar_of(P, v[1])) {
+    bool all = !v[1] || is_none(v[1]); /* x.sum(): every dim, as PyTorch's dim=None */
+    if (pair && !all && !v[1]->is_tuple && !v[1]->is_list && !v[1]->is_size && v[1]->node != RJ_NONE && !scalar_of(P, v[1])) {
         if (v[2] || v[3]) {
             fail_at(P, &(v[2] ? v[2] : v[3])->at, RJ_ERR_PARSE, "%s of two tensors (the elementwise %s) takes no %s",
                     c->name, c->op == RJ_OP_MAX ? "maximum" : "minimum", v[2] ? "keepdim" : "dtype");
@@ -268,9 +269,17 @@ static value build_reduce(parser *P, const call_site *c, value **v) {
     if (!op_dtype(P, c, v[3], &dt)) return nothing(c);
     value x = node_value(cast_to(P, c, as_node(P, v[0]), dt), v[0]->at);
     if (P->failed) return nothing(c);
-    value r;
-    if (v[1]->is_tuple) {
-        value *vs[3] = {&x, v[1], v[2]};
+    value r, every = {.node = RJ_NONE, .is_tuple = true, .at = *c->fn};
+    if (all) { /* a tuple of every dim; a 0-d tensor seen as [1] */
+        rj_dim shape[RJ_MAX_RANK];
+        every.ndims = rj_node_shape(P->g, x.node, shape);
+        if (!every.ndims) x.node = built_as(P, c->fn, c->name, rj_graph_reshape(P->g, x.node, 1, (rj_dim[]){1}));
+        every.ndims += !every.ndims;
+        for (int i = 0; i < every.ndims; i++) every.dims[i] = i;
+        if (P->failed) return nothing(c);
+    }
+    if (all || v[1]->is_tuple) {
+        value *vs[3] = {&x, all ? &every : v[1], v[2]};
         r = reduce_dims(P, c->fn, c->name, c->op, vs);
     } else {
         if (!int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim) ||
@@ -541,8 +550,27 @@ static value build_info(parser *P, const call_site *c, value **v) {
     return r;
 }
 
-/* x.contiguous(), x.clone(), x.detach(): the value itself (ragjit's values are not storage). */
+/* x.contiguous(), x.clone(), x.detach(): the value itself (ragjit's values are not storage).
+ * dropout(input, p=0.5, training=True, inplace=False), PyTorch's F.dropout and a Dropout
+ * module's call with `self.` dropped: ragjit runs inference, so it is the identity, as a module
+ * in eval mode is; training=True is refused, and p must lie in [0, 1] as PyTorch requires. */
 static value build_same(parser *P, const call_site *c, value **v) {
+    if (!strcmp(c->name, "dropout")) {
+        double p = 0.5;
+        bool training = false, inplace;
+        if ((v[1] && !literal(P, v[1], &p)) || (v[2] && !bool_arg(P, c->name, "training", v[2], &training)) ||
+            (v[3] && !bool_arg(P, c->name, "inplace", v[3], &inplace)))
+            return nothing(c);
+        if (!(p >= 0 && p <= 1)) {
+            fail_at(P, &v[1]->at, RJ_ERR_ARG, "dropout: p must lie between 0 and 1 (it is %g)", p);
+            return nothing(c);
+        }
+        if (training) {
+            fail_at(P, &v[2]->at, RJ_ERR_UNSUPPORTED, "dropout: training=True drops at random; ragjit runs inference, "
+                    "where dropout is the identity (training=False, or leave it out)");
+            return nothing(c);
+        }
+    }
     rj_node x = as_node(P, v[0]);
     return P->failed ? nothing(c) : node_value(x, *c->fn);
 }
@@ -590,6 +618,13 @@ static const call_form forms[] = {
     ROW_NAME("size", build_size, 1, "input", "dim"),
     ROW_NAME("split", build_split, 2, "tensor", "split_size", "dim"),
     ROW_NAME("chunk", build_split, 2, "input", "chunks", "dim"),
+    ROW_NAME("unbind", build_unbind, 1, "input", "dim"),
+    ROW(FORM_NAME, "flip", -1, build_flip, 2, SLOT_DIMS_VAR, 1, "input", "dims"),
+    ROW_NAME("tril", build_tril, 1, "input", "diagonal"),
+    ROW_NAME("triu", build_tril, 1, "input", "diagonal"),
+    ROW(FORM_NAME, "expand", -1, build_expand, 2, SLOT_DIMS_VAR, 1, "input", "size"),
+    ROW_NAME("expand_as", build_expand, 2, "input", "other"),
+    ROW(FORM_NAME, "repeat", -1, build_repeat, 2, SLOT_DIMS_VAR, 1, "input", "repeats"),
     ROW_ALIAS("amax", MAX), /* PyTorch's names of the reductions to values */
     ROW_ALIAS("amin", MIN),
     ROW(FORM_NAME, "permute", -1, build_permute, 2, SLOT_DIMS_VAR, 1, "input", "dims"),
@@ -597,6 +632,12 @@ static const call_form forms[] = {
     ROW_NAME("unflatten", build_unflatten, 3, "input", "dim", "sizes"),
     ROW(FORM_NAME, "zeros", -1, build_full, 1, SLOT_DIMS_VAR, 0, "size", "dtype"),
     ROW(FORM_NAME, "ones", -1, build_full, 1, SLOT_DIMS_VAR, 0, "size", "dtype"),
+    ROW_NAME("zeros_like", build_like, 1, "input", "dtype"),
+    ROW_NAME("ones_like", build_like, 1, "input", "dtype"),
+    ROW_NAME("full_like", build_like, 2, "input", "fill_value", "dtype"),
+    ROW(FORM_NAME, "new_zeros", -1, build_like, 2, SLOT_DIMS_VAR, 1, "input", "size", "dtype"),
+    ROW(FORM_NAME, "new_ones", -1, build_like, 2, SLOT_DIMS_VAR, 1, "input", "size", "dtype"),
+    ROW_NAME("new_full", build_like, 3, "input", "size", "fill_value", "dtype"),
     ROW(FORM_NAME, "stack", -1, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
     ROW_NAME("clamp", build_clamp, 1, "input", "min", "max"),
     ROW_NAME("clip", build_clamp, 1, "input", "min", "max"),
@@ -619,8 +660,18 @@ static const call_form forms[] = {
     ROW_NAME("celu", build_exp_family, 1, "input", "alpha"),
     ROW_NAME("selu", build_exp_family, 1, "input"),
     ROW_NAME("mish", build_exp_family, 1, "input"),
+    ROW_NAME("logsigmoid", build_more_fn, 1, "input"),
+    ROW_NAME("tanhshrink", build_more_fn, 1, "input"),
+    ROW_NAME("softshrink", build_more_fn, 1, "input", "lambd"),
+    ROW_NAME("hardshrink", build_more_fn, 1, "input", "lambd"),
+    ROW_NAME("threshold", build_more_fn, 3, "input", "threshold", "value"),
+    ROW_NAME("softmin", build_more_fn, 1, "input", "dim"),
+    ROW_NAME("glu", build_more_fn, 1, "input", "dim"),
+    ROW_NAME("logaddexp", build_more_fn, 2, "input", "other"),
     ROW(FORM_NAME, "var", -1, build_var, 1, SLOT_DIMS, 1, "input", "dim", "unbiased", "keepdim", "correction"),
     ROW(FORM_NAME, "std", -1, build_var, 1, SLOT_DIMS, 1, "input", "dim", "unbiased", "keepdim", "correction"),
+    ROW(FORM_NAME, "norm", -1, build_norm_fn, 1, SLOT_DIMS, 2, "input", "p", "dim", "keepdim", "dtype"),
+    ROW(FORM_NAME, "vector_norm", -1, build_norm_fn, 1, SLOT_DIMS, 2, "input", "ord", "dim", "keepdim", "dtype"),
     ROW_NAME("argmax", build_argmax, 1, "input", "dim", "keepdim"),
     ROW_NAME("argmin", build_argmax, 1, "input", "dim", "keepdim"),
     ROW_ALIAS("mm", MATMUL),
@@ -640,6 +691,7 @@ static const call_form forms[] = {
     ROW_NAME("contiguous", build_same, 1, "input"),
     ROW_NAME("clone", build_same, 1, "input"),
     ROW_NAME("detach", build_same, 1, "input"),
+    ROW_NAME("dropout", build_same, 1, "input", "p", "training", "inplace"),
     /* ops whose arguments differ from the rest of their kind's */
     ROW_OP(GELU, build_gelu, 1, "input", "approximate"),
     ROW_OP(GELU_TANH, NULL, 0, NULL), /* gelu(x, approximate="tanh") */
@@ -662,13 +714,13 @@ static const call_form forms[] = {
     ROW_OP(MATMUL, build_matmul, 2, "input", "other"),
     ROW_OP(ATTENTION, build_attention, 2, "scores", "value", "safe"),
     ROW(FORM_OP, NULL, RJ_OP_CAT, build_cat, 1, SLOT_TENSORS, 0, "tensors", "dim"),
-    ROW(FORM_OP, NULL, RJ_OP_ARANGE, build_arange, 1, SLOT_SIZE, 0, "end", "dtype"),
+    ROW(FORM_OP, NULL, RJ_OP_ARANGE, build_arange, 0, SLOT_SIZE, 0, "start", "end", "step", "dtype"),
     ROW(FORM_OP, NULL, RJ_OP_FULL, build_full, 2, SLOT_SIZE, 0, "size", "fill_value", "dtype"),
     /* every other op of these kinds (inputs and scalars, KIND_LEAF, are no calls) */
     ROW_KIND(UNARY, build_unary, 1, "input"),
     ROW_KIND(BINARY, build_binary, 2, "input", "other"),
     ROW_KIND(COMPARE, build_binary, 2, "input", "other"),
-    ROW(FORM_KIND, NULL, KIND_REDUCE, build_reduce, 2, SLOT_DIMS, 1, "input", "dim", "keepdim", "dtype"),
+    ROW(FORM_KIND, NULL, KIND_REDUCE, build_reduce, 1, SLOT_DIMS, 1, "input", "dim", "keepdim", "dtype"),
     ROW_KIND(SOFTMAX, build_softmax, 2, "input", "dim", "dtype"),
 };
 

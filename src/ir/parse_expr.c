@@ -2,14 +2,16 @@
  * parse_expr.c — the text format's expressions: operators, literals, names, and the syntax of
  * calls and their arguments.
  *
- * Expressions are Python's, with Python's precedence (comparisons < | < & < + - < * / @ <
+ * Expressions are Python's, with Python's precedence (comparisons < | < & < + - < * / // % @ <
  * unary - ~ < ** < calls and methods). Number literals are Python numbers for dtype promotion (2 is
  * an int, 2.0 and inf are floats), True/False are bools, and calls take positional and keyword
  * arguments with PyTorch's names, as functions (softmax(x, dim=1)), as PyTorch's module
  * functions (torch.softmax, F.gelu) or as methods of their first argument (x.softmax(1)), and
  * Python's subscripts (x[..., 0:64], read here, made narrows in parse_call.c).
  * Infix operators map to the ops add, sub, mul, div, matmul, the comparisons and the logical
- * ops. What a call's name means is parse_call.c's table; this file reads what is written.
+ * ops; between two numbers they are Python's arithmetic, folded into a number (// and % only
+ * there: x.shape[-1] // 2). What a call's name means is parse_call.c's table; this file reads
+ * what is written.
  *
  * The builder runs as the expression is read, so a shape error is reported at the operator or
  * call that caused it. Each parse function carries its grammar rule in a comment.
@@ -22,6 +24,7 @@
  * under about 1 MiB.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -276,10 +279,10 @@ static value call_args(parser *P, const token *t, const char *name, const value 
 /* ---- primaries ------------------------------------------------------------------------------ */
 
 /* PyTorch's module prefixes: "torch", "F" (torch.nn.functional as F), "torch.nn.functional"
- * and "nn.functional", with the intermediate "torch.nn" and "nn". 2: a module, 1: a prefix of
- * one only, 0: neither. */
+ * and "nn.functional", with the intermediate "torch.nn" and "nn", and "torch.linalg" (of which
+ * vector_norm only). 2: a module, 1: a prefix of one only, 0: neither. */
 static int module_kind(const char *path) {
-    static const char *const mods[] = {"torch", "F", "torch.nn.functional", "nn.functional"};
+    static const char *const mods[] = {"torch", "F", "torch.nn.functional", "nn.functional", "torch.linalg"};
     for (size_t i = 0; i < RJ_ARRAY_LEN(mods); i++)
         if (!strcmp(path, mods[i])) return 2;
     return !strcmp(path, "torch.nn") || !strcmp(path, "nn");
@@ -304,6 +307,11 @@ static int module_path(parser *P, char *name, size_t n, token *t) {
         if (P->tok.kind == T_DOT && module_kind(longer)) {
             snprintf(path, sizeof path, "%.*s", room, longer);
             continue;
+        }
+        if (!strcmp(path, "torch.linalg") && strcmp(word, "vector_norm")) { /* its matrix norms are not */
+            fail_at(P, &w, RJ_ERR_UNSUPPORTED, "torch.linalg.%s is not supported; torch.linalg.vector_norm and "
+                    "torch.norm are", word);
+            return -1;
         }
         if (module_kind(path) != 2) {
             fail_at(P, &w, RJ_ERR_PARSE, "'%s' is not a module ragjit knows: write %s(...), or F.%s(...), "
@@ -656,6 +664,65 @@ static value parse_primary(parser *P) {
 
 static value parse_unary(parser *P);
 
+/* Python's arithmetic of two numbers (+ - * / // % **), folded into a number as Python
+ * evaluates it before PyTorch sees it: int op int stays int (/ gives a float; ** a float for
+ * a negative exponent), any float makes a float; x.shape[-1] // 2 is then a number that sizes
+ * and subscripts take. Returns false, touching nothing, unless both are numbers; *r the number,
+ * or nothing after an error (division by zero, an int that overflows 64 bits). */
+static bool fold_numbers(parser *P, const token *op, const value *a, const value *b, value *r) {
+    const node *x = a->is_size || a->is_string ? NULL : scalar_of(P, a);
+    const node *y = b->is_size || b->is_string ? NULL : scalar_of(P, b);
+    if (!x || !y || x->weak == WEAK_BOOL || y->weak == WEAK_BOOL || x->weak == WEAK_NONE || y->weak == WEAK_NONE)
+        return false;
+    *r = node_value(RJ_NONE, a->at);
+    tok_kind k = op->kind;
+    bool ints = x->weak == WEAK_INT && y->weak == WEAK_INT;
+    bool zero_y = y->weak == WEAK_INT ? y->ival == 0 : y->fval == 0;
+    bool zero_x = x->weak == WEAK_INT ? x->ival == 0 : x->fval == 0;
+    bool neg_y = y->weak == WEAK_INT ? y->ival < 0 : y->fval < 0;
+    if (((k == T_SLASH || k == T_FLOORDIV || k == T_PERCENT) && zero_y) || (k == T_POW && zero_x && neg_y)) {
+        fail_at(P, op, RJ_ERR_ARG, "division by zero (of two numbers, as Python evaluates them)");
+        return true;
+    }
+    if (ints && k != T_SLASH && !(k == T_POW && y->ival < 0)) {
+        int64_t u = x->ival, v = y->ival, w = 0;
+        bool over = false;
+        if (k == T_PLUS) over = __builtin_add_overflow(u, v, &w);
+        else if (k == T_MINUS) over = __builtin_sub_overflow(u, v, &w);
+        else if (k == T_STAR) over = __builtin_mul_overflow(u, v, &w);
+        else if (k == T_FLOORDIV || k == T_PERCENT) {
+            over = u == INT64_MIN && v == -1;
+            int64_t q = over ? 0 : u / v, m = over ? 0 : u % v;
+            if (m != 0 && (m < 0) != (v < 0)) q--, m += v; /* Python's: toward -inf, the divisor's sign */
+            w = k == T_FLOORDIV ? q : m;
+        } else { /* ** */
+            w = 1;
+            for (int64_t e = v, base = u; e > 0 && !over; e >>= 1) {
+                if (e & 1) over = __builtin_mul_overflow(w, base, &w);
+                if (e > 1 && !over) over = __builtin_mul_overflow(base, base, &base);
+            }
+        }
+        if (over) {
+            fail_at(P, op, RJ_ERR_OVERFLOW, "this integer arithmetic overflows 64 bits");
+            return true;
+        }
+        r->node = built(P, rj_graph_scalar_int(P->g, w), op);
+        return true;
+    }
+    double u = x->weak == WEAK_INT ? (double)x->ival : x->fval, v = y->weak == WEAK_INT ? (double)y->ival : y->fval, w;
+    switch (k) {
+    case T_PLUS: w = u + v; break;
+    case T_MINUS: w = u - v; break;
+    case T_STAR: w = u * v; break;
+    case T_SLASH: w = u / v; break;
+    case T_FLOORDIV: w = floor(u / v); break;
+    case T_PERCENT: w = fmod(u, v), w = w != 0 && (w < 0) != (v < 0) ? w + v : w; break;
+    default: w = pow(u, v); break;
+    }
+    r->node = built(P, rj_graph_scalar(P->g, w), op);
+    return true;
+}
+
 /* power = postfix [ "**" unary ]   (Python's: binds tighter than a unary minus on its left,
  * -x ** 2 is -(x ** 2), and right-associative, a ** b ** c is a ** (b ** c); the exponent may
  * be negated, x ** -1) */
@@ -667,6 +734,8 @@ static value parse_power(parser *P) {
     if (!nest_in(P, &op)) return a;
     value b = parse_unary(P);
     P->nest--;
+    value r;
+    if (P->failed || fold_numbers(P, &op, &a, &b, &r)) return P->failed ? a : r;
     rj_node n = rj_graph_binary(P->g, RJ_OP_POW, as_node(P, &a), as_node(P, &b));
     token at = a.at;
     return node_value(built(P, n, &op), at);
@@ -725,6 +794,11 @@ static value parse_level(parser *P, value (*operand)(parser *), tok_kind k1, rj_
         token op = P->tok;
         lex_next(P);
         value b = operand(P);
+        value f;
+        if (!P->failed && (op.kind == T_PLUS || op.kind == T_MINUS) && fold_numbers(P, &op, &a, &b, &f)) {
+            a = f;
+            continue;
+        }
         rj_node n = rj_graph_binary(P->g, op.kind == k1 ? op1 : op2, as_node(P, &a), as_node(P, &b));
         token at = a.at;
         a = node_value(built(P, n, &op), at);
@@ -732,13 +806,26 @@ static value parse_level(parser *P, value (*operand)(parser *), tok_kind k1, rj_
     return a;
 }
 
-/* term = unary { ("*" | "/" | "@") unary } (Python's precedence: @ with * and /) */
+/* term = unary { ("*" | "/" | "//" | "%" | "@") unary } (Python's precedence: all alike); // and %
+ * of numbers only (fold_numbers) */
 static value parse_term(parser *P) {
     value a = parse_unary(P);
-    while (!P->failed && (P->tok.kind == T_STAR || P->tok.kind == T_SLASH || P->tok.kind == T_AT)) {
+    while (!P->failed && (P->tok.kind == T_STAR || P->tok.kind == T_SLASH || P->tok.kind == T_AT ||
+                          P->tok.kind == T_FLOORDIV || P->tok.kind == T_PERCENT)) {
         token op = P->tok;
         lex_next(P);
-        value b = parse_unary(P);
+        value b = parse_unary(P), f;
+        if (P->failed) break;
+        if (op.kind != T_AT && fold_numbers(P, &op, &a, &b, &f)) {
+            a = f;
+            continue;
+        }
+        if (op.kind == T_FLOORDIV || op.kind == T_PERCENT) {
+            fail_at(P, &op, RJ_ERR_UNSUPPORTED, "'%s' of tensors (PyTorch's %s) is not supported in this version; of two "
+                    "numbers it is Python's (x.shape[-1] // 2)", op.kind == T_FLOORDIV ? "//" : "%",
+                    op.kind == T_FLOORDIV ? "floor_divide" : "remainder");
+            break;
+        }
         rj_node x = as_node(P, &a), y = as_node(P, &b);
         rj_node n = op.kind == T_AT ? rj_graph_matmul(P->g, x, y)
                                     : rj_graph_binary(P->g, op.kind == T_STAR ? RJ_OP_MUL : RJ_OP_DIV, x, y);

@@ -120,6 +120,56 @@ value build_normalize(parser *P, const call_site *c, value **v) {
                         back);
 }
 
+/* norm(input, p="fro", dim=None, keepdim=False, dtype=None), PyTorch's torch.norm of vectors, and
+ * vector_norm(input, ord=2, dim=None, keepdim=False, dtype=None), torch.linalg's: over dim (a
+ * dim, a tuple, or every dim) sum(|x| ** p) ** (1 / p); "fro" and 2 are sqrt(sum(x * x)), 1
+ * sum(|x|), inf max(|x|), -inf min(|x|), 0 the count of non-zeros; over an empty item 0, but
+ * inf for -inf (PyTorch refuses the infinite ones there). A float input (16-bit:
+ * computed in f32, rounded once); dtype casts the input first. Matrix norms ("nuc", and
+ * torch.linalg.norm) are not supported. */
+value build_norm_fn(parser *P, const call_site *c, value **v) {
+    bool keep = false;
+    double p = 2;
+    if (v[1] && !is_none(v[1]) && !(v[1]->is_string && v[1]->slen == 3 && !strncmp(v[1]->str, "fro", 3))) {
+        if (v[1]->is_string) {
+            fail_at(P, &v[1]->at, RJ_ERR_UNSUPPORTED, "%s: of the string norms only \"fro\" is supported", c->name);
+            return nothing(c);
+        }
+        if (!literal(P, v[1], &p)) return nothing(c);
+    }
+    if (v[3] && !bool_arg(P, c->name, "keepdim", v[3], &keep)) return nothing(c);
+    rj_node x = as_node(P, v[0]);
+    rj_dtype dt;
+    if (P->failed) return nothing(c);
+    if (v[4] && !is_none(v[4])) {
+        if (!dtype_value(v[4], &dt)) {
+            fail_at(P, &v[4]->at, RJ_ERR_PARSE, "%s: dtype must be a float dtype", c->name);
+            return nothing(c);
+        }
+        x = built_as(P, c->fn, c->name, rj_graph_cast(P->g, x, dt));
+    }
+    value xv = node_value(x, v[0]->at);
+    x = float_input(P, c, &xv);
+    if (x == RJ_NONE) return nothing(c);
+    rj_graph *g = P->g;
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape), dims[RJ_MAX_RANK], n = rank;
+    if (v[2] && !is_none(v[2])) n = dim_list(P, c->name, v[2], rank, dims);
+    else for (int i = 0; i < rank; i++) dims[i] = rank - 1 - i;
+    rj_dtype back;
+    if (!n || (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+    rj_node a = p == 2 ? rj_graph_binary(g, RJ_OP_MUL, x, x) : rj_graph_unary(g, RJ_OP_ABS, x);
+    rj_op red = isinf(p) ? (p > 0 ? RJ_OP_MAX : RJ_OP_MIN) : RJ_OP_SUM;
+    if (p == 0) a = rj_graph_cast(g, rj_graph_binary(g, RJ_OP_NE, x, rj_graph_scalar(g, 0.0)), rj_node_dtype(g, x));
+    else if (p != 1 && p != 2 && !isinf(p)) a = rj_graph_binary(g, RJ_OP_POW, a, rj_graph_scalar(g, p));
+    rj_node r = reduce_over(P, c->fn, c->name, red, built_as(P, c->fn, c->name, a), dims, n, keep);
+    if (r == RJ_NONE) return nothing(c);
+    if (p == 2) r = rj_graph_unary(g, RJ_OP_SQRT, r);
+    else if (p != 1 && p != 0 && !isinf(p)) r = rj_graph_binary(g, RJ_OP_POW, r, rj_graph_scalar(g, 1 / p));
+    else if (isinf(p) && p > 0) r = rj_graph_binary(g, RJ_OP_MAXIMUM, r, rj_graph_scalar(g, 0.0)); /* empty: 0 */
+    return rounded_back(P, c, r, back);
+}
+
 /* leaky_relu(input, negative_slope=0.01): x where x > 0, else x * negative_slope (PyTorch's;
  * a float input). */
 value build_leaky_relu(parser *P, const call_site *c, value **v) {
@@ -288,6 +338,18 @@ value build_var(parser *P, const call_site *c, value **v) {
     return rounded_back(P, c, r, back);
 }
 
+rj_node index_along(parser *P, const token *fn, const char *as, rj_node x, int d) {
+    rj_graph *g = P->g;
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape);
+    const sym *s = graph_sym(g, shape[d]);
+    bool ragged = s && s->kind == SYM_RAGGED;
+    rj_node idx = ragged ? rj_graph_positions(g, shape[d]) : rj_graph_arange(g, shape[d], RJ_I64);
+    for (int i = 1; ragged && i < d && !P->failed; i++) idx = built_as(P, fn, as, rj_graph_unsqueeze(g, idx, 1));
+    for (int i = d + 1; i < rank && !P->failed; i++) idx = built_as(P, fn, as, rj_graph_unsqueeze(g, idx, -1));
+    return P->failed ? RJ_NONE : built_as(P, fn, as, idx);
+}
+
 /* argmax and argmin (input, dim=None, keepdim=False): PyTorch's, the index of the first
  * maximum (minimum) along dim, i64, a NaN counting as the maximum (minimum), as PyTorch's do:
  * min over dim of where(x == m or x is NaN, the index along dim, INT64_MAX), m the maximum over
@@ -296,7 +358,8 @@ value build_var(parser *P, const call_site *c, value **v) {
  * refuses, gives -1, which any index op then reports as out of range. dim=None is the index
  * into the flattened tensor (a dense one; keepdim then keeps every dim as 1). Bool inputs are
  * refused, as PyTorch refuses them. */
-static rj_node arg_extreme(parser *P, const token *fn, const char *as, rj_node x, int d, bool keep, bool is_min) {
+static rj_node arg_extreme(parser *P, const token *fn, const char *as, rj_node x, int d, bool keep, bool is_min,
+                           rj_node m) {
     rj_graph *g = P->g;
     rj_dtype t = rj_node_dtype(g, x);
     if (t == RJ_BOOL) {
@@ -304,18 +367,10 @@ static rj_node arg_extreme(parser *P, const token *fn, const char *as, rj_node x
                 as, as);
         return RJ_NONE;
     }
-    rj_dim shape[RJ_MAX_RANK];
-    int rank = rj_node_shape(g, x, shape);
-    rj_node m = reduce_over(P, fn, as, is_min ? RJ_OP_MIN : RJ_OP_MAX, x, &d, 1, true);
+    if (m == RJ_NONE) m = reduce_over(P, fn, as, is_min ? RJ_OP_MIN : RJ_OP_MAX, x, &d, 1, true);
     if (m == RJ_NONE) return RJ_NONE;
-    /* the index along dim, broadcast from the right: [B, 1.., j, 1..] along a ragged dim (the
-     * second of a pair [B, j, j] too: [B, 1, j]), or [n, 1..] */
-    const sym *s = graph_sym(g, shape[d]);
-    bool ragged = s && s->kind == SYM_RAGGED;
-    rj_node idx = ragged ? rj_graph_positions(g, shape[d]) : rj_graph_arange(g, shape[d], RJ_I64);
-    for (int i = 1; ragged && i < d && !P->failed; i++) idx = built_as(P, fn, as, rj_graph_unsqueeze(g, idx, 1));
-    for (int i = d + 1; i < rank && !P->failed; i++) idx = built_as(P, fn, as, rj_graph_unsqueeze(g, idx, -1));
-    if (P->failed) return RJ_NONE;
+    rj_node idx = index_along(P, fn, as, x, d);
+    if (idx == RJ_NONE) return RJ_NONE;
     rj_node hit = rj_graph_binary(g, RJ_OP_EQ, x, m);
     if (dtype_is_float(t)) hit = rj_graph_binary(g, RJ_OP_LOGICAL_OR, hit, rj_graph_binary(g, RJ_OP_NE, x, x));
     rj_node cand = built_as(P, fn, as, rj_graph_where(g, hit, idx, rj_graph_scalar_int(g, INT64_MAX)));
@@ -344,8 +399,14 @@ value build_argmax(parser *P, const call_site *c, value **v) {
                     c->name);
             return nothing(c);
         }
+        for (int i = 0; i < rank && rank > 1; i++)
+            if (shape[i] < 0) {
+                fail_at(P, c->fn, RJ_ERR_SHAPE, "%s: dim=None would flatten the tensor, whose dim %d has a size known "
+                        "only at run time; give a dim", c->name, i);
+                return nothing(c);
+            }
         rj_dim flat = RJ_DIM_NONE;
-        x = built_as(P, c->fn, c->name, rj_graph_reshape(g, x, 1, &flat));
+        if (rank != 1) x = built_as(P, c->fn, c->name, rj_graph_reshape(g, x, 1, &flat));
         if (P->failed) return nothing(c);
         rank = 1;
     } else if (dim < -rank || dim >= rank) {
@@ -354,7 +415,7 @@ value build_argmax(parser *P, const call_site *c, value **v) {
         return nothing(c);
     }
     int d = (int)(dim < 0 ? dim + rank : dim);
-    rj_node r = arg_extreme(P, c->fn, c->name, x, d, keep && !all, !strcmp(c->name, "argmin"));
+    rj_node r = arg_extreme(P, c->fn, c->name, x, d, keep && !all, !strcmp(c->name, "argmin"), RJ_NONE);
     if (r != RJ_NONE && all && keep) {
         rj_dim ones[RJ_MAX_RANK];
         for (int i = 0; i < kept; i++) ones[i] = 1;
@@ -365,7 +426,91 @@ value build_argmax(parser *P, const call_site *c, value **v) {
 
 rj_node indices_of(parser *P, const token *t, const value *v) {
     const char *as = v->ind_min ? "min" : "max";
-    rj_node x = v->ind_x;
+    rj_node x = v->ind_x, m = RJ_NONE; /* the values, kept as the extreme to compare with */
     if (rj_node_dtype(P->g, x) == RJ_BOOL) x = built_as(P, t, as, rj_graph_cast(P->g, x, RJ_I32));
-    return P->failed ? RJ_NONE : arg_extreme(P, t, as, x, v->ind_dim, v->ind_keep, v->ind_min);
+    else m = v->ind_keep ? v->node : built_as(P, t, as, rj_graph_unsqueeze(P->g, v->node, v->ind_dim));
+    return P->failed ? RJ_NONE : arg_extreme(P, t, as, x, v->ind_dim, v->ind_keep, v->ind_min, m);
+}
+
+/* logsigmoid(input), tanhshrink(input), softshrink(input, lambd=0.5), hardshrink(input,
+ * lambd=0.5), threshold(input, threshold, value), softmin(input, dim), glu(input, dim=-1),
+ * logaddexp(input, other): PyTorch's, as its kernels compute them:
+ *   logsigmoid  min(x, 0) - log1p(exp(-|x|))          tanhshrink  x - tanh(x)
+ *   softshrink  x - l where x > l, x + l where x < -l, else 0
+ *   hardshrink  x where |x| > l, else 0               threshold   value where x <= threshold, else x
+ *   softmin     softmax(-x, dim)                       glu         a * sigmoid(b), a and b the halves along dim
+ *   logaddexp   m + log1p(exp(-|a - b|)) with m = max(a, b), and a where a == b is infinite
+ * NaN stays NaN; float inputs (16-bit: computed in f32, rounded once). */
+value build_more_fn(parser *P, const call_site *c, value **v) {
+    const char *f = c->name;
+    rj_graph *g = P->g;
+    rj_node x = float_input(P, c, v[0]), r;
+    if (x == RJ_NONE) return nothing(c);
+    double l = 0.5, val = 0;
+    bool shrink = strstr(f, "shrink") && f[0] != 't';
+    if ((shrink && v[1] && !literal(P, v[1], &l)) ||
+        (!strcmp(f, "threshold") && (!literal(P, v[1], &l) || !literal(P, v[2], &val))))
+        return nothing(c);
+    if (shrink && !(l >= 0)) {
+        fail_at(P, &v[1]->at, RJ_ERR_ARG, "%s: lambd must not be negative (it is %g)", f, l);
+        return nothing(c);
+    }
+    if (!strcmp(f, "softmin") || !strcmp(f, "glu")) { /* along a dim */
+        int64_t dim = -1;
+        if (v[1] && !is_none(v[1]) && !int_arg(P, f, "dim", v[1], INT_MIN, INT_MAX, &dim)) return nothing(c);
+        if (f[0] == 's') {
+            if (!v[1] || is_none(v[1])) {
+                fail_at(P, c->fn, RJ_ERR_PARSE, "softmin: give dim (PyTorch's implicit choice is deprecated)");
+                return nothing(c);
+            }
+            return node_value(built_as(P, c->fn, f, rj_graph_softmax(g, rj_graph_unary(g, RJ_OP_NEG, x), (int)dim)), *c->fn);
+        }
+        rj_dim shape[RJ_MAX_RANK];
+        int rank = rj_node_shape(g, x, shape), d = (int)(dim < 0 ? dim + rank : dim);
+        if (d < 0 || d >= rank || shape[d] < 0 || shape[d] % 2) {
+            fail_at(P, c->fn, RJ_ERR_SHAPE, "glu: dim %lld must be a dense dim of constant, even size", (long long)dim);
+            return nothing(c);
+        }
+        rj_dtype back;
+        if ((x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
+        rj_node a = rj_graph_narrow(g, x, d, 0, shape[d] / 2), b = rj_graph_narrow(g, x, d, shape[d] / 2, shape[d] / 2);
+        return rounded_back(P, c, rj_graph_binary(g, RJ_OP_MUL, a, rj_graph_unary(g, RJ_OP_SIGMOID, b)), back);
+    }
+    rj_node y = RJ_NONE;
+    rj_dtype back;
+    if (!strcmp(f, "logaddexp")) { /* the promoted float type; 16-bit ones computed in f32 */
+        if ((y = float_input(P, c, v[1])) == RJ_NONE) return nothing(c);
+        rj_dtype tx = rj_node_dtype(g, x), ty = rj_node_dtype(g, y);
+        back = tx == ty ? tx : tx == RJ_F64 || ty == RJ_F64 ? RJ_F64 : RJ_F32;
+        rj_dtype w = back == RJ_F64 ? RJ_F64 : RJ_F32;
+        if (tx != w) x = rj_graph_cast(g, x, w);
+        if (ty != w) y = rj_graph_cast(g, y, w);
+    } else if ((x = float_work(P, c, x, &back)) == RJ_NONE) {
+        return nothing(c);
+    }
+    rj_node zero = rj_graph_scalar(g, 0.0);
+    if (!strcmp(f, "logsigmoid")) {
+        rj_node e = rj_graph_unary(g, RJ_OP_EXP, rj_graph_unary(g, RJ_OP_NEG, rj_graph_unary(g, RJ_OP_ABS, x)));
+        r = rj_graph_binary(g, RJ_OP_SUB, rj_graph_binary(g, RJ_OP_MINIMUM, x, zero), log1p_of(g, e));
+    } else if (!strcmp(f, "tanhshrink")) {
+        r = rj_graph_binary(g, RJ_OP_SUB, x, rj_graph_unary(g, RJ_OP_TANH, x));
+    } else if (!strcmp(f, "softshrink")) { /* x * 0 in the middle: -0.0 below 0, NaN for NaN */
+        rj_node lo = rj_graph_binary(g, RJ_OP_LT, x, rj_graph_scalar(g, -l));
+        r = rj_graph_where(g, rj_graph_binary(g, RJ_OP_GT, x, rj_graph_scalar(g, l)), rj_graph_binary(g, RJ_OP_SUB, x, rj_graph_scalar(g, l)),
+                           rj_graph_where(g, lo, rj_graph_binary(g, RJ_OP_ADD, x, rj_graph_scalar(g, l)),
+                                          rj_graph_binary(g, RJ_OP_MUL, x, zero)));
+    } else if (!strcmp(f, "hardshrink")) { /* 0 where -l <= x <= l: NaN stays */
+        rj_node in = rj_graph_binary(g, RJ_OP_LOGICAL_AND, rj_graph_binary(g, RJ_OP_GE, x, rj_graph_scalar(g, -l)),
+                                     rj_graph_binary(g, RJ_OP_LE, x, rj_graph_scalar(g, l)));
+        r = rj_graph_where(g, in, zero, x);
+    } else if (!strcmp(f, "threshold")) {
+        r = rj_graph_where(g, rj_graph_binary(g, RJ_OP_LE, x, rj_graph_scalar(g, l)), rj_graph_scalar(g, val), x);
+    } else { /* logaddexp */
+        rj_node m = rj_graph_binary(g, RJ_OP_MAXIMUM, x, y);
+        rj_node e = rj_graph_unary(g, RJ_OP_EXP, rj_graph_unary(g, RJ_OP_NEG, rj_graph_unary(g, RJ_OP_ABS, rj_graph_binary(g, RJ_OP_SUB, x, y))));
+        rj_node same_inf = rj_graph_binary(g, RJ_OP_LOGICAL_AND, rj_graph_binary(g, RJ_OP_EQ, x, y),
+                                           rj_graph_binary(g, RJ_OP_EQ, rj_graph_unary(g, RJ_OP_ABS, x), rj_graph_scalar(g, INFINITY)));
+        r = rj_graph_where(g, same_inf, x, rj_graph_binary(g, RJ_OP_ADD, m, log1p_of(g, e)));
+    }
+    return rounded_back(P, c, r, back);
 }

@@ -160,7 +160,7 @@ static void lex_punct(parser *P, token *t, const char *p) {
     static const struct {
         const char *s;
         tok_kind k;
-    } ops[] = {{"**", T_POW}, {"<=", T_LE}, {">=", T_GE}, {"==", T_EQ}, {"!=", T_NE}, {"(", T_LPAREN},
+    } ops[] = {{"**", T_POW}, {"//", T_FLOORDIV}, {"%", T_PERCENT}, {"<=", T_LE}, {">=", T_GE}, {"==", T_EQ}, {"!=", T_NE}, {"(", T_LPAREN},
                {")", T_RPAREN}, {"[", T_LBRACK}, {"]", T_RBRACK}, {",", T_COMMA},
                {":", T_COLON}, {"=", T_ASSIGN}, {"+", T_PLUS}, {"-", T_MINUS},
                {"*", T_STAR}, {"/", T_SLASH}, {"<", T_LT}, {">", T_GT},

@@ -1,7 +1,8 @@
 /*
  * parse_views.c — the text format's views and constants: narrow and Python slices (x[..., a:b]),
- * split and chunk (several pieces, taken apart by a tuple assignment), permute, flatten and
- * unflatten, cat and stack, and the constants arange, full, zeros and ones.
+ * split, chunk and unbind (several pieces, taken apart by a tuple assignment), flip, permute,
+ * flatten and unflatten, cat and stack, and the constants arange, full, zeros, ones and their
+ * _like and new_ forms.
  *
  * Handlers of the function table (parse_call.c), each binding its arguments to a call of the
  * builder (PyTorch's names and argument conventions); slices of a subscript come here from the
@@ -42,6 +43,21 @@ value build_narrow(parser *P, const call_site *c, value **v) {
 }
 
 enum { MAX_PIECES = 65536 };
+
+/* Room for `count` more pieces (a split's, an unbind's), and *r the value that will list them
+ * as they are appended to P->pieces; false after reporting. */
+static bool pieces_begin(parser *P, const call_site *c, int64_t count, value *r) {
+    if (count > MAX_PIECES) {
+        fail_at(P, c->fn, RJ_ERR_UNSUPPORTED, "%s: %lld pieces, more than %d", c->name, (long long)count, MAX_PIECES);
+        return false;
+    }
+    if (!mem_grow(P->ctx, (void **)&P->pieces, &P->cappieces, P->npieces + (int32_t)count, sizeof(rj_node))) {
+        fail_at(P, c->fn, RJ_ERR_NOMEM, "out of memory");
+        return false;
+    }
+    *r = (value){.node = RJ_NONE, .is_pieces = true, .piece0 = P->npieces, .npieces = (int32_t)count, .at = *c->fn};
+    return true;
+}
 
 /* split(tensor, split_size_or_sections, dim=0) and chunk(input, chunks, dim=0): narrows of one
  * dim, as many as PyTorch makes and of its sizes: pieces of split_size (the last shorter when
@@ -89,21 +105,189 @@ value build_split(parser *P, const call_site *c, value **v) {
         step = n;
         count = n && size ? size / n + (size % n != 0) : 1;
     }
-    if (count > MAX_PIECES) {
-        fail_at(P, c->fn, RJ_ERR_UNSUPPORTED, "%s: %lld pieces, more than %d", c->name, (long long)count, MAX_PIECES);
-        return nothing(c);
-    }
-    if (!mem_grow(P->ctx, (void **)&P->pieces, &P->cappieces, P->npieces + (int32_t)count, sizeof(rj_node))) {
-        fail_at(P, c->fn, RJ_ERR_NOMEM, "out of memory");
-        return nothing(c);
-    }
-    value r = {.node = RJ_NONE, .is_pieces = true, .piece0 = P->npieces, .npieces = (int32_t)count, .at = *c->fn};
+    value r;
+    if (!pieces_begin(P, c, count, &r)) return nothing(c);
     for (int64_t i = 0, at = 0; i < count && !P->failed; i++) {
         int64_t len = sec ? sec->dims[i] : step < size - at ? step : size - at;
         P->pieces[P->npieces++] = built(P, rj_graph_narrow(P->g, x, k, at, len), c->fn);
         at += len;
     }
     return r;
+}
+
+/* slice_dim for flip and unbind: a dense dim of constant size, else an error naming fname. */
+static bool whole_dim(parser *P, const token *at, const char *fname, rj_node x, int64_t dim, int *k, int64_t *size) {
+    rj_dim dims[RJ_MAX_RANK];
+    int rank = rj_node_shape(P->g, x, dims);
+    if (dim >= -rank && dim < rank && dims[dim < 0 ? dim + rank : dim] < 0) {
+        fail_at(P, at, RJ_ERR_UNSUPPORTED, "%s: dim %lld has a size known only at run time (the batch dim, a ragged "
+                "dim or a size name); %s takes a dense dim of constant size%s", fname, (long long)dim, fname,
+                fname[0] == 'f' ? " or the ragged dim of a jagged tensor" : "");
+        return false;
+    }
+    return slice_dim(P, at, fname, x, dim, k, size);
+}
+
+/* unbind(input, dim=0): PyTorch's, the tensors of each index of a dense dim of constant size,
+ * that dim removed (narrows of 1, squeezed): a tuple assignment or an index takes them apart. */
+value build_unbind(parser *P, const call_site *c, value **v) {
+    int64_t dim = 0, size;
+    int k;
+    if (v[1] && !int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim)) return nothing(c);
+    rj_node x = as_node(P, v[0]);
+    if (P->failed || !whole_dim(P, v[1] ? &v[1]->at : c->fn, c->name, x, dim, &k, &size)) return nothing(c);
+    value r;
+    if (!pieces_begin(P, c, size, &r)) return nothing(c);
+    for (int64_t i = 0; i < size && !P->failed; i++)
+        P->pieces[P->npieces++] = built(P, rj_graph_squeeze(P->g, built(P, rj_graph_narrow(P->g, x, k, i, 1), c->fn), k), c->fn);
+    return r;
+}
+
+/* flip(input, dims): PyTorch's, the order of each dim named reversed: a dense dim of constant
+ * size by index_select of size - 1 - arange(size); the ragged dim of a jagged tensor, each
+ * item's rows reversed, by take_along_dim of len_b - 1 - positions. */
+value build_flip(parser *P, const call_site *c, value **v) {
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_graph *g = P->g;
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape), dims[RJ_MAX_RANK], n = dim_list(P, c->name, v[1], rank, dims);
+    for (int i = 0; i < n && !P->failed; i++) {
+        int d = dims[i];
+        const node *xn = &g->nodes[x];
+        if (d == 1 && node_is_jagged(g, xn) && !node_is_pair(g, xn) && dim_ragged_pos(g, xn) == 1) {
+            rj_node pos = rj_graph_positions(g, shape[1]);
+            rj_node len = rj_graph_reduce(g, RJ_OP_SUM, ones_like(g, pos, RJ_I64), 1, true); /* [B, 1] */
+            rj_node idx = rj_graph_binary(g, RJ_OP_SUB, rj_graph_binary(g, RJ_OP_SUB, len, rj_graph_scalar_int(g, 1)), pos);
+            for (int t = 2; t < rank; t++) idx = rj_graph_unsqueeze(g, idx, -1);
+            x = built_as(P, c->fn, c->name, rj_graph_take_along_dim(g, x, built_as(P, c->fn, c->name, idx), 1));
+            continue;
+        }
+        int k;
+        int64_t size;
+        if (!whole_dim(P, c->fn, c->name, x, d, &k, &size)) return nothing(c);
+        rj_node idx = rj_graph_binary(g, RJ_OP_SUB, rj_graph_scalar_int(g, size - 1), rj_graph_arange(g, size, RJ_I64));
+        x = built_as(P, c->fn, c->name, rj_graph_index_select(g, x, k, built_as(P, c->fn, c->name, idx)));
+    }
+    return P->failed || !n ? nothing(c) : node_value(x, *c->fn);
+}
+
+/* A list of sizes or counts as written: a list, a tuple, or one integer (x.expand(4)); NULL after
+ * reporting. */
+static const value *size_list(parser *P, const call_site *c, const value *v, value *one, const char *what) {
+    if (v->is_list || v->is_tuple) return v;
+    const node *s = v->is_size ? NULL : scalar_of(P, v);
+    if (!s || s->weak != WEAK_INT) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: the %s must be a list or tuple, or the %s one by one", c->name, what, what);
+        return NULL;
+    }
+    *one = (value){.node = RJ_NONE, .is_tuple = true, .ndims = 1, .at = v->at};
+    one->dims[0] = s->ival;
+    return one;
+}
+
+/* tril and triu (input, diagonal=0): PyTorch's, input with the elements above (tril) or below
+ * (triu) the diagonal of its last two dims made 0 (False): where column - row <= diagonal
+ * (>= for triu). The rows and columns are aranges of dense dims or each item's positions: the
+ * blocks of attention scores [B, j1, j1] ([B, H, j1, j1] per head) take a causal mask so. */
+value build_tril(parser *P, const call_site *c, value **v) {
+    int64_t k = 0;
+    if (v[1] && !int_arg(P, c->name, "diagonal", v[1], INT32_MIN, INT32_MAX, &k)) return nothing(c);
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_graph *g = P->g;
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape);
+    if (rank < 2) {
+        fail_at(P, c->fn, RJ_ERR_SHAPE, "%s: the input must have at least 2 dims (it has %d)", c->name, rank);
+        return nothing(c);
+    }
+    rj_node row = index_along(P, c->fn, c->name, x, rank - 2), col = index_along(P, c->fn, c->name, x, rank - 1);
+    if (row == RJ_NONE || col == RJ_NONE) return nothing(c);
+    rj_node off = rj_graph_binary(g, RJ_OP_SUB, col, row);
+    rj_node keep = rj_graph_binary(g, !strcmp(c->name, "tril") ? RJ_OP_LE : RJ_OP_GE,
+                                   off, rj_graph_scalar_int(g, k));
+    rj_node zero = rj_node_dtype(g, x) == RJ_BOOL ? rj_graph_scalar_bool(g, false) : rj_graph_scalar_int(g, 0);
+    return made(P, c, rj_graph_where(g, keep, x, zero));
+}
+
+/* expand(input, *sizes): PyTorch's, dims of size 1 broadcast to the sizes given (-1 keeps a dim;
+ * new dims may lead), a view; expand_as(input, other): to other's shape, its ragged dims too.
+ * Both are where(mask, x, x) with a mask of the broadcast shape: nothing is copied where a
+ * consumer fuses. */
+value build_expand(parser *P, const call_site *c, value **v) {
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_graph *g = P->g;
+    if (!strcmp(c->name, "expand_as")) {
+        rj_node o = as_node(P, v[1]);
+        if (P->failed) return nothing(c);
+        return made(P, c, rj_graph_where(g, ones_like(g, o, RJ_BOOL), x, x));
+    }
+    value one;
+    const value *sz = size_list(P, c, v[1], &one, "sizes");
+    if (!sz) return nothing(c);
+    rj_dim shape[RJ_MAX_RANK], mask[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape), n = sz->ndims, lead = n - rank;
+    bool any = false;
+    if (lead < 0) {
+        fail_at(P, &sz->at, RJ_ERR_SHAPE, "expand: %d sizes for a tensor of %d dims (at least as many are needed)", n, rank);
+        return nothing(c);
+    }
+    for (int i = 0; i < n; i++) {
+        rj_dim want = sz->dims[i], have = i >= lead ? shape[i - lead] : 1;
+        bool keep = sz->is_tuple && !(sz->tuple_syms >> i & 1) && want == -1;
+        if (keep && i < lead) {
+            fail_at(P, &sz->at, RJ_ERR_SHAPE, "expand: -1 is not allowed for a new leading dim (dim %d)", i);
+            return nothing(c);
+        }
+        mask[i] = 1;
+        if (keep || dim_equal(g, want, have)) continue;
+        if (have != 1 || (want < 0 && !(sz->is_tuple && (sz->tuple_syms >> i & 1)))) {
+            fail_at(P, &sz->at, RJ_ERR_SHAPE, "expand: dim %d has a size other than 1, which expand cannot change "
+                    "(PyTorch's repeat copies)", i - lead);
+            return nothing(c);
+        }
+        mask[i] = want, any = true;
+    }
+    if (!any) return node_value(x, *c->fn);
+    int first = 0;
+    while (mask[first] == 1) first++;
+    return made(P, c, rj_graph_where(g, rj_graph_full(g, n - first, mask + first, 1, RJ_BOOL), x, x));
+}
+
+/* repeat(input, *repeats): PyTorch's, the tensor copied repeats[k] times along dim k (new dims
+ * of 1 lead where there are more repeats than dims): cat of copies along each dense dim of
+ * constant size repeated; the batch and ragged dims of a jagged tensor take only 1. */
+value build_repeat(parser *P, const call_site *c, value **v) {
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_graph *g = P->g;
+    value one;
+    const value *rp = size_list(P, c, v[1], &one, "counts");
+    if (!rp) return nothing(c);
+    rj_dim shape[RJ_MAX_RANK];
+    int rank = rj_node_shape(g, x, shape), n = rp->ndims;
+    if (n < rank) {
+        fail_at(P, &rp->at, RJ_ERR_SHAPE, "repeat: %d counts for a tensor of %d dims (at least as many are needed)", n, rank);
+        return nothing(c);
+    }
+    for (int i = 0; i < n - rank && !P->failed; i++) x = built_as(P, c->fn, c->name, rj_graph_unsqueeze(g, x, 0));
+    for (int i = 0; i < n && !P->failed; i++) {
+        int64_t k = rp->dims[i];
+        if ((rp->is_tuple && (rp->tuple_syms >> i & 1)) || k < 1 || k > 64) {
+            fail_at(P, &rp->at, RJ_ERR_ARG, "repeat: count %d must be an integer from 1 to 64", i);
+            return nothing(c);
+        }
+        if (k == 1) continue;
+        int dk;
+        int64_t size;
+        if (!whole_dim(P, c->fn, c->name, x, i, &dk, &size)) return nothing(c);
+        rj_node copies[64];
+        for (int64_t j = 0; j < k; j++) copies[j] = x;
+        x = built_as(P, c->fn, c->name, rj_graph_cat(g, copies, (int)k, i));
+    }
+    return P->failed ? nothing(c) : node_value(x, *c->fn);
 }
 
 /* Python's clamping of a slice bound (step 1) into 0..size. */
@@ -343,17 +527,61 @@ static bool shape_arg(parser *P, const call_site *c, const value *v, rj_dim *dim
     return true;
 }
 
-/* arange(end, dtype="i64"), PyTorch's default dtype for integer ends */
+/* arange(end, dtype="i64"), PyTorch's default dtype for integer ends; arange(start, end,
+ * step=1, dtype=None) of numbers: ceil((end - start) / step) values start + i step, computed in
+ * f64 and converted, i64 for integers and f32 if any of them is a float (PyTorch's). A string
+ * second argument is the dtype (arange(n, "f32"), the form before start and step). */
 value build_arange(parser *P, const call_site *c, value **v) {
     rj_dim d[RJ_MAX_RANK];
     int n;
     rj_dtype dt;
-    if (!shape_arg(P, c, v[0], d, &n) || !dtype_arg(P, c, v[1], RJ_I64, &dt)) return nothing(c);
-    if (n != 1) {
-        fail_at(P, &v[0]->at, RJ_ERR_PARSE, "arange: end must be one size (a number or a size name)");
+    if (v[1] && v[1]->is_string && !v[2] && !v[3]) v[3] = v[1], v[1] = NULL;
+    if (!v[0]) { /* arange(end=4): a number (a size name only as the first argument) */
+        if (!v[1]) {
+            fail_at(P, c->fn, RJ_ERR_PARSE, "arange: missing argument 'end'");
+            return nothing(c);
+        }
+        if (!v[2]) v[0] = v[1], v[1] = NULL;
+    }
+    if (!v[1] && !v[2]) {
+        if (!shape_arg(P, c, v[0], d, &n) || !dtype_arg(P, c, v[3], RJ_I64, &dt)) return nothing(c);
+        if (n != 1) {
+            fail_at(P, &v[0]->at, RJ_ERR_PARSE, "arange: end must be one size (a number or a size name)");
+            return nothing(c);
+        }
+        return made(P, c, rj_graph_arange(P->g, d[0], dt));
+    }
+    double num[3] = {0, 0, 1};
+    bool floats = false;
+    for (int i = 0; i < 3; i++) {
+        if (!v[i]) continue;
+        const node *s = v[i]->is_size ? NULL : scalar_of(P, v[i]);
+        if (!s || (s->weak != WEAK_INT && s->weak != WEAK_FLOAT)) {
+            fail_at(P, &v[i]->at, RJ_ERR_PARSE, "arange: start, end and step must be numbers (a size name only as "
+                    "arange(end))");
+            return nothing(c);
+        }
+        num[i] = s->weak == WEAK_INT ? (double)s->ival : s->fval;
+        floats |= s->weak == WEAK_FLOAT;
+    }
+    if (!v[1]) {
+        fail_at(P, c->fn, RJ_ERR_PARSE, "arange: missing argument 'end'");
         return nothing(c);
     }
-    return made(P, c, rj_graph_arange(P->g, d[0], dt));
+    double count = num[2] != 0 ? ceil((num[1] - num[0]) / num[2]) : NAN;
+    if (!(count >= 0) || count > 0x1p48) {
+        fail_at(P, &v[num[2] == 0 ? 2 : 1]->at, RJ_ERR_ARG, "arange: %s", num[2] == 0 ? "step must not be zero"
+                : count < 0 ? "end lies on the wrong side of start for the step's sign" : "too many values");
+        return nothing(c);
+    }
+    if (!dtype_arg(P, c, v[3], floats ? RJ_F32 : RJ_I64, &dt)) return nothing(c);
+    rj_graph *g = P->g;
+    rj_dtype w = floats || dtype_is_float(dt) ? RJ_F64 : RJ_I64;
+    rj_node r = rj_graph_arange(g, (rj_dim)count, w);
+    rj_node step = w == RJ_I64 ? rj_graph_scalar_int(g, (int64_t)num[2]) : rj_graph_scalar(g, num[2]);
+    rj_node start = w == RJ_I64 ? rj_graph_scalar_int(g, (int64_t)num[0]) : rj_graph_scalar(g, num[0]);
+    r = rj_graph_binary(g, RJ_OP_ADD, rj_graph_binary(g, RJ_OP_MUL, r, step), start);
+    return made(P, c, dt == w ? r : rj_graph_cast(g, r, dt));
 }
 
 /* full(size, fill_value, dtype=None): the dtype of the value's kind by default (PyTorch's:
@@ -378,6 +606,38 @@ value build_full(parser *P, const call_site *c, value **v) {
     }
     if (!shape_arg(P, c, v[0], d, &n) || !dtype_arg(P, c, dv, dflt, &dt)) return nothing(c);
     return made(P, c, rj_graph_full(P->g, n, d, val, dt));
+}
+
+/* zeros_like ones_like (input, dtype=None), full_like(input, fill_value, dtype=None): PyTorch's,
+ * input's shape (its ragged dims too) every element the value, of input's dtype unless dtype is
+ * given; new_zeros new_ones (input, size, dtype=None), new_full(input, size, fill_value,
+ * dtype=None): full(size, ...) of input's dtype unless dtype is given. */
+value build_like(parser *P, const call_site *c, value **v) {
+    bool like = strstr(c->name, "_like") != NULL, filled = strstr(c->name, "full") != NULL;
+    rj_node x = as_node(P, v[0]);
+    if (P->failed) return nothing(c);
+    rj_graph *g = P->g;
+    const value *fv = filled ? v[like ? 1 : 2] : NULL, *dv = v[(like ? 1 : 2) + filled];
+    double val = strstr(c->name, "ones") != NULL;
+    if (fv) {
+        const node *s = scalar_of(P, fv);
+        if (!s) {
+            fail_at(P, &fv->at, RJ_ERR_PARSE, "%s: fill_value must be a number or True/False", c->name);
+            return nothing(c);
+        }
+        val = s->weak == WEAK_FLOAT ? s->fval : (double)s->ival;
+    }
+    rj_dtype dt;
+    if (!dtype_arg(P, c, dv, rj_node_dtype(g, x), &dt)) return nothing(c);
+    if (!like) {
+        rj_dim d[RJ_MAX_RANK];
+        int n;
+        if (!shape_arg(P, c, v[1], d, &n)) return nothing(c);
+        return made(P, c, rj_graph_full(g, n, d, val, dt));
+    }
+    rj_node every = rj_graph_binary(g, RJ_OP_LOGICAL_OR, rj_graph_binary(g, RJ_OP_EQ, x, x), rj_graph_binary(g, RJ_OP_NE, x, x));
+    rj_node k = rj_graph_full(g, 0, NULL, val, dt);
+    return made(P, c, rj_graph_where(g, every, k, k));
 }
 
 /* cat(tensors, dim=0), stack(tensors, dim=0): a list of tensors, joined by the builder. */

@@ -447,6 +447,69 @@ def ev_stat(n, vals, env):
     return Val(kind(n.shape), n.dtype, parts)
 
 
+def porting_of(n, x, y, ft):
+    """One item's (or a dense tensor's) value of a "porting" function, from PyTorch's
+    documentation in NumPy: the dims count from the item's first (the ragged dim is axis 0)."""
+    fn, at = n.attrs["fn"], n.attrs
+    with np.errstate(all="ignore"):
+        if fn in ("tril", "triu"):
+            return (np.tril if fn == "tril" else np.triu)(x, at["k"]) if x.size else x
+        if fn == "logaddexp":
+            return np.logaddexp(x, y)
+        if fn == "glu":
+            h = x.shape[-1] // 2
+            return x[..., :h] / (1 + np.exp(-x[..., h:]))
+        if fn == "logsigmoid":
+            return -np.logaddexp(ft(0), -x)
+        if fn in ("softshrink", "hardshrink"):
+            lam = ft(0.5 if at.get("l") is None else at["l"])
+            if fn == "hardshrink":
+                return np.where((x >= -lam) & (x <= lam), ft(0), x)
+            return np.where(x > lam, x - lam, np.where(x < -lam, x + lam, x * ft(0)))
+        if fn == "threshold":
+            return np.where(x <= ft(at["th"]), ft(at["val"]), x)
+    raise AssertionError(fn)
+
+
+def ev_porting(n, vals, env):
+    """flip, tril/triu, logaddexp, glu, norm, logsigmoid, the shrinks, threshold, expand_as:
+    item by item (a jagged tensor's dims shift by one: its ragged dim is each item's axis 0)."""
+    ft, fn, at = env.ft, n.attrs["fn"], n.attrs
+    v = vals[0]
+    if fn == "expand_as":  # [B, j1, 1] to [B, j1, D]
+        return Val(vals[1].kind, n.dtype, [np.broadcast_to(np.asarray(a, ft), np.shape(b)).copy()
+                                           for a, b in zip(v.data, vals[1].data)])
+    v = map_conv(v, n.dtype, ft) if n.dtype in FLOATS else v
+    shift = 1 if v.itemised else 0
+    if fn == "flip":
+        return ref.map_val(v, lambda x: np.flip(np.asarray(x), [d - shift for d in at["dims"]]).copy())
+    if fn == "norm":
+        p = at.get("p")
+        p = 2.0 if p is None else float(p)
+        d, keep = at["dim"] - shift, at["keepdim"]
+
+        def nrm(x):
+            a = np.abs(np.asarray(x, ft))
+            with np.errstate(all="ignore"):
+                if p == np.inf:  # an empty item: 0 (the guide; PyTorch refuses)
+                    return np.max(a, axis=d, keepdims=keep, initial=ft(0))
+                if p == -np.inf:  # an empty item: inf
+                    return np.min(a, axis=d, keepdims=keep, initial=ft(np.inf))
+                if p == 0:
+                    return np.sum(a != 0, axis=d, keepdims=keep).astype(ft)
+                return np.sum(a ** ft(p), axis=d, keepdims=keep) ** ft(1 / p)
+        if v.itemised and at["dim"] == 1:
+            return Val("dense", n.dtype, stack([np.asarray(nrm(x), ft) for x in v.data], n, env))
+        return ref.map_val(v, lambda x: np.asarray(nrm(x), ft))
+    if fn == "logaddexp":
+        w = map_conv(vals[1], n.dtype, ft)
+        if not v.itemised:
+            return Val(v.kind, n.dtype, np.asarray(porting_of(n, np.asarray(v.data, ft), np.asarray(w.data, ft), ft), ft))
+        return Val(v.kind, n.dtype, [np.asarray(porting_of(n, np.asarray(a, ft), np.asarray(b, ft), ft), ft)
+                                     for a, b in zip(v.data, w.data)])
+    return ref.map_val(v, lambda x: np.asarray(porting_of(n, np.asarray(x), None, ft)))
+
+
 def argmax_of(fn, x, axis, keep):
     """numpy's argmax / argmin (the first extreme; NaN counts as one, as in PyTorch) along axis
     (None: of the flattened array); -1 along an empty axis (the guide: PyTorch refuses one)."""
@@ -473,7 +536,7 @@ def ev_argmax(n, vals, env):
     return Val(kind(n.shape), "i64", parts)
 
 
-FAMILY = {"argmax": ev_argmax, "sdpa": ev_sdpa, "expfn": ev_expfn, "stat": ev_stat, "clamp": ev_clamp, "act": ev_act, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
+FAMILY = {"porting": ev_porting, "argmax": ev_argmax, "sdpa": ev_sdpa, "expfn": ev_expfn, "stat": ev_stat, "clamp": ev_clamp, "act": ev_act, "leaky_relu": ev_leaky_relu, "logsumexp": ev_reduce_like,
           "normalize": ev_reduce_like}
 for _ops, _f in [
         (("neg", "abs", "sgn", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "log", "sqrt",

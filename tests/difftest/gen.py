@@ -34,7 +34,7 @@ OPS = (UNARY + BINARY + COMPARE + ["logical_and", "logical_or", "where", "masked
        ["softmax", "log_softmax", "layer_norm", "rms_norm", "pad", "unpad", "matmul", "linear", "embedding",
         "gather", "take_along_dim", "index_select", "positions", "reshape", "view", "unsqueeze", "squeeze",
         "transpose", "narrow", "padchain", "densepad", "causal", "bigint", "pairinput", "heads", "cat", "stack", "permute", "flatten",
-        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize", "act", "expfn", "stat", "argmax"])
+        "unflatten", "arange", "full", "clamp", "leaky_relu", "logsumexp", "normalize", "act", "expfn", "stat", "argmax", "porting"])
 FLOAT_LITS = [0.5, 2.0, -1.5, 1e-05, 3.0, 0.25, -0.75, 100.0]
 BIG_INTS = [9007199254740993, -9007199254740993, 2**62 + 1, 2**63 - 1]
 PSEUDO = ("padchain", "densepad", "causal", "bigint", "pairinput", "heads")  # builders, not ops
@@ -745,7 +745,8 @@ class Gen(HeadsGen):
     def b_stat(self, _op):
         """var and std over a dim or two (PyTorch's correction or unbiased, keepdim), and every
         reduction over the batch and ragged dims of a jagged tensor at once (dim=(0, 1): every
-        row of every item, not the items' results combined)."""
+        row of every item, not the items' results combined); over every dim, half the time with
+        no dim (PyTorch's x.sum()) or dim=None."""
         r = self.rng
         fn = r.choice(["var", "std", "var", "std", "mean", "sum", "max", "min", "prod"])
         a = None
@@ -763,8 +764,8 @@ class Gen(HeadsGen):
         shape = [1 if k in ds else d for k, d in enumerate(a.shape)] if keep else \
             [d for k, d in enumerate(a.shape) if k not in ds]
         at = {"fn": fn, "dims": ds, "written": written, "keepdim": keep}
+        at["all"] = len(ds) == len(a.shape) and r.random() < 0.5  # no dim, or dim=None: every dim
         if fn in ("var", "std"):
-            at["all"] = len(ds) == len(a.shape) and r.random() < 0.5  # dim=None
             form = r.random()
             if form < 0.3:
                 at["correction"] = r.choice([0, 1, 2])
@@ -785,7 +786,7 @@ class Gen(HeadsGen):
             tie = r.choice(["relu", "sgn"])
             a = self.add(tie, [a], a.dtype, a.shape)
         rank = len(a.shape)
-        if a.kind == "dense" and r.random() < 0.25:
+        if a.kind == "dense" and (rank == 1 or all(isinstance(x, int) for x in a.shape)) and r.random() < 0.25:
             keep = r.random() < 0.4
             return self.add("argmax", [a], "i64", [1] * rank if keep else [], fn=fn, all=True, keepdim=keep)
         d = r.choice(self.red_dims(a))
@@ -794,6 +795,51 @@ class Gen(HeadsGen):
             [x for k, x in enumerate(a.shape) if k != d]
         return self.add("argmax", [a], "i64", shape, fn=fn, dim=d, written=d - rank if r.random() < 0.3 else d,
                         keepdim=keep)
+
+    PORTING = ("flip", "tril", "triu", "logaddexp", "glu", "norm", "logsigmoid", "softshrink", "hardshrink",
+               "threshold", "expand_as")
+
+    def b_porting(self, _op):
+        """PyTorch's functions that ragjit builds of other ops for ported code: flip (of the
+        ragged dim too), tril/triu (of attention blocks too), logaddexp, glu, norm, logsigmoid,
+        the shrinks, threshold, expand_as."""
+        r = self.rng
+        fn = r.choice(self.PORTING)
+        if fn == "flip":
+            a = self.pick(lambda n: n.kind in ("jagged", "dense") and len(n.shape) >= 1 and not (
+                n.kind == "dense" and "j1" in n.shape)) or self.fjag()
+            ok = [k for k, d in enumerate(a.shape) if isinstance(d, int) or (a.kind == "jagged" and k == 1)]
+            if not ok:
+                return None
+            dims = sorted(r.sample(ok, min(len(ok), r.choice([1, 1, 2]))))
+            return self.add("porting", [a], a.dtype, a.shape, fn=fn, dims=dims)
+        if fn in ("tril", "triu"):
+            a = self.pick(lambda n: (n.kind == "pair" and len(n.shape) == 3) or (
+                n.kind in ("jagged", "dense") and len(n.shape) >= 2 and not (n.kind == "dense" and "j1" in n.shape)))
+            a = a or self.fjag()
+            return self.add("porting", [a], a.dtype, a.shape, fn=fn, k=r.choice([0, 0, 1, -1, 2]))
+        if fn == "expand_as":
+            a = self.fjag(1)
+            o = self.fjag()
+            return self.add("porting", [a, o], a.dtype, o.shape, fn=fn)
+        a = self.pick(lambda n: n.kind in ("jagged", "dense") and n.dtype in FLOATS and len(n.shape) >= 1 and not (
+            n.kind == "dense" and "j1" in n.shape)) or self.fjag()
+        if fn == "glu":
+            if not (isinstance(a.shape[-1], int) and a.shape[-1] % 2 == 0):
+                return None
+            return self.add("porting", [a], a.dtype, a.shape[:-1] + [a.shape[-1] // 2], fn=fn)
+        if fn == "logaddexp":
+            b = self.pick(lambda n: n.dtype == a.dtype and n.shape == a.shape and n is not a) or self.input(a.dtype, a.shape)
+            return self.add("porting", [a, b], a.dtype, a.shape, fn=fn)
+        if fn == "norm":
+            rank = len(a.shape)
+            k = r.randrange(1, rank) if a.kind == "jagged" else r.randrange(rank)
+            keep = r.random() < 0.3
+            shape = [1 if i == k else d for i, d in enumerate(a.shape)] if keep else [d for i, d in enumerate(a.shape) if i != k]
+            return self.add("porting", [a], a.dtype, shape, fn=fn, dim=k, keepdim=keep,
+                            p=r.choice([None, 1, 3, float("inf"), float("-inf"), 0]))
+        at = {"l": r.choice([None, 0.25, 1.0])} if "shrink" in fn else {"th": 0.1, "val": -2.0} if fn == "threshold" else {}
+        return self.add("porting", [a], a.dtype, a.shape, fn=fn, **at)
 
     # ---- programs ---------------------------------------------------------------------------------
 

@@ -180,6 +180,26 @@ def expr(n):
                 return call(name, a, s if s % 3 else 0, kw)
             return call(name, a + [v for _, v in kw], s if s % 3 else 0)
         return call(name, a, s if s % 3 else 0, kw)
+    if op == "porting":
+        fn = at["fn"]
+        if fn == "flip":
+            dims = "[" + ", ".join(str(d) for d in at["dims"]) + "]"
+            return call("torch.flip", a + [dims], 0) if s % 2 == 0 else f"{a[0]}.flip(" + ", ".join(str(d) for d in at["dims"]) + ")"
+        if fn in ("tril", "triu"):
+            return call(("torch." if s % 3 == 0 else "") + fn, a + ([str(at["k"])] if at["k"] else []), s if s % 3 else 0)
+        if fn == "norm":
+            kw = ([("p", lit_text(at["p"]))] if at["p"] is not None else []) + [("dim", str(at["dim"]))] + (
+                [("keepdim", "True")] if at["keepdim"] else [])
+            if s % 2:
+                return call("torch.linalg.vector_norm", a, 0, [("ord" if k == "p" else k, v) for k, v in kw])
+            return call("norm", a, 1, kw)
+        if fn in ("softshrink", "hardshrink"):
+            return call("F." + fn, a + ([lit_text(at["l"])] if at.get("l") is not None else []), 0)
+        if fn == "threshold":
+            return call("F.threshold", a + [lit_text(at["th"]), lit_text(at["val"])], 0)
+        if fn == "logaddexp":
+            return call("torch.logaddexp", a, 0) if s % 2 else call("logaddexp", a, 1)
+        return call(("F." + fn) if fn in ("glu", "logsigmoid") and s % 2 else fn, a, 0 if s % 2 else 1)
     if op == "argmax":
         fn = at["fn"]
         kw = [] if at.get("all") else [("dim", str(at["written"]))]
@@ -194,7 +214,7 @@ def expr(n):
     if op == "stat":
         fn, w = at["fn"], at["written"]
         dim = "(" + ", ".join(str(d) for d in w) + ("," if len(w) == 1 else "") + ")" if len(w) > 1 else str(w[0])
-        kw = [] if at.get("all") else [("dim", dim)]
+        kw = ([("dim", "None")] if s % 5 == 0 else []) if at.get("all") else [("dim", dim)]
         if at.get("unbiased") is not None:
             kw.append(("unbiased", "True" if at["unbiased"] else "False"))
         if at.get("correction") is not None:
