@@ -1,10 +1,11 @@
 /*
  * parse_fns.c — PyTorch's functions that the text format builds of other ops: clamp,
- * logsumexp, normalize, leaky_relu, the elementwise ones (square ... softsign), the exp and log
- * family (log1p, expm1, softplus, elu, celu, selu, mish), var/std and argmax/argmin. Each
- * builds its nodes under its own name (built_as), so its errors name it; 16-bit inputs of those
- * made of several ops compute in f32 and round once, as PyTorch's kernels do. parse_call.c's
- * table has their rows.
+ * logsumexp, normalize, norm and vector_norm, leaky_relu, the elementwise ones (square ...
+ * softsign), the exp and log family (log1p, expm1, softplus, elu, celu, selu, mish), logsigmoid
+ * ... logaddexp (build_more_fn), var/std, and argmax/argmin with the indices of max and min.
+ * Each builds its nodes under its own name (built_as), so its errors name it; 16-bit inputs of
+ * those made of several ops compute in f32 and round once, as PyTorch's kernels do.
+ * parse_call.c's table has their rows.
  */
 #include <limits.h>
 #include <math.h>
