@@ -105,10 +105,17 @@ rj_node reduce_over(parser *P, const token *fn, const char *as, rj_op op, rj_nod
     return P->failed ? RJ_NONE : x;
 }
 
-/* ones of x's shape, ragged dims included (a literal tensor is dense): x == x or x != x */
+/* ones of x's shape, ragged dims included (a literal tensor is dense): x == x or x != x of a
+ * float (true for NaN too), x * 0 + 1 of an integer and x or not x of a bool, which no C
+ * compiler warns of as a comparison of a value with itself (OpenCL's prints the warning) */
 rj_node ones_like(rj_graph *g, rj_node x, rj_dtype t) {
-    rj_node either = rj_graph_binary(g, RJ_OP_LOGICAL_OR, rj_graph_binary(g, RJ_OP_EQ, x, x), rj_graph_binary(g, RJ_OP_NE, x, x));
-    return rj_graph_cast(g, either, t);
+    rj_dtype xt = rj_node_dtype(g, x);
+    rj_node one = dtype_is_float(xt) ? rj_graph_binary(g, RJ_OP_LOGICAL_OR, rj_graph_binary(g, RJ_OP_EQ, x, x),
+                                                       rj_graph_binary(g, RJ_OP_NE, x, x))
+                : xt == RJ_BOOL ? rj_graph_binary(g, RJ_OP_LOGICAL_OR, x, rj_graph_unary(g, RJ_OP_LOGICAL_NOT, x))
+                                : rj_graph_binary(g, RJ_OP_ADD, rj_graph_binary(g, RJ_OP_MUL, x, rj_graph_scalar_int(g, 0)),
+                                                  rj_graph_scalar_int(g, 1));
+    return rj_graph_cast(g, one, t);
 }
 
 /* mean over dims: nested means, the last dim first, wherever each reduced row holds as many

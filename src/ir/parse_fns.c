@@ -88,6 +88,22 @@ value build_logsumexp(parser *P, const call_site *c, value **v) {
     return rounded_back(P, c, rj_graph_binary(g, RJ_OP_ADD, rj_graph_unary(g, RJ_OP_LOG, s), m), back);
 }
 
+/* The vector p-norm of x (already in its working float type) over dims[0..n): sqrt(sum(x * x))
+ * for p = 2, sum(|x|) for 1, max(|x|) for inf, min(|x|) for -inf, the count of non-zeros for 0,
+ * else sum(|x| ** p) ** (1 / p); RJ_NONE after reporting. */
+static rj_node norm_of(parser *P, const call_site *c, rj_node x, double p, const int *dims, int n, bool keep) {
+    rj_graph *g = P->g;
+    rj_node a = p == 2 ? rj_graph_binary(g, RJ_OP_MUL, x, x) : rj_graph_unary(g, RJ_OP_ABS, x);
+    if (p == 0) a = rj_graph_cast(g, rj_graph_binary(g, RJ_OP_NE, x, rj_graph_scalar(g, 0.0)), rj_node_dtype(g, x));
+    else if (p != 1 && p != 2 && !isinf(p)) a = rj_graph_binary(g, RJ_OP_POW, a, rj_graph_scalar(g, p));
+    rj_op red = isinf(p) ? (p > 0 ? RJ_OP_MAX : RJ_OP_MIN) : RJ_OP_SUM;
+    rj_node r = reduce_over(P, c->fn, c->name, red, built_as(P, c->fn, c->name, a), dims, n, keep);
+    if (r == RJ_NONE) return RJ_NONE;
+    if (p == 2) return rj_graph_unary(g, RJ_OP_SQRT, r);
+    if (p != 1 && p != 0 && !isinf(p)) return rj_graph_binary(g, RJ_OP_POW, r, rj_graph_scalar(g, 1 / p));
+    return r;
+}
+
 /* normalize(input, p=2.0, dim=1, eps=1e-12): PyTorch's F.normalize, x / max(||x||_p, eps)
  * over dim (an integer or a tuple): p = 2 is sqrt(sum(x * x)), 1 sum(|x|), inf max(|x|), any
  * other positive p sum(|x| ** p) ** (1 / p). The input must be a float tensor, as PyTorch's
@@ -111,12 +127,8 @@ value build_normalize(parser *P, const call_site *c, value **v) {
     }
     rj_dtype back;
     if ((x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
-    rj_node a = p == 2 ? rj_graph_binary(g, RJ_OP_MUL, x, x) : rj_graph_unary(g, RJ_OP_ABS, x);
-    if (p != 1 && p != 2 && !isinf(p)) a = rj_graph_binary(g, RJ_OP_POW, a, rj_graph_scalar(g, p));
-    rj_node norm = reduce_over(P, c->fn, c->name, isinf(p) ? RJ_OP_MAX : RJ_OP_SUM, built_as(P, c->fn, c->name, a), dims, n, true);
+    rj_node norm = norm_of(P, c, x, p, dims, n, true);
     if (norm == RJ_NONE) return nothing(c);
-    if (p == 2) norm = rj_graph_unary(g, RJ_OP_SQRT, norm);
-    else if (p != 1 && !isinf(p)) norm = rj_graph_binary(g, RJ_OP_POW, norm, rj_graph_scalar(g, 1 / p));
     return rounded_back(P, c, rj_graph_binary(g, RJ_OP_DIV, x, rj_graph_binary(g, RJ_OP_MAXIMUM, norm, rj_graph_scalar(g, eps))),
                         back);
 }
@@ -159,15 +171,9 @@ value build_norm_fn(parser *P, const call_site *c, value **v) {
     else for (int i = 0; i < rank; i++) dims[i] = rank - 1 - i;
     rj_dtype back;
     if (!n || (x = float_work(P, c, x, &back)) == RJ_NONE) return nothing(c);
-    rj_node a = p == 2 ? rj_graph_binary(g, RJ_OP_MUL, x, x) : rj_graph_unary(g, RJ_OP_ABS, x);
-    rj_op red = isinf(p) ? (p > 0 ? RJ_OP_MAX : RJ_OP_MIN) : RJ_OP_SUM;
-    if (p == 0) a = rj_graph_cast(g, rj_graph_binary(g, RJ_OP_NE, x, rj_graph_scalar(g, 0.0)), rj_node_dtype(g, x));
-    else if (p != 1 && p != 2 && !isinf(p)) a = rj_graph_binary(g, RJ_OP_POW, a, rj_graph_scalar(g, p));
-    rj_node r = reduce_over(P, c->fn, c->name, red, built_as(P, c->fn, c->name, a), dims, n, keep);
+    rj_node r = norm_of(P, c, x, p, dims, n, keep);
     if (r == RJ_NONE) return nothing(c);
-    if (p == 2) r = rj_graph_unary(g, RJ_OP_SQRT, r);
-    else if (p != 1 && p != 0 && !isinf(p)) r = rj_graph_binary(g, RJ_OP_POW, r, rj_graph_scalar(g, 1 / p));
-    else if (isinf(p) && p > 0) r = rj_graph_binary(g, RJ_OP_MAXIMUM, r, rj_graph_scalar(g, 0.0)); /* empty: 0 */
+    if (isinf(p) && p > 0) r = rj_graph_binary(g, RJ_OP_MAXIMUM, r, rj_graph_scalar(g, 0.0)); /* empty: 0 */
     return rounded_back(P, c, r, back);
 }
 
@@ -442,6 +448,11 @@ rj_node indices_of(parser *P, const token *t, const value *v) {
  *   softmin     softmax(-x, dim)                       glu         a * sigmoid(b), a and b the halves along dim
  *   logaddexp   m + log1p(exp(-|a - b|)) with m = max(a, b), and a where a == b is infinite
  * NaN stays NaN; float inputs (16-bit: computed in f32, rounded once). */
+/* log1p(exp(-|t|)), the tail of logsigmoid and logaddexp, never overflowing */
+static rj_node log1p_exp_neg_abs(rj_graph *g, rj_node t) {
+    return log1p_of(g, rj_graph_unary(g, RJ_OP_EXP, rj_graph_unary(g, RJ_OP_NEG, rj_graph_unary(g, RJ_OP_ABS, t))));
+}
+
 value build_more_fn(parser *P, const call_site *c, value **v) {
     const char *f = c->name;
     rj_graph *g = P->g;
@@ -491,8 +502,7 @@ value build_more_fn(parser *P, const call_site *c, value **v) {
     }
     rj_node zero = rj_graph_scalar(g, 0.0);
     if (!strcmp(f, "logsigmoid")) {
-        rj_node e = rj_graph_unary(g, RJ_OP_EXP, rj_graph_unary(g, RJ_OP_NEG, rj_graph_unary(g, RJ_OP_ABS, x)));
-        r = rj_graph_binary(g, RJ_OP_SUB, rj_graph_binary(g, RJ_OP_MINIMUM, x, zero), log1p_of(g, e));
+        r = rj_graph_binary(g, RJ_OP_SUB, rj_graph_binary(g, RJ_OP_MINIMUM, x, zero), log1p_exp_neg_abs(g, x));
     } else if (!strcmp(f, "tanhshrink")) {
         r = rj_graph_binary(g, RJ_OP_SUB, x, rj_graph_unary(g, RJ_OP_TANH, x));
     } else if (!strcmp(f, "softshrink")) { /* x * 0 in the middle: -0.0 below 0, NaN for NaN */
@@ -508,10 +518,9 @@ value build_more_fn(parser *P, const call_site *c, value **v) {
         r = rj_graph_where(g, rj_graph_binary(g, RJ_OP_LE, x, rj_graph_scalar(g, l)), rj_graph_scalar(g, val), x);
     } else { /* logaddexp */
         rj_node m = rj_graph_binary(g, RJ_OP_MAXIMUM, x, y);
-        rj_node e = rj_graph_unary(g, RJ_OP_EXP, rj_graph_unary(g, RJ_OP_NEG, rj_graph_unary(g, RJ_OP_ABS, rj_graph_binary(g, RJ_OP_SUB, x, y))));
         rj_node same_inf = rj_graph_binary(g, RJ_OP_LOGICAL_AND, rj_graph_binary(g, RJ_OP_EQ, x, y),
                                            rj_graph_binary(g, RJ_OP_EQ, rj_graph_unary(g, RJ_OP_ABS, x), rj_graph_scalar(g, INFINITY)));
-        r = rj_graph_where(g, same_inf, x, rj_graph_binary(g, RJ_OP_ADD, m, log1p_of(g, e)));
+        r = rj_graph_where(g, same_inf, x, rj_graph_binary(g, RJ_OP_ADD, m, log1p_exp_neg_abs(g, rj_graph_binary(g, RJ_OP_SUB, x, y))));
     }
     return rounded_back(P, c, r, back);
 }

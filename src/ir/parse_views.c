@@ -115,14 +115,15 @@ value build_split(parser *P, const call_site *c, value **v) {
     return r;
 }
 
-/* slice_dim for flip and unbind: a dense dim of constant size, else an error naming fname. */
-static bool whole_dim(parser *P, const token *at, const char *fname, rj_node x, int64_t dim, int *k, int64_t *size) {
+/* slice_dim for unbind, flip and repeat: a dense dim of constant size, else an error naming
+ * fname and what else it takes (`also`, "" for nothing). */
+static bool whole_dim(parser *P, const token *at, const char *fname, const char *also, rj_node x, int64_t dim, int *k,
+                      int64_t *size) {
     rj_dim dims[RJ_MAX_RANK];
     int rank = rj_node_shape(P->g, x, dims);
     if (dim >= -rank && dim < rank && dims[dim < 0 ? dim + rank : dim] < 0) {
         fail_at(P, at, RJ_ERR_UNSUPPORTED, "%s: dim %lld has a size known only at run time (the batch dim, a ragged "
-                "dim or a size name); %s takes a dense dim of constant size%s", fname, (long long)dim, fname,
-                fname[0] == 'f' ? " or the ragged dim of a jagged tensor" : "");
+                "dim or a size name); %s takes a dense dim of constant size%s", fname, (long long)dim, fname, also);
         return false;
     }
     return slice_dim(P, at, fname, x, dim, k, size);
@@ -135,7 +136,7 @@ value build_unbind(parser *P, const call_site *c, value **v) {
     int k;
     if (v[1] && !int_arg(P, c->name, "dim", v[1], INT_MIN, INT_MAX, &dim)) return nothing(c);
     rj_node x = as_node(P, v[0]);
-    if (P->failed || !whole_dim(P, v[1] ? &v[1]->at : c->fn, c->name, x, dim, &k, &size)) return nothing(c);
+    if (P->failed || !whole_dim(P, v[1] ? &v[1]->at : c->fn, c->name, "", x, dim, &k, &size)) return nothing(c);
     value r;
     if (!pieces_begin(P, c, size, &r)) return nothing(c);
     for (int64_t i = 0; i < size && !P->failed; i++)
@@ -145,7 +146,8 @@ value build_unbind(parser *P, const call_site *c, value **v) {
 
 /* flip(input, dims): PyTorch's, the order of each dim named reversed: a dense dim of constant
  * size by index_select of size - 1 - arange(size); the ragged dim of a jagged tensor, each
- * item's rows reversed, by take_along_dim of len_b - 1 - positions. */
+ * item's rows reversed, by take_along_dim of len_b - 1 - positions (the largest position less
+ * each). */
 value build_flip(parser *P, const call_site *c, value **v) {
     rj_node x = as_node(P, v[0]);
     if (P->failed) return nothing(c);
@@ -156,16 +158,16 @@ value build_flip(parser *P, const call_site *c, value **v) {
         int d = dims[i];
         const node *xn = &g->nodes[x];
         if (d == 1 && node_is_jagged(g, xn) && !node_is_pair(g, xn) && dim_ragged_pos(g, xn) == 1) {
-            rj_node pos = rj_graph_positions(g, shape[1]);
-            rj_node len = rj_graph_reduce(g, RJ_OP_SUM, ones_like(g, pos, RJ_I64), 1, true); /* [B, 1] */
-            rj_node idx = rj_graph_binary(g, RJ_OP_SUB, rj_graph_binary(g, RJ_OP_SUB, len, rj_graph_scalar_int(g, 1)), pos);
-            for (int t = 2; t < rank; t++) idx = rj_graph_unsqueeze(g, idx, -1);
+            rj_node pos = index_along(P, c->fn, c->name, x, 1); /* [B, j1, 1..] */
+            if (pos == RJ_NONE) return nothing(c);
+            rj_node last = rj_graph_reduce(g, RJ_OP_MAX, pos, 1, true); /* len_b - 1: [B, 1, 1..] */
+            rj_node idx = rj_graph_binary(g, RJ_OP_SUB, last, pos);
             x = built_as(P, c->fn, c->name, rj_graph_take_along_dim(g, x, built_as(P, c->fn, c->name, idx), 1));
             continue;
         }
         int k;
         int64_t size;
-        if (!whole_dim(P, c->fn, c->name, x, d, &k, &size)) return nothing(c);
+        if (!whole_dim(P, c->fn, c->name, " or the ragged dim of a jagged tensor", x, d, &k, &size)) return nothing(c);
         rj_node idx = rj_graph_binary(g, RJ_OP_SUB, rj_graph_scalar_int(g, size - 1), rj_graph_arange(g, size, RJ_I64));
         x = built_as(P, c->fn, c->name, rj_graph_index_select(g, x, k, built_as(P, c->fn, c->name, idx)));
     }
@@ -282,7 +284,7 @@ value build_repeat(parser *P, const call_site *c, value **v) {
         if (k == 1) continue;
         int dk;
         int64_t size;
-        if (!whole_dim(P, c->fn, c->name, x, i, &dk, &size)) return nothing(c);
+        if (!whole_dim(P, c->fn, c->name, "", x, i, &dk, &size)) return nothing(c);
         rj_node copies[64];
         for (int64_t j = 0; j < k; j++) copies[j] = x;
         x = built_as(P, c->fn, c->name, rj_graph_cat(g, copies, (int)k, i));
@@ -584,6 +586,19 @@ value build_arange(parser *P, const call_site *c, value **v) {
     return made(P, c, dt == w ? r : rj_graph_cast(g, r, dt));
 }
 
+/* A constant's fill_value: a number or True/False (*val), and the dtype of its kind (PyTorch's
+ * default: f32 for a float, i64 for an int, bool); false after reporting. */
+static bool fill_value(parser *P, const call_site *c, const value *v, double *val, rj_dtype *kind) {
+    const node *s = scalar_of(P, v);
+    if (!s) {
+        fail_at(P, &v->at, RJ_ERR_PARSE, "%s: fill_value must be a number or True/False", c->name);
+        return false;
+    }
+    *val = s->weak == WEAK_FLOAT ? s->fval : (double)s->ival;
+    *kind = s->weak == WEAK_FLOAT ? RJ_F32 : s->weak == WEAK_INT ? RJ_I64 : RJ_BOOL;
+    return true;
+}
+
 /* full(size, fill_value, dtype=None): the dtype of the value's kind by default (PyTorch's:
  * f32 for a float, i64 for an int, bool); zeros(size, dtype="f32") and ones(...) are full of 0
  * and 1, their size a list, a tuple or the sizes one by one (zeros(2, D)). */
@@ -595,13 +610,7 @@ value build_full(parser *P, const call_site *c, value **v) {
     rj_dtype dflt = RJ_F32;
     const value *dv = v[1];
     if (c->op == RJ_OP_FULL) {
-        const node *s = scalar_of(P, v[1]);
-        if (!s || (s->op != RJ_OP_SCALAR)) {
-            fail_at(P, &v[1]->at, RJ_ERR_PARSE, "full: fill_value must be a number or True/False");
-            return nothing(c);
-        }
-        val = s->weak == WEAK_FLOAT ? s->fval : (double)s->ival;
-        dflt = s->weak == WEAK_FLOAT ? RJ_F32 : s->weak == WEAK_INT ? RJ_I64 : RJ_BOOL;
+        if (!fill_value(P, c, v[1], &val, &dflt)) return nothing(c);
         dv = v[2];
     }
     if (!shape_arg(P, c, v[0], d, &n) || !dtype_arg(P, c, dv, dflt, &dt)) return nothing(c);
@@ -619,15 +628,8 @@ value build_like(parser *P, const call_site *c, value **v) {
     rj_graph *g = P->g;
     const value *fv = filled ? v[like ? 1 : 2] : NULL, *dv = v[(like ? 1 : 2) + filled];
     double val = strstr(c->name, "ones") != NULL;
-    if (fv) {
-        const node *s = scalar_of(P, fv);
-        if (!s) {
-            fail_at(P, &fv->at, RJ_ERR_PARSE, "%s: fill_value must be a number or True/False", c->name);
-            return nothing(c);
-        }
-        val = s->weak == WEAK_FLOAT ? s->fval : (double)s->ival;
-    }
     rj_dtype dt;
+    if (fv && !fill_value(P, c, fv, &val, &dt)) return nothing(c);
     if (!dtype_arg(P, c, dv, rj_node_dtype(g, x), &dt)) return nothing(c);
     if (!like) {
         rj_dim d[RJ_MAX_RANK];
@@ -635,9 +637,8 @@ value build_like(parser *P, const call_site *c, value **v) {
         if (!shape_arg(P, c, v[1], d, &n)) return nothing(c);
         return made(P, c, rj_graph_full(g, n, d, val, dt));
     }
-    rj_node every = rj_graph_binary(g, RJ_OP_LOGICAL_OR, rj_graph_binary(g, RJ_OP_EQ, x, x), rj_graph_binary(g, RJ_OP_NE, x, x));
     rj_node k = rj_graph_full(g, 0, NULL, val, dt);
-    return made(P, c, rj_graph_where(g, every, k, k));
+    return made(P, c, rj_graph_where(g, ones_like(g, x, RJ_BOOL), k, k));
 }
 
 /* cat(tensors, dim=0), stack(tensors, dim=0): a list of tensors, joined by the builder. */
